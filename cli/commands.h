@@ -1,0 +1,31 @@
+#pragma once
+// One function pair per subcommand: add_X_command declares its flags, run_X_command runs it
+// and returns the exit code. Errors the user caused throw UsageError (exit 2).
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace azr::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ExecOptions {
+  std::string file;       // a program file (FILE.py)
+  std::string input;      // its argument list
+  std::string jsonl;      // or: a JSONL file of {program, input}, "-" for stdin
+  std::string entry = "f";
+  double timeout = 2.0;   // CPU seconds per job
+  double wall_timeout = 0;
+  double memory_mib = 512;
+  uint64_t output_limit = 64 << 10;
+  int workers = 0;
+  bool determinism = false;
+};
+
+CLI::App* add_exec_command(CLI::App& app, ExecOptions& o);
+int run_exec(const ExecOptions& o);
+
+}  // namespace azr::cli

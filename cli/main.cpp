@@ -1,0 +1,53 @@
+// azr: the single command. Git-style subcommands; exit codes 0 ok, 1 failed, 2 bad usage/input.
+#include <CLI/CLI.hpp>
+#include <seccomp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "azr/build_info.h"
+#include "cli/commands.h"
+
+namespace {
+
+std::string version_text() {
+  const scmp_version* sv = seccomp_version();
+  std::string backends = AZR_HAVE_CUDA ? "cpu, cuda" : "cpu";
+  return std::string("azr ") + AZR_VERSION + " (" + AZR_GIT_DESCRIBE + ")\n" + "backends: " + backends + "\n" +
+         "sandbox: embedded CPython " + AZR_PYTHON_VERSION + ", libseccomp " + std::to_string(sv->major) + "." +
+         std::to_string(sv->minor) + "." + std::to_string(sv->micro);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("azr");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+
+  CLI::App app{"azr: teaches a language model to reason through self-play (Absolute Zero), in C++/CUDA"};
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  azr::cli::ExecOptions exec_opts;
+  CLI::App* exec = azr::cli::add_exec_command(app, exec_opts);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help/version (code 0) or the usage error
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (exec->parsed()) return azr::cli::run_exec(exec_opts);
+  } catch (const azr::cli::UsageError& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 2;
+}

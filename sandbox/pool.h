@@ -1,0 +1,78 @@
+#pragma once
+// The supervisor's pool of sandbox workers: submit many jobs, collect results as they finish.
+//
+// Each worker is one zygote (sandbox/spawn.h). Primary workers share the pool's hash seed, so
+// every ordinary job gives the same result whichever worker runs it; alternate workers use a
+// different seed (and have a different address layout) and exist for the second run of a
+// determinism check. One I/O thread multiplexes all workers with epoll; a worker that dies or
+// stops answering is replaced, the job it was running is reported as internal_error, and jobs
+// queued behind it are re-queued, so no job is ever lost.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/result.h"
+
+namespace azr::sandbox {
+
+struct PoolOptions {
+  int workers = 0;             // primary workers; 0 = one per online CPU
+  int alternate_workers = -1;  // -1 = max(1, workers / 2); 0 = no determinism runs
+  long hash_seed = 0;          // primaries use it, alternates use hash_seed + 1
+  std::string zygote_path;     // empty: azr-zygote next to this executable (or $AZR_ZYGOTE)
+  std::vector<std::string> preimports;  // empty: the default allowlist
+  bool use_namespaces = true;
+  int queue_depth = 2;         // jobs handed to a worker at once (1 running + the next, queued)
+};
+
+struct WorkerInfo {
+  int index = 0;
+  SeedClass seed = SeedClass::Primary;
+  int pid = -1;
+  std::string namespaces;
+  std::vector<std::string> warnings;
+  std::string python_version;
+  uint32_t preimports = 0;
+  uint32_t bpf_instructions = 0;
+  bool filesystem_hidden = false;
+  bool pid_namespace_leader = false;
+  int restarts = 0;
+};
+
+struct PoolStats {
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint64_t worker_restarts = 0;
+  uint64_t requeued = 0;
+};
+
+class Pool {
+ public:
+  // Starts every worker before returning; throws std::runtime_error if none can start.
+  explicit Pool(PoolOptions options = {});
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Thread-safe. Returns the job id.
+  uint64_t submit(Job job);
+  // Blocks until some submitted job finishes and returns it (each result is returned once,
+  // either here or by wait(id)). Throws std::logic_error if nothing is outstanding.
+  JobResult wait_any();
+  // Blocks until job `id` finishes.
+  JobResult wait(uint64_t id);
+  // Submits all, waits for all, returns results in the order of `jobs`.
+  std::vector<JobResult> run(std::vector<Job> jobs);
+
+  std::vector<WorkerInfo> workers() const;
+  PoolStats stats() const;
+  int primary_workers() const;
+  int alternate_workers() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace azr::sandbox

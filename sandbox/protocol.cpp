@@ -1,0 +1,124 @@
+#include "sandbox/protocol.h"
+
+#include "sandbox/wire.h"
+
+namespace azr::sandbox::protocol {
+
+namespace {
+void put_list(wire::Writer& w, const std::vector<std::string>& v) {
+  w.u32(static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) w.str(s);
+}
+std::vector<std::string> get_list(wire::Reader& rd) {
+  uint32_t n = rd.u32();
+  if (n > rd.remaining() / 4) throw wire::Error("list count exceeds message");
+  std::vector<std::string> v;
+  for (uint32_t i = 0; i < n; ++i) v.emplace_back(rd.str());
+  return v;
+}
+}  // namespace
+
+std::string encode(const Hello& h) {
+  std::string out;
+  wire::Writer w(out);
+  w.str(h.fatal);
+  w.str(h.python_version);
+  w.u32(h.preimports);
+  put_list(w, h.missing_preimports);
+  put_list(w, h.warnings);
+  w.u8(h.filesystem_hidden);
+  w.u32(h.bpf_instructions);
+  w.u32(static_cast<uint32_t>(h.pid_in_namespace));
+  return out;
+}
+
+Hello decode_hello(std::string_view payload) {
+  wire::Reader rd(payload);
+  Hello h;
+  h.fatal = rd.str();
+  h.python_version = rd.str();
+  h.preimports = rd.u32();
+  h.missing_preimports = get_list(rd);
+  h.warnings = get_list(rd);
+  h.filesystem_hidden = rd.u8() != 0;
+  h.bpf_instructions = rd.u32();
+  h.pid_in_namespace = static_cast<int32_t>(rd.u32());
+  if (rd.remaining() != 0) throw wire::Error("trailing bytes in hello");
+  return h;
+}
+
+std::string encode(const Request& r) {
+  std::string out;
+  wire::Writer w(out);
+  w.u64(r.job_id);
+  w.u8(static_cast<uint8_t>(r.op));
+  w.str(r.program);
+  w.str(r.entry);
+  w.u32(static_cast<uint32_t>(r.inputs.size()));
+  for (const auto& in : r.inputs) w.str(in);
+  w.f64(r.limits.cpu_seconds);
+  w.f64(r.limits.wall_seconds);
+  w.u64(r.limits.memory_bytes);
+  w.u64(r.limits.max_output_bytes);
+  w.u64(r.limits.max_result_bytes);
+  w.u64(r.nonce[0]);
+  w.u64(r.nonce[1]);
+  return out;
+}
+
+Request decode_request(std::string_view payload) {
+  wire::Reader rd(payload);
+  Request r;
+  r.job_id = rd.u64();
+  uint8_t op = rd.u8();
+  if (op != static_cast<uint8_t>(Op::RunProgram) && op != static_cast<uint8_t>(Op::ParseLiterals))
+    throw wire::Error("unknown op");
+  r.op = static_cast<Op>(op);
+  r.program = rd.str();
+  r.entry = rd.str();
+  uint32_t n = rd.u32();
+  if (n > rd.remaining() / 4) throw wire::Error("input count exceeds message");
+  r.inputs.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) r.inputs.emplace_back(rd.str());
+  r.limits.cpu_seconds = rd.f64();
+  r.limits.wall_seconds = rd.f64();
+  r.limits.memory_bytes = rd.u64();
+  r.limits.max_output_bytes = rd.u64();
+  r.limits.max_result_bytes = rd.u64();
+  r.nonce[0] = rd.u64();
+  r.nonce[1] = rd.u64();
+  if (rd.remaining() != 0) throw wire::Error("trailing bytes in request");
+  return r;
+}
+
+std::string encode(const Response& r) {
+  std::string out;
+  wire::Writer w(out);
+  w.u64(r.job_id);
+  w.u8(static_cast<uint8_t>(r.end));
+  w.u32(static_cast<uint32_t>(r.code));
+  w.f64(r.wall_seconds);
+  w.f64(r.cpu_seconds);
+  w.str(r.records);
+  w.str(r.output);
+  return out;
+}
+
+Response decode_response(std::string_view payload) {
+  wire::Reader rd(payload);
+  Response r;
+  r.job_id = rd.u64();
+  uint8_t end = rd.u8();
+  if (end < static_cast<uint8_t>(End::Exited) || end > static_cast<uint8_t>(End::SpawnFailed))
+    throw wire::Error("unknown end kind");
+  r.end = static_cast<End>(end);
+  r.code = static_cast<int32_t>(rd.u32());
+  r.wall_seconds = rd.f64();
+  r.cpu_seconds = rd.f64();
+  r.records = rd.str();
+  r.output = rd.str();
+  if (rd.remaining() != 0) throw wire::Error("trailing bytes in response");
+  return r;
+}
+
+}  // namespace azr::sandbox::protocol

@@ -1,0 +1,96 @@
+#pragma once
+// Messages between the supervisor (azr), a zygote (azr-zygote) and the zygote's children.
+//
+//   supervisor --Request--> zygote --fork--> child
+//   child --result records on fd 3--> zygote --Response (raw records + captured output)--> supervisor
+//
+// The zygote never interprets what a child wrote: it relays the bytes, the exit status and why
+// (if) it killed the child. The supervisor alone decides what a job's outcome is (outcome.h).
+// On the stream socket every message is framed as u32 length + payload.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sandbox/limits.h"
+
+namespace azr::sandbox::protocol {
+
+enum class Op : uint8_t {
+  // Parse every input as an argument list (`1, 'a', x=[2]`), then exec `program` and call
+  // `entry(*args, **kwargs)` once per input, in order, in one child.
+  RunProgram = 1,
+  // Parse every input as one Python literal (no program runs). This is how expected answers
+  // become values without the supervisor ever evaluating model text.
+  ParseLiterals = 2,
+};
+
+struct Request {
+  uint64_t job_id = 0;
+  Op op = Op::RunProgram;
+  std::string program;
+  std::string entry = "f";
+  std::vector<std::string> inputs;
+  Limits limits;
+  uint64_t nonce[2] = {0, 0};  // proves the done-record came from the harness, not user code
+};
+
+// How the child ended, as the zygote saw it.
+enum class End : uint8_t {
+  Exited = 1,        // code = exit status
+  Signaled = 2,      // code = signal (SIGKILL here means the CPU timer or RLIMIT_CPU)
+  KilledWall = 3,    // the zygote killed it at the wall-clock deadline
+  KilledOutput = 4,  // the zygote killed it for exceeding the stdout/stderr cap
+  KilledResult = 5,  // the zygote killed it for exceeding the result-bytes cap
+  SpawnFailed = 6,   // fork/pipe failed in the zygote (an infrastructure error), code = errno
+};
+
+struct Response {
+  uint64_t job_id = 0;
+  End end = End::Exited;
+  int32_t code = 0;
+  double wall_seconds = 0;
+  double cpu_seconds = 0;
+  std::string records;  // what the child wrote on fd 3, verbatim
+  std::string output;   // stdout+stderr, up to the cap
+};
+
+// Result records the child's harness writes on fd 3: one per input, then one done-record.
+//   'R' u32 index u8 status (CallStatus below) ...
+//        ok:          u32 n, value wire bytes (sandbox/value.h)
+//        otherwise:   str error_type, str message
+//   'D' u32 count u64 nonce0 u64 nonce1
+enum class RecordStatus : uint8_t {
+  Ok = 0,
+  Exception = 1,       // the program raised (type name, message)
+  InputError = 2,      // an input is not a literal argument list / literal
+  Unrepresentable = 3, // the result holds a type the strict serializer refuses
+  ResultTooLarge = 4,  // the encoded result exceeds limits.max_result_bytes
+  MemoryError = 5,     // MemoryError raised (address-space limit)
+  NoEntry = 6,         // the program defines no callable named `entry`
+};
+
+constexpr uint8_t kRecordResult = 'R';
+constexpr uint8_t kRecordDone = 'D';
+
+// The zygote's first message: what it managed to set up. `fatal` non-empty means it could not
+// start and will exit; warnings are things it could not do but can run without.
+struct Hello {
+  std::string fatal;
+  std::string python_version;
+  uint32_t preimports = 0;
+  std::vector<std::string> missing_preimports;
+  std::vector<std::string> warnings;
+  bool filesystem_hidden = false;
+  uint32_t bpf_instructions = 0;
+  int32_t pid_in_namespace = 0;  // 1 when the zygote leads its own pid namespace
+};
+
+std::string encode(const Hello& h);
+Hello decode_hello(std::string_view payload);
+std::string encode(const Request& r);
+Request decode_request(std::string_view payload);
+std::string encode(const Response& r);
+Response decode_response(std::string_view payload);
+
+}  // namespace azr::sandbox::protocol

@@ -1,0 +1,203 @@
+#include "sandbox/spawn.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "sandbox/framing.h"
+
+namespace azr::sandbox {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  int release() {
+    int f = fd;
+    fd = -1;
+    return f;
+  }
+};
+
+bool write_file(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
+// True if an unprivileged uid can reach and execute `path` (every directory on the way
+// searchable by "others"). When it cannot, the zygote keeps uid 0 outside its user namespace.
+bool executable_by_others(const std::string& path) {
+  std::filesystem::path p = std::filesystem::absolute(path);
+  struct stat st;
+  if (stat(p.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+  for (auto dir = p.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (stat(dir.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+    if (dir == dir.root_path()) break;
+  }
+  return true;
+}
+
+// The clone()d child before exec: async-signal-safe calls only (the supervisor may be
+// multi-threaded). Waits until the parent has written the id maps, then execs.
+[[noreturn]] void exec_zygote(int sync_r, int sock, int devnull, const char* path, char* const argv[],
+                              bool in_user_ns) {
+  char c;
+  if (read(sync_r, &c, 1) != 1) _exit(126);
+  if (in_user_ns) {
+    // Become the namespace's uid 0 (the mapped, unprivileged outer uid). Without this the
+    // process keeps its old kuid, which is unmapped inside, and execve grants it no
+    // capabilities there. Raw syscalls: glibc's wrappers would try to sync other threads.
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setresuid, 0, 0, 0) != 0) _exit(125);
+  }
+  int high = fcntl(sock, F_DUPFD, 100);
+  if (high < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(high, 3) < 0) _exit(126);
+  static const char kHost[] = "azr-sandbox";
+  sethostname(kHost, sizeof kHost - 1);  // fails harmlessly without a uts namespace
+  char* const envp[] = {nullptr};
+  execve(path, argv, envp);
+  _exit(127);
+}
+
+}  // namespace
+
+std::string default_zygote_path() {
+  if (const char* env = std::getenv("AZR_ZYGOTE"); env && *env) return env;
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "azr-zygote";
+  buf[n] = 0;
+  return (std::filesystem::path(buf).parent_path() / "azr-zygote").string();
+}
+
+SpawnedZygote spawn_zygote(const ZygoteSpec& spec, double hello_timeout_seconds) {
+  if (access(spec.path.c_str(), X_OK) != 0)
+    throw std::runtime_error("sandbox worker executable not found or not executable: " + spec.path +
+                             " (set AZR_ZYGOTE or build the azr-zygote target)");
+
+  std::vector<std::string> args = {spec.path, "--hash-seed=" + std::to_string(spec.hash_seed)};
+  if (!spec.preimports.empty()) {
+    std::string list;
+    for (const auto& m : spec.preimports) list += (list.empty() ? "" : ",") + m;
+    args.push_back("--preimport=" + list);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int sv[2], sync[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw std::runtime_error(std::string("socketpair: ") + strerror(errno));
+  Fd mine(sv[0]), theirs(sv[1]);
+  if (pipe2(sync, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + strerror(errno));
+  Fd sync_r(sync[0]), sync_w(sync[1]);
+  Fd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+
+  struct Attempt {
+    unsigned long flags;
+    const char* names;
+  };
+  const unsigned long kAllButUser = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  std::vector<Attempt> attempts;
+  if (spec.use_namespaces) {
+    attempts.push_back({CLONE_NEWUSER | kAllButUser, "user,pid,mnt,net,ipc,uts"});
+    if (geteuid() == 0) attempts.push_back({kAllButUser, "pid,mnt,net,ipc,uts"});
+  }
+  attempts.push_back({0, "none"});
+
+  SpawnedZygote z;
+  pid_t pid = -1;
+  unsigned long flags = 0;
+  for (const auto& a : attempts) {
+    pid = static_cast<pid_t>(syscall(SYS_clone, a.flags | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+    if (pid == 0)
+      exec_zygote(sync_r.fd, theirs.fd, devnull.fd, spec.path.c_str(), argv.data(), a.flags & CLONE_NEWUSER);
+    if (pid > 0) {
+      flags = a.flags;
+      z.namespaces = a.names;
+      break;
+    }
+    if (spec.use_namespaces)
+      z.warnings.push_back(std::string("cannot create namespaces ") + a.names + ": " + strerror(errno));
+  }
+  if (pid < 0) throw std::runtime_error(std::string("clone: ") + strerror(errno));
+  z.pid = pid;
+  theirs.reset();
+  sync_r.reset();
+
+  if (flags & CLONE_NEWUSER) {
+    // Root inside, an unprivileged uid outside: if the filter ever failed, the process would
+    // still own nothing on the host. Unprivileged supervisors can only map themselves.
+    uid_t outer_uid = geteuid();
+    gid_t outer_gid = getegid();
+    if (outer_uid == 0) {
+      if (executable_by_others(spec.path)) {
+        outer_uid = kNobody;
+        outer_gid = kNobody;
+      } else {
+        z.warnings.push_back("zygote runs as uid 0 outside its user namespace: " + spec.path +
+                             " is not reachable by an unprivileged user");
+      }
+    }
+    std::string proc = "/proc/" + std::to_string(pid);
+    write_file(proc + "/setgroups", "deny");
+    if (!write_file(proc + "/uid_map", "0 " + std::to_string(outer_uid) + " 1\n") ||
+        !write_file(proc + "/gid_map", "0 " + std::to_string(outer_gid) + " 1\n"))
+      z.warnings.push_back(std::string("could not write the user namespace id maps: ") + strerror(errno));
+  }
+  if (write(sync_w.fd, "g", 1) != 1) z.warnings.push_back("could not release the zygote");
+  sync_w.reset();
+  z.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+
+  auto fail = [&](const std::string& why) -> std::runtime_error {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    if (z.pidfd >= 0) close(z.pidfd);
+    return std::runtime_error(why);
+  };
+  pollfd p{mine.fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = poll(&p, 1, static_cast<int>(hello_timeout_seconds * 1000));
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) throw fail("sandbox worker did not start within " + std::to_string(hello_timeout_seconds) + " s");
+  std::string payload;
+  if (!read_message(mine.fd, payload))
+    throw fail("sandbox worker exited during start-up (" + spec.path + "); see its message above");
+  try {
+    z.hello = protocol::decode_hello(payload);
+  } catch (const std::exception& e) {
+    throw fail(std::string("sandbox worker sent a bad hello: ") + e.what());
+  }
+  if (!z.hello.fatal.empty()) throw fail("sandbox worker failed to start: " + z.hello.fatal);
+  for (const auto& w : z.hello.warnings) z.warnings.push_back(w);
+  fcntl(mine.fd, F_SETFL, O_NONBLOCK);
+  z.socket = mine.release();
+  return z;
+}
+
+}  // namespace azr::sandbox
