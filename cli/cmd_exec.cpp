@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
+#include "sandbox/protocol.h"
 
 namespace azr::cli {
 namespace {
@@ -101,6 +102,12 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
   c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()->check(CLI::Range(16.0, 1048576.0));
   c->add_option("--output-limit", o.output_limit, "stdout+stderr bytes per job")->capture_default_str();
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(CLI::Range(0, 1024));
+  c->add_option("--input-mode", o.input_mode,
+                 "literal: every argument must be a Python literal (the safe default; what graders use for "
+                 "model-written answers); expression: arguments are expressions evaluated in the sandbox "
+                 "(CRUXEval-style inputs such as lambda x: x or dict(a=1))")
+      ->check(CLI::IsMember({"literal", "expression"}))
+      ->capture_default_str();
   c->add_flag("--determinism", o.determinism, "also run each job on a worker with another hash seed and report "
                                               "\"deterministic\"");
   return c;
@@ -136,6 +143,7 @@ int run_exec(const ExecOptions& o) {
     j.entry = o.entry;
     j.inputs = {it.input};
     j.limits = limits;
+    j.input_mode = o.input_mode == "expression" ? sandbox::InputMode::Expression : sandbox::InputMode::Literal;
     ids.push_back(pool.submit(j));
     if (o.determinism) {
       j.seed = sandbox::SeedClass::Alternate;

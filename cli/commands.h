@@ -23,6 +23,7 @@ struct ExecOptions {
   uint64_t output_limit = 64 << 10;
   int workers = 0;
   bool determinism = false;
+  std::string input_mode = "literal";
 };
 
 CLI::App* add_exec_command(CLI::App& app, ExecOptions& o);

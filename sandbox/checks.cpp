@@ -5,8 +5,9 @@
 namespace azr::sandbox {
 namespace {
 
-Job program_job(const EvalRequest& r, const Limits& limits, SeedClass seed) {
+Job program_job(const EvalRequest& r, const Limits& limits, SeedClass seed, InputMode mode) {
   Job j;
+  j.input_mode = mode;
   j.op = protocol::Op::RunProgram;
   j.program = r.program;
   j.inputs = {r.input};
@@ -22,18 +23,20 @@ CallResult single(JobResult&& r) {
 
 }  // namespace
 
-std::vector<CallResult> evaluate(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits) {
+std::vector<CallResult> evaluate(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits,
+                                 InputMode mode) {
   std::vector<Job> jobs;
   jobs.reserve(reqs.size());
-  for (const auto& r : reqs) jobs.push_back(program_job(r, limits, SeedClass::Primary));
+  for (const auto& r : reqs) jobs.push_back(program_job(r, limits, SeedClass::Primary, mode));
   std::vector<CallResult> out;
   out.reserve(reqs.size());
   for (auto& r : pool.run(std::move(jobs))) out.push_back(single(std::move(r)));
   return out;
 }
 
-CallResult evaluate(Pool& pool, const std::string& program, const std::string& input, const Limits& limits) {
-  return evaluate(pool, std::vector<EvalRequest>{{program, input}}, limits).at(0);
+CallResult evaluate(Pool& pool, const std::string& program, const std::string& input, const Limits& limits,
+                    InputMode mode) {
+  return evaluate(pool, std::vector<EvalRequest>{{program, input}}, limits, mode).at(0);
 }
 
 bool same_outcome(const CallResult& a, const CallResult& b) {
@@ -42,12 +45,13 @@ bool same_outcome(const CallResult& a, const CallResult& b) {
   return a.error_type == b.error_type;
 }
 
-std::vector<DeterminismResult> determinism(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits) {
+std::vector<DeterminismResult> determinism(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits,
+                                           InputMode mode) {
   std::vector<Job> jobs;
   jobs.reserve(reqs.size() * 2);
   for (const auto& r : reqs) {
-    jobs.push_back(program_job(r, limits, SeedClass::Primary));
-    jobs.push_back(program_job(r, limits, SeedClass::Alternate));
+    jobs.push_back(program_job(r, limits, SeedClass::Primary, mode));
+    jobs.push_back(program_job(r, limits, SeedClass::Alternate, mode));
   }
   auto results = pool.run(std::move(jobs));
   std::vector<DeterminismResult> out(reqs.size());
@@ -68,13 +72,14 @@ std::vector<CallResult> parse_literals(Pool& pool, const std::vector<std::string
 }
 
 std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest>& reqs,
-                                       const std::vector<std::string>& expected, const Limits& limits) {
+                                       const std::vector<std::string>& expected, const Limits& limits,
+                                       InputMode mode) {
   if (reqs.size() != expected.size()) throw std::invalid_argument("check_equals: one expected value per request");
   // The expected literals are parsed in their own child: they never share a process with the
   // program whose output they judge.
   std::vector<Job> jobs;
   jobs.reserve(reqs.size() + 1);
-  for (const auto& r : reqs) jobs.push_back(program_job(r, limits, SeedClass::Primary));
+  for (const auto& r : reqs) jobs.push_back(program_job(r, limits, SeedClass::Primary, mode));
   Job parse;
   parse.op = protocol::Op::ParseLiterals;
   parse.inputs = expected;
@@ -93,9 +98,10 @@ std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest
 }
 
 std::vector<CallResult> run_on_inputs(Pool& pool, const std::string& program, const std::vector<std::string>& inputs,
-                                      const Limits& limits) {
+                                      const Limits& limits, InputMode mode) {
   Job j;
   j.op = protocol::Op::RunProgram;
+  j.input_mode = mode;
   j.program = program;
   j.inputs = inputs;
   j.limits = limits;

@@ -14,6 +14,8 @@
 
 namespace azr::sandbox {
 
+using protocol::InputMode;
+
 struct EvalRequest {
   std::string program;
   std::string input;  // the argument list, as Python source: `1, 'a', [2]`
@@ -31,21 +33,24 @@ struct EqualsResult {
   bool equal = false;
 };
 
-std::vector<CallResult> evaluate(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits = {});
-CallResult evaluate(Pool& pool, const std::string& program, const std::string& input, const Limits& limits = {});
+std::vector<CallResult> evaluate(Pool& pool, const std::vector<EvalRequest>& reqs, const Limits& limits = {},
+                                 InputMode mode = InputMode::Literal);
+CallResult evaluate(Pool& pool, const std::string& program, const std::string& input, const Limits& limits = {},
+                                 InputMode mode = InputMode::Literal);
 
 // Deterministic means: both ran ok and their values are equal (NaN counted equal to NaN, sets
 // and dicts unordered), or both failed the same way (same status and exception type).
 bool same_outcome(const CallResult& a, const CallResult& b);
 std::vector<DeterminismResult> determinism(Pool& pool, const std::vector<EvalRequest>& reqs,
-                                           const Limits& limits = {});
+                                           const Limits& limits = {}, InputMode mode = InputMode::Literal);
 
 std::vector<CallResult> parse_literals(Pool& pool, const std::vector<std::string>& literals,
                                        const Limits& limits = {});
 std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest>& reqs,
-                                       const std::vector<std::string>& expected, const Limits& limits = {});
+                                       const std::vector<std::string>& expected, const Limits& limits = {},
+                                       InputMode mode = InputMode::Literal);
 
 std::vector<CallResult> run_on_inputs(Pool& pool, const std::string& program, const std::vector<std::string>& inputs,
-                                      const Limits& limits = {});
+                                      const Limits& limits = {}, InputMode mode = InputMode::Literal);
 
 }  // namespace azr::sandbox

@@ -223,6 +223,7 @@ struct Pool::Impl {
         protocol::Request req;
         req.job_id = id;
         req.op = it->second.job.op;
+        req.input_mode = it->second.job.input_mode;
         req.program = it->second.job.program;
         req.entry = it->second.job.entry;
         req.inputs = it->second.job.inputs;

@@ -52,6 +52,7 @@ std::string encode(const Request& r) {
   wire::Writer w(out);
   w.u64(r.job_id);
   w.u8(static_cast<uint8_t>(r.op));
+  w.u8(static_cast<uint8_t>(r.input_mode));
   w.str(r.program);
   w.str(r.entry);
   w.u32(static_cast<uint32_t>(r.inputs.size()));
@@ -74,6 +75,9 @@ Request decode_request(std::string_view payload) {
   if (op != static_cast<uint8_t>(Op::RunProgram) && op != static_cast<uint8_t>(Op::ParseLiterals))
     throw wire::Error("unknown op");
   r.op = static_cast<Op>(op);
+  uint8_t mode = rd.u8();
+  if (mode > static_cast<uint8_t>(InputMode::Expression)) throw wire::Error("unknown input mode");
+  r.input_mode = static_cast<InputMode>(mode);
   r.program = rd.str();
   r.entry = rd.str();
   uint32_t n = rd.u32();

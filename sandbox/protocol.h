@@ -25,9 +25,22 @@ enum class Op : uint8_t {
   ParseLiterals = 2,
 };
 
+// How a RunProgram input (the text inside `f(...)`) becomes arguments. Either way the text must
+// parse as exactly one call of `f`, so "0) or (True" cannot turn the call into something else.
+enum class InputMode : uint8_t {
+  // Every argument is a Python literal, parsed before the program runs. Use this for anything
+  // a solver writes: an expression could rewrite `f` (f.__code__ = ...) to return what it was
+  // shown.
+  Literal = 0,
+  // Every argument is an expression, evaluated in the program's namespace after the program
+  // ran, as `f(<input>)` would be (CRUXEval inputs use lambda, dict(...), range(...)).
+  Expression = 1,
+};
+
 struct Request {
   uint64_t job_id = 0;
   Op op = Op::RunProgram;
+  InputMode input_mode = InputMode::Literal;
   std::string program;
   std::string entry = "f";
   std::vector<std::string> inputs;

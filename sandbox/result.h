@@ -36,6 +36,7 @@ struct Job {
   std::string program;             // source defining `entry` (RunProgram)
   std::string entry = "f";
   std::vector<std::string> inputs; // argument lists (RunProgram) or literals (ParseLiterals)
+  protocol::InputMode input_mode = protocol::InputMode::Literal;
   Limits limits;
   SeedClass seed = SeedClass::Primary;
 };

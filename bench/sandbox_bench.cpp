@@ -1,0 +1,245 @@
+// Sandbox throughput and latency on the CRUXEval workload (800 real programs, each called on
+// its recorded input), at 1..N workers, against a process-per-job baseline measured in the same
+// run: a fresh `python3 -I -S` per job with no sandbox at all, N of them in parallel.
+//
+//   sandbox_bench [--data FILE] [--rounds R] [--max-workers N] [--baseline-jobs M]
+//
+// Prints a table and one JSON line. Never asserts on time.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sandbox/pool.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+namespace sb = azr::sandbox;
+
+struct Task {
+  std::string program, input;
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::vector<Task> load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "sandbox_bench: cannot open %s (pass --data)\n", path.c_str());
+    std::exit(2);
+  }
+  std::vector<Task> tasks;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    tasks.push_back({j.at("code").get<std::string>(), j.at("input").get<std::string>()});
+  }
+  return tasks;
+}
+
+struct Run {
+  int workers = 0;
+  int jobs = 0;
+  int ok = 0;
+  double seconds = 0;
+  double jobs_per_s = 0;
+  double p50_ms = 0, p99_ms = 0;  // latency of one job submitted alone (request -> result)
+};
+
+Run run_pool(const std::vector<Task>& tasks, int workers, int rounds) {
+  sb::PoolOptions o;
+  o.workers = workers;
+  o.alternate_workers = 0;
+  sb::Pool pool(o);
+  auto make = [&](const Task& t) {
+    sb::Job j;
+    j.program = t.program;
+    j.inputs = {t.input};
+    return j;
+  };
+  // Warm-up: first faults of every zygote's pages.
+  for (size_t i = 0; i < 50 && i < tasks.size(); ++i) pool.wait(pool.submit(make(tasks[i])));
+
+  Run r;
+  r.workers = workers;
+  // Throughput: everything submitted at once, as a training step does.
+  std::vector<sb::Job> jobs;
+  for (int k = 0; k < rounds; ++k)
+    for (const auto& t : tasks) jobs.push_back(make(t));
+  r.jobs = static_cast<int>(jobs.size());
+  auto t0 = Clock::now();
+  auto results = pool.run(std::move(jobs));
+  r.seconds = seconds_since(t0);
+  for (const auto& res : results) r.ok += res.calls[0].status == sb::Status::Ok;
+  r.jobs_per_s = r.jobs / r.seconds;
+
+  // Latency: one job at a time, round trip through the supervisor.
+  std::vector<double> lat;
+  for (size_t i = 0; i < tasks.size(); i += 2) {
+    auto t = Clock::now();
+    pool.wait(pool.submit(make(tasks[i])));
+    lat.push_back(seconds_since(t) * 1e3);
+  }
+  r.p50_ms = percentile(lat, 0.5);
+  r.p99_ms = percentile(lat, 0.99);
+  return r;
+}
+
+// The baseline harness: what a careful process-per-job runner does (isolated interpreter, no
+// site, literal-only input parsing), minus any sandboxing.
+constexpr const char* kBaselineHarness =
+    "import sys, ast\n"
+    "src = sys.stdin.read()\n"
+    "prog, _, inp = src.partition('\\0')\n"
+    "g = {}\n"
+    "exec(compile(prog, '<program>', 'exec'), g)\n"
+    "call = ast.parse('f(' + inp + '\\n)', mode='eval').body\n"
+    "args = [ast.literal_eval(a) for a in call.args]\n"
+    "sys.stdout.write(repr(g['f'](*args)))\n";
+
+bool run_one_process(const std::string& python, const Task& t, std::string& out) {
+  int in[2], outp[2];
+  if (pipe2(in, O_CLOEXEC) || pipe2(outp, O_CLOEXEC)) return false;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+  std::vector<std::string> args = {python, "-I", "-S", "-c", kBaselineHarness};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  pid_t pid;
+  int rc = posix_spawn(&pid, python.c_str(), &fa, nullptr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(outp[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(outp[0]);
+    return false;
+  }
+  std::string payload = t.program + '\0' + t.input;
+  [[maybe_unused]] ssize_t w = write(in[1], payload.data(), payload.size());
+  close(in[1]);
+  char buf[4096];
+  ssize_t n;
+  out.clear();
+  while ((n = read(outp[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(outp[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+Run run_baseline(const std::vector<Task>& tasks, const std::string& python, int workers, int jobs) {
+  Run r;
+  r.workers = workers;
+  r.jobs = jobs;
+  std::vector<int> ok(static_cast<size_t>(workers), 0);
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      std::string out;
+      for (int i = w; i < jobs; i += workers)
+        ok[static_cast<size_t>(w)] += run_one_process(python, tasks[static_cast<size_t>(i) % tasks.size()], out);
+    });
+  for (auto& t : threads) t.join();
+  r.seconds = seconds_since(t0);
+  for (int v : ok) r.ok += v;
+  r.jobs_per_s = jobs / r.seconds;
+  std::vector<double> lat;
+  std::string out;
+  for (int i = 0; i < 100; ++i) {
+    auto t = Clock::now();
+    run_one_process(python, tasks[static_cast<size_t>(i * 7) % tasks.size()], out);
+    lat.push_back(seconds_since(t) * 1e3);
+  }
+  r.p50_ms = percentile(lat, 0.5);
+  r.p99_ms = percentile(lat, 0.99);
+  return r;
+}
+
+json to_json(const Run& r) {
+  return {{"workers", r.workers}, {"jobs", r.jobs},         {"ok", r.ok},
+          {"seconds", r.seconds}, {"jobs_per_s", r.jobs_per_s}, {"p50_ms", r.p50_ms},
+          {"p99_ms", r.p99_ms}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data = AZR_DEFAULT_CRUXEVAL;
+  std::string python = "/usr/bin/python3.11";
+  int rounds = 3, max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int baseline_jobs = 400;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sandbox_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--data") data = next();
+    else if (a == "--rounds") rounds = std::stoi(next());
+    else if (a == "--max-workers") max_workers = std::stoi(next());
+    else if (a == "--baseline-jobs") baseline_jobs = std::stoi(next());
+    else if (a == "--python") python = next();
+    else {
+      std::fprintf(stderr, "usage: sandbox_bench [--data FILE] [--rounds R] [--max-workers N] [--baseline-jobs M]\n");
+      return 2;
+    }
+  }
+  auto tasks = load(data);
+  std::printf("CRUXEval workload: %zu programs x %d rounds; %u CPUs\n\n", tasks.size(), rounds,
+              std::thread::hardware_concurrency());
+  std::printf("%-28s %7s %7s %6s %10s %9s %9s\n", "design", "workers", "jobs", "ok", "jobs/s", "p50 ms", "p99 ms");
+  json runs = json::array();
+  std::vector<Run> pool_runs, base_runs;
+  for (int w = 1; w <= max_workers; ++w) {
+    Run r = run_pool(tasks, w, rounds);
+    std::printf("%-28s %7d %7d %6d %10.0f %9.2f %9.2f\n", "zygote pool, full policy", w, r.jobs, r.ok, r.jobs_per_s,
+                r.p50_ms, r.p99_ms);
+    pool_runs.push_back(r);
+  }
+  for (int w = 1; w <= max_workers; ++w) {
+    Run b = run_baseline(tasks, python, w, baseline_jobs);
+    std::printf("%-28s %7d %7d %6d %10.0f %9.2f %9.2f\n", "process per job (baseline)", w, b.jobs, b.ok,
+                b.jobs_per_s, b.p50_ms, b.p99_ms);
+    base_runs.push_back(b);
+  }
+  double speedup = pool_runs.back().jobs_per_s / base_runs.back().jobs_per_s;
+  std::printf("\nspeedup at %d workers: %.1fx the process-per-job baseline\n", max_workers, speedup);
+  json out = {{"bench", "sandbox"}, {"workload", "cruxeval"}, {"cpus", std::thread::hardware_concurrency()},
+              {"speedup", speedup}};
+  for (auto& r : pool_runs) out["pool"].push_back(to_json(r));
+  for (auto& r : base_runs) out["baseline"].push_back(to_json(r));
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}

@@ -1,0 +1,118 @@
+// `azr exec` and the command's conventions (exit codes 0/1/2, --help, --version), run as a
+// user runs them: the real binary in a subprocess.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/sandbox/test_support.h"
+
+namespace {
+
+using azr::testing::run_process;
+using nlohmann::json;
+
+std::string azr() { return azr::testing::env_or_fail("AZR_BIN"); }
+
+std::vector<json> lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l))
+    if (!l.empty()) v.push_back(json::parse(l));
+  return v;
+}
+
+std::string temp_file(const std::string& text, const char* suffix) {
+  std::string path = ::testing::TempDir() + "azr_exec_" + std::to_string(getpid()) + suffix;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ExecCli, FileWithInputPrintsWhatTrainingRecords) {
+  std::string f = temp_file("def f(a, b):\n    print('side')\n    return sorted(set(a))[:b]\n", ".py");
+  auto r = run_process({azr(), "exec", f, "--input", "[3, 1, 2, 3], 2", "--workers", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]["status"], "ok");
+  EXPECT_EQ(out[0]["output"], "[1, 2]");
+  EXPECT_EQ(out[0]["stdout"], "side\n");
+  EXPECT_TRUE(out[0]["wall_ms"].is_number());
+  std::remove(f.c_str());
+}
+
+TEST(ExecCli, JsonlFromStdinKeepsInputOrderAndIds) {
+  std::string input;
+  for (int i = 0; i < 30; ++i)
+    input += json{{"id", i}, {"program", "def f(x):\n    return x * x"}, {"input", std::to_string(i)}}.dump() + "\n";
+  input += json{{"id", "boom"}, {"program", "def f():\n    return 1/0"}, {"input", ""}}.dump() + "\n";
+  input += json{{"id", "loop"}, {"program", "def f():\n    while True: pass"}, {"input", ""}}.dump() + "\n";
+  auto r = run_process({azr(), "exec", "--jsonl", "-", "--timeout", "0.2", "--workers", "2"}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // every job ran, whatever the statuses
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 32u);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(out[i]["id"], i);
+    EXPECT_EQ(out[i]["output"], std::to_string(i * i));
+  }
+  EXPECT_EQ(out[30]["status"], "error");
+  EXPECT_EQ(out[30]["error_type"], "ZeroDivisionError");
+  EXPECT_EQ(out[31]["status"], "timeout");
+}
+
+TEST(ExecCli, DeterminismFlagReportsBothRuns) {
+  std::string input = json{{"program", "import random\ndef f():\n    return random.random()"}, {"input", ""}}.dump() +
+                      "\n" + json{{"program", "def f():\n    return 42"}, {"input", ""}}.dump() + "\n";
+  auto r = run_process({azr(), "exec", "--jsonl", "-", "--determinism", "--workers", "1"}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]["deterministic"], false);
+  EXPECT_TRUE(out[0].contains("second_run"));
+  EXPECT_EQ(out[1]["deterministic"], true);
+}
+
+TEST(ExecCli, BadJsonlLineIsNamedAndNothingRuns) {
+  std::string input = json{{"program", "def f(): return 1"}, {"input", ""}}.dump() + "\n{not json\n";
+  auto r = run_process({azr(), "exec", "--jsonl", "-"}, input);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("<stdin>:2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");  // validated before anything ran
+}
+
+TEST(ExecCli, MissingOrMistypedFieldsAreNamed) {
+  auto missing = run_process({azr(), "exec", "--jsonl", "-"}, "{\"program\": \"def f(): return 1\"}\n");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("<stdin>:1: field 'input'"), std::string::npos) << missing.err;
+  auto typed = run_process({azr(), "exec", "--jsonl", "-"}, "{\"program\": 3, \"input\": \"\"}\n");
+  EXPECT_EQ(typed.exit_code, 2);
+  EXPECT_NE(typed.err.find("field 'program' must be a string"), std::string::npos) << typed.err;
+  auto not_object = run_process({azr(), "exec", "--jsonl", "-"}, "[1, 2]\n");
+  EXPECT_EQ(not_object.exit_code, 2);
+}
+
+TEST(ExecCli, MissingFileIsAUsageError) {
+  auto r = run_process({azr(), "exec", "--jsonl", "/nonexistent/jobs.jsonl"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/jobs.jsonl"), std::string::npos) << r.err;
+}
+
+TEST(ExecCli, UsageConventions) {
+  EXPECT_EQ(run_process({azr(), "--version"}).exit_code, 0);
+  EXPECT_NE(run_process({azr(), "--version"}).out.find("azr "), std::string::npos);
+  EXPECT_EQ(run_process({azr(), "--help"}).exit_code, 0);
+  EXPECT_EQ(run_process({azr(), "exec", "--help"}).exit_code, 0);
+  EXPECT_EQ(run_process({azr()}).exit_code, 2);                           // no subcommand
+  EXPECT_EQ(run_process({azr(), "frobnicate"}).exit_code, 2);             // unknown subcommand
+  EXPECT_EQ(run_process({azr(), "exec", "--no-such-flag"}).exit_code, 2);
+  EXPECT_EQ(run_process({azr(), "exec"}).exit_code, 2);                   // neither FILE nor --jsonl
+  EXPECT_EQ(run_process({azr(), "exec", "--jsonl", "-", "--timeout", "-1"}, "").exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,382 @@
+// Functional behaviour of the sandbox through its public API: values, exceptions, the job
+// kinds, limits, batches, and worker replacement. Runs the real zygote (real seccomp).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sandbox/checks.h"
+#include "sandbox/pool.h"
+#include "tests/sandbox/test_support.h"
+
+namespace azr::sandbox {
+namespace {
+
+Limits fast_limits() {
+  Limits l;
+  l.cpu_seconds = 1.0;
+  l.wall_seconds = 3.0;
+  l.memory_bytes = 256ull << 20;
+  return l;
+}
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    PoolOptions o;
+    o.workers = 2;
+    o.alternate_workers = 1;
+    pool_ = std::make_unique<Pool>(o);
+  }
+  static void TearDownTestSuite() { pool_.reset(); }
+  static Pool& pool() { return *pool_; }
+  static inline std::unique_ptr<Pool> pool_;
+};
+
+// --- values: the repr the sandbox records must be exactly CPython's ----------------------------
+
+struct ValueCase {
+  const char* name;
+  const char* program;
+  const char* input;
+};
+
+const ValueCase kValues[] = {
+    {"none", "def f(): return None", ""},
+    {"bools", "def f(): return (True, False)", ""},
+    {"small_int", "def f(x): return x * 3", "-14"},
+    {"big_int", "def f(): return 2**200 - 3**90", ""},
+    {"negative_big_int", "def f(): return -(7**99)", ""},
+    {"int64_edges", "def f(): return [2**63 - 1, -2**63, 2**63, -2**63 - 1, 2**64]", ""},
+    {"floats", "def f(): return [0.1, 1/3, 1e16, 1e15, 1.5e-5, 0.0001, -0.0, 1e300*10, -1e300*10, 2.5]", ""},
+    {"nan", "def f(): return float('nan')", ""},
+    {"complex", "def f(): return [1+2j, 2j, -2j, complex(-0.0, 1), complex(1.5, 0), 0j]", ""},
+    {"str_escapes", "def f(): return 'a\\tb\\nc\\\\d\\'e\"\\x00\\x7f\\x80'", ""},
+    {"str_quotes", "def f(): return [\"it's\", 'say \"hi\"', 'both \\' and \"']", ""},
+    {"str_unicode", "def f(): return 'h\\u00e9llo \\u4e16\\u754c \\U0001F600 \\u200b \\u2028 \\ud800'", ""},
+    {"bytes", "def f(): return [b'abc', b'\\x00\\xff\\n', bytearray(b'xy'), b\"'\"]", ""},
+    {"containers", "def f(): return ((), (1,), [], {}, set(), frozenset(), [[1, [2, (3,)]], {'k': {4: None}}])", ""},
+    {"sets", "def f(): return ({3, 1, 2}, frozenset({'b', 'a'}), {1, 2.5, True})", ""},
+    {"dict_order", "def f(): return {'z': 1, 'a': 2, 3: [4]}", ""},
+    {"ellipsis", "def f(): return ...", ""},
+    {"args_kwargs", "def f(a, b=2, *, c=3): return (a, b, c)", "1, c=[5, {6}]"},
+    {"input_literals", "def f(*a): return a", "-1, 2.5e3, 'x', b'y', (1,), {1: 2}, {3}, set(), None, True, 1+2j"},
+    {"string_ops", "def f(s): return sorted(set(s.split())), s.upper()[::-1]", "'the quick brown the fox'"},
+};
+
+void PrintTo(const ValueCase& c, std::ostream* os) { *os << c.name; }
+
+class ValueTest : public SandboxTest, public ::testing::WithParamInterface<ValueCase> {};
+
+TEST_P(ValueTest, ReprMatchesCPython) {
+  const ValueCase& c = GetParam();
+  CallResult r = evaluate(pool(), c.program, c.input, fast_limits());
+  ASSERT_EQ(r.status, Status::Ok) << r.error_type << ": " << r.message;
+  EXPECT_EQ(r.repr, azr::testing::reference_repr(c.program, c.input));
+}
+
+INSTANTIATE_TEST_SUITE_P(Values, ValueTest, ::testing::ValuesIn(kValues),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- exceptions ---------------------------------------------------------------------------
+
+struct ErrorCase {
+  const char* name;
+  const char* program;
+  const char* input;
+  Status status;
+  const char* error_type;
+  const char* message;  // substring; "" = don't care
+};
+
+const ErrorCase kErrors[] = {
+    {"zero_division", "def f(x): return 1 / x", "0", Status::Error, "ZeroDivisionError", "division by zero"},
+    {"key_error", "def f(): return {}['k']", "", Status::Error, "KeyError", "'k'"},
+    {"custom_no_error_in_name", "class Oops(Exception): pass\ndef f(): raise Oops('bad thing')", "", Status::Error,
+     "Oops", "bad thing"},
+    {"sys_exit_zero", "import sys\ndef f(): sys.exit(0)", "", Status::Error, "SystemExit", ""},
+    {"raise_system_exit", "def f(): raise SystemExit(3)", "", Status::Error, "SystemExit", "3"},
+    {"keyboard_interrupt", "def f(): raise KeyboardInterrupt", "", Status::Error, "KeyboardInterrupt", ""},
+    {"stop_iteration", "def f(): return next(iter([]))", "", Status::Error, "StopIteration", ""},
+    {"generator_exit", "def f(): raise GeneratorExit('g')", "", Status::Error, "GeneratorExit", "g"},
+    {"recursion", "def f(n): return f(n + 1)", "0", Status::Error, "RecursionError", "maximum recursion depth"},
+    {"syntax_error", "def f(:\n  pass", "", Status::Error, "SyntaxError", ""},
+    {"null_byte_source", "def f(): return 1\0", "", Status::Error, "ValueError", "null bytes"},
+    {"no_entry", "def g(): return 1", "", Status::Error, "NameError", "no function 'f'"},
+    {"entry_not_callable", "f = 3", "", Status::Error, "NameError", "no function 'f'"},
+    {"module_level_raise", "raise ValueError('at import')\ndef f(): return 1", "", Status::Error, "ValueError",
+     "at import"},
+    {"unicode_message", "def f(): raise ValueError('\\u00fcber \\u4e16')", "", Status::Error, "ValueError",
+     "\xc3\xbc" "ber"},
+    {"str_raises", "class E(Exception):\n  def __str__(self): raise RuntimeError\ndef f(): raise E()", "",
+     Status::Error, "E", ""},
+    {"memory", "def f(): return bytearray(10**10)", "", Status::Memory, "MemoryError", ""},
+    {"unrepresentable_object", "def f(): return object()", "", Status::Error, "UnrepresentableResult", "object"},
+    {"unrepresentable_generator", "def f(): return (i for i in range(3))", "", Status::Error, "UnrepresentableResult",
+     "generator"},
+    {"subclass_refused", "class L(list):\n  def __repr__(self): return '[1]'\ndef f(): return L([2])", "",
+     Status::Error, "UnrepresentableResult", "L"},
+    {"int_too_long_for_repr", "def f(): return 10**5000", "", Status::Error, "ValueError", "4300"},
+    {"input_not_literal", "def f(x): return x", "[i for i in range(3)]", Status::Error, "InputError", ""},
+    {"input_injection", "def f(x): return x", "0) or (True", Status::Error, "InputError", ""},
+    {"input_call_escape", "def f(x): return x", "1)(2", Status::Error, "InputError", ""},
+    {"input_syntax", "def f(x): return x", "'unterminated", Status::Error, "InputError", "SyntaxError"},
+    {"input_starred", "def f(*x): return x", "*[1, 2]", Status::Error, "InputError", "starred"},
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
+
+class ErrorTest : public SandboxTest, public ::testing::WithParamInterface<ErrorCase> {};
+
+TEST_P(ErrorTest, TypedOutcome) {
+  const ErrorCase& c = GetParam();
+  std::string program(c.program, std::string_view(c.program).size() + (std::string_view(c.name) == "null_byte_source"));
+  CallResult r = evaluate(pool(), program, c.input, fast_limits());
+  EXPECT_EQ(status_name(r.status), status_name(c.status)) << r.error_type << ": " << r.message;
+  EXPECT_EQ(r.error_type, c.error_type) << r.message;
+  EXPECT_NE(r.message.find(c.message), std::string::npos) << r.message;
+  EXPECT_FALSE(r.value.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Errors, ErrorTest, ::testing::ValuesIn(kErrors),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- input modes -------------------------------------------------------------------------
+
+TEST_F(SandboxTest, ExpressionInputsAreEvaluatedInTheSandbox) {
+  auto calls = run_on_inputs(pool(), "def f(xs, key=None): return sorted(xs, key=key)",
+                             {"[3, 1, 2], key=lambda x: -x", "range(3)", "*([2, 1],)", "undefined_name"},
+                             fast_limits(), InputMode::Expression);
+  EXPECT_EQ(calls[0].repr, "[3, 2, 1]");
+  EXPECT_EQ(calls[1].repr, "[0, 1, 2]");
+  EXPECT_EQ(calls[2].repr, "[1, 2]");
+  EXPECT_EQ(calls[3].error_type, "NameError");  // raised while evaluating the input
+}
+
+TEST_F(SandboxTest, ExpressionInputsStillCannotEscapeTheCall) {
+  // Splicing "0) or (True" into `f(...)` would make the check itself true; the structure check
+  // refuses it in both modes.
+  for (InputMode mode : {InputMode::Literal, InputMode::Expression}) {
+    CallResult r = evaluate(pool(), "def f(x): return x", "0) or (True", fast_limits(), mode);
+    EXPECT_EQ(r.error_type, "InputError");
+    r = evaluate(pool(), "def f(x): return x", "0), f(1", fast_limits(), mode);
+    EXPECT_EQ(r.error_type, "InputError");
+  }
+}
+
+TEST_F(SandboxTest, LiteralModeStopsAnAbductionAnswerFromRewritingF) {
+  // An abduction solver sees the output; an expression "input" could swap f's code for one that
+  // returns it. Literal mode (the default) refuses anything that is not data.
+  std::string program = "def f(x): return x * 2";
+  std::string hack = "(setattr(f, '__code__', (lambda x: 999).__code__), 1)[1]";
+  EXPECT_EQ(evaluate(pool(), program, hack, fast_limits()).error_type, "InputError");
+  EXPECT_EQ(evaluate(pool(), program, hack, fast_limits(), InputMode::Expression).repr, "999");
+}
+
+TEST_F(SandboxTest, ProgramCannotRedirectInputEvaluation) {
+  std::string program = "import builtins\nbuiltins.eval = lambda *a, **k: 'hijacked'\ndef f(x): return x";
+  EXPECT_EQ(evaluate(pool(), program, "[1, 2]", fast_limits(), InputMode::Expression).repr, "[1, 2]");
+}
+
+// --- limits ---------------------------------------------------------------------------------
+
+TEST_F(SandboxTest, CpuLimitIsExact) {
+  Limits l = fast_limits();
+  l.cpu_seconds = 0.2;
+  std::vector<Job> jobs(1);
+  jobs[0].program = "def f():\n    while True: pass";
+  jobs[0].inputs = {""};
+  jobs[0].limits = l;
+  JobResult r = pool().run(std::move(jobs)).at(0);
+  EXPECT_EQ(r.calls[0].status, Status::Timeout);
+  EXPECT_EQ(r.calls[0].error_type, "CpuTimeout");
+  EXPECT_GE(r.cpu_seconds, 0.19);
+  EXPECT_LT(r.cpu_seconds, 0.6);  // killed by the 0.2 s timer, not the 2 s RLIMIT_CPU backstop
+}
+
+TEST_F(SandboxTest, OutputCapKillsAFlood) {
+  CallResult r = evaluate(pool(), "def f():\n    while True: print('x' * 1000)", "", fast_limits());
+  EXPECT_EQ(r.status, Status::OutputLimit);
+  EXPECT_EQ(r.error_type, "OutputLimit");
+}
+
+TEST_F(SandboxTest, ResultCapRefusesHugeResults) {
+  Limits l = fast_limits();
+  l.max_result_bytes = 1000;
+  CallResult r = evaluate(pool(), "def f(): return 'y' * 5000", "", l);
+  EXPECT_EQ(r.status, Status::OutputLimit);
+  EXPECT_EQ(r.error_type, "ResultLimit");
+}
+
+TEST_F(SandboxTest, StdoutIsCapturedNotReturned) {
+  std::vector<Job> jobs(1);
+  jobs[0].program = "def f():\n    print('hi')\n    return 1";
+  jobs[0].inputs = {""};
+  JobResult r = pool().run(std::move(jobs)).at(0);
+  EXPECT_EQ(r.calls[0].repr, "1");
+  EXPECT_EQ(r.output, "hi\n");
+}
+
+// --- the job kinds ----------------------------------------------------------------------------
+
+TEST_F(SandboxTest, RunOnInputsKeepsOrderAndPerInputOutcomes) {
+  auto calls = run_on_inputs(pool(), "def f(x): return 10 // x", {"1", "0", "5", "'s'", "oops("}, fast_limits());
+  ASSERT_EQ(calls.size(), 5u);
+  EXPECT_EQ(calls[0].repr, "10");
+  EXPECT_EQ(calls[1].error_type, "ZeroDivisionError");
+  EXPECT_EQ(calls[2].repr, "2");
+  EXPECT_EQ(calls[3].error_type, "TypeError");
+  EXPECT_EQ(calls[4].error_type, "InputError");
+}
+
+TEST_F(SandboxTest, TimeoutMidBatchKeepsEarlierResults) {
+  Limits l = fast_limits();
+  l.cpu_seconds = 0.3;
+  auto calls = run_on_inputs(pool(), "def f(x):\n    while x: pass\n    return 'done'", {"0", "1", "0"}, l);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0].repr, "'done'");
+  EXPECT_EQ(calls[1].status, Status::Timeout);
+  EXPECT_EQ(calls[2].status, Status::Timeout);  // never reached
+}
+
+TEST_F(SandboxTest, CheckEqualsUsesPythonEquality) {
+  std::vector<EvalRequest> reqs = {
+      {"def f(): return 1", ""},                   // 1 == 1.0 == True
+      {"def f(): return 1", ""},
+      {"def f(): return {3, 1, 2}", ""},           // sets compare unordered
+      {"def f(): return {'b': 1, 'a': 2}", ""},    // so do dicts
+      {"def f(): return float('nan')", ""},        // nan != nan
+      {"def f(): return [1, 2]", ""},              // list != tuple
+      {"def f(): return 'x'", ""},                 // wrong answer
+      {"def f(): return 'x'", ""},                 // the expected text is not a literal
+      {"def f(): return 2**70", ""},
+  };
+  std::vector<std::string> expected = {"1.0", "True", "{1, 2, 3}", "{'a': 2, 'b': 1}", "float('nan')",
+                                       "(1, 2)", "'y'", "__import__('os')", "1180591620717411303424"};
+  auto r = check_equals(pool(), reqs, expected, fast_limits());
+  std::vector<bool> want = {true, true, true, true, false, false, false, false, true};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(r[i].equal, want[i]) << "case " << i;
+  EXPECT_EQ(r[4].expected.error_type, "InputError");  // float('nan') is a call, not a literal
+  EXPECT_EQ(r[7].expected.error_type, "InputError");
+  EXPECT_EQ(r[7].actual.status, Status::Ok);
+}
+
+TEST_F(SandboxTest, ParseLiteralsNeverRunsCode) {
+  auto r = parse_literals(pool(), {"[1, (2, 3), {'k': b'v'}]", "-1.5e-3", "{1, 2}", "print(1)", "1 +"}, fast_limits());
+  EXPECT_EQ(r[0].repr, "[1, (2, 3), {'k': b'v'}]");
+  EXPECT_EQ(r[1].repr, "-0.0015");
+  EXPECT_EQ(r[2].repr, "{1, 2}");
+  EXPECT_EQ(r[3].error_type, "InputError");
+  EXPECT_EQ(r[4].error_type, "InputError");
+}
+
+TEST_F(SandboxTest, DeterminismCheckRunsOnTwoHashSeeds) {
+  std::vector<EvalRequest> reqs = {
+      {"def f(x): return sorted(x)", "[3, 1, 2]"},
+      {"import random\ndef f(): return random.random()", ""},
+      // Order of a set of str depends on the hash seed: the same-process double run the
+      // reference uses cannot see this; two workers with different seeds do.
+      {"def f(): return list({'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta'})", ""},
+      {"def f(): return id(object()) % 1000003", ""},
+      {"def f(): return float('nan')", ""},  // same value both times, even though nan != nan
+      {"def f(): return 1 // 0", ""},        // fails the same way both times
+  };
+  auto r = determinism(pool(), reqs, fast_limits());
+  EXPECT_TRUE(r[0].deterministic);
+  EXPECT_FALSE(r[1].deterministic);
+  EXPECT_FALSE(r[2].deterministic) << r[2].first.repr << " vs " << r[2].second.repr;
+  EXPECT_FALSE(r[3].deterministic);
+  EXPECT_TRUE(r[4].deterministic);
+  EXPECT_TRUE(r[5].deterministic);
+}
+
+TEST_F(SandboxTest, PrimaryWorkersAgreeWithEachOther) {
+  // Every primary worker has the same seed: the recorded repr cannot depend on scheduling.
+  std::vector<EvalRequest> reqs(40, {"def f(): return {'alpha', 'beta', 'gamma', 'delta', 'eps'}", ""});
+  auto r = evaluate(pool(), reqs, fast_limits());
+  std::set<std::string> reprs;
+  for (const auto& c : r) reprs.insert(c.repr);
+  EXPECT_EQ(reprs.size(), 1u);
+}
+
+// --- the pool ----------------------------------------------------------------------------------
+
+TEST_F(SandboxTest, WaitAnyReturnsEveryJobOnce) {
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 100; ++i) {
+    Job j;
+    j.program = "def f(x): return x * x";
+    j.inputs = {std::to_string(i)};
+    ids.insert(pool().submit(std::move(j)));
+  }
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 100; ++i) {
+    JobResult r = pool().wait_any();
+    EXPECT_TRUE(ids.count(r.id));
+    EXPECT_TRUE(seen.insert(r.id).second);
+    EXPECT_EQ(r.calls[0].status, Status::Ok);
+  }
+  EXPECT_THROW(pool().wait_any(), std::logic_error);
+}
+
+TEST_F(SandboxTest, WorkersAreIsolatedAsDesigned) {
+  for (const WorkerInfo& w : pool().workers()) {
+    EXPECT_GT(w.bpf_instructions, 20u);
+    EXPECT_GT(w.preimports, 10u);
+    EXPECT_EQ(w.python_version.substr(0, 4), "3.11");
+    if (w.namespaces != "none") {
+      EXPECT_TRUE(w.pid_namespace_leader) << "worker " << w.index;
+      EXPECT_TRUE(w.filesystem_hidden) << "worker " << w.index;
+    }
+  }
+}
+
+// A dedicated pool: this test kills workers on purpose.
+TEST(SandboxPoolTest, LostWorkerIsReplacedAndItsJobReported) {
+  PoolOptions o;
+  o.workers = 1;
+  o.alternate_workers = 0;
+  o.queue_depth = 2;
+  Pool pool(o);
+  Limits l = fast_limits();
+  l.cpu_seconds = 2.0;
+  Job slow;
+  slow.program = "def f():\n    while True: pass";
+  slow.inputs = {""};
+  slow.limits = l;
+  Job quick;
+  quick.program = "def f(): return 'after'";
+  quick.inputs = {""};
+  uint64_t a = pool.submit(slow);
+  uint64_t b = pool.submit(quick);  // queued behind `slow` on the same worker
+  int pid = pool.workers().at(0).pid;
+  usleep(200 * 1000);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  JobResult ra = pool.wait(a);
+  EXPECT_EQ(ra.calls[0].status, Status::Internal);
+  EXPECT_EQ(ra.calls[0].error_type, "WorkerLost");
+  JobResult rb = pool.wait(b);  // re-queued onto the replacement, not lost
+  EXPECT_EQ(rb.calls[0].repr, "'after'");
+  EXPECT_EQ(pool.stats().worker_restarts, 1u);
+  EXPECT_NE(pool.workers().at(0).pid, pid);
+  EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
+}
+
+TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
+  PoolOptions o;
+  o.workers = 1;
+  o.zygote_path = "/nonexistent/azr-zygote";
+  try {
+    Pool pool(o);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/azr-zygote"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace azr::sandbox

@@ -1,0 +1,90 @@
+#pragma once
+// Helpers shared by the sandbox suites: environment lookups and a reference CPython run.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace azr::testing {
+
+inline std::string env_or_fail(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) {
+    ADD_FAILURE() << "environment variable " << name << " is not set (run the suite through ctest)";
+    return "";
+  }
+  return v;
+}
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv with `input` on stdin; captures stdout and stderr. envp: nullptr = inherit.
+inline ProcessResult run_process(const std::vector<std::string>& args, const std::string& input = "",
+                                 char* const* envp = nullptr) {
+  int in[2], out[2], err[2];
+  if (pipe(in) || pipe(out) || pipe(err)) return {};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  for (int fd : {in[1], out[0], err[0], in[0], out[1], err[1]}) posix_spawn_file_actions_addclose(&fa, fd);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), envp ? envp : environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  ProcessResult r;
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    close(err[0]);
+    return r;
+  }
+  // Inputs here are small (well under a pipe buffer), so write-then-read cannot deadlock.
+  [[maybe_unused]] ssize_t w = write(in[1], input.data(), input.size());
+  close(in[1]);
+  auto drain = [](int fd, std::string& into) {
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) into.append(buf, static_cast<size_t>(n));
+    close(fd);
+  };
+  drain(out[0], r.out);
+  drain(err[0], r.err);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+// What CPython itself prints for repr(f(<input>)), with the sandbox's primary hash seed (0).
+// The independent truth for the sandbox's value model.
+inline std::string reference_repr(const std::string& program, const std::string& input) {
+  std::string python = env_or_fail("AZR_PYTHON");
+  std::string harness =
+      "import sys\nsrc=sys.stdin.read()\nprog,_,inp=src.partition('\\0')\ng={}\nexec(prog,g)\n"
+      "sys.stdout.write(repr(eval('f('+inp+')',g)))\n";
+  static char seed[] = "PYTHONHASHSEED=0";
+  char* envp[] = {seed, nullptr};
+  // Not -I/-E: those make CPython ignore PYTHONHASHSEED. The environment holds nothing else.
+  ProcessResult r = run_process({python, "-S", "-s", "-c", harness}, program + '\0' + input, envp);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+}  // namespace azr::testing
