@@ -2,6 +2,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <fmt/format.h>
+
 #include "sandbox/result.h"
 #include "sandbox/wire.h"
 
@@ -42,7 +44,7 @@ CallResult from_end(const protocol::Response& resp, const Limits& limits) {
   switch (resp.end) {
     case End::KilledWall:
       return make(Status::Timeout, "WallTimeout",
-                  "exceeded the wall-clock limit of " + std::to_string(limits.effective_wall_seconds()) + " s");
+                  fmt::format("exceeded the wall-clock limit of {:g} s", limits.effective_wall_seconds()));
     case End::KilledOutput:
       return make(Status::OutputLimit, "OutputLimit",
                   "wrote more than " + std::to_string(limits.max_output_bytes) + " bytes to stdout/stderr");
@@ -54,7 +56,7 @@ CallResult from_end(const protocol::Response& resp, const Limits& limits) {
     case End::Signaled:
       if (resp.code == SIGKILL || resp.code == SIGXCPU)
         return make(Status::Timeout, "CpuTimeout",
-                    "exceeded the CPU limit of " + std::to_string(limits.cpu_seconds) + " s");
+                    fmt::format("exceeded the CPU limit of {:g} s", limits.cpu_seconds));
       if (resp.code == SIGSYS)
         return make(Status::Violation, "DeniedSyscall", "killed by the seccomp policy (a forbidden system call)");
       return make(Status::Crashed, signal_text(resp.code), "killed by " + signal_text(resp.code));

@@ -88,7 +88,8 @@ void kill_child(pid_t pid, int pidfd) {
 
 class Zygote {
  public:
-  Zygote(SeccompProgram filter, int devnull) : filter_(std::move(filter)), devnull_(devnull), self_(getpid()) {}
+  Zygote(SeccompProgram child_delta, int devnull)
+      : child_delta_(std::move(child_delta)), devnull_(devnull), self_(getpid()) {}
 
   protocol::Response run(const protocol::Request& req) {
     protocol::Response resp;
@@ -107,7 +108,7 @@ class Zygote {
     if (pid == 0) {
       lock_down_child(ChildPipes{devnull_, out[1], res[1]}, req.limits, self_);
       python_after_fork_child();
-      install_child_filter(filter_);
+      install_child_filter(child_delta_);
       run_job_in_child(req, 3);
     }
     int fork_errno = errno;
@@ -223,7 +224,7 @@ class Zygote {
     }
   }
 
-  SeccompProgram filter_;
+  SeccompProgram child_delta_;
   int devnull_;
   pid_t self_;
 };
@@ -291,21 +292,25 @@ int zygote_main(int argc, char** argv) {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) hello.warnings.push_back("no_new_privs failed");
   }
 
-  SeccompProgram filter;
+  // Both layers are built now; the zygote's own is installed last, right before serving.
+  SeccompProgram zygote_filter, child_delta;
   if (hello.fatal.empty()) {
     try {
-      filter = SeccompProgram::build(ChildFds{});
-      hello.bpf_instructions = static_cast<uint32_t>(filter.instructions());
+      zygote_filter = SeccompProgram::zygote_policy();
+      child_delta = SeccompProgram::child_delta(ChildFds{});
+      hello.bpf_instructions = static_cast<uint32_t>(zygote_filter.instructions() + child_delta.instructions());
     } catch (const std::exception& e) {
       hello.fatal = e.what();
     }
   }
   malloc_trim(0);  // hand freed start-up memory back: fewer pages to copy at every fork
   hello.pid_in_namespace = getpid();
+  if (hello.fatal.empty() && zygote_filter.install() != 0)
+    hello.fatal = std::string("cannot install the zygote's seccomp policy: ") + strerror(errno);
   if (!send_message(kSocketFd, encode(hello))) return 1;
   if (!hello.fatal.empty()) return 1;
 
-  Zygote z(std::move(filter), devnull);
+  Zygote z(std::move(child_delta), devnull);
   std::string payload;
   while (read_message(kSocketFd, payload)) {
     protocol::Request req;

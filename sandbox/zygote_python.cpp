@@ -402,6 +402,13 @@ const std::vector<std::string>& default_preimports() {
 }
 
 PythonInfo init_python(const PythonInit& init) {
+  // UTF-8 mode: with an empty environment the locale is "C", and without it print('é') would
+  // raise UnicodeEncodeError on an ASCII stdout.
+  PyPreConfig pre;
+  PyPreConfig_InitIsolatedConfig(&pre);
+  pre.utf8_mode = 1;
+  check_status(Py_PreInitialize(&pre), "Py_PreInitialize");
+
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);
   struct ConfigGuard {
