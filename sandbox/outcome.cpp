@@ -95,9 +95,9 @@ CallResult from_record(wire::Reader& rd, const Limits& limits) {
       if (type == "MemoryError") return make(Status::Memory, type, message);
       return make(Status::Error, type, message);
     case RecordStatus::InputError:
-      return make(Status::Error, "InputError", type + ": " + message);
+      return make(Status::Error, kInputError, type + ": " + message);
     case RecordStatus::Unrepresentable:
-      return make(Status::Error, type, message);
+      return make(Status::Error, kUnrepresentable, message);
     case RecordStatus::ResultTooLarge:
       return make(Status::OutputLimit, "ResultLimit", message);
     default:
@@ -131,18 +131,16 @@ JobResult interpret(const Job& job, const protocol::Response& resp, const uint64
   try {
     while (rd.remaining() > 0 && !done) {
       uint8_t kind = rd.u8();
+      if (kind != protocol::kRecordResult && kind != protocol::kRecordDone) throw wire::Error("unknown record kind");
+      uint64_t a = rd.u64(), b = rd.u64();
+      if (a != nonce[0] || b != nonce[1]) throw wire::Error("record without this job's nonce");
       if (kind == protocol::kRecordResult) {
         uint32_t index = rd.u32();
         if (index != out.calls.size() || index >= n) throw wire::Error("record out of order");
         out.calls.push_back(from_record(rd, job.limits));
-      } else if (kind == protocol::kRecordDone) {
-        uint32_t count = rd.u32();
-        uint64_t a = rd.u64(), b = rd.u64();
-        if (count != n || out.calls.size() != n || a != nonce[0] || b != nonce[1])
-          throw wire::Error("done-record does not match the job");
-        done = true;
       } else {
-        throw wire::Error("unknown record kind");
+        if (rd.u32() != n || out.calls.size() != n) throw wire::Error("done-record does not match the job");
+        done = true;
       }
     }
     if (done && rd.remaining() != 0) throw wire::Error("bytes after the done-record");

@@ -69,10 +69,13 @@ struct Response {
 };
 
 // Result records the child's harness writes on fd 3: one per input, then one done-record.
-//   'R' u32 index u8 status (CallStatus below) ...
+// Every record carries the job's nonce, which lives only in the harness's C++ memory: a program
+// can write bytes to fd 3, but not a record the supervisor accepts, even if it then exits or
+// gets itself killed before the harness would write the real one.
+//   'R' u64 nonce0 u64 nonce1 u32 index u8 status (RecordStatus below) ...
 //        ok:          u32 n, value wire bytes (sandbox/value.h)
 //        otherwise:   str error_type, str message
-//   'D' u32 count u64 nonce0 u64 nonce1
+//   'D' u64 nonce0 u64 nonce1 u32 count
 enum class RecordStatus : uint8_t {
   Ok = 0,
   Exception = 1,       // the program raised (type name, message)

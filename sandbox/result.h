@@ -41,6 +41,12 @@ struct Job {
   SeedClass seed = SeedClass::Primary;
 };
 
+// error_type values the sandbox itself assigns when the status is Error. They contain a dot, so
+// no program can produce them: an exception's type name is reported without its module part
+// (a program raising its own `class InputError` is reported as "InputError", not as these).
+inline constexpr const char* kInputError = "sandbox.InputError";            // input is not a (literal) argument list
+inline constexpr const char* kUnrepresentable = "sandbox.UnrepresentableResult";  // result is not plain data
+
 struct CallResult {
   Status status = Status::Internal;
   std::optional<Value> value;  // when ok

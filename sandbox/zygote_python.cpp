@@ -345,10 +345,18 @@ class Encoder {
   std::string why_;
 };
 
+const uint64_t* g_nonce = nullptr;  // the running job's nonce (child only)
+
+void record_header(wire::Writer& w, uint8_t kind) {
+  w.u8(kind);
+  w.u64(g_nonce[0]);
+  w.u64(g_nonce[1]);
+}
+
 void record_error(std::string& rec, uint32_t index, protocol::RecordStatus st, const std::string& type,
                   const std::string& message) {
   wire::Writer w(rec);
-  w.u8(protocol::kRecordResult);
+  record_header(w, protocol::kRecordResult);
   w.u32(index);
   w.u8(static_cast<uint8_t>(st));
   w.str(type);
@@ -361,17 +369,17 @@ void record_value(std::string& rec, uint32_t index, PyObject* obj, size_t budget
   switch (enc.encode(obj)) {
     case Encoder::Outcome::Ok: {
       wire::Writer w(rec);
-      w.u8(protocol::kRecordResult);
+      record_header(w, protocol::kRecordResult);
       w.u32(index);
       w.u8(static_cast<uint8_t>(protocol::RecordStatus::Ok));
       w.str(enc.bytes());
       return;
     }
     case Encoder::Outcome::Unrepresentable:
-      record_error(rec, index, protocol::RecordStatus::Unrepresentable, "UnrepresentableResult", enc.why());
+      record_error(rec, index, protocol::RecordStatus::Unrepresentable, "", enc.why());
       return;
     case Encoder::Outcome::TooLarge:
-      record_error(rec, index, protocol::RecordStatus::ResultTooLarge, "ResultTooLarge", enc.why());
+      record_error(rec, index, protocol::RecordStatus::ResultTooLarge, "", enc.why());
       return;
   }
 }
@@ -478,12 +486,11 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
   const uint32_t n = static_cast<uint32_t>(req.inputs.size());
   std::string rec;
 
+  g_nonce = req.nonce;
   auto done = [&]() {
     wire::Writer w(rec);
-    w.u8(protocol::kRecordDone);
+    record_header(w, protocol::kRecordDone);
     w.u32(n);
-    w.u64(req.nonce[0]);
-    w.u64(req.nonce[1]);
     write_all(result_fd, rec);
     _exit(0);  // never run interpreter teardown, atexit hooks or __del__ of user objects
   };
@@ -520,7 +527,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       calls[i] = parsed;
     } else {
       input_errors[i] = take_exception();
-      if (input_errors[i].first.empty()) input_errors[i].first = "InputError";
+      if (input_errors[i].first.empty()) input_errors[i].first = "Exception";
     }
   }
 

@@ -115,17 +115,17 @@ const ErrorCase kErrors[] = {
     {"str_raises", "class E(Exception):\n  def __str__(self): raise RuntimeError\ndef f(): raise E()", "",
      Status::Error, "E", ""},
     {"memory", "def f(): return bytearray(10**10)", "", Status::Memory, "MemoryError", ""},
-    {"unrepresentable_object", "def f(): return object()", "", Status::Error, "UnrepresentableResult", "object"},
-    {"unrepresentable_generator", "def f(): return (i for i in range(3))", "", Status::Error, "UnrepresentableResult",
+    {"unrepresentable_object", "def f(): return object()", "", Status::Error, "sandbox.UnrepresentableResult", "object"},
+    {"unrepresentable_generator", "def f(): return (i for i in range(3))", "", Status::Error, "sandbox.UnrepresentableResult",
      "generator"},
     {"subclass_refused", "class L(list):\n  def __repr__(self): return '[1]'\ndef f(): return L([2])", "",
-     Status::Error, "UnrepresentableResult", "L"},
+     Status::Error, "sandbox.UnrepresentableResult", "L"},
     {"int_too_long_for_repr", "def f(): return 10**5000", "", Status::Error, "ValueError", "4300"},
-    {"input_not_literal", "def f(x): return x", "[i for i in range(3)]", Status::Error, "InputError", ""},
-    {"input_injection", "def f(x): return x", "0) or (True", Status::Error, "InputError", ""},
-    {"input_call_escape", "def f(x): return x", "1)(2", Status::Error, "InputError", ""},
-    {"input_syntax", "def f(x): return x", "'unterminated", Status::Error, "InputError", "SyntaxError"},
-    {"input_starred", "def f(*x): return x", "*[1, 2]", Status::Error, "InputError", "starred"},
+    {"input_not_literal", "def f(x): return x", "[i for i in range(3)]", Status::Error, "sandbox.InputError", ""},
+    {"input_injection", "def f(x): return x", "0) or (True", Status::Error, "sandbox.InputError", ""},
+    {"input_call_escape", "def f(x): return x", "1)(2", Status::Error, "sandbox.InputError", ""},
+    {"input_syntax", "def f(x): return x", "'unterminated", Status::Error, "sandbox.InputError", "SyntaxError"},
+    {"input_starred", "def f(*x): return x", "*[1, 2]", Status::Error, "sandbox.InputError", "starred"},
 };
 
 void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
@@ -162,9 +162,9 @@ TEST_F(SandboxTest, ExpressionInputsStillCannotEscapeTheCall) {
   // refuses it in both modes.
   for (InputMode mode : {InputMode::Literal, InputMode::Expression}) {
     CallResult r = evaluate(pool(), "def f(x): return x", "0) or (True", fast_limits(), mode);
-    EXPECT_EQ(r.error_type, "InputError");
+    EXPECT_EQ(r.error_type, "sandbox.InputError");
     r = evaluate(pool(), "def f(x): return x", "0), f(1", fast_limits(), mode);
-    EXPECT_EQ(r.error_type, "InputError");
+    EXPECT_EQ(r.error_type, "sandbox.InputError");
   }
 }
 
@@ -173,13 +173,44 @@ TEST_F(SandboxTest, LiteralModeStopsAnAbductionAnswerFromRewritingF) {
   // returns it. Literal mode (the default) refuses anything that is not data.
   std::string program = "def f(x): return x * 2";
   std::string hack = "(setattr(f, '__code__', (lambda x: 999).__code__), 1)[1]";
-  EXPECT_EQ(evaluate(pool(), program, hack, fast_limits()).error_type, "InputError");
+  EXPECT_EQ(evaluate(pool(), program, hack, fast_limits()).error_type, "sandbox.InputError");
   EXPECT_EQ(evaluate(pool(), program, hack, fast_limits(), InputMode::Expression).repr, "999");
 }
 
 TEST_F(SandboxTest, ProgramCannotRedirectInputEvaluation) {
   std::string program = "import builtins\nbuiltins.eval = lambda *a, **k: 'hijacked'\ndef f(x): return x";
   EXPECT_EQ(evaluate(pool(), program, "[1, 2]", fast_limits(), InputMode::Expression).repr, "[1, 2]");
+}
+
+TEST_F(SandboxTest, ProgramsCannotImpersonateSandboxVerdicts) {
+  // A program may raise its own `class InputError`; it is reported under that name, never as
+  // the sandbox's own (dotted) code, which no exception name can produce.
+  CallResult r = evaluate(pool(), "class InputError(Exception): pass\ndef f(x): raise InputError('no')", "1",
+                          fast_limits());
+  EXPECT_EQ(r.error_type, "InputError");
+  EXPECT_NE(r.error_type, kInputError);
+  r = evaluate(pool(), "E = type('sandbox.InputError', (Exception,), {})\ndef f(x): raise E('no')", "1",
+               fast_limits());
+  EXPECT_NE(r.error_type, kInputError);
+}
+
+TEST_F(SandboxTest, ForgedRecordsAreRejectedEvenWhenTheHarnessNeverWrites) {
+  // A well-formed-looking record (right layout, wrong nonce) written by the program, which then
+  // exits before the harness could write the real one, or burns CPU until it is killed.
+  std::string forge =
+      "import os, struct\n"
+      "def f():\n"
+      "    value = b'i' + struct.pack('<q', 42)\n"
+      "    rec = b'R' + struct.pack('<QQIB', 1, 2, 0, 0) + struct.pack('<I', len(value)) + value\n"
+      "    os.write(3, rec)\n";
+  Limits l = fast_limits();
+  l.cpu_seconds = 0.2;
+  for (const char* ending : {"    os._exit(0)\n", "    while True: pass\n"}) {
+    CallResult r = evaluate(pool(), forge + ending, "", l);
+    EXPECT_EQ(r.status, Status::Violation) << ending;
+    EXPECT_EQ(r.error_type, "ForgedResult");
+    EXPECT_FALSE(r.value.has_value());
+  }
 }
 
 // --- limits ---------------------------------------------------------------------------------
@@ -230,7 +261,7 @@ TEST_F(SandboxTest, RunOnInputsKeepsOrderAndPerInputOutcomes) {
   EXPECT_EQ(calls[1].error_type, "ZeroDivisionError");
   EXPECT_EQ(calls[2].repr, "2");
   EXPECT_EQ(calls[3].error_type, "TypeError");
-  EXPECT_EQ(calls[4].error_type, "InputError");
+  EXPECT_EQ(calls[4].error_type, "sandbox.InputError");
 }
 
 TEST_F(SandboxTest, TimeoutMidBatchKeepsEarlierResults) {
@@ -260,8 +291,8 @@ TEST_F(SandboxTest, CheckEqualsUsesPythonEquality) {
   auto r = check_equals(pool(), reqs, expected, fast_limits());
   std::vector<bool> want = {true, true, true, true, false, false, false, false, true};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(r[i].equal, want[i]) << "case " << i;
-  EXPECT_EQ(r[4].expected.error_type, "InputError");  // float('nan') is a call, not a literal
-  EXPECT_EQ(r[7].expected.error_type, "InputError");
+  EXPECT_EQ(r[4].expected.error_type, "sandbox.InputError");  // float('nan') is a call, not a literal
+  EXPECT_EQ(r[7].expected.error_type, "sandbox.InputError");
   EXPECT_EQ(r[7].actual.status, Status::Ok);
 }
 
@@ -270,8 +301,8 @@ TEST_F(SandboxTest, ParseLiteralsNeverRunsCode) {
   EXPECT_EQ(r[0].repr, "[1, (2, 3), {'k': b'v'}]");
   EXPECT_EQ(r[1].repr, "-0.0015");
   EXPECT_EQ(r[2].repr, "{1, 2}");
-  EXPECT_EQ(r[3].error_type, "InputError");
-  EXPECT_EQ(r[4].error_type, "InputError");
+  EXPECT_EQ(r[3].error_type, "sandbox.InputError");
+  EXPECT_EQ(r[4].error_type, "sandbox.InputError");
 }
 
 TEST_F(SandboxTest, DeterminismCheckRunsOnTwoHashSeeds) {
