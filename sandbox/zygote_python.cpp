@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "sandbox/wire.h"
+#include "sandbox/zygote_arena.h"
 
 #ifndef AZR_PYTHON_STDLIB
 #error "AZR_PYTHON_STDLIB must be defined by the build"
@@ -50,25 +51,17 @@ def parse_args(src):
         kwargs[k.arg] = _ast.literal_eval(k.value)
     return tuple(args), kwargs
 
-# Bound at definition, before any program runs: a program that replaces builtins.eval
-# cannot redirect its own input evaluation.
-def eval_args(call, g, _eval=eval, _compile=compile, _Expression=_ast.Expression,
-              _Starred=_ast.Starred, _tuple=tuple):
-    def ev(node):
-        return _eval(_compile(_Expression(node), "<input>", "eval"), g)
-    args = []
-    for a in call.args:
-        if type(a) is _Starred:
-            args.extend(ev(a.value))
-        else:
-            args.append(ev(a))
-    kwargs = {}
-    for k in call.keywords:
-        if k.arg is None:
-            kwargs.update(ev(k.value))
-        else:
-            kwargs[k.arg] = ev(k.value)
-    return _tuple(args), kwargs
+# Expression inputs: parse_call has checked that "f(" + src + ")" is exactly one call of f, so
+# the same text after another callee is the same argument list; compiling it once is cheaper
+# than compiling each argument's AST. The collector sits in eval's locals, which are searched
+# before the program's globals, so the program cannot shadow it. Everything is bound at
+# definition, before any program runs: replacing builtins.eval cannot redirect this.
+def _collect(*args, **kwargs):
+    return args, kwargs
+
+def eval_args(src, g, _eval=eval, _compile=compile, _collect=_collect):
+    code = _compile("__azr_args__(" + src + "\n)", "<input>", "eval")
+    return _eval(code, g, {"__azr_args__": _collect})
 
 def parse_literal(src):
     return _ast.literal_eval(_ast.parse(src.strip(), mode="eval").body)
@@ -412,6 +405,7 @@ const std::vector<std::string>& default_preimports() {
 PythonInfo init_python(const PythonInit& init) {
   // UTF-8 mode: with an empty environment the locale is "C", and without it print('é') would
   // raise UnicodeEncodeError on an ASCII stdout.
+  install_huge_page_arenas();
   PyPreConfig pre;
   PyPreConfig_InitIsolatedConfig(&pre);
   pre.utf8_mode = 1;
@@ -471,6 +465,7 @@ PythonInfo init_python(const PythonInit& init) {
   r = PyRun_String("import gc as _gc\n_gc.collect()\n_gc.freeze()\n", Py_file_input, ns, ns);
   if (!r) throw std::runtime_error("gc.freeze: " + fetch_python_error());
   Py_DECREF(r);
+  seal_huge_page_arenas();
   return info;
 }
 
@@ -515,7 +510,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
   // 1. Parse every input before any program code runs. Literal inputs become values here;
   //    expression inputs become checked call nodes, evaluated after the program ran.
   const bool literal = req.input_mode == protocol::InputMode::Literal;
-  std::vector<PyObject*> args(n, nullptr), kwargs(n, nullptr), calls(n, nullptr);
+  std::vector<PyObject*> args(n, nullptr), kwargs(n, nullptr), calls(n, nullptr);  // calls: checked input text
   std::vector<std::pair<std::string, std::string>> input_errors(n);
   for (uint32_t i = 0; i < n; ++i) {
     PyObject* src = unicode_from(req.inputs[i]);
@@ -524,7 +519,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       args[i] = PyTuple_GET_ITEM(parsed, 0);
       kwargs[i] = PyTuple_GET_ITEM(parsed, 1);
     } else if (parsed && !literal) {
-      calls[i] = parsed;
+      calls[i] = src;  // structure checked; evaluated from its text after the program ran
     } else {
       input_errors[i] = take_exception();
       if (input_errors[i].first.empty()) input_errors[i].first = "Exception";
