@@ -29,4 +29,28 @@ struct ExecOptions {
 CLI::App* add_exec_command(CLI::App& app, ExecOptions& o);
 int run_exec(const ExecOptions& o);
 
+struct BufferOptions {
+  std::string action;  // set by the chosen subcommand
+  std::string db;
+  bool json = false;
+  // list
+  std::string type, origin, steps, sort = "id";
+  bool descending = false;
+  int64_t limit = 50;
+  // show
+  int64_t id = 0;
+  // export
+  std::string format = "jsonl", output;
+  bool core = false;
+  // import
+  std::string file;
+  bool skip_invalid = false;
+  int64_t capacity = 16384;
+  std::string policy = "evict-oldest";
+  double wait_seconds = 5;  // for another writer's lock
+};
+
+CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o);
+int run_buffer(const BufferOptions& o);
+
 }  // namespace azr::cli

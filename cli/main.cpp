@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <iostream>
 #include <string>
 
 #include "azr/build_info.h"
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
 
   azr::cli::ExecOptions exec_opts;
   CLI::App* exec = azr::cli::add_exec_command(app, exec_opts);
+  azr::cli::BufferOptions buffer_opts;
+  CLI::App* buffer = azr::cli::add_buffer_command(app, buffer_opts);
 
   try {
     app.parse(argc, argv);
@@ -42,11 +45,12 @@ int main(int argc, char** argv) {
   }
   try {
     if (exec->parsed()) return azr::cli::run_exec(exec_opts);
-  } catch (const azr::cli::UsageError& e) {
-    spdlog::error("{}", e.what());
+    if (buffer->parsed()) return azr::cli::run_buffer(buffer_opts);
+  } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
+    std::cerr << "azr: " << e.what() << '\n';
     return 2;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    std::cerr << "azr: error: " << e.what() << '\n';
     return 1;
   }
   return 2;

@@ -81,7 +81,11 @@ bool executable_by_others(const std::string& path) {
   if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) _exit(126);
   static const char kHost[] = "azr-sandbox";
   sethostname(kHost, sizeof kHost - 1);  // fails harmlessly without a uts namespace
-  char* const envp[] = {nullptr};
+  // The only variable is for the dynamic linker: resolve every symbol at start-up, so no child
+  // runs the lazy-binding resolver and dirties GOT pages (~15 fewer page faults per job). The
+  // zygote clears its environment before anything else, so programs see an empty one.
+  static char bind_now[] = "LD_BIND_NOW=1";
+  char* const envp[] = {bind_now, nullptr};
   execve(path, argv, envp);
   _exit(127);
 }

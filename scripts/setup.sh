@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev                 # JSON (azr exec --jsonl, metrics)
   libseccomp-dev                     # sandbox: BPF allowlist
   python3 libpython3.11-dev          # sandbox: embedded CPython (Debian's 3.11)
+  libsqlite3-dev                     # buffer: the task store
 )
 
 missing=()

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sandbox/checks.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/test_support.h"
 
 namespace azr::sandbox {
 namespace {

@@ -10,23 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "tests/sandbox/test_support.h"
+#include "tests/test_support.h"
 
 namespace {
 
 using azr::testing::run_process;
+using azr::testing::json_lines;
 using nlohmann::json;
 
 std::string azr() { return azr::testing::env_or_fail("AZR_BIN"); }
-
-std::vector<json> lines(const std::string& out) {
-  std::vector<json> v;
-  std::istringstream in(out);
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) v.push_back(json::parse(l));
-  return v;
-}
 
 std::string temp_file(const std::string& text, const char* suffix) {
   std::string path = ::testing::TempDir() + "azr_exec_" + std::to_string(getpid()) + suffix;
@@ -38,7 +30,7 @@ TEST(ExecCli, FileWithInputPrintsWhatTrainingRecords) {
   std::string f = temp_file("def f(a, b):\n    print('side')\n    return sorted(set(a))[:b]\n", ".py");
   auto r = run_process({azr(), "exec", f, "--input", "[3, 1, 2, 3], 2", "--workers", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto out = lines(r.out);
+  auto out = json_lines(r.out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0]["status"], "ok");
   EXPECT_EQ(out[0]["output"], "[1, 2]");
@@ -55,7 +47,7 @@ TEST(ExecCli, JsonlFromStdinKeepsInputOrderAndIds) {
   input += json{{"id", "loop"}, {"program", "def f():\n    while True: pass"}, {"input", ""}}.dump() + "\n";
   auto r = run_process({azr(), "exec", "--jsonl", "-", "--timeout", "0.2", "--workers", "2"}, input);
   ASSERT_EQ(r.exit_code, 0) << r.err;  // every job ran, whatever the statuses
-  auto out = lines(r.out);
+  auto out = json_lines(r.out);
   ASSERT_EQ(out.size(), 32u);
   for (int i = 0; i < 30; ++i) {
     EXPECT_EQ(out[i]["id"], i);
@@ -71,7 +63,7 @@ TEST(ExecCli, DeterminismFlagReportsBothRuns) {
                       "\n" + json{{"program", "def f():\n    return 42"}, {"input", ""}}.dump() + "\n";
   auto r = run_process({azr(), "exec", "--jsonl", "-", "--determinism", "--workers", "1"}, input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto out = lines(r.out);
+  auto out = json_lines(r.out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0]["deterministic"], false);
   EXPECT_TRUE(out[0].contains("second_run"));

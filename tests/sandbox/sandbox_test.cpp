@@ -11,7 +11,7 @@
 
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/test_support.h"
 
 namespace azr::sandbox {
 namespace {

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,16 @@ inline std::string reference_repr(const std::string& program, const std::string&
   ProcessResult r = run_process({python, "-S", "-s", "-c", harness}, program + '\0' + input, envp);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
+}
+
+// One JSON value per non-empty line (the output of --json and --jsonl commands).
+inline std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l))
+    if (!l.empty()) v.push_back(nlohmann::json::parse(l));
+  return v;
 }
 
 }  // namespace azr::testing

@@ -1,0 +1,24 @@
+#pragma once
+// The buffer's schema and its forward migrations. `PRAGMA user_version` records the version a
+// file is at; opening it read-write applies every later migration, each in its own
+// transaction. A migration, once released, is never edited: a change is a new entry.
+#include <sqlite3.h>
+
+#include <cstdint>
+
+namespace azr::buffer {
+
+// 'azrb': marks a file as an azr task buffer, so another SQLite database is never mistaken for
+// one (and never migrated).
+constexpr int32_t kApplicationId = 0x617a7262;
+
+struct Migration {
+  int to_version;
+  const char* sql;
+};
+
+// Index i migrates from version i to version i + 1.
+extern const Migration kMigrations[];
+extern const int kLatestSchemaVersion;
+
+}  // namespace azr::buffer

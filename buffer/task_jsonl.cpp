@@ -1,0 +1,145 @@
+#include "buffer/task_jsonl.h"
+
+#include <istream>
+#include <ostream>
+#include <stdexcept>
+
+#include "buffer/sqlite_util.h"
+#include "buffer/task_row.h"
+
+namespace azr::buffer {
+namespace {
+
+const nlohmann::json& field(const nlohmann::json& j, const char* name) {
+  if (!j.contains(name)) throw std::invalid_argument(std::string("field '") + name + "' is missing");
+  return j[name];
+}
+
+std::string string_field(const nlohmann::json& j, const char* name) {
+  const auto& v = field(j, name);
+  if (!v.is_string()) throw std::invalid_argument(std::string("field '") + name + "' must be a string");
+  return v.get<std::string>();
+}
+
+std::vector<std::string> string_list(const nlohmann::json& j, const char* name) {
+  const auto& v = field(j, name);
+  if (!v.is_array()) throw std::invalid_argument(std::string("field '") + name + "' must be an array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string())
+      throw std::invalid_argument(std::string("field '") + name + "'[" + std::to_string(i) + "] must be a string");
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json task_to_json(const Task& t, bool core_only) {
+  nlohmann::ordered_json j;
+  j["type"] = type_name(t.type);
+  j["program"] = t.program;
+  if (t.type == TaskType::Induction) {
+    j["inputs"] = t.inputs;
+    j["outputs"] = t.outputs;
+    j["message"] = t.message;
+  } else {
+    j["input"] = t.input;
+    j["output"] = t.output;
+  }
+  if (core_only) return j;
+  j["id"] = t.id;
+  j["origin"] = origin_name(t.origin);
+  j["step"] = t.step;
+  j["proposer_sample"] = t.proposer_sample;
+  j["attempts"] = t.attempts;
+  j["successes"] = t.successes;
+  j["learnability"] = t.learnability ? nlohmann::ordered_json(*t.learnability) : nlohmann::ordered_json(nullptr);
+  j["times_referenced"] = t.times_referenced;
+  j["times_served"] = t.times_served;
+  return j;
+}
+
+Task task_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("expected a JSON object");
+  Task t;
+  std::string type = string_field(j, "type");
+  auto parsed = parse_type(type);
+  if (!parsed)
+    throw std::invalid_argument("field 'type' must be \"deduction\", \"abduction\" or \"induction\", not \"" + type +
+                                "\"");
+  t.type = *parsed;
+  t.origin = Origin::Imported;
+  t.program = string_field(j, "program");
+  if (t.program.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw std::invalid_argument("field 'program' is empty");
+  if (t.type == TaskType::Induction) {
+    t.inputs = string_list(j, "inputs");
+    t.outputs = string_list(j, "outputs");
+    t.message = string_field(j, "message");
+    if (t.inputs.size() != t.outputs.size())
+      throw std::invalid_argument("fields 'inputs' and 'outputs' must have the same length (" +
+                                  std::to_string(t.inputs.size()) + " vs " + std::to_string(t.outputs.size()) + ")");
+    if (t.inputs.empty()) throw std::invalid_argument("field 'inputs' is empty");
+  } else {
+    t.input = string_field(j, "input");
+    t.output = string_field(j, "output");
+  }
+  if (j.contains("step")) {
+    const auto& s = j["step"];
+    if (!s.is_number_integer() || s.get<int64_t>() < 0)
+      throw std::invalid_argument("field 'step' must be a non-negative integer");
+    t.step = s.get<int64_t>();
+  }
+  return t;
+}
+
+ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid) {
+  ImportReport rep;
+  std::vector<Task> tasks;
+  std::string line;
+  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++rep.lines;
+    std::string where = name + ":" + std::to_string(lineno) + ": ";
+    try {
+      auto j = nlohmann::json::parse(line);
+      tasks.push_back(task_from_json(j));
+      ++rep.valid;
+    } catch (const nlohmann::json::parse_error& e) {
+      rep.errors.push_back(where + "not valid JSON (" + e.what() + ")");
+    } catch (const std::invalid_argument& e) {
+      rep.errors.push_back(where + e.what());
+    }
+  }
+  if (!rep.errors.empty() && !skip_invalid) {
+    std::string msg = name + ": " + std::to_string(rep.errors.size()) + " invalid line(s); nothing imported " +
+                      "(use --skip-invalid to import the valid ones):";
+    for (const auto& e : rep.errors) msg += "\n  " + e;
+    throw BufferError(msg);
+  }
+  rep.invalid = static_cast<int64_t>(rep.errors.size());
+  rep.inserted = b.insert(tasks);
+  return rep;
+}
+
+int64_t export_jsonl(const TaskBuffer& b, std::ostream& out, const ExportFilter& f) {
+  std::string sql = std::string("SELECT ") + kTaskColumns + " FROM tasks";
+  if (f.type) sql += " WHERE type = " + std::to_string(static_cast<int>(*f.type));
+  sql += " ORDER BY id";
+  int64_t n = 0;
+  try {
+    sql::ReadTransaction snapshot(b.handle());
+    sql::Stmt s(b.handle(), sql);
+    while (s.step()) {
+      out << task_to_json(read_task(s), f.core_only).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << '\n';
+      ++n;
+    }
+  } catch (const sql::Error& e) {
+    throw BufferError(b.path() + ": " + e.what());
+  }
+  return n;
+}
+
+}  // namespace azr::buffer

@@ -1,0 +1,44 @@
+#pragma once
+// The task interchange format: one JSON object per line.
+//   {"type": "deduction"|"abduction", "program": ..., "input": ..., "output": ...}
+//   {"type": "induction", "program": ..., "inputs": [...], "outputs": [...], "message": ...}
+// Exports add id, origin, step, proposer_sample and the solve statistics after those fields;
+// imports accept (and ignore) them, except `step`, which is kept. Imported tasks have origin
+// "imported".
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+
+namespace azr::buffer {
+
+// Field order as documented above (core fields first), so an export of imported core lines
+// reproduces them byte for byte.
+nlohmann::ordered_json task_to_json(const Task& t, bool core_only);
+
+// Throws std::invalid_argument("field 'x' ...") naming the first bad field.
+Task task_from_json(const nlohmann::json& j);
+
+struct ImportReport {
+  int64_t lines = 0;  // non-blank lines read
+  int64_t valid = 0;
+  int64_t invalid = 0;  // skipped (only with skip_invalid)
+  InsertResult inserted;
+  std::vector<std::string> errors;  // "FILE:LINE: problem", every bad line
+};
+
+// Reads every line first. Without skip_invalid, any bad line means nothing is inserted: throws
+// BufferError listing each bad line. Valid tasks go in as one transaction.
+ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid);
+
+struct ExportFilter {
+  std::optional<TaskType> type;
+  bool core_only = false;
+};
+// Tasks in id order (oldest first), one JSON line each; returns the number written.
+int64_t export_jsonl(const TaskBuffer& b, std::ostream& out, const ExportFilter& f);
+
+}  // namespace azr::buffer

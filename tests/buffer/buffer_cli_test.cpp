@@ -1,0 +1,288 @@
+// `azr buffer` as a user runs it: the real binary on real database files.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+#include "tests/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using azr::testing::run_process;
+using azr::testing::json_lines;
+using nlohmann::json;
+
+std::string azr() { return azr::testing::env_or_fail("AZR_BIN"); }
+
+class BufferCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("azr_buffer_cli_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+  static std::string read(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // CRUXEval as task lines in the canonical (compact, ordered) form.
+  std::string cruxeval_tasks() const {
+    std::ifstream in(azr::testing::env_or_fail("AZR_SHARED_DIR") + "/benchmarks/cruxeval/cruxeval.jsonl");
+    std::string line, out;
+    while (std::getline(in, line)) {
+      auto j = json::parse(line);
+      nlohmann::ordered_json t;
+      t["type"] = "deduction";
+      t["program"] = j["code"];
+      t["input"] = j["input"];
+      t["output"] = j["output"];
+      out += t.dump() + "\n";
+    }
+    return out;
+  }
+  int64_t total(const std::string& db) {
+    auto r = run_process({azr(), "buffer", "stats", db, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto j = json::parse(r.out);
+    return j["types"]["deduction"]["total"].get<int64_t>() + j["types"]["abduction"]["total"].get<int64_t>() +
+           j["types"]["induction"]["total"].get<int64_t>();
+  }
+  fs::path dir_;
+};
+
+TEST_F(BufferCli, CruxEvalRoundTripsExactly) {
+  std::string tasks = cruxeval_tasks();
+  std::string file = write("crux.jsonl", tasks), db = path("b.db");
+  auto imp = run_process({azr(), "buffer", "import", db, file, "--json"});
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_EQ(json::parse(imp.out)["imported"], 800);
+
+  auto exp = run_process({azr(), "buffer", "export", db, "--core"});
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  EXPECT_EQ(exp.out, tasks);  // byte for byte
+
+  auto stats = json::parse(run_process({azr(), "buffer", "stats", db, "--json"}).out);
+  EXPECT_EQ(stats["types"]["deduction"]["total"], 800);
+  EXPECT_EQ(stats["types"]["deduction"]["by_origin"]["imported"], 800);
+  EXPECT_EQ(stats["types"]["abduction"]["total"], 0);
+
+  auto originals = json_lines(tasks);
+  auto listed = json_lines(run_process({azr(), "buffer", "list", db, "--json", "--limit", "0"}).out);
+  ASSERT_EQ(listed.size(), 800u);
+  for (size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i]["program"], originals[i]["program"]);
+    EXPECT_EQ(listed[i]["output"], originals[i]["output"]);
+  }
+  for (int id : {1, 400, 800}) {
+    auto shown = json::parse(run_process({azr(), "buffer", "show", db, std::to_string(id), "--json"}).out);
+    EXPECT_EQ(shown["id"], id);
+    EXPECT_EQ(shown["input"], originals[static_cast<size_t>(id - 1)]["input"]);
+  }
+  // Importing the same file again adds nothing: every task is a duplicate.
+  auto again = json::parse(run_process({azr(), "buffer", "import", db, file, "--json"}).out);
+  EXPECT_EQ(again["imported"], 0);
+  EXPECT_EQ(again["duplicates"], 800);
+}
+
+TEST_F(BufferCli, ExportToFileIsAtomicAndComplete) {
+  std::string db = path("b.db"), out = path("out.jsonl");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  auto r = run_process({azr(), "buffer", "export", db, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = json_lines(read(out));
+  ASSERT_EQ(lines.size(), 800u);
+  EXPECT_EQ(lines[0]["origin"], "imported");  // full export carries origin, step and statistics
+  EXPECT_TRUE(lines[0].contains("attempts"));
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos);
+}
+
+TEST_F(BufferCli, MalformedImportNamesEveryLineAndChangesNothing) {
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("good.jsonl", cruxeval_tasks())}).exit_code, 0);
+  std::string before = run_process({azr(), "buffer", "export", db}).out;
+  std::string bad =
+      "{\"type\":\"deduction\",\"program\":\"def f(): return 2\",\"input\":\"\",\"output\":\"2\"}\n"
+      "{oops\n"
+      "{\"type\":\"deduction\",\"program\":\"def f(): return 3\",\"input\":\"\"}\n"
+      "\n"
+      "{\"type\":\"sorting\",\"program\":\"x\",\"input\":\"\",\"output\":\"\"}\n"
+      "{\"type\":\"induction\",\"program\":\"def f(x): return x\",\"inputs\":[\"1\"],\"outputs\":[1],\"message\":\"\"}\n";
+  auto r = run_process({azr(), "buffer", "import", db, write("bad.jsonl", bad)});
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* where : {"bad.jsonl:2:", "bad.jsonl:3: field 'output' is missing", "bad.jsonl:5: field 'type'",
+                            "bad.jsonl:6: field 'outputs'[0] must be a string"})
+    EXPECT_NE(r.err.find(where), std::string::npos) << where << "\n" << r.err;
+  EXPECT_EQ(r.err.find("bad.jsonl:1:"), std::string::npos);
+  EXPECT_EQ(run_process({azr(), "buffer", "export", db}).out, before);  // nothing half-imported
+
+  auto skip = run_process({azr(), "buffer", "import", db, path("bad.jsonl"), "--skip-invalid", "--json"});
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(json::parse(skip.out)["imported"], 1);
+  EXPECT_EQ(json::parse(skip.out)["invalid"], 4);
+  EXPECT_EQ(total(db), 801);
+}
+
+TEST_F(BufferCli, BadDatabasesGetOneClearMessage) {
+  auto missing = run_process({azr(), "buffer", "stats", path("missing.db")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no such file"), std::string::npos) << missing.err;
+
+  std::string text = write("notes.txt", "these are not the tables you are looking for\n");
+  auto notdb = run_process({azr(), "buffer", "list", text});
+  EXPECT_EQ(notdb.exit_code, 2);
+  EXPECT_NE(notdb.err.find("not an SQLite database"), std::string::npos) << notdb.err;
+  EXPECT_EQ(read(text), "these are not the tables you are looking for\n");
+
+  // Another application's SQLite database: refused, and left exactly as it was.
+  std::string other = path("other.db");
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "CREATE TABLE notes(x); INSERT INTO notes VALUES (1);", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  std::string other_bytes = read(other);
+  auto imp = run_process({azr(), "buffer", "import", other, write("t.jsonl", cruxeval_tasks())});
+  EXPECT_EQ(imp.exit_code, 2);
+  EXPECT_NE(imp.err.find("not an azr task buffer"), std::string::npos) << imp.err;
+  EXPECT_EQ(read(other), other_bytes);
+
+  // A buffer from a newer azr: refused, not "migrated" backwards.
+  std::string newer = path("newer.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", newer, path("t.jsonl")}).exit_code, 0);
+  ASSERT_EQ(sqlite3_open(newer.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  for (const char* cmd : {"stats", "list", "export"}) {
+    auto r = run_process({azr(), "buffer", cmd, newer});
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_NE(r.err.find("newer azr (buffer schema 99"), std::string::npos) << r.err;
+  }
+  auto show = run_process({azr(), "buffer", "show", path("t.jsonl"), "1"});
+  EXPECT_EQ(show.exit_code, 2);
+}
+
+TEST_F(BufferCli, LockedDatabaseIsReportedAndUnchanged) {
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  std::string before = run_process({azr(), "buffer", "export", db}).out;
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);  // another writer
+  std::string more = "{\"type\":\"abduction\",\"program\":\"def f(x): return x\",\"input\":\"1\",\"output\":\"1\"}\n";
+  auto r = run_process({azr(), "buffer", "import", db, write("more.jsonl", more), "--wait", "0.2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("locked"), std::string::npos) << r.err;
+  // Readers are not blocked by the writer (WAL).
+  EXPECT_EQ(total(db), 800);
+  sqlite3_exec(h, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  EXPECT_EQ(run_process({azr(), "buffer", "export", db}).out, before);
+}
+
+TEST_F(BufferCli, ReadsWorkWhileATrainerWrites) {
+  std::string db = path("b.db");
+  { azr::buffer::TaskBuffer::open(db, azr::buffer::TaskBuffer::Mode::ReadWrite); }  // schema exists first
+  pid_t writer = fork();
+  if (writer == 0) {
+    auto b = azr::buffer::TaskBuffer::open(db, azr::buffer::TaskBuffer::Mode::ReadWrite);
+    for (int batch = 0; batch < 150; ++batch) {
+      std::vector<azr::buffer::Task> tasks(64);
+      for (int i = 0; i < 64; ++i) {
+        tasks[static_cast<size_t>(i)].type = azr::buffer::TaskType::Abduction;
+        tasks[static_cast<size_t>(i)].program = "def f(x):\n    return x + " + std::to_string(batch * 64 + i);
+        tasks[static_cast<size_t>(i)].input = "1";
+        tasks[static_cast<size_t>(i)].output = std::to_string(batch * 64 + i + 1);
+        tasks[static_cast<size_t>(i)].step = batch;
+      }
+      b.insert(tasks);
+    }
+    _exit(0);
+  }
+  int64_t last = 0;
+  for (int i = 0; i < 15; ++i) {
+    auto r = run_process({azr(), "buffer", "stats", db, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    int64_t n = json::parse(r.out)["types"]["abduction"]["total"].get<int64_t>();
+    EXPECT_EQ(n % 64, 0) << "a reader saw half a batch";
+    EXPECT_GE(n, last);
+    last = n;
+    auto l = run_process({azr(), "buffer", "list", db, "--type", "abduction", "--sort", "step", "--desc", "--limit", "5"});
+    EXPECT_EQ(l.exit_code, 0) << l.err;
+  }
+  int st = 0;
+  waitpid(writer, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_EQ(total(db), 150 * 64);
+}
+
+TEST_F(BufferCli, ListFiltersSortsAndPrintsAlignedTables) {
+  std::string db = path("b.db");
+  {
+    auto b = azr::buffer::TaskBuffer::open(db, azr::buffer::TaskBuffer::Mode::ReadWrite);
+    std::vector<azr::buffer::Task> tasks(6);
+    for (int i = 0; i < 6; ++i) {
+      auto& t = tasks[static_cast<size_t>(i)];
+      t.type = i < 4 ? azr::buffer::TaskType::Deduction : azr::buffer::TaskType::Induction;
+      t.origin = i == 0 ? azr::buffer::Origin::Seed : azr::buffer::Origin::Proposed;
+      t.program = "def f(x):\n    return x * " + std::to_string(i);
+      t.input = "2";
+      t.output = std::to_string(2 * i);
+      t.inputs = {"1", "2"};
+      t.outputs = {std::to_string(i), std::to_string(2 * i)};
+      t.message = "multiply";
+      t.step = i;
+    }
+    auto r = b.insert(tasks);
+    b.record_attempts(r.ids[1], 8, 2, true);  // learnability 0.25
+    b.record_attempts(r.ids[2], 8, 6, true);  // 0.75
+    b.record_attempts(r.ids[3], 4, 4, true);  // 1.0
+  }
+  auto by_learn = json_lines(
+      run_process({azr(), "buffer", "list", db, "--type", "deduction", "--sort", "learnability", "--desc", "--json"}).out);
+  ASSERT_EQ(by_learn.size(), 4u);
+  EXPECT_EQ(by_learn[0]["id"], 4);
+  EXPECT_EQ(by_learn[1]["id"], 3);
+  EXPECT_EQ(by_learn[2]["id"], 2);
+  EXPECT_EQ(by_learn[3]["id"], 1);  // never estimated: last
+  auto steps = json_lines(run_process({azr(), "buffer", "list", db, "--steps", "2:4", "--json"}).out);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0]["step"], 2);
+  EXPECT_EQ(steps[2]["step"], 4);
+  EXPECT_EQ(steps[2]["type"], "induction");
+  auto seeds = json_lines(run_process({azr(), "buffer", "list", db, "--origin", "seed", "--json"}).out);
+  ASSERT_EQ(seeds.size(), 1u);
+
+  auto table = run_process({azr(), "buffer", "list", db});
+  ASSERT_EQ(table.exit_code, 0);
+  std::istringstream lines(table.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header.rfind("id  type", 0), 0u) << header;
+  EXPECT_EQ(header.find("program"), row.find("def f(x):")) << "columns are not aligned:\n" << header << "\n" << row;
+
+  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--steps", "x:3"}).exit_code, 2);
+  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--type", "sorting"}).exit_code, 2);
+  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--sort", "vibes"}).exit_code, 2);
+  EXPECT_EQ(run_process({azr(), "buffer", "show", db, "99"}).exit_code, 2);
+  EXPECT_EQ(run_process({azr(), "buffer", "show", db, "5"}).exit_code, 0);  // induction: pairs table
+}
+
+}  // namespace
