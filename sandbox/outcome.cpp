@@ -159,15 +159,12 @@ JobResult interpret(const Job& job, const protocol::Response& resp, const uint64
                              "the result stream was not written by the harness (" + why + ")"));
     return out;
   }
-  if (done && resp.end == protocol::End::Exited && resp.code == 0) return out;
-  if (done && resp.end != protocol::End::KilledOutput && resp.end != protocol::End::KilledResult) return out;
-  // Calls without a record take the child's fate. If every call has a record but the child was
-  // killed for flooding output afterwards, the flood still counts against the job.
+  const bool flooded = resp.end == protocol::End::KilledOutput || resp.end == protocol::End::KilledResult;
+  if (done && !flooded) return out;
+  // Calls without a record take the child's fate; a flood counts against the whole job even if
+  // every call had already produced its record.
   CallResult fate = from_end(resp, job.limits);
-  if (done) {
-    out.calls.assign(n, fate);
-    return out;
-  }
+  if (done) out.calls.clear();
   while (out.calls.size() < n) out.calls.push_back(fate);
   return out;
 }
