@@ -1,0 +1,341 @@
+#include "model/hf_config.h"
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace azr::model {
+namespace {
+
+using nlohmann::json;
+
+// No real model comes near this; the bound keeps every product of two sizes (a weight matrix's
+// element count) far inside int64.
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+
+std::string num_to_string(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// A short rendering of an offending value for error messages.
+std::string describe(const json& v) {
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + text;
+}
+
+// Typed access to the fields of one JSON object. `prefix` qualifies nested fields
+// ("rope_scaling.") so messages name the full path.
+class Fields {
+ public:
+  Fields(const json& obj, std::string source, std::string prefix = "")
+      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(std::string_view key, const std::string& what) const {
+    throw ConfigError(source_ + ": field '" + prefix_ + std::string(key) + "' " + what);
+  }
+
+  // HF treats an explicit null like an absent field for optional values, so we do too.
+  const json* find(std::string_view key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+  const json& require(std::string_view key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) fail(key, "is required but missing");
+    return *it;
+  }
+
+  int64_t as_int(std::string_view key, const json& v) const {
+    // Integers only: 896.0 or "896" in a size field means a broken writer, not a size.
+    if (!v.is_number_integer()) fail(key, "must be an integer, got " + describe(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(key, "(" + v.dump() + ") is out of range");
+    return v.get<int64_t>();
+  }
+  double as_number(std::string_view key, const json& v) const {
+    if (!v.is_number()) fail(key, "must be a number, got " + describe(v));
+    return v.get<double>();
+  }
+
+  int64_t req_int(std::string_view key) const { return as_int(key, require(key)); }
+  std::optional<int64_t> opt_int(std::string_view key) const {
+    const json* v = find(key);
+    return v ? std::optional(as_int(key, *v)) : std::nullopt;
+  }
+  double req_number(std::string_view key) const { return as_number(key, require(key)); }
+  bool opt_bool(std::string_view key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(key, "must be true or false, got " + describe(*v));
+    return v->get<bool>();
+  }
+  std::optional<std::string> opt_string(std::string_view key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail(key, "must be a string, got " + describe(*v));
+    return v->get<std::string>();
+  }
+
+  // A size: strictly positive and bounded.
+  int64_t positive(std::string_view key, int64_t v) const {
+    if (v <= 0) fail(key, "(" + std::to_string(v) + ") must be positive");
+    if (v > kMaxSize) fail(key, "(" + std::to_string(v) + ") is implausibly large (max " + std::to_string(kMaxSize) + ")");
+    return v;
+  }
+  // A token id: a row of the embedding.
+  int64_t token_id(std::string_view key, int64_t id, int64_t vocab) const {
+    if (id < 0 || id >= vocab)
+      fail(key, "(" + std::to_string(id) + ") must be in [0, vocab_size) = [0, " + std::to_string(vocab) + ")");
+    return id;
+  }
+
+ private:
+  const json& obj_;
+  std::string source_;
+  std::string prefix_;
+};
+
+std::optional<RopeScaling> parse_rope_scaling(const Fields& top, const json* v, const std::string& source,
+                                              const ModelConfig& c) {
+  if (!v) return std::nullopt;
+  if (!v->is_object()) top.fail("rope_scaling", "must be an object or null, got " + describe(*v));
+  Fields f(*v, source, "rope_scaling.");
+  // Newer configs say "rope_type", older ones "type"; HF reads either.
+  std::string key = v->contains("rope_type") ? "rope_type" : "type";
+  std::optional<std::string> type = f.opt_string(key);
+  if (!type) f.fail("rope_type", "is required when rope_scaling is an object");
+  if (*type == "default") return std::nullopt;  // HF's name for "no scaling"
+  if (*type != "llama3")
+    f.fail(key, "('" + *type + "') is not supported (supported: \"llama3\", or rope_scaling null)");
+
+  RopeScaling r;
+  r.rope_type = *type;
+  r.factor = f.req_number("factor");
+  r.low_freq_factor = f.req_number("low_freq_factor");
+  r.high_freq_factor = f.req_number("high_freq_factor");
+  r.original_max_position_embeddings = f.positive("original_max_position_embeddings",
+                                                  f.req_int("original_max_position_embeddings"));
+  if (!(r.factor >= 1.0)) f.fail("factor", "(" + num_to_string(r.factor) + ") must be >= 1");
+  if (!(r.low_freq_factor > 0.0))
+    f.fail("low_freq_factor", "(" + num_to_string(r.low_freq_factor) + ") must be positive");
+  // The llama3 formula interpolates over (low, high) and divides by their difference.
+  if (!(r.high_freq_factor > r.low_freq_factor))
+    f.fail("high_freq_factor", "(" + num_to_string(r.high_freq_factor) + ") must be greater than low_freq_factor (" +
+                                   num_to_string(r.low_freq_factor) + ")");
+  if (r.original_max_position_embeddings > c.max_position_embeddings)
+    f.fail("original_max_position_embeddings",
+           "(" + std::to_string(r.original_max_position_embeddings) + ") must not exceed max_position_embeddings (" +
+               std::to_string(c.max_position_embeddings) + ")");
+  return r;
+}
+
+}  // namespace
+
+std::string shape_to_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+ModelConfig parse_config(std::string_view json_text, std::string_view source_name) {
+  const std::string source(source_name);
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...";
+    // the position is what a user needs, the library's tag is noise.
+    std::string what = e.what();
+    if (auto tag_end = what.find("] "); what.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
+      what.erase(0, tag_end + 2);
+    throw ConfigError(source + ": invalid JSON: " + what);
+  }
+  if (!j.is_object()) throw ConfigError(source + ": top level must be a JSON object, got " + describe(j));
+  Fields f(j, source);
+  ModelConfig c;
+
+  const json& model_type = f.require("model_type");
+  if (!model_type.is_string()) f.fail("model_type", "must be a string, got " + describe(model_type));
+  c.model_type = model_type.get<std::string>();
+  if (c.model_type != "qwen2" && c.model_type != "llama")
+    f.fail("model_type", "('" + c.model_type + "') is not supported (supported: \"qwen2\", \"llama\")");
+  const bool qwen2 = c.model_type == "qwen2";
+
+  if (const json* a = f.find("architectures")) {
+    if (!a->is_array()) f.fail("architectures", "must be a list of strings, got " + describe(*a));
+    for (const json& s : *a) {
+      if (!s.is_string()) f.fail("architectures", "must be a list of strings, got an element " + describe(s));
+      c.architectures.push_back(s.get<std::string>());
+    }
+  }
+
+  c.vocab_size = f.positive("vocab_size", f.req_int("vocab_size"));
+  c.hidden_size = f.positive("hidden_size", f.req_int("hidden_size"));
+  c.intermediate_size = f.positive("intermediate_size", f.req_int("intermediate_size"));
+  c.num_hidden_layers = f.positive("num_hidden_layers", f.req_int("num_hidden_layers"));
+  c.num_attention_heads = f.positive("num_attention_heads", f.req_int("num_attention_heads"));
+  c.num_key_value_heads =
+      f.positive("num_key_value_heads", f.opt_int("num_key_value_heads").value_or(c.num_attention_heads));
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    f.fail("num_key_value_heads", "(" + std::to_string(c.num_key_value_heads) + ") must divide num_attention_heads (" +
+                                      std::to_string(c.num_attention_heads) + ")");
+  if (auto hd = f.opt_int("head_dim")) {
+    c.head_dim = f.positive("head_dim", *hd);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      f.fail("num_attention_heads", "(" + std::to_string(c.num_attention_heads) + ") must divide hidden_size (" +
+                                        std::to_string(c.hidden_size) + ") when head_dim is absent");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  // RoPE rotates pairs of dimensions (j, j + d/2).
+  if (c.head_dim % 2 != 0)
+    f.fail(f.find("head_dim") ? "head_dim" : "num_attention_heads",
+           "gives head_dim " + std::to_string(c.head_dim) + ", which must be even for RoPE");
+
+  // Required although HF has class defaults: its defaults (eps 1e-6, theta 10000, 2048/32768
+  // positions) are wrong for some of the models we load, and every real config states them, so a
+  // missing one means a damaged file rather than an intent.
+  c.rms_norm_eps = f.req_number("rms_norm_eps");
+  if (!(c.rms_norm_eps > 0.0)) f.fail("rms_norm_eps", "(" + num_to_string(c.rms_norm_eps) + ") must be positive");
+  c.rope_theta = f.req_number("rope_theta");
+  if (!(c.rope_theta > 0.0)) f.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
+  c.max_position_embeddings = f.positive("max_position_embeddings", f.req_int("max_position_embeddings"));
+
+  // HF's default is false for both families; check_checkpoint catches a wrong guess because an
+  // untied model must then ship lm_head.weight.
+  c.tie_word_embeddings = f.opt_bool("tie_word_embeddings", false);
+
+  c.hidden_act = f.opt_string("hidden_act").value_or("silu");
+  if (c.hidden_act != "silu")
+    f.fail("hidden_act", "('" + c.hidden_act + "') is not supported (supported: \"silu\")");
+
+  if (qwen2) {
+    // Qwen2Attention hard-codes these, whatever the config says.
+    c.qkv_bias = true;
+    c.o_bias = false;
+    c.mlp_bias = false;
+  } else {
+    c.qkv_bias = c.o_bias = f.opt_bool("attention_bias", false);
+    c.mlp_bias = f.opt_bool("mlp_bias", false);
+  }
+
+  c.rope_scaling = parse_rope_scaling(f, f.find("rope_scaling"), source, c);
+
+  if (auto bos = f.opt_int("bos_token_id")) c.bos_token_id = f.token_id("bos_token_id", *bos, c.vocab_size);
+  if (const json* eos = f.find("eos_token_id")) {
+    if (eos->is_array()) {
+      for (const json& e : *eos) c.eos_token_ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", e), c.vocab_size));
+    } else {
+      c.eos_token_ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", *eos), c.vocab_size));
+    }
+  }
+
+  // transformers >= 4.56 writes "dtype"; older files "torch_dtype".
+  c.torch_dtype = f.opt_string("torch_dtype").value_or(f.opt_string("dtype").value_or(""));
+
+  c.use_sliding_window = f.opt_bool("use_sliding_window", false);
+  c.sliding_window = f.opt_int("sliding_window");
+  c.max_window_layers = f.opt_int("max_window_layers");
+  if (c.use_sliding_window)
+    f.fail("use_sliding_window", "(true) is not supported: sliding-window attention is not implemented");
+  return c;
+}
+
+ModelConfig load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(path + ": read error");
+  return parse_config(text.str(), path);
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  std::vector<TensorSpec> out;
+  out.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", {H}});
+    // nn.Linear layout: [out_features, in_features].
+    const struct { const char* name; int64_t rows, cols; bool bias; } linears[] = {
+        {"self_attn.q_proj", q, H, c.qkv_bias},   {"self_attn.k_proj", kv, H, c.qkv_bias},
+        {"self_attn.v_proj", kv, H, c.qkv_bias},  {"self_attn.o_proj", H, q, c.o_bias},
+    };
+    for (const auto& l : linears) {
+      out.push_back({p + l.name + ".weight", {l.rows, l.cols}});
+      if (l.bias) out.push_back({p + l.name + ".bias", {l.rows}});
+    }
+    out.push_back({p + "post_attention_layernorm.weight", {H}});
+    const struct { const char* name; int64_t rows, cols; } mlp[] = {
+        {"mlp.gate_proj", I, H}, {"mlp.up_proj", I, H}, {"mlp.down_proj", H, I}};
+    for (const auto& l : mlp) {
+      out.push_back({p + l.name + ".weight", {l.rows, l.cols}});
+      if (c.mlp_bias) out.push_back({p + l.name + ".bias", {l.rows}});
+    }
+  }
+  out.push_back({"model.norm.weight", {H}});
+  out.push_back({"lm_head.weight", {V, H}, c.tie_word_embeddings});
+  return out;
+}
+
+namespace {
+// Older Llama/Qwen checkpoints saved RoPE's inverse-frequency buffer; it is recomputed from the
+// config, so it is harmless to find and ignore.
+bool ignorable(const std::string& name) {
+  static const std::string suffix = ".rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::string check_checkpoint(const ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& tensors,
+                             std::string_view source_name) {
+  constexpr size_t kShown = 5;  // enough to see a pattern, short enough to read
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  for (const TensorSpec& t : expected_tensors(c)) {
+    known.insert(t.name);
+    auto it = tensors.find(t.name);
+    if (it == tensors.end()) {
+      if (t.optional) continue;
+      std::string p = "missing tensor '" + t.name + "' " + shape_to_string(t.shape);
+      if (t.name == "lm_head.weight")
+        p += " (tie_word_embeddings is false, so the embedding cannot serve as the LM head)";
+      problems.push_back(std::move(p));
+    } else if (it->second != t.shape) {
+      problems.push_back("tensor '" + t.name + "' has shape " + shape_to_string(it->second) + ", expected " +
+                         shape_to_string(t.shape));
+    }
+  }
+  for (const auto& [name, shape] : tensors)
+    if (!known.count(name) && !ignorable(name))
+      problems.push_back("unexpected tensor '" + name + "' " + shape_to_string(shape));
+
+  if (!problems.empty()) {
+    std::string msg = std::string(source_name) + ": does not match the config (" + std::to_string(problems.size()) +
+                      (problems.size() == 1 ? " problem): " : " problems): ");
+    for (size_t i = 0; i < problems.size() && i < kShown; ++i) msg += (i ? "; " : "") + problems[i];
+    if (problems.size() > kShown) msg += "; and " + std::to_string(problems.size() - kShown) + " more";
+    throw ConfigError(msg);
+  }
+  return tensors.count("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  int64_t n = 0;
+  for (const TensorSpec& t : expected_tensors(c)) {
+    if (t.optional) continue;  // a tied lm_head is the embedding, already counted
+    int64_t e = 1;
+    for (int64_t d : t.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+}  // namespace azr::model
