@@ -12,6 +12,7 @@ PACKAGES=(
   libseccomp-dev                     # sandbox: BPF allowlist
   python3 libpython3.11-dev          # sandbox: embedded CPython (Debian's 3.11)
   libsqlite3-dev                     # buffer: the task store
+  libpcre2-dev libutf8proc-dev       # tokenizer: Qwen2 pre-tokenizer regex (Unicode), NFC
 )
 
 missing=()
