@@ -3,6 +3,7 @@
 // and returns the exit code. Errors the user caused throw UsageError (exit 2).
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -52,5 +53,14 @@ struct BufferOptions {
 
 CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o);
 int run_buffer(const BufferOptions& o);
+
+struct TokenizeOptions {
+  std::string tokenizer, jsonl;
+  std::optional<std::string> text;  // set even when empty: "" is a string to encode
+  bool decode = false;
+};
+
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& o);
+int run_tokenize(const TokenizeOptions& o);
 
 }  // namespace azr::cli

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   CLI::App* exec = azr::cli::add_exec_command(app, exec_opts);
   azr::cli::BufferOptions buffer_opts;
   CLI::App* buffer = azr::cli::add_buffer_command(app, buffer_opts);
+  azr::cli::TokenizeOptions tokenize_opts;
+  CLI::App* tokenize = azr::cli::add_tokenize_command(app, tokenize_opts);
 
   try {
     app.parse(argc, argv);
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   try {
     if (exec->parsed()) return azr::cli::run_exec(exec_opts);
     if (buffer->parsed()) return azr::cli::run_buffer(buffer_opts);
+    if (tokenize->parsed()) return azr::cli::run_tokenize(tokenize_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

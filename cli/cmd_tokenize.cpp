@@ -1,0 +1,97 @@
+// azr tokenize: encode and decode exactly as training does.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "model/tokenizer.h"
+
+namespace azr::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::strict); }
+
+// A directory (tokenizer.json inside) or the file itself.
+std::string tokenizer_file(const std::string& arg) {
+  std::ifstream probe(arg + "/tokenizer.json");
+  return probe ? arg + "/tokenizer.json" : arg;
+}
+
+}  // namespace
+
+CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
+  CLI::App* c = app.add_subcommand("tokenize", "Encode text to token ids (or --decode ids to text) exactly as training does");
+  c->footer(
+      "Encoding prints one line {\"ids\": [...]} per input: --text S, or --jsonl FILE (- = stdin) of {\"text\": ...} "
+      "lines. With --decode, --jsonl lines are {\"ids\": [...]} and each prints {\"text\": ...}. No BOS/EOS is added.");
+  c->add_option("--tokenizer", o.tokenizer, "directory holding tokenizer.json, or the file")->required();
+  c->add_option("--text", o.text, "one string to encode");
+  c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin");
+  c->add_flag("--decode", o.decode, "decode {\"ids\": [...]} lines instead");
+  return c;
+}
+
+int run_tokenize(const TokenizeOptions& o) {
+  if (o.text.has_value() == !o.jsonl.empty()) throw UsageError("tokenize: give either --text S or --jsonl FILE");
+  if (o.decode && o.jsonl.empty()) throw UsageError("tokenize: --decode reads --jsonl lines of {\"ids\": [...]}");
+  std::unique_ptr<model::BpeTokenizer> tok;
+  try {
+    tok = std::make_unique<model::BpeTokenizer>(tokenizer_file(o.tokenizer));
+  } catch (const model::TokenizerError& e) {
+    throw UsageError(e.what());
+  }
+  if (o.text) {
+    try {
+      std::cout << dump(json{{"ids", tok->encode(*o.text)}}) << '\n';
+    } catch (const model::TokenizerError& e) {
+      throw UsageError(std::string("--text: ") + e.what());
+    }
+    return 0;
+  }
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  std::string name = o.jsonl == "-" ? "<stdin>" : o.jsonl;
+  if (o.jsonl != "-") {
+    file.open(o.jsonl, std::ios::binary);
+    if (!file) throw UsageError(o.jsonl + ": cannot open file");
+    in = &file;
+  }
+  // Every line is checked before anything is printed, so a bad line never leaves half an output.
+  std::vector<std::string> out;
+  std::string line;
+  for (size_t lineno = 1; std::getline(*in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string where = name + ":" + std::to_string(lineno) + ": ";
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw UsageError(where + "not valid JSON (" + e.what() + ")");
+    }
+    try {
+      if (o.decode) {
+        if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array())
+          throw UsageError(where + "field 'ids' must be an array of token ids");
+        std::vector<int32_t> ids;
+        for (const auto& v : j["ids"]) {
+          if (!v.is_number_integer()) throw UsageError(where + "field 'ids' must hold integers");
+          ids.push_back(v.get<int32_t>());
+        }
+        // Decoded bytes may not be valid UTF-8 (ids can split a character): JSON shows them lossily.
+        out.push_back(json{{"text", model::utf8_lossy(tok->decode(ids))}}.dump());
+      } else {
+        if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+          throw UsageError(where + "field 'text' must be a string");
+        out.push_back(dump(json{{"ids", tok->encode(j["text"].get<std::string>())}}));
+      }
+    } catch (const model::TokenizerError& e) {
+      throw UsageError(where + e.what());
+    }
+  }
+  for (const auto& l : out) std::cout << l << '\n';
+  return 0;
+}
+
+}  // namespace azr::cli
