@@ -12,6 +12,7 @@
 #include "buffer/task_buffer.h"
 #include "buffer/task_jsonl.h"
 #include "cli/commands.h"
+#include "cli/input.h"
 #include "cli/table.h"
 
 namespace azr::cli {
@@ -257,14 +258,9 @@ int run_export(const BufferOptions& o) {
 }
 
 int run_import(const BufferOptions& o) {
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  std::string name = o.file == "-" ? "<stdin>" : o.file;
-  if (o.file != "-") {
-    file.open(o.file, std::ios::binary);
-    if (!file) throw UsageError(o.file + ": cannot open file");
-    in = &file;
-  }
+  InputFile input(o.file);
+  std::istream* in = &input.stream();
+  const std::string& name = input.name();
   buffer::Options opts;
   opts.capacity_per_type = o.capacity;
   opts.policy = o.policy == "keep-oldest" ? buffer::CapacityPolicy::KeepOldest : buffer::CapacityPolicy::EvictOldest;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/input.h"
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
 #include "sandbox/protocol.h"
@@ -36,14 +37,9 @@ std::string read_file(const std::string& path) {
 // Reads and validates every line before anything runs: a bad line is reported with its line
 // number and nothing is executed.
 std::vector<Item> read_jsonl(const std::string& path) {
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  std::string name = path == "-" ? "<stdin>" : path;
-  if (path != "-") {
-    file.open(path, std::ios::binary);
-    if (!file) throw UsageError(path + ": cannot open file");
-    in = &file;
-  }
+  InputFile input(path);
+  std::istream* in = &input.stream();
+  const std::string& name = input.name();
   std::vector<Item> items;
   std::string line;
   for (size_t lineno = 1; std::getline(*in, line); ++lineno) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/input.h"
 #include "model/tokenizer.h"
 
 namespace azr::cli {
@@ -50,14 +51,9 @@ int run_tokenize(const TokenizeOptions& o) {
     }
     return 0;
   }
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  std::string name = o.jsonl == "-" ? "<stdin>" : o.jsonl;
-  if (o.jsonl != "-") {
-    file.open(o.jsonl, std::ios::binary);
-    if (!file) throw UsageError(o.jsonl + ": cannot open file");
-    in = &file;
-  }
+  InputFile input(o.jsonl);
+  std::istream* in = &input.stream();
+  const std::string& name = input.name();
   // Every line is checked before anything is printed, so a bad line never leaves half an output.
   std::vector<std::string> out;
   std::string line;
