@@ -518,8 +518,9 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
     }
   }
   if (!byte_level) fail("pre_tokenizer has no ByteLevel step (field pre_tokenizer)");
-  if (pattern.empty()) fail("pre_tokenizer has no regex (field pre_tokenizer)");
-  compile(pattern);
+  // A lone ByteLevel(use_regex=false) does not split at all (azr's byte-level tokenizers are
+  // saved this way): each stretch between added tokens is one piece, regex stays null.
+  if (!pattern.empty()) compile(pattern);
 }
 
 void BpeTokenizer::Impl::compile(const std::string& pattern) {
@@ -699,6 +700,10 @@ void BpeTokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& out) c
 // Isolated behaviour, text between matches is a piece of its own.
 void BpeTokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t>& out,
                                       pcre2_match_data* md) const {
+  if (!regex) {  // no pre-tokenizer split
+    if (!text.empty()) bpe(text, out);
+    return;
+  }
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;     // start of the text not yet emitted
   size_t search = 0;  // where the next match attempt starts
@@ -750,7 +755,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view utf8) const {
   if (valid_utf8_prefix(utf8) != utf8.size()) throw TokenizerError("encode: input is not valid UTF-8");
   std::vector<int32_t> out;
   out.reserve(utf8.size() / 3 + 4);
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(m.regex, nullptr);
+  pcre2_match_data* md = m.regex ? pcre2_match_data_create_from_pattern(m.regex, nullptr) : nullptr;
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md_guard(md, &pcre2_match_data_free);
 
   std::vector<AddedMatcher::Piece> raw, norm;

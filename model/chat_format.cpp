@@ -1,0 +1,51 @@
+#include "model/chat_format.h"
+
+namespace azr::model {
+
+namespace {
+
+void append_turn(std::string& out, std::string_view role, std::string_view content) {
+  out += "<|im_start|>";
+  out += role;
+  out += '\n';
+  out += content;
+  out += "<|im_end|>\n";
+}
+
+}  // namespace
+
+std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          std::string_view default_system) {
+  if (messages.empty()) throw ChatFormatError("render_chatml: the conversation has no messages");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role == "system" || role == "user" || role == "assistant") continue;
+    if (role == "tool")
+      throw ChatFormatError("render_chatml: message " + std::to_string(i) +
+                            " has role 'tool'; tool calling is not supported");
+    throw ChatFormatError("render_chatml: message " + std::to_string(i) + " has unknown role '" +
+                          role + "' (expected system, user or assistant)");
+  }
+  size_t size = 64 + default_system.size();
+  for (const auto& m : messages) size += m.role.size() + m.content.size() + 24;
+  std::string out;
+  out.reserve(size);
+  const bool leading_system = messages.front().role == "system";
+  append_turn(out, "system", leading_system ? std::string_view(messages.front().content) : default_system);
+  // The template renders user, assistant (no tool calls) and non-first system messages alike.
+  for (size_t i = leading_system ? 1 : 0; i < messages.size(); ++i)
+    append_turn(out, messages[i].role, messages[i].content);
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string render_r1(std::string_view prompt) {
+  std::string out;
+  out.reserve(kR1Prefix.size() + prompt.size() + kR1Suffix.size());
+  out += kR1Prefix;
+  out += prompt;
+  out += kR1Suffix;
+  return out;
+}
+
+}  // namespace azr::model

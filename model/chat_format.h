@@ -1,0 +1,51 @@
+#pragma once
+// Chat formatting: Qwen2.5's ChatML template (instruct models) and the plain R1-style wrapper
+// the Absolute Zero reference uses for base models (../shared/METHOD.md, research/azr-reference.md
+// §3.1). Both return text; encode it with a Tokenizer (special tokens are matched in the text).
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace azr::model {
+
+// A bad conversation (unknown role, no messages).
+class ChatFormatError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+// The system prompt Qwen2.5's chat template inserts when the first message is not a system one.
+inline constexpr std::string_view kQwenDefaultSystem =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+// Qwen2.5-Instruct's chat_template (tokenizer_config.json; the same as llama.cpp's
+// Qwen-Qwen2.5-7B-Instruct.jinja) rendered with tools = null, byte for byte:
+//   <|im_start|>system\n{first system content, or default_system}<|im_end|>\n
+//   then per message (a leading system message is not repeated):
+//   <|im_start|>{role}\n{content}<|im_end|>\n
+//   and, if add_generation_prompt, <|im_start|>assistant\n
+// Tools, tool calls and the "tool" role are not supported (ChatFormatError). Unknown roles, which
+// the Jinja template would silently drop, are a ChatFormatError; so is an empty conversation
+// (the template fails on messages[0] there). Contents are inserted verbatim.
+std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          std::string_view default_system = kQwenDefaultSystem);
+
+// The DeepSeek-R1 style prompt of the Absolute Zero reference (`instruction_following` in
+// absolute_zero_reasoner/data_construction/process_data.py, L51 per research/azr-reference.md
+// §3.1), i.e. kR1Prefix + prompt + kR1Suffix. The generation starts inside <think>.
+inline constexpr std::string_view kR1Prefix =
+    "A conversation between User and Assistant. The user asks a question, and the Assistant "
+    "solves it. The assistant first thinks about the reasoning process in the mind and then "
+    "provides the user with the answer. The reasoning process and answer are enclosed within "
+    "<think> </think> and <answer> </answer> tags, respectively, i.e., <think> reasoning process "
+    "here </think> <answer> answer here </answer>. User: ";
+inline constexpr std::string_view kR1Suffix = "\nAssistant: <think>";
+std::string render_r1(std::string_view prompt);
+
+}  // namespace azr::model
