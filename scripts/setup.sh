@@ -29,3 +29,26 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+
+# Reference for the tokenizer differential test and benchmark: Hugging Face's Rust tokenizers
+# (npm tokenizers@0.23.2, pinned by tests/tokdiff/package-lock.json). npm ci runs only when
+# node_modules is missing or the lockfile changed since the last install. It is not fatal: without
+# it, tokdiff_test skips (and says so) and tokenizer_bench runs without the Rust comparison.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOKDIFF="$ROOT/tests/tokdiff"
+if command -v npm >/dev/null 2>&1; then
+  lock_sum="$(sha256sum "$TOKDIFF/package-lock.json" | cut -d' ' -f1)"
+  stamp="$TOKDIFF/node_modules/.azr-lock-sha256"
+  if [[ ! -f "$TOKDIFF/node_modules/tokenizers/package.json" || "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]]; then
+    echo "setup: npm ci --prefix tests/tokdiff (tokenizers@0.23.2)"
+    if npm ci --prefix "$TOKDIFF" --no-audit --no-fund; then
+      echo "$lock_sum" >"$stamp"
+    else
+      echo "setup: WARNING: npm ci failed; tokdiff_test will skip" >&2
+    fi
+  else
+    echo "setup: tests/tokdiff/node_modules up to date"
+  fi
+else
+  echo "setup: npm not found: tokdiff_test will skip and tokenizer_bench runs without the Rust comparison"
+fi

@@ -1,0 +1,297 @@
+// Encode throughput of azr's BpeTokenizer against Hugging Face's Rust `tokenizers` (npm
+// tokenizers@0.23.2, N-API addon, run with node) on the same corpora in the same run, plus a
+// large differential (generated strings and the benchmark text) that counts mismatches.
+//   corpora (tests/tokdiff/gen_corpus.py bench): crux_programs (every CruxEval program as its own
+//   string), crux_concat (all of them as one string), bench_text (every string field of every
+//   benchmark file, >= 6 MB).
+//   azr:  BpeTokenizer::encode per string, one thread; warm-up pass, then passes until
+//         --min-seconds have passed.
+//   rust: tests/tokdiff/bench.mjs times only the encode calls inside node (start-up, file
+//         reading and JSON are excluded): `single` = await encode() per string; `batch` =
+//         encodeBatch(all strings) with RAYON_NUM_THREADS=1 (one thread, like azr) and with
+//         rayon's default pool (all CPUs).
+// Prints a table and one JSON line. Never asserts on time. Without node or
+// tests/tokdiff/node_modules/tokenizers (scripts/setup.sh installs it) it prints that, reports
+// azr alone, and exits 0. Exits 1 only on a mismatch or a broken setup.
+//
+//   tokenizer_bench [--shared DIR] [--tests-dir DIR] [--python EXE] [--diff-n N] [--min-seconds S]
+// Defaults: $AZR_SHARED_DIR, $AZR_TESTS_DIR, $AZR_PYTHON, else the compile-time defaults.
+#include <stdlib.h>  // mkdtemp
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/tokenizer.h"
+#include "tests/tokdiff/tokdiff_support.h"
+
+#ifndef AZR_DEFAULT_SHARED_DIR
+#define AZR_DEFAULT_SHARED_DIR "../shared"
+#endif
+#ifndef AZR_DEFAULT_TESTS_DIR
+#define AZR_DEFAULT_TESTS_DIR "tests"
+#endif
+#ifndef AZR_DEFAULT_PYTHON
+#define AZR_DEFAULT_PYTHON "/usr/bin/python3.11"
+#endif
+
+namespace {
+
+using azr::tokdiff::read_lines;
+using azr::tokdiff::sh_quote;
+using azr::tokdiff::TempDir;
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+
+int run(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+
+std::vector<std::string> read_texts(const fs::path& p) {
+  std::vector<std::string> texts;
+  for (const auto& l : read_lines(p)) texts.push_back(json::parse(l).at("text").get<std::string>());
+  return texts;
+}
+
+
+struct AzrTiming {
+  size_t strings = 0, bytes = 0, tokens = 0;
+  int passes = 0;
+  double seconds_per_pass = 0;
+};
+
+AzrTiming time_azr(const azr::model::BpeTokenizer& tok, const std::vector<std::string>& texts, double min_s) {
+  AzrTiming r;
+  r.strings = texts.size();
+  for (const auto& s : texts) {
+    r.bytes += s.size();
+    r.tokens += tok.encode(s).size();  // warm-up pass
+  }
+  size_t sink = 0;
+  const auto t0 = Clock::now();
+  double sec = 0;
+  do {
+    for (const auto& s : texts) sink += tok.encode(s).size();
+    ++r.passes;
+    sec = secs_since(t0);
+  } while (sec < min_s);
+  if (sink != r.tokens * static_cast<size_t>(r.passes)) std::fprintf(stderr, "tokenizer_bench: unstable token count\n");
+  r.seconds_per_pass = sec / r.passes;
+  return r;
+}
+
+// Runs bench.mjs; returns its JSON line, or null on failure.
+json rust_bench(const fs::path& dir, const fs::path& tokenizer_json, const fs::path& corpus, double min_s,
+                bool one_thread, const fs::path& tmp) {
+  const fs::path out = tmp / "rust_bench.json";
+  std::string cmd = std::string(one_thread ? "RAYON_NUM_THREADS=1 " : "env -u RAYON_NUM_THREADS ") + "node " +
+                    sh_quote((dir / "bench.mjs").string()) + " " + sh_quote(tokenizer_json.string()) + " " +
+                    sh_quote(corpus.string()) + " " + std::to_string(min_s) + " >" + sh_quote(out.string());
+  if (run(cmd) != 0) {
+    std::fprintf(stderr, "tokenizer_bench: failed: %s\n", cmd.c_str());
+    return nullptr;
+  }
+  auto lines = read_lines(out);
+  return lines.empty() ? json(nullptr) : json::parse(lines.back());
+}
+
+struct Diff {
+  std::string name;
+  size_t strings = 0, tokens = 0, mismatches = 0;
+};
+
+// encode.mjs on `corpus`, then azr on the same strings; prints the first few mismatches.
+bool differential(const azr::model::BpeTokenizer& tok, const fs::path& dir, const fs::path& tokenizer_json,
+                  const fs::path& corpus, const fs::path& tmp, Diff& d) {
+  const fs::path ref = tmp / "rust_ids.jsonl";
+  std::string cmd = "node " + sh_quote((dir / "encode.mjs").string()) + " " + sh_quote(tokenizer_json.string()) +
+                    " " + sh_quote(corpus.string()) + " >" + sh_quote(ref.string());
+  if (run(cmd) != 0) {
+    std::fprintf(stderr, "tokenizer_bench: failed: %s\n", cmd.c_str());
+    return false;
+  }
+  const auto texts = read_texts(corpus);
+  const auto outs = read_lines(ref);
+  if (outs.size() != texts.size()) {
+    std::fprintf(stderr, "tokenizer_bench: %s: %zu inputs but %zu outputs\n", d.name.c_str(), texts.size(),
+                 outs.size());
+    return false;
+  }
+  d.strings = texts.size();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto want = json::parse(outs[i]).at("ids").get<std::vector<int32_t>>();
+    d.tokens += want.size();
+    std::vector<int32_t> got;
+    std::string err;
+    try {
+      got = tok.encode(texts[i]);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    if (got != want || !err.empty()) {
+      if (++d.mismatches <= 5)
+        std::printf("MISMATCH %s #%zu %s\n  rust: %s\n  azr:  %s%s\n", d.name.c_str(), i,
+                    json(texts[i]).dump(-1, ' ', true).c_str(), json(want).dump().c_str(), json(got).dump().c_str(),
+                    err.empty() ? "" : (" (threw: " + err + ")").c_str());
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string shared = env_or("AZR_SHARED_DIR", AZR_DEFAULT_SHARED_DIR);
+  std::string tests_dir = env_or("AZR_TESTS_DIR", AZR_DEFAULT_TESTS_DIR);
+  std::string python = env_or("AZR_PYTHON", AZR_DEFAULT_PYTHON);
+  int diff_n = 20000;
+  double min_s = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr,
+                   "usage: tokenizer_bench [--shared DIR] [--tests-dir DIR] [--python EXE] [--diff-n N] "
+                   "[--min-seconds S]\n");
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--shared") shared = v;
+    else if (a == "--tests-dir") tests_dir = v;
+    else if (a == "--python") python = v;
+    else if (a == "--diff-n") diff_n = std::stoi(v);
+    else if (a == "--min-seconds") min_s = std::stod(v);
+    else {
+      std::fprintf(stderr, "tokenizer_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const fs::path dir = fs::path(tests_dir) / "tokdiff";
+  const fs::path tokenizer_json = fs::path(shared) / "models" / "qwen-tokenizer" / "tokenizer.json";
+  TempDir tmp("azr-tokbench");
+
+  std::string gen = sh_quote(python) + " " + sh_quote((dir / "gen_corpus.py").string()) + " bench --shared " +
+                    sh_quote(shared) + " --outdir " + sh_quote(tmp.path.string()) + " >/dev/null";
+  if (run(gen) != 0) {
+    std::fprintf(stderr, "tokenizer_bench: corpus generation failed: %s\n", gen.c_str());
+    return 1;
+  }
+  auto t_load = Clock::now();
+  azr::model::BpeTokenizer tok(tokenizer_json.string());
+  const double load_s = secs_since(t_load);
+
+  const bool have_node = run("command -v node >/dev/null 2>&1") == 0;
+  const bool have_pkg = fs::exists(dir / "node_modules" / "tokenizers" / "package.json");
+  const bool have_rust = have_node && have_pkg;
+  if (!have_rust)
+    std::printf("Rust tokenizers unavailable (%s): azr figures only, no comparison, no differential.\n"
+                "Install with: npm ci --prefix tests/tokdiff (scripts/setup.sh)\n\n",
+                !have_node ? "node not on PATH" : "tests/tokdiff/node_modules/tokenizers missing");
+
+  const unsigned cpus = std::thread::hardware_concurrency();
+  std::printf("tokenizer: %s (loaded in %.3f s); %u CPUs; timing passes >= %.2f s\n\n", tokenizer_json.c_str(),
+              load_s, cpus, min_s);
+  std::printf("%-14s %7s %8s %9s | %8s %11s | %8s %8s %8s | %6s %6s\n", "corpus", "strings", "MB", "tokens",
+              "azr MB/s", "azr tok/s", "rs 1call", "rs bat1", "rs batN", "x 1cal", "x bat1");
+  json corpora = json::array();
+  for (const char* name : {"crux_programs", "crux_concat", "bench_text"}) {
+    const fs::path corpus = tmp.path / (std::string(name) + ".jsonl");
+    const auto texts = read_texts(corpus);
+    const AzrTiming a = time_azr(tok, texts, min_s);
+    const double azr_mbs = a.bytes / 1e6 / a.seconds_per_pass;
+    json row = {{"corpus", name},
+                {"strings", a.strings},
+                {"bytes", a.bytes},
+                {"tokens", a.tokens},
+                {"azr", {{"mb_per_s", azr_mbs}, {"tokens_per_s", a.tokens / a.seconds_per_pass}, {"passes", a.passes}}}};
+    json r1, rn;
+    if (have_rust) {
+      r1 = rust_bench(dir, tokenizer_json, corpus, min_s, true, tmp.path);
+      rn = rust_bench(dir, tokenizer_json, corpus, min_s, false, tmp.path);
+    }
+    double s_mbs = 0, b1_mbs = 0, bn_mbs = 0;
+    if (r1.is_object()) {
+      s_mbs = r1["single"]["mb_per_s"].get<double>();
+      b1_mbs = r1["batch"]["mb_per_s"].get<double>();
+      row["rust_single"] = r1["single"];
+      row["rust_batch_1thread"] = r1["batch"];
+      row["rust_tokens"] = r1["tokens"];
+      row["token_counts_equal"] = r1["tokens"].get<size_t>() == a.tokens;
+    }
+    if (rn.is_object()) {
+      bn_mbs = rn["batch"]["mb_per_s"].get<double>();
+      row["rust_batch_all_threads"] = rn["batch"];
+    }
+    if (s_mbs > 0) row["azr_vs_rust_single"] = azr_mbs / s_mbs;
+    if (b1_mbs > 0) row["azr_vs_rust_batch_1thread"] = azr_mbs / b1_mbs;
+    if (bn_mbs > 0) row["azr_vs_rust_batch_all_threads"] = azr_mbs / bn_mbs;
+    std::printf("%-14s %7zu %8.3f %9zu | %8.2f %11.0f | %8.2f %8.2f %8.2f | %6.2f %6.2f\n", name, a.strings,
+                a.bytes / 1e6, a.tokens, azr_mbs, a.tokens / a.seconds_per_pass, s_mbs, b1_mbs, bn_mbs,
+                s_mbs > 0 ? azr_mbs / s_mbs : 0.0, b1_mbs > 0 ? azr_mbs / b1_mbs : 0.0);
+    corpora.push_back(row);
+  }
+  std::printf(
+      "\nMB/s = UTF-8 MB (1e6 bytes) of input per second. azr: one thread. rs 1call: Rust, await encode() per\n"
+      "string (includes N-API call overhead). rs bat1: encodeBatch, RAYON_NUM_THREADS=1. rs batN: encodeBatch on\n"
+      "all %u CPUs. x = azr MB/s / Rust MB/s.\n\n",
+      cpus);
+
+  json diffs = json::array();
+  size_t total_strings = 0, total_mismatches = 0;
+  bool diff_ok = true;
+  if (have_rust) {
+    const fs::path gen_corpus = tmp.path / "diff.jsonl";
+    std::string g = sh_quote(python) + " " + sh_quote((dir / "gen_corpus.py").string()) + " diff --shared " +
+                    sh_quote(shared) + " --n " + std::to_string(diff_n) + " --seed 7 --out " +
+                    sh_quote(gen_corpus.string()) + " >/dev/null";
+    if (run(g) != 0) {
+      std::fprintf(stderr, "tokenizer_bench: failed: %s\n", g.c_str());
+      return 1;
+    }
+    for (auto [name, path] : {std::pair<const char*, fs::path>{"generated", gen_corpus},
+                              {"bench_text", tmp.path / "bench_text.jsonl"}}) {
+      Diff d;
+      d.name = name;
+      const auto t0 = Clock::now();
+      diff_ok = differential(tok, dir, tokenizer_json, path, tmp.path, d) && diff_ok;
+      std::printf("differential %-10s %7zu strings %9zu tokens  %zu mismatches  (%.1f s)\n", name, d.strings, d.tokens,
+                  d.mismatches, secs_since(t0));
+      total_strings += d.strings;
+      total_mismatches += d.mismatches;
+      diffs.push_back({{"corpus", name}, {"strings", d.strings}, {"tokens", d.tokens}, {"mismatches", d.mismatches}});
+    }
+    std::printf("differential total: %zu strings, %zu mismatches\n\n", total_strings, total_mismatches);
+  }
+
+  json out = {{"bench", "tokenizer"},
+              {"tokenizer", "qwen2.5"},
+              {"cpus", cpus},
+              {"rust_available", have_rust},
+              {"rust_engine", "npm tokenizers@0.23.2"},
+              {"load_s", load_s},
+              {"corpora", corpora},
+              {"differential", diffs},
+              {"differential_strings", total_strings},
+              {"differential_mismatches", total_mismatches}};
+  std::printf("%s\n", out.dump().c_str());
+  return (total_mismatches == 0 && diff_ok) ? 0 : 1;
+}
