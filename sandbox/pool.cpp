@@ -152,15 +152,8 @@ struct Pool::Impl {
           pending[static_cast<int>(w.seed)].push_front(lost[i]);
           continue;
         }
-        JobResult r;
-        r.id = lost[i];
-        r.worker = w.index;
-        CallResult c;
-        c.status = Status::Internal;
-        c.error_type = "WorkerLost";
-        c.message = "the sandbox worker running this job was lost: " + why;
-        r.calls.assign(it->second.job.inputs.size(), c);
-        complete_locked(std::move(r));
+        complete_locked(internal_result(lost[i], w.index, it->second.job, "WorkerLost",
+                                        "the sandbox worker running this job was lost: " + why));
       }
       ++stats.worker_restarts;
     }
@@ -183,15 +176,21 @@ struct Pool::Impl {
       q.pop_front();
       auto it = entries.find(id);
       if (it == entries.end()) continue;
-      JobResult r;
-      r.id = id;
-      CallResult c;
-      c.status = Status::Internal;
-      c.error_type = "NoWorkers";
-      c.message = "no sandbox worker of this kind is running";
-      r.calls.assign(it->second.job.inputs.size(), c);
-      complete_locked(std::move(r));
+      complete_locked(internal_result(id, -1, it->second.job, "NoWorkers", "no sandbox worker of this kind is running"));
     }
+  }
+
+  // A job the sandbox could not run: every call is internal_error, never the program's fault.
+  static JobResult internal_result(uint64_t id, int worker, const Job& job, const char* type, std::string message) {
+    JobResult r;
+    r.id = id;
+    r.worker = worker;
+    CallResult c;
+    c.status = Status::Internal;
+    c.error_type = type;
+    c.message = std::move(message);
+    r.calls.assign(job.inputs.size(), c);
+    return r;
   }
 
   void complete_locked(JobResult r) {

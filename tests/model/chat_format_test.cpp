@@ -16,6 +16,7 @@
 #include "model/byte_tokenizer.h"
 #include "model/chat_format.h"
 #include "model/tokenizer.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -27,14 +28,7 @@ using azr::model::TokenizerError;
 using json = nlohmann::json;
 using namespace std::string_literals;
 
-std::string shared_dir() {
-  const char* v = std::getenv("AZR_SHARED_DIR");
-  if (!v || !*v) {
-    ADD_FAILURE() << "AZR_SHARED_DIR is not set (run the suite through ctest)";
-    return "";
-  }
-  return v;
-}
+std::string shared_dir() { return azr::testing::env_or_fail("AZR_SHARED_DIR"); }
 
 std::string qwen_dir() { return shared_dir() + "/models/qwen-tokenizer"; }
 

@@ -2,6 +2,7 @@
 // (../shared/models/qwen-tokenizer, see SOURCE.md there), plus round trips, streaming decode and
 // malformed tokenizer.json files.
 #include "model/tokenizer.h"
+#include "tests/test_support.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,14 +23,7 @@ using azr::model::StreamDecoder;
 using azr::model::TokenizerError;
 using json = nlohmann::json;
 
-std::string shared_dir() {
-  const char* v = std::getenv("AZR_SHARED_DIR");
-  if (!v || !*v) {
-    ADD_FAILURE() << "AZR_SHARED_DIR is not set (run the suite through ctest)";
-    return "";
-  }
-  return v;
-}
+std::string shared_dir() { return azr::testing::env_or_fail("AZR_SHARED_DIR"); }
 
 std::string qwen_dir() { return shared_dir() + "/models/qwen-tokenizer"; }
 
