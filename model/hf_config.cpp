@@ -1,5 +1,6 @@
 #include "model/hf_config.h"
 
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -253,6 +254,59 @@ ModelConfig load_config(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw ConfigError(path + ": read error");
   return parse_config(text.str(), path);
+}
+
+std::string config_to_json(const ModelConfig& c) {
+  json j = json::object();
+  j["architectures"] = c.architectures.empty()
+                           ? std::vector<std::string>{c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}
+                           : c.architectures;
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  if (c.head_dim != c.hidden_size / c.num_attention_heads || c.hidden_size % c.num_attention_heads != 0)
+    j["head_dim"] = c.head_dim;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["hidden_act"] = c.hidden_act;
+  if (c.model_type == "llama") {
+    j["attention_bias"] = c.qkv_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  if (c.rope_scaling) {
+    j["rope_scaling"] = {{"rope_type", c.rope_scaling->rope_type},
+                         {"factor", c.rope_scaling->factor},
+                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                         {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
+  j["use_sliding_window"] = c.use_sliding_window;
+  if (c.sliding_window) j["sliding_window"] = *c.sliding_window;
+  if (c.max_window_layers) j["max_window_layers"] = *c.max_window_layers;
+  return j.dump(2) + "\n";
+}
+
+void write_config(const ModelConfig& c, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(path + ": cannot write config file");
+    out << config_to_json(c);
+    if (!out.flush()) throw ConfigError(path + ": write error");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError(path + ": cannot rename " + tmp + " into place");
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {

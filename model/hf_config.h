@@ -69,6 +69,11 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
 // Reads `path` and parses it; errors name the path.
 ModelConfig load_config(const std::string& path);
 
+// The config as transformers writes it (the fields above, HF names), so a saved model loads in
+// transformers and back here unchanged. write_config writes it atomically (temp + rename).
+std::string config_to_json(const ModelConfig& c);
+void write_config(const ModelConfig& c, const std::string& path);
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;

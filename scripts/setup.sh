@@ -13,6 +13,8 @@ PACKAGES=(
   python3 libpython3.11-dev          # sandbox: embedded CPython (Debian's 3.11)
   libsqlite3-dev                     # buffer: the task store
   libpcre2-dev libutf8proc-dev       # tokenizer: Qwen2 pre-tokenizer regex (Unicode), NFC
+  libopenblas-openmp-dev             # kernels/cpu: GEMMs (the OpenMP build, see kernels/CMakeLists.txt)
+  python3-torch                      # tests and bench: the PyTorch reference of the transformer
 )
 
 missing=()

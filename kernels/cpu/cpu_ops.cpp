@@ -1,0 +1,431 @@
+// The CPU backend of the op table (kernels/ops.h): GEMMs through OpenBLAS, everything else as
+// OpenMP loops. The OpenMP build of OpenBLAS runs single-threaded when called from inside a
+// parallel region, so attention can parallelise over (sequence, head) and call sgemm per block
+// without oversubscribing the cores.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace azr::kernels {
+namespace {
+
+// Grow-only per-thread scratch, so the hot loops never allocate.
+float* scratch(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) std::memcpy(out + n * C, wte + int64_t(ids[n]) * C, sizeof(float) * C);
+}
+
+void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
+  // Rows may repeat ids, so threads split the columns, not the rows.
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    const int64_t c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
+    for (int64_t n = 0; n < N; n++) {
+      float* dst = dwte + int64_t(ids[n]) * C;
+      const float* src = dout + n * C;
+      for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
+    }
+  }
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* xr = x + n * C;
+    float ss = 0.f;
+    for (int64_t c = 0; c < C; c++) ss += xr[c] * xr[c];
+    const float r = 1.f / std::sqrt(ss / float(C) + eps);
+    rstd[n] = r;
+    float* o = out + n * C;
+    for (int64_t c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+  }
+}
+
+// y = x r w with r = (mean(x^2) + eps)^-1/2:
+//   dx = r (dy w) - x r^3 / C * sum(dy w x),   dw = sum over rows of dy x r.
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int64_t N, int64_t C) {
+  const int threads = omp_get_max_threads();
+  std::vector<float> partial(size_t(threads) * C, 0.f);
+#pragma omp parallel
+  {
+    float* dw_local = partial.data() + size_t(omp_get_thread_num()) * C;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+      const float* xr = x + n * C;
+      const float* dy = dout + n * C;
+      const float r = rstd[n];
+      float dot = 0.f;
+      for (int64_t c = 0; c < C; c++) dot += dy[c] * w[c] * xr[c];
+      const float k = dot * r * r * r / float(C);
+      float* dxr = dx + n * C;
+      for (int64_t c = 0; c < C; c++) {
+        dxr[c] += dy[c] * w[c] * r - xr[c] * k;
+        dw_local[c] += dy[c] * xr[c] * r;
+      }
+    }
+  }
+  for (int t = 0; t < threads; t++)
+    for (int64_t c = 0; c < C; c++) dw[c] += partial[size_t(t) * C + c];
+}
+
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC) {
+  if (bias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(OC), int(IC), 1.f, inp, int(IC), w, int(IC),
+              bias ? 1.f : 0.f, out, int(OC));
+}
+
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                     int64_t N, int64_t IC, int64_t OC) {
+  if (dinp)  // [N, IC] += [N, OC] [OC, IC]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(N), int(IC), int(OC), 1.f, dout, int(OC), w, int(IC),
+                1.f, dinp, int(IC));
+  if (dw)  // [OC, IC] += [N, OC]^T [N, IC]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(IC), int(N), 1.f, dout, int(OC), inp, int(IC),
+                1.f, dw, int(IC));
+  if (dbias) {
+    const int threads = omp_get_max_threads();
+    std::vector<float> partial(size_t(threads) * OC, 0.f);
+#pragma omp parallel
+    {
+      float* local = partial.data() + size_t(omp_get_thread_num()) * OC;
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < OC; o++) local[o] += dout[n * OC + o];
+    }
+    for (int t = 0; t < threads; t++)
+      for (int64_t o = 0; o < OC; o++) dbias[o] += partial[size_t(t) * OC + o];
+  }
+}
+
+template <int Sign>
+void rope_rotate(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                 int64_t d) {
+  const int64_t half = d / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* c = cos + int64_t(pos[n]) * half;
+    const float* s = sin + int64_t(pos[n]) * half;
+    for (int64_t h = 0; h < heads; h++) {
+      float* v = x + (n * heads + h) * d;
+      for (int64_t i = 0; i < half; i++) {
+        const float x1 = v[i], x2 = v[i + half];
+        const float si = Sign * s[i];
+        v[i] = x1 * c[i] - x2 * si;
+        v[i + half] = x2 * c[i] + x1 * si;
+      }
+    }
+  }
+}
+
+void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                  int64_t d) {
+  rope_rotate<1>(x, pos, cos, sin, N, heads, d);
+}
+void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                   int64_t d) {
+  rope_rotate<-1>(dx, pos, cos, sin, N, heads, d);
+}
+
+int64_t seq_len(const AttentionShape& s, int64_t b) { return s.lengths ? s.lengths[b] : s.T; }
+
+// Per (sequence, head): S = scale q k^T (one GEMM, the masked upper triangle is wasted work but
+// BLAS is still far faster than per-row dot products), causal softmax row by row, out = P v.
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionShape& s) {
+  const int64_t B = s.B, T = s.T, H = s.heads, d = s.d, group = s.heads / s.kv_heads;
+  const int64_t q_row = H * d, kv_row = s.kv_heads * d;
+  const float scale = 1.f / std::sqrt(float(d));
+#pragma omp parallel
+  {
+    static thread_local std::vector<float> buf;
+#pragma omp for schedule(dynamic, 1) collapse(2)
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t h = 0; h < H; h++) {
+        const int64_t L = seq_len(s, b);
+        float* o = out + b * T * q_row + h * d;
+        float* lse_bh = lse + (b * H + h) * T;
+        for (int64_t t = L; t < T; t++) {
+          std::memset(o + t * q_row, 0, sizeof(float) * d);
+          lse_bh[t] = 0.f;
+        }
+        if (L == 0) continue;
+        const float* qb = q + b * T * q_row + h * d;
+        const float* kb = k + b * s.kv_seq_stride + (h / group) * d;
+        const float* vb = v + b * s.kv_seq_stride + (h / group) * d;
+        float* S = scratch(buf, size_t(L * L));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), scale, qb, int(q_row), kb,
+                    int(kv_row), 0.f, S, int(L));
+        for (int64_t t = 0; t < L; t++) {
+          float* row = S + t * L;
+          float mx = row[0];
+          for (int64_t j = 1; j <= t; j++) mx = std::max(mx, row[j]);
+          float sum = 0.f;
+          for (int64_t j = 0; j <= t; j++) {
+            row[j] = std::exp(row[j] - mx);
+            sum += row[j];
+          }
+          const float inv = 1.f / sum;
+          for (int64_t j = 0; j <= t; j++) row[j] *= inv;
+          for (int64_t j = t + 1; j < L; j++) row[j] = 0.f;
+          lse_bh[t] = mx + std::log(sum);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(L), int(d), int(L), 1.f, S, int(L), vb, int(kv_row),
+                    0.f, o, int(q_row));
+      }
+    }
+  }
+}
+
+// Per (sequence, kv head), so the heads of a GQA group accumulate into dk/dv without races.
+// P is recomputed from the saved lse. dS = P * (dP - rowsum(dout * out)).
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const AttentionShape& s) {
+  const int64_t B = s.B, T = s.T, H = s.heads, KV = s.kv_heads, d = s.d, group = H / KV;
+  const int64_t q_row = H * d, kv_row = KV * d;
+  const float scale = 1.f / std::sqrt(float(d));
+#pragma omp parallel
+  {
+    static thread_local std::vector<float> pbuf, dpbuf;
+#pragma omp for schedule(dynamic, 1) collapse(2)
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t g = 0; g < KV; g++) {
+        const int64_t L = seq_len(s, b);
+        float* dkb = dk + b * s.kv_seq_stride + g * d;
+        float* dvb = dv + b * s.kv_seq_stride + g * d;
+        for (int64_t t = 0; t < T; t++) {
+          std::memset(dkb + t * kv_row, 0, sizeof(float) * d);
+          std::memset(dvb + t * kv_row, 0, sizeof(float) * d);
+        }
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+          float* dqb = dq + b * T * q_row + h * d;
+          for (int64_t t = L; t < T; t++) std::memset(dqb + t * q_row, 0, sizeof(float) * d);
+        }
+        if (L == 0) continue;
+        const float* kb = k + b * s.kv_seq_stride + g * d;
+        const float* vb = v + b * s.kv_seq_stride + g * d;
+        float* P = scratch(pbuf, size_t(L * L));
+        float* dP = scratch(dpbuf, size_t(L * L));
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+          const int64_t off = b * T * q_row + h * d;
+          const float* qb = q + off;
+          const float* ob = out + off;
+          const float* dob = dout + off;
+          const float* lse_bh = lse + (b * H + h) * T;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), scale, qb, int(q_row), kb,
+                      int(kv_row), 0.f, P, int(L));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), 1.f, dob, int(q_row), vb,
+                      int(kv_row), 0.f, dP, int(L));
+          for (int64_t t = 0; t < L; t++) {
+            float* p = P + t * L;
+            float* dp = dP + t * L;
+            const float* o_t = ob + t * q_row;
+            const float* do_t = dob + t * q_row;
+            float D = 0.f;
+            for (int64_t i = 0; i < d; i++) D += do_t[i] * o_t[i];
+            for (int64_t j = 0; j <= t; j++) {
+              p[j] = std::exp(p[j] - lse_bh[t]);
+              dp[j] = p[j] * (dp[j] - D);
+            }
+            for (int64_t j = t + 1; j < L; j++) p[j] = dp[j] = 0.f;
+          }
+          // dq = scale dS k; dk += scale dS^T q; dv += P^T dout
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(L), int(d), int(L), scale, dP, int(L), kb,
+                      int(kv_row), 0.f, dq + off, int(q_row));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(L), int(d), int(L), scale, dP, int(L), qb,
+                      int(q_row), 1.f, dkb, int(kv_row));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(L), int(d), int(L), 1.f, P, int(L), dob, int(q_row),
+                      1.f, dvb, int(kv_row));
+        }
+      }
+    }
+  }
+}
+
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
+                      const int32_t* pos, int64_t R, const AttentionShape& s) {
+  const int64_t H = s.heads, d = s.d, group = s.heads / s.kv_heads, kv_row = s.kv_heads * d;
+  const float scale = 1.f / std::sqrt(float(d));
+#pragma omp parallel
+  {
+    static thread_local std::vector<float> buf;
+#pragma omp for schedule(dynamic, 1) collapse(2)
+    for (int64_t r = 0; r < R; r++) {
+      for (int64_t h = 0; h < H; h++) {
+        const int64_t n = int64_t(pos[r]) + 1;
+        const float* qh = q + (r * H + h) * d;
+        const float* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + (h / group) * d;
+        const float* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + (h / group) * d;
+        float* sc = scratch(buf, size_t(n));
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+          const float* kj = kb + j * kv_row;
+          float dot = 0.f;
+          for (int64_t i = 0; i < d; i++) dot += qh[i] * kj[i];
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        float sum = 0.f;
+        for (int64_t j = 0; j < n; j++) {
+          sc[j] = std::exp(sc[j] - mx);
+          sum += sc[j];
+        }
+        float* o = out + (r * H + h) * d;
+        std::memset(o, 0, sizeof(float) * d);
+        for (int64_t j = 0; j < n; j++) {
+          const float p = sc[j] / sum;
+          const float* vj = vb + j * kv_row;
+          for (int64_t i = 0; i < d; i++) o[i] += p * vj[i];
+        }
+      }
+    }
+  }
+}
+
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    const float g = gate[i];
+    out[i] = g / (1.f + std::exp(-g)) * up[i];
+  }
+}
+
+// silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    const float g = gate[i];
+    const float sig = 1.f / (1.f + std::exp(-g));
+    const float dy = dout[i];
+    dup[i] = dy * g * sig;
+    dgate[i] = dy * up[i] * sig * (1.f + g * (1.f - sig));
+  }
+}
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
+                 int64_t V, float inv_temp) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; r++) {
+    const float* z = logits + r * V;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++) mx = std::max(mx, z[j] * inv_temp);
+    // sum e^(z - mx) and sum e^(z - mx) (z - mx): entropy = log(sum) - (the second) / sum.
+    double sum = 0.0, wsum = 0.0;
+    for (int64_t j = 0; j < V; j++) {
+      const float zj = z[j] * inv_temp - mx;
+      const float e = std::exp(zj);
+      sum += e;
+      wsum += double(e) * zj;
+    }
+    const float l = mx + float(std::log(sum));
+    lse[r] = l;
+    if (logp) logp[r] = targets && targets[r] >= 0 ? z[targets[r]] * inv_temp - l : 0.f;
+    if (entropy) entropy[r] = float(std::log(sum) - wsum / sum);
+  }
+}
+
+// d logp_t / dz_j = [j == t] - p_j;  d H / dz_j = -p_j (log p_j + H);  z = logits * inv_temp.
+void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
+                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
+                          float inv_temp) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; r++) {
+    const float* z = logits + r * V;
+    float* dz = dlogits + r * V;
+    const float gl = dlogp ? dlogp[r] : 0.f;
+    const float ge = dent ? dent[r] : 0.f;
+    const float H = entropy ? entropy[r] : 0.f;
+    const float l = lse[r];
+    for (int64_t j = 0; j < V; j++) {
+      const float lp = z[j] * inv_temp - l;
+      const float p = std::exp(lp);
+      dz[j] = (-gl * p - ge * p * (lp + H)) * inv_temp;
+    }
+    if (targets && targets[r] >= 0) dz[targets[r]] += gl * inv_temp;
+  }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double total = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+  for (int64_t i = 0; i < n; i++) total += double(x[i]) * x[i];
+  return total;
+}
+
+void scale(float* x, float factor, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] *= factor;
+}
+
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+           float weight_decay, float bc1, float bc2) {
+  const float step_size = lr / bc1;
+  const float bc2_sqrt = std::sqrt(bc2);
+  const float decay = 1.f - lr * weight_decay;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    p[i] *= decay;
+    m[i] = beta1 * m[i] + (1.f - beta1) * g[i];
+    v[i] = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
+    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+  }
+}
+
+const Ops kCpuOps = {
+    "cpu",
+    embedding_forward,
+    embedding_backward,
+    rmsnorm_forward,
+    rmsnorm_backward,
+    matmul_forward,
+    matmul_backward,
+    rope_forward,
+    rope_backward,
+    attention_forward,
+    attention_backward,
+    attention_decode,
+    swiglu_forward,
+    swiglu_backward,
+    add,
+    token_stats,
+    token_stats_backward,
+    sum_squares,
+    scale,
+    adamw,
+};
+
+}  // namespace
+
+const Ops& cpu_ops() { return kCpuOps; }
+
+void set_cpu_threads(int n) {
+  if (n <= 0) n = omp_get_num_procs();
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int cpu_threads() { return omp_get_max_threads(); }
+
+}  // namespace azr::kernels

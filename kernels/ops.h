@@ -1,0 +1,106 @@
+#pragma once
+// The op table: every piece of math the transformer needs, as plain functions over raw float
+// buffers. The model (model/transformer.cpp) calls only these, so it never branches on the
+// device; a backend is one table (kernels/cpu today, kernels/cuda next, checked against this one).
+//
+// Conventions, shared by every backend:
+// - Row-major fp32. A "row" is one token: activations are [N, C] with N = B * T, and row
+//   n = b * T + t. Linear weights are PyTorch nn.Linear layout [out, in].
+// - Forward ops overwrite their outputs. Backward ops ACCUMULATE (+=) into parameter gradients
+//   and into input gradients unless the comment says "overwrites": a residual stream's gradient
+//   then flows through a branch and the skip connection without extra adds.
+// - Attention is causal within each sequence. Sequences are right-padded: rows t >= lengths[b]
+//   are padding; attention skips them (their outputs and gradients are zero), and they never
+//   influence a real row because a real row only looks left.
+#include <cstdint>
+
+namespace azr::kernels {
+
+// Shape of one attention call. q is [B, T, heads, d]; k and v hold the keys and values of each
+// sequence at a stride of kv_seq_stride elements (T * kv_heads * d for training activations,
+// capacity * kv_heads * d for a KV cache), with row stride kv_heads * d.
+struct AttentionShape {
+  int64_t B = 0, T = 0, heads = 0, kv_heads = 0, d = 0;
+  int64_t kv_seq_stride = 0;
+  const int32_t* lengths = nullptr;  // [B] real tokens per sequence; nullptr = all T
+};
+
+struct Ops {
+  const char* name;
+
+  // out[n] = wte[ids[n]]   (out [N, C], wte [V, C])
+  void (*embedding_forward)(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C);
+  // dwte[ids[n]] += dout[n]
+  void (*embedding_backward)(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
+
+  // out = x * rsqrt(mean(x^2) + eps) * w, per row; rstd[n] saved for backward.
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
+  // dx += ..., dw += ...
+  void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                           const float* rstd, int64_t N, int64_t C);
+
+  // out[N, OC] = inp[N, IC] w[OC, IC]^T + bias[OC]   (bias may be null)
+  void (*matmul_forward)(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                         int64_t OC);
+  // dinp += dout w; dw += dout^T inp; dbias += column sums of dout. Any of the three may be null.
+  void (*matmul_backward)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                          int64_t N, int64_t IC, int64_t OC);
+
+  // In place, x [N, heads, d]: rotate pairs (i, i + d/2) of row n by angle pos[n] * inv_freq[i].
+  // cos/sin are tables [max_pos, d/2]. Half-split (NeoX/HF) convention.
+  void (*rope_forward)(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                       int64_t d);
+  // In place, the transpose (rotation by -angle): turns d(rotated) into d(unrotated).
+  void (*rope_backward)(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N,
+                        int64_t heads, int64_t d);
+
+  // out [B, T, heads, d] = softmax(q k^T / sqrt(d), causal) v, GQA: q head h reads kv head
+  // h / (heads / kv_heads). lse [B, heads, T] (log-sum-exp of each row's scaled scores) is saved
+  // so backward recomputes the probabilities instead of storing a T x T matrix per head.
+  void (*attention_forward)(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& s);
+  // Overwrites dq [B, T, heads, d], dk and dv (kv layout of the shape, real rows only).
+  void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v, const AttentionShape& s);
+  // One query row per active sequence (generation): row r is sequence slot[r] at position pos[r];
+  // it attends to cache positions 0..pos[r] inclusive. q/out [R, heads, d]; the shape's B, T and
+  // lengths are unused, kv_seq_stride is the cache's per-slot stride.
+  void (*attention_decode)(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
+                           const int32_t* pos, int64_t R, const AttentionShape& s);
+
+  // out = silu(gate) * up, elementwise over n values.
+  void (*swiglu_forward)(float* out, const float* gate, const float* up, int64_t n);
+  // Overwrites dgate and dup.
+  void (*swiglu_backward)(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
+
+  // out = a + b (out may alias a or b).
+  void (*add)(float* out, const float* a, const float* b, int64_t n);
+
+  // Token statistics of logits [n, V] at temperature 1/inv_temp: z = logits * inv_temp,
+  // lse[r] = logsumexp(z_r), logp[r] = z_r[target[r]] - lse[r] (0 when target[r] < 0),
+  // entropy[r] = -sum p log p. Any of logp/entropy may be null.
+  void (*token_stats)(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
+                      int64_t V, float inv_temp);
+  // Overwrites dlogits [n, V] with d/dlogits of sum_r (dlogp[r] * logp[r] + dent[r] * entropy[r]).
+  // dlogits may alias logits.
+  void (*token_stats_backward)(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
+                               const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
+                               float inv_temp);
+
+  // sum of squares, accumulated in double.
+  double (*sum_squares)(const float* x, int64_t n);
+  void (*scale)(float* x, float factor, int64_t n);
+  // torch.optim.AdamW, step already counted: p *= 1 - lr*wd; m, v updated;
+  // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), with bc_i = 1 - beta_i^step.
+  void (*adamw)(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+                float weight_decay, float bc1, float bc2);
+};
+
+// The CPU backend: OpenBLAS (OpenMP build) GEMMs and OpenMP loops.
+const Ops& cpu_ops();
+
+// Threads the CPU backend uses (OpenMP and OpenBLAS); 0 = all cores.
+void set_cpu_threads(int n);
+int cpu_threads();
+
+}  // namespace azr::kernels

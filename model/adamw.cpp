@@ -1,0 +1,73 @@
+#include "model/adamw.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/safetensors.h"
+
+namespace azr::model {
+
+double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double max_norm) {
+  const double norm = std::sqrt(ops.sum_squares(grads.data(), int64_t(grads.size())));
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) ops.scale(grads.data(), float(coef), int64_t(grads.size()));
+  return norm;
+}
+
+AdamW::AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings)
+    : ops_(&ops), settings_(settings), m_(num_params, 0.f), v_(num_params, 0.f) {}
+
+void AdamW::step(std::span<float> params, std::span<const float> grads) {
+  if (params.size() != m_.size() || grads.size() != m_.size())
+    throw std::invalid_argument("AdamW::step: parameter count differs from the optimizer's");
+  step_++;
+  const double bc1 = 1.0 - std::pow(settings_.beta1, double(step_));
+  const double bc2 = 1.0 - std::pow(settings_.beta2, double(step_));
+  ops_->adamw(params.data(), grads.data(), m_.data(), v_.data(), int64_t(m_.size()), float(settings_.lr),
+              float(settings_.beta1), float(settings_.beta2), float(settings_.eps), float(settings_.weight_decay),
+              float(bc1), float(bc2));
+}
+
+void AdamW::save(const std::filesystem::path& file) const {
+  const int64_t n = int64_t(m_.size());
+  std::vector<TensorView> views = {
+      {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m_.data()), m_.size() * sizeof(float)},
+      {"exp_avg_sq", DType::F32, {n}, reinterpret_cast<const std::byte*>(v_.data()), v_.size() * sizeof(float)}};
+  auto num = [](double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    return std::string(buf);
+  };
+  const Metadata meta = {{"step", std::to_string(step_)},
+                         {"lr", num(settings_.lr)},
+                         {"betas", num(settings_.beta1) + "," + num(settings_.beta2)},
+                         {"eps", num(settings_.eps)},
+                         {"weight_decay", num(settings_.weight_decay)}};
+  write_safetensors(file, views, meta);
+}
+
+void AdamW::load(const std::filesystem::path& file) {
+  SafetensorsFile f = SafetensorsFile::open(file);
+  const TensorView& m = f.at("exp_avg");
+  const TensorView& v = f.at("exp_avg_sq");
+  if (m.dtype != DType::F32 || v.dtype != DType::F32 || size_t(m.numel()) != m_.size() ||
+      size_t(v.numel()) != v_.size())
+    throw SafetensorsError(file.string() + ": optimizer state holds " + std::to_string(m.numel()) +
+                           " values per moment (F32 expected), the model has " + std::to_string(m_.size()) +
+                           " parameters");
+  auto it = f.metadata().find("step");
+  if (it == f.metadata().end()) throw SafetensorsError(file.string() + ": metadata has no 'step'");
+  int64_t step = 0;
+  try {
+    size_t used = 0;
+    step = std::stoll(it->second, &used);
+    if (used != it->second.size() || step < 0) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw SafetensorsError(file.string() + ": metadata 'step' is not a non-negative integer: '" + it->second + "'");
+  }
+  to_f32(m, m_);
+  to_f32(v, v_);
+  step_ = step;
+}
+
+}  // namespace azr::model

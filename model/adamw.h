@@ -1,0 +1,55 @@
+#pragma once
+// AdamW with decoupled weight decay, exactly torch.optim.AdamW (the update order matters to
+// match it to the last bit: decay, moments, bias-corrected step), and global grad-norm clipping
+// as torch.nn.utils.clip_grad_norm_. The state (m, v, step) saves to and loads from a
+// safetensors file next to the checkpoint, so a resumed run continues the same trajectory.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace azr::model {
+
+class Transformer;
+
+struct AdamWSettings {
+  double lr = 1e-6;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// Scales grads in place so their global L2 norm is at most max_norm (coefficient
+// max_norm / (norm + 1e-6), applied only when below 1). Returns the norm before clipping.
+double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double max_norm);
+
+class AdamW {
+ public:
+  AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings = {});
+
+  // One update of params by grads (same flat layout). Increments step() first, as torch does.
+  void step(std::span<float> params, std::span<const float> grads);
+
+  int64_t step_count() const { return step_; }
+  const AdamWSettings& settings() const { return settings_; }
+  void set_lr(double lr) { settings_.lr = lr; }
+  std::span<const float> m() const { return m_; }
+  std::span<const float> v() const { return v_; }
+
+  // optimizer.safetensors: tensors "exp_avg" and "exp_avg_sq" (flat, the model's layout) and
+  // metadata {step, lr, betas, eps, weight_decay}. load() checks the size against the model's
+  // and throws SafetensorsError / std::runtime_error naming the file otherwise.
+  void save(const std::filesystem::path& file) const;
+  void load(const std::filesystem::path& file);
+
+ private:
+  const kernels::Ops* ops_;
+  AdamWSettings settings_;
+  std::vector<float> m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace azr::model

@@ -1,0 +1,54 @@
+#pragma once
+// Batched sampling with a KV cache: prefill every prompt once, then one decode step per new
+// token for the sequences still running (finished ones drop out of the batch, so the step's
+// GEMMs only carry live rows).
+//
+// Sampling order is transformers' and vLLM's: temperature, then top-k, then top-p (the smallest
+// set of most likely tokens whose probability reaches top_p), renormalised. The log-prob
+// returned for each token is under that distribution, which is what the sampler actually drew
+// from; with top_k = 0 and top_p = 1 it equals Transformer::score() at the same temperature, so
+// the trainer's old log-probs and the sampler's agree. Greedy decoding (temperature 0) reports
+// log-probs at temperature 1.
+//
+// Randomness is per sequence (seed, sequence index), so a sequence's sample does not depend on
+// which other sequences share its batch.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+
+namespace azr::model {
+
+struct SamplingParams {
+  float temperature = 1.f;  // 0 = greedy
+  float top_p = 1.f;        // (0, 1]
+  int32_t top_k = 0;        // 0 = off
+  int32_t max_new_tokens = 256;
+  std::vector<int32_t> stop_token_ids;    // the stop token is kept as the last token
+  std::vector<std::string> stop_strings;  // needs a tokenizer; the text is cut before the match
+  uint64_t seed = 0;
+  int64_t vocab_limit = 0;  // sample only ids below this (a tokenizer's size); 0 = every row
+};
+
+enum class FinishReason { Length, StopToken, StopString };
+const char* finish_reason_name(FinishReason r);  // "length", "stop_token", "stop_string"
+
+struct Completion {
+  std::vector<int32_t> tokens;  // the new tokens
+  std::vector<float> logprobs;  // one per new token
+  FinishReason finish = FinishReason::Length;
+  std::string text;             // decoded new tokens (with a tokenizer), cut before a stop string
+};
+
+// Throws std::invalid_argument on bad parameters, an empty prompt, or stop strings without a
+// tokenizer.
+std::vector<Completion> generate(Transformer& model, const std::vector<std::vector<int32_t>>& prompts,
+                                 const SamplingParams& params, const Tokenizer* tokenizer = nullptr);
+
+// One sampling decision on a row of logits (exposed for tests): returns the token and writes its
+// log-prob. `u` is a uniform draw in [0, 1).
+int32_t sample_token(const float* logits, int64_t V, const SamplingParams& params, double u, float* logprob);
+
+}  // namespace azr::model

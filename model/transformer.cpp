@@ -1,0 +1,504 @@
+// Forward and backward of the decoder, written out op by op (see transformer.h for the math).
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "model/safetensors.h"
+
+namespace azr::model {
+
+namespace {
+
+// The LM head's logits are kept between score() and backward() while they fit this budget
+// (floats); past it they are recomputed chunk by chunk (one extra GEMM, bounded memory: a
+// 152k-entry vocabulary costs 0.6 MB of logits per row).
+constexpr size_t kKeepLogitsFloats = size_t(64) << 20;
+constexpr size_t kChunkFloats = size_t(16) << 20;
+
+// splitmix64 + Box-Muller: a normal stream that is the same on every platform and compiler
+// (std::normal_distribution is not), so a seed names one model everywhere.
+struct NormalStream {
+  uint64_t state;
+  bool has_spare = false;
+  double spare = 0;
+  uint64_t next_u64() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double((next_u64() >> 11) + 1) * 0x1.0p-53; }  // (0, 1]
+  double normal() {
+    if (has_spare) {
+      has_spare = false;
+      return spare;
+    }
+    const double r = std::sqrt(-2.0 * std::log(uniform())), a = 2.0 * M_PI * uniform();
+    spare = r * std::sin(a);
+    has_spare = true;
+    return r * std::cos(a);
+  }
+};
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// RoPE inverse frequencies in fp32, as transformers computes them (theta ** (2i/d) in float),
+// with Llama 3's frequency-dependent scaling when the config asks for it.
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<float> inv(half);
+  for (int64_t i = 0; i < half; i++)
+    inv[i] = 1.f / std::pow(float(c.rope_theta), float(2 * i) / float(c.head_dim));
+  if (c.rope_scaling) {
+    const RopeScaling& s = *c.rope_scaling;
+    const double old_len = double(s.original_max_position_embeddings);
+    const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+    for (float& f : inv) {
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen < high_wavelen) continue;  // high frequency: unchanged
+      if (wavelen > low_wavelen) {
+        f = float(f / s.factor);
+      } else {
+        const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = float((1.0 - smooth) * f / s.factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+}  // namespace
+
+SequenceBatch SequenceBatch::from(const std::vector<std::vector<int32_t>>& seqs, int32_t pad_id) {
+  if (seqs.empty()) throw std::invalid_argument("a batch needs at least one sequence");
+  SequenceBatch b;
+  b.B = int64_t(seqs.size());
+  for (const auto& s : seqs) {
+    if (s.empty()) throw std::invalid_argument("a sequence in the batch is empty");
+    b.T = std::max(b.T, int64_t(s.size()));
+  }
+  b.ids.assign(size_t(b.B * b.T), pad_id);
+  for (int64_t i = 0; i < b.B; i++) {
+    std::copy(seqs[i].begin(), seqs[i].end(), b.ids.begin() + i * b.T);
+    b.lengths.push_back(int32_t(seqs[i].size()));
+  }
+  return b;
+}
+
+KVCache::KVCache(const ModelConfig& c, int64_t slots_, int64_t capacity_)
+    : layers(c.num_hidden_layers), slots(slots_), capacity(capacity_), row(c.num_key_value_heads * c.head_dim) {
+  k.assign(size_t(layers * slots * capacity * row), 0.f);
+  v.assign(k.size(), 0.f);
+}
+
+// Pointers to one layer's weights (or their gradients) in the flat buffer; null for absent biases.
+struct Transformer::LayerWeights {
+  float *ln1, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *ln2, *wg, *bg, *wu, *bu, *wd, *bd;
+};
+
+Transformer::Transformer(ModelConfig c, const kernels::Ops& ops) : config_(std::move(c)), ops_(&ops) {
+  build_layout();
+}
+
+void Transformer::build_layout() {
+  size_t off = 0;
+  for (const TensorSpec& t : expected_tensors(config_)) {
+    if (t.optional) continue;  // a tied head is the embedding
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= size_t(d);
+    tensors_.push_back({t.name, t.shape, off, n});
+    off += n;
+  }
+  params_.assign(off, 0.f);
+  embed_off_ = find_tensor("model.embed_tokens.weight")->offset;
+  norm_off_ = find_tensor("model.norm.weight")->offset;
+  head_off_ = config_.tie_word_embeddings ? embed_off_ : find_tensor("lm_head.weight")->offset;
+}
+
+const ParamTensor* Transformer::find_tensor(std::string_view name) const {
+  for (const ParamTensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::span<float> Transformer::gradients() {
+  if (grads_.size() != params_.size()) grads_.assign(params_.size(), 0.f);
+  return grads_;
+}
+
+std::span<float> Transformer::param(std::string_view name) {
+  const ParamTensor* t = find_tensor(name);
+  if (!t) throw std::out_of_range("no parameter named '" + std::string(name) + "'");
+  return std::span<float>(params_).subspan(t->offset, t->numel);
+}
+
+std::span<float> Transformer::grad(std::string_view name) {
+  const ParamTensor* t = find_tensor(name);
+  if (!t) throw std::out_of_range("no parameter named '" + std::string(name) + "'");
+  return gradients().subspan(t->offset, t->numel);
+}
+
+void Transformer::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
+
+Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
+  float* base = grads ? gradients().data() : params_.data();
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  auto at = [&](const char* suffix) -> float* {
+    const ParamTensor* t = find_tensor(p + suffix);
+    return t ? base + t->offset : nullptr;
+  };
+  return {at("input_layernorm.weight"),  at("self_attn.q_proj.weight"), at("self_attn.q_proj.bias"),
+          at("self_attn.k_proj.weight"), at("self_attn.k_proj.bias"),   at("self_attn.v_proj.weight"),
+          at("self_attn.v_proj.bias"),   at("self_attn.o_proj.weight"), at("self_attn.o_proj.bias"),
+          at("post_attention_layernorm.weight"),
+          at("mlp.gate_proj.weight"),    at("mlp.gate_proj.bias"),      at("mlp.up_proj.weight"),
+          at("mlp.up_proj.bias"),        at("mlp.down_proj.weight"),    at("mlp.down_proj.bias")};
+}
+
+Transformer Transformer::random(const ModelConfig& config, uint64_t seed, float init_std) {
+  Transformer m(config, kernels::cpu_ops());
+  NormalStream rng{seed};
+  for (const ParamTensor& t : m.tensors_) {
+    float* p = m.params_.data() + t.offset;
+    if (ends_with(t.name, "norm.weight")) {
+      std::fill(p, p + t.numel, 1.f);
+    } else if (ends_with(t.name, ".bias")) {
+      std::fill(p, p + t.numel, 0.f);
+    } else {
+      for (size_t i = 0; i < t.numel; i++) p[i] = float(rng.normal() * init_std);
+    }
+  }
+  return m;
+}
+
+Transformer Transformer::from_pretrained(const std::filesystem::path& dir) {
+  ModelConfig config = load_config((dir / "config.json").string());
+  Checkpoint ckpt = open_checkpoint(dir);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& name : ckpt.names()) shapes[name] = ckpt.at(name).shape;
+  check_checkpoint(config, shapes, dir.string());
+  // A tied config uses the embedding as the head even if a re-saved checkpoint also carries
+  // lm_head.weight: transformers ties the weights after loading, so the copy is never used.
+  Transformer m(std::move(config), kernels::cpu_ops());
+  for (const ParamTensor& t : m.tensors_)
+    to_f32(ckpt.at(t.name), std::span<float>(m.params_).subspan(t.offset, t.numel));
+  return m;
+}
+
+void Transformer::save_pretrained(const std::filesystem::path& dir) const {
+  std::filesystem::create_directories(dir);
+  ModelConfig c = config_;
+  c.torch_dtype = "float32";
+  std::vector<TensorView> views;
+  for (const ParamTensor& t : tensors_)
+    views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(params_.data() + t.offset),
+                     t.numel * sizeof(float)});
+  write_checkpoint(dir, views, uint64_t(4) << 30);
+  write_config(c, (dir / "config.json").string());
+}
+
+void Transformer::ensure_rope(int64_t positions) {
+  if (positions <= rope_positions_) return;
+  positions = std::max<int64_t>(positions, 2 * rope_positions_);  // amortise regrowth in decode
+  const std::vector<float> inv = rope_inv_freq(config_);
+  const int64_t half = int64_t(inv.size());
+  rope_cos_.resize(size_t(positions * half));
+  rope_sin_.resize(size_t(positions * half));
+  for (int64_t p = 0; p < positions; p++)
+    for (int64_t i = 0; i < half; i++) {
+      const float angle = float(p) * inv[i];  // fp32 product, as transformers does
+      rope_cos_[p * half + i] = std::cos(angle);
+      rope_sin_[p * half + i] = std::sin(angle);
+    }
+  rope_positions_ = positions;
+}
+
+void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
+  const ModelConfig& c = config_;
+  const int64_t B = batch.B, T = batch.T, N = B * T, H = c.hidden_size, I = c.intermediate_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t qd = nh * d, kd = nkv * d, L = c.num_hidden_layers;
+  if (int64_t(batch.ids.size()) != N || int64_t(batch.lengths.size()) != B)
+    throw std::invalid_argument("batch ids/lengths do not match B x T");
+  for (int64_t i = 0; i < N; i++)
+    if (batch.ids[i] < 0 || batch.ids[i] >= c.vocab_size)
+      throw std::invalid_argument("token id " + std::to_string(batch.ids[i]) + " is outside the vocabulary (" +
+                                  std::to_string(c.vocab_size) + " rows)");
+  for (int32_t len : batch.lengths)
+    if (len < 1 || len > T) throw std::invalid_argument("a sequence length is outside 1..T");
+  ensure_rope(T);
+
+  // Carve the arena.
+  const int64_t per_layer = N * (3 * H + 2 + 2 * qd + 2 * kd + nh + 2 * I);
+  const int64_t layer_slots = keep ? L : 1, res_slots = keep ? L + 1 : 2;
+  const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1 + I));
+  if (acts_.size() < need) acts_.resize(need);
+  float* p = acts_.data();
+  auto take = [&](int64_t n) { float* r = p; p += n; return r; };
+  std::vector<float*> res(static_cast<size_t>(res_slots));
+  for (auto& r : res) r = take(N * H);
+  layer_acts_.assign(size_t(L), {});
+  for (int64_t l = 0; l < layer_slots; l++) {
+    LayerActs& a = layer_acts_[size_t(l)];
+    a.ln1 = take(N * H), a.rstd1 = take(N), a.q = take(N * qd), a.k = take(N * kd), a.v = take(N * kd);
+    a.att = take(N * qd), a.lse = take(N * nh), a.h = take(N * H), a.ln2 = take(N * H), a.rstd2 = take(N);
+    a.gate = take(N * I), a.up = take(N * I);
+  }
+  for (int64_t l = 0; l < L; l++) {
+    LayerActs& a = layer_acts_[size_t(l)];
+    if (!keep) a = layer_acts_[0];
+    a.res_in = keep ? res[size_t(l)] : res[size_t(l % 2)];
+    a.res_out = keep ? res[size_t(l + 1)] : res[size_t((l + 1) % 2)];
+  }
+  lnf_ = take(N * H), rstdf_ = take(N), act_ = take(N * I), tmp_ = take(N * H);
+
+  positions_.resize(size_t(N));
+  for (int64_t n = 0; n < N; n++) positions_[n] = int32_t(n % T);
+  fwd_B_ = B, fwd_T_ = T, fwd_kept_ = keep;
+  fwd_batch_ = batch;
+
+  const kernels::Ops& o = *ops_;
+  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, batch.lengths.data()};
+  o.embedding_forward(layer_acts_[0].res_in, batch.ids.data(), params_.data() + embed_off_, N, H);
+  for (int64_t l = 0; l < L; l++) {
+    const LayerWeights w = layer_weights(l, false);
+    const LayerActs& a = layer_acts_[size_t(l)];
+    o.rmsnorm_forward(a.ln1, a.rstd1, a.res_in, w.ln1, N, H, float(c.rms_norm_eps));
+    o.matmul_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
+    o.matmul_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
+    o.matmul_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
+    o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
+    o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+    o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
+    o.matmul_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
+    o.add(a.h, a.res_in, tmp_, N * H);
+    o.rmsnorm_forward(a.ln2, a.rstd2, a.h, w.ln2, N, H, float(c.rms_norm_eps));
+    o.matmul_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
+    o.matmul_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
+    o.swiglu_forward(act_, a.gate, a.up, N * I);
+    o.matmul_forward(tmp_, act_, w.wd, w.bd, N, I, H);
+    o.add(a.res_out, a.h, tmp_, N * H);
+  }
+  o.rmsnorm_forward(lnf_, rstdf_, layer_acts_[size_t(L - 1)].res_out, params_.data() + norm_off_, N, H,
+                    float(c.rms_norm_eps));
+}
+
+std::vector<float> Transformer::logits(const SequenceBatch& batch) {
+  forward_layers(batch, false);
+  const int64_t N = batch.B * batch.T, V = config_.vocab_size, H = config_.hidden_size;
+  std::vector<float> out(static_cast<size_t>(N * V));
+  ops_->matmul_forward(out.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
+  for (int64_t b = 0; b < batch.B; b++)
+    for (int64_t t = batch.lengths[b]; t < batch.T; t++)
+      std::fill_n(out.begin() + (b * batch.T + t) * V, V, 0.f);
+  return out;
+}
+
+// The rows of the last forward that predict a token: row (b, t-1) predicts ids[b, t].
+void Transformer::lm_head_rows(const SequenceBatch& batch) {
+  head_rows_.clear();
+  head_targets_.clear();
+  for (int64_t b = 0; b < batch.B; b++)
+    for (int64_t t = 1; t < batch.lengths[b]; t++) {
+      head_rows_.push_back(int32_t(b * batch.T + t - 1));
+      head_targets_.push_back(batch.ids[b * batch.T + t]);
+    }
+}
+
+TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bool for_backward) {
+  if (!(temperature > 0.f)) throw std::invalid_argument("scoring temperature must be > 0");
+  forward_layers(batch, for_backward);
+  lm_head_rows(batch);
+  const int64_t H = config_.hidden_size, V = config_.vocab_size, R = int64_t(head_rows_.size());
+  fwd_inv_temp_ = 1.f / temperature;
+  head_lse_.resize(size_t(R));
+  head_logp_.resize(size_t(R));
+  head_entropy_.resize(size_t(R));
+  head_logits_kept_ = for_backward && size_t(R * V) <= kKeepLogitsFloats;
+  const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
+                                          : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
+  std::vector<float> x(static_cast<size_t>(chunk * H));
+  if (head_logits_kept_) head_logits_.resize(size_t(R * V));
+  std::vector<float> local;
+  if (!head_logits_kept_) local.resize(size_t(chunk * V));
+  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    const int64_t n = std::min(chunk, R - r0);
+    for (int64_t i = 0; i < n; i++) std::memcpy(&x[i * H], lnf_ + int64_t(head_rows_[r0 + i]) * H, sizeof(float) * H);
+    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local.data();
+    ops_->matmul_forward(lg, x.data(), params_.data() + head_off_, nullptr, n, H, V);
+    ops_->token_stats(&head_lse_[r0], &head_logp_[r0], &head_entropy_[r0], lg, &head_targets_[r0], n, V,
+                      fwd_inv_temp_);
+  }
+  TokenScores s;
+  s.B = batch.B, s.T = batch.T;
+  s.logp.assign(size_t(batch.B * batch.T), 0.f);
+  s.entropy.assign(s.logp.size(), 0.f);
+  for (int64_t i = 0; i < R; i++) {
+    s.logp[head_rows_[i] + 1] = head_logp_[i];
+    s.entropy[head_rows_[i] + 1] = head_entropy_[i];
+  }
+  return s;
+}
+
+void Transformer::backward(std::span<const float> dlogp, std::span<const float> dentropy) {
+  if (!fwd_kept_) throw std::logic_error("backward() needs a preceding score(..., for_backward = true)");
+  const ModelConfig& c = config_;
+  const int64_t B = fwd_B_, T = fwd_T_, N = B * T, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t qd = nh * d, kd = nkv * d, L = c.num_hidden_layers, R = int64_t(head_rows_.size());
+  if ((!dlogp.empty() && int64_t(dlogp.size()) != N) || (!dentropy.empty() && int64_t(dentropy.size()) != N))
+    throw std::invalid_argument("backward(): dlogp/dentropy must have B * T entries");
+  gradients();
+  const kernels::Ops& o = *ops_;
+
+  // Scratch: dres, dlnf [N,H]; datt, dq [N,qd]; dk, dv [N,kd]; dact, dgate, dup [N,I].
+  const size_t need = size_t(N * (2 * H + 2 * qd + 2 * kd + 3 * I));
+  if (bwd_.size() < need) bwd_.resize(need);
+  float* p = bwd_.data();
+  auto take = [&](int64_t n) { float* r = p; p += n; return r; };
+  float *dres = take(N * H), *dln = take(N * H), *datt = take(N * qd), *dq = take(N * qd), *dk = take(N * kd),
+        *dv = take(N * kd), *dact = take(N * I), *dgate = take(N * I), *dup = take(N * I);
+
+  // LM head, chunk by chunk: dlogits -> d(final norm output) and the head's weight gradient.
+  std::fill_n(dln, N * H, 0.f);
+  const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
+                                          : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
+  std::vector<float> x(static_cast<size_t>(chunk * H)), dx(static_cast<size_t>(chunk * H)), local;
+  std::vector<float> gl(static_cast<size_t>(chunk)), ge(static_cast<size_t>(chunk));
+  if (!head_logits_kept_) local.resize(size_t(chunk * V));
+  float* head_w = params_.data() + head_off_;
+  float* head_g = grads_.data() + head_off_;
+  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    const int64_t n = std::min(chunk, R - r0);
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t row = head_rows_[r0 + i];
+      std::memcpy(&x[i * H], lnf_ + row * H, sizeof(float) * H);
+      gl[i] = dlogp.empty() ? 0.f : dlogp[row + 1];
+      ge[i] = dentropy.empty() ? 0.f : dentropy[row + 1];
+    }
+    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local.data();
+    if (!head_logits_kept_) o.matmul_forward(lg, x.data(), head_w, nullptr, n, H, V);
+    o.token_stats_backward(lg, lg, &head_targets_[r0], &head_lse_[r0], &head_entropy_[r0], gl.data(), ge.data(), n,
+                           V, fwd_inv_temp_);
+    std::fill_n(dx.begin(), n * H, 0.f);
+    o.matmul_backward(dx.data(), head_g, nullptr, lg, x.data(), head_w, n, H, V);
+    for (int64_t i = 0; i < n; i++) {
+      float* dst = dln + int64_t(head_rows_[r0 + i]) * H;
+      for (int64_t j = 0; j < H; j++) dst[j] += dx[i * H + j];
+    }
+  }
+  head_logits_kept_ = false;  // overwritten by dlogits; a second backward recomputes
+
+  std::fill_n(dres, N * H, 0.f);
+  o.rmsnorm_backward(dres, grads_.data() + norm_off_, dln, layer_acts_[size_t(L - 1)].res_out,
+                     params_.data() + norm_off_, rstdf_, N, H);
+
+  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, fwd_batch_.lengths.data()};
+  for (int64_t l = L - 1; l >= 0; l--) {
+    const LayerWeights w = layer_weights(l, false);
+    const LayerWeights g = layer_weights(l, true);
+    const LayerActs& a = layer_acts_[size_t(l)];
+    // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
+    o.swiglu_forward(act_, a.gate, a.up, N * I);  // recomputed rather than stored
+    std::fill_n(dact, N * I, 0.f);
+    o.matmul_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
+    o.swiglu_backward(dgate, dup, dact, a.gate, a.up, N * I);
+    std::fill_n(dln, N * H, 0.f);
+    o.matmul_backward(dln, g.wg, g.bg, dgate, a.ln2, w.wg, N, H, I);
+    o.matmul_backward(dln, g.wu, g.bu, dup, a.ln2, w.wu, N, H, I);
+    o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
+    // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
+    std::fill_n(datt, N * qd, 0.f);
+    o.matmul_backward(datt, g.wo, g.bo, dres, a.att, w.wo, N, qd, H);
+    o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
+    o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
+    o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+    std::fill_n(dln, N * H, 0.f);
+    o.matmul_backward(dln, g.wq, g.bq, dq, a.ln1, w.wq, N, H, qd);
+    o.matmul_backward(dln, g.wk, g.bk, dk, a.ln1, w.wk, N, H, kd);
+    o.matmul_backward(dln, g.wv, g.bv, dv, a.ln1, w.wv, N, H, kd);
+    o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
+  }
+  o.embedding_backward(grads_.data() + embed_off_, dres, fwd_batch_.ids.data(), N, H);
+}
+
+std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& prompts) {
+  if (prompts.B > cache.slots) throw std::invalid_argument("more prompts than KV-cache slots");
+  for (int32_t len : prompts.lengths)
+    if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
+  forward_layers(prompts, true);
+  const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size, kd = cache.row;
+  for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
+    const LayerActs& a = layer_acts_[size_t(l)];
+    for (int64_t b = 0; b < B; b++) {
+      std::memcpy(cache.k_at(l) + b * cache.slot_stride(), a.k + b * T * kd, sizeof(float) * prompts.lengths[b] * kd);
+      std::memcpy(cache.v_at(l) + b * cache.slot_stride(), a.v + b * T * kd, sizeof(float) * prompts.lengths[b] * kd);
+    }
+  }
+  std::vector<float> last(static_cast<size_t>(B * H)), out(static_cast<size_t>(B * V));
+  for (int64_t b = 0; b < B; b++)
+    std::memcpy(&last[b * H], lnf_ + (b * T + prompts.lengths[b] - 1) * H, sizeof(float) * H);
+  ops_->matmul_forward(out.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
+  fwd_kept_ = false;  // the activations are not a training forward
+  return out;
+}
+
+void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
+                         std::span<const int32_t> pos, std::vector<float>& logits) {
+  const ModelConfig& c = config_;
+  const int64_t R = int64_t(tokens.size()), H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t qd = nh * d, kd = nkv * d;
+  if (int64_t(slot.size()) != R || int64_t(pos.size()) != R) throw std::invalid_argument("decode(): size mismatch");
+  for (int64_t r = 0; r < R; r++) {
+    if (slot[r] < 0 || slot[r] >= cache.slots || pos[r] < 0 || pos[r] >= cache.capacity)
+      throw std::invalid_argument("decode(): slot or position outside the KV cache");
+    if (tokens[r] < 0 || tokens[r] >= c.vocab_size) throw std::invalid_argument("decode(): token id out of range");
+  }
+  ensure_rope(int64_t(*std::max_element(pos.begin(), pos.end())) + 1);
+  fwd_kept_ = false;
+  // Small per-step buffers: x, ln, q, k, v, att, tmp, gate, up, rstd.
+  const size_t need = size_t(R * (4 * H + 2 * qd + 2 * kd + 2 * I + 1));
+  if (acts_.size() < need) acts_.resize(need);
+  float* p = acts_.data();
+  auto take = [&](int64_t n) { float* r = p; p += n; return r; };
+  float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
+        *att = take(R * qd), *k = take(R * kd), *v = take(R * kd), *gate = take(R * I), *up = take(R * I),
+        *rstd = take(R);
+  const kernels::Ops& o = *ops_;
+  const kernels::AttentionShape shape{0, 0, nh, nkv, d, cache.slot_stride(), nullptr};
+  o.embedding_forward(x, tokens.data(), params_.data() + embed_off_, R, H);
+  for (int64_t l = 0; l < c.num_hidden_layers; l++) {
+    const LayerWeights w = layer_weights(l, false);
+    o.rmsnorm_forward(ln, rstd, x, w.ln1, R, H, float(c.rms_norm_eps));
+    o.matmul_forward(q, ln, w.wq, w.bq, R, H, qd);
+    o.matmul_forward(k, ln, w.wk, w.bk, R, H, kd);
+    o.matmul_forward(v, ln, w.wv, w.bv, R, H, kd);
+    o.rope_forward(q, pos.data(), rope_cos_.data(), rope_sin_.data(), R, nh, d);
+    o.rope_forward(k, pos.data(), rope_cos_.data(), rope_sin_.data(), R, nkv, d);
+    for (int64_t r = 0; r < R; r++) {
+      const int64_t at = slot[r] * cache.slot_stride() + int64_t(pos[r]) * kd;
+      std::memcpy(cache.k_at(l) + at, k + r * kd, sizeof(float) * kd);
+      std::memcpy(cache.v_at(l) + at, v + r * kd, sizeof(float) * kd);
+    }
+    o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot.data(), pos.data(), R, shape);
+    o.matmul_forward(tmp, att, w.wo, w.bo, R, qd, H);
+    o.add(h, x, tmp, R * H);
+    o.rmsnorm_forward(ln, rstd, h, w.ln2, R, H, float(c.rms_norm_eps));
+    o.matmul_forward(gate, ln, w.wg, w.bg, R, H, I);
+    o.matmul_forward(up, ln, w.wu, w.bu, R, H, I);
+    o.swiglu_forward(gate, gate, up, R * I);
+    o.matmul_forward(tmp, gate, w.wd, w.bd, R, I, H);
+    o.add(x, h, tmp, R * H);
+  }
+  o.rmsnorm_forward(ln, rstd, x, params_.data() + norm_off_, R, H, float(c.rms_norm_eps));
+  logits.resize(size_t(R * V));
+  o.matmul_forward(logits.data(), ln, params_.data() + head_off_, nullptr, R, H, V);
+}
+
+}  // namespace azr::model

@@ -1,0 +1,149 @@
+#pragma once
+// The Qwen2/Llama decoder on the op table (kernels/ops.h): explicit forward and backward passes
+// in the style of llm.c, activations kept for backward, no autograd. fp32.
+//
+//   x_0 = embed(ids)
+//   per layer:  h = x + attn(rmsnorm(x))          q/k/v (+bias) -> RoPE -> causal GQA -> o_proj
+//               x' = h + mlp(rmsnorm(h))          down(silu(gate(.)) * up(.))
+//   logits = rmsnorm(x_L) lm_head^T               lm_head = embed_tokens when tied
+//
+// Parameters live in ONE flat buffer (and gradients in a second of the same layout), in the
+// order of hf_config's expected_tensors(); AdamW, grad-norm clipping and (later) the all-reduce
+// then each see one array. Tensor names are Hugging Face's, so loading and saving is a copy.
+//
+// Batches are right-padded: row (b, t) is real when t < lengths[b]. Scores follow the
+// "position t scores token t" convention of `azr logprobs`: logp[b, t] = log p(ids[b,t] |
+// ids[b,<t]), defined for 1 <= t < lengths[b] and 0 elsewhere.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/hf_config.h"
+
+namespace azr::model {
+
+struct SequenceBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int32_t> ids;      // [B * T], right-padded with pad_id
+  std::vector<int32_t> lengths;  // [B]
+
+  // T = the longest sequence. Throws std::invalid_argument on an empty list or empty sequence.
+  static SequenceBatch from(const std::vector<std::vector<int32_t>>& seqs, int32_t pad_id = 0);
+};
+
+// Per-token statistics, [B * T] each, in the convention above (index b * T + t).
+struct TokenScores {
+  int64_t B = 0, T = 0;
+  std::vector<float> logp;     // log p(ids[b,t] | ids[b,<t]) at temperature
+  std::vector<float> entropy;  // entropy of the distribution that predicted ids[b,t]
+};
+
+// Where one Hugging Face tensor lives in the flat parameter buffer.
+struct ParamTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+  size_t numel = 0;
+};
+
+// Keys and values of every layer for `slots` sequences of up to `capacity` positions:
+// [layer][slot][position][kv_heads * head_dim].
+struct KVCache {
+  int64_t layers = 0, slots = 0, capacity = 0, row = 0;
+  std::vector<float> k, v;
+
+  KVCache(const ModelConfig& c, int64_t slots, int64_t capacity);
+  float* k_at(int64_t layer) { return k.data() + layer * slots * capacity * row; }
+  float* v_at(int64_t layer) { return v.data() + layer * slots * capacity * row; }
+  int64_t slot_stride() const { return capacity * row; }
+};
+
+class Transformer {
+ public:
+  // Loads a Hugging Face checkpoint directory (config.json + model.safetensors or a sharded
+  // index). Throws ConfigError / SafetensorsError naming the file and the field or tensor.
+  static Transformer from_pretrained(const std::filesystem::path& dir);
+  // A new model, initialised as transformers does (normal(0, init_std) weights, zero biases,
+  // unit norms), reproducibly from `seed`.
+  static Transformer random(const ModelConfig& config, uint64_t seed, float init_std = 0.02f);
+  // Writes config.json and model.safetensors (F32; sharded past 4 GiB) into dir.
+  void save_pretrained(const std::filesystem::path& dir) const;
+
+  const ModelConfig& config() const { return config_; }
+  const kernels::Ops& ops() const { return *ops_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  std::span<float> parameters() { return params_; }
+  std::span<const float> parameters() const { return params_; }
+  // Allocated (zeroed) on first use.
+  std::span<float> gradients();
+  std::span<float> param(std::string_view name);  // throws std::out_of_range
+  std::span<float> grad(std::string_view name);
+  const ParamTensor* find_tensor(std::string_view name) const;
+
+  // Logits of every real row, [B * T, V] (padding rows are zero). Keeps nothing for backward.
+  std::vector<float> logits(const SequenceBatch& batch);
+
+  // Per-token log-probs and entropies at `temperature` (logits divided by it). With
+  // for_backward, the activations are kept so backward() can follow.
+  TokenScores score(const SequenceBatch& batch, float temperature = 1.f, bool for_backward = false);
+
+  // Accumulates into gradients() the gradient of sum_{b,t} dlogp[b,t] * logp[b,t] +
+  // dentropy[b,t] * entropy[b,t] for the batch of the last score(..., true). Empty spans = 0.
+  void backward(std::span<const float> dlogp, std::span<const float> dentropy);
+  void zero_grad();
+
+  // Generation. prefill() runs prompts (one per cache slot, slots 0..B-1) and returns the logits
+  // at each prompt's last token, [B, V]. decode() feeds tokens[r] at position pos[r] of cache
+  // slot slot[r] and returns the next-token logits [R, V].
+  std::vector<float> prefill(KVCache& cache, const SequenceBatch& prompts);
+  void decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
+              std::span<const int32_t> pos, std::vector<float>& logits);
+
+  // Bytes held by activations and buffers for the largest batch seen (for memory reports).
+  size_t activation_bytes() const { return acts_.size() * sizeof(float); }
+
+ private:
+  struct LayerWeights;
+  struct Layout;
+  Transformer(ModelConfig c, const kernels::Ops& ops);
+  void build_layout();
+  LayerWeights layer_weights(int64_t l, bool grads);
+  void ensure_rope(int64_t positions);
+  void forward_layers(const SequenceBatch& batch, bool keep);
+  void lm_head_rows(const SequenceBatch& batch);
+
+  ModelConfig config_;
+  const kernels::Ops* ops_;
+  std::vector<ParamTensor> tensors_;
+  std::vector<float> params_, grads_;
+  size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
+
+  std::vector<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]
+  int64_t rope_positions_ = 0;
+
+  // Activations of the last forward (llm.c style: one arena, carved per batch shape). Without
+  // `keep`, every layer reuses layer 0's slots and the residual stream ping-pongs two buffers.
+  struct LayerActs {
+    float *res_in, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *res_out;
+  };
+  std::vector<LayerActs> layer_acts_;
+  float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;
+  std::vector<float> acts_;
+  std::vector<float> bwd_;  // backward scratch
+  std::vector<int32_t> positions_;  // [N]
+  int64_t fwd_B_ = 0, fwd_T_ = 0;
+  bool fwd_kept_ = false;
+  float fwd_inv_temp_ = 1.f;
+  SequenceBatch fwd_batch_;
+  // LM-head rows of the last score(): rows that predict a token, their targets, lse and entropy,
+  // and their logits when they fit the budget (else recomputed in backward).
+  std::vector<int32_t> head_rows_, head_targets_;
+  std::vector<float> head_lse_, head_logp_, head_entropy_, head_logits_;
+  bool head_logits_kept_ = false;
+};
+
+}  // namespace azr::model

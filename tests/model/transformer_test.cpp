@@ -1,0 +1,381 @@
+// The CPU transformer against an independent truth: tests/model/torch_qwen2.py, a PyTorch
+// reference of the same architecture that computes every expected value in float64 (autograd
+// for the gradients, torch.optim.AdamW for the optimizer), on synthetic tiny Qwen2 checkpoints
+// in real HF naming. Error measure: per tensor, max |ours - ref| / max |ref| (a relative error
+// that does not blow up on entries near zero); the bar is 1e-4.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "model/adamw.h"
+#include "model/losses.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+#include "tests/test_support.h"
+
+namespace azr::model {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kTol = 1e-4;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("azr_transformer_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Runs the PyTorch reference; returns the case directory.
+fs::path make_case(const std::string& name, const std::vector<std::string>& args) {
+  const fs::path dir = temp_dir(name);
+  std::vector<std::string> argv = {"/usr/bin/python3", azr::testing::env_or_fail("AZR_TESTS_DIR") + "/model/torch_qwen2.py",
+                                   "make-case", dir.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const azr::testing::ProcessResult r = azr::testing::run_process(argv);
+  EXPECT_EQ(r.exit_code, 0) << "torch reference failed (is python3-torch installed? scripts/setup.sh installs it):\n"
+                         << r.err;
+  return dir;
+}
+
+double rel_err(std::span<const float> ours, std::span<const float> ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); i++) {
+    diff = std::max(diff, std::fabs(double(ours[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(double(ref[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+struct Case {
+  fs::path dir;
+  Checkpoint expected;
+  SequenceBatch batch;
+  std::vector<float> get(const std::string& name) const { return to_f32(expected.at(name)); }
+  std::string meta(const std::string& key) const { return expected.files()[0]->metadata().at(key); }
+};
+
+Case load_case(const fs::path& dir) {
+  Case c{dir, Checkpoint::open_file(dir / "expected.safetensors"), {}};
+  const TensorView& ids = c.expected.at("input_ids");
+  c.batch.B = ids.shape[0], c.batch.T = ids.shape[1];
+  for (float v : to_f32(ids)) c.batch.ids.push_back(int32_t(v));
+  for (float v : c.get("lengths")) c.batch.lengths.push_back(int32_t(v));
+  return c;
+}
+
+// Rows t < lengths[b] of a [B, T, X] tensor, concatenated.
+std::vector<float> real_rows(const std::vector<float>& x, const SequenceBatch& b, int64_t X, int64_t t0 = 0) {
+  std::vector<float> out;
+  for (int64_t i = 0; i < b.B; i++)
+    for (int64_t t = t0; t < b.lengths[i]; t++)
+      out.insert(out.end(), x.begin() + (i * b.T + t) * X, x.begin() + (i * b.T + t + 1) * X);
+  return out;
+}
+
+void expect_grads(Transformer& m, const Case& c, const std::string& prefix) {
+  for (const ParamTensor& t : m.tensors()) {
+    const std::vector<float> ref = c.get(prefix + t.name);
+    ASSERT_EQ(ref.size(), t.numel) << t.name;
+    const double err = rel_err(m.grad(t.name), ref);
+    EXPECT_LE(err, kTol) << prefix << t.name;
+  }
+}
+
+class ReferenceTest : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(ReferenceTest, ForwardBackwardPolicyLossAndAdamWMatchPyTorch) {
+  const fs::path dir = make_case("ref", GetParam());
+  const Case c = load_case(dir);
+  Transformer m = Transformer::from_pretrained(dir / "model");
+  const int64_t V = m.config().vocab_size, N = c.batch.B * c.batch.T;
+
+  // Logits at every real position.
+  const std::vector<float> logits = m.logits(c.batch);
+  const double logit_err = rel_err(real_rows(logits, c.batch, V), real_rows(c.get("logits"), c.batch, V));
+  EXPECT_LE(logit_err, kTol) << "logits";
+
+  // Log-probs and entropies; then the cross-entropy loss and every parameter's gradient.
+  TokenScores s = m.score(c.batch, 1.f, true);
+  EXPECT_LE(rel_err(real_rows(s.logp, c.batch, 1, 1), real_rows(c.get("logprobs"), c.batch, 1, 1)), kTol);
+  EXPECT_LE(rel_err(real_rows(s.entropy, c.batch, 1, 1), real_rows(c.get("entropy"), c.batch, 1, 1)), kTol);
+  std::vector<float> all(size_t(N), 0.f);
+  for (int64_t b = 0; b < c.batch.B; b++)
+    for (int64_t t = 1; t < c.batch.lengths[b]; t++) all[b * c.batch.T + t] = 1.f;
+  LossResult ce = cross_entropy_loss(s, all);
+  EXPECT_NEAR(ce.loss, c.get("ce_loss")[0], kTol * std::fabs(c.get("ce_loss")[0]));
+  m.zero_grad();
+  m.backward(ce.dlogp, ce.dentropy);
+  expect_grads(m, c, "grad.ce.");
+
+  // PPO-clip surrogate with an entropy bonus.
+  PpoSettings ppo{std::stod(c.meta("clip_eps")), std::stod(c.meta("entropy_coeff"))};
+  s = m.score(c.batch, 1.f, true);
+  LossResult pg = ppo_clip_loss(s, c.get("old_logprobs"), c.get("advantages"), c.get("response_mask"), ppo);
+  EXPECT_GT(pg.clip_fraction, 0.0) << "the case must exercise the clipped branch";
+  EXPECT_NEAR(pg.loss, c.get("policy_loss")[0], kTol * std::fabs(c.get("policy_loss")[0]));
+  EXPECT_NEAR(pg.pg_loss, c.get("pg_loss")[0], kTol * std::fabs(c.get("pg_loss")[0]));
+  EXPECT_NEAR(pg.entropy, c.get("policy_entropy")[0], kTol * std::fabs(c.get("policy_entropy")[0]));
+  m.zero_grad();
+  m.backward(pg.dlogp, pg.dentropy);
+  expect_grads(m, c, "grad.pg.");
+
+  // AdamW with global grad-norm clipping, driven by the reference's gradients of each step (our
+  // own gradients were checked above; Adam's division by sqrt(v) would turn their fp32 rounding
+  // on near-zero entries into full-size steps, which says nothing about the optimizer).
+  AdamWSettings opt;
+  opt.lr = std::stod(c.meta("lr"));
+  opt.weight_decay = std::stod(c.meta("weight_decay"));
+  const double max_norm = std::stod(c.meta("max_grad_norm"));
+  AdamW adam(m.ops(), m.parameters().size(), opt);
+  Transformer fresh = Transformer::from_pretrained(dir / "model");
+  const std::vector<float> norms = c.get("adam.grad_norm");
+  for (size_t step = 1; step <= norms.size(); step++) {
+    for (const ParamTensor& t : fresh.tensors()) {
+      const std::vector<float> g = c.get("adam.step" + std::to_string(step) + ".grad." + t.name);
+      std::copy(g.begin(), g.end(), fresh.grad(t.name).begin());
+    }
+    const double norm = clip_grad_norm(fresh.ops(), fresh.gradients(), max_norm);
+    EXPECT_NEAR(norm, norms[step - 1], 1e-6 * norms[step - 1]) << "grad norm, step " << step;
+    adam.step(fresh.parameters(), fresh.gradients());
+  }
+  for (const ParamTensor& t : fresh.tensors())
+    EXPECT_LE(rel_err(fresh.param(t.name), c.get("adam." + t.name)), kTol) << "after AdamW: " << t.name;
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Qwen2, ReferenceTest,
+    ::testing::Values(
+        // tied embedding, GQA ratio 2
+        std::vector<std::string>{"--seed", "1"},
+        // untied LM head, GQA ratio 1 (plain multi-head), one sequence of length 1 (no targets)
+        std::vector<std::string>{"--seed", "2", "--tied", "0", "--kv-heads", "4", "--lengths", "11,1,6"},
+        // explicit head_dim != hidden / heads, GQA ratio 4, RoPE base of Qwen2.5
+        std::vector<std::string>{"--seed", "3", "--heads", "4", "--kv-heads", "1", "--head-dim", "16", "--hidden",
+                                 "48", "--rope-theta", "1000000", "--layers", "3"},
+        // longer sequences, batch of 5
+        std::vector<std::string>{"--seed", "4", "--batch", "5", "--seq", "40", "--lengths", "40,33,17,2,39",
+                                 "--tied", "0"}));
+
+// ---------------------------------------------------------------------------------------------
+// Invariants that need no reference.
+
+ModelConfig tiny_config(bool tied = true, int64_t kv = 2) {
+  ModelConfig c;
+  c.model_type = "qwen2";
+  c.vocab_size = 61, c.hidden_size = 32, c.intermediate_size = 40, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = kv, c.head_dim = 8;
+  c.rms_norm_eps = 1e-6, c.rope_theta = 10000, c.max_position_embeddings = 256;
+  c.tie_word_embeddings = tied, c.qkv_bias = true;
+  return c;
+}
+
+// Random biases and norm weights too, so every code path carries non-trivial values.
+Transformer random_model(bool tied = true, int64_t kv = 2, uint64_t seed = 7) {
+  Transformer m = Transformer::random(tiny_config(tied, kv), seed, 0.3f);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> n(0.f, 0.1f);
+  for (const ParamTensor& t : m.tensors()) {
+    const bool bias = t.name.ends_with(".bias"), norm = t.name.ends_with("norm.weight");
+    if (!bias && !norm) continue;
+    for (float& v : m.param(t.name)) v += n(rng);
+  }
+  return m;
+}
+
+std::vector<std::vector<int32_t>> random_seqs(std::vector<int> lengths, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int len : lengths) {
+    std::vector<int32_t> s;
+    for (int i = 0; i < len; i++) s.push_back(int32_t(rng() % uint32_t(V)));
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
+  for (int64_t kv : {1, 2, 4}) {
+    Transformer m = random_model(true, kv);
+    const int64_t V = m.config().vocab_size;
+    // Three prompts of different lengths, then 6 tokens fed one step at a time.
+    auto seqs = random_seqs({5, 9, 2}, int(V), 11);
+    auto full = random_seqs({11, 15, 8}, int(V), 12);
+    for (size_t b = 0; b < seqs.size(); b++) std::copy(seqs[b].begin(), seqs[b].end(), full[b].begin());
+    const SequenceBatch all = SequenceBatch::from(full);
+    const std::vector<float> ref = m.logits(all);
+
+    KVCache cache(m.config(), 3, 16);
+    std::vector<float> step_logits = m.prefill(cache, SequenceBatch::from(seqs));
+    auto expect_row = [&](int64_t b, int64_t pos, const float* got, const std::string& what) {
+      const std::span<const float> want(ref.data() + (b * all.T + pos) * V, size_t(V));
+      EXPECT_LE(rel_err(std::span<const float>(got, size_t(V)), want), 1e-5) << what << " kv=" << kv << " b=" << b
+                                                                              << " pos=" << pos;
+    };
+    for (int64_t b = 0; b < 3; b++) expect_row(b, int64_t(seqs[b].size()) - 1, &step_logits[b * V], "prefill");
+    for (int step = 0; step < 6; step++) {
+      // Drop sequence 1 after two steps: finished rows leave the batch.
+      std::vector<int32_t> tokens, slots, pos;
+      for (int32_t b = 0; b < 3; b++) {
+        if (b == 1 && step >= 2) continue;
+        const int32_t p = int32_t(seqs[b].size()) + step;
+        tokens.push_back(full[b][p]);
+        slots.push_back(b);
+        pos.push_back(p);
+      }
+      m.decode(cache, tokens, slots, pos, step_logits);
+      for (size_t r = 0; r < slots.size(); r++) expect_row(slots[r], pos[r], &step_logits[r * V], "decode");
+    }
+  }
+}
+
+TEST(TransformerTest, PaddingNeverChangesRealRows) {
+  Transformer m = random_model(false);
+  auto seqs = random_seqs({7}, 61, 3);
+  const std::vector<float> alone = m.logits(SequenceBatch::from(seqs));
+  // Same sequence right-padded with different pad ids next to a longer one.
+  auto both = random_seqs({7, 19}, 61, 4);
+  both[0] = seqs[0];
+  for (int32_t pad : {0, 5, 60}) {
+    const std::vector<float> batched = m.logits(SequenceBatch::from(both, pad));
+    for (size_t i = 0; i < alone.size(); i++) ASSERT_NEAR(batched[i], alone[i], 1e-5f * (1 + std::fabs(alone[i])));
+  }
+}
+
+TEST(TransformerTest, GradientAccumulationOverMicroBatchesEqualsOneBatch) {
+  Transformer m = random_model();
+  auto seqs = random_seqs({9, 4, 12, 7}, 61, 5);
+  auto mask_for = [](const SequenceBatch& b) {
+    std::vector<float> mask(size_t(b.B * b.T), 0.f);
+    for (int64_t i = 0; i < b.B; i++)
+      for (int64_t t = 1; t < b.lengths[i]; t++) mask[i * b.T + t] = 1.f;
+    return mask;
+  };
+  double tokens = 0;
+  for (auto& s : seqs) tokens += double(s.size() - 1);
+
+  const SequenceBatch whole = SequenceBatch::from(seqs);
+  m.zero_grad();
+  TokenScores s = m.score(whole, 1.f, true);
+  LossResult l = cross_entropy_loss(s, mask_for(whole), tokens);
+  m.backward(l.dlogp, l.dentropy);
+  const std::vector<float> one(m.gradients().begin(), m.gradients().end());
+
+  m.zero_grad();
+  double total = 0;
+  for (int half = 0; half < 2; half++) {
+    const SequenceBatch mb = SequenceBatch::from({seqs[2 * half], seqs[2 * half + 1]});
+    TokenScores ms = m.score(mb, 1.f, true);
+    LossResult ml = cross_entropy_loss(ms, mask_for(mb), tokens);
+    total += ml.loss;
+    m.backward(ml.dlogp, ml.dentropy);
+  }
+  EXPECT_NEAR(total, l.loss, 1e-6 * l.loss);
+  EXPECT_LE(rel_err(m.gradients(), one), 1e-5);
+}
+
+TEST(TransformerTest, SaveLoadGivesIdenticalOutputs) {
+  for (bool tied : {true, false}) {
+    Transformer m = random_model(tied);
+    const fs::path dir = temp_dir(tied ? "save_tied" : "save_untied");
+    m.save_pretrained(dir);
+    EXPECT_EQ(fs::exists(dir / "lm_head.weight"), false);
+    Transformer back = Transformer::from_pretrained(dir);
+    ASSERT_EQ(back.parameters().size(), m.parameters().size());
+    EXPECT_TRUE(std::equal(back.parameters().begin(), back.parameters().end(), m.parameters().begin()));
+    const SequenceBatch b = SequenceBatch::from(random_seqs({6, 3}, 61, 9));
+    EXPECT_EQ(back.logits(b), m.logits(b));  // bit-identical
+    EXPECT_EQ(back.config().tie_word_embeddings, tied);
+    EXPECT_EQ(Checkpoint::open_file(dir / "model.safetensors").contains("lm_head.weight"), !tied);
+    fs::remove_all(dir);
+  }
+}
+
+TEST(TransformerTest, AdamWStateSavedAndRestoredContinuesExactly) {
+  Transformer a = random_model(), b = random_model();
+  const SequenceBatch batch = SequenceBatch::from(random_seqs({8, 5}, 61, 13));
+  std::vector<float> mask(size_t(batch.B * batch.T), 1.f);
+  auto step = [&](Transformer& m, AdamW& opt) {
+    m.zero_grad();
+    TokenScores s = m.score(batch, 1.f, true);
+    LossResult l = cross_entropy_loss(s, mask);
+    m.backward(l.dlogp, l.dentropy);
+    clip_grad_norm(m.ops(), m.gradients(), 1.0);
+    opt.step(m.parameters(), m.gradients());
+  };
+  AdamWSettings set;
+  set.lr = 1e-3;
+  AdamW oa(a.ops(), a.parameters().size(), set), ob(b.ops(), b.parameters().size(), set);
+  for (int i = 0; i < 3; i++) step(a, oa);
+  for (int i = 0; i < 2; i++) step(b, ob);
+  const fs::path dir = temp_dir("adam");
+  b.save_pretrained(dir);
+  ob.save(dir / "optimizer.safetensors");
+  Transformer resumed = Transformer::from_pretrained(dir);
+  AdamW oc(resumed.ops(), resumed.parameters().size(), set);
+  oc.load(dir / "optimizer.safetensors");
+  EXPECT_EQ(oc.step_count(), 2);
+  step(resumed, oc);
+  EXPECT_TRUE(std::equal(resumed.parameters().begin(), resumed.parameters().end(), a.parameters().begin()));
+
+  // A state file for a different model size is refused, naming the file.
+  AdamW wrong(a.ops(), 10, set);
+  try {
+    wrong.load(dir / "optimizer.safetensors");
+    FAIL() << "expected an error";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.safetensors"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(TransformerTest, BadCheckpointsGiveClearErrors) {
+  Transformer m = random_model(false);
+  const fs::path dir = temp_dir("bad");
+  m.save_pretrained(dir);
+  auto rewrite = [&](const std::string& drop, const std::string& reshape) {
+    std::vector<TensorView> views;
+    std::vector<std::vector<float>> keep;
+    for (const ParamTensor& t : m.tensors()) {
+      if (t.name == drop) continue;
+      std::vector<int64_t> shape = t.shape;
+      size_t n = t.numel;
+      if (t.name == reshape) shape[0] -= 1, n -= t.numel / size_t(t.shape[0]);
+      keep.emplace_back(m.param(t.name).begin(), m.param(t.name).begin() + n);
+      views.push_back({t.name, DType::F32, shape, reinterpret_cast<const std::byte*>(keep.back().data()),
+                       n * sizeof(float)});
+    }
+    write_safetensors(dir / "model.safetensors", views);
+  };
+  auto expect_error = [&](const std::string& needle) {
+    try {
+      Transformer::from_pretrained(dir);
+      FAIL() << "expected an error mentioning " << needle;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  rewrite("model.layers.1.mlp.up_proj.weight", "");
+  expect_error("model.layers.1.mlp.up_proj.weight");
+  rewrite("", "model.layers.0.self_attn.k_proj.weight");
+  expect_error("model.layers.0.self_attn.k_proj.weight");
+  rewrite("lm_head.weight", "");
+  expect_error("lm_head.weight");
+  fs::remove(dir / "model.safetensors");
+  expect_error("model.safetensors");
+  fs::remove_all(dir);
+}
+
+TEST(TransformerTest, BadBatchesAreRefused) {
+  Transformer m = random_model();
+  EXPECT_THROW(m.logits(SequenceBatch::from({{1, 2, 61}})), std::invalid_argument);  // id >= vocab
+  EXPECT_THROW(SequenceBatch::from({{1}, {}}), std::invalid_argument);
+  EXPECT_THROW(m.backward({}, {}), std::logic_error);  // no kept forward
+}
+
+}  // namespace
+}  // namespace azr::model
