@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "model/tokenizer.h"
 #include "tests/tokdiff/tokdiff_support.h"
 
@@ -51,14 +52,9 @@ using azr::tokdiff::TempDir;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
+using azr::bench::Clock;
+using azr::bench::env_or;
+using azr::bench::secs_since;
 
 
 int run(const std::string& cmd) {

@@ -3,9 +3,11 @@
 // and returns the exit code. Errors the user caused throw UsageError (exit 2).
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace azr::cli {
 
@@ -62,5 +64,43 @@ struct TokenizeOptions {
 
 CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& o);
 int run_tokenize(const TokenizeOptions& o);
+
+// Shared by generate and logprobs (defined in cmd_generate.cpp). Load failures the user can fix
+// (a missing or invalid model directory or tokenizer) throw UsageError naming the path.
+}  // namespace azr::cli
+namespace azr::model {
+class Transformer;
+class BpeTokenizer;
+}  // namespace azr::model
+namespace azr::cli {
+model::Transformer load_model(const std::string& dir);
+// --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
+std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);
+
+struct GenerateOptions {
+  std::string model, tokenizer;
+  std::optional<std::string> prompt;  // set even when empty, so "" gets the empty-prompt error
+  int32_t max_tokens = 256;
+  float temperature = 1.f, top_p = 1.f;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_ids;
+  bool ignore_eos = false, json = false;
+  int32_t num_samples = 1;
+  int threads = 0;
+};
+
+CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o);
+int run_generate(const GenerateOptions& o);
+
+struct LogprobsOptions {
+  std::string model, tokenizer, jsonl;
+  int32_t batch_size = 8;
+  int threads = 0;
+};
+
+CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o);
+int run_logprobs(const LogprobsOptions& o);
 
 }  // namespace azr::cli

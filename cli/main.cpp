@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   CLI::App* buffer = azr::cli::add_buffer_command(app, buffer_opts);
   azr::cli::TokenizeOptions tokenize_opts;
   CLI::App* tokenize = azr::cli::add_tokenize_command(app, tokenize_opts);
+  azr::cli::GenerateOptions generate_opts;
+  CLI::App* generate = azr::cli::add_generate_command(app, generate_opts);
+  azr::cli::LogprobsOptions logprobs_opts;
+  CLI::App* logprobs = azr::cli::add_logprobs_command(app, logprobs_opts);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +53,8 @@ int main(int argc, char** argv) {
     if (exec->parsed()) return azr::cli::run_exec(exec_opts);
     if (buffer->parsed()) return azr::cli::run_buffer(buffer_opts);
     if (tokenize->parsed()) return azr::cli::run_tokenize(tokenize_opts);
+    if (generate->parsed()) return azr::cli::run_generate(generate_opts);
+    if (logprobs->parsed()) return azr::cli::run_logprobs(logprobs_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

@@ -15,6 +15,28 @@
 namespace azr::kernels {
 namespace {
 
+// Below this many elements an op runs on one thread: a parallel region's fork/join costs
+// microseconds, and far more when another process holds a core (a descheduled thread stalls the
+// barrier), which is the normal case during generation next to the sandbox workers.
+constexpr int64_t kParallelMin = int64_t(1) << 16;
+// The same for OpenBLAS: a GEMM below this many multiply-adds runs on the calling thread, unless
+// its B operand (the weights, in a decode step's GEMV-like product) is large enough that memory
+// bandwidth, which a second core adds, dominates. The OpenMP build of OpenBLAS follows
+// omp_get_max_threads(), so lowering it for one call is enough.
+constexpr double kGemmParallelMin = double(1 << 22);
+constexpr double kGemmBandwidthMin = double(1 << 18);
+
+// cblas_sgemm (row-major), single-threaded when small.
+void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const bool serial = double(M) * double(N) * double(K) < kGemmParallelMin && double(N) * double(K) < kGemmBandwidthMin &&
+                      !omp_in_parallel();
+  const int saved = serial ? omp_get_max_threads() : 0;
+  if (serial) omp_set_num_threads(1);
+  cblas_sgemm(CblasRowMajor, ta, tb, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  if (serial) omp_set_num_threads(saved);
+}
+
 // Grow-only per-thread scratch, so the hot loops never allocate.
 float* scratch(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -22,7 +44,7 @@ float* scratch(std::vector<float>& v, size_t n) {
 }
 
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t n = 0; n < N; n++) std::memcpy(out + n * C, wte + int64_t(ids[n]) * C, sizeof(float) * C);
 }
 
@@ -30,7 +52,7 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int6
   // Rows may repeat ids, so threads split the columns, not the rows.
   constexpr int64_t kBlock = 64;
   const int64_t blocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t blk = 0; blk < blocks; blk++) {
     const int64_t c0 = blk * kBlock, c1 = std::min(C, c0 + kBlock);
     for (int64_t n = 0; n < N; n++) {
@@ -42,7 +64,7 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int6
 }
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t n = 0; n < N; n++) {
     const float* xr = x + n * C;
     float ss = 0.f;
@@ -60,7 +82,7 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
                       int64_t N, int64_t C) {
   const int threads = omp_get_max_threads();
   std::vector<float> partial(size_t(threads) * C, 0.f);
-#pragma omp parallel
+#pragma omp parallel if (N * C >= kParallelMin)
   {
     float* dw_local = partial.data() + size_t(omp_get_thread_num()) * C;
 #pragma omp for schedule(static)
@@ -85,25 +107,22 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
                     int64_t OC) {
   if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * OC >= kParallelMin)
     for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, sizeof(float) * OC);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(OC), int(IC), 1.f, inp, int(IC), w, int(IC),
-              bias ? 1.f : 0.f, out, int(OC));
+  sgemm(CblasNoTrans, CblasTrans, N, OC, IC, 1.f, inp, IC, w, IC, bias ? 1.f : 0.f, out, OC);
 }
 
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC) {
   if (dinp)  // [N, IC] += [N, OC] [OC, IC]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(N), int(IC), int(OC), 1.f, dout, int(OC), w, int(IC),
-                1.f, dinp, int(IC));
+    sgemm(CblasNoTrans, CblasNoTrans, N, IC, OC, 1.f, dout, OC, w, IC, 1.f, dinp, IC);
   if (dw)  // [OC, IC] += [N, OC]^T [N, IC]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(IC), int(N), 1.f, dout, int(OC), inp, int(IC),
-                1.f, dw, int(IC));
+    sgemm(CblasTrans, CblasNoTrans, OC, IC, N, 1.f, dout, OC, inp, IC, 1.f, dw, IC);
   if (dbias) {
     const int threads = omp_get_max_threads();
     std::vector<float> partial(size_t(threads) * OC, 0.f);
-#pragma omp parallel
+#pragma omp parallel if (N * OC >= kParallelMin)
     {
       float* local = partial.data() + size_t(omp_get_thread_num()) * OC;
 #pragma omp for schedule(static)
@@ -119,7 +138,7 @@ template <int Sign>
 void rope_rotate(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                  int64_t d) {
   const int64_t half = d / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * heads * d >= kParallelMin)
   for (int64_t n = 0; n < N; n++) {
     const float* c = cos + int64_t(pos[n]) * half;
     const float* s = sin + int64_t(pos[n]) * half;
@@ -153,7 +172,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   const int64_t B = s.B, T = s.T, H = s.heads, d = s.d, group = s.heads / s.kv_heads;
   const int64_t q_row = H * d, kv_row = s.kv_heads * d;
   const float scale = 1.f / std::sqrt(float(d));
-#pragma omp parallel
+#pragma omp parallel if (B * T * T * H * d >= kParallelMin)
   {
     static thread_local std::vector<float> buf;
 #pragma omp for schedule(dynamic, 1) collapse(2)
@@ -201,7 +220,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const int64_t B = s.B, T = s.T, H = s.heads, KV = s.kv_heads, d = s.d, group = H / KV;
   const int64_t q_row = H * d, kv_row = KV * d;
   const float scale = 1.f / std::sqrt(float(d));
-#pragma omp parallel
+#pragma omp parallel if (B * T * T * H * d >= kParallelMin)
   {
     static thread_local std::vector<float> pbuf, dpbuf;
 #pragma omp for schedule(dynamic, 1) collapse(2)
@@ -263,7 +282,8 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
                       const int32_t* pos, int64_t R, const AttentionShape& s) {
   const int64_t H = s.heads, d = s.d, group = s.heads / s.kv_heads, kv_row = s.kv_heads * d;
   const float scale = 1.f / std::sqrt(float(d));
-#pragma omp parallel
+  const int64_t longest = R > 0 ? int64_t(*std::max_element(pos, pos + R)) + 1 : 0;
+#pragma omp parallel if (R * H * d * longest >= 16 * kParallelMin)
   {
     static thread_local std::vector<float> buf;
 #pragma omp for schedule(dynamic, 1) collapse(2)
@@ -300,7 +320,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 }
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) {
     const float g = gate[i];
     out[i] = g / (1.f + std::exp(-g)) * up[i];
@@ -309,7 +329,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
 
 // silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) {
     const float g = gate[i];
     const float sig = 1.f / (1.f + std::exp(-g));
@@ -320,13 +340,13 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
                  int64_t V, float inv_temp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * V >= kParallelMin)
   for (int64_t r = 0; r < n; r++) {
     const float* z = logits + r * V;
     float mx = -INFINITY;
@@ -350,7 +370,7 @@ void token_stats(float* lse, float* logp, float* entropy, const float* logits, c
 void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
                           const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
                           float inv_temp) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * V >= kParallelMin)
   for (int64_t r = 0; r < n; r++) {
     const float* z = logits + r * V;
     float* dz = dlogits + r * V;
@@ -369,13 +389,13 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
 
 double sum_squares(const float* x, int64_t n) {
   double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin) reduction(+ : total)
   for (int64_t i = 0; i < n; i++) total += double(x[i]) * x[i];
   return total;
 }
 
 void scale(float* x, float factor, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) x[i] *= factor;
 }
 
@@ -384,7 +404,7 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
   const float step_size = lr / bc1;
   const float bc2_sqrt = std::sqrt(bc2);
   const float decay = 1.f - lr * weight_decay;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) {
     p[i] *= decay;
     m[i] = beta1 * m[i] + (1.f - beta1) * g[i];

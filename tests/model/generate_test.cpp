@@ -1,1 +1,214 @@
+// Sampling and batched generation. The sampler is checked against distributions derived by hand
+// (transformers' temperature -> top-k -> top-p rules); generation against the model's own
+// full-sequence forward, which transformer_test checks against PyTorch.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "model/byte_tokenizer.h"
+#include "model/generate.h"
+#include "model/transformer.h"
+
+namespace azr::model {
+namespace {
+
+// p = [0.5, 0.3, 0.15, 0.05] as logits (shifted by a constant, which softmax ignores).
+const std::vector<float> kLogits = {std::log(0.5f) + 3, std::log(0.3f) + 3, std::log(0.15f) + 3, std::log(0.05f) + 3};
+
+int32_t draw(const SamplingParams& p, double u, float* lp) { return sample_token(kLogits.data(), 4, p, u, lp); }
+
+TEST(SampleTokenTest, GreedyIsArgmaxWithTemperatureOneLogProb) {
+  SamplingParams p;
+  p.temperature = 0;
+  float lp = 0;
+  for (double u : {0.0, 0.5, 0.999}) {
+    EXPECT_EQ(draw(p, u, &lp), 0);
+    EXPECT_NEAR(lp, std::log(0.5), 1e-6);
+  }
+}
+
+TEST(SampleTokenTest, InverseCdfOnAUniformGridGivesExactFrequencies) {
+  SamplingParams p;
+  const int n = 20000;
+  std::map<int32_t, int> counts;
+  float lp = 0;
+  for (int i = 0; i < n; i++) counts[draw(p, (i + 0.5) / n, &lp)]++;
+  const double want[] = {0.5, 0.3, 0.15, 0.05};
+  for (int t = 0; t < 4; t++) EXPECT_NEAR(counts[t], want[t] * n, 1.0) << "token " << t;
+}
+
+TEST(SampleTokenTest, TemperatureScalesLogits) {
+  SamplingParams p;
+  p.temperature = 2;  // p_i ∝ sqrt(p_i)
+  const double z = std::sqrt(0.5) + std::sqrt(0.3) + std::sqrt(0.15) + std::sqrt(0.05);
+  float lp = 0;
+  // u just below the first token's share picks token 0; just above picks token 1.
+  const double share0 = std::sqrt(0.5) / z;
+  EXPECT_EQ(draw(p, share0 - 1e-6, &lp), 0);
+  EXPECT_NEAR(lp, std::log(share0), 1e-6);
+  EXPECT_EQ(draw(p, share0 + 1e-6, &lp), 1);
+  EXPECT_NEAR(lp, std::log(std::sqrt(0.3) / z), 1e-6);
+}
+
+TEST(SampleTokenTest, TopPKeepsTheSmallestSetReachingP) {
+  SamplingParams p;
+  float lp = 0;
+  p.top_p = 0.7f;  // {0.5, 0.3}: 0.5 < 0.7, 0.8 >= 0.7
+  EXPECT_EQ(draw(p, 0.1, &lp), 0);
+  EXPECT_NEAR(lp, std::log(0.5 / 0.8), 1e-6);
+  EXPECT_EQ(draw(p, 0.7, &lp), 1);  // 0.7 * 0.8 = 0.56 > 0.5
+  EXPECT_NEAR(lp, std::log(0.3 / 0.8), 1e-6);
+  EXPECT_EQ(draw(p, 0.9999, &lp), 1);  // never token 2 or 3
+  p.top_p = 0.5f;  // the top token alone reaches 0.5 (transformers removes cum <= 1 - top_p)
+  EXPECT_EQ(draw(p, 0.9999, &lp), 0);
+  EXPECT_NEAR(lp, 0.0, 1e-6);
+}
+
+TEST(SampleTokenTest, TopKThenTopP) {
+  SamplingParams p;
+  float lp = 0;
+  p.top_k = 3;  // {0.5, 0.3, 0.15} renormalised by 0.95
+  EXPECT_EQ(draw(p, 0.9999, &lp), 2);
+  EXPECT_NEAR(lp, std::log(0.15 / 0.95), 1e-6);
+  p.top_k = 1;
+  EXPECT_EQ(draw(p, 0.9999, &lp), 0);
+  EXPECT_NEAR(lp, 0.0, 1e-6);
+  p.top_k = 3, p.top_p = 0.8f;  // within top-3 (mass 0.95): 0.5/0.95 = 0.526 < 0.8, then 0.842 >= 0.8
+  EXPECT_EQ(draw(p, 0.9999, &lp), 1);
+  EXPECT_NEAR(lp, std::log(0.3 / 0.8), 1e-6);
+}
+
+TEST(SampleTokenTest, VocabLimitMasksPaddingRows) {
+  std::vector<float> logits = {0.f, 1.f, 9.f};  // row 2 is "padding" with the highest logit
+  SamplingParams p;
+  p.vocab_limit = 2;
+  float lp = 0;
+  for (double u : {0.0, 0.5, 0.999}) EXPECT_LT(sample_token(logits.data(), 3, p, u, &lp), 2);
+  p.temperature = 0;
+  EXPECT_EQ(sample_token(logits.data(), 3, p, 0.5, &lp), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Transformer make_model() {
+  ModelConfig c;
+  c.model_type = "qwen2";
+  c.vocab_size = 90, c.hidden_size = 32, c.intermediate_size = 48, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 8;
+  c.rms_norm_eps = 1e-6, c.rope_theta = 10000, c.max_position_embeddings = 512;
+  c.tie_word_embeddings = false, c.qkv_bias = true;
+  return Transformer::random(c, 21, 0.5f);
+}
+
+const std::vector<std::vector<int32_t>> kPrompts = {{40, 41, 42, 43, 44}, {50}, {60, 61, 62}};
+
+std::vector<int32_t> concat(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int32_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+TEST(GenerateTest, GreedyFollowsTheFullForwardArgmax) {
+  Transformer m = make_model();
+  SamplingParams p;
+  p.temperature = 0, p.max_new_tokens = 10;
+  const std::vector<Completion> out = generate(m, kPrompts, p);
+  for (size_t b = 0; b < kPrompts.size(); b++) {
+    ASSERT_EQ(out[b].tokens.size(), 10u);
+    EXPECT_EQ(out[b].finish, FinishReason::Length);
+    const std::vector<int32_t> seq = concat(kPrompts[b], out[b].tokens);
+    const std::vector<float> logits = m.logits(SequenceBatch::from({seq}));
+    const TokenScores s = m.score(SequenceBatch::from({seq}));
+    for (size_t i = 0; i < 10; i++) {
+      const size_t pos = kPrompts[b].size() + i;  // the position whose token was generated
+      const float* row = &logits[(pos - 1) * 90];
+      EXPECT_EQ(out[b].tokens[i], int32_t(std::max_element(row, row + 90) - row)) << "b=" << b << " i=" << i;
+      EXPECT_NEAR(out[b].logprobs[i], s.logp[pos], 1e-5) << "b=" << b << " i=" << i;
+    }
+  }
+}
+
+TEST(GenerateTest, SamplerLogProbsEqualTheLearnersAtTheSameTemperature) {
+  Transformer m = make_model();
+  SamplingParams p;
+  p.temperature = 0.7f, p.max_new_tokens = 16, p.seed = 5;
+  const std::vector<Completion> out = generate(m, kPrompts, p);
+  for (size_t b = 0; b < kPrompts.size(); b++) {
+    const TokenScores s = m.score(SequenceBatch::from({concat(kPrompts[b], out[b].tokens)}), 0.7f);
+    for (size_t i = 0; i < out[b].tokens.size(); i++)
+      EXPECT_NEAR(out[b].logprobs[i], s.logp[kPrompts[b].size() + i], 1e-5) << "b=" << b << " i=" << i;
+  }
+}
+
+TEST(GenerateTest, SeedsAreReproducibleAndPerSequence) {
+  Transformer m = make_model();
+  SamplingParams p;
+  p.max_new_tokens = 24, p.seed = 9;
+  const auto all = generate(m, kPrompts, p);
+  const auto again = generate(m, kPrompts, p);
+  const auto first_two = generate(m, {kPrompts[0], kPrompts[1]}, p);
+  for (size_t b = 0; b < kPrompts.size(); b++) EXPECT_EQ(all[b].tokens, again[b].tokens);
+  // A sequence's sample does not depend on which sequences follow it in the batch.
+  EXPECT_EQ(first_two[0].tokens, all[0].tokens);
+  EXPECT_EQ(first_two[1].tokens, all[1].tokens);
+  p.seed = 10;
+  EXPECT_NE(generate(m, kPrompts, p)[0].tokens, all[0].tokens);
+}
+
+TEST(GenerateTest, StopTokenEndsOnlyItsSequenceAndIsKept) {
+  Transformer m = make_model();
+  SamplingParams p;
+  p.temperature = 0, p.max_new_tokens = 10;
+  const auto free_run = generate(m, kPrompts, p);
+  // Stop on sequence 0's 3rd token, unless it appears earlier in that sequence.
+  const int32_t stop = free_run[0].tokens[2];
+  p.stop_token_ids = {stop};
+  const auto out = generate(m, kPrompts, p);
+  for (size_t b = 0; b < kPrompts.size(); b++) {
+    const auto& t = free_run[b].tokens;
+    const auto hit = std::find(t.begin(), t.end(), stop);
+    const size_t want = hit == t.end() ? t.size() : size_t(hit - t.begin()) + 1;
+    ASSERT_EQ(out[b].tokens.size(), want) << "b=" << b;
+    EXPECT_TRUE(std::equal(out[b].tokens.begin(), out[b].tokens.end(), t.begin()));  // others unaffected
+    EXPECT_EQ(out[b].finish, hit == t.end() ? FinishReason::Length : FinishReason::StopToken);
+  }
+  EXPECT_LE(out[0].tokens.size(), 3u);
+}
+
+TEST(GenerateTest, StopStringCutsTheText) {
+  Transformer m = make_model();
+  const ByteTokenizer tok;
+  SamplingParams p;
+  p.temperature = 0, p.max_new_tokens = 12;
+  const auto free_run = generate(m, kPrompts, p, &tok);
+  const std::string full = free_run[0].text;
+  ASSERT_EQ(full.size(), 12u);  // one byte per token below 256
+  const std::string stop = full.substr(4, 2);
+  p.stop_strings = {"\xff\xfe-never", stop};
+  const auto out = generate(m, kPrompts, p, &tok);
+  const size_t at = full.find(stop);
+  EXPECT_EQ(out[0].finish, FinishReason::StopString);
+  EXPECT_EQ(out[0].text, full.substr(0, at));
+  EXPECT_EQ(out[0].tokens.size(), at + stop.size());  // generation ends on the token completing the match
+}
+
+TEST(GenerateTest, BadParametersAreRefused) {
+  Transformer m = make_model();
+  SamplingParams p;
+  EXPECT_EQ(generate(m, kPrompts, SamplingParams{.max_new_tokens = 0})[0].tokens.size(), 0u);
+  p.top_p = 0;
+  EXPECT_THROW(generate(m, kPrompts, p), std::invalid_argument);
+  p = {};
+  p.temperature = -1;
+  EXPECT_THROW(generate(m, kPrompts, p), std::invalid_argument);
+  p = {};
+  p.stop_strings = {"x"};
+  EXPECT_THROW(generate(m, kPrompts, p), std::invalid_argument);  // no tokenizer
+  p = {};
+  EXPECT_THROW(generate(m, {{1, 2}, {}}, p), std::invalid_argument);  // empty prompt
+  EXPECT_THROW(generate(m, {{1, 900}}, p), std::invalid_argument);    // id outside the vocabulary
+}
+
+}  // namespace
+}  // namespace azr::model

@@ -36,8 +36,9 @@ fs::path make_case(const std::string& name, const std::vector<std::string>& args
                                    "make-case", dir.string()};
   argv.insert(argv.end(), args.begin(), args.end());
   const azr::testing::ProcessResult r = azr::testing::run_process(argv);
-  EXPECT_EQ(r.exit_code, 0) << "torch reference failed (is python3-torch installed? scripts/setup.sh installs it):\n"
-                         << r.err;
+  if (r.exit_code != 0)
+    throw std::runtime_error("torch reference failed (is python3-torch installed? scripts/setup.sh installs it):\n" +
+                             r.err);
   return dir;
 }
 
@@ -76,13 +77,18 @@ std::vector<float> real_rows(const std::vector<float>& x, const SequenceBatch& b
   return out;
 }
 
-void expect_grads(Transformer& m, const Case& c, const std::string& prefix) {
+// Returns the largest error over all parameters (printed, for the record).
+double expect_grads(Transformer& m, const Case& c, const std::string& prefix) {
+  double worst = 0;
   for (const ParamTensor& t : m.tensors()) {
     const std::vector<float> ref = c.get(prefix + t.name);
-    ASSERT_EQ(ref.size(), t.numel) << t.name;
+    EXPECT_EQ(ref.size(), t.numel) << t.name;
+    if (ref.size() != t.numel) continue;
     const double err = rel_err(m.grad(t.name), ref);
     EXPECT_LE(err, kTol) << prefix << t.name;
+    worst = std::max(worst, err);
   }
+  return worst;
 }
 
 class ReferenceTest : public ::testing::TestWithParam<std::vector<std::string>> {};
@@ -109,7 +115,7 @@ TEST_P(ReferenceTest, ForwardBackwardPolicyLossAndAdamWMatchPyTorch) {
   EXPECT_NEAR(ce.loss, c.get("ce_loss")[0], kTol * std::fabs(c.get("ce_loss")[0]));
   m.zero_grad();
   m.backward(ce.dlogp, ce.dentropy);
-  expect_grads(m, c, "grad.ce.");
+  const double ce_grad_err = expect_grads(m, c, "grad.ce.");
 
   // PPO-clip surrogate with an entropy bonus.
   PpoSettings ppo{std::stod(c.meta("clip_eps")), std::stod(c.meta("entropy_coeff"))};
@@ -121,7 +127,7 @@ TEST_P(ReferenceTest, ForwardBackwardPolicyLossAndAdamWMatchPyTorch) {
   EXPECT_NEAR(pg.entropy, c.get("policy_entropy")[0], kTol * std::fabs(c.get("policy_entropy")[0]));
   m.zero_grad();
   m.backward(pg.dlogp, pg.dentropy);
-  expect_grads(m, c, "grad.pg.");
+  const double pg_grad_err = expect_grads(m, c, "grad.pg.");
 
   // AdamW with global grad-norm clipping, driven by the reference's gradients of each step (our
   // own gradients were checked above; Adam's division by sqrt(v) would turn their fp32 rounding
@@ -142,8 +148,14 @@ TEST_P(ReferenceTest, ForwardBackwardPolicyLossAndAdamWMatchPyTorch) {
     EXPECT_NEAR(norm, norms[step - 1], 1e-6 * norms[step - 1]) << "grad norm, step " << step;
     adam.step(fresh.parameters(), fresh.gradients());
   }
-  for (const ParamTensor& t : fresh.tensors())
-    EXPECT_LE(rel_err(fresh.param(t.name), c.get("adam." + t.name)), kTol) << "after AdamW: " << t.name;
+  double adam_err = 0;
+  for (const ParamTensor& t : fresh.tensors()) {
+    const double err = rel_err(fresh.param(t.name), c.get("adam." + t.name));
+    EXPECT_LE(err, kTol) << "after AdamW: " << t.name;
+    adam_err = std::max(adam_err, err);
+  }
+  std::printf("max relative error vs PyTorch: logits %.1e, CE gradients %.1e, PPO gradients %.1e, AdamW %.1e\n",
+              logit_err, ce_grad_err, pg_grad_err, adam_err);
   fs::remove_all(dir);
 }
 
@@ -153,13 +165,15 @@ INSTANTIATE_TEST_SUITE_P(
         // tied embedding, GQA ratio 2
         std::vector<std::string>{"--seed", "1"},
         // untied LM head, GQA ratio 1 (plain multi-head), one sequence of length 1 (no targets)
-        std::vector<std::string>{"--seed", "2", "--tied", "0", "--kv-heads", "4", "--lengths", "11,1,6"},
+        // (and an entropy bonus large enough that its gradient is a big part of the policy gradient)
+        std::vector<std::string>{"--seed", "2", "--tied", "0", "--kv-heads", "4", "--lengths", "11,1,6",
+                                 "--entropy-coeff", "1.0"},
         // explicit head_dim != hidden / heads, GQA ratio 4, RoPE base of Qwen2.5
         std::vector<std::string>{"--seed", "3", "--heads", "4", "--kv-heads", "1", "--head-dim", "16", "--hidden",
                                  "48", "--rope-theta", "1000000", "--layers", "3"},
         // longer sequences, batch of 5
         std::vector<std::string>{"--seed", "4", "--batch", "5", "--seq", "40", "--lengths", "40,33,17,2,39",
-                                 "--tied", "0"}));
+                                 "--tied", "0", "--entropy-coeff", "0.5"}));
 
 // ---------------------------------------------------------------------------------------------
 // Invariants that need no reference.

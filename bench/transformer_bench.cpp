@@ -1,0 +1,388 @@
+// CPU training and generation throughput of azr's Transformer against the same model in eager
+// PyTorch (bench/torch_transformer_bench.py, run with /usr/bin/python3 = Debian torch 1.13.1 CPU)
+// on the same machine, in the same run, with the same shapes and thread count.
+//   configs: preset_config("azr-tiny") (0.77M params) and preset_config("azr-25m") (25.3M).
+//   train:    random ids [B, T]; one step = score(batch, 1, true) -> cross_entropy_loss (mask
+//             t >= 1: token-mean over B*(T-1)) -> backward -> clip_grad_norm(1.0) ->
+//             AdamW(lr 1e-5, wd 0.01).step, zero_grad before each step. torch: forward,
+//             log_softmax, the same loss, backward, clip_grad_norm_, AdamW.step, zero_grad.
+//             tokens/s = B*T*steps / seconds, after warm-up steps. Phases are timed on the same steps.
+//   generate: G prompts of P random tokens, N new tokens each at temperature 1 (no stop tokens, so
+//             every sequence runs N tokens); azr: model::generate (KV cache); torch: prefill + one
+//             token per step with a KV cache and torch.multinomial. new tokens/s = G*N / seconds,
+//             prefill included, after one short warm-up generation.
+// torch runs twice per repeat, both with OPENBLAS_NUM_THREADS = the thread count: with
+// torch.set_num_threads(threads) and with torch.set_num_threads(1) (Debian's torch keeps its OpenMP
+// pool beside OpenBLAS's pthreads, which oversubscribes the cores; intra-op 1 is usually faster).
+// The ratio is against the faster of the two.
+// Each measurement is repeated --repeats times (azr and torch alternating); the table shows the
+// median. Prints a table and one JSON line. Never asserts on time; exits 1 only when the torch
+// baseline cannot run.
+//
+//   transformer_bench [--threads N] [--configs azr-tiny,azr-25m] [--repeats R] [--quick]
+//                     [--tiny-batch 8] [--25m-batch 4] [--seq 256] [--steps 5] [--25m-steps 3]
+//                     [--warmup 2] [--gen-prompts 8] [--prompt-len 32] [--new 128]
+//                     [--no-train] [--no-generate] [--no-torch] [--python EXE] [--source-dir DIR]
+// Defaults: threads = all cores, python /usr/bin/python3 ($AZR_TORCH_PYTHON), source dir = the
+// compile-time CMAKE_SOURCE_DIR ($AZR_SOURCE_DIR).
+#include <stdlib.h>  // mkdtemp
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "kernels/ops.h"
+#include "model/adamw.h"
+#include "model/generate.h"
+#include "model/hf_config.h"
+#include "model/losses.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+
+#ifndef AZR_SOURCE_DIR
+#define AZR_SOURCE_DIR "."
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace m = azr::model;
+using json = nlohmann::json;
+using azr::bench::Clock;
+using azr::bench::env_or;
+using azr::bench::secs_since;
+
+std::string sh_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Options {
+  int threads = 0;
+  std::vector<std::string> configs = {"azr-tiny", "azr-25m"};
+  int repeats = 1;
+  int64_t tiny_batch = 8, big_batch = 4, seq = 256;
+  int steps = 5, big_steps = 3, warmup = 2, big_warmup = 1;
+  std::vector<int64_t> gen_prompts = {8, 1};
+  int64_t prompt_len = 32, new_tokens = 128;
+  bool train = true, gen = true, torch = true;
+  std::string python = env_or("AZR_TORCH_PYTHON", "/usr/bin/python3");
+  std::string source_dir = env_or("AZR_SOURCE_DIR", AZR_SOURCE_DIR);
+};
+
+struct TrainResult {
+  double tokens_per_s = 0, seconds = 0, loss = 0;
+  std::map<std::string, double> phase_ms;  // per step
+};
+
+TrainResult azr_train(m::Transformer& model, m::AdamW& opt, int64_t B, int64_t T, int warmup, int steps) {
+  const int64_t V = model.config().vocab_size;
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
+  m::SequenceBatch batch;
+  batch.B = B;
+  batch.T = T;
+  batch.ids.resize(B * T);
+  for (auto& id : batch.ids) id = tok(rng);
+  batch.lengths.assign(B, int32_t(T));
+  std::vector<float> mask(B * T, 0.f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 1; t < T; ++t) mask[b * T + t] = 1.f;
+
+  TrainResult r;
+  const char* names[] = {"zero_grad", "forward", "loss", "backward", "clip", "adamw"};
+  double acc[6] = {0, 0, 0, 0, 0, 0};
+  auto step = [&](bool timed) {
+    double ph[6];
+    auto t = Clock::now();
+    auto lap = [&](int i) {
+      auto now = Clock::now();
+      ph[i] = std::chrono::duration<double>(now - t).count();
+      t = now;
+    };
+    model.zero_grad();
+    lap(0);
+    m::TokenScores s = model.score(batch, 1.f, true);
+    lap(1);
+    m::LossResult loss = m::cross_entropy_loss(s, mask);
+    lap(2);
+    model.backward(loss.dlogp, loss.dentropy);
+    lap(3);
+    auto grads = model.gradients();
+    m::clip_grad_norm(model.ops(), grads, 1.0);
+    lap(4);
+    opt.step(model.parameters(), grads);
+    lap(5);
+    if (timed)
+      for (int i = 0; i < 6; ++i) acc[i] += ph[i];
+    r.loss = loss.loss;
+  };
+  for (int i = 0; i < warmup; ++i) step(false);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) step(true);
+  r.seconds = secs_since(t0);
+  r.tokens_per_s = double(B * T * steps) / r.seconds;
+  for (int i = 0; i < 6; ++i) r.phase_ms[names[i]] = 1e3 * acc[i] / steps;
+  return r;
+}
+
+double azr_generate(m::Transformer& model, int64_t G, int64_t P, int64_t N, double* seconds) {
+  const int64_t V = model.config().vocab_size;
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
+  std::vector<std::vector<int32_t>> prompts(G, std::vector<int32_t>(P));
+  for (auto& p : prompts)
+    for (auto& id : p) id = tok(rng);
+  m::SamplingParams sp;
+  sp.temperature = 1.f;
+  sp.max_new_tokens = int32_t(std::min<int64_t>(N, 8));
+  m::generate(model, prompts, sp);  // warm-up
+  sp.max_new_tokens = int32_t(N);
+  sp.seed = 7;
+  const auto t0 = Clock::now();
+  auto out = m::generate(model, prompts, sp);
+  const double sec = secs_since(t0);
+  size_t produced = 0;
+  for (const auto& c : out) produced += c.tokens.size();
+  if (produced != size_t(G * N))
+    std::fprintf(stderr, "transformer_bench: generated %zu tokens, expected %lld\n", produced, (long long)(G * N));
+  *seconds = sec;
+  return double(produced) / sec;
+}
+
+// Runs the torch script; returns its JSON line or null.
+// intra = torch.set_num_threads(intra); OpenBLAS (Debian's pthread build, which set_num_threads
+// does not reach) always gets the bench's thread count via OPENBLAS_NUM_THREADS.
+json run_torch(const Options& o, const fs::path& config_json, const fs::path& tmp, const std::string& args, int intra) {
+  const fs::path out = tmp / "torch.json";
+  const fs::path script = fs::path(o.source_dir) / "bench" / "torch_transformer_bench.py";
+  const std::string cmd = "OPENBLAS_NUM_THREADS=" + std::to_string(azr::kernels::cpu_threads()) + " " +
+                          sh_quote(o.python) + " " + sh_quote(script.string()) + " --config " +
+                          sh_quote(config_json.string()) + " --threads " + std::to_string(intra) +
+                          " " + args + " >" + sh_quote(out.string());
+  const int rc = std::system(cmd.c_str());
+  if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+    std::fprintf(stderr, "transformer_bench: failed: %s\n", cmd.c_str());
+    return nullptr;
+  }
+  std::ifstream f(out);
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  return last.empty() ? json(nullptr) : json::parse(last);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) r.push_back(x);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "transformer_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--threads") o.threads = std::stoi(val());
+    else if (a == "--configs") o.configs = split(val());
+    else if (a == "--repeats") o.repeats = std::max(1, std::stoi(val()));
+    else if (a == "--tiny-batch") o.tiny_batch = std::stoll(val());
+    else if (a == "--25m-batch") o.big_batch = std::stoll(val());
+    else if (a == "--seq") o.seq = std::stoll(val());
+    else if (a == "--steps") o.steps = std::stoi(val());
+    else if (a == "--25m-steps") o.big_steps = std::stoi(val());
+    else if (a == "--warmup") o.warmup = o.big_warmup = std::stoi(val());
+    else if (a == "--gen-prompts") {
+      o.gen_prompts.clear();
+      for (const auto& x : split(val())) o.gen_prompts.push_back(std::stoll(x));
+    } else if (a == "--prompt-len") o.prompt_len = std::stoll(val());
+    else if (a == "--new") o.new_tokens = std::stoll(val());
+    else if (a == "--no-train") o.train = false;
+    else if (a == "--no-generate") o.gen = false;
+    else if (a == "--no-torch") o.torch = false;
+    else if (a == "--python") o.python = val();
+    else if (a == "--source-dir") o.source_dir = val();
+    else if (a == "--quick") {
+      o.seq = 64;
+      o.steps = o.big_steps = 2;
+      o.warmup = o.big_warmup = 1;
+      o.new_tokens = 16;
+    } else {
+      std::fprintf(stderr,
+                   "usage: transformer_bench [--threads N] [--configs a,b] [--repeats R] [--quick] [--tiny-batch B]\n"
+                   "  [--25m-batch B] [--seq T] [--steps S] [--25m-steps S] [--warmup W] [--gen-prompts 8,1]\n"
+                   "  [--prompt-len P] [--new N] [--no-train] [--no-generate] [--no-torch] [--python EXE]\n"
+                   "  [--source-dir DIR]\n");
+      return 2;
+    }
+  }
+  azr::kernels::set_cpu_threads(o.threads);
+  const int threads = azr::kernels::cpu_threads();
+  const unsigned cpus = std::thread::hardware_concurrency();
+
+  char tmpl[] = "/tmp/azr-tfbench-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const fs::path tmp = tmpl;
+
+  std::printf("transformer_bench: %u CPUs, %d threads, ops=%s, %d repeat(s); torch: %s\n\n", cpus, threads,
+              azr::kernels::cpu_ops().name, o.repeats, o.torch ? o.python.c_str() : "off");
+
+  json rows = json::array();
+  bool torch_ok = true;
+  struct Row {
+    std::string config, workload;
+    double azr = 0, torch_n = 0, torch_1 = 0;
+    double best() const { return std::max(torch_n, torch_1); }
+  };
+  std::vector<Row> table;
+  // torch variants: intra-op threads = the bench's count, and 1 (BLAS still on all threads).
+  std::vector<int> intras = {threads};
+  if (threads > 1) intras.push_back(1);
+  auto torch_key = [](int intra) { return "torch_intra" + std::to_string(intra); };
+
+  for (const std::string& name : o.configs) {
+    const m::ModelConfig cfg = m::preset_config(name);
+    const fs::path cfg_json = tmp / (name + ".json");
+    m::write_config(cfg, cfg_json.string());
+    m::Transformer model = m::Transformer::random(cfg, 0);
+    const size_t n_params = model.parameters().size();
+    std::printf("%s: %zu parameters (hidden %lld, layers %lld, heads %lld/%lld, mlp %lld, vocab %lld)\n",
+                name.c_str(), n_params, (long long)cfg.hidden_size, (long long)cfg.num_hidden_layers,
+                (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads,
+                (long long)cfg.intermediate_size, (long long)cfg.vocab_size);
+    const bool big = name != "azr-tiny";
+
+    // One workload: azr then each torch variant, `repeats` times; returns the row.
+    auto measure = [&](const std::string& wl, json j, auto&& azr_run, const std::string& torch_args) {
+      std::vector<double> a_tps;
+      std::map<int, std::vector<double>> t_tps;
+      json a_runs = json::array();
+      std::map<int, json> t_runs;
+      for (int r = 0; r < o.repeats; ++r) {
+        json ar = azr_run();
+        a_tps.push_back(ar["tokens_per_s"].get<double>());
+        a_runs.push_back(ar);
+        std::printf("  %-26s azr                  %9.1f tok/s %s\n", wl.c_str(), a_tps.back(),
+                    ar.contains("phase_ms_per_step") ? ar["phase_ms_per_step"].dump().c_str() : "");
+        if (o.torch)
+          for (int intra : intras) {
+            json tj = run_torch(o, cfg_json, tmp, torch_args, intra);
+            if (!tj.is_object()) {
+              torch_ok = false;
+              continue;
+            }
+            t_tps[intra].push_back(tj["tokens_per_s"].get<double>());
+            t_runs[intra].push_back(tj);
+            std::printf("  %-26s torch intra-op %d BLAS %d %9.1f tok/s %s\n", wl.c_str(), intra, threads,
+                        t_tps[intra].back(),
+                        tj.contains("phase_ms_per_step") ? tj["phase_ms_per_step"].dump().c_str() : "");
+          }
+        std::fflush(stdout);
+      }
+      Row row{name, wl, median(a_tps), median(t_tps[threads]), threads > 1 ? median(t_tps[1]) : 0.0};
+      j["config"] = name;
+      j["params"] = n_params;
+      j["azr_tokens_per_s"] = row.azr;
+      j["azr_runs"] = a_runs;
+      for (int intra : intras)
+        if (!t_tps[intra].empty()) {
+          j[torch_key(intra) + "_tokens_per_s"] = median(t_tps[intra]);
+          j[torch_key(intra) + "_runs"] = t_runs[intra];
+        }
+      if (row.best() > 0) {
+        j["torch_best_tokens_per_s"] = row.best();
+        j["ratio_vs_best_torch"] = row.azr / row.best();
+      }
+      table.push_back(row);
+      rows.push_back(j);
+    };
+
+    if (o.train) {
+      const int64_t B = big ? o.big_batch : o.tiny_batch, T = o.seq;
+      const int steps = big ? o.big_steps : o.steps, warmup = big ? o.big_warmup : o.warmup;
+      m::AdamWSettings as;
+      as.lr = 1e-5;
+      as.weight_decay = 0.01;
+      m::AdamW opt(model.ops(), n_params, as);
+      measure("train B=" + std::to_string(B) + " T=" + std::to_string(T),
+              {{"workload", "train"}, {"B", B}, {"T", T}, {"steps", steps}, {"warmup", warmup}},
+              [&]() -> json {
+                TrainResult tr = azr_train(model, opt, B, T, warmup, steps);
+                return {{"tokens_per_s", tr.tokens_per_s}, {"seconds", tr.seconds}, {"loss", tr.loss},
+                        {"phase_ms_per_step", tr.phase_ms}};
+              },
+              "train --batch " + std::to_string(B) + " --seq " + std::to_string(T) + " --warmup " +
+                  std::to_string(warmup) + " --steps " + std::to_string(steps));
+    }
+
+    if (o.gen) {
+      for (const int64_t G : o.gen_prompts) {
+        const int64_t P = o.prompt_len, N = o.new_tokens;
+        measure("generate G=" + std::to_string(G) + " P=" + std::to_string(P) + " N=" + std::to_string(N),
+                {{"workload", "generate"}, {"G", G}, {"P", P}, {"N", N}},
+                [&]() -> json {
+                  double sec = 0;
+                  const double tps = azr_generate(model, G, P, N, &sec);
+                  return {{"tokens_per_s", tps}, {"seconds", sec}};
+                },
+                "generate --prompts " + std::to_string(G) + " --prompt-len " + std::to_string(P) + " --new " +
+                    std::to_string(N));
+      }
+    }
+    std::printf("\n");
+  }
+
+  std::printf("%-9s %-26s %10s %12s %12s %8s\n", "config", "workload", "azr tok/s", "torch intraN", "torch intra1",
+              "azr/best");
+  for (const Row& r : table)
+    std::printf("%-9s %-26s %10.1f %12.1f %12.1f %8.2f\n", r.config.c_str(), r.workload.c_str(), r.azr, r.torch_n,
+                r.torch_1, r.best() > 0 ? r.azr / r.best() : 0.0);
+  std::printf(
+      "\ntrain tok/s = B*T*steps / s for zero_grad + forward + loss + backward + clip + AdamW. generate tok/s = new\n"
+      "tokens / s, prefill included. Medians of %d repeat(s). azr: %d threads (OpenMP + OpenBLAS-openmp). torch:\n"
+      "OPENBLAS_NUM_THREADS=%d always; intraN = torch.set_num_threads(%d), intra1 = torch.set_num_threads(1) (Debian's\n"
+      "torch runs its OpenMP pool beside OpenBLAS's pthreads, which oversubscribes the cores; intra1 is often faster).\n"
+      "azr/best = azr / the faster torch variant.\n\n",
+      o.repeats, threads, threads, threads);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+
+  json out = {{"bench", "transformer"}, {"cpus", cpus},       {"threads", threads},
+              {"repeats", o.repeats},   {"torch", o.torch},   {"torch_ok", torch_ok},
+              {"ops", azr::kernels::cpu_ops().name},          {"results", rows}};
+  std::printf("%s\n", out.dump().c_str());
+  return (o.torch && !torch_ok) ? 1 : 0;
+}

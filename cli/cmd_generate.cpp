@@ -1,0 +1,137 @@
+// azr generate: sample completions of one prompt from a Hugging Face checkpoint directory.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "kernels/ops.h"
+#include "model/generate.h"
+#include "model/hf_config.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+
+namespace azr::cli {
+
+using nlohmann::json;
+
+model::Transformer load_model(const std::string& dir) {
+  // ConfigError / SafetensorsError already name the file and the field or tensor at fault.
+  try {
+    return model::Transformer::from_pretrained(dir);
+  } catch (const model::ConfigError& e) {
+    throw UsageError(e.what());
+  } catch (const model::SafetensorsError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir,
+                                                          const std::string& tokenizer_arg) {
+  namespace fs = std::filesystem;
+  std::string path = tokenizer_arg.empty() ? model_dir + "/tokenizer.json" : tokenizer_arg;
+  if (fs::is_directory(path)) path += "/tokenizer.json";
+  if (!fs::exists(path))
+    throw UsageError(path + ": no tokenizer file" +
+                     (tokenizer_arg.empty() ? " in the model directory (give --tokenizer PATH)" : ""));
+  try {
+    return std::make_unique<model::BpeTokenizer>(path);
+  } catch (const model::TokenizerError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
+  CLI::App* c = app.add_subcommand("generate", "Sample completions of a prompt from a model directory");
+  c->footer(
+      "Prints the completion text and a newline (with --num-samples N > 1, each after a line '--- sample i ---'), "
+      "and a one-line summary on stderr. --json prints one object per sample instead: {\"text\", \"ids\", "
+      "\"logprobs\", \"finish_reason\", \"prompt_tokens\", \"new_tokens\"}. The prompt is encoded as is (no "
+      "chat template, no BOS). Generation stops at the config's eos_token_id (unless --ignore-eos), any --stop-id "
+      "(kept as the last token), or any --stop string (the text is cut before it).");
+  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
+  c->add_option("--prompt", o.prompt, "the prompt text")->required();
+  c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str();
+  c->add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str();
+  c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")->capture_default_str();
+  c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")->capture_default_str();
+  c->add_option("--stop", o.stop, "stop at this string (repeatable)");
+  c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
+  c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");
+  c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_flag("--json", o.json, "one JSON object per sample");
+  return c;
+}
+
+int run_generate(const GenerateOptions& o) {
+  kernels::set_cpu_threads(o.threads);
+  model::Transformer m = load_model(o.model);
+  auto tok = load_model_tokenizer(o.model, o.tokenizer);
+  const int64_t V = m.config().vocab_size;
+
+  std::vector<int32_t> prompt;
+  try {
+    prompt = tok->encode(*o.prompt);
+  } catch (const model::TokenizerError& e) {
+    throw UsageError(std::string("--prompt: ") + e.what());
+  }
+  if (prompt.empty()) throw UsageError("--prompt: the prompt must encode to at least one token");
+
+  model::SamplingParams p;
+  p.temperature = o.temperature;
+  p.top_p = o.top_p;
+  p.top_k = o.top_k;
+  p.max_new_tokens = o.max_tokens;
+  p.seed = o.seed;
+  p.stop_strings = o.stop;
+  // Padding rows of the embedding (config vocab > tokenizer vocab) must never be sampled.
+  p.vocab_limit = std::min<int64_t>(int64_t(tok->vocab_size()), V);
+  if (!o.ignore_eos)
+    for (int64_t id : m.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
+  for (int32_t id : o.stop_ids) {
+    if (id < 0 || id >= V) throw UsageError("--stop-id " + std::to_string(id) + " is outside [0, " + std::to_string(V) + ")");
+    p.stop_token_ids.push_back(id);
+  }
+
+  std::vector<std::vector<int32_t>> prompts(size_t(o.num_samples), prompt);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<model::Completion> out;
+  try {
+    out = model::generate(m, prompts, p, tok.get());
+  } catch (const std::invalid_argument& e) {  // bad sampling values
+    throw UsageError(e.what());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  size_t new_tokens = 0;
+  std::string reasons;
+  for (size_t i = 0; i < out.size(); i++) {
+    const model::Completion& c = out[i];
+    new_tokens += c.tokens.size();
+    reasons += std::string(i ? "," : "") + model::finish_reason_name(c.finish);
+    if (o.json) {
+      json j{{"text", c.text}, {"ids", c.tokens}, {"logprobs", c.logprobs},
+             {"finish_reason", model::finish_reason_name(c.finish)}, {"prompt_tokens", prompt.size()},
+             {"new_tokens", c.tokens.size()}};
+      std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+    } else {
+      if (out.size() > 1) std::cout << "--- sample " << i << " ---\n";
+      std::cout << c.text << '\n';
+    }
+  }
+  std::cout.flush();
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f", secs > 0 ? double(new_tokens) / secs : 0.0);
+  std::cerr << "prompt tokens " << prompt.size() << ", new tokens " << new_tokens << ", finish " << reasons << ", "
+            << rate << " tokens/s\n";
+  return 0;
+}
+
+}  // namespace azr::cli

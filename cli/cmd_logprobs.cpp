@@ -1,0 +1,90 @@
+// azr logprobs: score texts (or token ids) under a model, one log-prob per token.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/input.h"
+#include "kernels/ops.h"
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+
+namespace azr::cli {
+
+using nlohmann::json;
+
+CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
+  CLI::App* c = app.add_subcommand("logprobs", "Per-token log-probabilities of texts under a model");
+  c->footer(
+      "Input: JSONL lines {\"text\": \"...\"} (encoded as `azr tokenize` does, no BOS) or {\"ids\": [...]}. Output: "
+      "one line {\"ids\": [...], \"logprobs\": [null, ...]} per input line, in order, where logprobs[i] = "
+      "log p(ids[i] | ids[<i]) at temperature 1 (the first token has no prediction: null). Blank input lines are "
+      "skipped (they print nothing, as in `azr tokenize`). Every line is checked before anything is scored or "
+      "printed, so a bad line (FILE:LINE: message, exit 2) leaves no partial output.");
+  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
+  c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin")->required();
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
+  c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
+  return c;
+}
+
+int run_logprobs(const LogprobsOptions& o) {
+  kernels::set_cpu_threads(o.threads);
+  model::Transformer m = load_model(o.model);
+  const int64_t V = m.config().vocab_size;
+  std::unique_ptr<model::BpeTokenizer> tok;  // loaded on the first "text" line: ids need none
+
+  InputFile input(o.jsonl);
+  std::vector<std::vector<int32_t>> seqs;
+  std::string line;
+  for (size_t lineno = 1; std::getline(input.stream(), line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = input.name() + ":" + std::to_string(lineno) + ": ";
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw UsageError(where + "not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw UsageError(where + "expected an object {\"text\": ...} or {\"ids\": [...]}");
+    const bool has_text = j.contains("text"), has_ids = j.contains("ids");
+    if (has_text == has_ids) throw UsageError(where + "give exactly one of the fields 'text' and 'ids'");
+    std::vector<int32_t> ids;
+    if (has_text) {
+      if (!j["text"].is_string()) throw UsageError(where + "field 'text' must be a string");
+      if (!tok) tok = load_model_tokenizer(o.model, o.tokenizer);
+      try {
+        ids = tok->encode(j["text"].get<std::string>());
+      } catch (const model::TokenizerError& e) {
+        throw UsageError(where + e.what());
+      }
+      if (ids.empty()) throw UsageError(where + "field 'text' is empty: it must encode to at least one token");
+    } else {
+      if (!j["ids"].is_array()) throw UsageError(where + "field 'ids' must be an array of token ids");
+      for (const json& v : j["ids"]) {
+        if (!v.is_number_integer()) throw UsageError(where + "field 'ids' must hold integers");
+        const int64_t id = v.get<int64_t>();
+        if (id < 0 || id >= V)
+          throw UsageError(where + "token id " + std::to_string(id) + " is outside [0, " + std::to_string(V) + ")");
+        ids.push_back(int32_t(id));
+      }
+      if (ids.empty()) throw UsageError(where + "field 'ids' is empty");
+    }
+    seqs.push_back(std::move(ids));
+  }
+
+  // Consecutive chunks keep the output in input order; score()'s logp[b*T + t] is logprobs[t].
+  for (size_t start = 0; start < seqs.size(); start += size_t(o.batch_size)) {
+    const size_t end = std::min(seqs.size(), start + size_t(o.batch_size));
+    const std::vector<std::vector<int32_t>> chunk(seqs.begin() + long(start), seqs.begin() + long(end));
+    const model::TokenScores s = m.score(model::SequenceBatch::from(chunk));
+    for (size_t b = 0; b < chunk.size(); b++) {
+      json lp = json::array({nullptr});
+      for (size_t t = 1; t < chunk[b].size(); t++) lp.push_back(s.logp[b * size_t(s.T) + t]);
+      std::cout << json{{"ids", chunk[b]}, {"logprobs", lp}}.dump() << '\n';
+    }
+  }
+  return 0;
+}
+
+}  // namespace azr::cli

@@ -1,0 +1,215 @@
+// `azr generate` and `azr logprobs` through the real binary, on a small random model written to a
+// temporary directory, against the PyTorch reference (tests/model/torch_qwen2.py, float64).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/byte_tokenizer.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+#include "tests/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using azr::testing::json_lines;
+using azr::testing::ProcessResult;
+using azr::testing::run_process;
+using nlohmann::json;
+
+std::string azr() { return azr::testing::env_or_fail("AZR_BIN"); }
+
+// Loads the saved checkpoint with json + struct (independent of azr's reader) and runs the
+// reference forward: logprobs of each sequence, and a greedy continuation recomputed with the
+// full forward at every step.
+const char* kReference = R"PY(
+import json, struct, sys, torch
+sys.path.insert(0, sys.argv[2])
+from torch_qwen2 import Qwen2Ref
+d = sys.argv[1]
+cfg = json.load(open(d + "/config.json"))
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, base = json.loads(raw[8:8 + n]), 8 + n
+params = {}
+for name, h in header.items():
+    if name == "__metadata__": continue
+    assert h["dtype"] == "F32"
+    a, b = h["data_offsets"]
+    params[name] = torch.frombuffer(bytearray(raw[base + a:base + b]), dtype=torch.float32).reshape(h["shape"])
+model = Qwen2Ref(cfg, params, torch.float64)
+req = json.load(sys.stdin)
+out = {"logprobs": [], "greedy": []}
+with torch.no_grad():
+    for ids in req["logprobs"]:
+        lp = torch.log_softmax(model.forward(torch.tensor([ids]))[0], -1)
+        out["logprobs"].append([None] + [lp[t - 1, ids[t]].item() for t in range(1, len(ids))])
+    ids = list(req["greedy"]["prompt"])
+    lps = []
+    for _ in range(req["greedy"]["n"]):
+        lp = torch.log_softmax(model.forward(torch.tensor([ids]))[0, -1], -1)
+        nxt = int(lp.argmax())
+        ids.append(nxt)
+        lps.append(lp[nxt].item())
+    out["greedy"] = {"ids": ids[len(req["greedy"]["prompt"]):], "logprobs": lps}
+print(json.dumps(out))
+)PY";
+
+const std::vector<std::string> kTexts = {"Hello, world", "h\xc3\xa9llo \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac", "x",
+                                         "The quick brown fox"};
+const std::string kPrompt = "Once upon";
+
+class GenerateCli : public ::testing::Test {
+ protected:
+  static inline std::string dir_, empty_dir_;
+  static inline json ref_;
+
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/azr_generate_cli_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = std::string(tmpl) + "/model";
+    empty_dir_ = std::string(tmpl) + "/no_tokenizer";
+    // init_std 0.2: logits spread over a few nats, so sampling is neither uniform nor greedy.
+    auto m = azr::model::Transformer::random(azr::model::preset_config("azr-tiny"), 1234, 0.2f);
+    m.save_pretrained(dir_);
+    m.save_pretrained(empty_dir_);
+    // use_regex = true: azr's BpeTokenizer needs a pre-tokenizer regex (same ids, no merges).
+    azr::model::ByteTokenizer().save_tokenizer_json(dir_ + "/tokenizer.json", true);
+
+    json req{{"logprobs", json::array()}, {"greedy", {{"prompt", encode(kPrompt)}, {"n", 12}}}};
+    for (const auto& t : kTexts) req["logprobs"].push_back(encode(t));
+    const std::string script = std::string(tmpl) + "/reference.py";
+    std::ofstream(script) << kReference;
+    ProcessResult r = run_process(
+        {"/usr/bin/python3", script, dir_, azr::testing::env_or_fail("AZR_TESTS_DIR") + "/model"}, req.dump());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ref_ = json::parse(r.out);
+  }
+  static void TearDownTestSuite() { fs::remove_all(fs::path(dir_).parent_path()); }
+
+  static std::vector<int32_t> encode(const std::string& s) { return azr::model::ByteTokenizer().encode(s); }
+  static std::string bytes(const std::vector<int32_t>& ids) { return azr::model::ByteTokenizer().decode_bytes(ids); }
+
+  ProcessResult generate(std::vector<std::string> extra) {
+    std::vector<std::string> args{azr(), "generate", "--model", dir_, "--prompt", kPrompt, "--threads", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_process(args);
+  }
+  std::vector<int32_t> greedy_ids() { return ref_["greedy"]["ids"].get<std::vector<int32_t>>(); }
+};
+
+void expect_close(double got, double want, const std::string& what) {
+  EXPECT_LE(std::abs(got - want), 1e-4 * std::max(1.0, std::abs(want))) << what << ": " << got << " vs " << want;
+}
+
+TEST_F(GenerateCli, LogprobsMatchTheReference) {
+  std::string input;
+  for (const auto& t : kTexts) input += json{{"text", t}}.dump() + "\n\n";  // blank lines are skipped
+  input += json{{"ids", encode(kTexts[0])}}.dump() + "\n";                 // pre-tokenized input
+  auto r = run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", "--batch-size", "3"}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), kTexts.size() + 1);
+  for (size_t i = 0; i <= kTexts.size(); i++) {
+    const size_t k = i < kTexts.size() ? i : 0;
+    EXPECT_EQ(lines[i]["ids"], json(encode(kTexts[k]))) << i;
+    const json& want = ref_["logprobs"][k];
+    const json& got = lines[i]["logprobs"];
+    ASSERT_EQ(got.size(), want.size()) << i;
+    EXPECT_TRUE(got[0].is_null()) << i;
+    for (size_t t = 1; t < got.size(); t++) expect_close(got[t].get<double>(), want[t].get<double>(), kTexts[k]);
+  }
+  EXPECT_EQ(lines[2]["logprobs"], json::array({nullptr}));  // "x": one token, nothing to predict it
+}
+
+TEST_F(GenerateCli, GreedyMatchesTheReference) {
+  auto r = generate({"--temperature", "0", "--max-tokens", "12", "--ignore-eos", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u);
+  const json& g = lines[0];
+  EXPECT_EQ(g["ids"], ref_["greedy"]["ids"]);
+  ASSERT_EQ(g["logprobs"].size(), 12u);
+  for (size_t i = 0; i < 12; i++)
+    expect_close(g["logprobs"][i].get<double>(), ref_["greedy"]["logprobs"][i].get<double>(), "greedy");
+  EXPECT_EQ(g["finish_reason"], "length");
+  EXPECT_EQ(g["prompt_tokens"], kPrompt.size());
+  EXPECT_EQ(g["new_tokens"], 12);
+  EXPECT_EQ(g["text"], azr::model::utf8_lossy(bytes(greedy_ids())));
+}
+
+TEST_F(GenerateCli, SeedsAndSamples) {
+  const std::vector<std::string> args{"--max-tokens", "32", "--ignore-eos", "--json", "--seed"};
+  auto with_seed = [&](const std::string& s) {
+    auto a = args;
+    a.push_back(s);
+    return generate(a);
+  };
+  auto a = with_seed("7"), b = with_seed("7"), c = with_seed("8");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(json::parse(a.out)["ids"], json::parse(c.out)["ids"]);
+  auto three = generate({"--max-tokens", "8", "--ignore-eos", "--json", "--num-samples", "3"});
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  auto lines = json_lines(three.out);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& l : lines) EXPECT_EQ(l["new_tokens"], 8);
+  // Plain output: the samples' texts under headers, a summary on stderr.
+  auto plain = generate({"--max-tokens", "4", "--num-samples", "2"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind("--- sample 0 ---\n", 0), 0u) << plain.out;
+  EXPECT_NE(plain.out.find("--- sample 1 ---\n"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.err.find("tokens/s"), std::string::npos) << plain.err;
+}
+
+TEST_F(GenerateCli, StopIdAndStopString) {
+  const auto g = greedy_ids();
+  // The greedy continuation stops at the first occurrence of its 3rd token, which is kept.
+  const size_t at = size_t(std::find(g.begin(), g.end(), g[2]) - g.begin());
+  auto r = generate({"--temperature", "0", "--max-tokens", "12", "--ignore-eos", "--json", "--stop-id",
+                     std::to_string(g[2])});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["finish_reason"], "stop_token");
+  EXPECT_EQ(j["ids"], json(std::vector<int32_t>(g.begin(), g.begin() + long(at) + 1)));
+
+  const std::string all = bytes(g), stop = bytes({g[3], g[4]});
+  auto s = generate({"--temperature", "0", "--max-tokens", "12", "--ignore-eos", "--json", "--stop", stop});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  j = json::parse(s.out);
+  EXPECT_EQ(j["finish_reason"], "stop_string");
+  EXPECT_EQ(j["text"], azr::model::utf8_lossy(all.substr(0, all.find(stop))));
+}
+
+TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
+  auto expect_usage = [](const ProcessResult& r, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("azr: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  };
+  expect_usage(run_process({azr(), "generate", "--model", "/nonexistent/model", "--prompt", "x"}), "/nonexistent/model");
+  expect_usage(run_process({azr(), "generate", "--model", empty_dir_, "--prompt", "x"}), empty_dir_ + "/tokenizer.json");
+  expect_usage(generate({"--top-p", "0"}), "top_p");
+  expect_usage(generate({"--temperature", "-1"}), "temperature");
+  expect_usage(run_process({azr(), "generate", "--model", dir_, "--prompt", ""}), "at least one token");
+
+  // logprobs: every line is checked first, so a bad line leaves nothing on stdout.
+  const std::string bad = fs::path(dir_).parent_path() / "bad.jsonl";
+  std::ofstream(bad) << "{\"text\": \"fine\"}\n{\"text\": \"broken\"\n";
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", bad}), bad + ":2: not valid JSON");
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"ids\": [1, 2]}\n{\"ids\": [1, 99999]}\n"),
+               "<stdin>:2: token id 99999 is outside");
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "[1, 2]\n"), "<stdin>:1: expected an object");
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"text\": \"\"}\n"), "<stdin>:1: field 'text' is empty");
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"ids\": [1, \"a\"]}\n"), "<stdin>:1: field 'ids'");
+}
+
+}  // namespace
