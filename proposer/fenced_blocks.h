@@ -1,0 +1,29 @@
+#pragma once
+// Markdown fenced blocks in a response: ```python, ```input, ```output, ```message, ```input_3 …
+// Blocks are scanned left to right as "```INFO\n CONTENT ```" pairs, so one block's closing fence
+// is never read as the next block's opening one.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace azr::proposer {
+
+struct FencedBlock {
+  std::string info;     // the info string after the opening fence, trimmed ("python", "input", "")
+  std::string content;  // between the fences, one trailing newline removed
+};
+
+std::vector<FencedBlock> fenced_blocks(std::string_view text);
+
+// The contents of every block whose info string is exactly `tag`, in order.
+std::vector<std::string> blocks_tagged(std::string_view text, std::string_view tag);
+
+// Whether `info` marks a code block: "python", "py", "python3" or nothing.
+bool is_code_info(std::string_view info);
+
+// azr-reference §3.4.5: the reference's proposer code regex ```(?:python\s*)?\n?(.*?)\n?```,
+// first match. It also matches an ```input block (capturing "input\n…"), the pitfall.
+std::optional<std::string> reference_first_code_block(std::string_view text);
+
+}  // namespace azr::proposer

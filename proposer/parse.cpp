@@ -1,0 +1,96 @@
+#include "proposer/parse.h"
+
+#include <optional>
+
+#include "proposer/entry_function.h"
+#include "proposer/fenced_blocks.h"
+#include "proposer/import_scan.h"
+#include "proposer/r1_answer.h"
+
+namespace azr::proposer {
+namespace {
+
+ParseResult fail(ParseResult r, std::string reason, std::string detail = {}) {
+  r.check = {false, std::move(reason), std::move(detail)};
+  return r;
+}
+
+// The code block of the answer (see ParseOptions::reference_code_block_pitfall).
+std::optional<std::string> code_block(std::string_view answer, const ParseOptions& o) {
+  if (o.reference_code_block_pitfall) return reference_first_code_block(answer);
+  for (auto& b : fenced_blocks(answer))
+    if (is_code_info(b.info)) return std::move(b.content);
+  return std::nullopt;
+}
+
+// A program's leading blank lines and trailing whitespace go; indentation of its first line
+// stays (stripping it would change the program).
+std::string trim_program(std::string_view code) {
+  size_t b = 0;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '\n') b = i + 1;
+    else if (code[i] != ' ' && code[i] != '\t' && code[i] != '\r') break;
+  }
+  size_t e = code.find_last_not_of(" \t\r\n");
+  if (e == std::string_view::npos || e < b) return {};
+  return std::string(code.substr(b, e - b + 1));
+}
+
+// The final check shared by both kinds: the R1 format (§3.4.3).
+ParseResult finish(ParseResult r, const std::string& text) {
+  if (!r1_format_ok(text)) return fail(std::move(r), "format", "not <think>…</think> <answer>…</answer>");
+  r.check = {true, "ok", ""};
+  return r;
+}
+
+}  // namespace
+
+ParseResult parse_code_proposal(buffer::TaskType type, std::string_view generation, const ParseOptions& o) {
+  ParseResult r;
+  r.proposal.type = type;
+  const std::string text = with_think_prefix(generation);
+  std::optional<std::string> answer = last_answer(text);
+  if (!answer) return fail(std::move(r), "no_answer");
+
+  std::optional<std::string> code = code_block(*answer, o);
+  if (!code) return fail(std::move(r), "no_code_block");
+  std::vector<std::string> inputs = blocks_tagged(*answer, "input");
+  if (inputs.empty()) return fail(std::move(r), "no_input_block");
+  r.proposal.input = strip(inputs.front());  // §3.4.5: the FIRST ```input block
+  std::string program = trim_program(*code);
+
+  std::vector<std::string> defs = def_names(program);
+  if (defs.empty()) return fail(std::move(r), "no_def");
+  if (defs.size() > 1) return fail(std::move(r), "multiple_defs", std::to_string(defs.size()) + " defs");
+  program = rename_to_f(program, defs.front());
+  r.proposal.program = program;
+
+  if (program.find("input(") != std::string::npos) return fail(std::move(r), "input_call");
+  if (auto b = find_banned_import(program, o.banned_words))
+    return fail(std::move(r), "banned_import", b->module);
+  return finish(std::move(r), text);
+}
+
+ParseResult parse_induction_proposal(std::string_view generation, std::string_view program,
+                                     const ParseOptions& o) {
+  ParseResult r;
+  r.proposal.type = buffer::TaskType::Induction;
+  r.proposal.program = std::string(program);
+  const std::string text = with_think_prefix(generation);
+  std::optional<std::string> answer = last_answer(text);
+  if (!answer) return fail(std::move(r), "no_answer");
+
+  // §2.3: the LAST n ```input blocks, at least n of them.
+  std::vector<std::string> inputs = blocks_tagged(*answer, "input");
+  const size_t n = o.num_inputs > 0 ? static_cast<size_t>(o.num_inputs) : 0;
+  if (inputs.size() < n)
+    return fail(std::move(r), "too_few_inputs", std::to_string(inputs.size()) + " of " + std::to_string(n));
+  for (size_t i = inputs.size() - n; i < inputs.size(); ++i) r.proposal.inputs.push_back(strip(inputs[i]));
+
+  std::vector<std::string> messages = blocks_tagged(*answer, "message");
+  if (messages.empty()) return fail(std::move(r), "no_message");
+  r.proposal.message = strip(messages.front());
+  return finish(std::move(r), text);
+}
+
+}  // namespace azr::proposer

@@ -1,0 +1,28 @@
+#pragma once
+// Proposer prompts (azr-reference §3.2), written in azr's own words with the reference's
+// structure, each wrapped by model::render_r1 so the generation starts inside <think> (§3.1).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+#include "proposer/banned_words.h"
+
+namespace azr::proposer {
+
+// Deduction (the solver will predict the output) or abduction (it will predict the input):
+// the task header, code/input requirements, the ```python + ```input output format, the
+// evaluation criteria with the banned words, and the K `references` as <snippet_k> blocks with
+// ```python / ```input / ```output (§2.1, §3.2). Sampling the K references is the caller's job.
+//
+// azr decision: the reference swaps the "Difficulty" criterion between the two prompts
+// (abduction says "predicting the output", deduction "predicting your input", §3.2 quirk).
+// azr fixes it: each prompt names the thing its solver has to predict.
+std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer::Task>& references,
+                                 const std::vector<std::string>& banned_words = default_banned_words());
+
+// Induction: asks for `num_inputs` inputs, each in its own ```input block, and a ```message
+// block, for `program`, shown with the suffix "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)" (§2.3).
+std::string induction_proposer_prompt(std::string_view program, int num_inputs = 10);
+
+}  // namespace azr::proposer

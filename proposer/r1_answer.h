@@ -1,0 +1,25 @@
+#pragma once
+// The R1 response format shared by proposer and solver responses (azr-reference §3.4): a
+// <think>…</think> block followed by an <answer>…</answer> block. The prompt ends with
+// "Assistant: <think>", so a generation is judged as "<think>" + generation (§3.4.1).
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace azr::proposer {
+
+// "<think>" + generation: the text the reference's checks see (§3.4.1).
+std::string with_think_prefix(std::string_view generation);
+
+// azr-reference §3.4.3: re.match(r"(?s)<think>.*?</think>\s*<answer>.*?</answer>") — anchored at
+// the start, not at the end (trailing text after </answer> is allowed).
+bool r1_format_ok(std::string_view text);
+
+// azr-reference §3.4.2: the text between the LAST "<answer>" and the "</answer>" after it;
+// nullopt when there is no "<answer>" or it is never closed (the reference returns '' there).
+std::optional<std::string> last_answer(std::string_view text);
+
+// Python's str.strip() on ASCII whitespace.
+std::string strip(std::string_view s);
+
+}  // namespace azr::proposer

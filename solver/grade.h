@@ -1,0 +1,56 @@
+#pragma once
+// Grading of solver answers (already extracted from the response) against buffer tasks, in the
+// sandbox, batched (every job of a batch goes to the pool in one Pool::run). Nothing the solver
+// wrote is parsed or evaluated in this process (METHOD.md, reference §5):
+//   deduction  the answer and the task's output are parsed as Python literals in the sandbox and
+//              compared by value (sets/dicts unordered, 1 == 1.0, nan never equal). An answer that
+//              is not a literal (`0) or (True`, a call, a name) is wrong and never executed.
+//   abduction  the task program runs on the answer as its argument list (InputMode::Literal: only
+//              literals), and the result is compared by value with the task's output.
+//   induction  the answer program runs on each hidden input (inputs[n/2:]), each in its own child;
+//              correct iff every hidden output is reproduced (binary, §5.3); accuracy = fraction.
+//
+// Reason codes (Grade::reason):
+//   ok                 correct
+//   wrong              ran (or parsed) fine, value differs
+//   not_a_literal      deduction answer not a literal / abduction answer not a literal argument list
+//   exception          the program raised (abduction: the task program on the answer; induction:
+//                      the answer program) -- detail "Type: message"
+//   timeout, memory, output_too_large, violation, crashed, unrepresentable
+//   bad_task           the task itself is unusable (its output is not a literal, no hidden pairs)
+//   internal_error     the sandbox failed (not the answer's fault; callers may mask it out)
+// Induction: the first failing hidden pair decides the reason; detail starts with "hidden <k>: ".
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+#include "sandbox/checks.h"
+
+namespace azr::solver {
+
+struct GradeSettings {
+  sandbox::Limits limits;  // per execution / per parse job
+};
+
+struct Answer {
+  size_t task = 0;   // index into the tasks vector
+  std::string text;  // deduction: output literal; abduction: argument list; induction: program
+};
+
+struct Grade {
+  bool correct = false;
+  double accuracy = 0;  // deduction/abduction: 0 or 1; induction: fraction of hidden pairs reproduced
+  std::string reason;
+  std::string detail;
+};
+
+// One grade per answer, in order. Throws std::out_of_range if an answer names no task.
+std::vector<Grade> grade(sandbox::Pool& pool, const std::vector<buffer::Task>& tasks,
+                         const std::vector<Answer>& answers, const GradeSettings& settings = {});
+
+// Convenience: one answer per task, answers[i] for tasks[i].
+std::vector<Grade> grade(sandbox::Pool& pool, const std::vector<buffer::Task>& tasks,
+                         const std::vector<std::string>& answers, const GradeSettings& settings = {});
+
+}  // namespace azr::solver

@@ -1,0 +1,254 @@
+// Answer grading on the real sandbox (solver/grade.h), with CRUXEval as ground truth: 800
+// programs written by others, each with the output CPython recorded for its input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "proposer/validate.h"
+#include "solver/grade.h"
+#include "tests/test_support.h"
+
+namespace azr::solver {
+namespace {
+
+namespace sb = azr::sandbox;
+using buffer::Task;
+using buffer::TaskType;
+
+struct Crux {
+  std::string id, code, input, output;
+};
+
+std::vector<Crux> load_cruxeval() {
+  std::string path = azr::testing::env_or_fail("AZR_SHARED_DIR") + "/benchmarks/cruxeval/cruxeval.jsonl";
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  std::vector<Crux> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    out.push_back({j.at("id"), j.at("code"), j.at("input"), j.at("output")});
+  }
+  return out;
+}
+
+Task task(TaskType type, std::string program, std::string input, std::string output) {
+  Task t;
+  t.type = type;
+  t.program = std::move(program);
+  t.input = std::move(input);
+  t.output = std::move(output);
+  return t;
+}
+
+class Grading : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { pool_ = std::make_unique<sb::Pool>(sb::PoolOptions{}); }
+  static void TearDownTestSuite() { pool_.reset(); }
+  static GradeSettings settings() {
+    GradeSettings s;
+    s.limits.cpu_seconds = 5;  // a few CRUXEval programs are deliberately slow-ish string loops
+    return s;
+  }
+  static std::unique_ptr<sb::Pool> pool_;
+};
+std::unique_ptr<sb::Pool> Grading::pool_;
+
+TEST_F(Grading, CruxEvalDeductionRecordedOutputsAreCorrectPerturbedAreWrong) {
+  auto items = load_cruxeval();
+  ASSERT_EQ(items.size(), 800u);
+  std::vector<Task> tasks;
+  std::vector<Answer> answers;
+  for (size_t i = 0; i < items.size(); ++i) {
+    tasks.push_back(task(TaskType::Deduction, items[i].code, items[i].input, items[i].output));
+    answers.push_back({i, items[i].output});                               // recorded: correct
+    answers.push_back({i, "[" + items[i].output + "]"});                   // a changed value: wrong
+    answers.push_back({i, "(" + items[i].output + ", None)"});             // another changed value
+  }
+  auto g = grade(*pool_, tasks, answers, settings());
+  ASSERT_EQ(g.size(), answers.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    SCOPED_TRACE(items[i].id);
+    EXPECT_TRUE(g[3 * i].correct) << g[3 * i].reason << ": " << g[3 * i].detail;
+    EXPECT_EQ(g[3 * i].accuracy, 1.0);
+    EXPECT_FALSE(g[3 * i + 1].correct);
+    EXPECT_EQ(g[3 * i + 1].reason, "wrong");
+    EXPECT_FALSE(g[3 * i + 2].correct);
+    EXPECT_EQ(g[3 * i + 2].reason, "wrong");
+  }
+}
+
+TEST_F(Grading, CruxEvalAbductionRecordedInputsAreCorrectPerturbedAreWrong) {
+  auto items = load_cruxeval();
+  ASSERT_EQ(items.size(), 800u);
+  // Which recorded inputs are literal argument lists, and which programs the sandbox reproduces
+  // at all, is decided by the sandbox itself (Expression mode as in cruxeval_test).
+  std::vector<sb::EvalRequest> reqs;
+  std::vector<std::string> expected;
+  for (const auto& it : items) {
+    reqs.push_back({it.code, it.input});
+    expected.push_back(it.output);
+  }
+  auto lits = sb::evaluate(*pool_, reqs, settings().limits, sb::InputMode::Literal);
+  auto repro = sb::check_equals(*pool_, reqs, expected, settings().limits, sb::InputMode::Expression);
+
+  std::vector<Task> tasks;
+  std::vector<Answer> answers;
+  for (size_t i = 0; i < items.size(); ++i) {
+    tasks.push_back(task(TaskType::Abduction, items[i].code, items[i].input, items[i].output));
+    tasks.push_back(task(TaskType::Abduction, items[i].code, items[i].input, "[" + items[i].output + "]"));
+    answers.push_back({2 * i, items[i].input});      // the recorded input: correct
+    answers.push_back({2 * i + 1, items[i].input});  // produces an output different from the task's
+  }
+  auto g = grade(*pool_, tasks, answers, settings());
+  size_t correct = 0, not_literal = 0;
+  std::map<std::string, int> reasons;
+  for (size_t i = 0; i < items.size(); ++i) {
+    SCOPED_TRACE(items[i].id);
+    const auto& good = g[2 * i];
+    const auto& bad = g[2 * i + 1];
+    ++reasons[good.reason];
+    EXPECT_FALSE(bad.correct);
+    bool literal = !(lits[i].status == sb::Status::Error && lits[i].error_type == sb::kInputError);
+    if (!literal) {
+      ++not_literal;
+      EXPECT_EQ(good.reason, "not_a_literal");
+      EXPECT_EQ(bad.reason, "not_a_literal");
+      continue;
+    }
+    if (repro[i].equal) {
+      EXPECT_TRUE(good.correct) << good.reason << ": " << good.detail;
+      EXPECT_EQ(bad.reason, "wrong") << bad.detail;
+    } else {
+      std::cout << "  " << items[i].id << ": sandbox does not reproduce it: " << good.reason << " " << good.detail.substr(0, 80) << "\n";
+    }
+    if (good.correct) ++correct;
+  }
+  for (const auto& [r, n] : reasons) std::cout << "  reason " << r << ": " << n << "\n";
+  std::cout << "  correct " << correct << ", inputs not literal " << not_literal << "\n";
+  EXPECT_GE(correct + not_literal, 792u);  // >= 99% of 800, as cruxeval_test requires of the sandbox
+  EXPECT_LE(not_literal, 20u);
+}
+
+TEST_F(Grading, InjectionAnswersAreWrongAndNeverRun) {
+  // The program would record that it ran in its output if any of these were executed; grading a
+  // deduction answer never runs the program, and the answer itself is only parsed.
+  Task t = task(TaskType::Deduction, "def f(x):\n    return x + 1", "1", "2");
+  std::vector<std::string> inj = {"0) or (True", "__import__('os').system('x')", "f(1)", "x", "2 if True else 3",
+                                  "(lambda: 2)()", "[2][0]", "2; 2", "True", "", "2\n)"};
+  std::vector<Answer> answers;
+  for (const auto& a : inj) answers.push_back({0, a});
+  auto g = grade(*pool_, {t}, answers);
+  for (size_t i = 0; i < inj.size(); ++i) {
+    SCOPED_TRACE(inj[i]);
+    EXPECT_FALSE(g[i].correct);
+    if (inj[i] == "True") EXPECT_EQ(g[i].reason, "wrong");  // True == 1, not 2
+    else EXPECT_EQ(g[i].reason, "not_a_literal") << g[i].detail;
+  }
+  // Abduction: the answer is an argument list of literals only.
+  Task a = task(TaskType::Abduction, "def f(x):\n    return x + 1", "1", "2");
+  auto ga = grade(*pool_, {a, a, a, a, a}, std::vector<std::string>{"0) or (True", "*[1]", "x=1", "1", "int('1')"});
+  EXPECT_EQ(ga[0].reason, "not_a_literal");
+  EXPECT_EQ(ga[1].reason, "not_a_literal");
+  EXPECT_TRUE(ga[3].correct);
+  EXPECT_EQ(ga[4].reason, "not_a_literal");
+  EXPECT_TRUE(ga[2].correct) << ga[2].reason << " " << ga[2].detail;  // keyword literals are allowed
+}
+
+TEST_F(Grading, DeductionValueEquality) {
+  struct Case {
+    std::string gold, answer;
+    bool correct;
+  };
+  std::vector<Case> cases = {
+      {"{1, 2, 3}", "{3, 2, 1}", true},          {"{'a': 1, 'b': 2}", "{'b': 2, 'a': 1}", true},
+      {"1", "1.0", true},                        {"[1, 2]", "(1, 2)", false},
+      {"'abc'", "\"abc\"", true},                {"'abc'", "b'abc'", false},
+      {"float('nan')", "float('nan')", false},   {"[1, [2, {3}]]", "[1, [2, {3}]]", true},
+      {"-0.5", "-.5", true},                     {"1e3", "1000", true},
+  };
+  std::vector<Task> tasks;
+  std::vector<std::string> answers;
+  for (const auto& c : cases) {
+    tasks.push_back(task(TaskType::Deduction, "def f(x):\n    return x", "0", c.gold));
+    answers.push_back(c.answer);
+  }
+  auto g = grade(*pool_, tasks, answers);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].gold + " vs " + cases[i].answer);
+    EXPECT_EQ(g[i].correct, cases[i].correct) << g[i].reason << " " << g[i].detail;
+  }
+  EXPECT_EQ(g[6].reason, "bad_task");  // float('nan') is not a literal; the task itself is unusable
+  // nan as a real value: the program returns it, the answer cannot equal it.
+  Task n = task(TaskType::Abduction, "def f(x):\n    return x * float('inf') * 0", "1", "[]");
+  EXPECT_EQ(grade(*pool_, {n}, std::vector<std::string>{"1"})[0].reason, "wrong");
+}
+
+TEST_F(Grading, AbductionFailures) {
+  Task t = task(TaskType::Abduction, "def f(x):\n    if x == 0:\n        raise ValueError('zero')\n"
+                                     "    while x < 0:\n        pass\n    return 10 // x",
+                "5", "2");
+  auto g = grade(*pool_, {t, t, t, t, t}, std::vector<std::string>{"5", "4", "0", "-1", "1, 2"}, GradeSettings{});
+  EXPECT_TRUE(g[0].correct);
+  EXPECT_TRUE(g[1].correct);  // any input that reproduces the output is right
+  EXPECT_EQ(g[2].reason, "exception");
+  EXPECT_EQ(g[2].detail, "ValueError: zero");
+  EXPECT_EQ(g[3].reason, "timeout");
+  EXPECT_EQ(g[4].reason, "exception");  // TypeError: too many arguments
+}
+
+TEST_F(Grading, Induction) {
+  // The task comes out of validation, as in training.
+  proposer::Proposal p;
+  p.type = TaskType::Induction;
+  p.program = "def f(x):\n    return x * x + 1";
+  for (int i = 1; i <= 10; ++i) p.inputs.push_back(std::to_string(i));
+  p.message = "square and add one";
+  auto v = proposer::validate(*pool_, {p}).at(0);
+  ASSERT_TRUE(v.check.ok) << v.check.reason;
+  const Task& t = v.task;
+  ASSERT_EQ(t.outputs.back(), "101");
+
+  std::vector<std::string> programs = {
+      "def f(a):\n    return a ** 2 + 1",                          // correct
+      "def f(x):\n    return x * x + 1 if x <= 5 else 0",          // right on the shown half only
+      "def f(x):\n    return x * x + 1 if x <= 7 else 0",          // 2 of 5 hidden
+      "def f(x):\n    raise RuntimeError('no idea')",               // raises
+      "def f(x)\n    return x",                                    // does not parse
+      "def f(x):\n    return float(x * x + 1)",                    // 1 == 1.0: correct
+      "def g(x):\n    return x",                                   // no f
+  };
+  std::vector<Task> tasks(programs.size(), t);
+  auto g = grade(*pool_, tasks, programs);
+  EXPECT_TRUE(g[0].correct);
+  EXPECT_EQ(g[0].reason, "ok");
+  EXPECT_EQ(g[0].accuracy, 1.0);
+  EXPECT_FALSE(g[1].correct);
+  EXPECT_EQ(g[1].reason, "wrong");
+  EXPECT_EQ(g[1].accuracy, 0.0);
+  EXPECT_EQ(g[1].detail.rfind("hidden 0: ", 0), 0u) << g[1].detail;
+  EXPECT_FALSE(g[2].correct);
+  EXPECT_DOUBLE_EQ(g[2].accuracy, 0.4);
+  EXPECT_EQ(g[2].detail.rfind("hidden 2: ", 0), 0u) << g[2].detail;
+  EXPECT_EQ(g[3].reason, "exception");
+  EXPECT_EQ(g[3].detail, "hidden 0: RuntimeError: no idea");
+  EXPECT_FALSE(g[4].correct);
+  EXPECT_EQ(g[4].reason, "exception") << g[4].detail;
+  EXPECT_TRUE(g[5].correct);
+  EXPECT_FALSE(g[6].correct);
+
+  Task empty = t;
+  empty.inputs.clear();
+  empty.outputs.clear();
+  EXPECT_EQ(grade(*pool_, {empty}, std::vector<std::string>{programs[0]})[0].reason, "bad_task");
+}
+
+}  // namespace
+}  // namespace azr::solver

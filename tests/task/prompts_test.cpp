@@ -1,0 +1,143 @@
+// Proposer and solver prompts: R1-wrapped, carrying the reference triples, the banned words and
+// the required blocks; the induction solver prompt shows exactly the given half.
+#include <gtest/gtest.h>
+
+#include "model/chat_format.h"
+#include "proposer/prompts.h"
+#include "solver/prompts.h"
+
+using azr::buffer::Task;
+using azr::buffer::TaskType;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+void expect_r1(const std::string& p) {
+  EXPECT_EQ(p.rfind(std::string(azr::model::kR1Prefix), 0), 0u) << "must start with the R1 prefix";
+  const std::string suffix = "Assistant: <think>";
+  ASSERT_GE(p.size(), suffix.size());
+  EXPECT_EQ(p.substr(p.size() - suffix.size()), suffix);
+}
+
+Task triple(TaskType type, std::string program, std::string input, std::string output) {
+  Task t;
+  t.type = type;
+  t.program = std::move(program);
+  t.input = std::move(input);
+  t.output = std::move(output);
+  return t;
+}
+
+std::vector<Task> references(TaskType type) {
+  return {triple(type, "def f(a):\n    return a", "'Hello world'", "'Hello world'"),
+          triple(type, "def f(xs):\n    return sorted(set(xs))[::-1]", "[3, 1, 3, 2]", "[3, 2, 1]"),
+          triple(type, "class Acc:\n    pass\n\ndef f(s, k):\n    return {c: s.count(c) * k for c in s}",
+                 "'aab', 2", "{'a': 4, 'b': 2}")};
+}
+
+TEST(ProposerPrompt, DeductionAndAbductionCarryReferencesBannedWordsAndFormat) {
+  for (TaskType type : {TaskType::Deduction, TaskType::Abduction}) {
+    const auto refs = references(type);
+    const std::string p = azr::proposer::code_proposer_prompt(type, refs);
+    expect_r1(p);
+    for (size_t k = 0; k < refs.size(); ++k) {
+      const std::string tag = "snippet_" + std::to_string(k);
+      EXPECT_TRUE(contains(p, "<" + tag + ">\n```python\n" + refs[k].program + "\n```")) << tag;
+      EXPECT_TRUE(contains(p, "```input\n" + refs[k].input + "\n```")) << tag;
+      EXPECT_TRUE(contains(p, "```output\n" + refs[k].output + "\n```\n</" + tag + ">")) << tag;
+    }
+    EXPECT_FALSE(contains(p, "<snippet_3>"));
+    EXPECT_TRUE(contains(p, "logging, random, multiprocessing, pebble, subprocess, threading, datetime, time, "
+                            "hashlib, hmac, bcrypt, calendar"));
+    EXPECT_TRUE(contains(p, "```python\n"));
+    EXPECT_TRUE(contains(p, "```input\n'John', {'age': 20, 'city': 'New York'}\n```"));
+    EXPECT_TRUE(contains(p, "`f`"));
+  }
+}
+
+TEST(ProposerPrompt, DifficultyCriterionNamesWhatTheSolverPredicts) {
+  // azr fixes the reference's swapped criterion (azr-reference §3.2 quirk).
+  const std::string ded = azr::proposer::code_proposer_prompt(TaskType::Deduction, references(TaskType::Deduction));
+  const std::string abd = azr::proposer::code_proposer_prompt(TaskType::Abduction, references(TaskType::Abduction));
+  EXPECT_TRUE(contains(ded, "Difficulty in predicting its output"));
+  EXPECT_TRUE(contains(abd, "Difficulty in predicting your input"));
+}
+
+TEST(ProposerPrompt, CustomBannedWordsAreListed) {
+  const std::string p =
+      azr::proposer::code_proposer_prompt(TaskType::Deduction, references(TaskType::Deduction), {"socket", "ctypes"});
+  EXPECT_TRUE(contains(p, "socket, ctypes"));
+  EXPECT_FALSE(contains(p, "hashlib"));
+}
+
+TEST(ProposerPrompt, InductionShowsTheProgramWithThePlugSuffix) {
+  const std::string program = "def f(n):\n    return [i * i for i in range(n)]";
+  const std::string p = azr::proposer::induction_proposer_prompt(program, 10);
+  expect_r1(p);
+  EXPECT_TRUE(contains(p, "```python\n" + program + "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)\n```"));
+  EXPECT_TRUE(contains(p, "Output 10 Inputs"));
+  EXPECT_TRUE(contains(p, "```message"));
+  EXPECT_TRUE(contains(azr::proposer::induction_proposer_prompt(program, 4), "Output 4 Inputs"));
+}
+
+TEST(SolverPrompt, DeductionShowsProgramAndInputAndAsksForOutput) {
+  Task t = triple(TaskType::Deduction, "def f(s):\n    return s[::-1] + 'é'", "'naïve'", "'evïané'");
+  const std::string p = azr::solver::solver_prompt(t);
+  expect_r1(p);
+  EXPECT_TRUE(contains(p, "```python\n" + t.program + "\n```"));
+  EXPECT_TRUE(contains(p, "```input\n" + t.input + "\n```"));
+  EXPECT_TRUE(contains(p, "```output"));
+  EXPECT_FALSE(contains(p, t.output));  // the answer is not in the prompt
+}
+
+TEST(SolverPrompt, AbductionShowsProgramAndOutputAndAsksForInput) {
+  Task t = triple(TaskType::Abduction, "def f(a, b):\n    return a * b", "6, 7", "42");
+  const std::string p = azr::solver::solver_prompt(t);
+  expect_r1(p);
+  EXPECT_TRUE(contains(p, "```python\n" + t.program + "\n```"));
+  EXPECT_TRUE(contains(p, "```output\n42\n```"));
+  EXPECT_TRUE(contains(p, "```input"));
+  EXPECT_FALSE(contains(p, "6, 7"));
+}
+
+TEST(SolverPrompt, InductionShowsExactlyTheFirstHalfAndNeverTheProgram) {
+  Task t;
+  t.type = TaskType::Induction;
+  t.program = "def f(x):\n    return x * 3 + 100";
+  t.message = "Triple it, then add a hundred.";
+  for (int k = 0; k < 10; ++k) {
+    t.inputs.push_back(std::to_string(1000 + k));
+    t.outputs.push_back(std::to_string((1000 + k) * 3 + 100));
+  }
+  const std::string p = azr::solver::solver_prompt(t);
+  expect_r1(p);
+  EXPECT_EQ(azr::solver::induction_given_count(t), 5u);
+  for (int k = 0; k < 5; ++k) {
+    const std::string i = std::to_string(k);
+    EXPECT_TRUE(contains(p, "```input_" + i + "\n" + t.inputs[k] + "\n```")) << k;
+    EXPECT_TRUE(contains(p, "```output_" + i + "\n" + t.outputs[k] + "\n```")) << k;
+  }
+  for (int k = 5; k < 10; ++k) {
+    EXPECT_FALSE(contains(p, t.inputs[k])) << k;
+    EXPECT_FALSE(contains(p, t.outputs[k])) << k;
+    EXPECT_FALSE(contains(p, "input_" + std::to_string(k))) << k;
+  }
+  EXPECT_FALSE(contains(p, t.program));
+  EXPECT_FALSE(contains(p, "x * 3 + 100"));
+  EXPECT_TRUE(contains(p, "```message\n" + t.message + "\n```"));
+  EXPECT_TRUE(contains(p, "```python"));
+}
+
+TEST(SolverPrompt, InductionSeedWithSixPairsShowsThree) {
+  Task t;
+  t.type = TaskType::Induction;
+  t.program = "def f(a):\n    return a";
+  t.message = "identity";
+  for (int k = 0; k < 6; ++k) t.inputs.push_back("'in" + std::to_string(k) + "'"), t.outputs.push_back("'in" + std::to_string(k) + "'");
+  const std::string p = azr::solver::solver_prompt(t);
+  EXPECT_TRUE(contains(p, "```input_2\n'in2'\n```"));
+  EXPECT_FALSE(contains(p, "'in3'"));
+}
+
+}  // namespace
