@@ -104,3 +104,26 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o);
 int run_logprobs(const LogprobsOptions& o);
 
 }  // namespace azr::cli
+
+namespace azr::cli {
+
+struct TaskOptions {
+  std::string action;  // validate | grade | prompt (set by the chosen subcommand)
+  std::string type;    // deduction | abduction | induction
+  std::string jsonl;   // validate/grade: JSONL file, "-" for stdin
+  double timeout = 2.0;    // CPU seconds per sandbox job
+  double memory_mib = 512; // address-space limit per job, MiB
+  int workers = 0;
+  // prompt
+  std::string role;    // proposer | solver
+  std::string db;
+  int k = 6;
+  std::optional<uint64_t> seed;
+  int64_t task_id = 0;
+  bool json = false;
+};
+
+CLI::App* add_task_command(CLI::App& app, TaskOptions& o);
+int run_task(const TaskOptions& o);
+
+}  // namespace azr::cli

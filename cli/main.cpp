@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   CLI::App* generate = azr::cli::add_generate_command(app, generate_opts);
   azr::cli::LogprobsOptions logprobs_opts;
   CLI::App* logprobs = azr::cli::add_logprobs_command(app, logprobs_opts);
+  azr::cli::TaskOptions task_opts;
+  CLI::App* task = azr::cli::add_task_command(app, task_opts);
 
   try {
     app.parse(argc, argv);
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     if (tokenize->parsed()) return azr::cli::run_tokenize(tokenize_opts);
     if (generate->parsed()) return azr::cli::run_generate(generate_opts);
     if (logprobs->parsed()) return azr::cli::run_logprobs(logprobs_opts);
+    if (task->parsed()) return azr::cli::run_task(task_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;
