@@ -47,12 +47,13 @@ sb::Job parse_job(std::vector<std::string> literals, const sb::Limits& limits) {
   return j;
 }
 
-sb::Job run_job(const std::string& program, const std::string& input, const sb::Limits& limits) {
+sb::Job run_job(const std::string& program, const std::string& input, const sb::Limits& limits,
+               sb::InputMode mode = sb::InputMode::Literal) {
   sb::Job j;
   j.op = sb::protocol::Op::RunProgram;
   j.program = program;
   j.inputs = {input};
-  j.input_mode = sb::InputMode::Literal;
+  j.input_mode = mode;
   j.limits = limits;
   return j;
 }
@@ -83,7 +84,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
     switch (t.type) {
       case buffer::TaskType::Deduction: jobs.push_back(parse_job({a, t.output}, s.limits)); break;
       case buffer::TaskType::Abduction:
-        jobs.push_back(run_job(t.program, a, s.limits));
+        jobs.push_back(run_job(t.program, a, s.limits, s.abduction_input_mode));
         jobs.push_back(parse_job({t.output}, s.limits));
         break;
       case buffer::TaskType::Induction: {

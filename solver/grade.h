@@ -31,6 +31,12 @@ namespace azr::solver {
 
 struct GradeSettings {
   sandbox::Limits limits;  // per execution / per parse job
+  // How an abduction answer becomes arguments. Literal (training's default): only literals, since
+  // an expression could rewrite `f` (f.__code__ = ...) and collect the reward without solving.
+  // Expression: evaluated in the program's namespace after it ran, as the reference's
+  // `f(<answer>)` does; for answers no reward depends on (benchmark gold inputs such as
+  // CRUXEval's `dict(...)` and `lambda` ones, evaluation).
+  sandbox::InputMode abduction_input_mode = sandbox::InputMode::Literal;
 };
 
 struct Answer {

@@ -137,6 +137,28 @@ TEST_F(Grading, CruxEvalAbductionRecordedInputsAreCorrectPerturbedAreWrong) {
   EXPECT_LE(not_literal, 20u);
 }
 
+// The bar: every recorded CRUXEval input grades correct. The 12 that are expressions
+// (dict(...), lambda, ...) need the expression mode, which training never uses for solver answers.
+TEST_F(Grading, CruxEvalAbductionAllRecordedInputsCorrectInExpressionMode) {
+  auto items = load_cruxeval();
+  ASSERT_EQ(items.size(), 800u);
+  std::vector<Task> tasks;
+  std::vector<std::string> answers;
+  for (const auto& it : items) {
+    tasks.push_back(task(TaskType::Abduction, it.code, it.input, it.output));
+    answers.push_back(it.input);
+  }
+  GradeSettings s = settings();
+  s.abduction_input_mode = sb::InputMode::Expression;
+  auto g = grade(*pool_, tasks, answers, s);
+  size_t correct = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_TRUE(g[i].correct) << items[i].id << ": " << g[i].reason << " " << g[i].detail;
+    correct += g[i].correct;
+  }
+  EXPECT_EQ(correct, 800u);
+}
+
 TEST_F(Grading, InjectionAnswersAreWrongAndNeverRun) {
   // The program would record that it ran in its output if any of these were executed; grading a
   // deduction answer never runs the program, and the answer itself is only parsed.
