@@ -127,3 +127,34 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o);
 int run_task(const TaskOptions& o);
 
 }  // namespace azr::cli
+
+namespace azr::cli {
+
+// azr eval (cli/cmd_eval.cpp): grade benchmark answers (--answers) or generate them first
+// (--model), then print the pass@1 / pass@k table.
+struct EvalOptions {
+  std::string answers;             // JSONL of {bench, id, response}
+  std::string model, tokenizer;    // or: generate with this model
+  std::vector<std::string> bench;  // --model: benchmarks to run (comma-separated allowed)
+  std::string data;                // benchmark data dir (else $AZR_BENCHMARKS, else ../shared/benchmarks)
+  std::string out;                 // per-response results JSONL
+  int k = 0;                       // also report pass@k
+  int n = 1;                       // --model: samples per item
+  int64_t limit = 0;               // --model: first L items of each benchmark; 0 = all
+  std::optional<float> temperature;  // --model: default 0 (greedy) when n = 1, else 1.0
+  float top_p = 1.f;
+  int32_t max_tokens = 1024;
+  std::string template_name = "r1";
+  uint64_t seed = 0;
+  int32_t batch_size = 16;
+  bool json = false;               // print the summary as JSON instead of the table
+  double timeout = 5.0;            // CPU seconds per sandbox job
+  double memory_mib = 1024;
+  int workers = 0;
+  int threads = 0;
+};
+
+CLI::App* add_eval_command(CLI::App& app, EvalOptions& o);
+int run_eval(const EvalOptions& o);
+
+}  // namespace azr::cli

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   CLI::App* logprobs = azr::cli::add_logprobs_command(app, logprobs_opts);
   azr::cli::TaskOptions task_opts;
   CLI::App* task = azr::cli::add_task_command(app, task_opts);
+  azr::cli::EvalOptions eval_opts;
+  CLI::App* eval = azr::cli::add_eval_command(app, eval_opts);
 
   try {
     app.parse(argc, argv);
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
     if (generate->parsed()) return azr::cli::run_generate(generate_opts);
     if (logprobs->parsed()) return azr::cli::run_logprobs(logprobs_opts);
     if (task->parsed()) return azr::cli::run_task(task_opts);
+    if (eval->parsed()) return azr::cli::run_eval(eval_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

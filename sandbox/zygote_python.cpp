@@ -383,25 +383,6 @@ PyObject* unicode_from(const std::string& s) {
 
 }  // namespace
 
-const std::vector<std::string>& default_preimports() {
-  // Chosen for what small pure functions use, weighed against heap size (every page here is
-  // copied into each child's page tables at fork). Measured with python3.11 -I -S: pprint and
-  // dataclasses pull in inspect (+1.3 MB each), statistics +0.8 MB, difflib, json, base64 and
-  // textwrap +0.3-0.5 MB each, so they are left out; typing (+0.8 MB) stays because model code
-  // writes `from typing import List` constantly. `ast` is loaded by the harness regardless.
-  static const std::vector<std::string> mods = {
-      "abc",      "array",    "bisect",  "cmath",   "collections", "copy",
-      "decimal",  "enum",     "fractions", "functools", "heapq",   "itertools",
-      "keyword",  "math",     "numbers", "operator", "random",    "re",
-      "string",   "struct",   "types",   "typing",  "unicodedata",
-      // Codecs load lazily from files, which the sandbox cannot open: pre-load the ones
-      // string code uses (utf-8, ascii and latin-1 are built in).
-      "encodings.utf_16", "encodings.utf_32", "encodings.cp1252", "encodings.rot_13",
-      "encodings.shift_jis", "encodings.hex_codec",
-  };
-  return mods;
-}
-
 PythonInfo init_python(const PythonInit& init) {
   // UTF-8 mode: with an empty environment the locale is "C", and without it print('é') would
   // raise UnicodeEncodeError on an ASCII stdout.

@@ -8,15 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/preimports.h"
 #include "sandbox/protocol.h"
 
 namespace azr::sandbox {
-
-// Modules every child finds already imported. Importing anything else fails inside the
-// sandbox (opening files is denied), so this list is the standard library a program may use.
-// Never add modules that reach outside the process (ctypes, socket, subprocess, mmap, resource,
-// multiprocessing): seccomp would stop them, but a smaller attack surface is cheaper.
-const std::vector<std::string>& default_preimports();
 
 struct PythonInit {
   long hash_seed = 0;

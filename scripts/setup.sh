@@ -15,6 +15,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev       # tokenizer: Qwen2 pre-tokenizer regex (Unicode), NFC
   libopenblas-openmp-dev             # kernels/cpu: GEMMs (the OpenMP build, see kernels/CMakeLists.txt)
   python3-torch                      # tests and bench: the PyTorch reference of the transformer
+  zlib1g-dev                         # eval: the EvalPlus .jsonl.gz benchmark files
 )
 
 missing=()

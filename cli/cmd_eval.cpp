@@ -1,0 +1,283 @@
+// azr eval: benchmark evaluation (pass@1 / pass@k), from answers produced elsewhere
+// (--answers) or by generating them with a model (--model). See eval/report.h for the scores.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "cli/commands.h"
+#include "cli/input.h"
+#include "eval/benchmarks.h"
+#include "eval/code_bench.h"
+#include "eval/prompts.h"
+#include "eval/report.h"
+#include "kernels/ops.h"
+#include "model/generate.h"
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+#include "sandbox/pool.h"
+
+namespace azr::cli {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Line {
+  std::string bench, id, response;
+  size_t lineno = 0;
+};
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Every line is checked (JSON, fields, known benchmark) before anything is loaded or graded.
+std::vector<Line> read_answers(const std::string& path, std::string& name_out) {
+  InputFile input(path);
+  const std::string& name = input.name();
+  name_out = name;
+  std::vector<Line> lines;
+  std::string line;
+  for (size_t lineno = 1; std::getline(input.stream(), line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string at = name + ":" + std::to_string(lineno) + ": ";
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw UsageError(at + "not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw UsageError(at + "expected a JSON object");
+    Line l;
+    l.lineno = lineno;
+    if (!j.contains("bench")) throw UsageError(at + "field 'bench' is missing");
+    if (!j["bench"].is_string()) throw UsageError(at + "field 'bench' must be a string");
+    l.bench = j["bench"].get<std::string>();
+    if (!eval::find_benchmark(l.bench)) throw UsageError(at + "unknown benchmark '" + l.bench + "'");
+    if (!j.contains("id")) throw UsageError(at + "field 'id' is missing");
+    if (j["id"].is_string())
+      l.id = j["id"].get<std::string>();
+    else if (j["id"].is_number_integer())
+      l.id = j["id"].dump();
+    else
+      throw UsageError(at + "field 'id' must be a string (or an integer)");
+    if (!j.contains("response")) throw UsageError(at + "field 'response' is missing");
+    if (!j["response"].is_string()) throw UsageError(at + "field 'response' must be a string");
+    l.response = j["response"].get<std::string>();
+    lines.push_back(std::move(l));
+  }
+  return lines;
+}
+
+eval::Benchmark load_bench(const std::string& name, const fs::path& data) {
+  try {
+    return eval::load_benchmark(name, data);
+  } catch (const eval::BenchmarkError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+struct Job {
+  eval::Benchmark bench;
+  std::vector<eval::Sample> samples;
+};
+
+int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
+  sandbox::PoolOptions popts;
+  popts.workers = o.workers;
+  popts.alternate_workers = 0;
+  popts.preimports = eval::code_bench_preimports();
+  sandbox::Pool pool(popts);
+  sandbox::Limits limits;
+  limits.cpu_seconds = o.timeout;
+  limits.memory_bytes = uint64_t(o.memory_mib * 1024 * 1024);
+
+  std::ofstream out;
+  if (!o.out.empty()) {
+    out.open(o.out, std::ios::binary | std::ios::trunc);
+    if (!out) throw UsageError(o.out + ": cannot write the results file");
+  }
+  std::vector<eval::BenchScore> scores;
+  bool internal = false;
+  for (Job& job : jobs) {
+    spdlog::info("eval: grading {} ({} responses)", job.bench.info.name, job.samples.size());
+    std::vector<eval::Verdict> v = eval::grade_samples(pool, job.bench, job.samples, limits);
+    std::map<size_t, int> sample_no;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].reason == "internal_error") internal = true;
+      if (out.is_open()) {
+        const auto& s = job.samples[i];
+        json j{{"bench", job.bench.info.name}, {"id", job.bench.items[s.item].id}, {"sample", sample_no[s.item]++},
+               {"response", s.response}, {"extracted", v[i].extracted}, {"correct", v[i].correct},
+               {"reason", v[i].reason}};
+        if (!v[i].detail.empty()) j["detail"] = v[i].detail;
+        out << dump(j) << '\n';
+      }
+    }
+    scores.push_back(eval::score_bench(job.bench, job.samples, v, o.k));
+  }
+  for (const auto& s : scores)
+    if (o.k > 0 && !s.passk && s.items > 0)
+      spdlog::warn("eval: {}: pass@{} not reported (an item has only {} samples)", s.name, o.k, s.min_n);
+  eval::Summary summary = eval::summarize(std::move(scores), o.k);
+  if (o.json)
+    std::cout << dump(eval::summary_json(summary)) << '\n';
+  else
+    std::cout << eval::format_table(summary);
+  std::cout.flush();
+  if (internal) {
+    std::cerr << "azr: the sandbox failed on some responses (reason internal_error)\n";
+    return 1;
+  }
+  return 0;
+}
+
+int run_answers(const EvalOptions& o, const fs::path& data) {
+  std::string name;
+  std::vector<Line> lines = read_answers(o.answers, name);
+  // Load each benchmark named, in registry order, then check every id before grading.
+  std::map<std::string, size_t> job_of;
+  std::vector<Job> jobs;
+  for (const auto& info : eval::benchmark_registry())
+    if (std::any_of(lines.begin(), lines.end(), [&](const Line& l) { return l.bench == info.name; })) {
+      job_of[info.name] = jobs.size();
+      jobs.push_back({load_bench(info.name, data), {}});
+    }
+  std::vector<std::unordered_map<std::string, size_t>> index(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j)
+    for (size_t i = 0; i < jobs[j].bench.items.size(); ++i) index[j][jobs[j].bench.items[i].id] = i;
+  for (const Line& l : lines) {
+    size_t j = job_of.at(l.bench);
+    auto it = index[j].find(l.id);
+    if (it == index[j].end())
+      throw UsageError(name + ":" + std::to_string(l.lineno) + ": " + l.bench + " has no item with id '" + l.id + "'");
+    jobs[j].samples.push_back({it->second, l.response});
+  }
+  return grade_and_report(o, jobs);
+}
+
+int run_model(const EvalOptions& o, const fs::path& data) {
+  if (o.bench.empty()) throw UsageError("eval: --model needs --bench NAME[,NAME...]");
+  eval::Template tmpl;
+  try {
+    tmpl = eval::parse_template(o.template_name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--template: ") + e.what());
+  }
+  std::vector<std::string> names;
+  for (const auto& b : o.bench) {
+    if (!eval::find_benchmark(b)) throw UsageError("--bench: unknown benchmark '" + b + "'");
+    if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
+  }
+  std::vector<Job> jobs;
+  for (const auto& n : names) jobs.push_back({load_bench(n, data), {}});
+
+  kernels::set_cpu_threads(o.threads);
+  model::Transformer m = load_model(o.model);
+  auto tok = load_model_tokenizer(o.model, o.tokenizer);
+
+  model::SamplingParams p;
+  p.temperature = o.temperature.value_or(o.n > 1 ? 1.f : 0.f);
+  p.top_p = o.top_p;
+  p.max_new_tokens = o.max_tokens;
+  p.seed = o.seed;
+  p.vocab_limit = std::min<int64_t>(int64_t(tok->vocab_size()), m.config().vocab_size);
+  for (int64_t id : m.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
+  if (tmpl == eval::Template::R1) p.stop_strings = {"</answer>"};
+  if (o.n > 1 && p.temperature == 0.f) throw UsageError("eval: --n > 1 with --temperature 0 gives n identical samples");
+
+  for (Job& job : jobs) {
+    size_t count = job.bench.items.size();
+    if (o.limit > 0) count = std::min<size_t>(count, size_t(o.limit));
+    // Each (item, sample) is one row; rows run in batches of --batch-size.
+    std::vector<std::pair<size_t, std::vector<int32_t>>> rows;
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<int32_t> ids = tok->encode(eval::item_prompt(job.bench, job.bench.items[i], tmpl));
+      for (int s = 0; s < o.n; ++s) rows.push_back({i, ids});
+    }
+    spdlog::info("eval: generating {} ({} items x {} samples)", job.bench.info.name, count, o.n);
+    for (size_t start = 0; start < rows.size(); start += size_t(o.batch_size)) {
+      size_t end = std::min(rows.size(), start + size_t(o.batch_size));
+      std::vector<std::vector<int32_t>> prompts;
+      for (size_t r = start; r < end; ++r) prompts.push_back(rows[r].second);
+      model::SamplingParams bp = p;
+      bp.seed = p.seed + start;  // distinct streams per batch (sequences within a batch differ by index)
+      std::vector<model::Completion> c;
+      try {
+        c = model::generate(m, prompts, bp, tok.get());
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+      for (size_t r = start; r < end; ++r) {
+        std::string text = c[r - start].text;
+        // The stop string is cut off; put the closing tag back so the answer extracts.
+        if (c[r - start].finish == model::FinishReason::StopString && tmpl == eval::Template::R1) text += "</answer>";
+        job.samples.push_back({rows[r].first, std::move(text)});
+      }
+    }
+  }
+  return grade_and_report(o, jobs);
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
+  CLI::App* c = app.add_subcommand("eval", "Evaluate on benchmarks (CRUXEval, HumanEval(+), MBPP(+), math)");
+  c->footer(
+      "Benchmarks: humanevalplus mbppplus humaneval mbpp (code), aime24 aime25 amc23 math500 minerva_math "
+      "olympiadbench (math), gsm8k (math-graded, not in the math avg), cruxeval_o cruxeval_i (in-distribution, "
+      "reported apart). code avg / math avg = mean pass@1 of the code / math benchmarks evaluated; overall = "
+      "(code avg + math avg) / 2.\n"
+      "--answers FILE: one {\"bench\", \"id\", \"response\"} object per line (several lines per item = several "
+      "samples); graded without a model. --model DIR --bench NAME[,NAME]: generate first (greedy by default; "
+      "sampled when --n > 1), then grade. Benchmark data: --data DIR, else $AZR_BENCHMARKS, else "
+      "../shared/benchmarks. --out FILE writes one JSON line per response: bench, id, sample, response, "
+      "extracted, correct, reason[, detail].\n"
+      "Exit status: 0 graded; 1 the sandbox failed; 2 bad usage or input (FILE:LINE: ...).");
+  c->add_option("--answers", o.answers, "JSONL of {bench, id, response} to grade (- for stdin)");
+  c->add_option("--model", o.model, "model directory to generate answers with");
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
+  c->add_option("--bench", o.bench, "benchmarks to generate for (--model)")->delimiter(',');
+  c->add_option("--data", o.data, "benchmark data dir (default: $AZR_BENCHMARKS, else ../shared/benchmarks)");
+  c->add_option("--out", o.out, "per-response results JSONL");
+  c->add_option("--k", o.k, "also report pass@k (unbiased estimator; needs n >= k samples per item)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)");
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass")->capture_default_str();
+  c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--template", o.template_name, "r1 (self-play models) or boxed (base models)")
+      ->capture_default_str()->check(CLI::IsMember({"r1", "boxed"}));
+  c->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
+  c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");
+  c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0));
+  c->add_option("--memory", o.memory_mib, "address-space limit per sandbox job, MiB")->capture_default_str()
+      ->check(CLI::Range(16.0, 1048576.0));
+  c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(CLI::Range(0, 1024));
+  c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  return c;
+}
+
+int run_eval(const EvalOptions& o) {
+  if (o.answers.empty() == o.model.empty()) throw UsageError("eval: give either --answers FILE or --model DIR");
+  if (!o.answers.empty() && !o.bench.empty()) throw UsageError("eval: --bench goes with --model (--answers names its benchmarks)");
+  fs::path data;
+  try {
+    data = eval::resolve_data_dir(o.data);
+  } catch (const eval::BenchmarkError& e) {
+    throw UsageError(e.what());
+  }
+  return o.answers.empty() ? run_model(o, data) : run_answers(o, data);
+}
+
+}  // namespace azr::cli

@@ -1,0 +1,176 @@
+#include "eval/benchmarks.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "eval/math_answer.h"
+
+namespace azr::eval {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string json_string(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::vector<json> read_jsonl(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BenchmarkError(path.string() + ": cannot open the benchmark file");
+  std::vector<json> out;
+  std::string line;
+  for (size_t lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(json::parse(line));
+    } catch (const json::parse_error& e) {
+      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!out.back().is_object())
+      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": expected a JSON object");
+  }
+  return out;
+}
+
+void load_cruxeval(Benchmark& b, const fs::path& dir) {
+  fs::path path = dir / "cruxeval.jsonl";
+  std::vector<json> rows = read_jsonl(path);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    for (const char* f : {"code", "input", "output", "id"})
+      if (!r.contains(f) || !r[f].is_string())
+        throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": field '" + f + "' missing or not a string");
+    BenchItem it;
+    it.id = r["id"].get<std::string>();
+    it.program = r["code"].get<std::string>();
+    it.input = r["input"].get<std::string>();
+    it.output = r["output"].get<std::string>();
+    it.prompt = it.program;
+    it.gold = b.info.name == "cruxeval_o" ? it.output : it.input;
+    b.items.push_back(std::move(it));
+  }
+}
+
+void load_math(Benchmark& b, const fs::path& dir) {
+  fs::path path = dir / "test.jsonl";
+  std::vector<json> rows = read_jsonl(path);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    BenchItem it;
+    it.id = std::to_string(i);  // gsm8k has no id: its line index
+    for (const char* f : {"id", "unique_id", "idx"})
+      if (r.contains(f) && !r[f].is_null()) {
+        it.id = json_string(r[f]);
+        break;
+      }
+    for (const char* f : {"problem", "question"})
+      if (r.contains(f) && r[f].is_string()) {
+        it.prompt = r[f].get<std::string>();
+        break;
+      }
+    if (it.prompt.empty())
+      throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": no 'problem' or 'question' text");
+    std::optional<std::string> gold = gold_math_answer(b.info.folder, r);
+    if (!gold) throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": no gold answer");
+    it.gold = *gold;
+    b.items.push_back(std::move(it));
+  }
+}
+
+void load_code(Benchmark& b, const fs::path& data_dir) {
+  try {
+    b.code = load_code_benchmark(b.info.name, data_dir);
+  } catch (const std::runtime_error& e) {
+    throw BenchmarkError(e.what());
+  }
+  for (size_t i = 0; i < b.code.size(); ++i) {
+    BenchItem it;
+    it.id = b.code[i].id;
+    it.prompt = b.code[i].prompt;
+    it.gold = b.code[i].canonical_solution;
+    it.code_index = i;
+    b.items.push_back(std::move(it));
+  }
+}
+
+}  // namespace
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Code: return "code";
+    case Category::Math: return "math";
+    case Category::Gsm8k: return "gsm8k";
+    case Category::Cruxeval: return "cruxeval";
+  }
+  return "?";
+}
+
+const std::vector<BenchmarkInfo>& benchmark_registry() {
+  static const std::vector<BenchmarkInfo> r = {
+      {"humanevalplus", Category::Code, "humanevalplus"},
+      {"mbppplus", Category::Code, "mbppplus"},
+      {"humaneval", Category::Code, "humaneval"},
+      {"mbpp", Category::Code, "mbpp"},
+      {"aime24", Category::Math, "aime24"},
+      {"aime25", Category::Math, "aime25"},
+      {"amc23", Category::Math, "amc23"},
+      {"math500", Category::Math, "math500"},
+      {"minerva_math", Category::Math, "minerva_math"},
+      {"olympiadbench", Category::Math, "olympiadbench"},
+      {"gsm8k", Category::Gsm8k, "gsm8k"},
+      {"cruxeval_o", Category::Cruxeval, "cruxeval"},
+      {"cruxeval_i", Category::Cruxeval, "cruxeval"},
+  };
+  return r;
+}
+
+const BenchmarkInfo* find_benchmark(std::string_view name) {
+  for (const auto& b : benchmark_registry())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+std::optional<size_t> Benchmark::index_of(const std::string& id) const {
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].id == id) return i;
+  return std::nullopt;
+}
+
+Benchmark load_benchmark(std::string_view name, const fs::path& data_dir) {
+  const BenchmarkInfo* info = find_benchmark(name);
+  if (!info) throw BenchmarkError("unknown benchmark '" + std::string(name) + "'");
+  Benchmark b;
+  b.info = *info;
+  switch (info->category) {
+    case Category::Cruxeval: load_cruxeval(b, data_dir / info->folder); break;
+    case Category::Math:
+    case Category::Gsm8k: load_math(b, data_dir / info->folder); break;
+    case Category::Code: load_code(b, data_dir); break;
+  }
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < b.items.size(); ++i)
+    if (!seen.emplace(b.items[i].id, i).second)
+      throw BenchmarkError(std::string(name) + ": duplicate item id '" + b.items[i].id + "'");
+  return b;
+}
+
+fs::path resolve_data_dir(const std::string& flag) {
+  fs::path dir;
+  if (!flag.empty()) {
+    dir = flag;
+  } else if (const char* env = std::getenv("AZR_BENCHMARKS"); env && *env) {
+    dir = env;
+  } else if (fs::is_directory("../shared/benchmarks")) {
+    dir = "../shared/benchmarks";
+  } else {
+    throw BenchmarkError("no benchmark data: give --data DIR or set AZR_BENCHMARKS (the folder of README.md)");
+  }
+  if (!fs::is_directory(dir)) throw BenchmarkError(dir.string() + ": not a directory (the benchmark data dir)");
+  return dir;
+}
+
+}  // namespace azr::eval

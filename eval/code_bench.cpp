@@ -1,0 +1,627 @@
+#include "eval/code_bench.h"
+
+#include "sandbox/preimports.h"
+
+#include <zlib.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "sandbox/result.h"
+#include "sandbox/value.h"
+
+namespace azr::eval {
+namespace {
+
+using sandbox::Status;
+using sandbox::Value;
+using sandbox::ValueKind;
+
+// ---------------------------------------------------------------------------------------------
+// Minimal JSON reader: EvalPlus files hold `Infinity` (not JSON) and integers beyond 64 bits,
+// which nlohmann would reject or round. We walk the raw text, keep each top-level field's span,
+// and translate argument lists to Python source directly.
+struct JsonCursor {
+  std::string_view s;
+  size_t i = 0;
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("json: " + what + " at offset " + std::to_string(i));
+  }
+  char peek() {
+    ws();
+    if (i >= s.size()) fail("unexpected end");
+    return s[i];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i;
+  }
+  static void put_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += char(cp);
+    } else if (cp < 0x800) {
+      out += char(0xC0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += char(0xE0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3F));
+      out += char(0x80 | (cp & 0x3F));
+    } else {
+      out += char(0xF0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3F));
+      out += char(0x80 | ((cp >> 6) & 0x3F));
+      out += char(0x80 | (cp & 0x3F));
+    }
+  }
+  uint32_t hex4() {
+    if (i + 4 > s.size()) fail("bad \\u escape");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = s[i++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= c - '0';
+      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+      else fail("bad \\u escape");
+    }
+    return v;
+  }
+  // Appends a Python string literal for the JSON string at the cursor.
+  void string_to_python(std::string& out) {
+    expect('"');
+    out += '"';
+    auto esc = [&](uint32_t cp) {
+      char buf[16];
+      if (cp < 0x100) snprintf(buf, sizeof buf, "\\x%02x", cp);
+      else snprintf(buf, sizeof buf, "\\u%04x", cp);
+      out += buf;
+    };
+    while (true) {
+      if (i >= s.size()) fail("unterminated string");
+      unsigned char c = static_cast<unsigned char>(s[i++]);
+      if (c == '"') break;
+      if (c != '\\') {
+        if (c < 0x20 || c == 0x7F) esc(c);
+        else out += char(c);  // UTF-8 bytes pass through (Python source is UTF-8)
+        continue;
+      }
+      if (i >= s.size()) fail("unterminated escape");
+      char e = s[i++];
+      switch (e) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '/': out += '/'; break;
+        case 'b': out += "\\b"; break;
+        case 'f': out += "\\f"; break;
+        case 'n': out += "\\n"; break;
+        case 'r': out += "\\r"; break;
+        case 't': out += "\\t"; break;
+        case 'u': {
+          uint32_t cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00 && i + 6 <= s.size() && s[i] == '\\' && s[i + 1] == 'u') {
+            size_t save = i;
+            i += 2;
+            uint32_t lo = hex4();
+            if (lo >= 0xDC00 && lo < 0xE000) {
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else {
+              i = save;
+            }
+          }
+          if (cp >= 0xD800 && cp < 0xE000) esc(cp);  // lone surrogate: keep it as an escape
+          else if (cp < 0x20 || cp == 0x7F) esc(cp);
+          else if (cp == '"') out += "\\\"";
+          else if (cp == '\\') out += "\\\\";
+          else put_utf8(out, cp);
+          break;
+        }
+        default: fail("bad escape");
+      }
+    }
+    out += '"';
+  }
+  bool word(std::string_view w) {
+    if (s.substr(i, w.size()) == w) {
+      i += w.size();
+      return true;
+    }
+    return false;
+  }
+  // Appends the value at the cursor as Python literal source.
+  void value_to_python(std::string& out, bool* needs_expression) {
+    char c = peek();
+    if (c == '"') return string_to_python(out);
+    if (c == '[' || c == '{') {
+      char close = c == '[' ? ']' : '}';
+      ++i;
+      out += c;
+      bool first = true;
+      while (peek() != close) {
+        if (!first) {
+          expect(',');
+          out += ", ";
+        }
+        first = false;
+        if (c == '{') {
+          string_to_python(out);
+          expect(':');
+          out += ": ";
+        }
+        value_to_python(out, needs_expression);
+      }
+      ++i;
+      out += close;
+      return;
+    }
+    if (word("true")) return void(out += "True");
+    if (word("false")) return void(out += "False");
+    if (word("null")) return void(out += "None");
+    if (word("Infinity")) return void(out += "1e999");
+    if (word("-Infinity")) return void(out += "-1e999");
+    if (word("NaN")) {
+      if (needs_expression) *needs_expression = true;
+      return void(out += "float('nan')");
+    }
+    size_t start = i;
+    if (i < s.size() && s[i] == '-') ++i;
+    while (i < s.size() && (isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                            s[i] == '+' || s[i] == '-'))
+      ++i;
+    if (i == start) fail("unexpected character");
+    out.append(s.substr(start, i - start));
+  }
+  // Skips one value, returning its raw text.
+  std::string_view raw_value() {
+    peek();
+    size_t start = i;
+    std::string sink;
+    value_to_python(sink, nullptr);
+    return s.substr(start, i - start);
+  }
+};
+
+// Top-level object -> field name -> raw JSON text.
+std::map<std::string, std::string_view> split_object(std::string_view line) {
+  JsonCursor c{line};
+  std::map<std::string, std::string_view> fields;
+  c.expect('{');
+  bool first = true;
+  while (c.peek() != '}') {
+    if (!first) c.expect(',');
+    first = false;
+    auto key_raw = c.raw_value();
+    std::string key = nlohmann::json::parse(key_raw).get<std::string>();
+    c.expect(':');
+    fields[key] = c.raw_value();
+  }
+  ++c.i;
+  c.ws();
+  if (c.i != line.size()) c.fail("trailing characters");
+  return fields;
+}
+
+// A JSON array of argument arrays -> one "a, b, c" string per argument list.
+std::vector<std::string> argument_lists(std::string_view raw) {
+  std::vector<std::string> out;
+  JsonCursor c{raw};
+  if (c.peek() == '{') {  // MbppPlus stores an empty plus_input as {} (Mbpp/793)
+    ++c.i;
+    c.expect('}');
+    return out;
+  }
+  c.expect('[');
+  bool first = true;
+  while (c.peek() != ']') {
+    if (!first) c.expect(',');
+    first = false;
+    c.expect('[');
+    std::string args;
+    bool first_arg = true;
+    while (c.peek() != ']') {
+      if (!first_arg) {
+        c.expect(',');
+        args += ", ";
+      }
+      first_arg = false;
+      bool expr = false;
+      c.value_to_python(args, &expr);
+      if (expr) throw std::runtime_error("json: NaN in an argument list is not supported");
+    }
+    ++c.i;
+    out.push_back(std::move(args));
+  }
+  return out;
+}
+
+std::vector<std::string> read_lines(const std::filesystem::path& path) {
+  std::string data;
+  if (path.extension() == ".gz") {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error("cannot open " + path.string());
+    char buf[1 << 16];
+    int n;
+    while ((n = gzread(f, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+    int err = 0;
+    const char* msg = gzerror(f, &err);
+    std::string emsg = err < 0 ? msg : "";
+    gzclose(f);
+    if (n < 0 || err < 0) throw std::runtime_error(path.string() + ": gzip error: " + emsg);
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + path.string());
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    data = ss.str();
+  }
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < data.size()) {
+    size_t end = data.find('\n', start);
+    if (end == std::string::npos) end = data.size();
+    std::string line = data.substr(start, end - start);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(std::move(line));
+    else lines.emplace_back();  // keep numbering; skipped below
+    start = end + 1;
+  }
+  return lines;
+}
+
+std::string str_field(const std::map<std::string, std::string_view>& f, const std::string& key) {
+  auto it = f.find(key);
+  if (it == f.end()) throw std::runtime_error("missing field '" + key + "'");
+  auto j = nlohmann::json::parse(it->second);
+  if (!j.is_string()) throw std::runtime_error("field '" + key + "' is not a string");
+  return j.get<std::string>();
+}
+
+std::string python_str_literal(std::string_view text) {
+  std::string json = nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  JsonCursor c{json};
+  std::string out;
+  c.string_to_python(out);
+  return out;
+}
+
+CodeProblem parse_item(const std::string& name, const std::string& line) {
+  auto f = split_object(line);
+  CodeProblem p;
+  if (name == "humaneval" || name == "humanevalplus") {
+    p.id = str_field(f, "task_id");
+    p.prompt = str_field(f, "prompt");
+    p.entry_point = str_field(f, "entry_point");
+    p.canonical_solution = p.prompt + str_field(f, "canonical_solution");
+    p.test = str_field(f, "test") + "\n\ncheck(" + p.entry_point + ")\n";
+  } else if (name == "mbpp") {
+    auto j = nlohmann::json::parse(line);
+    p.id = "Mbpp/" + std::to_string(j.at("task_id").get<int>());
+    std::vector<std::string> tests = j.at("test_list");
+    if (tests.empty()) throw std::runtime_error("empty test_list");
+    p.prompt = j.at("text").get<std::string>() + "\n" + tests[0] + "\n";
+    p.canonical_solution = j.at("code").get<std::string>();
+    // The entry point: the function the first assert calls.
+    const std::string& t = tests[0];
+    size_t a = t.find("assert");
+    size_t k = a == std::string::npos ? 0 : a + 6;
+    while (k < t.size() && !(isalpha(static_cast<unsigned char>(t[k])) || t[k] == '_')) ++k;
+    // skip wrappers such as set(...), math.isclose(...), abs(...) by taking the identifier
+    // followed by '(' that the canonical solution defines
+    std::string found;
+    for (size_t q = k; q < t.size(); ++q) {
+      if (!(isalpha(static_cast<unsigned char>(t[q])) || t[q] == '_')) continue;
+      if (q > 0 && (isalnum(static_cast<unsigned char>(t[q - 1])) || t[q - 1] == '_' || t[q - 1] == '.')) continue;
+      size_t e = q;
+      while (e < t.size() && (isalnum(static_cast<unsigned char>(t[e])) || t[e] == '_')) ++e;
+      std::string id = t.substr(q, e - q);
+      size_t paren = e;
+      while (paren < t.size() && t[paren] == ' ') ++paren;
+      if (paren < t.size() && t[paren] == '(' && p.canonical_solution.find("def " + id) != std::string::npos) {
+        found = id;
+        break;
+      }
+      q = e;
+    }
+    if (found.empty()) throw std::runtime_error("cannot find the entry point of " + p.id);
+    p.entry_point = found;
+    std::string setup = j.value("test_setup_code", "");
+    p.test = setup + (setup.empty() ? "" : "\n");
+    for (const auto& s : tests) p.test += s + "\n";
+  } else {  // mbppplus
+    p.id = str_field(f, "task_id");
+    p.prompt = str_field(f, "prompt");
+    p.entry_point = str_field(f, "entry_point");
+    p.canonical_solution = str_field(f, "canonical_solution");
+    // Some assertions call math.isclose without importing math (Mbpp/120).
+    p.test = "import math\n" + str_field(f, "assertion");
+  }
+  if (name == "humanevalplus" || name == "mbppplus") {
+    for (const char* key : {"base_input", "plus_input"}) {
+      auto it = f.find(key);
+      if (it == f.end()) throw std::runtime_error(std::string("missing field '") + key + "'");
+      for (auto& a : argument_lists(it->second)) p.plus_inputs.push_back(std::move(a));
+    }
+    auto it = f.find("atol");
+    if (it != f.end()) p.atol = nlohmann::json::parse(it->second).get<double>();
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grading.
+
+bool is_number(const Value& v) {
+  return v.kind() == ValueKind::Int || v.kind() == ValueKind::Float || v.kind() == ValueKind::Bool;
+}
+double as_double(const Value& v) {
+  if (v.kind() == ValueKind::Float) return v.as_float();
+  if (v.kind() == ValueKind::Bool) return v.as_bool() ? 1 : 0;
+  const auto& b = v.as_int();
+  double r = 0;
+  for (size_t k = b.limbs.size(); k-- > 0;) r = r * 4294967296.0 + b.limbs[k];
+  return b.negative ? -r : r;
+}
+
+// EvalPlus: exact equality, else (floats involved) np.allclose(out, exp, rtol=1e-07, atol) with
+// atol defaulting to 1e-6 for float outputs.
+bool close_equal(const Value& out, const Value& exp, double atol) {
+  if (sandbox::python_equal(out, exp, sandbox::NanRule::Identical)) return true;
+  if (is_number(out) && is_number(exp) &&
+      (out.kind() == ValueKind::Float || exp.kind() == ValueKind::Float)) {
+    double a = as_double(out), b = as_double(exp);
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    if (std::isinf(a) || std::isinf(b)) return a == b;
+    double tol = atol > 0 ? atol : 1e-6;
+    return std::fabs(a - b) <= tol + 1e-7 * std::fabs(b);
+  }
+  auto seq = [](const Value& v) { return v.kind() == ValueKind::List || v.kind() == ValueKind::Tuple; };
+  if (seq(out) && seq(exp) && out.kind() == exp.kind()) {
+    const auto& x = out.items();
+    const auto& y = exp.items();
+    if (x.size() != y.size()) return false;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (!close_equal(x[k], y[k], atol)) return false;
+    return true;
+  }
+  return false;
+}
+
+std::string clip(std::string s, size_t n = 300) {
+  if (s.size() > n) s = s.substr(0, n) + "...";
+  return s;
+}
+
+CodeVerdict verdict_of_failure(const sandbox::CallResult& c, const std::string& output) {
+  CodeVerdict v;
+  v.passed = false;
+  switch (c.status) {
+    case Status::Ok: v.reason = "failed_test"; break;  // returned, but not True
+    case Status::Error:
+      if (c.error_type == "AssertionError") v.reason = "failed_test";
+      else if (c.error_type == "SyntaxError" || c.error_type == "IndentationError" || c.error_type == "TabError")
+        v.reason = "syntax_error";
+      else if (c.error_type == "sandbox.NoEntry" || c.error_type.find("NoEntry") != std::string::npos)
+        v.reason = "no_entry";
+      else v.reason = "exception";
+      break;
+    case Status::Timeout: v.reason = "timeout"; break;
+    case Status::Memory: v.reason = "memory"; break;
+    default: v.reason = std::string(sandbox::status_name(c.status)); break;
+  }
+  v.detail = clip(c.error_type + (c.message.empty() ? "" : ": " + c.message));
+  if (v.detail.empty() || v.detail == ": ") v.detail = clip(output);
+  return v;
+}
+
+constexpr const char* kCheckEntry = "__azr_check__";
+
+std::string base_test_program(const std::string& candidate, const CodeProblem& p) {
+  // The test source runs inside the checker so a failing assert is reported as the call's
+  // exception; it sees the candidate's module namespace (exec with globals()).
+  return candidate + "\n\n\ndef " + kCheckEntry + "():\n    exec(" + python_str_literal(p.test) +
+         ", globals())\n    return True\n";
+}
+
+sandbox::Limits plus_limits(const sandbox::Limits& base, double cpu) {
+  sandbox::Limits l = base;
+  l.cpu_seconds = cpu;
+  l.wall_seconds = 0;
+  if (l.memory_bytes < (2ull << 30)) l.memory_bytes = 2ull << 30;
+  if (l.max_result_bytes < (128ull << 20)) l.max_result_bytes = 128ull << 20;
+  if (l.max_output_bytes < (1ull << 20)) l.max_output_bytes = 1ull << 20;
+  return l;
+}
+
+}  // namespace
+
+std::string json_to_python(std::string_view json) {
+  JsonCursor c{json};
+  std::string out;
+  c.value_to_python(out, nullptr);
+  c.ws();
+  if (c.i != json.size()) c.fail("trailing characters");
+  return out;
+}
+
+std::vector<std::string> code_bench_preimports() {
+  // The sandbox's default allowlist plus hashlib (HumanEval/162 hashes with md5).
+  std::vector<std::string> mods = sandbox::default_preimports();
+  mods.push_back("hashlib");
+  return mods;
+}
+
+std::vector<CodeProblem> load_code_benchmark(const std::string& name, const std::filesystem::path& data_dir) {
+  std::filesystem::path file;
+  if (name == "humaneval") file = data_dir / "humaneval" / "HumanEval.jsonl.gz";
+  else if (name == "humanevalplus") file = data_dir / "humanevalplus" / "HumanEvalPlus-v0.1.10.jsonl.gz";
+  else if (name == "mbpp") file = data_dir / "mbpp" / "mbpp.jsonl";
+  else if (name == "mbppplus") file = data_dir / "mbppplus" / "MbppPlus-v0.2.0.jsonl.gz";
+  else throw std::runtime_error("unknown code benchmark '" + name + "' (humaneval, humanevalplus, mbpp, mbppplus)");
+  auto lines = read_lines(file);
+  std::vector<CodeProblem> out;
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (lines[n].empty()) continue;
+    try {
+      if (name == "mbpp") {
+        auto j = nlohmann::json::parse(lines[n]);
+        int id = j.at("task_id").get<int>();
+        if (id < 11 || id > 510) continue;
+      }
+      out.push_back(parse_item(name, lines[n]));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(file.string() + ":" + std::to_string(n + 1) + ": " + e.what());
+    }
+  }
+  if (out.empty()) throw std::runtime_error(file.string() + ": no items");
+  return out;
+}
+
+std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
+                                    const std::vector<std::string>& completions, const sandbox::Limits& limits) {
+  if (problems.size() != completions.size())
+    throw std::invalid_argument("grade_code: problems and completions differ in size");
+  const size_t n = problems.size();
+  std::vector<CodeVerdict> verdicts(n);
+
+  // Stage 1: base tests for every candidate, and the canonical outputs on the plus inputs (one
+  // job per distinct problem id).
+  std::unordered_map<uint64_t, size_t> base_job;            // job id -> candidate index
+  std::unordered_map<uint64_t, std::string> canon_job;      // job id -> problem id
+  std::unordered_map<std::string, const CodeProblem*> plus_problems;
+  std::unordered_map<std::string, sandbox::JobResult> canon;  // problem id -> canonical result
+  for (size_t i = 0; i < n; ++i) {
+    sandbox::Job job;
+    job.program = base_test_program(completions[i], problems[i]);
+    job.entry = kCheckEntry;
+    job.inputs = {""};
+    job.limits = limits;
+    base_job[pool.submit(std::move(job))] = i;
+    if (!problems[i].plus_inputs.empty() && !plus_problems.count(problems[i].id)) {
+      plus_problems[problems[i].id] = &problems[i];
+      sandbox::Job cj;
+      cj.program = problems[i].canonical_solution;
+      cj.entry = problems[i].entry_point;
+      cj.inputs = problems[i].plus_inputs;
+      cj.limits = plus_limits(limits, std::max(60.0, limits.cpu_seconds));
+      canon_job[pool.submit(std::move(cj))] = problems[i].id;
+    }
+  }
+  std::vector<bool> base_ok(n, false);
+  size_t outstanding = base_job.size() + canon_job.size();
+  std::unordered_map<uint64_t, size_t> plus_job;  // job id -> candidate index
+  std::vector<size_t> waiting_for_canon;
+  auto submit_plus = [&](size_t i) {
+    const auto& p = problems[i];
+    const auto& c = canon.at(p.id);
+    sandbox::Job job;
+    job.program = completions[i];
+    job.entry = p.entry_point;
+    job.inputs = p.plus_inputs;
+    job.limits = plus_limits(limits, limits.cpu_seconds + 4 * c.cpu_seconds);
+    plus_job[pool.submit(std::move(job))] = i;
+    ++outstanding;
+  };
+  while (outstanding > 0) {
+    sandbox::JobResult r = pool.wait_any();
+    --outstanding;
+    if (auto it = base_job.find(r.id); it != base_job.end()) {
+      size_t i = it->second;
+      const auto& c = r.calls.empty() ? sandbox::CallResult{} : r.calls[0];
+      bool ok = c.status == Status::Ok && c.value && c.value->kind() == ValueKind::Bool && c.value->as_bool();
+      if (!ok) {
+        verdicts[i] = verdict_of_failure(c, r.output);
+        continue;
+      }
+      base_ok[i] = true;
+      if (problems[i].plus_inputs.empty()) {
+        verdicts[i] = {true, "ok", ""};
+      } else if (canon.count(problems[i].id)) {
+        submit_plus(i);
+      } else {
+        waiting_for_canon.push_back(i);
+      }
+    } else if (auto ct = canon_job.find(r.id); ct != canon_job.end()) {
+      std::string pid = ct->second;
+      canon[pid] = std::move(r);
+      std::vector<size_t> still;
+      for (size_t i : waiting_for_canon) {
+        if (problems[i].id == pid) submit_plus(i);
+        else still.push_back(i);
+      }
+      waiting_for_canon.swap(still);
+    } else if (auto pt = plus_job.find(r.id); pt != plus_job.end()) {
+      size_t i = pt->second;
+      const auto& p = problems[i];
+      const auto& c = canon.at(p.id);
+      CodeVerdict v{true, "ok", ""};
+      for (size_t k = 0; k < p.plus_inputs.size(); ++k) {
+        const sandbox::CallResult* got = k < r.calls.size() ? &r.calls[k] : nullptr;
+        const sandbox::CallResult* exp = k < c.calls.size() ? &c.calls[k] : nullptr;
+        if (!exp || exp->status == Status::Internal || !got || got->status == Status::Internal) {
+          v = {false, "internal_error", "plus input " + std::to_string(k) + ": sandbox failure"};
+          break;
+        }
+        if (exp->status != Status::Ok) {
+          // The canonical solution itself fails here: the candidate must fail the same way.
+          if (got->status == exp->status && got->error_type == exp->error_type) continue;
+          v = {false, "wrong_output",
+               "plus input " + std::to_string(k) + " (" + clip(p.plus_inputs[k], 200) +
+                   "): canonical raised " + exp->error_type};
+          break;
+        }
+        if (got->status != Status::Ok) {
+          v = verdict_of_failure(*got, r.output);
+          v.detail = "plus input " + std::to_string(k) + " (" + clip(p.plus_inputs[k], 200) + "): " + v.detail;
+          break;
+        }
+        if (!close_equal(*got->value, *exp->value, p.atol)) {
+          v = {false, "wrong_output",
+               "plus input " + std::to_string(k) + " (" + clip(p.plus_inputs[k], 200) + "): expected " +
+                   clip(exp->repr, 200) + ", got " + clip(got->repr, 200)};
+          break;
+        }
+      }
+      verdicts[i] = std::move(v);
+    }
+  }
+  return verdicts;
+}
+
+std::string extract_code(std::string_view response, const CodeProblem& p) {
+  // Find the last fenced block: ```python / ```py / ```Python3 / bare ```.
+  std::string_view code = response;
+  size_t pos = 0;
+  std::string_view last;
+  bool found = false;
+  while (true) {
+    size_t open = response.find("```", pos);
+    if (open == std::string_view::npos) break;
+    size_t line_end = response.find('\n', open);
+    if (line_end == std::string_view::npos) break;
+    std::string_view lang = response.substr(open + 3, line_end - open - 3);
+    while (!lang.empty() && (lang.back() == ' ' || lang.back() == '\r')) lang.remove_suffix(1);
+    bool ok_lang = lang.empty() || lang == "python" || lang == "py" || lang == "Python" || lang == "python3";
+    size_t close = response.find("```", line_end + 1);
+    std::string_view body = close == std::string_view::npos ? response.substr(line_end + 1)
+                                                              : response.substr(line_end + 1, close - line_end - 1);
+    if (ok_lang) {
+      last = body;
+      found = true;
+    }
+    if (close == std::string_view::npos) break;
+    pos = close + 3;
+  }
+  if (found) code = last;
+  std::string out(code);
+  bool humaneval = p.id.rfind("HumanEval/", 0) == 0;
+  if (humaneval && out.find("def " + p.entry_point) == std::string::npos) out = p.prompt + out;
+  return out;
+}
+
+}  // namespace azr::eval

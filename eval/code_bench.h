@@ -1,0 +1,57 @@
+#pragma once
+// Code-generation benchmarks for `azr eval`: HumanEval, HumanEval+, MBPP, MBPP+.
+//
+// Loading reads the files in the shared benchmarks folder (see its README.md). Grading runs
+// every candidate in the sandbox: first the benchmark's base tests (one job: the candidate, the
+// test source exec'd inside a checker function), then, for the EvalPlus benchmarks, all
+// base_input + plus_input argument lists in one job, compared value by value with what the
+// canonical solution returns on them (also computed in the sandbox, once per problem).
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sandbox/limits.h"
+#include "sandbox/pool.h"
+
+namespace azr::eval {
+
+struct CodeProblem {
+  std::string id;                  // "HumanEval/0", "Mbpp/2", ...
+  std::string prompt;              // what the model is shown
+  std::string entry_point;         // function name
+  std::string canonical_solution;  // a full program that passes
+  std::string test;                // the base tests as a self-contained Python source (asserts / check(entry))
+  std::vector<std::string> plus_inputs;  // EvalPlus base_input + plus_input as argument lists (`1, [2]`)
+  double atol = 0;                 // EvalPlus float tolerance
+};
+
+// name: "humaneval", "humanevalplus", "mbpp" (test split: task_id 11-510), "mbppplus".
+// Throws std::runtime_error naming the file (and line) on a missing or malformed file.
+std::vector<CodeProblem> load_code_benchmark(const std::string& name, const std::filesystem::path& data_dir);
+
+struct CodeVerdict {
+  bool passed = false;
+  std::string reason;  // "ok", "failed_test", "exception", "timeout", "syntax_error", "memory",
+                       // "no_entry", "wrong_output" (plus inputs), "internal_error", ...
+  std::string detail;
+};
+
+// completions[i] is a full program for problems[i]. `limits` applies to the base-test job; the
+// plus-input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time.
+std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
+                                    const std::vector<std::string>& completions, const sandbox::Limits& limits = {});
+
+// The last ```python (or bare ```) block of a response (the whole response if none); for
+// HumanEval problems the prompt is prepended when the block does not define the entry point.
+std::string extract_code(std::string_view response, const CodeProblem& p);
+
+// Modules the sandbox workers should pre-import for these benchmarks: the sandbox's default
+// allowlist plus `hashlib` (HumanEval/162). Pass as PoolOptions::preimports.
+std::vector<std::string> code_bench_preimports();
+
+// JSON text of one value -> the same value as Python literal source (true -> True, Infinity ->
+// 1e999, big integers kept exact, strings re-escaped). Exposed for tests.
+std::string json_to_python(std::string_view json);
+
+}  // namespace azr::eval

@@ -1,0 +1,714 @@
+#include "eval/math_answer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <regex>
+#include <vector>
+
+namespace azr::eval {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Small string helpers.
+
+bool starts_with_at(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+// Index just past the '}' matching the '{' at `open`, or npos when unbalanced.
+size_t match_brace(std::string_view s, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == '{' || s[i + 1] == '}')) {
+      ++i;  // escaped brace: \{ \} are set delimiters, not groups
+      continue;
+    }
+    if (s[i] == '{') ++depth;
+    if (s[i] == '}' && --depth == 0) return i + 1;
+  }
+  return std::string::npos;
+}
+
+// Content of a `\cmd{...}` starting at `pos` (pos at the backslash). Sets `end` past the '}'.
+std::optional<std::string> braced_arg(std::string_view s, size_t after_cmd, size_t& end) {
+  size_t i = after_cmd;
+  while (i < s.size() && s[i] == ' ') ++i;
+  if (i >= s.size() || s[i] != '{') return std::nullopt;
+  size_t close = match_brace(s, i);
+  if (close == std::string::npos) return std::nullopt;
+  end = close;
+  return std::string(s.substr(i + 1, close - i - 2));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extraction.
+
+// Content of the last \boxed{...} / \fbox{...} with balanced braces (also `\boxed 5`).
+// Braces are matched once for the whole text (a stack pass), so a response full of unclosed
+// `\boxed{` stays linear instead of rescanning to the end for each one.
+std::optional<std::string> last_boxed(std::string_view s) {
+  std::vector<size_t> close_of(s.size(), std::string_view::npos);
+  std::vector<size_t> stack;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == '{' || s[i + 1] == '}')) {
+      ++i;  // escaped brace: \{ \} are set delimiters, not groups
+    } else if (s[i] == '{') {
+      stack.push_back(i);
+    } else if (s[i] == '}' && !stack.empty()) {
+      close_of[stack.back()] = i;
+      stack.pop_back();
+    }
+  }
+  std::vector<size_t> starts;  // (position, command length) of every \boxed / \fbox
+  std::vector<size_t> lens;
+  for (std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")})
+    for (size_t pos = s.find(cmd); pos != std::string_view::npos; pos = s.find(cmd, pos + 1)) {
+      starts.push_back(pos);
+      lens.push_back(cmd.size());
+    }
+  std::vector<size_t> order(starts.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return starts[a] > starts[b]; });
+  for (size_t k : order) {
+    size_t after = starts[k] + lens[k];
+    size_t i = after;
+    while (i < s.size() && s[i] == ' ') ++i;
+    if (i < s.size() && s[i] == '{') {
+      if (close_of[i] != std::string_view::npos) return trim(s.substr(i + 1, close_of[i] - i - 1));
+      continue;  // unclosed: an earlier \boxed may still be complete
+    }
+    if (after < s.size() && s[after] == ' ') {
+      // `\boxed 5`: up to the next '$' or whitespace.
+      size_t b = i, e = b;
+      while (e < s.size() && s[e] != '$' && !std::isspace(static_cast<unsigned char>(s[e]))) ++e;
+      if (e > b) return std::string(s.substr(b, e - b));
+    }
+  }
+  return std::nullopt;
+}
+
+// The last number token in the text: -12, 3.5, 1,000 (commas removed), 2/3.
+std::optional<std::string> last_number(std::string_view s) {
+  static const std::regex number(R"(-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?|-?\.\d+)");
+  std::optional<std::string> last;
+  std::string str(s);
+  for (auto it = std::sregex_iterator(str.begin(), str.end(), number); it != std::sregex_iterator(); ++it) {
+    std::string tok = it->str();
+    tok.erase(std::remove(tok.begin(), tok.end(), ','), tok.end());
+    last = tok;
+  }
+  return last;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation steps. Each takes and returns the whole answer string.
+
+// `$x$`, `\[x\]`, `\(x\)`, `\boxed{x}`: presentation wrappers around the answer.
+std::string strip_wrappers(std::string s) {
+  s = trim(s);
+  if (auto b = last_boxed(s); b && s.rfind("\\boxed", 0) == 0) s = *b;
+  replace_all(s, "\\[", "");
+  replace_all(s, "\\]", "");
+  replace_all(s, "\\(", "");
+  replace_all(s, "\\)", "");
+  replace_all(s, "\\$", "");  // dollars
+  replace_all(s, "$", "");    // math mode
+  s = trim(s);
+  while (!s.empty() && (s.back() == '.' || s.back() == ';')) s.pop_back();  // sentence end
+  return trim(s);
+}
+
+// Spacing and sizing commands change the look, never the value.
+std::string strip_spacing(std::string s) {
+  replace_all(s, "\\\\", "\x01");  // keep `\\` (matrix rows) apart from `\ ` (a space)
+  for (std::string_view cmd : {"\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl", "\\Bigr", "\\big", "\\Big"}) {
+    // only when followed by a delimiter, so \rightarrow survives
+    size_t pos = 0;
+    while ((pos = s.find(cmd, pos)) != std::string::npos) {
+      size_t after = pos + cmd.size();
+      if (after < s.size() && !std::isalpha(static_cast<unsigned char>(s[after])))
+        s.erase(pos, cmd.size());
+      else
+        pos = after;
+    }
+  }
+  replace_all(s, "\\!", "");  // negative space: `10,\\!080` is the number 10080
+  for (std::string_view sp : {"\\displaystyle", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ "})
+    replace_all(s, sp, " ");
+  replace_all(s, "~", " ");
+  replace_all(s, "\\dfrac", "\\frac");
+  replace_all(s, "\\tfrac", "\\frac");
+  replace_all(s, "\\le ", "\\leq ");
+  replace_all(s, "\\ge ", "\\geq ");
+  replace_all(s, "\x01", "\\\\");
+  return s;
+}
+
+// Degrees and percentages: `30^\circ` is 30, `50\%` is 50 (see header for 0.5 vs 50%).
+std::string strip_degrees_percent(std::string s) {
+  for (std::string_view d : {"^{\\circ}", "^\\circ", "\\circ", "°", "\\degree"}) replace_all(s, d, "");
+  replace_all(s, "\\%", "");
+  replace_all(s, "%", "");
+  return s;
+}
+
+bool is_unit_text(std::string_view t) {
+  std::string u = trim(t);
+  if (u.empty()) return false;
+  for (char c : u)
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == ' ' || c == '^' || c == '/' || std::isdigit(static_cast<unsigned char>(c)) ||
+          c == '{' || c == '}' || c == '-'))
+      return false;
+  return std::isalpha(static_cast<unsigned char>(u[0]));
+}
+
+// `\text{...}` and friends: after a value the content is a unit and goes (`5 \text{ cm}`),
+// otherwise it is the answer itself and is unwrapped (`\text{(B)}`, `\text{even}`).
+std::string unwrap_text(std::string s) {
+  for (std::string_view cmd : {"\\text", "\\textbf", "\\textrm", "\\mbox", "\\mathrm", "\\mathbf", "\\textit", "\\operatorname"}) {
+    size_t pos = 0;
+    while ((pos = s.find(cmd, pos)) != std::string::npos) {
+      size_t after = pos + cmd.size();
+      if (after < s.size() && std::isalpha(static_cast<unsigned char>(s[after]))) {  // \textbf vs \text
+        pos = after;
+        continue;
+      }
+      size_t end = 0;
+      auto content = braced_arg(s, after, end);
+      if (!content) {
+        pos = after;
+        continue;
+      }
+      std::string before = trim(std::string_view(s).substr(0, pos));
+      bool after_value = !before.empty() && (std::isdigit(static_cast<unsigned char>(before.back())) || before.back() == '}' ||
+                                             before.back() == ')' || before.back() == 'i');
+      // A unit may carry its own power after the group: `5 \text{ cm}^2`.
+      static const std::regex unit_power(R"(^\s*\^\s*(\{\s*\d\s*\}|\d)\s*$)");
+      std::string rest(std::string_view(s).substr(end));
+      bool at_end = trim(rest).empty() || std::regex_match(rest, unit_power);
+      if (after_value && at_end && is_unit_text(*content)) {
+        s.erase(pos);
+      } else {
+        s.replace(pos, end - pos, *content);
+      }
+    }
+  }
+  return s;
+}
+
+// A plain trailing unit word after a number: `5 cm`, `10 inches`, `12 dollars`.
+std::string strip_trailing_words(std::string s) {
+  // Words are whitespace-separated so the match is unambiguous (no catastrophic backtracking).
+  static const std::regex unit(R"(^\s*([-+]?[0-9][0-9.,/]*)\s+[A-Za-z]+(?:\^\{?\d\}?)?\.?(?:\s+[A-Za-z]+(?:\^\{?\d\}?)?\.?)*\s*$)");
+  std::smatch m;
+  if (std::regex_match(s, m, unit)) return m[1].str();
+  return s;
+}
+
+// `x = 5`: a single variable on the left names the answer; compare the right side.
+std::string strip_variable_assignment(std::string s) {
+  static const std::regex assign(R"(^\s*(?:[A-Za-z]|\\(?:alpha|beta|gamma|delta|theta|lambda|mu|phi|varphi|omega|rho|sigma|tau))(?:_\{?[A-Za-z0-9]+\}?)?\s*=([^=<>]+)$)");
+  // `x \in (1, 2]` likewise names the interval.
+  static const std::regex member(R"(^\s*[A-Za-z]\s*\\in\s*(.+)$)");
+  std::smatch m;
+  if (std::regex_match(s, m, assign)) return trim(m[1].str());
+  if (std::regex_match(s, m, member)) return trim(m[1].str());
+  return s;
+}
+
+// `1,000` / `10,080` / `1,234,567.5`: one number with thousands separators (no space after the
+// comma, groups of exactly three). `1, 000` or `(1,0)` are not numbers and keep their commas.
+std::string strip_thousands_separators(std::string s) {
+  static const std::regex thousands(R"(^-?\d{1,3}(,\d{3})+(\.\d+)?$)");
+  std::string t = trim(s);
+  if (std::regex_match(t, thousands)) t.erase(std::remove(t.begin(), t.end(), ','), t.end());
+  else return s;
+  return t;
+}
+
+// Whitespace never matters once the steps above have used it.
+std::string strip_whitespace(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); }), s.end());
+  return s;
+}
+
+// `2^{k}` is `2^k`, `52_{8}` is `52_8`: braces around a single character are optional.
+std::string strip_single_char_braces(std::string s) {
+  static const std::regex single(R"(([\^_])\{([A-Za-z0-9])\})");
+  return std::regex_replace(s, single, "$1$2");
+}
+
+// `(B)` / `B.`: a multiple-choice letter in parentheses is the letter.
+std::string unwrap_choice_letter(std::string s) {
+  if (s.size() == 3 && s[0] == '(' && s[2] == ')' && std::isalpha(static_cast<unsigned char>(s[1]))) return s.substr(1, 1);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numeric evaluation: a recursive-descent parser over the normalised (space-free) LaTeX.
+
+class Evaluator {
+ public:
+  explicit Evaluator(std::string_view s) : s_(s) {}
+  static constexpr int kMaxDepth = 200;  // bounds recursion on hostile input like "((((..."
+
+  std::optional<double> run() {
+    auto v = expr();
+    if (!v || i_ != s_.size() || !std::isfinite(*v)) return std::nullopt;
+    return v;
+  }
+
+ private:
+  std::string_view s_;
+  size_t i_ = 0;
+  int depth_ = 0;
+
+  bool eat(std::string_view p) {
+    if (starts_with_at(s_, i_, p)) {
+      i_ += p.size();
+      return true;
+    }
+    return false;
+  }
+  bool peek_cmd(std::string_view p) const {
+    if (!starts_with_at(s_, i_, p)) return false;
+    size_t a = i_ + p.size();
+    return a >= s_.size() || !std::isalpha(static_cast<unsigned char>(s_[a]));
+  }
+
+  std::optional<double> expr() {
+    if (++depth_ > kMaxDepth) return std::nullopt;
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
+    auto v = term();
+    while (v && i_ < s_.size()) {
+      if (eat("+")) {
+        auto r = term();
+        if (!r) return std::nullopt;
+        *v += *r;
+      } else if (s_[i_] == '-') {
+        ++i_;
+        auto r = term();
+        if (!r) return std::nullopt;
+        *v -= *r;
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+
+  bool starts_primary() const {
+    if (i_ >= s_.size()) return false;
+    char c = s_[i_];
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '(' || c == '{' || c == '.' || peek_cmd("\\frac") ||
+           peek_cmd("\\sqrt") || peek_cmd("\\pi");
+  }
+
+  std::optional<double> term() {
+    auto v = power();
+    while (v && i_ < s_.size()) {
+      if (eat("*") || peek_cmd("\\cdot") || peek_cmd("\\times")) {
+        if (eat("\\cdot") || eat("\\times")) {
+        }
+        auto r = power();
+        if (!r) return std::nullopt;
+        *v *= *r;
+      } else if (eat("/") || peek_cmd("\\div")) {
+        eat("\\div");
+        auto r = power();
+        if (!r || *r == 0) return std::nullopt;
+        *v /= *r;
+      } else if (starts_primary()) {  // implicit product: 2\sqrt{3}, 3\pi, 2(1+x)
+        auto r = power();
+        if (!r) return std::nullopt;
+        *v *= *r;
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+
+  std::optional<double> power() {
+    auto base = unary();
+    if (!base) return std::nullopt;
+    if (eat("^")) {
+      std::optional<double> e;
+      if (i_ < s_.size() && s_[i_] == '{') {
+        e = group();
+      } else if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) {
+        e = s_[i_++] - '0';  // x^23 in LaTeX is x^2 3
+      } else if (i_ < s_.size() && s_[i_] == '-') {
+        e = unary();
+      } else {
+        return std::nullopt;
+      }
+      if (!e) return std::nullopt;
+      return std::pow(*base, *e);
+    }
+    return base;
+  }
+
+  std::optional<double> unary() {
+    if (depth_ > kMaxDepth) return std::nullopt;
+    if (eat("-")) {
+      ++depth_;  // `----...5` recurses through power() without expr()
+      struct Leave {
+        int& d;
+        ~Leave() { --d; }
+      } leave{depth_};
+      auto v = power();
+      return v ? std::optional<double>(-*v) : std::nullopt;
+    }
+    if (eat("+")) return power();
+    return primary();
+  }
+
+  // `{...}` as a sub-expression.
+  std::optional<double> group() {
+    if (!eat("{")) return std::nullopt;
+    auto v = expr();
+    if (!v || !eat("}")) return std::nullopt;
+    return v;
+  }
+
+  // Argument of \frac / \sqrt: a braced group, or a single digit / \pi (`\frac12`, `\sqrt2`).
+  std::optional<double> arg() {
+    if (i_ < s_.size() && s_[i_] == '{') return group();
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) return s_[i_++] - '0';
+    if (eat("\\pi")) return std::numbers::pi;
+    return std::nullopt;
+  }
+
+  std::optional<double> number() {
+    size_t b = i_;
+    while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+    if (i_ < s_.size() && s_[i_] == '.') {
+      ++i_;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+    }
+    if (i_ == b || (i_ == b + 1 && s_[b] == '.')) return std::nullopt;
+    return std::strtod(std::string(s_.substr(b, i_ - b)).c_str(), nullptr);
+  }
+
+  std::optional<double> frac() {
+    auto n = arg();
+    if (!n) return std::nullopt;
+    auto d = arg();
+    if (!d || *d == 0) return std::nullopt;
+    return *n / *d;
+  }
+
+  std::optional<double> primary() {
+    if (i_ >= s_.size()) return std::nullopt;
+    char c = s_[i_];
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      bool integer_literal = true;
+      size_t b = i_;
+      auto v = number();
+      if (!v) return std::nullopt;
+      for (size_t k = b; k < i_; ++k) integer_literal &= s_[k] != '.';
+      // Mixed number `1\frac{4}{5}` = 1 + 4/5 (only with integer literals on both sides).
+      if (integer_literal && peek_cmd("\\frac")) {
+        size_t save = i_;
+        i_ += 5;
+        static const std::regex int_frac(R"(^\{\d+\}\{\d+\}|^\d\d)");
+        std::string rest(s_.substr(i_));
+        if (std::regex_search(rest, int_frac, std::regex_constants::match_continuous)) {
+          auto f = frac();
+          if (f) return *v + *f;
+        }
+        i_ = save;
+      }
+      return v;
+    }
+    if (c == '(') {
+      ++i_;
+      auto v = expr();
+      if (!v || !eat(")")) return std::nullopt;
+      return v;
+    }
+    if (c == '{') return group();
+    if (peek_cmd("\\frac")) {
+      i_ += 5;
+      return frac();
+    }
+    if (peek_cmd("\\sqrt")) {
+      i_ += 5;
+      double root = 2;
+      if (eat("[")) {
+        auto n = expr();
+        if (!n || !eat("]")) return std::nullopt;
+        root = *n;
+      }
+      auto a = arg();
+      if (!a || *a < 0 || root == 0) return std::nullopt;
+      return std::pow(*a, 1.0 / root);
+    }
+    if (peek_cmd("\\pi")) {
+      i_ += 3;
+      return std::numbers::pi;
+    }
+    return std::nullopt;
+  }
+};
+
+std::optional<double> evaluate(std::string_view s) { return Evaluator(s).run(); }
+
+bool numbers_equal(double a, double b) {
+  bool ints = std::fabs(a) < 9e15 && std::fabs(b) < 9e15 && a == std::round(a) && b == std::round(b);
+  if (ints) return a == b;
+  double scale = std::max(std::fabs(a), std::fabs(b));
+  return std::fabs(a - b) <= 1e-6 * scale + 1e-12;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structure: tuples, intervals, sets and bare lists.
+
+// Top-level comma split (outside (), [], {}, \{ \}).
+std::vector<std::string> split_top_commas(std::string_view s) {
+  std::vector<std::string> parts;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\\' && i + 1 < s.size() && (s[i + 1] == '{' || s[i + 1] == '}')) {
+      depth += s[i + 1] == '{' ? 1 : -1;
+      ++i;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      parts.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  parts.emplace_back(s.substr(start));
+  return parts;
+}
+
+// Whether the bracket at `open` closes exactly at the end of s (so s is one bracketed group).
+bool wraps_whole(std::string_view s, size_t open_len, size_t close_len) {
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == '{' || s[i + 1] == '}')) {
+      depth += s[i + 1] == '{' ? 1 : -1;
+      ++i;
+    } else if (s[i] == '(' || s[i] == '[' || s[i] == '{') {
+      ++depth;
+    } else if (s[i] == ')' || s[i] == ']' || s[i] == '}') {
+      --depth;
+    }
+    if (depth == 0 && i + 1 < s.size()) return false;
+  }
+  (void)open_len;
+  (void)close_len;
+  return depth == 0;
+}
+
+struct Structure {
+  enum Kind { kScalar, kOrdered, kUnordered } kind = kScalar;
+  std::string open, close;  // bracket kinds of ordered groups
+  std::vector<std::string> elems;
+};
+
+Structure structure_of(const std::string& s) {
+  Structure st;
+  // \{a, b\}: a set.
+  if (s.size() >= 4 && s.rfind("\\{", 0) == 0 && s.compare(s.size() - 2, 2, "\\}") == 0 && wraps_whole(s, 2, 2)) {
+    st.kind = Structure::kUnordered;
+    st.elems = split_top_commas(std::string_view(s).substr(2, s.size() - 4));
+    return st;
+  }
+  // (a, b), [a, b], (a, b]: ordered, bracket kinds matter. Needs a top-level comma inside.
+  if (s.size() >= 2 && (s[0] == '(' || s[0] == '[') && (s.back() == ')' || s.back() == ']') && wraps_whole(s, 1, 1)) {
+    auto inner = split_top_commas(std::string_view(s).substr(1, s.size() - 2));
+    if (inner.size() >= 2) {
+      st.kind = Structure::kOrdered;
+      st.open = s.substr(0, 1);
+      st.close = s.substr(s.size() - 1);
+      st.elems = inner;
+      return st;
+    }
+  }
+  auto parts = split_top_commas(s);
+  if (parts.size() >= 2) {
+    st.kind = Structure::kUnordered;
+    st.elems = parts;
+  }
+  return st;
+}
+
+// `a\pm b` -> `a+b,a-b` (only one \pm, at top level, outside brackets).
+std::string expand_pm(const std::string& s) {
+  size_t p = s.find("\\pm");
+  if (p == std::string::npos || s.find("\\pm", p + 3) != std::string::npos) return s;
+  if (s.find(',') != std::string::npos) return s;
+  std::string a = s.substr(0, p), b = s.substr(p + 3);
+  if (a.empty()) return "+" + b + ",-" + b;  // \pm 3
+  return a + "+" + b + "," + a + "-" + b;
+}
+
+bool scalar_equivalent(const std::string& c, const std::string& g) {
+  if (c == g) return true;
+  if (c.size() == 1 && g.size() == 1 && std::isalpha(static_cast<unsigned char>(c[0])) &&
+      std::isalpha(static_cast<unsigned char>(g[0])))
+    return std::tolower(static_cast<unsigned char>(c[0])) == std::tolower(static_cast<unsigned char>(g[0]));
+  auto cv = evaluate(c), gv = evaluate(g);
+  if (cv && gv) return numbers_equal(*cv, *gv);
+  return false;
+}
+
+bool equivalent_normalised(const std::string& c, const std::string& g, int depth);
+
+bool unordered_match(const std::vector<std::string>& c, const std::vector<std::string>& g, int depth) {
+  if (c.size() != g.size()) return false;
+  std::vector<bool> used(g.size(), false);
+  for (const auto& x : c) {
+    bool hit = false;
+    for (size_t j = 0; j < g.size() && !hit; ++j)
+      if (!used[j] && equivalent_normalised(x, g[j], depth + 1)) used[j] = hit = true;
+    if (!hit) return false;
+  }
+  return true;
+}
+
+std::string normalise_element(const std::string& e) {
+  // No thousands step here: the whole answer had it already, and an element never holds a
+  // top-level comma (re-running it would turn the list `1, 000` into 1000).
+  return unwrap_choice_letter(strip_whitespace(strip_variable_assignment(e)));
+}
+
+bool equivalent_normalised(const std::string& c0, const std::string& g0, int depth) {
+  if (depth > 8) return c0 == g0;
+  std::string c = normalise_element(c0), g = normalise_element(g0);
+  if (c == g) return true;
+  c = expand_pm(c);
+  g = expand_pm(g);
+  Structure cs = structure_of(c), gs = structure_of(g);
+  if (cs.kind != gs.kind) return false;
+  switch (gs.kind) {
+    case Structure::kScalar:
+      return scalar_equivalent(c, g);
+    case Structure::kOrdered:
+      if (cs.open != gs.open || cs.close != gs.close || cs.elems.size() != gs.elems.size()) return false;
+      for (size_t k = 0; k < gs.elems.size(); ++k)
+        if (!equivalent_normalised(cs.elems[k], gs.elems[k], depth + 1)) return false;
+      return true;
+    case Structure::kUnordered:
+      return unordered_match(cs.elems, gs.elems, depth);
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public API.
+
+std::optional<std::string> extract_math_answer(std::string_view response) {
+  if (auto b = last_boxed(response)) return b;
+  size_t open = response.rfind("<answer>");
+  if (open != std::string_view::npos) {
+    size_t b = open + 8;
+    size_t close = response.find("</answer>", b);
+    std::string_view inner = response.substr(b, close == std::string_view::npos ? std::string_view::npos : close - b);
+    if (auto boxed = last_boxed(inner)) return boxed;
+    std::string t = trim(inner);
+    if (!t.empty()) return t;
+  }
+  return last_number(response);
+}
+
+std::string normalize_math_answer(std::string_view answer) {
+  std::string s(answer);
+  s = strip_wrappers(s);
+  s = strip_spacing(s);
+  s = strip_degrees_percent(s);
+  s = unwrap_text(s);
+  s = trim(s);
+  s = strip_trailing_words(s);
+  s = strip_variable_assignment(s);
+  s = strip_thousands_separators(s);
+  s = strip_whitespace(s);
+  s = strip_single_char_braces(s);
+  s = unwrap_choice_letter(s);
+  return s;
+}
+
+bool math_equivalent(std::string_view candidate, std::string_view gold) {
+  // Final answers are short; a huge one (a runaway generation) only counts if it is the gold
+  // verbatim, which keeps the regex steps and the parser away from pathological input.
+  constexpr size_t kMaxAnswer = 4096;
+  if (candidate.size() > kMaxAnswer || gold.size() > kMaxAnswer) return trim(candidate) == trim(gold);
+  std::string g = normalize_math_answer(gold);
+  std::string c = normalize_math_answer(candidate);
+  if (c.empty() || g.empty()) return false;
+  return equivalent_normalised(c, g, 0);
+}
+
+std::optional<std::string> gold_math_answer(std::string_view benchmark, const nlohmann::json& item) {
+  auto as_string = [](const nlohmann::json& v) -> std::optional<std::string> {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_integer()) return std::to_string(v.get<long long>());
+    if (v.is_number()) {
+      double d = v.get<double>();
+      if (d == std::round(d) && std::fabs(d) < 9e15) return std::to_string(static_cast<long long>(d));
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.15g", d);
+      return std::string(buf);
+    }
+    return std::nullopt;
+  };
+  if (benchmark == "gsm8k") {
+    if (!item.contains("answer") || !item["answer"].is_string()) return std::nullopt;
+    std::string a = item["answer"].get<std::string>();
+    size_t p = a.rfind("#### ");
+    if (p == std::string::npos) return std::nullopt;
+    std::string g = trim(std::string_view(a).substr(p + 5));
+    g.erase(std::remove(g.begin(), g.end(), ','), g.end());
+    return g;
+  }
+  if (benchmark == "minerva_math") {
+    if (!item.contains("solution") || !item["solution"].is_string()) return std::nullopt;
+    return last_boxed(item["solution"].get<std::string>());
+  }
+  if (item.contains("final_answer") && item["final_answer"].is_array()) {  // olympiadbench
+    std::string joined;
+    for (const auto& v : item["final_answer"]) {
+      auto s = as_string(v);
+      if (!s) continue;
+      std::string t = *s;
+      t.erase(std::remove(t.begin(), t.end(), '$'), t.end());
+      if (!joined.empty()) joined += ",";
+      joined += trim(t);
+    }
+    if (joined.empty()) return std::nullopt;
+    return joined;
+  }
+  if (item.contains("answer")) return as_string(item["answer"]);
+  return std::nullopt;
+}
+
+}  // namespace azr::eval

@@ -1,0 +1,31 @@
+#pragma once
+// Prompts `azr eval --model` shows the model.
+//   r1     (self-play models, the default): the problem wrapped by model::render_r1, so the
+//          generation starts inside <think> and the answer goes in <answer> ... </answer>;
+//          math asks for the final answer in \boxed{} inside the answer.
+//   boxed  (base models): plain text, "<problem>\nPlease reason step by step, and put your final
+//          answer within \boxed{}." -- no wrapper.
+// CRUXEval-O/I use the solver's own deduction/abduction prompts (solver/prompts.h, already R1-
+// wrapped) on a buffer::Task made from the item, with either template: they are the self-play
+// task types. Code: the benchmark prompt in a ```python block, asking for the complete program in
+// a ```python block (R1-wrapped for r1).
+#include <string>
+#include <string_view>
+
+#include "eval/benchmarks.h"
+
+namespace azr::eval {
+
+enum class Template { R1, Boxed };
+Template parse_template(std::string_view s);  // "r1" | "boxed"; throws std::invalid_argument
+
+inline constexpr std::string_view kBoxedInstruction =
+    "Please reason step by step, and put your final answer within \\boxed{}.";
+
+std::string math_prompt(std::string_view problem, Template t);
+std::string code_prompt(std::string_view problem_prompt, Template t);
+std::string cruxeval_prompt(const BenchItem& item, bool output_prediction);
+// Dispatches on the benchmark's category.
+std::string item_prompt(const Benchmark& b, const BenchItem& item, Template t);
+
+}  // namespace azr::eval

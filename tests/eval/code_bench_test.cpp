@@ -1,0 +1,207 @@
+// Code benchmarks on the real sandbox: every benchmark loads with its documented size, every
+// canonical solution passes (base tests and EvalPlus plus inputs), and systematically wrong
+// completions pass none.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <fstream>
+#include <map>
+
+#include "eval/code_bench.h"
+#include "tests/test_support.h"
+
+namespace azr::eval {
+namespace {
+
+std::filesystem::path data_dir() {
+  return std::filesystem::path(azr::testing::env_or_fail("AZR_SHARED_DIR")) / "benchmarks";
+}
+
+sandbox::Pool& pool() {
+  static sandbox::Pool p([] {
+    sandbox::PoolOptions o;
+    o.alternate_workers = 0;
+    o.preimports = code_bench_preimports();
+    return o;
+  }());
+  return p;
+}
+
+struct Counts {
+  size_t passed = 0;
+  std::map<std::string, int> reasons;
+};
+
+Counts summarize(const std::string& label, const std::vector<CodeProblem>& ps, const std::vector<CodeVerdict>& vs,
+                 bool print_failures) {
+  Counts c;
+  for (size_t i = 0; i < vs.size(); ++i) {
+    c.passed += vs[i].passed;
+    ++c.reasons[vs[i].reason];
+    if (print_failures && !vs[i].passed)
+      std::cout << "  " << ps[i].id << ": " << vs[i].reason << " " << vs[i].detail << "\n";
+  }
+  std::cout << label << ": " << c.passed << " / " << vs.size() << " passed;";
+  for (const auto& [r, n] : c.reasons) std::cout << " " << r << "=" << n;
+  std::cout << "\n";
+  return c;
+}
+
+class CodeBench : public ::testing::TestWithParam<std::pair<std::string, size_t>> {};
+
+TEST_P(CodeBench, LoadsGoldPassesWrongFails) {
+  auto [name, count] = GetParam();
+  auto t0 = std::chrono::steady_clock::now();
+  auto ps = load_code_benchmark(name, data_dir());
+  ASSERT_EQ(ps.size(), count);
+  bool plus = name.find("plus") != std::string::npos;
+  for (const auto& p : ps) {
+    EXPECT_FALSE(p.id.empty());
+    EXPECT_FALSE(p.entry_point.empty()) << p.id;
+    EXPECT_FALSE(p.test.empty()) << p.id;
+    EXPECT_NE(p.prompt.find(name.rfind("mbpp", 0) == 0 ? "" : "def " + p.entry_point), std::string::npos) << p.id;
+    EXPECT_EQ(p.plus_inputs.empty(), !plus) << p.id;
+  }
+
+  std::vector<std::string> gold, wrong_none, wrong_other;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    gold.push_back(ps[i].canonical_solution);
+    // Canonical solution with the entry point redefined to return None.
+    wrong_none.push_back(ps[i].canonical_solution + "\n\ndef " + ps[i].entry_point +
+                         "(*args, **kwargs):\n    return None\n");
+    // Another problem's solution, renamed to this problem's entry point.
+    const auto& o = ps[(i + 1) % ps.size()];
+    wrong_other.push_back(o.canonical_solution + "\n\n" + ps[i].entry_point + " = " + o.entry_point + "\n");
+  }
+  // Mbpp/123 (sum of amicable numbers below 9999) takes ~2-3 s of CPU in its canonical form, over
+  // the sandbox's 2 s default: benchmarks are graded with a 10 s per-job budget.
+  sandbox::Limits limits;
+  limits.cpu_seconds = 10;
+  auto vg = grade_code(pool(), ps, gold, limits);
+  auto t1 = std::chrono::steady_clock::now();
+  auto cg = summarize(name + " gold", ps, vg, true);
+  EXPECT_EQ(cg.passed, ps.size()) << name << ": every canonical solution must pass";
+
+  auto vn = grade_code(pool(), ps, wrong_none, limits);
+  auto vo = grade_code(pool(), ps, wrong_other, limits);
+  auto t2 = std::chrono::steady_clock::now();
+  auto cn = summarize(name + " return-None", ps, vn, false);
+  auto co = summarize(name + " other-problem", ps, vo, false);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_FALSE(vn[i].passed) << ps[i].id << " passes with `return None`";
+    EXPECT_FALSE(vo[i].passed) << ps[i].id << " passes with another problem's solution";
+  }
+  EXPECT_EQ(cn.reasons.count("internal_error"), 0u);
+  std::cout << name << " timing: gold " << std::chrono::duration<double>(t1 - t0).count() << " s, wrong x2 "
+            << std::chrono::duration<double>(t2 - t1).count() << " s\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CodeBench,
+                         ::testing::Values(std::make_pair(std::string("humaneval"), size_t{164}),
+                                           std::make_pair(std::string("humanevalplus"), size_t{164}),
+                                           std::make_pair(std::string("mbpp"), size_t{500}),
+                                           std::make_pair(std::string("mbppplus"), size_t{378})),
+                         [](const auto& info) { return info.param.first; });
+
+CodeProblem he_problem() {
+  CodeProblem p;
+  p.id = "HumanEval/0";
+  p.entry_point = "add";
+  p.prompt = "def add(a, b):\n    \"\"\"Add.\"\"\"\n";
+  return p;
+}
+
+TEST(ExtractCode, LastPythonBlock) {
+  CodeProblem p = he_problem();
+  std::string r = "First:\n```python\ndef add(a, b):\n    return 0\n```\nBetter:\n```python\ndef add(a, b):\n    return a + b\n```\nDone.";
+  EXPECT_EQ(extract_code(r, p), "def add(a, b):\n    return a + b\n");
+}
+
+TEST(ExtractCode, BareBlockAndOtherLanguagesIgnored) {
+  CodeProblem p = he_problem();
+  std::string r = "```\ndef add(a, b):\n    return a + b\n```\n```bash\nls\n```\n";
+  EXPECT_EQ(extract_code(r, p), "def add(a, b):\n    return a + b\n");
+}
+
+TEST(ExtractCode, HumanEvalBodyGetsPrompt) {
+  CodeProblem p = he_problem();
+  std::string r = "```python\n    return a + b\n```";
+  EXPECT_EQ(extract_code(r, p), p.prompt + "    return a + b\n");
+}
+
+TEST(ExtractCode, NoBlockUsesWholeResponse) {
+  CodeProblem p = he_problem();
+  p.id = "Mbpp/2";
+  EXPECT_EQ(extract_code("def add(a, b): return a + b", p), "def add(a, b): return a + b");
+  // MBPP never gets the prompt prepended.
+  EXPECT_EQ(extract_code("```python\nx = 1\n```", p), "x = 1\n");
+}
+
+TEST(ExtractCode, UnterminatedBlock) {
+  CodeProblem p = he_problem();
+  EXPECT_EQ(extract_code("```python\ndef add(a, b):\n    return a + b\n", p), "def add(a, b):\n    return a + b\n");
+}
+
+TEST(JsonToPython, Literals) {
+  EXPECT_EQ(json_to_python(R"([true, false, null, -Infinity, Infinity, 1.5e3, 123456789012345678901234567890])"),
+            "[True, False, None, -1e999, 1e999, 1.5e3, 123456789012345678901234567890]");
+  EXPECT_EQ(json_to_python(R"("a\/b\"c\\\n\u00e9\ud83d\ude00\ud800")"), "\"a/b\\\"c\\\\\\né😀\\ud800\"");
+  EXPECT_EQ(json_to_python(R"({"k": [1, {}]})"), "{\"k\": [1, {}]}");
+  EXPECT_THROW(json_to_python("[1,"), std::runtime_error);
+}
+
+TEST(LoadCodeBenchmark, Errors) {
+  EXPECT_THROW(load_code_benchmark("nope", data_dir()), std::runtime_error);
+  auto dir = std::filesystem::temp_directory_path() / "azr_code_bench_test";
+  std::filesystem::create_directories(dir / "mbpp");
+  {
+    std::ofstream(dir / "mbpp" / "mbpp.jsonl") << "{\"task_id\": 11, \"text\": \"x\"\n";
+  }
+  try {
+    load_code_benchmark("mbpp", dir);
+    FAIL() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("mbpp.jsonl:1"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GradeCode, Reasons) {
+  CodeProblem p = he_problem();
+  p.test = "assert add(1, 2) == 3\n";
+  std::vector<CodeProblem> ps(5, p);
+  std::vector<std::string> cs = {"def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n",
+                                 "def add(a, b)\n    return a + b\n", "def add(a, b):\n    while True: pass\n",
+                                 "def add(a, b):\n    raise ValueError('no')\n"};
+  sandbox::Limits l;
+  l.cpu_seconds = 0.5;
+  auto vs = grade_code(pool(), ps, cs, l);
+  EXPECT_TRUE(vs[0].passed);
+  EXPECT_EQ(vs[0].reason, "ok");
+  EXPECT_EQ(vs[1].reason, "failed_test");
+  EXPECT_EQ(vs[2].reason, "syntax_error") << vs[2].detail;
+  EXPECT_EQ(vs[3].reason, "timeout");
+  EXPECT_EQ(vs[4].reason, "exception");
+}
+
+TEST(GradeCode, PlusInputsAndTolerance) {
+  CodeProblem p;
+  p.id = "Mbpp/900";
+  p.entry_point = "half";
+  p.canonical_solution = "def half(x):\n    return x / 2\n";
+  p.test = "assert abs(half(2) - 1) < 0.01\n";
+  p.plus_inputs = {"3", "1e999", "7"};
+  p.atol = 1e-3;
+  std::vector<CodeProblem> ps(3, p);
+  std::vector<std::string> cs = {p.canonical_solution, "def half(x):\n    return x / 2 + 1e-4\n",
+                                 "def half(x):\n    return 1.0 if x == 2 else x / 2 + 1\n"};
+  auto vs = grade_code(pool(), ps, cs);
+  EXPECT_TRUE(vs[0].passed) << vs[0].reason << " " << vs[0].detail;
+  EXPECT_TRUE(vs[1].passed) << vs[1].reason << " " << vs[1].detail;  // within atol
+  EXPECT_FALSE(vs[2].passed);
+  EXPECT_EQ(vs[2].reason, "wrong_output");
+}
+
+}  // namespace
+}  // namespace azr::eval

@@ -1,0 +1,192 @@
+// `azr eval` through the real binary and the real zygote: every benchmark's gold answers score
+// 100.0 and systematically wrong ones 0.0; bad answer files exit 2 naming FILE:LINE; --model runs
+// end to end on a random azr-tiny model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "eval/benchmarks.h"
+#include "model/byte_tokenizer.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+#include "tests/test_support.h"
+
+namespace {
+
+using azr::testing::env_or_fail;
+using azr::testing::run_process;
+using nlohmann::json;
+namespace fs = std::filesystem;
+using namespace azr::eval;
+
+class EvalCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bin_ = env_or_fail("AZR_BIN");
+    data_ = env_or_fail("AZR_SHARED_DIR") + "/benchmarks";
+    dir_ = fs::temp_directory_path() / ("azr_eval_cli_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+
+  static std::string gold_response(const Benchmark& b, const BenchItem& it) {
+    switch (b.info.category) {
+      case Category::Cruxeval: return it.gold;
+      case Category::Code: return "Here it is:\n```python\n" + it.gold + "\n```\n";
+      default: return "So the answer is \\boxed{" + it.gold + "}.";
+    }
+  }
+  static std::string wrong_response(const Benchmark& b) {
+    if (b.info.name == "cruxeval_o") return "'azr: not the output'";
+    if (b.info.name == "cruxeval_i") return "1 / 0";  // an expression that raises
+    if (b.info.category == Category::Code) return "```python\ndef azr_not_the_entry_point():\n    return None\n```";
+    return "\\boxed{\\text{azr wrong}}";
+  }
+
+  std::string bin_, data_;
+  fs::path dir_;
+};
+
+std::map<std::string, json> by_bench(const json& summary) {
+  std::map<std::string, json> m;
+  for (const auto& b : summary["benchmarks"]) m[b["bench"].get<std::string>()] = b;
+  return m;
+}
+
+TEST_F(EvalCli, GoldAnswersScoreFullAndWrongAnswersZeroOnEveryBenchmark) {
+  std::string gold, wrong;
+  std::map<std::string, size_t> counts;
+  for (const auto& info : benchmark_registry()) {
+    Benchmark b = load_benchmark(info.name, data_);
+    counts[info.name] = b.items.size();
+    for (const auto& it : b.items) {
+      gold += json{{"bench", info.name}, {"id", it.id}, {"response", gold_response(b, it)}}.dump() + "\n";
+      wrong += json{{"bench", info.name}, {"id", it.id}, {"response", wrong_response(b)}}.dump() + "\n";
+    }
+  }
+  for (bool is_gold : {true, false}) {
+    std::string answers = write(is_gold ? "gold.jsonl" : "wrong.jsonl", is_gold ? gold : wrong);
+    std::string out = (dir_ / "results.jsonl").string();
+    auto r = run_process({bin_, "eval", "--answers", answers, "--data", data_, "--json", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json s = json::parse(r.out);
+    auto m = by_bench(s);
+    ASSERT_EQ(m.size(), 13u) << r.out;
+    for (const auto& [name, n] : counts) {
+      EXPECT_EQ(m[name]["items"], n) << name;
+      EXPECT_EQ(m[name]["pass@1"], is_gold ? 100.0 : 0.0) << (is_gold ? "gold " : "wrong ") << name;
+    }
+    EXPECT_EQ(s["code_avg"], is_gold ? 100.0 : 0.0);
+    EXPECT_EQ(s["math_avg"], is_gold ? 100.0 : 0.0);
+    EXPECT_EQ(s["overall"], is_gold ? 100.0 : 0.0);
+    // The per-response file: one line per answer, failures named.
+    std::ifstream in(out);
+    std::string line;
+    size_t lines = 0, shown = 0;
+    while (std::getline(in, line)) {
+      json j = json::parse(line);
+      lines++;
+      EXPECT_EQ(j["correct"], is_gold);
+      if (j["correct"] != is_gold && shown++ < 20) ADD_FAILURE() << line.substr(0, 600);
+      for (const char* f : {"bench", "id", "sample", "response", "extracted", "reason"}) EXPECT_TRUE(j.contains(f)) << f;
+    }
+    size_t total = 0;
+    for (auto& [_, n] : counts) total += n;
+    EXPECT_EQ(lines, total);
+  }
+}
+
+TEST_F(EvalCli, TableAndPassAtK) {
+  // cruxeval_o item sample_0 with 3 samples, 1 correct; sample_1 with 3, 0 correct.
+  const std::string gold0 = "[(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)]";
+  std::string text;
+  for (const char* r : {"0", "1", "2"}) text += json{{"bench", "cruxeval_o"}, {"id", "sample_1"}, {"response", r}}.dump() + "\n";
+  text += json{{"bench", "cruxeval_o"}, {"id", "sample_0"}, {"response", gold0}}.dump() + "\n";
+  text += json{{"bench", "cruxeval_o"}, {"id", "sample_0"}, {"response", "[]"}}.dump() + "\n";
+  text += json{{"bench", "cruxeval_o"}, {"id", "sample_0"}, {"response", "x"}}.dump() + "\n";
+  std::string f = write("a.jsonl", text);
+  auto r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--k", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  auto m = by_bench(s);
+  EXPECT_EQ(m["cruxeval_o"]["items"], 2);
+  EXPECT_EQ(m["cruxeval_o"]["samples"], 6);
+  EXPECT_EQ(m["cruxeval_o"]["pass@1"], 16.67);   // (1/3 + 0) / 2
+  EXPECT_EQ(m["cruxeval_o"]["pass@2"], 33.33);   // (2/3 + 0) / 2
+  auto t = run_process({bin_, "eval", "--answers", f, "--data", data_, "--k", "2"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("cruxeval_o"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("pass@2"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("16.7"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("33.3"), std::string::npos) << t.out;
+}
+
+TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
+  const std::string ok = json{{"bench", "gsm8k"}, {"id", "0"}, {"response", "18"}}.dump();
+  const std::pair<std::string, std::string> cases[] = {
+      {"not json", "not valid JSON"},
+      {"[1]", "expected a JSON object"},
+      {R"({"id": "0", "response": "x"})", "field 'bench' is missing"},
+      {R"({"bench": "nope", "id": "0", "response": "x"})", "unknown benchmark 'nope'"},
+      {R"({"bench": "gsm8k", "response": "x"})", "field 'id' is missing"},
+      {R"({"bench": "gsm8k", "id": 1.5, "response": "x"})", "field 'id' must be"},
+      {R"({"bench": "gsm8k", "id": "0"})", "field 'response' is missing"},
+      {R"({"bench": "gsm8k", "id": "0", "response": 3})", "field 'response' must be a string"},
+      {R"({"bench": "gsm8k", "id": "99999", "response": "x"})", "gsm8k has no item with id '99999'"},
+  };
+  for (const auto& [bad, msg] : cases) {
+    std::string f = write("bad.jsonl", ok + "\n\n" + bad + "\n" + ok + "\n");
+    auto r = run_process({bin_, "eval", "--answers", f, "--data", data_});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find(f + ":3: "), std::string::npos) << bad << " -> " << r.err;
+    EXPECT_NE(r.err.find(msg), std::string::npos) << bad << " -> " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  auto none = run_process({bin_, "eval", "--data", data_});
+  EXPECT_EQ(none.exit_code, 2);
+  auto missing = run_process({bin_, "eval", "--answers", (dir_ / "missing.jsonl").string(), "--data", data_});
+  EXPECT_EQ(missing.exit_code, 2);
+  auto nodata = run_process({bin_, "eval", "--answers", write("g.jsonl", ok + "\n"), "--data", (dir_ / "nodir").string()});
+  EXPECT_EQ(nodata.exit_code, 2);
+}
+
+TEST_F(EvalCli, ModelGeneratesAndGradesEndToEnd) {
+  std::string model = (dir_ / "tiny").string();
+  azr::model::Transformer::random(azr::model::preset_config("azr-tiny"), 7, 0.2f).save_pretrained(model);
+  azr::model::ByteTokenizer().save_tokenizer_json(model + "/tokenizer.json", true);
+  std::string out = (dir_ / "res.jsonl").string();
+  auto r = run_process({bin_, "eval", "--model", model, "--bench", "gsm8k,cruxeval_o", "--limit", "2", "--max-tokens",
+                        "8", "--data", data_, "--json", "--out", out, "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = by_bench(json::parse(r.out));
+  EXPECT_EQ(m["gsm8k"]["items"], 2);
+  EXPECT_EQ(m["cruxeval_o"]["items"], 2);
+  EXPECT_TRUE(m["gsm8k"]["pass@1"].is_number());
+  std::ifstream in(out);
+  std::string line;
+  size_t lines = 0;
+  while (std::getline(in, line)) lines++;
+  EXPECT_EQ(lines, 4u);
+  // n > 1 samples (sampled) with pass@k, boxed template.
+  auto s = run_process({bin_, "eval", "--model", model, "--bench", "aime24", "--limit", "1", "--n", "2", "--k", "2",
+                        "--max-tokens", "4", "--template", "boxed", "--data", data_, "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto m2 = by_bench(json::parse(s.out));
+  EXPECT_EQ(m2["aime24"]["samples"], 2);
+  EXPECT_TRUE(m2["aime24"]["pass@2"].is_number());
+  auto bad = run_process({bin_, "eval", "--model", model, "--bench", "nope", "--data", data_});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+}  // namespace

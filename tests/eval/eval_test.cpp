@@ -1,0 +1,168 @@
+// azr eval's library parts: pass@k against the closed form, the benchmark registry and loaders,
+// the prompts and the CRUXEval answer extraction.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "eval/benchmarks.h"
+#include "eval/cruxeval.h"
+#include "eval/pass_at_k.h"
+#include "eval/prompts.h"
+#include "eval/report.h"
+#include "model/chat_format.h"
+
+namespace {
+
+using namespace azr::eval;
+
+// 1 - C(n-c, k) / C(n, k) with exact binomials in long double (n small enough).
+long double binom(int64_t n, int64_t k) {
+  if (k < 0 || k > n) return 0;
+  long double r = 1;
+  for (int64_t i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+double closed_form(int64_t n, int64_t c, int64_t k) { return double(1.0L - binom(n - c, k) / binom(n, k)); }
+
+TEST(PassAtK, MatchesClosedForm) {
+  int checked = 0;
+  for (int64_t n = 1; n <= 60; ++n)
+    for (int64_t c = 0; c <= n; ++c)
+      for (int64_t k = 1; k <= n; ++k) {
+        double got = pass_at_k(n, c, k);
+        EXPECT_NEAR(got, closed_form(n, c, k), 1e-12) << "n=" << n << " c=" << c << " k=" << k;
+        EXPECT_GE(got, 0.0);
+        EXPECT_LE(got, 1.0);
+        checked++;
+      }
+  EXPECT_GT(checked, 30000);
+}
+
+TEST(PassAtK, EdgeCases) {
+  EXPECT_EQ(pass_at_k(10, 0, 1), 0.0);
+  EXPECT_EQ(pass_at_k(10, 0, 10), 0.0);
+  EXPECT_EQ(pass_at_k(10, 10, 1), 1.0);
+  EXPECT_EQ(pass_at_k(10, 3, 8), 1.0);   // n - c = 7 < k
+  EXPECT_EQ(pass_at_k(10, 1, 10), 1.0);  // k = n, any correct
+  EXPECT_DOUBLE_EQ(pass_at_k(10, 3, 1), 0.3);  // pass@1 = c / n
+  EXPECT_DOUBLE_EQ(pass_at_k(1, 1, 1), 1.0);
+  // Large n: stable (binomials would overflow a double).
+  double big = pass_at_k(2000, 1, 1000);
+  EXPECT_NEAR(big, 0.5, 1e-12);
+  EXPECT_THROW(pass_at_k(5, 1, 0), std::invalid_argument);
+  EXPECT_THROW(pass_at_k(5, 1, 6), std::invalid_argument);
+  EXPECT_THROW(pass_at_k(5, 6, 1), std::invalid_argument);
+  EXPECT_THROW(pass_at_k(5, -1, 1), std::invalid_argument);
+}
+
+TEST(Registry, NamesAndCategories) {
+  EXPECT_EQ(benchmark_registry().size(), 13u);
+  for (const char* n : {"humaneval", "humanevalplus", "mbpp", "mbppplus"})
+    EXPECT_EQ(find_benchmark(n)->category, Category::Code) << n;
+  for (const char* n : {"aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench"})
+    EXPECT_EQ(find_benchmark(n)->category, Category::Math) << n;
+  EXPECT_EQ(find_benchmark("gsm8k")->category, Category::Gsm8k);
+  EXPECT_EQ(find_benchmark("cruxeval_o")->category, Category::Cruxeval);
+  EXPECT_EQ(find_benchmark("cruxeval_i")->category, Category::Cruxeval);
+  EXPECT_EQ(find_benchmark("livecodebench"), nullptr);
+}
+
+std::string data_dir() {
+  const char* s = std::getenv("AZR_SHARED_DIR");
+  return s ? std::string(s) + "/benchmarks" : "../shared/benchmarks";
+}
+
+TEST(Loaders, ItemCountsAndGold) {
+  const std::pair<const char*, size_t> expect[] = {
+      {"cruxeval_o", 800}, {"cruxeval_i", 800}, {"humaneval", 164},    {"humanevalplus", 164},
+      {"mbpp", 500},       {"mbppplus", 378},   {"gsm8k", 1319},       {"math500", 500},
+      {"aime24", 30},      {"aime25", 30},      {"amc23", 40},         {"minerva_math", 272},
+      {"olympiadbench", 675}};
+  for (auto [name, n] : expect) {
+    Benchmark b = load_benchmark(name, data_dir());
+    EXPECT_EQ(b.items.size(), n) << name;
+    for (const auto& it : b.items) {
+      EXPECT_FALSE(it.id.empty()) << name;
+      EXPECT_FALSE(it.prompt.empty()) << name << " " << it.id;
+      // cruxeval_i sample_135's input is the empty argument list.
+      if (!(std::string(name) == "cruxeval_i" && it.id == "sample_135")) {
+        EXPECT_FALSE(it.gold.empty()) << name << " " << it.id;
+      }
+    }
+  }
+  Benchmark o = load_benchmark("cruxeval_o", data_dir());
+  EXPECT_EQ(o.items[0].id, "sample_0");
+  EXPECT_EQ(o.items[0].gold, "[(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)]");
+  Benchmark i = load_benchmark("cruxeval_i", data_dir());
+  EXPECT_EQ(i.items[0].gold, "[1, 1, 3, 1, 3, 1]");
+  Benchmark g = load_benchmark("gsm8k", data_dir());
+  EXPECT_EQ(g.items[0].id, "0");
+  EXPECT_EQ(g.items[0].gold, "18");
+  Benchmark a = load_benchmark("aime24", data_dir());
+  EXPECT_EQ(a.items[0].id, "60");
+  EXPECT_EQ(a.items[0].gold, "204");
+  EXPECT_THROW(load_benchmark("nope", data_dir()), BenchmarkError);
+  EXPECT_THROW(load_benchmark("gsm8k", "/nonexistent"), BenchmarkError);
+}
+
+TEST(Prompts, Templates) {
+  std::string r1 = math_prompt("What is 1+1?", Template::R1);
+  EXPECT_EQ(r1, azr::model::render_r1(std::string("What is 1+1?\n") + std::string(kBoxedInstruction)));
+  EXPECT_EQ(math_prompt("What is 1+1?", Template::Boxed),
+            "What is 1+1?\nPlease reason step by step, and put your final answer within \\boxed{}.");
+  EXPECT_NE(code_prompt("def f(x):\n", Template::R1).find("```python\ndef f(x):\n```"), std::string::npos);
+  BenchItem it;
+  it.program = "def f(x):\n    return x + 1";
+  it.input = "1";
+  it.output = "2";
+  std::string po = cruxeval_prompt(it, true), pi = cruxeval_prompt(it, false);
+  EXPECT_NE(po.find(it.program), std::string::npos);
+  EXPECT_TRUE(po.ends_with("<think>"));
+  EXPECT_TRUE(pi.ends_with("<think>"));
+  EXPECT_NE(po, pi);
+  EXPECT_EQ(parse_template("boxed"), Template::Boxed);
+  EXPECT_THROW(parse_template("chatml"), std::invalid_argument);
+}
+
+TEST(Cruxeval, Extraction) {
+  EXPECT_EQ(extract_cruxeval_answer("  [1, 2]\n", true), "[1, 2]");
+  EXPECT_EQ(extract_cruxeval_answer("```output\n[1, 2]\n```", true), "[1, 2]");
+  EXPECT_EQ(extract_cruxeval_answer("reasoning</think> <answer>\n```output\n'ab'\n```\n</answer>", true), "'ab'");
+  EXPECT_EQ(extract_cruxeval_answer("x</think> <answer>```input\n'a', 2\n```</answer>", false), "'a', 2");
+}
+
+TEST(Report, ScoresAndSummary) {
+  Benchmark b;
+  b.info = *find_benchmark("gsm8k");
+  b.items.resize(2);
+  b.items[0].id = "0";
+  b.items[0].gold = "18";
+  b.items[1].id = "1";
+  b.items[1].gold = "3";
+  std::vector<Sample> s = {{0, "\\boxed{18}"}, {0, "17"}, {1, "no number"}, {1, "the answer is \\boxed{3}"}};
+  std::vector<Verdict> v;
+  for (const auto& x : s) v.push_back(grade_math_response(x.response, b.items[x.item].gold));
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_TRUE(v[0].correct);
+  EXPECT_FALSE(v[1].correct);
+  EXPECT_EQ(v[1].reason, "wrong");
+  EXPECT_EQ(v[2].reason, "no_answer");
+  EXPECT_TRUE(v[3].correct);
+  BenchScore sc = score_bench(b, s, v, 2);
+  EXPECT_EQ(sc.items, 2u);
+  EXPECT_DOUBLE_EQ(sc.pass1, 0.5);
+  ASSERT_TRUE(sc.passk);
+  EXPECT_DOUBLE_EQ(*sc.passk, 1.0);
+  BenchScore code{"humaneval", Category::Code, 1, 1, 1, 1.0, std::nullopt};
+  BenchScore math{"aime24", Category::Math, 1, 1, 1, 0.5, std::nullopt};
+  Summary sum = summarize({code, math, sc}, 0);
+  EXPECT_DOUBLE_EQ(*sum.code_avg, 1.0);
+  EXPECT_DOUBLE_EQ(*sum.math_avg, 0.5);  // gsm8k not in the math avg
+  EXPECT_DOUBLE_EQ(*sum.overall, 0.75);
+  EXPECT_NE(format_table(sum).find("75.0"), std::string::npos);
+  EXPECT_EQ(summary_json(sum)["overall"], 75.0);
+}
+
+}  // namespace
