@@ -173,4 +173,12 @@ fs::path resolve_data_dir(const std::string& flag) {
   return dir;
 }
 
+std::string gold_response(const Benchmark& b, const BenchItem& it) {
+  switch (b.info.category) {
+    case Category::Cruxeval: return it.gold;
+    case Category::Code: return "Here it is:\n```python\n" + it.gold + "\n```\n";
+    default: return "So the answer is \\boxed{" + it.gold + "}.";
+  }
+}
+
 }  // namespace azr::eval

@@ -65,6 +65,11 @@ struct Benchmark {
 // bad file).
 Benchmark load_benchmark(std::string_view name, const std::filesystem::path& data_dir);
 
+// A response that states an item's gold answer the way a model would (CRUXEval: the bare value
+// or input; code: the canonical program in a python block; math: "\\boxed{gold}"). Grading it
+// must score 100: the tests and the grading benchmark use it.
+std::string gold_response(const Benchmark& b, const BenchItem& item);
+
 // The data dir: `flag` if non-empty, else $AZR_BENCHMARKS, else "../shared/benchmarks" if it
 // exists (relative to the current directory, which works from the repository root), else
 // BenchmarkError saying to give --data.

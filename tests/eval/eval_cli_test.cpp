@@ -40,13 +40,6 @@ class EvalCli : public ::testing::Test {
     return p;
   }
 
-  static std::string gold_response(const Benchmark& b, const BenchItem& it) {
-    switch (b.info.category) {
-      case Category::Cruxeval: return it.gold;
-      case Category::Code: return "Here it is:\n```python\n" + it.gold + "\n```\n";
-      default: return "So the answer is \\boxed{" + it.gold + "}.";
-    }
-  }
   static std::string wrong_response(const Benchmark& b) {
     if (b.info.name == "cruxeval_o") return "'azr: not the output'";
     if (b.info.name == "cruxeval_i") return "1 / 0";  // an expression that raises

@@ -1,0 +1,93 @@
+// Grading throughput of `azr eval` with gold answers, per benchmark: items graded per second on
+// all cores, against one sandbox worker in the same run (the baseline; math needs no sandbox, so
+// its baseline is the same in-process grader). Gold answers must all grade correct: the bench
+// prints the count so a regression in a grader shows here too.
+//
+//   eval_bench [--data DIR] [--bench A,B] [--baseline-all]
+// By default the one-worker baseline skips humanevalplus and mbppplus (minutes each on 2 cores).
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "bench/bench_util.h"
+#include "eval/benchmarks.h"
+#include "eval/code_bench.h"
+#include "eval/report.h"
+
+namespace {
+
+using azr::bench::Clock;
+using azr::bench::secs_since;
+namespace ev = azr::eval;
+
+struct Run {
+  double seconds = 0;
+  size_t correct = 0;
+};
+
+Run grade_gold(const ev::Benchmark& b, int workers) {
+  std::vector<ev::Sample> samples;
+  for (size_t i = 0; i < b.items.size(); i++) samples.push_back({i, ev::gold_response(b, b.items[i])});
+  azr::sandbox::PoolOptions po;
+  po.workers = workers;
+  po.preimports = ev::code_bench_preimports();
+  azr::sandbox::Pool pool(po);  // started before the clock: start-up is not grading
+  azr::sandbox::Limits limits;
+  limits.cpu_seconds = 5;  // `azr eval`'s default (Mbpp/123's reference solution needs more than 2 s)
+  limits.memory_bytes = 1024ull << 20;
+  const auto t0 = Clock::now();
+  const std::vector<ev::Verdict> v = ev::grade_samples(pool, b, samples, limits);
+  Run r;
+  r.seconds = secs_since(t0);
+  for (const ev::Verdict& x : v) r.correct += x.correct;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Grading throughput of azr eval with gold answers"};
+  std::string data, benches;
+  bool baseline_all = false;
+  app.add_option("--data", data, "benchmarks folder (default: $AZR_BENCHMARKS or ../shared/benchmarks)");
+  app.add_option("--bench", benches, "comma-separated benchmark names (default: all)");
+  app.add_flag("--baseline-all", baseline_all, "also run the one-worker baseline on humanevalplus and mbppplus");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::filesystem::path dir = ev::resolve_data_dir(data);
+  std::set<std::string> wanted;
+  std::stringstream ss(benches);
+  for (std::string name; std::getline(ss, name, ',');)
+    if (!name.empty()) wanted.insert(name);
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-14s %6s %8s %10s %12s %12s %8s\n", "benchmark", "items", "correct", "seconds", "items/s", "1 worker/s",
+              "speedup");
+  for (const ev::BenchmarkInfo& info : ev::benchmark_registry()) {
+    if (!wanted.empty() && !wanted.count(info.name)) continue;
+    const ev::Benchmark b = ev::load_benchmark(info.name, dir);
+    const Run all = grade_gold(b, 0);
+    const bool sandboxed = info.category == ev::Category::Code || info.category == ev::Category::Cruxeval;
+    const bool slow = info.name == "humanevalplus" || info.name == "mbppplus";
+    std::optional<Run> one;
+    if (sandboxed && (!slow || baseline_all)) one = grade_gold(b, 1);
+    const double rate = double(b.items.size()) / all.seconds;
+    nlohmann::json row = {{"bench", info.name},       {"items", b.items.size()}, {"correct", all.correct},
+                          {"seconds", all.seconds},   {"items_per_s", rate},     {"sandbox", sandboxed}};
+    if (one) {
+      row["one_worker_items_per_s"] = double(b.items.size()) / one->seconds;
+      row["speedup"] = one->seconds / all.seconds;
+      std::printf("%-14s %6zu %8zu %10.2f %12.1f %12.1f %7.2fx\n", info.name.c_str(), b.items.size(), all.correct,
+                  all.seconds, rate, double(b.items.size()) / one->seconds, one->seconds / all.seconds);
+    } else {
+      std::printf("%-14s %6zu %8zu %10.2f %12.1f %12s %8s\n", info.name.c_str(), b.items.size(), all.correct,
+                  all.seconds, rate, "-", "-");
+    }
+    rows.push_back(row);
+  }
+  std::printf("%s\n", nlohmann::json{{"bench", "eval_grading"}, {"results", rows}}.dump().c_str());
+  return 0;
+}
