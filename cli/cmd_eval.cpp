@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/input.h"
 #include "eval/benchmarks.h"
+#include "eval/model_eval.h"
 #include "eval/code_bench.h"
 #include "eval/prompts.h"
 #include "eval/report.h"
@@ -179,44 +180,21 @@ int run_model(const EvalOptions& o, const fs::path& data) {
   model::Transformer m = load_model(o.model);
   auto tok = load_model_tokenizer(o.model, o.tokenizer);
 
-  model::SamplingParams p;
-  p.temperature = o.temperature.value_or(o.n > 1 ? 1.f : 0.f);
-  p.top_p = o.top_p;
-  p.max_new_tokens = o.max_tokens;
-  p.seed = o.seed;
-  p.vocab_limit = std::min<int64_t>(int64_t(tok->vocab_size()), m.config().vocab_size);
-  for (int64_t id : m.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
-  if (tmpl == eval::Template::R1) p.stop_strings = {"</answer>"};
-  if (o.n > 1 && p.temperature == 0.f) throw UsageError("eval: --n > 1 with --temperature 0 gives n identical samples");
-
+  eval::ModelEvalSettings s;
+  s.tmpl = tmpl;
+  s.n = o.n;
+  s.temperature = o.temperature;
+  s.top_p = o.top_p;
+  s.max_tokens = o.max_tokens;
+  s.seed = o.seed;
+  s.batch_size = o.batch_size;
+  s.limit = o.limit > 0 ? size_t(o.limit) : 0;
   for (Job& job : jobs) {
-    size_t count = job.bench.items.size();
-    if (o.limit > 0) count = std::min<size_t>(count, size_t(o.limit));
-    // Each (item, sample) is one row; rows run in batches of --batch-size.
-    std::vector<std::pair<size_t, std::vector<int32_t>>> rows;
-    for (size_t i = 0; i < count; ++i) {
-      std::vector<int32_t> ids = tok->encode(eval::item_prompt(job.bench, job.bench.items[i], tmpl));
-      for (int s = 0; s < o.n; ++s) rows.push_back({i, ids});
-    }
-    spdlog::info("eval: generating {} ({} items x {} samples)", job.bench.info.name, count, o.n);
-    for (size_t start = 0; start < rows.size(); start += size_t(o.batch_size)) {
-      size_t end = std::min(rows.size(), start + size_t(o.batch_size));
-      std::vector<std::vector<int32_t>> prompts;
-      for (size_t r = start; r < end; ++r) prompts.push_back(rows[r].second);
-      model::SamplingParams bp = p;
-      bp.seed = p.seed + start;  // distinct streams per batch (sequences within a batch differ by index)
-      std::vector<model::Completion> c;
-      try {
-        c = model::generate(m, prompts, bp, tok.get());
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-      }
-      for (size_t r = start; r < end; ++r) {
-        std::string text = c[r - start].text;
-        // The stop string is cut off; put the closing tag back so the answer extracts.
-        if (c[r - start].finish == model::FinishReason::StopString && tmpl == eval::Template::R1) text += "</answer>";
-        job.samples.push_back({rows[r].first, std::move(text)});
-      }
+    spdlog::info("eval: generating {} ({} samples per item)", job.bench.info.name, o.n);
+    try {
+      job.samples = eval::generate_samples(m, *tok, job.bench, s);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("eval: ") + e.what());
     }
   }
   return grade_and_report(o, jobs);
