@@ -118,6 +118,20 @@ void Transformer::build_layout() {
   embed_off_ = find_tensor("model.embed_tokens.weight")->offset;
   norm_off_ = find_tensor("model.norm.weight")->offset;
   head_off_ = config_.tie_word_embeddings ? embed_off_ : find_tensor("lm_head.weight")->offset;
+  // The slots of LayerWeights, in its member order.
+  static constexpr const char* kSlots[16] = {
+      "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.q_proj.bias",  "self_attn.k_proj.weight",
+      "self_attn.k_proj.bias",   "self_attn.v_proj.weight", "self_attn.v_proj.bias",  "self_attn.o_proj.weight",
+      "self_attn.o_proj.bias",   "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.gate_proj.bias",
+      "mlp.up_proj.weight",      "mlp.up_proj.bias",        "mlp.down_proj.weight",   "mlp.down_proj.bias"};
+  layer_offsets_.resize(size_t(config_.num_hidden_layers));
+  for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    for (int i = 0; i < 16; i++) {
+      const ParamTensor* t = find_tensor(prefix + kSlots[i]);
+      layer_offsets_[size_t(l)][size_t(i)] = t ? t->offset : kNoTensor;
+    }
+  }
 }
 
 const ParamTensor* Transformer::find_tensor(std::string_view name) const {
@@ -147,17 +161,9 @@ void Transformer::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
   float* base = grads ? gradients().data() : params_.data();
-  const std::string p = "model.layers." + std::to_string(l) + ".";
-  auto at = [&](const char* suffix) -> float* {
-    const ParamTensor* t = find_tensor(p + suffix);
-    return t ? base + t->offset : nullptr;
-  };
-  return {at("input_layernorm.weight"),  at("self_attn.q_proj.weight"), at("self_attn.q_proj.bias"),
-          at("self_attn.k_proj.weight"), at("self_attn.k_proj.bias"),   at("self_attn.v_proj.weight"),
-          at("self_attn.v_proj.bias"),   at("self_attn.o_proj.weight"), at("self_attn.o_proj.bias"),
-          at("post_attention_layernorm.weight"),
-          at("mlp.gate_proj.weight"),    at("mlp.gate_proj.bias"),      at("mlp.up_proj.weight"),
-          at("mlp.up_proj.bias"),        at("mlp.down_proj.weight"),    at("mlp.down_proj.bias")};
+  const std::array<size_t, 16>& off = layer_offsets_[size_t(l)];
+  auto at = [&](int i) { return off[i] == kNoTensor ? nullptr : base + off[i]; };
+  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11), at(12), at(13), at(14), at(15)};
 }
 
 Transformer Transformer::random(const ModelConfig& config, uint64_t seed, float init_std) {

@@ -14,6 +14,7 @@
 // Batches are right-padded: row (b, t) is real when t < lengths[b]. Scores follow the
 // "position t scores token t" convention of `azr logprobs`: logp[b, t] = log p(ids[b,t] |
 // ids[b,<t]), defined for 1 <= t < lengths[b] and 0 elsewhere.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -119,6 +120,10 @@ class Transformer {
   ModelConfig config_;
   const kernels::Ops* ops_;
   std::vector<ParamTensor> tensors_;
+  // Per layer, the offsets of its 16 weight slots (LayerWeights order; npos = absent bias), so the
+  // hot path never looks tensors up by name.
+  static constexpr size_t kNoTensor = size_t(-1);
+  std::vector<std::array<size_t, 16>> layer_offsets_;
   std::vector<float> params_, grads_;
   size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
 
