@@ -489,12 +489,13 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
   const size_t n = problems.size();
   std::vector<CodeVerdict> verdicts(n);
 
-  // Stage 1: base tests for every candidate, and the canonical outputs on the plus inputs (one
-  // job per distinct problem id).
+  // Stage 1: base tests for every candidate. The canonical outputs on the plus inputs (one job
+  // per distinct problem id) are computed only once some candidate of that problem passes its
+  // base tests: most failing candidates never need them, and they are most of the work.
   std::unordered_map<uint64_t, size_t> base_job;            // job id -> candidate index
   std::unordered_map<uint64_t, std::string> canon_job;      // job id -> problem id
-  std::unordered_map<std::string, const CodeProblem*> plus_problems;
   std::unordered_map<std::string, sandbox::JobResult> canon;  // problem id -> canonical result
+  std::unordered_map<std::string, bool> canon_submitted;
   for (size_t i = 0; i < n; ++i) {
     sandbox::Job job;
     job.program = base_test_program(completions[i], problems[i]);
@@ -502,18 +503,20 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     job.inputs = {""};
     job.limits = limits;
     base_job[pool.submit(std::move(job))] = i;
-    if (!problems[i].plus_inputs.empty() && !plus_problems.count(problems[i].id)) {
-      plus_problems[problems[i].id] = &problems[i];
-      sandbox::Job cj;
-      cj.program = problems[i].canonical_solution;
-      cj.entry = problems[i].entry_point;
-      cj.inputs = problems[i].plus_inputs;
-      cj.limits = plus_limits(limits, std::max(60.0, limits.cpu_seconds));
-      canon_job[pool.submit(std::move(cj))] = problems[i].id;
-    }
   }
   std::vector<bool> base_ok(n, false);
-  size_t outstanding = base_job.size() + canon_job.size();
+  size_t outstanding = base_job.size();
+  auto submit_canon = [&](const CodeProblem& p) {
+    if (canon_submitted[p.id]) return;
+    canon_submitted[p.id] = true;
+    sandbox::Job cj;
+    cj.program = p.canonical_solution;
+    cj.entry = p.entry_point;
+    cj.inputs = p.plus_inputs;
+    cj.limits = plus_limits(limits, std::max(60.0, limits.cpu_seconds));
+    canon_job[pool.submit(std::move(cj))] = p.id;
+    ++outstanding;
+  };
   std::unordered_map<uint64_t, size_t> plus_job;  // job id -> candidate index
   std::vector<size_t> waiting_for_canon;
   auto submit_plus = [&](size_t i) {
@@ -545,6 +548,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
         submit_plus(i);
       } else {
         waiting_for_canon.push_back(i);
+        submit_canon(problems[i]);
       }
     } else if (auto ct = canon_job.find(r.id); ct != canon_job.end()) {
       std::string pid = ct->second;
