@@ -84,17 +84,13 @@ int run_generate(const GenerateOptions& o) {
   }
   if (prompt.empty()) throw UsageError("--prompt: the prompt must encode to at least one token");
 
-  model::SamplingParams p;
+  model::SamplingParams p = model::sampling_defaults(m, *tok, !o.ignore_eos);
   p.temperature = o.temperature;
   p.top_p = o.top_p;
   p.top_k = o.top_k;
   p.max_new_tokens = o.max_tokens;
   p.seed = o.seed;
   p.stop_strings = o.stop;
-  // Padding rows of the embedding (config vocab > tokenizer vocab) must never be sampled.
-  p.vocab_limit = std::min<int64_t>(int64_t(tok->vocab_size()), V);
-  if (!o.ignore_eos)
-    for (int64_t id : m.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
   for (int32_t id : o.stop_ids) {
     if (id < 0 || id >= V) throw UsageError("--stop-id " + std::to_string(id) + " is outside [0, " + std::to_string(V) + ")");
     p.stop_token_ids.push_back(id);

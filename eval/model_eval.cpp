@@ -9,14 +9,12 @@ namespace azr::eval {
 
 std::vector<Sample> generate_samples(model::Transformer& m, const model::Tokenizer& tok, const Benchmark& bench,
                                      const ModelEvalSettings& s) {
-  model::SamplingParams p;
+  model::SamplingParams p = model::sampling_defaults(m, tok);
   p.temperature = s.temperature.value_or(s.n > 1 ? 1.f : 0.f);
   if (s.n > 1 && p.temperature == 0.f)
     throw std::invalid_argument("n > 1 samples at temperature 0 would be n identical samples");
   p.top_p = s.top_p;
   p.max_new_tokens = s.max_tokens;
-  p.vocab_limit = std::min<int64_t>(int64_t(tok.vocab_size()), m.config().vocab_size);
-  for (int64_t id : m.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
   if (s.tmpl == Template::R1) p.stop_strings = {"</answer>"};
 
   const size_t count = s.limit > 0 ? std::min(bench.items.size(), s.limit) : bench.items.size();

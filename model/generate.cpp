@@ -32,6 +32,14 @@ void check_params(const SamplingParams& p, int64_t V) {
 
 }  // namespace
 
+SamplingParams sampling_defaults(const Transformer& model, const Tokenizer& tokenizer, bool stop_at_eos) {
+  SamplingParams p;
+  p.vocab_limit = std::min<int64_t>(int64_t(tokenizer.vocab_size()), model.config().vocab_size);
+  if (stop_at_eos)
+    for (int64_t id : model.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
+  return p;
+}
+
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
     case FinishReason::Length: return "length";

@@ -42,6 +42,11 @@ struct Completion {
   std::string text;             // decoded new tokens (with a tokenizer), cut before a stop string
 };
 
+// The settings every caller needs for a given model and tokenizer: sample only ids the tokenizer
+// has (embedding rows past it are padding) and, with stop_at_eos, stop at the config's
+// eos_token_ids. The rest stays at SamplingParams' defaults.
+SamplingParams sampling_defaults(const Transformer& model, const Tokenizer& tokenizer, bool stop_at_eos = true);
+
 // Throws std::invalid_argument on bad parameters, an empty prompt, or stop strings without a
 // tokenizer.
 std::vector<Completion> generate(Transformer& model, const std::vector<std::vector<int32_t>>& prompts,
