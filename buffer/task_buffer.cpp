@@ -305,6 +305,35 @@ class TaskBuffer::Checkpointer {
   bool stop_ = false;
 };
 
+void TaskBuffer::snapshot_to(const std::string& dest) const {
+  // The online backup API copies the database page by page inside one read transaction, so the
+  // copy is a consistent state even while the checkpointer thread works; pages (and with them
+  // every slot number sampling depends on) are copied exactly.
+  sqlite3* out = nullptr;
+  int rc = sqlite3_open_v2(dest.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = out ? sqlite3_errmsg(out) : sqlite3_errstr(rc);
+    sqlite3_close(out);
+    throw BufferError(dest + ": cannot create the buffer snapshot: " + msg);
+  }
+  sqlite3_backup* b = sqlite3_backup_init(out, "main", db_, "main");
+  if (!b) {
+    std::string msg = sqlite3_errmsg(out);
+    sqlite3_close(out);
+    throw BufferError(dest + ": cannot start the buffer snapshot: " + msg);
+  }
+  rc = sqlite3_backup_step(b, -1);
+  sqlite3_backup_finish(b);
+  if (rc != SQLITE_DONE) {
+    std::string msg = sqlite3_errstr(rc);
+    sqlite3_close(out);
+    throw BufferError(dest + ": buffer snapshot failed: " + msg);
+  }
+  // A self-contained file: no -wal beside it, so it can be copied back as is.
+  sqlite3_exec(out, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
+  sqlite3_close(out);
+}
+
 int TaskBuffer::checkpoint() {
   if (read_only_) return 0;
   return checkpointer_ ? checkpointer_->checkpoint_now() : 0;

@@ -138,6 +138,11 @@ class TaskBuffer {
   // checkpointer does this). Returns the WAL frames still not checkpointed.
   int checkpoint();
 
+  // Writes a consistent copy of the whole database to `dest` (a new file; the trainer's
+  // checkpoints hold one, so a resumed run samples from exactly the buffer it had). Throws
+  // BufferError naming `dest`.
+  void snapshot_to(const std::string& dest) const;
+
  private:
   class Checkpointer;  // a thread with its own connection: commits never pay for a checkpoint
   TaskBuffer() = default;

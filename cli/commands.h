@@ -158,3 +158,18 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o);
 int run_eval(const EvalOptions& o);
 
 }  // namespace azr::cli
+
+namespace azr::cli {
+
+// azr train (cli/cmd_train.cpp).
+struct TrainCommandOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string run_dir, resume;
+  std::string dist = "auto";
+};
+
+CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o);
+int run_train(const TrainCommandOptions& o);
+
+}  // namespace azr::cli

@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   CLI::App* task = azr::cli::add_task_command(app, task_opts);
   azr::cli::EvalOptions eval_opts;
   CLI::App* eval = azr::cli::add_eval_command(app, eval_opts);
+  azr::cli::TrainCommandOptions train_opts;
+  CLI::App* train = azr::cli::add_train_command(app, train_opts);
 
   try {
     app.parse(argc, argv);
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
     if (logprobs->parsed()) return azr::cli::run_logprobs(logprobs_opts);
     if (task->parsed()) return azr::cli::run_task(task_opts);
     if (eval->parsed()) return azr::cli::run_eval(eval_opts);
+    if (train->parsed()) return azr::cli::run_train(train_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

@@ -133,7 +133,13 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   for (const std::string& s : params.stop_strings) longest_stop = std::max(longest_stop, s.size());
   std::vector<std::string> bytes(static_cast<size_t>(B));  // raw decoded bytes of each completion
   std::vector<Rng> rng;
-  for (int64_t b = 0; b < B; b++) rng.push_back({params.seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xD1B54A32D192ED03ull});
+  if (!params.sequence_seeds.empty() && int64_t(params.sequence_seeds.size()) != B)
+    throw std::invalid_argument("sequence_seeds has " + std::to_string(params.sequence_seeds.size()) +
+                                " entries for " + std::to_string(B) + " prompts");
+  for (int64_t b = 0; b < B; b++)
+    rng.push_back({params.sequence_seeds.empty()
+                       ? params.seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xD1B54A32D192ED03ull
+                       : params.sequence_seeds[size_t(b)] * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull});
 
   KVCache cache(model.config(), B, batch.T + params.max_new_tokens);
   std::vector<float> logits = model.prefill(cache, batch);

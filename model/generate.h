@@ -29,6 +29,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;    // the stop token is kept as the last token
   std::vector<std::string> stop_strings;  // needs a tokenizer; the text is cut before the match
   uint64_t seed = 0;
+  // One seed per prompt, replacing (seed, index): a caller that splits one logical batch over
+  // several calls or ranks gives each sequence its global seed, so its sample does not depend
+  // on the split.
+  std::vector<uint64_t> sequence_seeds;
   int64_t vocab_limit = 0;  // sample only ids below this (a tokenizer's size); 0 = every row
 };
 

@@ -265,6 +265,10 @@ int zygote_main(int argc, char** argv) {
   mallopt(M_MXFAST, 0);
   clearenv();  // the supervisor already passes none; belt and braces
   signal(SIGPIPE, SIG_IGN);
+  // A terminal's Ctrl-C reaches the whole foreground process group, workers included; the
+  // supervisor decides when workers stop (it finishes the step and checkpoints first), and
+  // PDEATHSIG still ends them with it.
+  signal(SIGINT, SIG_IGN);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (fcntl(kSocketFd, F_GETFD) < 0) {
     std::fprintf(stderr, "azr-zygote: no job socket on fd 3 (this program is started by azr)\n");

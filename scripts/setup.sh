@@ -16,6 +16,9 @@ PACKAGES=(
   libopenblas-openmp-dev             # kernels/cpu: GEMMs (the OpenMP build, see kernels/CMakeLists.txt)
   python3-torch                      # tests and bench: the PyTorch reference of the transformer
   zlib1g-dev                         # eval: the EvalPlus .jsonl.gz benchmark files
+  libtomlplusplus-dev                # trainer: TOML run configs
+  libopenmpi-dev openmpi-bin         # trainer: data parallel between CPU processes (mpirun)
+  python3-protobuf                   # tests: an independent reader of the TensorBoard event files
 )
 
 missing=()

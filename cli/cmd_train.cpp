@@ -1,0 +1,43 @@
+// azr train: the self-play loop from a TOML config (trainer/trainer.h does the work).
+#include "cli/commands.h"
+#include "trainer/trainer.h"
+
+namespace azr::cli {
+
+CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
+  CLI::App* c = app.add_subcommand("train", "Run self-play training from a TOML config (or resume a run)");
+  c->footer(
+      "Writes RUN_DIR/{config.toml, buffer.db, metrics.jsonl, events.out.tfevents.*, log.txt, checkpoints/step-N}. "
+      "Ctrl-C finishes the current step, writes a checkpoint and exits with 130; --resume RUN_DIR continues from the "
+      "newest checkpoint exactly. Multi-process: launch with mpirun, srun or torchrun-style RANK/WORLD_SIZE/"
+      "MASTER_ADDR/MASTER_PORT variables; every rank runs the same command.\n"
+      "Exit status: 0 done, 1 failed, 2 bad config or usage, 130 stopped by a signal.");
+  c->add_option("config", o.config, "the run config (TOML), e.g. configs/quickstart.toml");
+  c->add_option("--set", o.overrides, "override a config key: --set algorithm.lr=1e-5 (repeatable)");
+  c->add_option("--run-dir", o.run_dir, "the run directory (default: run.run_dir, else runs/<run.name>)");
+  c->add_option("--resume", o.resume, "continue the run in this directory from its newest checkpoint");
+  c->add_option("--dist", o.dist, "communication backend: auto, single, mpi or tcp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "single", "mpi", "tcp"}));
+  return c;
+}
+
+int run_train(const TrainCommandOptions& o) {
+  if (o.resume.empty() == o.config.empty())
+    throw UsageError(o.resume.empty() ? "train: give a CONFIG.toml (or --resume RUN_DIR)"
+                                      : "train: give either CONFIG.toml or --resume RUN_DIR, not both");
+  if (!o.resume.empty() && !o.run_dir.empty()) throw UsageError("train: --resume names the run dir; drop --run-dir");
+  trainer::TrainOptions t;
+  t.config_path = o.config;
+  t.overrides = o.overrides;
+  t.run_dir = o.run_dir;
+  t.resume_dir = o.resume;
+  t.comm_backend = o.dist;
+  try {
+    return trainer::train(t);
+  } catch (const trainer::UserError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace azr::cli

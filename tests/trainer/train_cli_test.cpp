@@ -1,0 +1,363 @@
+// `azr train` end to end, through the real binary, on the smallest real run
+// (tests/trainer/fixtures/tiny_train.toml: a new azr-tiny model, the real sandbox, a real SQLite
+// buffer, real checkpoints):
+//   - resume: 3 steps in one go == 1 step, then --resume for 2 more (bit for bit: metrics apart
+//     from timings, weights, optimizer state, the buffer's tasks);
+//   - kill -9 at several moments (seeding, mid-step, inside a checkpoint write), resuming each
+//     time, ends exactly where the uninterrupted run does, and the buffer always opens;
+//   - Ctrl-C (SIGINT) finishes the step, checkpoints and exits 130; resuming finishes the run;
+//   - mpirun -np 2 gives every rank identical weights after every step and matches one process
+//     (within float reduction-order tolerance);
+//   - bad configs and bad usage: one message, exit 2, nothing written.
+// The uninterrupted reference run is made once per build and shared by the tests (under a lock).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/transformer.h"
+#include "tests/test_support.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using azr::testing::env_or_fail;
+using azr::testing::run_process;
+using nlohmann::json;
+
+constexpr int kSteps = 3;
+
+std::string azr() { return env_or_fail("AZR_BIN"); }
+std::string fixture() { return env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/tiny_train.toml"; }
+
+// Every run of these tests: the fixture plus the flags that make it a 3-step run checkpointed
+// after every step, with the benchmarks from the shared data.
+std::vector<std::string> train_args(const std::string& run_dir, int steps = kSteps) {
+  return {azr(),
+          "train",
+          fixture(),
+          "--run-dir",
+          run_dir,
+          "--set",
+          "run.steps=" + std::to_string(steps),
+          "--set",
+          "checkpoint.every=1",
+          "--set",
+          "eval.every=2",
+          "--set",
+          "eval.data_dir=" + env_or_fail("AZR_SHARED_DIR") + "/benchmarks",
+          "--set",
+          "seeding.import_tasks=" + env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/seed_tasks.jsonl"};
+}
+std::vector<std::string> resume_args(const std::string& run_dir, int steps = kSteps) {
+  return {azr(), "train", "--resume", run_dir, "--set", "run.steps=" + std::to_string(steps)};
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("azr-train-test-" + std::to_string(getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p.parent_path());
+  return p;
+}
+
+// Starts a process with stdout/stderr into `log`; returns its pid.
+pid_t start(const std::vector<std::string>& args, const fs::path& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// metrics.jsonl without what depends on the machine's speed.
+std::vector<json> metrics(const fs::path& run_dir) {
+  std::vector<json> out;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    json kept = json::object();
+    for (auto& [k, v] : j.items())
+      if (k != "time" && k.rfind("time/", 0) != 0 && k.rfind("perf/", 0) != 0) kept[k] = v;
+    out.push_back(kept);
+  }
+  return out;
+}
+
+std::string buffer_tasks(const fs::path& run_dir) {
+  auto r = run_process({azr(), "buffer", "export", (run_dir / "buffer.db").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+// The uninterrupted run, made once per build (a lock keeps concurrent test processes from
+// making it twice) and kept next to the azr binary's build tree.
+fs::path reference_run() {
+  const fs::path dir = fs::path(azr()).parent_path().parent_path() / "tests" / "train-reference";
+  fs::create_directories(dir.parent_path());
+  const int lock = open((dir.string() + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+  flock(lock, LOCK_EX);
+  // Stale if the binary changed since it was made.
+  struct stat st {};
+  stat(azr().c_str(), &st);
+  const std::string stamp = std::to_string(st.st_mtime) + ":" + std::to_string(st.st_size) + ":" + slurp(fixture());
+  if (slurp(dir / "stamp") != stamp) {
+    fs::remove_all(dir);
+    auto r = run_process(train_args(dir.string()));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ofstream(dir / "stamp") << stamp;
+  }
+  flock(lock, LOCK_UN);
+  close(lock);
+  return dir;
+}
+
+void expect_same_run(const fs::path& got, const fs::path& ref, int step = kSteps) {
+  const std::vector<json> a = metrics(got), b = metrics(ref);
+  ASSERT_EQ(a.size(), b.size()) << got;
+  for (size_t i = 0; i < a.size(); i++) EXPECT_EQ(a[i], b[i]) << "metrics line " << i + 1;
+  const fs::path ck = "checkpoints/step-" + std::to_string(step);
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_TRUE(slurp(got / ck / f) == slurp(ref / ck / f)) << f << " differs";
+  EXPECT_EQ(buffer_tasks(got), buffer_tasks(ref));
+}
+
+int64_t last_metrics_step(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(in, line)) try {
+      step = json::parse(line).at("step").get<int64_t>();
+    } catch (...) {
+    }
+  return step;
+}
+
+TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
+  const fs::path ref = reference_run();
+  for (const char* f : {"config.toml", "buffer.db", "metrics.jsonl", "log.txt"}) EXPECT_TRUE(fs::exists(ref / f)) << f;
+  bool events = false;
+  for (const auto& e : fs::directory_iterator(ref))
+    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_TRUE(events);
+  for (int s = 0; s <= kSteps; s++)
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "buffer.db",
+                          "trainer_state.json"})
+      EXPECT_TRUE(fs::exists(ref / ("checkpoints/step-" + std::to_string(s)) / f)) << s << " " << f;
+  const std::vector<json> m = metrics(ref);
+  ASSERT_EQ(m.size(), size_t(kSteps));
+  for (int s = 0; s < kSteps; s++) {
+    EXPECT_EQ(m[size_t(s)]["step"], s + 1);
+    // 6 groups x batch 2: every group has its two sequences.
+    for (const char* g : {"deduction/proposer", "deduction/solver", "abduction/proposer", "abduction/solver",
+                          "induction/proposer", "induction/solver"})
+      EXPECT_EQ(m[size_t(s)][std::string("count/") + g], 2) << g;
+  }
+  EXPECT_TRUE(m[1].contains("eval/cruxeval_o/pass@1"));
+  // The buffer is a real azr buffer.
+  auto r = run_process({azr(), "buffer", "stats", (ref / "buffer.db").string(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The saved checkpoint is a model other commands load.
+  r = run_process({azr(), "generate", "--model", (ref / "checkpoints/step-3").string(), "--prompt", "def f(",
+                   "--max-tokens", "4", "--seed", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The resolved config reads back (and holds the run dir it ran in).
+  const std::string cfg = slurp(ref / "config.toml");
+  EXPECT_NE(cfg.find("steps = 3"), std::string::npos);
+  EXPECT_NE(cfg.find(ref.string()), std::string::npos);
+}
+
+TEST(TrainCli, ResumeContinuesBitIdentically) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("resume");
+  auto r = run_process(train_args(run.string(), 1));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(last_metrics_step(run), 1);
+  r = run_process(resume_args(run.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_run(run, ref);
+}
+
+TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("kill");
+  const fs::path log = run.string() + ".log";
+  // Kill points: during start-up/seeding, inside the write of checkpoint step-1 (the moment the
+  // temporary directory appears), and in the middle of a later step.
+  pid_t pid = start(train_args(run.string()), log);
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+
+  pid = start(resume_args(run.string()), log);
+  bool hit_tmp = false;
+  for (int i = 0; i < 120000 && !hit_tmp; i++) {  // up to ~2 min, polling every ms
+    if (fs::exists(run / "checkpoints/.step-1.tmp")) {
+      kill(pid, SIGKILL);
+      hit_tmp = true;
+      break;
+    }
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(hit_tmp) << "never saw checkpoints/.step-1.tmp";
+  if (hit_tmp) wait_exit(pid);
+  // The killed write left no checkpoint step-1; the buffer opens.
+  EXPECT_FALSE(fs::exists(run / "checkpoints/step-1/trainer_state.json"));
+  auto r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  pid = start(resume_args(run.string()), log);
+  for (int i = 0; i < 1200 && last_metrics_step(run) < 2; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // into step 3
+  kill(pid, SIGKILL);
+  wait_exit(pid);
+  r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  r = run_process(resume_args(run.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err << slurp(log);
+  expect_same_run(run, ref);
+}
+
+TEST(TrainCli, CtrlCCheckpointsAndStops) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("sigint");
+  const fs::path log = run.string() + ".log";
+  pid_t pid = start(train_args(run.string()), log);
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 1200 && last_metrics_step(run) < 1; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_GE(last_metrics_step(run), 1) << slurp(log);
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130) << slurp(log);
+  const int64_t stopped_at = last_metrics_step(run);
+  EXPECT_LT(stopped_at, kSteps);
+  EXPECT_TRUE(fs::exists(run / ("checkpoints/step-" + std::to_string(stopped_at)) / "trainer_state.json"))
+      << "no checkpoint of the last finished step " << stopped_at;
+  EXPECT_NE(slurp(log).find("resume with: azr train --resume"), std::string::npos);
+  auto r = run_process(resume_args(run.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_run(run, ref);
+}
+
+TEST(TrainCli, TwoMpiRanksMatchOneProcess) {
+  const std::string mpirun = "/usr/bin/mpirun";
+  if (!fs::exists(mpirun)) GTEST_SKIP() << "mpirun not installed (Debian openmpi-bin)";
+  // mpirun refuses root without these (CI runs as root); shared memory between the two ranks
+  // without the single-copy mechanism, which container seccomp profiles often block.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl", "self,vader", 1);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("mpi");
+  std::vector<std::string> args = {mpirun, "-np", "2", "--oversubscribe"};
+  for (const std::string& a : train_args(run.string(), 2)) args.push_back(a);
+  args.push_back("--set");
+  args.push_back("run.check_replicas=true");
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("2 rank(s) (mpirun, mpi)"), std::string::npos) << slurp(run / "log.txt");
+
+  // The same global batch, split over two ranks: samples and rewards are the same; the loss and
+  // the weights differ only by the order in which the gradient sums were added up.
+  const std::vector<json> a = metrics(run), b = metrics(ref);
+  ASSERT_EQ(a.size(), 2u);
+  for (size_t i = 0; i < a.size(); i++) {
+    EXPECT_EQ(a[i]["replicas/identical"], 1.0);
+    for (auto& [k, v] : b[i].items()) {
+      ASSERT_TRUE(a[i].contains(k)) << k;
+      if (k.rfind("loss/", 0) == 0 || k == "optim/grad_norm") {
+        EXPECT_NEAR(a[i][k].get<double>(), v.get<double>(), 1e-5 * std::max(1.0, std::fabs(v.get<double>()))) << k;
+      } else if (k.rfind("eval/", 0) != 0) {
+        EXPECT_EQ(a[i][k], v) << "step " << i + 1 << " " << k;
+      }
+    }
+  }
+  const auto ma = azr::model::Transformer::from_pretrained(run / "checkpoints/step-2");
+  const auto mb = azr::model::Transformer::from_pretrained(ref / "checkpoints/step-2");
+  const auto pa = ma.parameters(), pb = mb.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); i++) worst = std::max(worst, double(std::fabs(pa[i] - pb[i])));
+  EXPECT_LT(worst, 1e-5) << "largest weight difference";
+  // And the run really trained: step-2 weights moved away from step 0.
+  const auto m0 = azr::model::Transformer::from_pretrained(ref / "checkpoints/step-0");
+  double moved = 0;
+  for (size_t i = 0; i < pa.size(); i++) moved = std::max(moved, double(std::fabs(pa[i] - m0.parameters()[i])));
+  EXPECT_GT(moved, 1e-4);
+}
+
+TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
+  const fs::path dir = scratch("bad");
+  fs::create_directories(dir);
+  std::ofstream(dir / "typo.toml") << "[run]\nsteps = 2\n\n[algorithm]\nlerning_rate = 1e-3\n";
+  auto r = run_process({azr(), "train", (dir / "typo.toml").string(), "--run-dir", (dir / "run").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("typo.toml:5:1: unknown key 'algorithm.lerning_rate' (did you mean 'algorithm.lr'?)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "algorithm.top_p=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("algorithm.top_p"), std::string::npos) << r.err;
+
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.preset=azr-huge"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("azr-huge"), std::string::npos) << r.err;
+
+  r = run_process({azr(), "train"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_process({azr(), "train", "--resume", (dir / "nothing-here").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("config.toml"), std::string::npos) << r.err;
+
+  // A run directory that already holds a run is never overwritten.
+  const fs::path ref = reference_run();
+  const std::string before = slurp(ref / "metrics.jsonl");
+  r = run_process(train_args(ref.string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("already holds a run"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(ref / "metrics.jsonl"), before);
+}
+
+}  // namespace

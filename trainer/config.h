@@ -1,0 +1,146 @@
+#pragma once
+// The run configuration of `azr train`: a TOML file (toml++), checked against one schema, with
+// `--set key=value` overrides, written back resolved into the run directory.
+//
+// Every number of METHOD.md is a key here, with the paper's (or the reference code's) value as
+// its default; the quickstart config overrides what a tiny CPU model needs and says why.
+//
+// Validation: an unknown table or key is an error with a did-you-mean ("file.toml:12:1: unknown
+// key 'algorithm.lerning_rate' (did you mean 'algorithm.lr'?)"); a wrong type or a value out of
+// range names the file, line and key. `--set` errors name the override instead of a line.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace azr::trainer {
+
+// One message, already naming the file (or the --set override), line and key.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RunSection {
+  std::string name = "azr";       // run name; the default run dir is runs/<name>
+  std::string run_dir;            // "" = runs/<name> (the CLI's --run-dir wins)
+  uint64_t seed = 0;              // every random choice of the run derives from it
+  int64_t steps = 500;            // self-play steps (the paper: ~500)
+  int threads = 0;                // CPU threads for the model; 0 = all cores
+  bool check_replicas = false;    // after every step, compare a hash of every rank's weights
+  bool operator==(const RunSection&) const = default;
+};
+
+struct ModelSection {
+  std::string path;               // a Hugging Face checkpoint directory, or
+  std::string preset;             // a new random model: "azr-tiny" | "azr-25m" (exactly one of the two)
+  std::string tokenizer;          // tokenizer.json; "" = path/tokenizer.json, or the byte tokenizer for a preset
+  double init_std = 0.02;         // preset initialisation
+  bool operator==(const ModelSection&) const = default;
+};
+
+struct AlgorithmSection {
+  int batch_size = 64;              // prompts per task x role group and step (B)
+  int k_references = 6;             // references in a deduction/abduction proposer prompt (K)
+  int learnability_rollouts = 8;    // solver rollouts per valid proposal (n)
+  int induction_inputs = 10;        // inputs an induction proposal writes (half shown, half hidden)
+  std::string solve_order = "lagged";  // "lagged": solver batch drawn before the step's proposals
+                                       // enter the buffer (the reference code); "same-step":
+                                       // after (the paper's Algorithm 1)
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;                    // 0 = off
+  int max_prompt_tokens = 6144;
+  int max_response_tokens = 8096;
+  // rewards (METHOD.md "Reward"; the reference code's values)
+  double wrong_answer_reward = -0.5;
+  double format_error_reward = -1.0;
+  double zero_learnability_reward = -0.5;  // the paper's equation: 0
+  // the update
+  double clip_eps = 0.2;
+  double entropy_coeff = 0.001;
+  double lr = 1e-6;
+  double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;           // 0 = off
+  int micro_batch_size = 8;         // sequences per forward/backward (gradients accumulate exactly)
+  int generation_batch_size = 64;   // sequences per generate() call
+  bool operator==(const AlgorithmSection&) const = default;
+};
+
+struct SeedingSection {
+  int64_t target = 256;   // tasks per type before step 1 (B x 4)
+  int batch = 64;         // proposer prompts per type and round
+  int max_rounds = 100;   // give up after this many rounds (a model that proposes nothing valid)
+  std::string import_tasks;  // a JSONL of tasks (as `azr buffer export` writes) put in the buffer first; "" = none
+  bool operator==(const SeedingSection&) const = default;
+};
+
+struct SandboxSection {
+  int workers = 0;               // sandbox worker processes per rank; 0 = one per core
+  double cpu_seconds = 2.0;      // per job
+  double memory_mib = 512;       // address space per job
+  int max_output_chars = 400;    // repr limit of a task's output
+  bool operator==(const SandboxSection&) const = default;
+};
+
+struct BufferSection {
+  int64_t capacity_per_type = 16384;    // 0 = unbounded
+  std::string policy = "evict-oldest";  // "evict-oldest" | "keep-oldest" (the reference)
+  int64_t rollout_retention_steps = 0;  // keep the responses of the last N steps; 0 = none
+  bool operator==(const BufferSection&) const = default;
+};
+
+struct LoggingSection {
+  std::string console = "auto";  // "auto" (progress view on a TTY, plain lines otherwise) | "progress" | "plain" | "off"
+  bool tensorboard = true;       // TensorBoard event files in the run dir
+  int print_every = 1;           // plain console lines every N steps
+  bool operator==(const LoggingSection&) const = default;
+};
+
+struct CheckpointSection {
+  int every = 10;      // steps between checkpoints; 0 = only at the end and on Ctrl-C
+  int keep_last = 3;   // checkpoints kept (older ones are deleted); 0 = keep all
+  bool operator==(const CheckpointSection&) const = default;
+};
+
+struct EvalSection {
+  int every = 10;                                              // steps between evaluations; 0 = off
+  std::vector<std::string> benchmarks = {"cruxeval_o", "cruxeval_i"};
+  std::string data_dir;                                        // "" = $AZR_BENCHMARKS, else ../shared/benchmarks
+  int64_t limit = 0;                                           // first N items of each; 0 = all
+  int max_tokens = 1024;
+  int batch_size = 16;
+  bool operator==(const EvalSection&) const = default;
+};
+
+struct TrainConfig {
+  RunSection run;
+  ModelSection model;
+  AlgorithmSection algorithm;
+  SeedingSection seeding;
+  SandboxSection sandbox;
+  BufferSection buffer;
+  LoggingSection logging;
+  CheckpointSection checkpoint;
+  EvalSection eval;
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// Parses `path` (TOML), applies `overrides` ("section.key=value", in order; the value is TOML
+// syntax, and a bare word is taken as a string for string keys), validates everything and
+// returns the resolved config. Throws ConfigError.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from TOML text; `source_name` is what errors call the file.
+TrainConfig parse_config(const std::string& toml_text, const std::string& source_name,
+                         const std::vector<std::string>& overrides = {});
+
+// Every key with its resolved value, in schema order, as TOML that parse_config reads back to
+// an equal config (the run directory's config.toml).
+std::string to_toml(const TrainConfig& config);
+
+// Cross-field checks that cannot be one key's range (exactly one of model.path / model.preset,
+// known benchmark names are checked by the trainer). Called by parse_config.
+void validate(const TrainConfig& config, const std::string& source_name);
+
+}  // namespace azr::trainer

@@ -1,0 +1,96 @@
+#pragma once
+// One self-play step (METHOD.md "One step"), on every rank at once:
+//
+//   rank 0 plans   proposer references (and, "lagged", the solver's tasks) from the buffer
+//   all ranks      propose -> parse -> validate -> n learnability rollouts -> grade   (own share)
+//   gather         every rank's outcomes reach every rank (small records, not tokens)
+//   rank 0         inserts valid proposals, records solve statistics ("same-step": now draws
+//                  the solver's tasks, including this step's)
+//   all ranks      solve -> extract -> grade (own share) -> gather
+//   all ranks      rewards -> TRR++ over the six global groups -> one policy update on the own
+//                  share, gradients summed over ranks
+//
+// Item i of a phase is worked on by rank i % world_size with sampling seed derive(seed, step,
+// phase, i), so outcomes do not depend on the number of ranks. Rank 0 owns the buffer and the
+// data RNG; the other ranks get the plan by broadcast.
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+#include "sandbox/pool.h"
+#include "trainer/config.h"
+#include "trainer/dist.h"
+#include "trainer/metrics.h"
+#include "trainer/policy.h"
+
+namespace azr::trainer {
+
+struct ProposerOutcome {
+  int64_t index = 0;
+  buffer::TaskType type = buffer::TaskType::Deduction;
+  bool skipped = false;           // the prompt did not fit max_prompt_tokens: no sequence
+  bool valid = false;
+  std::string reason;             // "ok" or the parse / validation / "prompt_too_long" reason
+  buffer::Task task;              // when valid
+  int learn_n = 0, learn_k = 0;   // learnability rollouts and how many solved it
+  double solve_rate = 0;
+  double reward = 0;
+  int64_t prompt_tokens = 0, response_tokens = 0, learn_tokens = 0;
+  std::string response;           // kept only when the buffer keeps rollouts
+};
+
+struct SolverOutcome {
+  int64_t index = 0;
+  buffer::TaskType type = buffer::TaskType::Deduction;
+  int64_t task_id = 0;
+  bool skipped = false;
+  bool format_ok = false, correct = false;
+  std::string reason;             // extraction reason, else the grade's
+  double reward = 0;
+  int64_t prompt_tokens = 0, response_tokens = 0;
+  std::string response;
+};
+
+struct StepTimes {
+  double plan = 0, generate = 0, sandbox = 0, update = 0, total = 0;
+};
+
+struct StepResult {
+  std::vector<ProposerOutcome> proposer;  // global, by index
+  std::vector<SolverOutcome> solver;
+  std::vector<double> proposer_advantages, solver_advantages;  // per outcome (0 for skipped)
+  UpdateStats update;
+  StepTimes times;
+  buffer::InsertResult inserted;
+  int64_t buffer_tasks[3] = {0, 0, 0};    // after the step (rank 0's view, broadcast)
+  uint64_t sandbox_jobs = 0;              // this rank
+  int64_t generated_tokens = 0;           // all ranks
+};
+
+// Where completions come from: (prompts, one seed each, sampling) -> one completion per prompt.
+// The trainer samples from the policy; the step's tests script the responses (a model that
+// writes valid tasks on demand is what issue 10's bootstrap makes; these tests need it now).
+using Sampler = std::function<std::vector<model::Completion>(const std::vector<std::vector<int32_t>>& prompts,
+                                                             const std::vector<uint64_t>& seeds,
+                                                             const model::SamplingParams& params)>;
+
+struct StepContext {
+  const TrainConfig& config;
+  Policy& policy;
+  sandbox::Pool& pool;
+  dist::Communicator& comm;
+  buffer::TaskBuffer* buffer = nullptr;  // rank 0 only
+  std::mt19937_64* data_rng = nullptr;   // rank 0 only
+  std::function<void(const std::string&)> phase;  // progress text; may be empty
+  Sampler sampler;                                // empty: the policy's own generate()
+};
+
+StepResult run_step(StepContext& ctx, int64_t step);
+
+// The step's metrics (rank-independent except the times and perf/ figures, which are rank 0's).
+Scalars step_metrics(const StepResult& r, const TrainConfig& config, double lr);
+
+}  // namespace azr::trainer

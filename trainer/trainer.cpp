@@ -1,0 +1,469 @@
+#include "trainer/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "buffer/task_buffer.h"
+#include "buffer/task_jsonl.h"
+#include "eval/benchmarks.h"
+#include "eval/model_eval.h"
+#include "kernels/ops.h"
+#include "model/byte_tokenizer.h"
+#include "model/hf_config.h"
+#include "model/presets.h"
+#include "model/safetensors.h"
+#include "proposer/seeding.h"
+#include "sandbox/pool.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/console_view.h"
+#include "trainer/dist.h"
+#include "trainer/metrics.h"
+#include "trainer/policy.h"
+#include "trainer/seeds.h"
+#include "trainer/step.h"
+
+namespace azr::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+  // A second Ctrl-C ends the process at once (the default action).
+  std::signal(sig, SIG_DFL);
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The run's log: log.txt in the run dir (rank 0), and the console above the progress line.
+class RunLog {
+ public:
+  void open(const fs::path& file) { out_.open(file, std::ios::app); }
+  void attach(ConsoleView* console) { console_ = console; }
+  void operator()(const std::string& line) {
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+    if (out_.is_open()) out_ << stamp << "  " << line << std::endl;
+    if (console_)
+      console_->message(line);
+    else if (!quiet_)
+      std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  void set_quiet(bool q) { quiet_ = q; }
+
+ private:
+  std::ofstream out_;
+  ConsoleView* console_ = nullptr;
+  bool quiet_ = false;
+};
+
+std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c, const std::string& model_dir) {
+  if (!c.model.preset.empty() && c.model.tokenizer.empty()) return std::make_unique<model::ByteTokenizer>();
+  std::string path = c.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : c.model.tokenizer;
+  if (fs::is_directory(path)) path += "/tokenizer.json";
+  if (!fs::exists(path)) throw UserError(path + ": no tokenizer file (set model.tokenizer)");
+  try {
+    return std::make_unique<model::BpeTokenizer>(path);
+  } catch (const model::TokenizerError& e) {
+    throw UserError(e.what());
+  }
+}
+
+// What a checkpoint's tokenizer.json is: the byte tokenizer written out, or the model's file.
+void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs::path& dir) {
+  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) {
+    bt->save_tokenizer_json((dir / "tokenizer.json").string(), /*use_regex=*/true);
+    return;
+  }
+  std::string path = c.model.tokenizer.empty() ? c.model.path + "/tokenizer.json" : c.model.tokenizer;
+  if (fs::is_directory(path)) path += "/tokenizer.json";
+  fs::copy_file(path, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+}
+
+model::Transformer load_model(const fs::path& dir) {
+  try {
+    return model::Transformer::from_pretrained(dir);
+  } catch (const model::ConfigError& e) {
+    throw UserError(e.what());
+  } catch (const model::SafetensorsError& e) {
+    throw UserError(e.what());
+  }
+}
+
+// A fast fingerprint of the weights, to check that every rank holds the same model.
+uint64_t weights_hash(std::span<const float> p) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(p.data());
+  const size_t n = p.size_bytes();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = mix64(h ^ w);
+  }
+  for (; i < n; i++) h = mix64(h ^ b[i]);
+  return h;
+}
+
+std::string summary_text(const Scalars& last, int64_t step, int64_t steps, double seconds, const fs::path& run_dir,
+                         const std::string& checkpoint, const std::vector<std::string>& eval_lines) {
+  auto get = [&](const std::string& k) {
+    for (const auto& [key, v] : last)
+      if (key == k) return v;
+    return 0.0;
+  };
+  std::string s = fmt::format("azr train: {} of {} steps in {}\n", step, steps, format_duration(seconds));
+  if (!last.empty()) {
+    s += "                  deduction  abduction  induction\n";
+    for (auto [label, key] : {std::pair{"proposer valid  ", "proposer/valid_rate/"},
+                              std::pair{"learnability    ", "proposer/learnability/"},
+                              std::pair{"solver accuracy ", "solver/accuracy/"}})
+      s += fmt::format("  {}{:>9.3f}  {:>9.3f}  {:>9.3f}\n", label, get(std::string(key) + "deduction"),
+                       get(std::string(key) + "abduction"), get(std::string(key) + "induction"));
+    s += fmt::format("  buffer tasks    {:>9.0f}  {:>9.0f}  {:>9.0f}\n", get("buffer/size/deduction"),
+                     get("buffer/size/abduction"), get("buffer/size/induction"));
+  }
+  for (const std::string& e : eval_lines) s += "  " + e + "\n";
+  s += "  run dir     " + run_dir.string() + "\n";
+  if (!checkpoint.empty()) s += "  checkpoint  " + checkpoint + "\n";
+  s += "  inspect     azr buffer stats " + (run_dir / "buffer.db").string() + "\n";
+  return s;
+}
+
+}  // namespace
+
+int train(const TrainOptions& opt) {
+  // ---- ranks, config, run dir -------------------------------------------------------------
+  const dist::LaunchInfo launch = dist::detect_launch();
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(launch, opt.comm_backend);
+  const bool root = comm->rank() == 0;
+  const bool resuming = !opt.resume_dir.empty();
+
+  TrainConfig cfg;
+  try {
+    cfg = resuming ? load_config((fs::path(opt.resume_dir) / "config.toml").string(), opt.overrides)
+                   : load_config(opt.config_path, opt.overrides);
+  } catch (const ConfigError& e) {
+    throw UserError(e.what());
+  }
+  if (!cfg.model.preset.empty()) {
+    try {
+      (void)model::preset_config(cfg.model.preset);
+    } catch (const model::ConfigError& e) {
+      throw UserError("model.preset: " + std::string(e.what()));
+    }
+  }
+  if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
+  const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
+                           : !opt.run_dir.empty() ? fs::path(opt.run_dir)
+                           : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
+                                                       : fs::path("runs") / cfg.run.name;
+  cfg.run.run_dir = run_dir.string();
+  // Paths are relative to the working directory (as in most trainers' configs); the resolved
+  // config holds them absolute, so --resume works from anywhere.
+  for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir})
+    if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
+  cfg.run.run_dir = fs::absolute(run_dir).lexically_normal().string();
+  std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
+  if (root && !resuming) {
+    if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
+      throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
+                      " or choose another --run-dir");
+  }
+  if (root) {
+    fs::create_directories(run_dir / "checkpoints");
+    // Atomically: --resume reads it back, so a kill mid-write must not leave half a config.
+    const fs::path tmp = run_dir / ".config.toml.tmp";
+    {
+      std::ofstream out(tmp);
+      out << to_toml(cfg);
+      if (!out.flush()) throw std::runtime_error(tmp.string() + ": cannot write the run config");
+    }
+    sync_path(tmp);
+    fs::rename(tmp, run_dir / "config.toml");
+  }
+  comm->barrier();
+
+  RunLog log;
+  log.set_quiet(!root);
+  if (root) log.open(run_dir / "log.txt");
+
+  // ---- threads: the model's own cores, the sandbox's own workers ---------------------------
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int share = std::max(1, cores / std::max(1, launch.local_world_size));
+  kernels::set_cpu_threads(cfg.run.threads > 0 ? cfg.run.threads : share);
+
+  // ---- model, tokenizer, optimizer ---------------------------------------------------------
+  std::optional<TrainerState> state;
+  if (ckpt) state = read_trainer_state(*ckpt / "trainer_state.json");
+  if (state && state->seed != cfg.run.seed)
+    throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
+                    std::to_string(cfg.run.seed));
+  model::Transformer m = ckpt                         ? load_model(*ckpt)
+                         : !cfg.model.preset.empty() ? model::Transformer::random(
+                                                           model::preset_config(cfg.model.preset),
+                                                           derive_seed(cfg.run.seed, {0, 0}), float(cfg.model.init_std))
+                                                     : load_model(cfg.model.path);
+  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg, cfg.model.path);
+  model::AdamWSettings aw;
+  aw.lr = cfg.algorithm.lr;
+  aw.beta1 = cfg.algorithm.beta1, aw.beta2 = cfg.algorithm.beta2, aw.eps = cfg.algorithm.adam_eps;
+  aw.weight_decay = cfg.algorithm.weight_decay;
+  Policy policy(std::move(m), std::move(tok), aw);
+  if (ckpt) {
+    policy.optimizer().load(*ckpt / "optimizer.safetensors");
+    policy.optimizer().set_lr(cfg.algorithm.lr);
+  }
+
+  // ---- sandbox -----------------------------------------------------------------------------
+  sandbox::PoolOptions po;
+  po.workers = cfg.sandbox.workers > 0 ? cfg.sandbox.workers : share;
+  sandbox::Pool pool(po);
+
+  // ---- buffer, data RNG (rank 0) ------------------------------------------------------------
+  std::optional<buffer::TaskBuffer> buf;
+  std::mt19937_64 data_rng(derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Data)}));
+  const fs::path db = run_dir / "buffer.db";
+  if (root) {
+    if (ckpt) {
+      // The buffer as it was at the checkpoint: tasks of later steps are made again, identically.
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+      fs::copy_file(*ckpt / "buffer.db", db);
+      std::istringstream(state->data_rng) >> data_rng;
+    } else {
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+    }
+    buffer::Options bo;
+    bo.capacity_per_type = cfg.buffer.capacity_per_type;
+    bo.policy = cfg.buffer.policy == "keep-oldest" ? buffer::CapacityPolicy::KeepOldest : buffer::CapacityPolicy::EvictOldest;
+    bo.rollout_retention_steps = cfg.buffer.rollout_retention_steps;
+    buf.emplace(buffer::TaskBuffer::open(db.string(), buffer::TaskBuffer::Mode::ReadWrite, bo));
+    if (state) {
+      const buffer::Counts c = buf->counts();
+      for (int t = 0; t < 3; t++)
+        if (c.by_type[t] != state->buffer_tasks[t])
+          throw std::runtime_error(db.string() + ": restored buffer holds " + std::to_string(c.by_type[t]) + " " +
+                                   buffer::type_name(buffer::TaskType(t)) + " tasks, the checkpoint says " +
+                                   std::to_string(state->buffer_tasks[t]));
+    }
+  }
+
+  // ---- metrics sinks and console (rank 0) ---------------------------------------------------
+  const int64_t first_step = state ? state->step + 1 : 1;
+  std::vector<std::unique_ptr<MetricsSink>> sinks;
+  std::unique_ptr<ConsoleView> console;
+  if (root) {
+    const std::string metrics = (run_dir / "metrics.jsonl").string();
+    if (state)
+      truncate_metrics_jsonl(metrics, state->step);
+    else
+      fs::remove(metrics);
+    sinks.push_back(std::make_unique<JsonlSink>(metrics));
+    if (cfg.logging.tensorboard) sinks.push_back(std::make_unique<TensorBoardSink>(run_dir.string()));
+    console = std::make_unique<ConsoleView>(first_step, cfg.run.steps,
+                                            ConsoleView::resolve(cfg.logging.console, fileno(stderr)));
+  }
+  log(fmt::format("azr train: run dir {} | {} rank(s) ({}, {}) | {} threads/rank, {} sandbox workers/rank",
+                  run_dir.string(), comm->size(), launch.launcher, comm->backend(),
+                  cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
+  log(fmt::format("model: {} ({} parameters){}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
+                  policy.model().parameters().size(), ckpt ? " from " + ckpt->string() : std::string()));
+
+  auto write_ckpt = [&](int64_t step) -> std::string {
+    std::string path;
+    if (root) {
+      TrainerState st;
+      st.step = step;
+      st.seed = cfg.run.seed;
+      std::ostringstream rng;
+      rng << data_rng;
+      st.data_rng = rng.str();
+      st.world_size = comm->size();
+      const buffer::Counts c = buf->counts();
+      for (int t = 0; t < 3; t++) st.buffer_tasks[t] = c.by_type[t];
+      path = write_checkpoint(
+                 run_dir, st,
+                 [&](const fs::path& dir) {
+                   policy.model().save_pretrained(dir);
+                   write_tokenizer(cfg, policy.tokenizer(), dir);
+                   policy.optimizer().save(dir / "optimizer.safetensors");
+                   buf->snapshot_to((dir / "buffer.db").string());
+                 },
+                 cfg.checkpoint.keep_last)
+                 .string();
+      log("checkpoint " + path);
+    }
+    comm->barrier();
+    return path;
+  };
+
+  // ---- seeding (a new run): the buffer grows from the identity seed, no updates -------------
+  model::SamplingParams sampling = model::sampling_defaults(policy.model(), policy.tokenizer(), true);
+  sampling.temperature = float(cfg.algorithm.temperature);
+  sampling.top_p = float(cfg.algorithm.top_p);
+  sampling.top_k = cfg.algorithm.top_k;
+  sampling.max_new_tokens = cfg.algorithm.max_response_tokens;
+  if (!state) {
+    if (root && !cfg.seeding.import_tasks.empty()) {
+      std::ifstream in(cfg.seeding.import_tasks);
+      if (!in) throw UserError(cfg.seeding.import_tasks + ": cannot read (seeding.import_tasks)");
+      try {
+        const buffer::ImportReport rep = buffer::import_jsonl(*buf, in, cfg.seeding.import_tasks, false);
+        log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", rep.inserted.inserted,
+                        cfg.seeding.import_tasks, rep.inserted.duplicates));
+      } catch (const buffer::BufferError& e) {
+        throw UserError(e.what());
+      }
+    }
+    if (root) {
+      if (console) console->phase("seeding the buffer");
+      proposer::SeedingSettings ss;
+      ss.target = cfg.seeding.target;
+      ss.batch = cfg.seeding.batch;
+      ss.k = cfg.algorithm.k_references;
+      ss.max_rounds = cfg.seeding.max_rounds;
+      ss.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Seeding)});
+      ss.parse.num_inputs = cfg.algorithm.induction_inputs;
+      ss.validate.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
+      ss.validate.limits.memory_bytes = uint64_t(cfg.sandbox.memory_mib * 1024 * 1024);
+      ss.validate.max_output_chars = size_t(cfg.sandbox.max_output_chars);
+      ss.validate.induction_inputs = size_t(cfg.algorithm.induction_inputs);
+      uint64_t call = 0;
+      auto generate = [&](const std::vector<std::string>& prompts) {
+        std::vector<std::string> out(prompts.size());
+        std::vector<std::vector<int32_t>> ids;
+        std::vector<uint64_t> seeds;
+        std::vector<size_t> at;
+        for (size_t i = 0; i < prompts.size(); i++) {
+          std::vector<int32_t> p = policy.encode(prompts[i]);
+          if (int64_t(p.size()) > cfg.algorithm.max_prompt_tokens) continue;  // "" is rejected as no_answer
+          ids.push_back(std::move(p));
+          seeds.push_back(derive_seed(cfg.run.seed, {0, uint64_t(SeedPhase::Seeding), call, i}));
+          at.push_back(i);
+        }
+        call++;
+        std::vector<model::Completion> c = policy.generate(ids, seeds, sampling, cfg.algorithm.generation_batch_size);
+        for (size_t k = 0; k < c.size(); k++) out[at[k]] = std::move(c[k].text);
+        return out;
+      };
+      const double t0 = unix_now();
+      const proposer::SeedingReport rep = proposer::grow_seed_buffer(*buf, pool, generate, ss);
+      std::string rejected;
+      for (const auto& [reason, n] : rep.rejected) rejected += fmt::format(" {}={}", reason, n);
+      log(fmt::format("seeding: {} rounds, {} proposals, inserted {}/{}/{} (ded/abd/ind), {} duplicates, {:.1f}s{}{}",
+                      rep.rounds, rep.proposals, rep.inserted[0], rep.inserted[1], rep.inserted[2], rep.duplicates,
+                      unix_now() - t0, rep.reached_target ? "" : " (target not reached)",
+                      rejected.empty() ? "" : " | rejected:" + rejected));
+    }
+    write_ckpt(0);
+  }
+
+  // ---- evaluation (rank 0) -------------------------------------------------------------
+  std::vector<eval::Benchmark> benches;
+  if (root && cfg.eval.every > 0) {
+    try {
+      const fs::path data = eval::resolve_data_dir(cfg.eval.data_dir);
+      for (const std::string& name : cfg.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
+    } catch (const eval::BenchmarkError& e) {
+      throw UserError(std::string("eval: ") + e.what());
+    }
+  }
+  std::vector<std::string> eval_lines;
+  auto run_eval = [&](int64_t step, Scalars& metrics) {
+    if (!root || benches.empty()) return;
+    if (console) console->phase("evaluating");
+    eval::ModelEvalSettings es;
+    es.max_tokens = cfg.eval.max_tokens;
+    es.batch_size = cfg.eval.batch_size;
+    es.limit = size_t(cfg.eval.limit);
+    sandbox::Limits lim;
+    lim.cpu_seconds = cfg.sandbox.cpu_seconds;
+    const double t0 = unix_now();
+    const eval::Summary s = eval::evaluate_model(policy.model(), policy.tokenizer(), benches, pool, lim, es);
+    eval_lines.clear();
+    std::string line = fmt::format("eval at step {}:", step);
+    for (const eval::BenchScore& b : s.benches) {
+      metrics.emplace_back("eval/" + b.name + "/pass@1", b.pass1);
+      line += fmt::format(" {} {:.1f}% ({} items)", b.name, 100 * b.pass1, b.items);
+      eval_lines.push_back(fmt::format("{:<11} {:.1f}% pass@1 on {} items (step {})", b.name, 100 * b.pass1, b.items, step));
+    }
+    metrics.emplace_back("time/eval_s", unix_now() - t0);
+    log(line);
+  };
+
+  // ---- the loop ----------------------------------------------------------------------------
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const bool check_replicas = cfg.run.check_replicas;
+  StepContext ctx{cfg, policy, pool, *comm, root ? &*buf : nullptr, root ? &data_rng : nullptr, {}};
+  if (console) ctx.phase = [&](const std::string& p) { console->phase(p); };
+  log.attach(console.get());
+  Scalars last;
+  std::string last_ckpt;
+  int64_t step = first_step - 1;
+  const double t_run = unix_now();
+  bool stopped = false;
+  for (int64_t s = first_step; s <= cfg.run.steps; s++) {
+    StepResult r = run_step(ctx, s);
+    step = s;
+    Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
+    if (check_replicas) {
+      // Every rank's weights, bit for bit (the MPI equality test turns this on).
+      const uint64_t h = weights_hash(policy.model().parameters());
+      const std::vector<std::string> all = comm->allgather(std::to_string(h));
+      for (size_t k = 1; k < all.size(); k++)
+        if (all[k] != all[0])
+          throw std::runtime_error(fmt::format("step {}: rank {} holds different weights from rank 0", s, k));
+      metrics.emplace_back("replicas/identical", 1.0);
+    }
+    if (cfg.eval.every > 0 && s % cfg.eval.every == 0) run_eval(s, metrics);
+    if (root) {
+      const double wall = unix_now();
+      for (auto& sink : sinks) sink->write(s, wall, metrics);
+      const bool show = console->mode() != ConsoleView::Mode::Plain || s % cfg.logging.print_every == 0 ||
+                        s == cfg.run.steps;
+      if (show)
+        console->step_done(s, metrics,
+                         {{"valid", "proposer/valid_rate"},
+                          {"learn", "proposer/learnability"},
+                          {"solve", "solver/accuracy"},
+                          {"loss", "loss/total"},
+                          {"gen tok/s", "perf/generate_tokens_per_s"}});
+    }
+    last = std::move(metrics);
+    // Stop together: any rank's signal stops every rank after this step.
+    std::vector<double> stop{double(g_stop_signal.load() != 0)};
+    comm->allreduce_sum(std::span<double>(stop));
+    stopped = stop[0] > 0;
+    const bool periodic = cfg.checkpoint.every > 0 && s % cfg.checkpoint.every == 0;
+    if (periodic || stopped || s == cfg.run.steps) last_ckpt = write_ckpt(s);
+    if (stopped) {
+      log(fmt::format("stopped by a signal after step {}; resume with: azr train --resume {}", s, run_dir.string()));
+      break;
+    }
+  }
+  if (root) console->finish(summary_text(last, step, cfg.run.steps, unix_now() - t_run, run_dir, last_ckpt, eval_lines));
+  log.attach(nullptr);
+  log.set_quiet(true);  // the summary said it on the console
+  log(fmt::format("finished at step {}", step));
+  return stopped ? 130 : 0;
+}
+
+}  // namespace azr::trainer
