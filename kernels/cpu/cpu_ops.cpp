@@ -163,58 +163,94 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
   rope_rotate<-1>(dx, pos, cos, sin, N, heads, d);
 }
 
+// A dot product over 8 independent partial sums. Without -ffast-math the compiler keeps a plain
+// `acc += a[i] * b[i]` loop in source order, one dependent add after another (scalar, bound by add
+// latency); the 8 lanes vectorise and run in parallel. Decode spends most of its time here at
+// long contexts (one query row against every cached key); backward uses it for rowsum(dout * out).
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
+  float r = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; i++) r += a[i] * b[i];
+  return r;
+}
+
 int64_t seq_len(const AttentionShape& s, int64_t b) { return s.lengths ? s.lengths[b] : s.T; }
 
-// Per (sequence, head): S = scale q k^T (one GEMM, the masked upper triangle is wasted work but
-// BLAS is still far faster than per-row dot products), causal softmax row by row, out = P v.
+// Causal attention works on blocks of kAttnBlock query rows: rows t0..t1-1 see keys 0..t1-1 only,
+// so each block multiplies against that prefix and the GEMMs cover about half of the T x T square
+// (plus half a block per row of waste on the diagonal) instead of all of it. The block's scores,
+// kAttnBlock x T at most, are per-thread scratch: no T x T matrix exists, and at long T the block
+// stays in L2 between the score GEMM, the softmax and the P v GEMM. Smaller blocks waste less
+// on the diagonal but make skinnier GEMMs; with head dims of 32-128, 64 rows keep sgemm efficient.
+// tests/model/transformer_test.cpp has a case with T > 4 * kAttnBlock and a ragged last block.
+constexpr int64_t kAttnBlock = 64;
+
+int64_t attn_blocks(int64_t T) { return (T + kAttnBlock - 1) / kAttnBlock; }
+
+// Per (sequence, head, query block): S = scale q k^T over the visible keys (one GEMM; only the
+// diagonal tile's upper triangle is wasted, and BLAS is still far faster than per-row dot
+// products), causal softmax row by row, out = P v. Blocks are independent (each writes its own
+// output rows), so they parallelise too, which keeps all cores busy even for B * heads < cores.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s) {
   const int64_t B = s.B, T = s.T, H = s.heads, d = s.d, group = s.heads / s.kv_heads;
   const int64_t q_row = H * d, kv_row = s.kv_heads * d;
+  const int64_t nblk = attn_blocks(T);
   const float scale = 1.f / std::sqrt(float(d));
 #pragma omp parallel if (B * T * T * H * d >= kParallelMin)
   {
     static thread_local std::vector<float> buf;
-#pragma omp for schedule(dynamic, 1) collapse(2)
+#pragma omp for schedule(dynamic, 1) collapse(3)
     for (int64_t b = 0; b < B; b++) {
       for (int64_t h = 0; h < H; h++) {
-        const int64_t L = seq_len(s, b);
-        float* o = out + b * T * q_row + h * d;
-        float* lse_bh = lse + (b * H + h) * T;
-        for (int64_t t = L; t < T; t++) {
-          std::memset(o + t * q_row, 0, sizeof(float) * d);
-          lse_bh[t] = 0.f;
-        }
-        if (L == 0) continue;
-        const float* qb = q + b * T * q_row + h * d;
-        const float* kb = k + b * s.kv_seq_stride + (h / group) * d;
-        const float* vb = v + b * s.kv_seq_stride + (h / group) * d;
-        float* S = scratch(buf, size_t(L * L));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), scale, qb, int(q_row), kb,
-                    int(kv_row), 0.f, S, int(L));
-        for (int64_t t = 0; t < L; t++) {
-          float* row = S + t * L;
-          float mx = row[0];
-          for (int64_t j = 1; j <= t; j++) mx = std::max(mx, row[j]);
-          float sum = 0.f;
-          for (int64_t j = 0; j <= t; j++) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
+        for (int64_t i = 0; i < nblk; i++) {
+          // Last block first: the late blocks see the most keys, so the dynamic schedule hands out
+          // the big tasks early and the small ones fill the gaps at the end.
+          const int64_t t0 = (nblk - 1 - i) * kAttnBlock, t1 = std::min(T, t0 + kAttnBlock);
+          const int64_t L = seq_len(s, b), e = std::min(t1, L);  // real rows t0..e-1, keys 0..e-1
+          float* o = out + b * T * q_row + h * d;
+          float* lse_bh = lse + (b * H + h) * T;
+          for (int64_t t = std::max(t0, e); t < t1; t++) {
+            std::memset(o + t * q_row, 0, sizeof(float) * d);
+            lse_bh[t] = 0.f;
           }
-          const float inv = 1.f / sum;
-          for (int64_t j = 0; j <= t; j++) row[j] *= inv;
-          for (int64_t j = t + 1; j < L; j++) row[j] = 0.f;
-          lse_bh[t] = mx + std::log(sum);
+          if (e <= t0) continue;
+          const int64_t M = e - t0, n = e;
+          const float* qb = q + b * T * q_row + h * d + t0 * q_row;
+          const float* kb = k + b * s.kv_seq_stride + (h / group) * d;
+          const float* vb = v + b * s.kv_seq_stride + (h / group) * d;
+          float* S = scratch(buf, size_t(M * n));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n), int(d), scale, qb, int(q_row), kb,
+                      int(kv_row), 0.f, S, int(n));
+          for (int64_t r = 0; r < M; r++) {
+            const int64_t t = t0 + r;
+            float* row = S + r * n;
+            float mx = row[0];
+            for (int64_t j = 1; j <= t; j++) mx = std::max(mx, row[j]);
+            float sum = 0.f;
+            for (int64_t j = 0; j <= t; j++) {
+              row[j] = std::exp(row[j] - mx);
+              sum += row[j];
+            }
+            const float inv = 1.f / sum;
+            for (int64_t j = 0; j <= t; j++) row[j] *= inv;
+            for (int64_t j = t + 1; j < n; j++) row[j] = 0.f;
+            lse_bh[t] = mx + std::log(sum);
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(d), int(n), 1.f, S, int(n), vb,
+                      int(kv_row), 0.f, o + t0 * q_row, int(q_row));
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(L), int(d), int(L), 1.f, S, int(L), vb, int(kv_row),
-                    0.f, o, int(q_row));
       }
     }
   }
 }
 
-// Per (sequence, kv head), so the heads of a GQA group accumulate into dk/dv without races.
-// P is recomputed from the saved lse. dS = P * (dP - rowsum(dout * out)).
+// Per (sequence, kv head), so the heads of a GQA group and the query blocks, which all add into
+// the same dk/dv rows, accumulate without races. Each query block recomputes its slice of P from
+// the saved lse against the keys it sees (as in forward). dS = P * (dP - rowsum(dout * out)).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                         const float* q, const float* k, const float* v, const AttentionShape& s) {
   const int64_t B = s.B, T = s.T, H = s.heads, KV = s.kv_heads, d = s.d, group = H / KV;
@@ -240,38 +276,43 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         if (L == 0) continue;
         const float* kb = k + b * s.kv_seq_stride + g * d;
         const float* vb = v + b * s.kv_seq_stride + g * d;
-        float* P = scratch(pbuf, size_t(L * L));
-        float* dP = scratch(dpbuf, size_t(L * L));
+        const int64_t rows = std::min(L, kAttnBlock);
+        float* P = scratch(pbuf, size_t(rows * L));
+        float* dP = scratch(dpbuf, size_t(rows * L));
         for (int64_t h = g * group; h < (g + 1) * group; h++) {
-          const int64_t off = b * T * q_row + h * d;
-          const float* qb = q + off;
-          const float* ob = out + off;
-          const float* dob = dout + off;
           const float* lse_bh = lse + (b * H + h) * T;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), scale, qb, int(q_row), kb,
-                      int(kv_row), 0.f, P, int(L));
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(L), int(L), int(d), 1.f, dob, int(q_row), vb,
-                      int(kv_row), 0.f, dP, int(L));
-          for (int64_t t = 0; t < L; t++) {
-            float* p = P + t * L;
-            float* dp = dP + t * L;
-            const float* o_t = ob + t * q_row;
-            const float* do_t = dob + t * q_row;
-            float D = 0.f;
-            for (int64_t i = 0; i < d; i++) D += do_t[i] * o_t[i];
-            for (int64_t j = 0; j <= t; j++) {
-              p[j] = std::exp(p[j] - lse_bh[t]);
-              dp[j] = p[j] * (dp[j] - D);
+          for (int64_t t0 = 0; t0 < L; t0 += kAttnBlock) {
+            const int64_t e = std::min(L, t0 + kAttnBlock), M = e - t0, n = e;  // rows t0..e-1, keys 0..e-1
+            const int64_t off = b * T * q_row + h * d + t0 * q_row;
+            const float* qb = q + off;
+            const float* ob = out + off;
+            const float* dob = dout + off;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n), int(d), scale, qb, int(q_row), kb,
+                        int(kv_row), 0.f, P, int(n));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n), int(d), 1.f, dob, int(q_row), vb,
+                        int(kv_row), 0.f, dP, int(n));
+            for (int64_t r = 0; r < M; r++) {
+              const int64_t t = t0 + r;
+              float* p = P + r * n;
+              float* dp = dP + r * n;
+              const float* o_t = ob + r * q_row;
+              const float* do_t = dob + r * q_row;
+              const float D = dot(do_t, o_t, d);
+              for (int64_t j = 0; j <= t; j++) {
+                p[j] = std::exp(p[j] - lse_bh[t]);
+                dp[j] = p[j] * (dp[j] - D);
+              }
+              for (int64_t j = t + 1; j < n; j++) p[j] = dp[j] = 0.f;
             }
-            for (int64_t j = t + 1; j < L; j++) p[j] = dp[j] = 0.f;
+            // dq = scale dS k; dk += scale dS^T q; dv += P^T dout (keys 0..e-1 only: the rest got
+            // no probability from these rows)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(d), int(n), scale, dP, int(n), kb,
+                        int(kv_row), 0.f, dq + off, int(q_row));
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(d), int(M), scale, dP, int(n), qb,
+                        int(q_row), 1.f, dkb, int(kv_row));
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(d), int(M), 1.f, P, int(n), dob,
+                        int(q_row), 1.f, dvb, int(kv_row));
           }
-          // dq = scale dS k; dk += scale dS^T q; dv += P^T dout
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(L), int(d), int(L), scale, dP, int(L), kb,
-                      int(kv_row), 0.f, dq + off, int(q_row));
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(L), int(d), int(L), scale, dP, int(L), qb,
-                      int(q_row), 1.f, dkb, int(kv_row));
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(L), int(d), int(L), 1.f, P, int(L), dob, int(q_row),
-                      1.f, dvb, int(kv_row));
         }
       }
     }
@@ -296,10 +337,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
         float* sc = scratch(buf, size_t(n));
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; j++) {
-          const float* kj = kb + j * kv_row;
-          float dot = 0.f;
-          for (int64_t i = 0; i < d; i++) dot += qh[i] * kj[i];
-          sc[j] = dot * scale;
+          sc[j] = dot(qh, kb + j * kv_row, d) * scale;
           mx = std::max(mx, sc[j]);
         }
         float sum = 0.f;
@@ -309,8 +347,9 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
         }
         float* o = out + (r * H + h) * d;
         std::memset(o, 0, sizeof(float) * d);
+        const float inv = 1.f / sum;
         for (int64_t j = 0; j < n; j++) {
-          const float p = sc[j] / sum;
+          const float p = sc[j] * inv;
           const float* vj = vb + j * kv_row;
           for (int64_t i = 0; i < d; i++) o[i] += p * vj[i];
         }

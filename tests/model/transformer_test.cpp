@@ -173,7 +173,11 @@ INSTANTIATE_TEST_SUITE_P(
                                  "48", "--rope-theta", "1000000", "--layers", "3"},
         // longer sequences, batch of 5
         std::vector<std::string>{"--seed", "4", "--batch", "5", "--seq", "40", "--lengths", "40,33,17,2,39",
-                                 "--tied", "0", "--entropy-coeff", "0.5"}));
+                                 "--tied", "0", "--entropy-coeff", "0.5"},
+        // long enough for the CPU backend's blocked causal attention (kAttnBlock = 64 query rows in
+        // kernels/cpu/cpu_ops.cpp): several blocks, a ragged last block, a length on a block
+        // boundary and one inside the first block
+        std::vector<std::string>{"--seed", "5", "--batch", "3", "--seq", "300", "--lengths", "300,128,37"}));
 
 // ---------------------------------------------------------------------------------------------
 // Invariants that need no reference.

@@ -561,15 +561,16 @@ TEST_F(ConfigFiles, ToTomlWrittenToDiskLoadsBack) {
   EXPECT_EQ(load_config(write("resolved.toml", to_toml(c))), c);
 }
 
-// Every shipped config must load (they are written alongside the trainer; none yet is fine).
+// Every shipped config (configs/**/*.toml: the quickstart and the recipes) must load and round-trip.
 TEST(ShippedConfigs, AllParse) {
   const char* tests_dir = std::getenv("AZR_TESTS_DIR");
   const fs::path configs = tests_dir && *tests_dir ? fs::path(tests_dir) / ".." / "configs" : fs::path(AZR_CONFIGS_DIR);
   std::vector<fs::path> files;
   if (fs::is_directory(configs))
-    for (const auto& entry : fs::directory_iterator(configs))
+    for (const auto& entry : fs::recursive_directory_iterator(configs))
       if (entry.path().extension() == ".toml") files.push_back(entry.path());
-  if (files.empty()) GTEST_SKIP() << "no configs/*.toml under " << configs;
+  ASSERT_FALSE(files.empty()) << "no configs/*.toml under " << configs;
+  EXPECT_TRUE(std::any_of(files.begin(), files.end(), [](const fs::path& f) { return f.filename() == "quickstart.toml"; }));
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     SCOPED_TRACE(f.string());

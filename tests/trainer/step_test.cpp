@@ -1,0 +1,259 @@
+// One self-play step in process, with the real sandbox, a real SQLite buffer, a real (tiny)
+// model for the update and a scripted sampler for the responses: a new model never writes a
+// valid task, and the paths that matter here (validation, learnability, insertion, grading,
+// rewards, TRR++, the solve-order switch) only run when some are. Every expected number below
+// is derived by hand from the scripted responses and METHOD.md's rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "buffer/task_buffer.h"
+#include "model/byte_tokenizer.h"
+#include "model/presets.h"
+#include "proposer/seed.h"
+#include "sandbox/pool.h"
+#include "trainer/config.h"
+#include "trainer/dist.h"
+#include "trainer/policy.h"
+#include "trainer/seeds.h"
+#include "trainer/step.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using azr::buffer::Task;
+using azr::buffer::TaskType;
+using namespace azr::trainer;
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+const std::string kIdentityInduction = [] {
+  std::string s = "I pick ten inputs.\n</think>\n<answer>\n";
+  for (const char* in : {"1", "'a'", "[1, 2]", "2.5", "None", "(3, 4)", "'zz'", "-7", "{'k': 1}", "True"})
+    s += std::string("```input\n") + in + "\n```\n";
+  return s + "```message\nIt gives back what it gets.\n```\n</answer>";
+}();
+
+std::string answer(const std::string& block, const std::string& body) {
+  return "Thinking.\n</think>\n<answer>\n```" + block + "\n" + body + "\n```\n</answer>";
+}
+
+// What the scripted "model" writes, by prompt kind and position. Learnability rollouts see the
+// solver prompt of a new task; `rollout` counts them per task in call order.
+struct Script {
+  std::map<std::string, int> rollouts_seen;  // prompt -> rollouts answered so far
+  std::vector<std::vector<uint64_t>> seeds_by_call;
+
+  std::string respond(const std::string& prompt, size_t position_in_call, int B) {
+    // Proposer prompts come in one call, in global order: B deduction, B abduction, B induction.
+    if (has(prompt, "must deduce the output"))  // deduction proposer
+      return position_in_call % size_t(B) == 0
+                 ? "I add one.\n</think>\n<answer>\n```python\ndef f(x):\n    return x + 1\n```\n```input\n4\n```\n</answer>"
+                 : "I have no idea.";  // no <answer>
+    if (has(prompt, "must deduce an input"))  // abduction proposer
+      return position_in_call % size_t(B) == 0
+                 ? "Doubling.\n</think>\n<answer>\n```python\ndef f(s):\n    return s * 2\n```\n```input\n'ab'\n```\n</answer>"
+                 : "Random.\n</think>\n<answer>\n```python\nimport random\ndef f(x):\n    return x\n```\n```input\n1\n```\n</answer>";
+    if (has(prompt, "## Task: Output 10 Inputs"))  // induction proposer
+      return position_in_call % size_t(B) == 0 ? kIdentityInduction
+                                                : "Two only.\n</think>\n<answer>\n```input\n1\n```\n```input\n2\n```\n```message\nm\n```\n</answer>";
+    const int seen = rollouts_seen[prompt]++;
+    if (has(prompt, "# Task: Deduce the Output")) {
+      // The new task (x + 1 on 4): right on even rollouts, so 2 of 4. The identity seed: right.
+      if (has(prompt, "return x + 1")) return answer("output", seen % 2 == 0 ? "5" : "6");
+      return answer("output", "'Hello world'");
+    }
+    if (has(prompt, "# Task: Provide One Possible Input")) {
+      // The new task (s * 2 -> 'abab'): always right. The identity seed: wrong.
+      if (has(prompt, "return s * 2")) return answer("input", "'ab'");
+      return answer("input", "'Goodbye'");
+    }
+    if (has(prompt, "# Task: Deduce the Function")) return "No answer tags at all.";
+    ADD_FAILURE() << "unexpected prompt: " << prompt.substr(0, 200);
+    return "";
+  }
+};
+
+class StepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("azr-step-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    cfg_.run.seed = 11;
+    cfg_.model.preset = "azr-tiny";
+    cfg_.algorithm.batch_size = 2;
+    cfg_.algorithm.k_references = 1;
+    cfg_.algorithm.learnability_rollouts = 4;
+    cfg_.algorithm.max_prompt_tokens = 4096;
+    cfg_.algorithm.max_response_tokens = 512;
+    cfg_.algorithm.lr = 1e-3;
+    cfg_.sandbox.workers = 2;
+    buffer_.emplace(azr::buffer::TaskBuffer::open((dir_ / "buffer.db").string(),
+                                                  azr::buffer::TaskBuffer::Mode::ReadWrite));
+    buffer_->insert(azr::proposer::identity_seeds());
+    pool_ = std::make_unique<azr::sandbox::Pool>(azr::sandbox::PoolOptions{.workers = 2});
+    policy_ = std::make_unique<Policy>(
+        azr::model::Transformer::random(azr::model::preset_config("azr-tiny"), 3),
+        std::make_unique<azr::model::ByteTokenizer>(), azr::model::AdamWSettings{.lr = 1e-3});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  StepResult run(int64_t step) {
+    StepContext ctx{cfg_, *policy_, *pool_, comm_, &*buffer_, &rng_, {}, {}};
+    ctx.sampler = [&](const std::vector<std::vector<int32_t>>& prompts, const std::vector<uint64_t>& seeds,
+                      const azr::model::SamplingParams&) {
+      script_.seeds_by_call.push_back(seeds);
+      std::vector<azr::model::Completion> out;
+      for (size_t i = 0; i < prompts.size(); i++) {
+        const std::string text = script_.respond(policy_->tokenizer().decode(prompts[i]), i, cfg_.algorithm.batch_size);
+        azr::model::Completion c;
+        c.text = text;
+        c.tokens = policy_->encode(text);
+        c.tokens.push_back(256);  // <|endoftext|>, kept as the last token
+        c.logprobs.assign(c.tokens.size(), -5.5f);
+        c.finish = azr::model::FinishReason::StopToken;
+        out.push_back(std::move(c));
+      }
+      return out;
+    };
+    return run_step(ctx, step);
+  }
+
+  // Response tokens of a scripted text (+ the stop token).
+  int64_t tokens_of(const std::string& text) const { return int64_t(policy_->encode(text).size()) + 1; }
+
+  fs::path dir_;
+  TrainConfig cfg_;
+  std::optional<azr::buffer::TaskBuffer> buffer_;
+  std::unique_ptr<azr::sandbox::Pool> pool_;
+  std::unique_ptr<Policy> policy_;
+  dist::SingleCommunicator comm_;
+  std::mt19937_64 rng_{5};
+  Script script_;
+};
+
+TEST_F(StepTest, ValidatesEstimatesLearnabilityRewardsAndInserts) {
+  const StepResult r = run(1);
+  ASSERT_EQ(r.proposer.size(), 6u);
+  // Item order: deduction 0, 1; abduction 0, 1; induction 0, 1.
+  const std::vector<bool> valid = {true, false, true, false, true, false};
+  const std::vector<std::string> reason = {"ok", "no_answer", "ok", "banned_import", "ok", "too_few_inputs"};
+  for (size_t i = 0; i < 6; i++) {
+    EXPECT_EQ(r.proposer[i].valid, valid[i]) << i;
+    EXPECT_EQ(r.proposer[i].reason, reason[i]) << i;
+  }
+  // Learnability: deduction 2 of 4 -> a = 0.5 -> reward 1 - a = 0.5; abduction 4 of 4 -> a = 1 ->
+  // -0.5 (the reference's value); induction: the solver never answers in format -> a = 0 -> -0.5.
+  // Invalid proposals: -1.
+  EXPECT_EQ(r.proposer[0].learn_n, 4);
+  EXPECT_EQ(r.proposer[0].learn_k, 2);
+  EXPECT_EQ(r.proposer[2].learn_k, 4);
+  EXPECT_EQ(r.proposer[4].learn_k, 0);
+  const std::vector<double> prop_reward = {0.5, -1, -0.5, -1, -0.5, -1};
+  for (size_t i = 0; i < 6; i++) EXPECT_DOUBLE_EQ(r.proposer[i].reward, prop_reward[i]) << i;
+
+  // The buffer holds the three valid tasks, made at step 1, with their learnability recorded.
+  const azr::buffer::Counts c = buffer_->counts();
+  EXPECT_EQ(c.by_type[0], 2);
+  EXPECT_EQ(c.by_type[1], 2);
+  EXPECT_EQ(c.by_type[2], 2);
+  EXPECT_EQ(r.inserted.inserted, 3);
+  const auto added = buffer_->get(r.inserted.ids[0]);
+  ASSERT_TRUE(added);
+  EXPECT_EQ(added->program, "def f(x):\n    return x + 1");
+  EXPECT_EQ(added->output, "5");  // computed by the sandbox
+  EXPECT_EQ(added->step, 1);
+  ASSERT_TRUE(added->learnability);
+  EXPECT_DOUBLE_EQ(*added->learnability, 0.5);
+  EXPECT_EQ(buffer_->get(r.inserted.ids[1])->output, "'abab'");
+  EXPECT_EQ(buffer_->get(r.inserted.ids[2])->outputs.size(), 10u);
+
+  // Lagged (the default): at step 1 the solver sees only step-0 tasks (the identity seeds,
+  // repeated to fill the batch). Deduction right (1), abduction wrong (-0.5), induction out of
+  // format (-1).
+  ASSERT_EQ(r.solver.size(), 6u);
+  const std::vector<double> solve_reward = {1, 1, -0.5, -0.5, -1, -1};
+  for (size_t i = 0; i < 6; i++) {
+    EXPECT_DOUBLE_EQ(r.solver[i].reward, solve_reward[i]) << i;
+    EXPECT_EQ(buffer_->get(r.solver[i].task_id)->step, 0) << i;
+  }
+  EXPECT_TRUE(r.solver[0].correct);
+  EXPECT_EQ(r.solver[2].reason, "wrong");
+  EXPECT_FALSE(r.solver[4].format_ok);
+}
+
+TEST_F(StepTest, AdvantagesAreWhitenedPerTaskAndRole) {
+  const StepResult r = run(1);
+  // Each group has two sequences; whitening over tokens (token-count-weighted mean, unbiased
+  // variance over all response tokens of the group, eps 1e-8), computed here from the lengths.
+  auto expect_group = [&](const std::vector<double>& rewards, const std::vector<int64_t>& lens,
+                          const std::vector<double>& got, const char* what) {
+    double n = 0, mu = 0;
+    for (size_t i = 0; i < rewards.size(); i++) n += double(lens[i]), mu += double(lens[i]) * rewards[i];
+    mu /= n;
+    double var = 0;
+    for (size_t i = 0; i < rewards.size(); i++) var += double(lens[i]) * (rewards[i] - mu) * (rewards[i] - mu);
+    var /= (n - 1);
+    for (size_t i = 0; i < rewards.size(); i++)
+      EXPECT_NEAR(got[i], (rewards[i] - mu) / std::sqrt(var + 1e-8), 1e-9) << what << " " << i;
+  };
+  for (int g = 0; g < 3; g++) {
+    std::vector<double> rw, adv, srw, sadv;
+    std::vector<int64_t> len, slen;
+    for (size_t i = size_t(2 * g); i < size_t(2 * g + 2); i++) {
+      rw.push_back(r.proposer[i].reward), len.push_back(r.proposer[i].response_tokens);
+      adv.push_back(r.proposer_advantages[i]);
+      srw.push_back(r.solver[i].reward), slen.push_back(r.solver[i].response_tokens);
+      sadv.push_back(r.solver_advantages[i]);
+    }
+    expect_group(rw, len, adv, "proposer");
+    if (srw[0] == srw[1]) {
+      EXPECT_EQ(sadv[0], 0.0);  // equal rewards: no signal
+      EXPECT_EQ(sadv[1], 0.0);
+    } else {
+      expect_group(srw, slen, sadv, "solver");
+    }
+  }
+  // Response lengths are the scripted texts' bytes plus the stop token.
+  EXPECT_EQ(r.proposer[1].response_tokens, tokens_of("I have no idea."));
+  // The update trained on every response token of the step.
+  int64_t total = 0;
+  for (const auto& o : r.proposer) total += o.response_tokens;
+  for (const auto& o : r.solver) total += o.response_tokens;
+  EXPECT_DOUBLE_EQ(r.update.tokens, double(total));
+  EXPECT_GT(r.update.grad_norm, 0);
+}
+
+TEST_F(StepTest, SameStepOrderSolvesTheNewTasksFirst) {
+  cfg_.algorithm.solve_order = "same-step";
+  const StepResult r = run(1);
+  ASSERT_EQ(r.solver.size(), 6u);
+  // Newest first: the step's new deduction and abduction tasks lead their solver groups.
+  EXPECT_EQ(r.solver[0].task_id, r.inserted.ids[0]);
+  EXPECT_EQ(r.solver[2].task_id, r.inserted.ids[1]);
+  EXPECT_EQ(r.solver[4].task_id, r.inserted.ids[2]);
+  EXPECT_DOUBLE_EQ(r.solver[2].reward, 1.0);  // the scripted solver gets 'ab' right
+}
+
+TEST_F(StepTest, SamplingSeedsDependOnTheItemNotTheCall) {
+  run(1);
+  ASSERT_GE(script_.seeds_by_call.size(), 3u);
+  // The proposer call: item i gets derive_seed(seed, step, Propose, i).
+  const auto& prop = script_.seeds_by_call[0];
+  ASSERT_EQ(prop.size(), 6u);
+  for (uint64_t i = 0; i < 6; i++)
+    EXPECT_EQ(prop[i], derive_seed(cfg_.run.seed, {1, uint64_t(SeedPhase::Propose), i}));
+  // The solver call is the last one.
+  const auto& solve = script_.seeds_by_call.back();
+  ASSERT_EQ(solve.size(), 6u);
+  for (uint64_t i = 0; i < 6; i++) EXPECT_EQ(solve[i], derive_seed(cfg_.run.seed, {1, uint64_t(SeedPhase::Solve), i}));
+}
+
+}  // namespace
