@@ -279,6 +279,7 @@ int train(const TrainOptions& opt) {
     if (cfg.logging.tensorboard) sinks.push_back(std::make_unique<TensorBoardSink>(run_dir.string()));
     console = std::make_unique<ConsoleView>(first_step, cfg.run.steps,
                                             ConsoleView::resolve(cfg.logging.console, fileno(stderr)));
+    log.attach(console.get());
   }
   log(fmt::format("azr train: run dir {} | {} rank(s) ({}, {}) | {} threads/rank, {} sandbox workers/rank",
                   run_dir.string(), comm->size(), launch.launcher, comm->backend(),
@@ -379,8 +380,16 @@ int train(const TrainOptions& opt) {
   std::vector<eval::Benchmark> benches;
   if (root && cfg.eval.every > 0) {
     try {
-      const fs::path data = eval::resolve_data_dir(cfg.eval.data_dir);
-      for (const std::string& name : cfg.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
+      fs::path data;
+      try {
+        data = eval::resolve_data_dir(cfg.eval.data_dir);
+      } catch (const eval::BenchmarkError& e) {
+        if (!cfg.eval.data_dir.empty()) throw;
+        // No data given and none in the usual places: train without evaluating, and say so.
+        log(std::string("eval: off (") + e.what() + "; set eval.data_dir)");
+      }
+      if (!data.empty())
+        for (const std::string& name : cfg.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
     } catch (const eval::BenchmarkError& e) {
       throw UserError(std::string("eval: ") + e.what());
     }
@@ -414,7 +423,6 @@ int train(const TrainOptions& opt) {
   const bool check_replicas = cfg.run.check_replicas;
   StepContext ctx{cfg, policy, pool, *comm, root ? &*buf : nullptr, root ? &data_rng : nullptr, {}};
   if (console) ctx.phase = [&](const std::string& p) { console->phase(p); };
-  log.attach(console.get());
   Scalars last;
   std::string last_ckpt;
   int64_t step = first_step - 1;
@@ -445,7 +453,7 @@ int train(const TrainOptions& opt) {
                           {"learn", "proposer/learnability"},
                           {"solve", "solver/accuracy"},
                           {"loss", "loss/total"},
-                          {"gen tok/s", "perf/generate_tokens_per_s"}});
+                          {"tok/s", "perf/generate_tokens_per_s"}});
     }
     last = std::move(metrics);
     // Stop together: any rank's signal stops every rank after this step.
