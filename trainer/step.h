@@ -86,6 +86,9 @@ struct StepContext {
   std::mt19937_64* data_rng = nullptr;   // rank 0 only
   std::function<void(const std::string&)> phase;  // progress text; may be empty
   Sampler sampler;                                // empty: the policy's own generate()
+  // Sees this rank's training sequences just before the update (bench/train_step_bench times
+  // the forward pass a separate-engine design would spend on them); may be empty.
+  std::function<void(const std::vector<TrainSequence>&)> before_update;
 };
 
 StepResult run_step(StepContext& ctx, int64_t step);

@@ -106,7 +106,7 @@ class StepTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   StepResult run(int64_t step) {
-    StepContext ctx{cfg_, *policy_, *pool_, comm_, &*buffer_, &rng_, {}, {}};
+    StepContext ctx{cfg_, *policy_, *pool_, comm_, &*buffer_, &rng_, {}, {}, {}};
     ctx.sampler = [&](const std::vector<std::vector<int32_t>>& prompts, const std::vector<uint64_t>& seeds,
                       const azr::model::SamplingParams&) {
       script_.seeds_by_call.push_back(seeds);

@@ -1,0 +1,127 @@
+// Where a self-play step's time goes, and what the one-engine design saves.
+//
+// Runs real steps of the trainer (trainer/step.h: the real model generating, the real sandbox,
+// a real SQLite buffer holding the shipped test seed tasks) in process, and reports the phases
+// (plan, generate, sandbox, update) with tokens/s. The baseline, measured in the same process on
+// the same sequences, is the reference's design: it recomputes the "old" log-probs with a
+// separate forward pass of the actor before every update (its sampler is another engine, so
+// the sampler's log-probs cannot be used). azr takes them from its own sampler; the bench times
+// the forward pass that this makes unnecessary and gives it as a share of the step.
+//
+//   build/bin/train_step_bench [--config configs/quickstart.toml] [--steps 3] [--threads 0]
+//                              [--seed-tasks tests/trainer/fixtures/seed_tasks.jsonl]
+// Prints a table and one JSON line.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "bench/bench_util.h"
+#include "buffer/task_jsonl.h"
+#include "kernels/ops.h"
+#include "model/byte_tokenizer.h"
+#include "model/presets.h"
+#include "proposer/seed.h"
+#include "sandbox/pool.h"
+#include "trainer/config.h"
+#include "trainer/dist.h"
+#include "trainer/policy.h"
+#include "trainer/step.h"
+
+namespace fs = std::filesystem;
+using namespace azr;
+
+int main(int argc, char** argv) {
+  CLI::App app{"Phases of a self-play step, and the old-log-prob forward pass azr does not need"};
+  std::string config = "configs/quickstart.toml", seed_tasks = "tests/trainer/fixtures/seed_tasks.jsonl";
+  int steps = 3, threads = 0;
+  app.add_option("--config", config, "run config (model preset, batch sizes)")->capture_default_str();
+  app.add_option("--steps", steps, "steps to time (after one warm-up step)")->capture_default_str();
+  app.add_option("--threads", threads, "model threads; 0 = all cores")->capture_default_str();
+  app.add_option("--seed-tasks", seed_tasks, "JSONL of tasks for the buffer")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  trainer::TrainConfig cfg = trainer::load_config(config);
+  if (cfg.model.preset.empty()) {
+    std::fprintf(stderr, "train_step_bench: the config must name a model.preset\n");
+    return 2;
+  }
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  kernels::set_cpu_threads(threads > 0 ? threads : cores);
+  const fs::path dir = fs::temp_directory_path() / ("azr-train-step-bench-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto buf = buffer::TaskBuffer::open((dir / "buffer.db").string(), buffer::TaskBuffer::Mode::ReadWrite);
+  {
+    std::ifstream in(seed_tasks);
+    if (!in) {
+      std::fprintf(stderr, "train_step_bench: cannot read %s\n", seed_tasks.c_str());
+      return 2;
+    }
+    buffer::import_jsonl(buf, in, seed_tasks, false);
+  }
+  sandbox::Pool pool(sandbox::PoolOptions{.workers = cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores});
+  trainer::Policy policy(model::Transformer::random(model::preset_config(cfg.model.preset), cfg.run.seed),
+                         std::make_unique<model::ByteTokenizer>(), model::AdamWSettings{.lr = cfg.algorithm.lr});
+  trainer::dist::SingleCommunicator comm;
+  std::mt19937_64 rng(cfg.run.seed);
+
+  std::vector<trainer::TrainSequence> captured;  // the step's training sequences, for the baseline
+  trainer::StepContext ctx{cfg, policy, pool, comm, &buf, &rng, {}, {}, {}};
+  ctx.before_update = [&](const std::vector<trainer::TrainSequence>& seqs) { captured = seqs; };
+  trainer::StepTimes sum;
+  double generated = 0, trained_tokens = 0, processed = 0, sandbox_jobs = 0;
+  double recompute_s = 0;
+  for (int s = 0; s <= steps; s++) {
+    trainer::StepResult r = trainer::run_step(ctx, s + 1);
+    if (s == 0) continue;  // warm-up: first-touch allocations, worker start-up
+    sum.plan += r.times.plan, sum.generate += r.times.generate, sum.sandbox += r.times.sandbox;
+    sum.update += r.times.update, sum.total += r.times.total;
+    generated += double(r.generated_tokens), trained_tokens += r.update.tokens;
+    processed += r.update.processed_tokens, sandbox_jobs += double(r.sandbox_jobs);
+    // The baseline: the reference recomputes the old log-probs of exactly these sequences with
+    // a scoring forward pass, in micro-batches of the same size (its compute_log_prob).
+    const auto t0 = bench::Clock::now();
+    for (size_t b = 0; b < captured.size(); b += size_t(cfg.algorithm.micro_batch_size)) {
+      std::vector<std::vector<int32_t>> mb;
+      for (size_t i = b; i < std::min(captured.size(), b + size_t(cfg.algorithm.micro_batch_size)); i++) {
+        mb.push_back(captured[i].prompt);
+        mb.back().insert(mb.back().end(), captured[i].response.begin(), captured[i].response.end());
+      }
+      (void)policy.model().score(model::SequenceBatch::from(mb), float(cfg.algorithm.temperature), false);
+    }
+    recompute_s += bench::secs_since(t0);
+  }
+  fs::remove_all(dir);
+
+  const double n = steps;
+  std::printf("train_step_bench: %s, %d timed steps, %d model threads, %d sandbox workers\n", config.c_str(), steps,
+              threads > 0 ? threads : cores, pool.primary_workers());
+  std::printf("  phase      s/step   share\n");
+  for (auto [name, v] : {std::pair{"plan", sum.plan}, std::pair{"generate", sum.generate},
+                         std::pair{"sandbox", sum.sandbox}, std::pair{"update", sum.update}})
+    std::printf("  %-9s %7.2f  %5.1f%%\n", name, v / n, 100 * v / sum.total);
+  std::printf("  step      %7.2f\n", sum.total / n);
+  std::printf("  generate %.0f tok/s, update %.0f tok/s (prompt + response), sandbox %.0f jobs/s\n",
+              generated / sum.generate, processed / sum.update, sum.sandbox > 0 ? sandbox_jobs / sum.sandbox : 0.0);
+  std::printf("  baseline (reference design): old-log-prob forward pass %.2f s/step = +%.1f%% step time; azr: 0\n",
+              recompute_s / n, 100 * recompute_s / sum.total);
+  nlohmann::json j = {{"bench", "train_step"},
+                      {"config", config},
+                      {"steps", steps},
+                      {"step_s", sum.total / n},
+                      {"plan_s", sum.plan / n},
+                      {"generate_s", sum.generate / n},
+                      {"sandbox_s", sum.sandbox / n},
+                      {"update_s", sum.update / n},
+                      {"generate_tokens_per_s", generated / sum.generate},
+                      {"update_tokens_per_s", processed / sum.update},
+                      {"trained_response_tokens_per_step", trained_tokens / n},
+                      {"baseline_old_logp_forward_s", recompute_s / n},
+                      {"saved_fraction_of_step", recompute_s / sum.total}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
