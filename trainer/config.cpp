@@ -150,6 +150,9 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(eval, limit), i64_min(0), "first N items of each benchmark; 0 = all"},
       {AZR_KEY(eval, max_tokens), int_min(1), "longest response, in tokens"},
       {AZR_KEY(eval, batch_size), int_min(1), "sequences per generate() call"},
+      {AZR_KEY(eval, heldout_tasks), Any{},
+       "a JSONL of tasks (`azr bootstrap` writes heldout.jsonl): greedy solver accuracy per type on them; \"\" = none"},
+      {AZR_KEY(eval, at_start), Any{}, "also evaluate before step 1 (a metrics line for step 0)"},
   };
   return keys;
 }

@@ -111,6 +111,8 @@ struct EvalSection {
   int64_t limit = 0;                                           // first N items of each; 0 = all
   int max_tokens = 1024;
   int batch_size = 16;
+  std::string heldout_tasks;                                   // JSONL of tasks: solver accuracy per type on them; "" = none
+  bool at_start = false;                                       // also evaluate before step 1 (a "step 0" metrics line)
   bool operator==(const EvalSection&) const = default;
 };
 

@@ -17,6 +17,7 @@
 #include "buffer/task_jsonl.h"
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
+#include "eval/task_eval.h"
 #include "kernels/ops.h"
 #include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
@@ -178,7 +179,8 @@ int train(const TrainOptions& opt) {
   cfg.run.run_dir = run_dir.string();
   // Paths are relative to the working directory (as in most trainers' configs); the resolved
   // config holds them absolute, so --resume works from anywhere.
-  for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir})
+  for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir,
+                         &cfg.eval.heldout_tasks})
     if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
   cfg.run.run_dir = fs::absolute(run_dir).lexically_normal().string();
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
@@ -394,9 +396,17 @@ int train(const TrainOptions& opt) {
       throw UserError(std::string("eval: ") + e.what());
     }
   }
+  std::vector<buffer::Task> heldout;
+  if (root && cfg.eval.every > 0 && !cfg.eval.heldout_tasks.empty()) {
+    try {
+      heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
+    } catch (const std::runtime_error& e) {
+      throw UserError(std::string("eval.heldout_tasks: ") + e.what());
+    }
+  }
   std::vector<std::string> eval_lines;
   auto run_eval = [&](int64_t step, Scalars& metrics) {
-    if (!root || benches.empty()) return;
+    if (!root || (benches.empty() && heldout.empty())) return;
     if (console) console->phase("evaluating");
     eval::ModelEvalSettings es;
     es.max_tokens = cfg.eval.max_tokens;
@@ -405,9 +415,27 @@ int train(const TrainOptions& opt) {
     sandbox::Limits lim;
     lim.cpu_seconds = cfg.sandbox.cpu_seconds;
     const double t0 = unix_now();
-    const eval::Summary s = eval::evaluate_model(policy.model(), policy.tokenizer(), benches, pool, lim, es);
     eval_lines.clear();
     std::string line = fmt::format("eval at step {}:", step);
+    if (!heldout.empty()) {
+      eval::TaskEvalSettings ts;
+      ts.max_tokens = cfg.eval.max_tokens;
+      ts.batch_size = cfg.eval.batch_size;
+      ts.limits = lim;
+      const eval::TaskEvalResult h = eval::evaluate_solver(policy.model(), policy.tokenizer(), heldout, pool, ts);
+      std::string acc;
+      for (int t = 0; t < 3; t++) {
+        const std::string tn = buffer::type_name(buffer::TaskType(t));
+        metrics.emplace_back("heldout/accuracy/" + tn, h.accuracy(t));
+        metrics.emplace_back("heldout/format_ok/" + tn, h.format_rate(t));
+        acc += fmt::format(" {} {:.1f}%", tn, 100 * h.accuracy(t));
+      }
+      line += " held-out" + acc;
+      eval_lines.push_back(fmt::format("held-out   {} (step {})", acc.substr(1), step));
+    }
+    const eval::Summary s = benches.empty()
+                                ? eval::Summary{}
+                                : eval::evaluate_model(policy.model(), policy.tokenizer(), benches, pool, lim, es);
     for (const eval::BenchScore& b : s.benches) {
       metrics.emplace_back("eval/" + b.name + "/pass@1", b.pass1);
       line += fmt::format(" {} {:.1f}% ({} items)", b.name, 100 * b.pass1, b.items);
@@ -428,6 +456,12 @@ int train(const TrainOptions& opt) {
   int64_t step = first_step - 1;
   const double t_run = unix_now();
   bool stopped = false;
+  if (!state && cfg.eval.at_start && cfg.eval.every > 0) {
+    Scalars metrics;
+    run_eval(0, metrics);
+    if (root && !metrics.empty())
+      for (auto& sink : sinks) sink->write(0, unix_now(), metrics);
+  }
   for (int64_t s = first_step; s <= cfg.run.steps; s++) {
     StepResult r = run_step(ctx, s);
     step = s;

@@ -104,6 +104,8 @@ TrainConfig every_field_changed() {
   c.eval.limit = 12;
   c.eval.max_tokens = 64;
   c.eval.batch_size = 1;
+  c.eval.heldout_tasks = "/runs/boot/heldout.jsonl";
+  c.eval.at_start = true;
   return c;
 }
 
@@ -215,6 +217,8 @@ data_dir = "/data"
 limit = 12
 max_tokens = 64
 batch_size = 1
+heldout_tasks = "/runs/boot/heldout.jsonl"
+at_start = true
 )";
 
 TEST(ConfigFile, EveryKeySet) {
@@ -285,8 +289,8 @@ TEST(ConfigToToml, EveryKeyDocumentedInSchemaOrder) {
     previous = line;
   }
   // Fields of config.h, counted by hand: run 6, model 4, algorithm 23, seeding 4, sandbox 4,
-  // buffer 3, logging 3, checkpoint 2, eval 6.
-  EXPECT_EQ(keys, 55);
+  // buffer 3, logging 3, checkpoint 2, eval 8.
+  EXPECT_EQ(keys, 57);
   EXPECT_EQ(sections, (std::vector<std::string>{"[run]", "[model]", "[algorithm]", "[seeding]", "[sandbox]",
                                                 "[buffer]", "[logging]", "[checkpoint]", "[eval]"}));
   EXPECT_NE(text.find("\nlr = 1e-06\n"), std::string::npos) << text;

@@ -1,0 +1,63 @@
+#include "eval/task_eval.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "buffer/task_jsonl.h"
+#include "model/generate.h"
+#include "solver/extract.h"
+#include "solver/grade.h"
+#include "solver/prompts.h"
+
+namespace azr::eval {
+
+TaskEvalResult evaluate_solver(model::Transformer& m, const model::Tokenizer& tok, const std::vector<buffer::Task>& tasks,
+                               sandbox::Pool& pool, const TaskEvalSettings& s) {
+  TaskEvalResult res;
+  model::SamplingParams p = model::sampling_defaults(m, tok);
+  p.temperature = 0.f;  // greedy, as the paper evaluates
+  p.max_new_tokens = s.max_tokens;
+  std::vector<std::string> texts;
+  const size_t batch = size_t(std::max(1, s.batch_size));
+  for (size_t start = 0; start < tasks.size(); start += batch) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = start; i < std::min(tasks.size(), start + batch); i++)
+      prompts.push_back(tok.encode(solver::solver_prompt(tasks[i])));
+    for (model::Completion& c : model::generate(m, prompts, p, &tok)) texts.push_back(std::move(c.text));
+  }
+  std::vector<solver::Answer> answers;
+  for (size_t i = 0; i < tasks.size(); i++) {
+    const size_t t = size_t(tasks[i].type);
+    res.tasks[t]++;
+    const solver::Extraction e = solver::extract_answer(tasks[i].type, texts[i]);
+    if (!e.format_ok) continue;
+    res.format_ok[t]++;
+    answers.push_back({i, e.answer});
+  }
+  solver::GradeSettings gs;
+  gs.limits = s.limits;
+  const std::vector<solver::Grade> grades = solver::grade(pool, tasks, answers, gs);
+  for (size_t a = 0; a < grades.size(); a++)
+    if (grades[a].correct) res.correct[size_t(tasks[answers[a].task].type)]++;
+  return res;
+}
+
+std::vector<buffer::Task> load_tasks_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read the task file");
+  std::vector<buffer::Task> tasks;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); n++) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      tasks.push_back(buffer::task_from_json(nlohmann::json::parse(line)));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(n) + ": " + e.what());
+    }
+  }
+  return tasks;
+}
+
+}  // namespace azr::eval
