@@ -1,5 +1,6 @@
 // azr train: the self-play loop from a TOML config (trainer/trainer.h does the work).
 #include "cli/commands.h"
+#include "trainer/bootstrap_run.h"
 #include "trainer/trainer.h"
 
 namespace azr::cli {
@@ -36,6 +37,37 @@ int run_train(const TrainCommandOptions& o) {
   try {
     return trainer::train(t);
   } catch (const trainer::UserError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace azr::cli
+
+namespace azr::cli {
+
+CLI::App* add_bootstrap_command(CLI::App& app, BootstrapCommandOptions& o) {
+  CLI::App* c = app.add_subcommand("bootstrap", "Make a model that knows the task formats, from generated programs");
+  c->footer(
+      "Generates tasks with the program generator (run in the sandbox), renders them as proposer and solver "
+      "transcripts, trains model.preset (a new model) or model.path on them, and writes the model (Hugging Face "
+      "format), heldout.jsonl and bootstrap.json (held-out solver accuracy and proposal validity before and after) "
+      "into bootstrap.output. Self-play starts from it with model.path.\n"
+      "Exit status: 0 done, 1 failed, 2 bad config or usage.");
+  c->add_option("config", o.config, "the config (TOML) with a [bootstrap] section, e.g. configs/bootstrap.toml")
+      ->required();
+  c->add_option("--set", o.overrides, "override a config key (repeatable)");
+  c->add_option("--output", o.output, "the model directory to write (default: bootstrap.output)");
+  return c;
+}
+
+int run_bootstrap(const BootstrapCommandOptions& o) {
+  trainer::BootstrapOptions b;
+  b.config_path = o.config;
+  b.overrides = o.overrides;
+  b.output = o.output;
+  try {
+    return trainer::bootstrap(b);
+  } catch (const trainer::BootstrapError& e) {
     throw UsageError(e.what());
   }
 }

@@ -173,3 +173,16 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o);
 int run_train(const TrainCommandOptions& o);
 
 }  // namespace azr::cli
+
+namespace azr::cli {
+
+// azr bootstrap (cli/cmd_train.cpp).
+struct BootstrapCommandOptions {
+  std::string config, output;
+  std::vector<std::string> overrides;
+};
+
+CLI::App* add_bootstrap_command(CLI::App& app, BootstrapCommandOptions& o);
+int run_bootstrap(const BootstrapCommandOptions& o);
+
+}  // namespace azr::cli

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   CLI::App* eval = azr::cli::add_eval_command(app, eval_opts);
   azr::cli::TrainCommandOptions train_opts;
   CLI::App* train = azr::cli::add_train_command(app, train_opts);
+  azr::cli::BootstrapCommandOptions bootstrap_opts;
+  CLI::App* bootstrap = azr::cli::add_bootstrap_command(app, bootstrap_opts);
 
   try {
     app.parse(argc, argv);
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
     if (task->parsed()) return azr::cli::run_task(task_opts);
     if (eval->parsed()) return azr::cli::run_eval(eval_opts);
     if (train->parsed()) return azr::cli::run_train(train_opts);
+    if (bootstrap->parsed()) return azr::cli::run_bootstrap(bootstrap_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

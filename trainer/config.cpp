@@ -153,6 +153,15 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(eval, heldout_tasks), Any{},
        "a JSONL of tasks (`azr bootstrap` writes heldout.jsonl): greedy solver accuracy per type on them; \"\" = none"},
       {AZR_KEY(eval, at_start), Any{}, "also evaluate before step 1 (a metrics line for step 0)"},
+      // [bootstrap]
+      {AZR_KEY(bootstrap, output), NonEmpty{}, "the model directory `azr bootstrap` writes (HF format, heldout.jsonl, bootstrap.json)"},
+      {AZR_KEY(bootstrap, tasks_per_type), i64_min(1), "generated training tasks per type"},
+      {AZR_KEY(bootstrap, heldout_per_type), i64_min(0), "generated held-out tasks per type (another seed; never trained on)"},
+      {AZR_KEY(bootstrap, difficulty), one_of({"easy", "medium", "hard"}), "program size, nesting and constructs"},
+      {AZR_KEY(bootstrap, steps), int_min(0), "warm-start optimizer steps"},
+      {AZR_KEY(bootstrap, batch_size), int_min(1), "transcripts per warm-start step"},
+      {AZR_KEY(bootstrap, lr), float_above(0.0), "warm-start peak learning rate"},
+      {AZR_KEY(bootstrap, k_references), int_min(1), "references in the rendered proposer prompts"},
   };
   return keys;
 }

@@ -116,6 +116,20 @@ struct EvalSection {
   bool operator==(const EvalSection&) const = default;
 };
 
+// `azr bootstrap CONFIG`: a new model (model.preset) learns the task formats from programs the
+// generator writes (zero human data), before self-play (bootstrap/).
+struct BootstrapSection {
+  std::string output = "runs/bootstrap/model";  // the model directory written (HF format, + heldout.jsonl, bootstrap.json)
+  int64_t tasks_per_type = 256;     // generated training tasks per type
+  int64_t heldout_per_type = 64;    // generated held-out tasks per type (another seed; never trained on)
+  std::string difficulty = "easy";  // "easy" | "medium" | "hard": program size, nesting, constructs
+  int steps = 300;                  // warm-start optimizer steps
+  int batch_size = 8;               // transcripts per step
+  double lr = 1e-3;
+  int k_references = 2;             // references in the rendered proposer prompts
+  bool operator==(const BootstrapSection&) const = default;
+};
+
 struct TrainConfig {
   RunSection run;
   ModelSection model;
@@ -126,6 +140,7 @@ struct TrainConfig {
   LoggingSection logging;
   CheckpointSection checkpoint;
   EvalSection eval;
+  BootstrapSection bootstrap;
   bool operator==(const TrainConfig&) const = default;
 };
 

@@ -9,7 +9,7 @@
 namespace azr::trainer {
 
 // Phases of a step that draw sampling seeds.
-enum class SeedPhase : uint64_t { Seeding = 1, Propose = 2, Learnability = 3, Solve = 4, Data = 5 };
+enum class SeedPhase : uint64_t { Seeding = 1, Propose = 2, Learnability = 3, Solve = 4, Data = 5, Bootstrap = 6, Heldout = 7 };
 
 // splitmix64's finaliser: a bijection that spreads every input bit over the output.
 inline uint64_t mix64(uint64_t x) {

@@ -106,6 +106,14 @@ TrainConfig every_field_changed() {
   c.eval.batch_size = 1;
   c.eval.heldout_tasks = "/runs/boot/heldout.jsonl";
   c.eval.at_start = true;
+  c.bootstrap.output = "/models/boot";
+  c.bootstrap.tasks_per_type = 10;
+  c.bootstrap.heldout_per_type = 0;
+  c.bootstrap.difficulty = "hard";
+  c.bootstrap.steps = 0;
+  c.bootstrap.batch_size = 3;
+  c.bootstrap.lr = 0.25;
+  c.bootstrap.k_references = 4;
   return c;
 }
 
@@ -219,6 +227,16 @@ max_tokens = 64
 batch_size = 1
 heldout_tasks = "/runs/boot/heldout.jsonl"
 at_start = true
+
+[bootstrap]
+output = "/models/boot"
+tasks_per_type = 10
+heldout_per_type = 0
+difficulty = "hard"
+steps = 0
+batch_size = 3
+lr = 0.25
+k_references = 4
 )";
 
 TEST(ConfigFile, EveryKeySet) {
@@ -289,10 +307,11 @@ TEST(ConfigToToml, EveryKeyDocumentedInSchemaOrder) {
     previous = line;
   }
   // Fields of config.h, counted by hand: run 6, model 4, algorithm 23, seeding 4, sandbox 4,
-  // buffer 3, logging 3, checkpoint 2, eval 8.
-  EXPECT_EQ(keys, 57);
+  // buffer 3, logging 3, checkpoint 2, eval 8, bootstrap 8.
+  EXPECT_EQ(keys, 65);
   EXPECT_EQ(sections, (std::vector<std::string>{"[run]", "[model]", "[algorithm]", "[seeding]", "[sandbox]",
-                                                "[buffer]", "[logging]", "[checkpoint]", "[eval]"}));
+                                                "[buffer]", "[logging]", "[checkpoint]", "[eval]",
+                                                "[bootstrap]"}));
   EXPECT_NE(text.find("\nlr = 1e-06\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\ntemperature = 1.0\n"), std::string::npos) << text;  // a float, not 1
   EXPECT_NE(text.find("\nbenchmarks = [\"cruxeval_o\", \"cruxeval_i\"]\n"), std::string::npos) << text;

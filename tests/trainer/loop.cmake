@@ -4,3 +4,5 @@ target_link_libraries(train_cli_test PRIVATE azr_model)
 # One step in process: real sandbox and buffer, scripted responses (a new model writes no valid task).
 azr_sandbox_test(trainer_step_test trainer/step_test.cpp)
 target_link_libraries(trainer_step_test PRIVATE azr_trainer)
+# `azr bootstrap` through the real binary (small), and self-play starting from its model.
+azr_cli_test(bootstrap_cli_test trainer/bootstrap_cli_test.cpp)

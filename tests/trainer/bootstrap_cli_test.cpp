@@ -1,0 +1,111 @@
+// `azr bootstrap` through the real binary, small: generated tasks, a few warm-start steps, the
+// saved model loads in the other commands and in the trainer, the held-out set is disjoint
+// from nothing it should not be, and bad input exits 2 without writing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tests/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using azr::testing::env_or_fail;
+using azr::testing::run_process;
+using nlohmann::json;
+
+std::string azr() { return env_or_fail("AZR_BIN"); }
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("azr-bootstrap-test-" + std::to_string(getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p.parent_path());
+  return p;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> small(const fs::path& out) {
+  return {azr(),
+          "bootstrap",
+          env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/tiny_train.toml",
+          "--output",
+          out.string(),
+          "--set",
+          "bootstrap.tasks_per_type=8",
+          "--set",
+          "bootstrap.heldout_per_type=4",
+          "--set",
+          "bootstrap.steps=3",
+          "--set",
+          "bootstrap.batch_size=4",
+          "--set",
+          "eval.max_tokens=16"};
+}
+
+TEST(BootstrapCli, WritesAModelItsHeldOutSetAndAReport) {
+  const fs::path out = scratch("boot");
+  auto r = run_process(small(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "heldout.jsonl", "bootstrap.json"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+  const json rep = json::parse(slurp(out / "bootstrap.json"));
+  EXPECT_EQ(rep["warm_start"]["steps"], 3);
+  EXPECT_EQ(rep["warm_start"]["loss"].size(), 3u);
+  // 8 tasks per type, each a proposer and a solver transcript.
+  EXPECT_EQ(rep["transcripts"], 48);
+  for (const char* t : {"deduction", "abduction", "induction"}) {
+    EXPECT_EQ(rep["tasks"][t]["train"], 8) << t;
+    EXPECT_EQ(rep["tasks"][t]["heldout"], 4) << t;
+    for (const char* when : {"before", "after"}) {
+      const double a = rep["heldout_accuracy"][when][t];
+      EXPECT_GE(a, 0.0);
+      EXPECT_LE(a, 1.0);
+    }
+  }
+  // The held-out tasks import as a buffer (valid task lines) and are all distinct.
+  r = run_process({azr(), "buffer", "import", (out / "buffer.db").string(), (out / "heldout.jsonl").string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["imported"], 12) << r.out;
+  // The model is a Hugging Face directory the other commands load.
+  r = run_process({azr(), "generate", "--model", out.string(), "--prompt", "def f(", "--max-tokens", "4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // ... and self-play starts from it.
+  const fs::path run = scratch("train-from-boot");
+  r = run_process({azr(), "train", env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/tiny_train.toml", "--run-dir",
+                   run.string(), "--set", "model.preset=", "--set", "model.path=" + out.string(), "--set", "run.steps=1",
+                   "--set", "eval.every=1", "--set", "eval.benchmarks=", "--set",
+                   "eval.heldout_tasks=" + (out / "heldout.jsonl").string(), "--set", "eval.max_tokens=16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "metrics.jsonl").find("heldout/accuracy/deduction"), std::string::npos);
+}
+
+TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
+  const fs::path out = scratch("bad");
+  std::vector<std::string> args = small(out);
+  args.push_back("--set");
+  args.push_back("bootstrap.difficulty=extreme");
+  auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bootstrap.difficulty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // An output that already holds a model is never overwritten.
+  fs::create_directories(out);
+  std::ofstream(out / "model.safetensors") << "x";
+  r = run_process(small(out));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(out / "model.safetensors"), "x");
+}
+
+}  // namespace

@@ -1,0 +1,267 @@
+// `azr bootstrap CONFIG`: a model that knows the task formats, from nothing.
+//
+//   1. the program generator writes tasks of every type (bootstrap/program_gen.h), run in the
+//      sandbox for their outputs; a held-out set comes from another seed and never overlaps;
+//   2. each training task becomes a proposer transcript (with K references from the others)
+//      and a solver transcript, in exactly the task engine's formats (bootstrap/transcripts.h);
+//   3. a new model (model.preset) or an existing one (model.path) learns them by next-token
+//      prediction on the responses (bootstrap/warm_start.h);
+//   4. before and after: greedy solver accuracy per type on the held-out tasks, and the share of
+//      sampled proposals the sandbox accepts; all into bootstrap.json beside the saved model.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "bootstrap/program_gen.h"
+#include "bootstrap/transcripts.h"
+#include "bootstrap/warm_start.h"
+#include "buffer/task_jsonl.h"
+#include "eval/task_eval.h"
+#include "kernels/ops.h"
+#include "model/byte_tokenizer.h"
+#include "model/generate.h"
+#include "model/presets.h"
+#include "proposer/parse.h"
+#include "proposer/prompts.h"
+#include "proposer/validate.h"
+#include "sandbox/pool.h"
+#include "trainer/bootstrap_run.h"
+#include "trainer/config.h"
+#include "trainer/console_view.h"
+#include "trainer/seeds.h"
+
+namespace azr::trainer {
+
+namespace fs = std::filesystem;
+using buffer::Task;
+using buffer::TaskType;
+using nlohmann::ordered_json;
+
+namespace {
+
+constexpr TaskType kTypes[3] = {TaskType::Deduction, TaskType::Abduction, TaskType::Induction};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The share of sampled proposals (temperature 1) that parse and pass the sandbox, per type: what
+// the seeding phase and the first self-play steps will see.
+std::array<double, 3> proposal_validity(model::Transformer& m, const model::Tokenizer& tok, sandbox::Pool& pool,
+                                        const std::vector<std::vector<Task>>& refs_by_type, const TrainConfig& cfg,
+                                        int per_type, uint64_t seed) {
+  std::array<double, 3> rate{};
+  model::SamplingParams p = model::sampling_defaults(m, tok);
+  p.max_new_tokens = cfg.algorithm.max_response_tokens;
+  std::mt19937_64 rng(seed);
+  for (TaskType type : kTypes) {
+    const std::vector<Task>& pool_refs = refs_by_type[size_t(type)];
+    if (pool_refs.empty() || per_type <= 0) continue;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> programs;
+    for (int i = 0; i < per_type; i++) {
+      std::vector<Task> refs;
+      for (int k = 0; k < (type == TaskType::Induction ? 1 : cfg.bootstrap.k_references); k++)
+        refs.push_back(pool_refs[rng() % pool_refs.size()]);
+      const std::string prompt = type == TaskType::Induction
+                                     ? proposer::induction_proposer_prompt(refs[0].program, cfg.algorithm.induction_inputs)
+                                     : proposer::code_proposer_prompt(type, refs);
+      programs.push_back(refs[0].program);
+      prompts.push_back(tok.encode(prompt));
+    }
+    p.seed = seed + uint64_t(type);
+    const std::vector<model::Completion> c = model::generate(m, prompts, p, &tok);
+    proposer::ParseOptions po;
+    po.num_inputs = cfg.algorithm.induction_inputs;
+    std::vector<proposer::Proposal> parsed;
+    for (size_t i = 0; i < c.size(); i++) {
+      proposer::ParseResult r = type == TaskType::Induction ? proposer::parse_induction_proposal(c[i].text, programs[i], po)
+                                                            : proposer::parse_code_proposal(type, c[i].text, po);
+      if (r.check.ok) parsed.push_back(std::move(r.proposal));
+    }
+    proposer::ValidateSettings vs;
+    vs.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
+    vs.max_output_chars = size_t(cfg.sandbox.max_output_chars);
+    vs.induction_inputs = size_t(cfg.algorithm.induction_inputs);
+    int valid = 0;
+    for (const proposer::ValidationResult& v : proposer::validate(pool, parsed, vs)) valid += v.check.ok ? 1 : 0;
+    rate[size_t(type)] = double(valid) / double(per_type);
+  }
+  return rate;
+}
+
+ordered_json per_type(const std::array<double, 3>& v) {
+  return {{"deduction", v[0]}, {"abduction", v[1]}, {"induction", v[2]}};
+}
+
+std::array<double, 3> accuracies(const eval::TaskEvalResult& r) { return {r.accuracy(0), r.accuracy(1), r.accuracy(2)}; }
+
+}  // namespace
+
+int bootstrap(const BootstrapOptions& opt) {
+  TrainConfig cfg;
+  try {
+    cfg = load_config(opt.config_path, opt.overrides);
+  } catch (const ConfigError& e) {
+    throw BootstrapError(e.what());
+  }
+  if (cfg.model.preset.empty() && cfg.model.path.empty()) throw BootstrapError("bootstrap: set model.preset or model.path");
+  const fs::path out = opt.output.empty() ? fs::path(cfg.bootstrap.output) : fs::path(opt.output);
+  if (fs::exists(out / "model.safetensors"))
+    throw BootstrapError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  kernels::set_cpu_threads(cfg.run.threads > 0 ? cfg.run.threads : cores);
+  sandbox::PoolOptions po;
+  po.workers = cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores;
+  sandbox::Pool pool(po);
+  const ConsoleView::Mode mode = ConsoleView::resolve(cfg.logging.console, fileno(stderr));
+  auto say = [&](const std::string& s) {
+    if (mode != ConsoleView::Mode::Off) std::fprintf(stderr, "%s\n", s.c_str());
+  };
+  const double t_start = now_s();
+
+  // ---- 1. tasks from the generator ------------------------------------------------------
+  const int level = cfg.bootstrap.difficulty == "easy" ? 0 : cfg.bootstrap.difficulty == "medium" ? 1 : 2;
+  bootstrap::GenSettings gs = bootstrap::preset(level);
+  gs.max_output_chars = std::min(gs.max_output_chars, size_t(cfg.sandbox.max_output_chars));
+  std::vector<std::vector<Task>> train(3), heldout(3);
+  ordered_json gen_report = ordered_json::object();
+  for (TaskType type : kTypes) {
+    const std::string tn = buffer::type_name(type);
+    bootstrap::TaskGenReport tr, hr;
+    train[size_t(type)] = bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.tasks_per_type),
+                                                    derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type)}),
+                                                    gs, &tr, cfg.algorithm.induction_inputs);
+    // Held out: another seed, and nothing that is also a training task.
+    std::set<std::string> seen;
+    for (const Task& t : train[size_t(type)]) seen.insert(buffer::fingerprint(t));
+    for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.heldout_per_type) * 2,
+                                             derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Heldout), uint64_t(type)}), gs,
+                                             &hr, cfg.algorithm.induction_inputs))
+      if (int64_t(heldout[size_t(type)].size()) < cfg.bootstrap.heldout_per_type && !seen.count(buffer::fingerprint(t)))
+        heldout[size_t(type)].push_back(std::move(t));
+    gen_report[tn] = {{"train", train[size_t(type)].size()},
+                      {"heldout", heldout[size_t(type)].size()},
+                      {"attempted", tr.attempted + hr.attempted},
+                      {"valid", tr.valid + hr.valid}};
+    say(fmt::format("bootstrap: {} {} training and {} held-out tasks ({} of {} generated programs valid)", tn,
+                    train[size_t(type)].size(), heldout[size_t(type)].size(), tr.valid + hr.valid,
+                    tr.attempted + hr.attempted));
+  }
+
+  // ---- 2. transcripts ----------------------------------------------------------------------
+  std::vector<bootstrap::Transcript> data;
+  std::mt19937_64 rng(derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 99}));
+  for (TaskType type : kTypes) {
+    const std::vector<Task>& ts = train[size_t(type)];
+    for (size_t i = 0; i < ts.size(); i++) {
+      std::vector<Task> refs;
+      if (type != TaskType::Induction)
+        for (int k = 0; k < cfg.bootstrap.k_references && ts.size() > 1; k++) {
+          size_t j = size_t(rng() % (ts.size() - 1));
+          refs.push_back(ts[j >= i ? j + 1 : j]);  // any other task
+        }
+      data.push_back(bootstrap::proposer_transcript(ts[i], refs));
+      data.push_back(bootstrap::solver_transcript(ts[i]));
+    }
+  }
+
+  // ---- 3. the model, before ------------------------------------------------------------------
+  model::Transformer m = !cfg.model.path.empty()
+                             ? model::Transformer::from_pretrained(cfg.model.path)
+                             : model::Transformer::random(model::preset_config(cfg.model.preset),
+                                                          derive_seed(cfg.run.seed, {0, 0}), float(cfg.model.init_std));
+  std::unique_ptr<model::Tokenizer> tok;
+  if (cfg.model.tokenizer.empty() && !cfg.model.preset.empty())
+    tok = std::make_unique<model::ByteTokenizer>();
+  else
+    tok = std::make_unique<model::BpeTokenizer>(cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json"
+                                                                             : cfg.model.tokenizer);
+  std::vector<Task> heldout_all;
+  for (const auto& h : heldout) heldout_all.insert(heldout_all.end(), h.begin(), h.end());
+  eval::TaskEvalSettings es;
+  es.max_tokens = cfg.eval.max_tokens;
+  es.batch_size = cfg.eval.batch_size;
+  es.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
+  const int validity_samples = 16;
+  say("bootstrap: evaluating the new model on the held-out tasks");
+  const eval::TaskEvalResult before = eval::evaluate_solver(m, *tok, heldout_all, pool, es);
+  const std::array<double, 3> valid_before =
+      proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
+
+  // ---- 4. warm start -------------------------------------------------------------------------
+  bootstrap::WarmStartSettings ws;
+  ws.steps = cfg.bootstrap.steps;
+  ws.batch_size = cfg.bootstrap.batch_size;
+  ws.micro_batch_size = cfg.algorithm.micro_batch_size;
+  ws.lr = cfg.bootstrap.lr;
+  ws.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 7});
+  const int32_t eos = int32_t(m.config().eos_token_ids.empty() ? 0 : m.config().eos_token_ids[0]);
+  ConsoleView console(1, ws.steps, mode);
+  console.phase("warm start");
+  const double t_train = now_s();
+  const bootstrap::WarmStartStats stats =
+      bootstrap::warm_start(m, *tok, data, eos, ws, [&](int step, double loss) {
+        console.step_done(step + 1, {{"loss", loss}}, {{"loss", "loss"}});
+      });
+  const double train_s = now_s() - t_train;
+  console.finish("");
+
+  // ---- 5. after, and the files ----------------------------------------------------------------
+  say("bootstrap: evaluating the warm-started model");
+  const eval::TaskEvalResult after = eval::evaluate_solver(m, *tok, heldout_all, pool, es);
+  const std::array<double, 3> valid_after =
+      proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
+  fs::create_directories(out);
+  m.save_pretrained(out);
+  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(tok.get()))
+    bt->save_tokenizer_json((out / "tokenizer.json").string(), /*use_regex=*/true);
+  else
+    fs::copy_file(cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json" : cfg.model.tokenizer,
+                  out / "tokenizer.json", fs::copy_options::overwrite_existing);
+  {
+    std::ofstream h(out / "heldout.jsonl");
+    for (const Task& t : heldout_all) h << buffer::task_to_json(t, /*core_only=*/true).dump() << "\n";
+  }
+  ordered_json rep;
+  rep["config"] = opt.config_path;
+  rep["seed"] = cfg.run.seed;
+  rep["difficulty"] = cfg.bootstrap.difficulty;
+  rep["tasks"] = gen_report;
+  rep["transcripts"] = data.size();
+  rep["warm_start"] = {{"steps", ws.steps},
+                       {"batch_size", ws.batch_size},
+                       {"lr", ws.lr},
+                       {"seconds", train_s},
+                       {"tokens_per_s", stats.tokens_per_s},
+                       {"trained_tokens", stats.trained_tokens},
+                       {"loss_first", stats.loss.empty() ? 0.0 : stats.loss.front()},
+                       {"loss_last", stats.loss.empty() ? 0.0 : stats.loss.back()},
+                       {"loss", stats.loss}};
+  rep["heldout_accuracy"] = {{"before", per_type(accuracies(before))}, {"after", per_type(accuracies(after))}};
+  rep["proposal_validity"] = {{"before", per_type(valid_before)}, {"after", per_type(valid_after)},
+                              {"samples_per_type", validity_samples}};
+  rep["seconds"] = now_s() - t_start;
+  std::ofstream(out / "bootstrap.json") << rep.dump(2) << "\n";
+  std::string table = fmt::format("azr bootstrap: {} transcripts, {} steps in {}\n", data.size(), ws.steps,
+                                  format_duration(train_s));
+  table += "                        deduction  abduction  induction\n";
+  auto row = [&](const char* label, const std::array<double, 3>& v) {
+    table += fmt::format("  {:<21}{:>9.3f}  {:>9.3f}  {:>9.3f}\n", label, v[0], v[1], v[2]);
+  };
+  row("held-out acc before", accuracies(before));
+  row("held-out acc after", accuracies(after));
+  row("valid proposals before", valid_before);
+  row("valid proposals after", valid_after);
+  table += "  model       " + out.string() + "\n  report      " + (out / "bootstrap.json").string() + "\n";
+  if (mode != ConsoleView::Mode::Off) std::fputs(table.c_str(), stderr);
+  return 0;
+}
+
+}  // namespace azr::trainer

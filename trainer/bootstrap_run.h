@@ -1,0 +1,24 @@
+#pragma once
+// `azr bootstrap CONFIG`: a new model learns the task formats from generated programs (zero
+// human data) and is saved, with its held-out set and a report, where self-play can start from
+// it (model.path). The config is a training config; the [bootstrap] section drives this step.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace azr::trainer {
+
+struct BootstrapOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;  // --set key=value
+  std::string output;                  // --output (wins over bootstrap.output)
+};
+
+// Errors the user can fix (config, an output that already holds a model).
+struct BootstrapError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int bootstrap(const BootstrapOptions& options);
+
+}  // namespace azr::trainer
