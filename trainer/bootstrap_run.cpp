@@ -131,21 +131,37 @@ int bootstrap(const BootstrapOptions& opt) {
   bootstrap::GenSettings gs = bootstrap::preset(level);
   gs.max_output_chars = std::min(gs.max_output_chars, size_t(cfg.sandbox.max_output_chars));
   std::vector<std::vector<Task>> train(3), heldout(3);
+  if (!cfg.bootstrap.heldout_from.empty()) {
+    try {
+      for (Task& t : eval::load_tasks_jsonl(cfg.bootstrap.heldout_from)) heldout[size_t(t.type)].push_back(std::move(t));
+    } catch (const std::runtime_error& e) {
+      throw BootstrapError(std::string("bootstrap.heldout_from: ") + e.what());
+    }
+  }
   ordered_json gen_report = ordered_json::object();
   for (TaskType type : kTypes) {
     const std::string tn = buffer::type_name(type);
     bootstrap::TaskGenReport tr, hr;
-    train[size_t(type)] = bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.tasks_per_type),
-                                                    derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type)}),
-                                                    gs, &tr, cfg.algorithm.induction_inputs);
-    // Held out: another seed, and nothing that is also a training task.
-    std::set<std::string> seen;
-    for (const Task& t : train[size_t(type)]) seen.insert(buffer::fingerprint(t));
-    for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.heldout_per_type) * 2,
-                                             derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Heldout), uint64_t(type)}), gs,
-                                             &hr, cfg.algorithm.induction_inputs))
-      if (int64_t(heldout[size_t(type)].size()) < cfg.bootstrap.heldout_per_type && !seen.count(buffer::fingerprint(t)))
-        heldout[size_t(type)].push_back(std::move(t));
+    std::set<std::string> held;
+    for (const Task& t : heldout[size_t(type)]) held.insert(buffer::fingerprint(t));
+    // Offset 0 is the run seed's own set; a control run asks for other tasks of the same kind.
+    const uint64_t data_seed = cfg.bootstrap.data_offset == 0
+                                   ? derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type)})
+                                   : derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type),
+                                                                uint64_t(cfg.bootstrap.data_offset)});
+    for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.tasks_per_type), data_seed, gs, &tr,
+                                             cfg.algorithm.induction_inputs))
+      if (!held.count(buffer::fingerprint(t))) train[size_t(type)].push_back(std::move(t));
+    // Held out (unless given): another seed, and nothing that is also a training task.
+    if (cfg.bootstrap.heldout_from.empty()) {
+      std::set<std::string> seen;
+      for (const Task& t : train[size_t(type)]) seen.insert(buffer::fingerprint(t));
+      for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.heldout_per_type) * 2,
+                                               derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Heldout), uint64_t(type)}),
+                                               gs, &hr, cfg.algorithm.induction_inputs))
+        if (int64_t(heldout[size_t(type)].size()) < cfg.bootstrap.heldout_per_type && !seen.count(buffer::fingerprint(t)))
+          heldout[size_t(type)].push_back(std::move(t));
+    }
     gen_report[tn] = {{"train", train[size_t(type)].size()},
                       {"heldout", heldout[size_t(type)].size()},
                       {"attempted", tr.attempted + hr.attempted},

@@ -162,6 +162,10 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(bootstrap, batch_size), int_min(1), "transcripts per warm-start step"},
       {AZR_KEY(bootstrap, lr), float_above(0.0), "warm-start peak learning rate"},
       {AZR_KEY(bootstrap, k_references), int_min(1), "references in the rendered proposer prompts"},
+      {AZR_KEY(bootstrap, data_offset), i64_min(0),
+       "0: the training tasks of run.seed; N > 0: another N-th set of tasks (a control run's extra data)"},
+      {AZR_KEY(bootstrap, heldout_from), Any{},
+       "a heldout.jsonl to evaluate on (and keep out of training) instead of generating one; \"\" = generate"},
   };
   return keys;
 }

@@ -127,6 +127,8 @@ struct BootstrapSection {
   int batch_size = 8;               // transcripts per step
   double lr = 1e-3;
   int k_references = 2;             // references in the rendered proposer prompts
+  int64_t data_offset = 0;          // >0: other training tasks from the same run seed (a control run's "more data")
+  std::string heldout_from;         // a heldout.jsonl to evaluate on (and keep out of training) instead of generating one
   bool operator==(const BootstrapSection&) const = default;
 };
 

@@ -114,6 +114,8 @@ TrainConfig every_field_changed() {
   c.bootstrap.batch_size = 3;
   c.bootstrap.lr = 0.25;
   c.bootstrap.k_references = 4;
+  c.bootstrap.data_offset = 3;
+  c.bootstrap.heldout_from = "/runs/boot/heldout.jsonl";
   return c;
 }
 
@@ -237,6 +239,8 @@ steps = 0
 batch_size = 3
 lr = 0.25
 k_references = 4
+data_offset = 3
+heldout_from = "/runs/boot/heldout.jsonl"
 )";
 
 TEST(ConfigFile, EveryKeySet) {
@@ -307,8 +311,8 @@ TEST(ConfigToToml, EveryKeyDocumentedInSchemaOrder) {
     previous = line;
   }
   // Fields of config.h, counted by hand: run 6, model 4, algorithm 23, seeding 4, sandbox 4,
-  // buffer 3, logging 3, checkpoint 2, eval 8, bootstrap 8.
-  EXPECT_EQ(keys, 65);
+  // buffer 3, logging 3, checkpoint 2, eval 8, bootstrap 10.
+  EXPECT_EQ(keys, 67);
   EXPECT_EQ(sections, (std::vector<std::string>{"[run]", "[model]", "[algorithm]", "[seeding]", "[sandbox]",
                                                 "[buffer]", "[logging]", "[checkpoint]", "[eval]",
                                                 "[bootstrap]"}));
