@@ -67,7 +67,7 @@ int run_bootstrap(const BootstrapCommandOptions& o) {
   b.output = o.output;
   try {
     return trainer::bootstrap(b);
-  } catch (const trainer::BootstrapError& e) {
+  } catch (const trainer::UserError& e) {
     throw UsageError(e.what());
   }
 }

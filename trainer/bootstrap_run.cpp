@@ -24,9 +24,7 @@
 #include "buffer/task_jsonl.h"
 #include "eval/task_eval.h"
 #include "kernels/ops.h"
-#include "model/byte_tokenizer.h"
 #include "model/generate.h"
-#include "model/presets.h"
 #include "proposer/parse.h"
 #include "proposer/prompts.h"
 #include "proposer/validate.h"
@@ -109,12 +107,15 @@ int bootstrap(const BootstrapOptions& opt) {
   try {
     cfg = load_config(opt.config_path, opt.overrides);
   } catch (const ConfigError& e) {
-    throw BootstrapError(e.what());
+    throw UserError(e.what());
   }
-  if (cfg.model.preset.empty() && cfg.model.path.empty()) throw BootstrapError("bootstrap: set model.preset or model.path");
+  if (cfg.model.preset.empty() && cfg.model.path.empty()) throw UserError("bootstrap: set model.preset or model.path");
   const fs::path out = opt.output.empty() ? fs::path(cfg.bootstrap.output) : fs::path(opt.output);
   if (fs::exists(out / "model.safetensors"))
-    throw BootstrapError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+    throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+  // The model and tokenizer first: a bad model.path fails before minutes of task generation.
+  model::Transformer m = initial_model(cfg);
+  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   kernels::set_cpu_threads(cfg.run.threads > 0 ? cfg.run.threads : cores);
   sandbox::PoolOptions po;
@@ -135,7 +136,7 @@ int bootstrap(const BootstrapOptions& opt) {
     try {
       for (Task& t : eval::load_tasks_jsonl(cfg.bootstrap.heldout_from)) heldout[size_t(t.type)].push_back(std::move(t));
     } catch (const std::runtime_error& e) {
-      throw BootstrapError(std::string("bootstrap.heldout_from: ") + e.what());
+      throw UserError(std::string("bootstrap.heldout_from: ") + e.what());
     }
   }
   ordered_json gen_report = ordered_json::object();
@@ -189,16 +190,6 @@ int bootstrap(const BootstrapOptions& opt) {
   }
 
   // ---- 3. the model, before ------------------------------------------------------------------
-  model::Transformer m = !cfg.model.path.empty()
-                             ? model::Transformer::from_pretrained(cfg.model.path)
-                             : model::Transformer::random(model::preset_config(cfg.model.preset),
-                                                          derive_seed(cfg.run.seed, {0, 0}), float(cfg.model.init_std));
-  std::unique_ptr<model::Tokenizer> tok;
-  if (cfg.model.tokenizer.empty() && !cfg.model.preset.empty())
-    tok = std::make_unique<model::ByteTokenizer>();
-  else
-    tok = std::make_unique<model::BpeTokenizer>(cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json"
-                                                                             : cfg.model.tokenizer);
   std::vector<Task> heldout_all;
   for (const auto& h : heldout) heldout_all.insert(heldout_all.end(), h.begin(), h.end());
   eval::TaskEvalSettings es;
@@ -236,11 +227,7 @@ int bootstrap(const BootstrapOptions& opt) {
       proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
   fs::create_directories(out);
   m.save_pretrained(out);
-  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(tok.get()))
-    bt->save_tokenizer_json((out / "tokenizer.json").string(), /*use_regex=*/true);
-  else
-    fs::copy_file(cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json" : cfg.model.tokenizer,
-                  out / "tokenizer.json", fs::copy_options::overwrite_existing);
+  write_tokenizer(cfg, *tok, out);
   {
     std::ofstream h(out / "heldout.jsonl");
     for (const Task& t : heldout_all) h << buffer::task_to_json(t, /*core_only=*/true).dump() << "\n";

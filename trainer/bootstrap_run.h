@@ -2,9 +2,10 @@
 // `azr bootstrap CONFIG`: a new model learns the task formats from generated programs (zero
 // human data) and is saved, with its held-out set and a report, where self-play can start from
 // it (model.path). The config is a training config; the [bootstrap] section drives this step.
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "trainer/model_setup.h"
 
 namespace azr::trainer {
 
@@ -14,11 +15,7 @@ struct BootstrapOptions {
   std::string output;                  // --output (wins over bootstrap.output)
 };
 
-// Errors the user can fix (config, an output that already holds a model).
-struct BootstrapError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
+// Errors the user can fix (config, an output that already holds a model) throw UserError.
 int bootstrap(const BootstrapOptions& options);
 
 }  // namespace azr::trainer

@@ -19,10 +19,8 @@
 #include "eval/model_eval.h"
 #include "eval/task_eval.h"
 #include "kernels/ops.h"
-#include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
-#include "model/safetensors.h"
 #include "proposer/seeding.h"
 #include "sandbox/pool.h"
 #include "trainer/checkpoint.h"
@@ -30,6 +28,7 @@
 #include "trainer/console_view.h"
 #include "trainer/dist.h"
 #include "trainer/metrics.h"
+#include "trainer/model_setup.h"
 #include "trainer/policy.h"
 #include "trainer/seeds.h"
 #include "trainer/step.h"
@@ -74,39 +73,6 @@ class RunLog {
   ConsoleView* console_ = nullptr;
   bool quiet_ = false;
 };
-
-std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c, const std::string& model_dir) {
-  if (!c.model.preset.empty() && c.model.tokenizer.empty()) return std::make_unique<model::ByteTokenizer>();
-  std::string path = c.model.tokenizer.empty() ? model_dir + "/tokenizer.json" : c.model.tokenizer;
-  if (fs::is_directory(path)) path += "/tokenizer.json";
-  if (!fs::exists(path)) throw UserError(path + ": no tokenizer file (set model.tokenizer)");
-  try {
-    return std::make_unique<model::BpeTokenizer>(path);
-  } catch (const model::TokenizerError& e) {
-    throw UserError(e.what());
-  }
-}
-
-// What a checkpoint's tokenizer.json is: the byte tokenizer written out, or the model's file.
-void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs::path& dir) {
-  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) {
-    bt->save_tokenizer_json((dir / "tokenizer.json").string(), /*use_regex=*/true);
-    return;
-  }
-  std::string path = c.model.tokenizer.empty() ? c.model.path + "/tokenizer.json" : c.model.tokenizer;
-  if (fs::is_directory(path)) path += "/tokenizer.json";
-  fs::copy_file(path, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-}
-
-model::Transformer load_model(const fs::path& dir) {
-  try {
-    return model::Transformer::from_pretrained(dir);
-  } catch (const model::ConfigError& e) {
-    throw UserError(e.what());
-  } catch (const model::SafetensorsError& e) {
-    throw UserError(e.what());
-  }
-}
 
 // A fast fingerprint of the weights, to check that every rank holds the same model.
 uint64_t weights_hash(std::span<const float> p) {
@@ -166,7 +132,7 @@ int train(const TrainOptions& opt) {
   }
   if (!cfg.model.preset.empty()) {
     try {
-      (void)model::preset_config(cfg.model.preset);
+      (void)model::preset_config(cfg.model.preset);  // before anything is written
     } catch (const model::ConfigError& e) {
       throw UserError("model.preset: " + std::string(e.what()));
     }
@@ -218,12 +184,8 @@ int train(const TrainOptions& opt) {
   if (state && state->seed != cfg.run.seed)
     throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
                     std::to_string(cfg.run.seed));
-  model::Transformer m = ckpt                         ? load_model(*ckpt)
-                         : !cfg.model.preset.empty() ? model::Transformer::random(
-                                                           model::preset_config(cfg.model.preset),
-                                                           derive_seed(cfg.run.seed, {0, 0}), float(cfg.model.init_std))
-                                                     : load_model(cfg.model.path);
-  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg, cfg.model.path);
+  model::Transformer m = ckpt ? load_model_dir(*ckpt) : initial_model(cfg);
+  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   model::AdamWSettings aw;
   aw.lr = cfg.algorithm.lr;
   aw.beta1 = cfg.algorithm.beta1, aw.beta2 = cfg.algorithm.beta2, aw.eps = cfg.algorithm.adam_eps;

@@ -10,9 +10,10 @@
 //                buffer snapshot are restored, metrics.jsonl is cut back to that step, and the
 //                run continues exactly as if it had never stopped (CPU)
 //   Ctrl-C       (SIGINT or SIGTERM) the current step finishes, a checkpoint is written, exit 130
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "trainer/model_setup.h"
 
 namespace azr::trainer {
 
@@ -25,10 +26,8 @@ struct TrainOptions {
 };
 
 // Exit codes: 0 finished, 130 stopped by a signal after checkpointing. Errors the user can fix
-// (config, paths, a run dir that already holds a run) throw UserError; others std::exception.
-struct UserError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// (config, paths, a run dir that already holds a run) throw UserError (trainer/model_setup.h);
+// others std::exception.
 int train(const TrainOptions& options);
 
 }  // namespace azr::trainer

@@ -1,0 +1,63 @@
+#include "trainer/model_setup.h"
+
+#include "model/byte_tokenizer.h"
+#include "model/hf_config.h"
+#include "model/presets.h"
+#include "model/safetensors.h"
+#include "trainer/seeds.h"
+
+namespace azr::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tokenizer_path(const TrainConfig& c) {
+  std::string path = c.model.tokenizer.empty() ? c.model.path + "/tokenizer.json" : c.model.tokenizer;
+  if (fs::is_directory(path)) path += "/tokenizer.json";
+  return path;
+}
+
+}  // namespace
+
+model::Transformer load_model_dir(const fs::path& dir) {
+  try {
+    return model::Transformer::from_pretrained(dir);
+  } catch (const model::ConfigError& e) {
+    throw UserError(e.what());
+  } catch (const model::SafetensorsError& e) {
+    throw UserError(e.what());
+  }
+}
+
+model::Transformer initial_model(const TrainConfig& c) {
+  if (c.model.preset.empty()) return load_model_dir(c.model.path);
+  model::ModelConfig mc;
+  try {
+    mc = model::preset_config(c.model.preset);
+  } catch (const model::ConfigError& e) {
+    throw UserError("model.preset: " + std::string(e.what()));
+  }
+  return model::Transformer::random(mc, derive_seed(c.run.seed, {0, 0}), float(c.model.init_std));
+}
+
+std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c) {
+  if (!c.model.preset.empty() && c.model.tokenizer.empty()) return std::make_unique<model::ByteTokenizer>();
+  const std::string path = tokenizer_path(c);
+  if (!fs::exists(path)) throw UserError(path + ": no tokenizer file (set model.tokenizer)");
+  try {
+    return std::make_unique<model::BpeTokenizer>(path);
+  } catch (const model::TokenizerError& e) {
+    throw UserError(e.what());
+  }
+}
+
+void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs::path& dir) {
+  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) {
+    bt->save_tokenizer_json((dir / "tokenizer.json").string(), /*use_regex=*/true);
+    return;
+  }
+  fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+}
+
+}  // namespace azr::trainer

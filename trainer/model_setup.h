@@ -1,0 +1,30 @@
+#pragma once
+// What `azr train` and `azr bootstrap` both do with [model]: make the starting model and its
+// tokenizer, and write the tokenizer beside a saved model.
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+#include "trainer/config.h"
+
+namespace azr::trainer {
+
+// Errors the user can fix (config, paths, a directory that already holds a run or a model):
+// the commands print the message and exit 2.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A Hugging Face directory; a bad one throws UserError naming the file and field or tensor.
+model::Transformer load_model_dir(const std::filesystem::path& dir);
+// model.preset: a new model, initialised from the run seed; else model.path.
+model::Transformer initial_model(const TrainConfig& config);
+// The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its
+// directory) or model.path/tokenizer.json. Throws UserError.
+std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);
+// dir/tokenizer.json: the byte tokenizer written out, or a copy of the file make_tokenizer read.
+void write_tokenizer(const TrainConfig& config, const model::Tokenizer& tokenizer, const std::filesystem::path& dir);
+
+}  // namespace azr::trainer
