@@ -93,4 +93,10 @@ ParseResult parse_induction_proposal(std::string_view generation, std::string_vi
   return finish(std::move(r), text);
 }
 
+ParseResult parse_proposal(buffer::TaskType type, std::string_view generation, std::string_view shown_program,
+                           const ParseOptions& options) {
+  return type == buffer::TaskType::Induction ? parse_induction_proposal(generation, shown_program, options)
+                                             : parse_code_proposal(type, generation, options);
+}
+
 }  // namespace azr::proposer

@@ -54,4 +54,8 @@ ParseResult parse_code_proposal(buffer::TaskType type, std::string_view generati
 ParseResult parse_induction_proposal(std::string_view generation, std::string_view program,
                                      const ParseOptions& options = {});
 
+// Either of the two by type; `shown_program` is only read for induction.
+ParseResult parse_proposal(buffer::TaskType type, std::string_view generation, std::string_view shown_program,
+                           const ParseOptions& options = {});
+
 }  // namespace azr::proposer

@@ -13,15 +13,14 @@ namespace {
 
 int64_t count_of(const buffer::TaskBuffer& b, TaskType t) { return b.counts().by_type[int(t)]; }
 
-// One program for an induction prompt: from deduction or abduction, in proportion to their sizes.
-std::string induction_program(const buffer::TaskBuffer& b, std::mt19937_64& rng) {
+}  // namespace
+
+buffer::Task induction_source(const buffer::TaskBuffer& b, std::mt19937_64& rng) {
   const int64_t ded = count_of(b, TaskType::Deduction), abd = count_of(b, TaskType::Abduction);
   const TaskType from =
       std::uniform_int_distribution<int64_t>(0, ded + abd - 1)(rng) < ded ? TaskType::Deduction : TaskType::Abduction;
-  return b.sample_references(from, 1, rng).at(0).program;
+  return b.sample_references(from, 1, rng).at(0);
 }
-
-}  // namespace
 
 SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, const GenerateFn& generate,
                                const SeedingSettings& s) {
@@ -38,7 +37,7 @@ SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, 
       std::vector<std::string> prompts, programs;
       for (int i = 0; i < s.batch; i++) {
         if (type == TaskType::Induction) {
-          programs.push_back(induction_program(buffer, rng));
+          programs.push_back(induction_source(buffer, rng).program);
           prompts.push_back(induction_proposer_prompt(programs.back(), s.parse.num_inputs));
         } else {
           prompts.push_back(code_proposer_prompt(type, buffer.sample_references(type, s.k, rng), s.parse.banned_words));
@@ -48,8 +47,7 @@ SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, 
       std::vector<Proposal> parsed;
       for (size_t i = 0; i < generations.size() && i < prompts.size(); i++) {
         report.proposals++;
-        ParseResult r = type == TaskType::Induction ? parse_induction_proposal(generations[i], programs[i], s.parse)
-                                                    : parse_code_proposal(type, generations[i], s.parse);
+        ParseResult r = parse_proposal(type, generations[i], type == TaskType::Induction ? programs[i] : "", s.parse);
         if (r.check.ok)
           parsed.push_back(std::move(r.proposal));
         else

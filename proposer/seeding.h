@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct SeedingReport {
 // induction showing one program drawn from deduction ∪ abduction, weighted by their sizes) ->
 // generate -> parse -> validate -> insert (origin Seed, step 0; the buffer de-duplicates).
 // Types already at the target are skipped.
+// The task whose program an induction proposer prompt shows: drawn from deduction or abduction
+// in proportion to their sizes (the reference draws from input ∪ output). Used by seeding and by
+// the trainer's steps.
+buffer::Task induction_source(const buffer::TaskBuffer& buffer, std::mt19937_64& rng);
+
 SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, const GenerateFn& generate,
                                const SeedingSettings& settings = {});
 

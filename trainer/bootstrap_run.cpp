@@ -79,8 +79,7 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
     po.num_inputs = cfg.algorithm.induction_inputs;
     std::vector<proposer::Proposal> parsed;
     for (size_t i = 0; i < c.size(); i++) {
-      proposer::ParseResult r = type == TaskType::Induction ? proposer::parse_induction_proposal(c[i].text, programs[i], po)
-                                                            : proposer::parse_code_proposal(type, c[i].text, po);
+      proposer::ParseResult r = proposer::parse_proposal(type, c[i].text, programs[i], po);
       if (r.check.ok) parsed.push_back(std::move(r.proposal));
     }
     proposer::ValidateSettings vs;

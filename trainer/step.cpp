@@ -10,6 +10,7 @@
 #include "model/generate.h"
 #include "proposer/parse.h"
 #include "proposer/prompts.h"
+#include "proposer/seeding.h"
 #include "proposer/validate.h"
 #include "rewards/rewards.h"
 #include "solver/extract.h"
@@ -136,16 +137,6 @@ std::vector<Task> solver_tasks(const buffer::TaskBuffer& b, TaskType type, int b
   return tasks;
 }
 
-// One program for an induction proposer prompt: from deduction or abduction in proportion to
-// their sizes (the reference draws from input ∪ output).
-Task induction_source(const buffer::TaskBuffer& b, std::mt19937_64& rng) {
-  const buffer::Counts c = b.counts();
-  const int64_t ded = c.by_type[0], abd = c.by_type[1];
-  const TaskType from =
-      std::uniform_int_distribution<int64_t>(0, ded + abd - 1)(rng) < ded ? TaskType::Deduction : TaskType::Abduction;
-  return b.sample_references(from, 1, rng).at(0);
-}
-
 std::string proposer_prompt(const ProposerItem& it, const TrainConfig& cfg) {
   if (it.type == TaskType::Induction) return proposer::induction_proposer_prompt(it.refs.at(0).program, cfg.algorithm.induction_inputs);
   return proposer::code_proposer_prompt(it.type, it.refs);
@@ -214,7 +205,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
           ProposerItem it;
           it.type = type;
           if (type == TaskType::Induction) {
-            it.refs.push_back(induction_source(*ctx.buffer, *ctx.data_rng));
+            it.refs.push_back(proposer::induction_source(*ctx.buffer, *ctx.data_rng));
           } else {
             it.refs = ctx.buffer->sample_references(type, alg.k_references, *ctx.data_rng);
             // Fewer references rather than a prompt the model cannot take.
@@ -285,9 +276,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     seq.prompt = prompts[g];
     seq.response = c.tokens;
     seq.old_logp = c.logprobs;
-    proposer::ParseResult pr = it.type == TaskType::Induction
-                                   ? proposer::parse_induction_proposal(c.text, it.refs.at(0).program, popts)
-                                   : proposer::parse_code_proposal(it.type, c.text, popts);
+    proposer::ParseResult pr = proposer::parse_proposal(it.type, c.text, it.refs.at(0).program, popts);
     o.reason = pr.check.reason;
     if (pr.check.ok) {
       parsed_of.push_back(gen_of[g]);
