@@ -28,9 +28,8 @@ std::string wrap(const std::string& thought, const std::string& answer_body) {
 std::string proposer_thought(buffer::TaskType type) {
   switch (type) {
     case buffer::TaskType::Deduction:
-      return "Let me write a small function and an input for it.";
     case buffer::TaskType::Abduction:
-      return "Let me write a small function and an input whose output can be traced back.";
+      return "Let me write a small function and an input for it.";
     case buffer::TaskType::Induction:
       return "Let me pick inputs that show what the function does.";
   }
@@ -49,25 +48,26 @@ std::string solver_thought(buffer::TaskType type) {
   return "";
 }
 
-Transcript proposer_transcript(const buffer::Task& task, const std::vector<buffer::Task>& references) {
+Transcript proposer_transcript(const buffer::Task& task, const std::vector<buffer::Task>& references,
+                               model::PromptStyle style) {
   Transcript t;
   if (task.type == buffer::TaskType::Induction) {
     if (task.inputs.empty()) throw std::invalid_argument("proposer_transcript: induction task without inputs");
-    t.prompt = proposer::induction_proposer_prompt(task.program, static_cast<int>(task.inputs.size()));
+    t.prompt = proposer::induction_proposer_prompt(task.program, static_cast<int>(task.inputs.size()), style);
     std::string body;
     for (const std::string& in : task.inputs) body += block("input", in);
     body += block("message", task.message);
     t.response = wrap(proposer_thought(task.type), body);
     return t;
   }
-  t.prompt = proposer::code_proposer_prompt(task.type, references);
+  t.prompt = proposer::code_proposer_prompt(task.type, references, proposer::default_banned_words(), style);
   t.response = wrap(proposer_thought(task.type), block("python", task.program) + block("input", task.input));
   return t;
 }
 
-Transcript solver_transcript(const buffer::Task& task) {
+Transcript solver_transcript(const buffer::Task& task, model::PromptStyle style) {
   Transcript t;
-  t.prompt = solver::solver_prompt(task);
+  t.prompt = solver::solver_prompt(task, style);
   switch (task.type) {
     case buffer::TaskType::Deduction:
       t.response = wrap(solver_thought(task.type), block("output", task.output));

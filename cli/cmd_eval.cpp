@@ -230,8 +230,8 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--top-p", o.top_p, "nucleus sampling mass")->capture_default_str();
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c->add_option("--template", o.template_name, "r1 (self-play models) or boxed (base models)")
-      ->capture_default_str()->check(CLI::IsMember({"r1", "boxed"}));
+  c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
+      ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
   c->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
       ->check(CLI::PositiveNumber);

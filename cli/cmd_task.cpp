@@ -9,6 +9,7 @@
 #include "buffer/task_jsonl.h"
 #include "cli/commands.h"
 #include "cli/input.h"
+#include "model/chat_format.h"
 #include "proposer/parse.h"
 #include "proposer/prompts.h"
 #include "proposer/seed.h"
@@ -205,6 +206,7 @@ int run_prompt(const TaskOptions& o) {
     }
   }
   std::mt19937_64 rng(o.seed ? *o.seed : std::random_device{}());
+  const model::PromptStyle style = model::parse_prompt_style(o.prompt_style);  // CLI checked the name
   std::vector<int64_t> ids;
   std::string prompt;
   if (o.role == "proposer") {
@@ -221,14 +223,14 @@ int run_prompt(const TaskOptions& o) {
         }
       }
       if (ref.id) ids.push_back(ref.id);
-      prompt = proposer::induction_proposer_prompt(ref.program);
+      prompt = proposer::induction_proposer_prompt(ref.program, 10, style);
     } else {
       std::vector<buffer::Task> refs;
       if (db) refs = db->sample_references(type, o.k, rng);
       if (refs.empty()) refs.push_back(proposer::identity_seed(type));
       for (const auto& t : refs)
         if (t.id) ids.push_back(t.id);
-      prompt = proposer::code_proposer_prompt(type, refs);
+      prompt = proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(), style);
     }
   } else {
     buffer::Task t = proposer::identity_seed(type);
@@ -244,7 +246,7 @@ int run_prompt(const TaskOptions& o) {
       if (!v.empty()) t = v[0];
     }
     if (t.id) ids.push_back(t.id);
-    prompt = solver::solver_prompt(t);
+    prompt = solver::solver_prompt(t, style);
   }
   if (o.json) {
     std::cout << dump(json{{"prompt", prompt}, {"task_ids", ids}}) << '\n';
@@ -285,12 +287,14 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
   add_sandbox_flags(g, o);
   g->callback([&] { o.action = "grade"; });
 
-  CLI::App* p = c->add_subcommand("prompt", "Print a proposer or solver prompt (R1-wrapped)");
+  CLI::App* p = c->add_subcommand("prompt", "Print a proposer or solver prompt (as the trainer shows it)");
   p->add_option("--role", o.role, "proposer or solver")->required()->check(CLI::IsMember({"proposer", "solver"}));
   p->add_option("--type", o.type, "task type")->required()->check(types);
   p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)");
   p->add_option("--k", o.k, "proposer references (deduction/abduction)")->capture_default_str()->check(CLI::Range(1, 1000));
   p->add_option("--seed", o.seed, "sampling seed (default: random)");
+  p->add_option("--prompt-style", o.prompt_style, "paper (R1-wrapped, the reference's) or compact (algorithm.prompt_style)")
+      ->capture_default_str()->check(CLI::IsMember({"paper", "compact"}));
   p->add_option("--task-id", o.task_id, "solver: this task of --db instead of a sampled one");
   p->add_flag("--json", o.json, "print {\"prompt\", \"task_ids\"}");
   p->callback([&] { o.action = "prompt"; });

@@ -116,6 +116,7 @@ struct TaskOptions {
   int workers = 0;
   // prompt
   std::string role;    // proposer | solver
+  std::string prompt_style = "paper";  // paper | compact (model/chat_format.h)
   std::string db;
   int k = 6;
   std::optional<uint64_t> seed;

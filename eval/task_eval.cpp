@@ -24,7 +24,7 @@ TaskEvalResult evaluate_solver(model::Transformer& m, const model::Tokenizer& to
   for (size_t start = 0; start < tasks.size(); start += batch) {
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = start; i < std::min(tasks.size(), start + batch); i++)
-      prompts.push_back(tok.encode(solver::solver_prompt(tasks[i])));
+      prompts.push_back(tok.encode(solver::solver_prompt(tasks[i], s.prompt_style)));
     for (model::Completion& c : model::generate(m, prompts, p, &tok)) texts.push_back(std::move(c.text));
   }
   std::vector<solver::Answer> answers;

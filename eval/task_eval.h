@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "buffer/task_buffer.h"
+#include "model/chat_format.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "sandbox/pool.h"
@@ -19,6 +20,7 @@ struct TaskEvalSettings {
   int32_t max_tokens = 256;
   int batch_size = 16;
   sandbox::Limits limits;
+  model::PromptStyle prompt_style = model::PromptStyle::Paper;  // the solver prompts' wording
 };
 
 struct TaskEvalResult {

@@ -48,4 +48,20 @@ std::string render_r1(std::string_view prompt) {
   return out;
 }
 
+PromptStyle parse_prompt_style(std::string_view name) {
+  if (name == "paper") return PromptStyle::Paper;
+  if (name == "compact") return PromptStyle::Compact;
+  throw std::invalid_argument("unknown prompt style '" + std::string(name) + "' (expected paper or compact)");
+}
+
+std::string_view prompt_style_name(PromptStyle style) { return style == PromptStyle::Paper ? "paper" : "compact"; }
+
+std::string render_task_prompt(PromptStyle style, std::string_view body) {
+  if (style == PromptStyle::Paper) return render_r1(body);
+  std::string out = "User: ";
+  out += body;
+  out += kR1Suffix;
+  return out;
+}
+
 }  // namespace azr::model

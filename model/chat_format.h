@@ -48,4 +48,19 @@ inline constexpr std::string_view kR1Prefix =
 inline constexpr std::string_view kR1Suffix = "\nAssistant: <think>";
 std::string render_r1(std::string_view prompt);
 
+// How the task engine words its prompts (config key algorithm.prompt_style).
+//   Paper:   the reference's instructions inside render_r1 (§3.1-3.2), for pretrained models.
+//   Compact: a one-line instruction and the same code/input/output blocks, wrapped as
+//            "User: " + body + kR1Suffix. For tiny byte-level models that learn the formats from
+//            nothing (azr bootstrap): a paper proposer prompt is ~2.4k byte tokens of which the
+//            task's type is a few words deep inside; the compact one is ~4x shorter, so the warm
+//            start trains ~4x more transcripts per second and the type sits in the first line.
+// The response format, and so every parser and reward, is the same in both.
+enum class PromptStyle { Paper, Compact };
+// "paper" | "compact"; anything else is std::invalid_argument.
+PromptStyle parse_prompt_style(std::string_view name);
+std::string_view prompt_style_name(PromptStyle style);
+// The body wrapped for `style`: render_r1(body) or "User: " + body + kR1Suffix.
+std::string render_task_prompt(PromptStyle style, std::string_view body);
+
 }  // namespace azr::model

@@ -27,10 +27,15 @@ std::string render_references(const std::vector<buffer::Task>& refs) {
 }  // namespace
 
 std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer::Task>& references,
-                                 const std::vector<std::string>& banned_words) {
+                                 const std::vector<std::string>& banned_words, model::PromptStyle style) {
   if (type == buffer::TaskType::Induction)
     throw std::invalid_argument("code_proposer_prompt: induction has its own prompt");
   const bool deduction = type == buffer::TaskType::Deduction;
+  if (style == model::PromptStyle::Compact)
+    return model::render_task_prompt(
+        style, std::string("Write a new Python function `f` and one input for it; the solver will deduce ") +
+                   (deduction ? "its output" : "an input from its output") +
+                   ".\nAnswer with a ```python block and an ```input block.\n\n" + render_references(references));
   // What the solver of this task will have to predict (the fixed "Difficulty" criterion).
   const std::string predicted = deduction ? "its output from the code and your input"
                                           : "your input from the code and its output";
@@ -71,8 +76,12 @@ std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer
   return model::render_r1(p);
 }
 
-std::string induction_proposer_prompt(std::string_view program, int num_inputs) {
+std::string induction_proposer_prompt(std::string_view program, int num_inputs, model::PromptStyle style) {
   const std::string n = std::to_string(num_inputs);
+  if (style == model::PromptStyle::Compact)
+    return model::render_task_prompt(style, "Give " + n + " different inputs for `f`, each in an ```input block, and "
+                                            "a ```message block that hints at what `f` does.\n```python\n" +
+                                            std::string(program) + "\n```\n");
   std::string p;
   p += "## Task: Output " + n + " Inputs that can be plugged into the following Code Snippet to "
        "produce diverse Outputs, and give a message related to the given snippet.\n\n";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "buffer/task_buffer.h"
+#include "model/chat_format.h"
 #include "proposer/banned_words.h"
 
 namespace azr::proposer {
@@ -18,11 +19,18 @@ namespace azr::proposer {
 // azr decision: the reference swaps the "Difficulty" criterion between the two prompts
 // (abduction says "predicting the output", deduction "predicting your input", §3.2 quirk).
 // azr fixes it: each prompt names the thing its solver has to predict.
+//
+// Compact style (model/chat_format.h): "Write a new Python function `f` and one input for it; the
+// solver will deduce its output|an input from its output." + the answer format + the same
+// <snippet_k> references. The banned words are not listed (validation still rejects them).
 std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer::Task>& references,
-                                 const std::vector<std::string>& banned_words = default_banned_words());
+                                 const std::vector<std::string>& banned_words = default_banned_words(),
+                                 model::PromptStyle style = model::PromptStyle::Paper);
 
 // Induction: asks for `num_inputs` inputs, each in its own ```input block, and a ```message
 // block, for `program`, shown with the suffix "\nf(<|YOUR INPUT WILL BE PLUGGED HERE|>)" (§2.3).
-std::string induction_proposer_prompt(std::string_view program, int num_inputs = 10);
+// Compact style: one line asking for the inputs and the message, then the program's block.
+std::string induction_proposer_prompt(std::string_view program, int num_inputs = 10,
+                                      model::PromptStyle style = model::PromptStyle::Paper);
 
 }  // namespace azr::proposer

@@ -38,9 +38,10 @@ SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, 
       for (int i = 0; i < s.batch; i++) {
         if (type == TaskType::Induction) {
           programs.push_back(induction_source(buffer, rng).program);
-          prompts.push_back(induction_proposer_prompt(programs.back(), s.parse.num_inputs));
+          prompts.push_back(induction_proposer_prompt(programs.back(), s.parse.num_inputs, s.prompt_style));
         } else {
-          prompts.push_back(code_proposer_prompt(type, buffer.sample_references(type, s.k, rng), s.parse.banned_words));
+          prompts.push_back(code_proposer_prompt(type, buffer.sample_references(type, s.k, rng), s.parse.banned_words,
+                                                s.prompt_style));
         }
       }
       const std::vector<std::string> generations = generate(prompts);

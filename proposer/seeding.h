@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "buffer/task_buffer.h"
+#include "model/chat_format.h"
 #include "proposer/parse.h"
 #include "proposer/validate.h"
 
@@ -27,6 +28,7 @@ struct SeedingSettings {
   int k = 6;             // references per deduction/abduction prompt (fewer while the buffer is small)
   int max_rounds = 100;  // stop even if a type never reaches the target (a model that proposes nothing valid)
   uint64_t seed = 0;     // reference sampling
+  model::PromptStyle prompt_style = model::PromptStyle::Paper;
   ParseOptions parse;
   ValidateSettings validate;
 };

@@ -13,7 +13,10 @@ std::string block(const std::string& tag, const std::string& content) {
 
 }  // namespace
 
-std::string deduction_solver_prompt(const buffer::Task& t) {
+std::string deduction_solver_prompt(const buffer::Task& t, model::PromptStyle style) {
+  if (style == model::PromptStyle::Compact)
+    return model::render_task_prompt(style, "Deduce what `f` returns on the input; answer with an ```output block.\n" +
+                                                block("python", t.program) + block("input", t.input));
   std::string p;
   p += "# Task: Deduce the Output of a Python Code Snippet Given the Code and Input\n\n";
   p += "Given the code snippet and the input below, work out what `f(<input>)` returns. Trace the "
@@ -29,7 +32,10 @@ std::string deduction_solver_prompt(const buffer::Task& t) {
   return model::render_r1(p);
 }
 
-std::string abduction_solver_prompt(const buffer::Task& t) {
+std::string abduction_solver_prompt(const buffer::Task& t, model::PromptStyle style) {
+  if (style == model::PromptStyle::Compact)
+    return model::render_task_prompt(style, "Find an input on which `f` returns the output; answer with an ```input block.\n" +
+                                                block("python", t.program) + block("output", t.output));
   std::string p;
   p += "# Task: Provide One Possible Input of a Python Code Snippet Given the Code and Output\n\n";
   p += "Given the code snippet and the output below, find an input such that `f(<input>)` returns "
@@ -49,7 +55,16 @@ size_t induction_given_count(const buffer::Task& t) {
   return std::min(t.inputs.size(), t.outputs.size()) / 2;
 }
 
-std::string induction_solver_prompt(const buffer::Task& t) {
+std::string induction_solver_prompt(const buffer::Task& t, model::PromptStyle style) {
+  const size_t given = induction_given_count(t);
+  if (style == model::PromptStyle::Compact) {
+    std::string p = "Write the function `f` that maps each input to its output; answer with a ```python block.\n";
+    for (size_t k = 0; k < given; ++k) {
+      const std::string i = std::to_string(k);
+      p += block("input_" + i, t.inputs[k]) + block("output_" + i, t.outputs[k]);
+    }
+    return model::render_task_prompt(style, p + block("message", t.message));
+  }
   std::string p;
   p += "# Task: Deduce the Function that Produced the Outputs from the Inputs\n\n";
   p += "Given the input/output pairs and the message below, write a Python function `f` that maps "
@@ -60,7 +75,6 @@ std::string induction_solver_prompt(const buffer::Task& t) {
        "- No randomness, date or time, I/O or printing\n"
        "- Put imports and class definitions at the top\n\n";
   p += "### Input/Output Pairs:\n";
-  const size_t given = induction_given_count(t);
   for (size_t k = 0; k < given; ++k) {
     const std::string i = std::to_string(k);
     p += block("input_" + i, t.inputs[k]) + block("output_" + i, t.outputs[k]) + "\n";
@@ -72,11 +86,11 @@ std::string induction_solver_prompt(const buffer::Task& t) {
   return model::render_r1(p);
 }
 
-std::string solver_prompt(const buffer::Task& t) {
+std::string solver_prompt(const buffer::Task& t, model::PromptStyle style) {
   switch (t.type) {
-    case buffer::TaskType::Deduction: return deduction_solver_prompt(t);
-    case buffer::TaskType::Abduction: return abduction_solver_prompt(t);
-    case buffer::TaskType::Induction: return induction_solver_prompt(t);
+    case buffer::TaskType::Deduction: return deduction_solver_prompt(t, style);
+    case buffer::TaskType::Abduction: return abduction_solver_prompt(t, style);
+    case buffer::TaskType::Induction: return induction_solver_prompt(t, style);
   }
   return {};
 }

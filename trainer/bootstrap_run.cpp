@@ -57,6 +57,10 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
   std::array<double, 3> rate{};
   model::SamplingParams p = model::sampling_defaults(m, tok);
   p.max_new_tokens = cfg.algorithm.max_response_tokens;
+  p.temperature = float(cfg.algorithm.temperature);  // as self-play will sample
+  p.top_p = float(cfg.algorithm.top_p);
+  p.top_k = int(cfg.algorithm.top_k);
+  const model::PromptStyle style = model::parse_prompt_style(cfg.algorithm.prompt_style);
   std::mt19937_64 rng(seed);
   for (TaskType type : kTypes) {
     const std::vector<Task>& pool_refs = refs_by_type[size_t(type)];
@@ -68,8 +72,8 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
       for (int k = 0; k < (type == TaskType::Induction ? 1 : cfg.bootstrap.k_references); k++)
         refs.push_back(pool_refs[rng() % pool_refs.size()]);
       const std::string prompt = type == TaskType::Induction
-                                     ? proposer::induction_proposer_prompt(refs[0].program, cfg.algorithm.induction_inputs)
-                                     : proposer::code_proposer_prompt(type, refs);
+                                     ? proposer::induction_proposer_prompt(refs[0].program, cfg.algorithm.induction_inputs, style)
+                                     : proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(), style);
       programs.push_back(refs[0].program);
       prompts.push_back(tok.encode(prompt));
     }
@@ -172,6 +176,7 @@ int bootstrap(const BootstrapOptions& opt) {
   }
 
   // ---- 2. transcripts ----------------------------------------------------------------------
+  const model::PromptStyle style = model::parse_prompt_style(cfg.algorithm.prompt_style);
   std::vector<bootstrap::Transcript> data;
   std::mt19937_64 rng(derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 99}));
   for (TaskType type : kTypes) {
@@ -183,8 +188,8 @@ int bootstrap(const BootstrapOptions& opt) {
           size_t j = size_t(rng() % (ts.size() - 1));
           refs.push_back(ts[j >= i ? j + 1 : j]);  // any other task
         }
-      data.push_back(bootstrap::proposer_transcript(ts[i], refs));
-      data.push_back(bootstrap::solver_transcript(ts[i]));
+      data.push_back(bootstrap::proposer_transcript(ts[i], refs, style));
+      data.push_back(bootstrap::solver_transcript(ts[i], style));
     }
   }
 
@@ -195,6 +200,7 @@ int bootstrap(const BootstrapOptions& opt) {
   es.max_tokens = cfg.eval.max_tokens;
   es.batch_size = cfg.eval.batch_size;
   es.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
+  es.prompt_style = style;
   const int validity_samples = 16;
   say("bootstrap: evaluating the new model on the held-out tasks");
   const eval::TaskEvalResult before = eval::evaluate_solver(m, *tok, heldout_all, pool, es);
@@ -235,6 +241,7 @@ int bootstrap(const BootstrapOptions& opt) {
   rep["config"] = opt.config_path;
   rep["seed"] = cfg.run.seed;
   rep["difficulty"] = cfg.bootstrap.difficulty;
+  rep["prompt_style"] = cfg.algorithm.prompt_style;  // the trainer must use the same wording
   rep["tasks"] = gen_report;
   rep["transcripts"] = data.size();
   rep["warm_start"] = {{"steps", ws.steps},

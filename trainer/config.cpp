@@ -99,6 +99,9 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(algorithm, solve_order), one_of({"lagged", "same-step"}),
        "\"lagged\": the solver batch is drawn before the step's proposals enter the buffer (the reference code); "
        "\"same-step\": after (the paper's Algorithm 1)"},
+      {AZR_KEY(algorithm, prompt_style), one_of({"paper", "compact"}),
+       "task prompt wording: \"paper\" (the reference's instructions, for pretrained models) or \"compact\" "
+       "(one-line instructions, for tiny models made by azr bootstrap); the answer format is the same"},
       {AZR_KEY(algorithm, temperature), float_min(0.0), "sampling temperature; 0 = greedy"},
       {AZR_KEY(algorithm, top_p), float_in('(', 0.0, 1.0, ']'), "nucleus sampling mass", {"nucleus"}},
       {AZR_KEY(algorithm, top_k), int_min(0), "top-k sampling; 0 = off"},

@@ -44,6 +44,7 @@ struct AlgorithmSection {
   int k_references = 6;             // references in a deduction/abduction proposer prompt (K)
   int learnability_rollouts = 8;    // solver rollouts per valid proposal (n)
   int induction_inputs = 10;        // inputs an induction proposal writes (half shown, half hidden)
+  std::string prompt_style = "paper";  // "paper" | "compact" (model/chat_format.h PromptStyle)
   std::string solve_order = "lagged";  // "lagged": solver batch drawn before the step's proposals
                                        // enter the buffer (the reference code); "same-step":
                                        // after (the paper's Algorithm 1)

@@ -1,5 +1,8 @@
 #include "trainer/model_setup.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
@@ -58,6 +61,20 @@ void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs
     return;
   }
   fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+}
+
+std::string prompt_style_warning(const TrainConfig& c) {
+  if (c.model.path.empty()) return "";
+  const std::filesystem::path record = std::filesystem::path(c.model.path) / "bootstrap.json";
+  std::ifstream in(record);
+  if (!in) return "";
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("prompt_style") || !j["prompt_style"].is_string()) return "";
+  const std::string learned = j["prompt_style"].get<std::string>();
+  if (learned == c.algorithm.prompt_style) return "";
+  return "warning: " + record.string() + " says the model learned prompt_style \"" + learned +
+         "\", but algorithm.prompt_style is \"" + c.algorithm.prompt_style + "\" (set algorithm.prompt_style = \"" +
+         learned + "\")";
 }
 
 }  // namespace azr::trainer

@@ -26,5 +26,10 @@ model::Transformer initial_model(const TrainConfig& config);
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);
 // dir/tokenizer.json: the byte tokenizer written out, or a copy of the file make_tokenizer read.
 void write_tokenizer(const TrainConfig& config, const model::Tokenizer& tokenizer, const std::filesystem::path& dir);
+// A model made by `azr bootstrap` records the prompt wording it learned ("prompt_style" in
+// model.path/bootstrap.json); training it with the other wording throws its warm start away.
+// A warning line when algorithm.prompt_style differs from that record, else "" (no model.path,
+// no record, or an unreadable one: the record is advice, not a requirement).
+std::string prompt_style_warning(const TrainConfig& config);
 
 }  // namespace azr::trainer

@@ -137,9 +137,12 @@ std::vector<Task> solver_tasks(const buffer::TaskBuffer& b, TaskType type, int b
   return tasks;
 }
 
+model::PromptStyle prompt_style(const TrainConfig& cfg) { return model::parse_prompt_style(cfg.algorithm.prompt_style); }
+
 std::string proposer_prompt(const ProposerItem& it, const TrainConfig& cfg) {
-  if (it.type == TaskType::Induction) return proposer::induction_proposer_prompt(it.refs.at(0).program, cfg.algorithm.induction_inputs);
-  return proposer::code_proposer_prompt(it.type, it.refs);
+  if (it.type == TaskType::Induction)
+    return proposer::induction_proposer_prompt(it.refs.at(0).program, cfg.algorithm.induction_inputs, prompt_style(cfg));
+  return proposer::code_proposer_prompt(it.type, it.refs, proposer::default_banned_words(), prompt_style(cfg));
 }
 
 sandbox::Limits limits_of(const TrainConfig& cfg) {
@@ -306,7 +309,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     for (size_t k = 0; k < my_props.size(); k++) {
       ProposerOutcome& o = my_props[k];
       if (!o.valid) continue;
-      std::vector<int32_t> ids = ctx.policy.encode(solver::solver_prompt(o.task));
+      std::vector<int32_t> ids = ctx.policy.encode(solver::solver_prompt(o.task, prompt_style(ctx.config)));
       if (int64_t(ids.size()) > alg.max_prompt_tokens) {  // the solver could never be shown it
         o.valid = false;
         o.reason = "prompt_too_long";
@@ -395,7 +398,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
       o.index = int64_t(i);
       o.type = solver_batch[i].type;
       o.task_id = solver_batch[i].id;
-      std::vector<int32_t> ids = ctx.policy.encode(solver::solver_prompt(solver_batch[i]));
+      std::vector<int32_t> ids = ctx.policy.encode(solver::solver_prompt(solver_batch[i], prompt_style(ctx.config)));
       o.prompt_tokens = int64_t(ids.size());
       if (o.prompt_tokens > alg.max_prompt_tokens) {
         o.skipped = true;

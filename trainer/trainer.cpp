@@ -250,6 +250,7 @@ int train(const TrainOptions& opt) {
                   cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
   log(fmt::format("model: {} ({} parameters){}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), ckpt ? " from " + ckpt->string() : std::string()));
+  if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
 
   auto write_ckpt = [&](int64_t step) -> std::string {
     std::string path;
@@ -303,6 +304,7 @@ int train(const TrainOptions& opt) {
       ss.target = cfg.seeding.target;
       ss.batch = cfg.seeding.batch;
       ss.k = cfg.algorithm.k_references;
+      ss.prompt_style = model::parse_prompt_style(cfg.algorithm.prompt_style);
       ss.max_rounds = cfg.seeding.max_rounds;
       ss.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Seeding)});
       ss.parse.num_inputs = cfg.algorithm.induction_inputs;
@@ -373,6 +375,8 @@ int train(const TrainOptions& opt) {
     eval::ModelEvalSettings es;
     es.max_tokens = cfg.eval.max_tokens;
     es.batch_size = cfg.eval.batch_size;
+    // The benchmarks in the wording the policy is trained on.
+    if (cfg.algorithm.prompt_style == "compact") es.tmpl = eval::Template::Compact;
     es.limit = size_t(cfg.eval.limit);
     sandbox::Limits lim;
     lim.cpu_seconds = cfg.sandbox.cpu_seconds;
@@ -384,6 +388,7 @@ int train(const TrainOptions& opt) {
       ts.max_tokens = cfg.eval.max_tokens;
       ts.batch_size = cfg.eval.batch_size;
       ts.limits = lim;
+      ts.prompt_style = model::parse_prompt_style(cfg.algorithm.prompt_style);
       const eval::TaskEvalResult h = eval::evaluate_solver(policy.model(), policy.tokenizer(), heldout, pool, ts);
       std::string acc;
       for (int t = 0; t < 3; t++) {

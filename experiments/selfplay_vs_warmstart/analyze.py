@@ -151,7 +151,9 @@ def main():
                 vals = {s: [f(s, u) for u in TYPES] for s in seeds}
                 return [sum(v) / len(v) if None not in v else None for v in vals.values()]
             return [f(s, t) for s in seeds]
-        warm = col(lambda s, u: acc(boots.get(s), u))
+        # The warm-start level: self-play's step-0 evaluation (the warm-start model under the
+        # very evaluation settings of the later points), else the warm start's own report.
+        warm = col(lambda s, u: sp_start(s, u) if sp_start(s, u) is not None else acc(boots.get(s), u))
         sp = col(sp_last)
         ctl = col(lambda s, u: acc(ctls.get(s), u))
         d_warm = [a - b if None not in (a, b) else None for a, b in zip(sp, warm)]
@@ -184,7 +186,8 @@ def main():
     md = [f"# Self-play vs. warm start: results ({out})", "",
           f"Seeds: {', '.join(map(str, seeds))}. Machine: {machine()}.", "",
           "Held-out solver accuracy (%, greedy, graded in the sandbox; mean ± std over seeds). "
-          "Warm start = `boot-*/bootstrap.json` after; self-play = last `heldout/accuracy/<type>` in "
+          "Warm start = self-play's step-0 `heldout/accuracy/<type>` (the warm-start model, evaluated as the "
+          "later points are), else `boot-*/bootstrap.json` after; self-play = last `heldout/accuracy/<type>` in "
           "`selfplay-*/metrics.jsonl`; control = `control-*/bootstrap.json` after (same held-out tasks). "
           "Spread = the largest per-arm std over seeds: a margin smaller than it is not evidence.", "",
           "| type | warm start | self-play | control | self-play − warm | self-play − control | spread (std) |",
@@ -192,7 +195,8 @@ def main():
           "Timing per seed (s). Warm start and control: `warm_start.seconds` (optimizer time); self-play: "
           "wall clock of `azr train` (model load, seeding, evaluations included). The control gets "
           "round(self-play wall / warm-start seconds per step) steps. Last column: self-play's step-0 "
-          "held-out accuracy equals the warm start's (the same model on the same tasks).", "",
+          "held-out accuracy equals `boot-*/bootstrap.json` after (the same model on the same tasks; "
+          "it differs when the two evaluated with different `eval.max_tokens`).", "",
           "| seed | warm start | self-play | control | step 0 = warm start |", "|---|---|---|---|---|", *trows, "",
           "Plots: `heldout_accuracy.svg`, `validity.svg`, `learnability.svg`.", ""]
     with open(os.path.join(out, "results.md"), "w") as f:

@@ -20,15 +20,21 @@ if [[ "$SMOKE" == 1 ]]; then
                --set seeding.target=4 --set seeding.max_rounds=1)
 else
   SEEDS=${SEEDS:-1 2 3}
-  WARM_STEPS=${WARM_STEPS:-400}
+  WARM_STEPS=${WARM_STEPS:-1600}   # configs/bootstrap.toml's
   SELFPLAY_STEPS=${SELFPLAY_STEPS:-40}
   EVAL_EVERY=${EVAL_EVERY:-5}
   OUT=${OUT:-runs/experiments/selfplay-vs-warmstart-$(date +%Y%m%d)}
   BOOT_EXTRA=()
   TRAIN_EXTRA=()
 fi
+# BOOT=DIR: one warm-start model (an `azr bootstrap` output) shared by every seed instead of a warm
+# start per seed; the seeds then vary the self-play and the control only. boot-S links to it.
+BOOT=${BOOT:-}
 # extra --set overrides for every command, e.g. EXTRA_SETS="--set algorithm.lr=3e-4" (word-split)
 read -r -a USER_EXTRA <<< "${EXTRA_SETS:-}"
+# ... and for the control only, e.g. CONTROL_SETS="--set bootstrap.lr=1.5e-3" (the warm start's own
+# continuation learning rate, so the control continues it as it was trained)
+read -r -a CONTROL_EXTRA <<< "${CONTROL_SETS:-}"
 
 mkdir -p "$OUT"
 echo "out: $OUT  seeds: $SEEDS  warm_steps: $WARM_STEPS  selfplay_steps: $SELFPLAY_STEPS  eval_every: $EVAL_EVERY  smoke: $SMOKE"
@@ -40,10 +46,15 @@ print(d)' "$1" "$2"; }
 for seed in $SEEDS; do
   boot=$OUT/boot-$seed sp=$OUT/selfplay-$seed ctl=$OUT/control-$seed
 
-  echo "== seed $seed: warm start -> $boot"
   t0=$(now)
-  "$AZR" bootstrap configs/bootstrap.toml --output "$boot" --set run.seed="$seed" \
-    --set bootstrap.steps="$WARM_STEPS" ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"}
+  if [[ -n "$BOOT" ]]; then
+    echo "== seed $seed: shared warm start $BOOT -> $boot"
+    ln -sfn "$(cd "$BOOT" && pwd)" "$boot"
+  else
+    echo "== seed $seed: warm start -> $boot"
+    "$AZR" bootstrap configs/bootstrap.toml --output "$boot" --set run.seed="$seed" \
+      --set bootstrap.steps="$WARM_STEPS" ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"}
+  fi
   t1=$(now)
 
   echo "== seed $seed: self-play -> $sp"
@@ -65,7 +76,8 @@ for seed in $SEEDS; do
   "$AZR" bootstrap configs/bootstrap.toml --output "$ctl" --set run.seed="$seed" \
     --set model.preset= --set model.path="$boot" \
     --set bootstrap.heldout_from="$boot/heldout.jsonl" --set bootstrap.data_offset=1 \
-    ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"} --set bootstrap.steps="$ctl_steps"
+    ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"} ${CONTROL_EXTRA[@]+"${CONTROL_EXTRA[@]}"} \
+    --set bootstrap.steps="$ctl_steps"
   t3=$(now)
 
   python3 - "$OUT/timing-$seed.json" "$seed" "$t0" "$t1" "$t2" "$t3" "$ctl_steps" <<'PY'

@@ -112,6 +112,38 @@ TEST(TranscriptTest, RealProposerPromptsAreAboutTwoKilobytes) {
   EXPECT_LT(tr.response.size(), 400u);
 }
 
+// Compact transcripts: the engine's compact prompts and the very same responses (which the test
+// above parses back and the one below grades), at under half the prompt bytes.
+TEST(TranscriptTest, CompactTranscriptsUseTheCompactPromptsWithTheSameResponses) {
+  const std::vector<Task> tasks = seed_tasks();
+  for (size_t i = 0; i < tasks.size(); i++) {
+    const Task& t = tasks[i];
+    SCOPED_TRACE("task " + std::to_string(i) + " (" + buffer::type_name(t.type) + ")");
+    const std::vector<Task> refs = references_for(tasks, i);
+    const Transcript paper = proposer_transcript(t, refs);
+    const Transcript compact = proposer_transcript(t, refs, model::PromptStyle::Compact);
+    EXPECT_EQ(compact.response, paper.response);
+    if (t.type == TaskType::Induction) {
+      EXPECT_EQ(compact.prompt, proposer::induction_proposer_prompt(t.program, int(t.inputs.size()),
+                                                                    model::PromptStyle::Compact));
+    } else {
+      EXPECT_EQ(compact.prompt, proposer::code_proposer_prompt(t.type, refs, proposer::default_banned_words(),
+                                                               model::PromptStyle::Compact));
+    }
+    EXPECT_LT(compact.prompt.size() * 2, paper.prompt.size());
+    const Transcript solver_paper = solver_transcript(t);
+    const Transcript solver_compact = solver_transcript(t, model::PromptStyle::Compact);
+    EXPECT_EQ(solver_compact.response, solver_paper.response);
+    EXPECT_EQ(solver_compact.prompt, solver::solver_prompt(t, model::PromptStyle::Compact));
+    EXPECT_LT(solver_compact.prompt.size() * 2, solver_paper.prompt.size());
+  }
+}
+
+TEST(TranscriptTest, DeductionAndAbductionProposersShareTheirThought) {
+  EXPECT_EQ(proposer_thought(TaskType::Deduction), proposer_thought(TaskType::Abduction));
+  EXPECT_NE(proposer_thought(TaskType::Deduction), proposer_thought(TaskType::Induction));
+}
+
 TEST(TranscriptTest, InductionWithoutInputsThrows) {
   Task t;
   t.type = TaskType::Induction;
@@ -317,34 +349,6 @@ TEST(WarmStartTest, MemorisesASmallSetAndStopsAtEos) {
   }
   std::printf("exactly reproduced (response + eos): %d of %zu\n", exact, data.size());
   EXPECT_GE(exact, 3);
-}
-
-// Throughput on real transcripts (proposer prompts of ~2.3k bytes) at 2 threads. Not part of the
-// normal run: ./bootstrap_warm_start_test --gtest_also_run_disabled_tests --gtest_filter='*Throughput*'
-TEST(WarmStartTest, DISABLED_ThroughputOnRealTranscripts) {
-  const std::vector<Task> tasks = seed_tasks();
-  std::vector<Transcript> proposer, solver, both;
-  for (size_t i = 0; i < tasks.size(); i++) {
-    proposer.push_back(proposer_transcript(tasks[i], references_for(tasks, i)));
-    solver.push_back(solver_transcript(tasks[i]));
-    both.push_back(proposer.back());
-    both.push_back(solver.back());
-  }
-  for (const auto& [name, data] : {std::pair<const char*, const std::vector<Transcript>*>{"proposer", &proposer},
-                                   {"solver", &solver}, {"mixed", &both}}) {
-    TinyFixture fx;
-    size_t bytes = 0;
-    for (const Transcript& t : *data) bytes += t.prompt.size() + t.response.size();
-    WarmStartSettings s;
-    s.steps = 6;
-    s.batch_size = 8;
-    s.micro_batch_size = 8;
-    const WarmStartStats st = warm_start(fx.m, fx.tok, *data, fx.eos, s);
-    std::printf("%-8s transcripts: %zu, mean %.0f bytes; %lld tokens processed (%lld trained) in %d steps: %.0f tokens/s\n",
-                name, data->size(), static_cast<double>(bytes) / static_cast<double>(data->size()),
-                static_cast<long long>(st.processed_tokens), static_cast<long long>(st.trained_tokens), s.steps,
-                st.tokens_per_s);
-  }
 }
 
 }  // namespace

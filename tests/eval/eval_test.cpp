@@ -12,6 +12,7 @@
 #include "eval/prompts.h"
 #include "eval/report.h"
 #include "model/chat_format.h"
+#include "solver/prompts.h"
 
 namespace {
 
@@ -123,7 +124,16 @@ TEST(Prompts, Templates) {
   EXPECT_TRUE(pi.ends_with("<think>"));
   EXPECT_NE(po, pi);
   EXPECT_EQ(parse_template("boxed"), Template::Boxed);
+  EXPECT_EQ(parse_template("compact"), Template::Compact);
   EXPECT_THROW(parse_template("chatml"), std::invalid_argument);
+  // Compact: the solver's compact prompts for CRUXEval; the r1 bodies in the compact wrapper.
+  azr::buffer::Task task;
+  task.type = azr::buffer::TaskType::Deduction;
+  task.program = it.program;
+  task.input = it.input;
+  EXPECT_EQ(cruxeval_prompt(it, true, Template::Compact), azr::solver::solver_prompt(task, azr::model::PromptStyle::Compact));
+  EXPECT_EQ(math_prompt("What is 1+1?", Template::Compact),
+            "User: What is 1+1?\n" + std::string(kBoxedInstruction) + "\nAssistant: <think>");
 }
 
 TEST(Cruxeval, Extraction) {

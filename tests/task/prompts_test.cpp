@@ -20,6 +20,26 @@ void expect_r1(const std::string& p) {
   EXPECT_EQ(p.substr(p.size() - suffix.size()), suffix);
 }
 
+// Compact prompts (model/chat_format.h): "User: " + body + "\nAssistant: <think>", no R1 preamble.
+void expect_compact(const std::string& p) {
+  EXPECT_EQ(p.rfind("User: ", 0), 0u) << "must start with 'User: '";
+  EXPECT_FALSE(contains(p, std::string(azr::model::kR1Prefix)));
+  const std::string suffix = "\nAssistant: <think>";
+  ASSERT_GE(p.size(), suffix.size());
+  EXPECT_EQ(p.substr(p.size() - suffix.size()), suffix);
+}
+
+using azr::model::PromptStyle;
+constexpr PromptStyle kStyles[2] = {PromptStyle::Paper, PromptStyle::Compact};
+
+void expect_wrapped(const std::string& p, PromptStyle style) {
+  if (style == PromptStyle::Paper) {
+    expect_r1(p);
+  } else {
+    expect_compact(p);
+  }
+}
+
 Task triple(TaskType type, std::string program, std::string input, std::string output) {
   Task t;
   t.type = type;
@@ -81,24 +101,69 @@ TEST(ProposerPrompt, InductionShowsTheProgramWithThePlugSuffix) {
   EXPECT_TRUE(contains(azr::proposer::induction_proposer_prompt(program, 4), "Output 4 Inputs"));
 }
 
+TEST(ProposerPrompt, CompactCarriesTheReferencesAndNamesWhatTheSolverPredicts) {
+  for (TaskType type : {TaskType::Deduction, TaskType::Abduction}) {
+    const auto refs = references(type);
+    const std::string p =
+        azr::proposer::code_proposer_prompt(type, refs, azr::proposer::default_banned_words(), PromptStyle::Compact);
+    expect_compact(p);
+    for (size_t k = 0; k < refs.size(); ++k) {
+      const std::string tag = "snippet_" + std::to_string(k);
+      EXPECT_TRUE(contains(p, "<" + tag + ">\n```python\n" + refs[k].program + "\n```")) << tag;
+      EXPECT_TRUE(contains(p, "```output\n" + refs[k].output + "\n```\n</" + tag + ">")) << tag;
+    }
+    EXPECT_TRUE(contains(p, "```python block and an ```input block"));
+    // The type is in the first line: what a tiny model has to condition on.
+    const std::string first_line = p.substr(0, p.find('\n'));
+    EXPECT_TRUE(contains(first_line, type == TaskType::Deduction ? "deduce its output" : "deduce an input from its output"))
+        << first_line;
+    // Without the references, well under a quarter of the paper prompt's instructions.
+    const std::string paper = azr::proposer::code_proposer_prompt(type, {});
+    const std::string compact =
+        azr::proposer::code_proposer_prompt(type, {}, azr::proposer::default_banned_words(), PromptStyle::Compact);
+    EXPECT_LT(compact.size() * 4, paper.size()) << compact.size() << " vs " << paper.size();
+  }
+}
+
+TEST(ProposerPrompt, CompactInductionShowsTheProgramAndTheCount) {
+  const std::string program = "def f(n):\n    return [i * i for i in range(n)]";
+  const std::string p = azr::proposer::induction_proposer_prompt(program, 6, PromptStyle::Compact);
+  expect_compact(p);
+  EXPECT_TRUE(contains(p, "```python\n" + program + "\n```\n"));
+  EXPECT_TRUE(contains(p, "Give 6 different inputs"));
+  EXPECT_TRUE(contains(p, "```message"));
+}
+
+TEST(PromptStyle, NamesRoundTripAndUnknownNamesThrow) {
+  for (PromptStyle style : kStyles) EXPECT_EQ(azr::model::parse_prompt_style(azr::model::prompt_style_name(style)), style);
+  EXPECT_THROW(azr::model::parse_prompt_style("short"), std::invalid_argument);
+  EXPECT_THROW(azr::model::parse_prompt_style(""), std::invalid_argument);
+}
+
 TEST(SolverPrompt, DeductionShowsProgramAndInputAndAsksForOutput) {
   Task t = triple(TaskType::Deduction, "def f(s):\n    return s[::-1] + 'é'", "'naïve'", "'evïané'");
-  const std::string p = azr::solver::solver_prompt(t);
-  expect_r1(p);
+  for (PromptStyle style : kStyles) {
+  SCOPED_TRACE(std::string(azr::model::prompt_style_name(style)));
+  const std::string p = azr::solver::solver_prompt(t, style);
+  expect_wrapped(p, style);
   EXPECT_TRUE(contains(p, "```python\n" + t.program + "\n```"));
   EXPECT_TRUE(contains(p, "```input\n" + t.input + "\n```"));
   EXPECT_TRUE(contains(p, "```output"));
   EXPECT_FALSE(contains(p, t.output));  // the answer is not in the prompt
+  }
 }
 
 TEST(SolverPrompt, AbductionShowsProgramAndOutputAndAsksForInput) {
   Task t = triple(TaskType::Abduction, "def f(a, b):\n    return a * b", "6, 7", "42");
-  const std::string p = azr::solver::solver_prompt(t);
-  expect_r1(p);
+  for (PromptStyle style : kStyles) {
+  SCOPED_TRACE(std::string(azr::model::prompt_style_name(style)));
+  const std::string p = azr::solver::solver_prompt(t, style);
+  expect_wrapped(p, style);
   EXPECT_TRUE(contains(p, "```python\n" + t.program + "\n```"));
   EXPECT_TRUE(contains(p, "```output\n42\n```"));
   EXPECT_TRUE(contains(p, "```input"));
   EXPECT_FALSE(contains(p, "6, 7"));
+  }
 }
 
 TEST(SolverPrompt, InductionShowsExactlyTheFirstHalfAndNeverTheProgram) {
@@ -110,8 +175,10 @@ TEST(SolverPrompt, InductionShowsExactlyTheFirstHalfAndNeverTheProgram) {
     t.inputs.push_back(std::to_string(1000 + k));
     t.outputs.push_back(std::to_string((1000 + k) * 3 + 100));
   }
-  const std::string p = azr::solver::solver_prompt(t);
-  expect_r1(p);
+  for (PromptStyle style : kStyles) {
+  SCOPED_TRACE(std::string(azr::model::prompt_style_name(style)));
+  const std::string p = azr::solver::solver_prompt(t, style);
+  expect_wrapped(p, style);
   EXPECT_EQ(azr::solver::induction_given_count(t), 5u);
   for (int k = 0; k < 5; ++k) {
     const std::string i = std::to_string(k);
@@ -127,6 +194,7 @@ TEST(SolverPrompt, InductionShowsExactlyTheFirstHalfAndNeverTheProgram) {
   EXPECT_FALSE(contains(p, "x * 3 + 100"));
   EXPECT_TRUE(contains(p, "```message\n" + t.message + "\n```"));
   EXPECT_TRUE(contains(p, "```python"));
+  }
 }
 
 TEST(SolverPrompt, InductionSeedWithSixPairsShowsThree) {

@@ -245,6 +245,22 @@ TEST(TaskCli, PromptWithoutBufferUsesTheIdentitySeed) {
   }
 }
 
+// --prompt-style compact prints the compact wording (model/chat_format.h) of the same task.
+TEST(TaskCli, PromptStyleCompact) {
+  for (std::string role : {"proposer", "solver"}) {
+    SCOPED_TRACE(role);
+    auto r = run_process({azr(), "task", "prompt", "--role", role, "--type", "deduction", "--prompt-style", "compact"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("User: ", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find("A conversation between User and Assistant"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("def f(a):\n    return a"), std::string::npos) << r.out;
+    EXPECT_TRUE(ends_with(r.out, "Assistant: <think>")) << r.out;
+  }
+  auto bad = run_process({azr(), "task", "prompt", "--role", "solver", "--type", "deduction", "--prompt-style", "short"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--prompt-style"), std::string::npos) << bad.err;
+}
+
 TEST(TaskCli, PromptFromABufferShowsItsTasks) {
   const std::string dir = ::testing::TempDir() + "azr_task_prompt_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);

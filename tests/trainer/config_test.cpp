@@ -64,6 +64,7 @@ TrainConfig every_field_changed() {
   c.algorithm.learnability_rollouts = 3;
   c.algorithm.induction_inputs = 4;
   c.algorithm.solve_order = "same-step";
+  c.algorithm.prompt_style = "compact";
   c.algorithm.temperature = 0.7;
   c.algorithm.top_p = 0.95;
   c.algorithm.top_k = 50;
@@ -140,6 +141,7 @@ TEST(ConfigDefaults, MatchTheMethod) {
   EXPECT_EQ(c.algorithm.grad_clip, 1.0);
   EXPECT_EQ(c.run.steps, 500);
   EXPECT_EQ(c.algorithm.solve_order, "lagged");
+  EXPECT_EQ(c.algorithm.prompt_style, "paper");
   EXPECT_EQ(c.buffer.capacity_per_type, 16384);
   EXPECT_EQ(c.buffer.policy, "evict-oldest");
   EXPECT_EQ(c.seeding.target, 256);  // B x 4
@@ -174,6 +176,7 @@ k_references = 2
 learnability_rollouts = 3
 induction_inputs = 4
 solve_order = "same-step"
+prompt_style = "compact"
 temperature = 0.7
 top_p = 0.95
 top_k = 50
@@ -310,9 +313,9 @@ TEST(ConfigToToml, EveryKeyDocumentedInSchemaOrder) {
     }
     previous = line;
   }
-  // Fields of config.h, counted by hand: run 6, model 4, algorithm 23, seeding 4, sandbox 4,
+  // Fields of config.h, counted by hand: run 6, model 4, algorithm 24, seeding 4, sandbox 4,
   // buffer 3, logging 3, checkpoint 2, eval 8, bootstrap 10.
-  EXPECT_EQ(keys, 67);
+  EXPECT_EQ(keys, 68);
   EXPECT_EQ(sections, (std::vector<std::string>{"[run]", "[model]", "[algorithm]", "[seeding]", "[sandbox]",
                                                 "[buffer]", "[logging]", "[checkpoint]", "[eval]",
                                                 "[bootstrap]"}));
@@ -421,6 +424,8 @@ TEST(ConfigErrors, OutOfRange) {
             "f.toml:4:23: algorithm.max_response_tokens: must be >= 1, got 0");
   EXPECT_EQ(bad("algorithm", "solve_order = \"random\""),
             "f.toml:4:15: algorithm.solve_order: must be one of \"lagged\", \"same-step\", got \"random\"");
+  EXPECT_EQ(bad("algorithm", "prompt_style = \"short\""),
+            "f.toml:4:16: algorithm.prompt_style: must be one of \"paper\", \"compact\", got \"short\"");
   EXPECT_EQ(bad("buffer", "policy = \"evict-newest\""),
             "f.toml:4:10: buffer.policy: must be one of \"evict-oldest\", \"keep-oldest\", got \"evict-newest\"");
   EXPECT_EQ(bad("logging", "console = \"loud\""),
