@@ -1,6 +1,7 @@
 #pragma once
 // Proposer prompts (azr-reference §3.2), written in azr's own words with the reference's
-// structure, each wrapped by model::render_r1 so the generation starts inside <think> (§3.1).
+// structure, each wrapped by model::render_r1 so the generation starts inside <think> (§3.1);
+// or, in the compact style (model/chat_format.h), one instruction line and the same blocks.
 #include <string>
 #include <string_view>
 #include <vector>

@@ -32,6 +32,7 @@
 #include "trainer/bootstrap_run.h"
 #include "trainer/config.h"
 #include "trainer/console_view.h"
+#include "trainer/eval_setup.h"
 #include "trainer/seeds.h"
 
 namespace azr::trainer {
@@ -60,7 +61,7 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
   p.temperature = float(cfg.algorithm.temperature);  // as self-play will sample
   p.top_p = float(cfg.algorithm.top_p);
   p.top_k = int(cfg.algorithm.top_k);
-  const model::PromptStyle style = model::parse_prompt_style(cfg.algorithm.prompt_style);
+  const model::PromptStyle style = prompt_style(cfg);
   std::mt19937_64 rng(seed);
   for (TaskType type : kTypes) {
     const std::vector<Task>& pool_refs = refs_by_type[size_t(type)];
@@ -103,6 +104,18 @@ ordered_json per_type(const std::array<double, 3>& v) {
 
 std::array<double, 3> accuracies(const eval::TaskEvalResult& r) { return {r.accuracy(0), r.accuracy(1), r.accuracy(2)}; }
 
+// pass@1 per benchmark ({} without benchmarks).
+ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, const std::vector<eval::Benchmark>& benches,
+                          sandbox::Pool& pool, const TrainConfig& cfg) {
+  ordered_json out = ordered_json::object();
+  if (benches.empty()) return out;
+  sandbox::Limits lim;
+  lim.cpu_seconds = cfg.sandbox.cpu_seconds;
+  for (const eval::BenchScore& b : eval::evaluate_model(m, tok, benches, pool, lim, model_eval_settings(cfg)).benches)
+    out[b.name] = b.pass1;
+  return out;
+}
+
 }  // namespace
 
 int bootstrap(const BootstrapOptions& opt) {
@@ -129,6 +142,11 @@ int bootstrap(const BootstrapOptions& opt) {
     if (mode != ConsoleView::Mode::Off) std::fprintf(stderr, "%s\n", s.c_str());
   };
   const double t_start = now_s();
+  // The benchmarks (CRUXEval-O/I by default) as azr train evaluates them, on eval.limit items;
+  // loaded before the generation, so a bad eval.data_dir fails at once.
+  std::string bench_off;
+  const std::vector<eval::Benchmark> benches = load_eval_benchmarks(cfg, &bench_off);
+  if (!bench_off.empty()) say("bootstrap: no benchmark evaluation (" + bench_off + ")");
 
   // ---- 1. tasks from the generator ------------------------------------------------------
   const int level = cfg.bootstrap.difficulty == "easy" ? 0 : cfg.bootstrap.difficulty == "medium" ? 1 : 2;
@@ -176,7 +194,7 @@ int bootstrap(const BootstrapOptions& opt) {
   }
 
   // ---- 2. transcripts ----------------------------------------------------------------------
-  const model::PromptStyle style = model::parse_prompt_style(cfg.algorithm.prompt_style);
+  const model::PromptStyle style = prompt_style(cfg);
   std::vector<bootstrap::Transcript> data;
   std::mt19937_64 rng(derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 99}));
   for (TaskType type : kTypes) {
@@ -204,6 +222,7 @@ int bootstrap(const BootstrapOptions& opt) {
   const int validity_samples = 16;
   say("bootstrap: evaluating the new model on the held-out tasks");
   const eval::TaskEvalResult before = eval::evaluate_solver(m, *tok, heldout_all, pool, es);
+  const ordered_json bench_before = bench_scores(m, *tok, benches, pool, cfg);
   const std::array<double, 3> valid_before =
       proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
 
@@ -228,6 +247,7 @@ int bootstrap(const BootstrapOptions& opt) {
   // ---- 5. after, and the files ----------------------------------------------------------------
   say("bootstrap: evaluating the warm-started model");
   const eval::TaskEvalResult after = eval::evaluate_solver(m, *tok, heldout_all, pool, es);
+  const ordered_json bench_after = bench_scores(m, *tok, benches, pool, cfg);
   const std::array<double, 3> valid_after =
       proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
   fs::create_directories(out);
@@ -254,6 +274,7 @@ int bootstrap(const BootstrapOptions& opt) {
                        {"loss_last", stats.loss.empty() ? 0.0 : stats.loss.back()},
                        {"loss", stats.loss}};
   rep["heldout_accuracy"] = {{"before", per_type(accuracies(before))}, {"after", per_type(accuracies(after))}};
+  rep["benchmarks"] = {{"before", bench_before}, {"after", bench_after}, {"limit", cfg.eval.limit}};
   rep["proposal_validity"] = {{"before", per_type(valid_before)}, {"after", per_type(valid_after)},
                               {"samples_per_type", validity_samples}};
   rep["seconds"] = now_s() - t_start;
@@ -268,6 +289,8 @@ int bootstrap(const BootstrapOptions& opt) {
   row("held-out acc after", accuracies(after));
   row("valid proposals before", valid_before);
   row("valid proposals after", valid_after);
+  for (const auto& [name, score] : bench_after.items())
+    table += fmt::format("  {:<21}{:>9.3f} -> {:.3f} pass@1\n", name, bench_before[name].get<double>(), score.get<double>());
   table += "  model       " + out.string() + "\n  report      " + (out / "bootstrap.json").string() + "\n";
   if (mode != ConsoleView::Mode::Off) std::fputs(table.c_str(), stderr);
   return 0;

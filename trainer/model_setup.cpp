@@ -63,6 +63,8 @@ void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs
   fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
 }
 
+model::PromptStyle prompt_style(const TrainConfig& c) { return model::parse_prompt_style(c.algorithm.prompt_style); }
+
 std::string prompt_style_warning(const TrainConfig& c) {
   if (c.model.path.empty()) return "";
   const std::filesystem::path record = std::filesystem::path(c.model.path) / "bootstrap.json";

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "model/chat_format.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "trainer/config.h"
@@ -26,6 +27,8 @@ model::Transformer initial_model(const TrainConfig& config);
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);
 // dir/tokenizer.json: the byte tokenizer written out, or a copy of the file make_tokenizer read.
 void write_tokenizer(const TrainConfig& config, const model::Tokenizer& tokenizer, const std::filesystem::path& dir);
+// algorithm.prompt_style as the task engine's enum (the config has already checked the name).
+model::PromptStyle prompt_style(const TrainConfig& config);
 // A model made by `azr bootstrap` records the prompt wording it learned ("prompt_style" in
 // model.path/bootstrap.json); training it with the other wording throws its warm start away.
 // A warning line when algorithm.prompt_style differs from that record, else "" (no model.path,

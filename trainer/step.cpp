@@ -16,6 +16,7 @@
 #include "solver/extract.h"
 #include "solver/grade.h"
 #include "solver/prompts.h"
+#include "trainer/model_setup.h"
 #include "trainer/seeds.h"
 
 namespace azr::trainer {
@@ -136,8 +137,6 @@ std::vector<Task> solver_tasks(const buffer::TaskBuffer& b, TaskType type, int b
     tasks.push_back(tasks[std::uniform_int_distribution<size_t>(0, distinct - 1)(rng)]);
   return tasks;
 }
-
-model::PromptStyle prompt_style(const TrainConfig& cfg) { return model::parse_prompt_style(cfg.algorithm.prompt_style); }
 
 std::string proposer_prompt(const ProposerItem& it, const TrainConfig& cfg) {
   if (it.type == TaskType::Induction)

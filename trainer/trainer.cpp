@@ -28,6 +28,7 @@
 #include "trainer/console_view.h"
 #include "trainer/dist.h"
 #include "trainer/metrics.h"
+#include "trainer/eval_setup.h"
 #include "trainer/model_setup.h"
 #include "trainer/policy.h"
 #include "trainer/seeds.h"
@@ -304,7 +305,7 @@ int train(const TrainOptions& opt) {
       ss.target = cfg.seeding.target;
       ss.batch = cfg.seeding.batch;
       ss.k = cfg.algorithm.k_references;
-      ss.prompt_style = model::parse_prompt_style(cfg.algorithm.prompt_style);
+      ss.prompt_style = prompt_style(cfg);
       ss.max_rounds = cfg.seeding.max_rounds;
       ss.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Seeding)});
       ss.parse.num_inputs = cfg.algorithm.induction_inputs;
@@ -345,20 +346,10 @@ int train(const TrainOptions& opt) {
   // ---- evaluation (rank 0) -------------------------------------------------------------
   std::vector<eval::Benchmark> benches;
   if (root && cfg.eval.every > 0) {
-    try {
-      fs::path data;
-      try {
-        data = eval::resolve_data_dir(cfg.eval.data_dir);
-      } catch (const eval::BenchmarkError& e) {
-        if (!cfg.eval.data_dir.empty()) throw;
-        // No data given and none in the usual places: train without evaluating, and say so.
-        log(std::string("eval: off (") + e.what() + "; set eval.data_dir)");
-      }
-      if (!data.empty())
-        for (const std::string& name : cfg.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
-    } catch (const eval::BenchmarkError& e) {
-      throw UserError(std::string("eval: ") + e.what());
-    }
+    // No data given and none in the usual places: train without evaluating, and say so.
+    std::string off;
+    benches = load_eval_benchmarks(cfg, &off);
+    if (!off.empty()) log("eval: off (" + off + ")");
   }
   std::vector<buffer::Task> heldout;
   if (root && cfg.eval.every > 0 && !cfg.eval.heldout_tasks.empty()) {
@@ -372,12 +363,7 @@ int train(const TrainOptions& opt) {
   auto run_eval = [&](int64_t step, Scalars& metrics) {
     if (!root || (benches.empty() && heldout.empty())) return;
     if (console) console->phase("evaluating");
-    eval::ModelEvalSettings es;
-    es.max_tokens = cfg.eval.max_tokens;
-    es.batch_size = cfg.eval.batch_size;
-    // The benchmarks in the wording the policy is trained on.
-    if (cfg.algorithm.prompt_style == "compact") es.tmpl = eval::Template::Compact;
-    es.limit = size_t(cfg.eval.limit);
+    const eval::ModelEvalSettings es = model_eval_settings(cfg);
     sandbox::Limits lim;
     lim.cpu_seconds = cfg.sandbox.cpu_seconds;
     const double t0 = unix_now();
@@ -388,7 +374,7 @@ int train(const TrainOptions& opt) {
       ts.max_tokens = cfg.eval.max_tokens;
       ts.batch_size = cfg.eval.batch_size;
       ts.limits = lim;
-      ts.prompt_style = model::parse_prompt_style(cfg.algorithm.prompt_style);
+      ts.prompt_style = prompt_style(cfg);
       const eval::TaskEvalResult h = eval::evaluate_solver(policy.model(), policy.tokenizer(), heldout, pool, ts);
       std::string acc;
       for (int t = 0; t < 3; t++) {

@@ -56,7 +56,8 @@ std::vector<std::string> small(const fs::path& out) {
 TEST(BootstrapCli, WritesAModelItsHeldOutSetAndAReport) {
   const fs::path out = scratch("boot");
   std::vector<std::string> args = small(out);
-  args.insert(args.end(), {"--set", "algorithm.prompt_style=compact"});
+  args.insert(args.end(), {"--set", "algorithm.prompt_style=compact", "--set",
+                            "eval.data_dir=" + env_or_fail("AZR_SHARED_DIR") + "/benchmarks"});
   auto r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "heldout.jsonl", "bootstrap.json"})
@@ -67,6 +68,15 @@ TEST(BootstrapCli, WritesAModelItsHeldOutSetAndAReport) {
   // 8 tasks per type, each a proposer and a solver transcript.
   EXPECT_EQ(rep["transcripts"], 48);
   EXPECT_EQ(rep["prompt_style"], "compact");
+  // CRUXEval-O/I (the default eval.benchmarks) on the fixture's eval.limit = 2 items, before and after.
+  EXPECT_EQ(rep["benchmarks"]["limit"], 2);
+  for (const char* when : {"before", "after"}) {
+    ASSERT_EQ(rep["benchmarks"][when].size(), 2u) << rep["benchmarks"].dump();
+    for (const char* b : {"cruxeval_o", "cruxeval_i"}) {
+      const double p = rep["benchmarks"][when][b];
+      EXPECT_TRUE(p == 0.0 || p == 0.5 || p == 1.0) << when << " " << b << " " << p;  // k of 2 items
+    }
+  }
   for (const char* t : {"deduction", "abduction", "induction"}) {
     EXPECT_EQ(rep["tasks"][t]["train"], 8) << t;
     EXPECT_EQ(rep["tasks"][t]["heldout"], 4) << t;
@@ -132,6 +142,13 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bootstrap.difficulty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  // A benchmark data dir that is not there: exit 2 before any generation, nothing written.
+  args = small(out);
+  args.insert(args.end(), {"--set", "eval.data_dir=/nonexistent/benchmarks"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/benchmarks"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
   // An output that already holds a model is never overwritten.
   fs::create_directories(out);

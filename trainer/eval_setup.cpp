@@ -1,0 +1,35 @@
+#include "trainer/eval_setup.h"
+
+#include "trainer/model_setup.h"
+
+namespace azr::trainer {
+
+std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::string* off_reason) {
+  std::vector<eval::Benchmark> benches;
+  try {
+    std::filesystem::path data;
+    try {
+      data = eval::resolve_data_dir(c.eval.data_dir);
+    } catch (const eval::BenchmarkError& e) {
+      if (!c.eval.data_dir.empty()) throw;
+      if (off_reason) *off_reason = std::string(e.what()) + "; set eval.data_dir";
+      return {};
+    }
+    for (const std::string& name : c.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
+  } catch (const eval::BenchmarkError& e) {
+    throw UserError(std::string("eval: ") + e.what());
+  }
+  return benches;
+}
+
+eval::ModelEvalSettings model_eval_settings(const TrainConfig& c) {
+  eval::ModelEvalSettings es;
+  es.max_tokens = c.eval.max_tokens;
+  es.batch_size = c.eval.batch_size;
+  es.limit = size_t(c.eval.limit);
+  // The benchmarks in the wording the policy is trained on.
+  if (prompt_style(c) == model::PromptStyle::Compact) es.tmpl = eval::Template::Compact;
+  return es;
+}
+
+}  // namespace azr::trainer

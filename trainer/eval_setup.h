@@ -1,0 +1,24 @@
+#pragma once
+// What `azr train` and `azr bootstrap` both do with [eval]: load the benchmarks and the settings
+// they are evaluated with, so a bootstrap's before/after figures and a run's eval/<bench>/pass@1
+// are the same measurement.
+#include <string>
+#include <vector>
+
+#include "eval/benchmarks.h"
+#include "eval/model_eval.h"
+#include "trainer/config.h"
+
+namespace azr::trainer {
+
+// eval.benchmarks from eval.data_dir. With no data dir given and no data in the usual places
+// (eval::resolve_data_dir), returns nothing and sets *off_reason: the commands then run without
+// benchmark evaluation and say so. Any other problem (a bad data dir, an unknown benchmark, a
+// broken file) throws UserError.
+std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& config, std::string* off_reason);
+
+// eval.max_tokens, eval.batch_size, eval.limit, greedy, and the template of the policy's own
+// prompt wording (compact for algorithm.prompt_style = "compact", else r1).
+eval::ModelEvalSettings model_eval_settings(const TrainConfig& config);
+
+}  // namespace azr::trainer
