@@ -109,9 +109,8 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
                           sandbox::Pool& pool, const TrainConfig& cfg) {
   ordered_json out = ordered_json::object();
   if (benches.empty()) return out;
-  sandbox::Limits lim;
-  lim.cpu_seconds = cfg.sandbox.cpu_seconds;
-  for (const eval::BenchScore& b : eval::evaluate_model(m, tok, benches, pool, lim, model_eval_settings(cfg)).benches)
+  for (const eval::BenchScore& b :
+       eval::evaluate_model(m, tok, benches, pool, eval_limits(cfg), model_eval_settings(cfg)).benches)
     out[b.name] = b.pass1;
   return out;
 }
@@ -214,11 +213,7 @@ int bootstrap(const BootstrapOptions& opt) {
   // ---- 3. the model, before ------------------------------------------------------------------
   std::vector<Task> heldout_all;
   for (const auto& h : heldout) heldout_all.insert(heldout_all.end(), h.begin(), h.end());
-  eval::TaskEvalSettings es;
-  es.max_tokens = cfg.eval.max_tokens;
-  es.batch_size = cfg.eval.batch_size;
-  es.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
-  es.prompt_style = style;
+  const eval::TaskEvalSettings es = task_eval_settings(cfg);
   const int validity_samples = 16;
   say("bootstrap: evaluating the new model on the held-out tasks");
   const eval::TaskEvalResult before = eval::evaluate_solver(m, *tok, heldout_all, pool, es);

@@ -32,4 +32,19 @@ eval::ModelEvalSettings model_eval_settings(const TrainConfig& c) {
   return es;
 }
 
+sandbox::Limits eval_limits(const TrainConfig& c) {
+  sandbox::Limits lim;
+  lim.cpu_seconds = c.sandbox.cpu_seconds;
+  return lim;
+}
+
+eval::TaskEvalSettings task_eval_settings(const TrainConfig& c) {
+  eval::TaskEvalSettings ts;
+  ts.max_tokens = c.eval.max_tokens;
+  ts.batch_size = c.eval.batch_size;
+  ts.limits = eval_limits(c);
+  ts.prompt_style = prompt_style(c);
+  return ts;
+}
+
 }  // namespace azr::trainer

@@ -7,6 +7,8 @@
 
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
+#include "eval/task_eval.h"
+#include "sandbox/limits.h"
 #include "trainer/config.h"
 
 namespace azr::trainer {
@@ -20,5 +22,13 @@ std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& config, std
 // eval.max_tokens, eval.batch_size, eval.limit, greedy, and the template of the policy's own
 // prompt wording (compact for algorithm.prompt_style = "compact", else r1).
 eval::ModelEvalSettings model_eval_settings(const TrainConfig& config);
+
+// The held-out solver evaluation (eval.heldout_tasks in azr train, heldout.jsonl in azr
+// bootstrap): eval.max_tokens, eval.batch_size, sandbox.cpu_seconds and the policy's prompt
+// wording. One definition, so a bootstrap's "after" and a run's step-0 figure are comparable.
+eval::TaskEvalSettings task_eval_settings(const TrainConfig& config);
+
+// The sandbox limits of grading in both evaluations: sandbox.cpu_seconds.
+sandbox::Limits eval_limits(const TrainConfig& config);
 
 }  // namespace azr::trainer

@@ -364,18 +364,13 @@ int train(const TrainOptions& opt) {
     if (!root || (benches.empty() && heldout.empty())) return;
     if (console) console->phase("evaluating");
     const eval::ModelEvalSettings es = model_eval_settings(cfg);
-    sandbox::Limits lim;
-    lim.cpu_seconds = cfg.sandbox.cpu_seconds;
+    const sandbox::Limits lim = eval_limits(cfg);
     const double t0 = unix_now();
     eval_lines.clear();
     std::string line = fmt::format("eval at step {}:", step);
     if (!heldout.empty()) {
-      eval::TaskEvalSettings ts;
-      ts.max_tokens = cfg.eval.max_tokens;
-      ts.batch_size = cfg.eval.batch_size;
-      ts.limits = lim;
-      ts.prompt_style = prompt_style(cfg);
-      const eval::TaskEvalResult h = eval::evaluate_solver(policy.model(), policy.tokenizer(), heldout, pool, ts);
+      const eval::TaskEvalResult h =
+          eval::evaluate_solver(policy.model(), policy.tokenizer(), heldout, pool, task_eval_settings(cfg));
       std::string acc;
       for (int t = 0; t < 3; t++) {
         const std::string tn = buffer::type_name(buffer::TaskType(t));
