@@ -186,4 +186,19 @@ struct BootstrapCommandOptions {
 CLI::App* add_bootstrap_command(CLI::App& app, BootstrapCommandOptions& o);
 int run_bootstrap(const BootstrapCommandOptions& o);
 
+struct MemoryOptions {
+  std::string model;
+  std::string precision = "bf16-mixed";
+  int64_t seq_len = 4096;
+  int64_t micro_batch = 0;  // 0 = the largest that fits
+  bool recompute = false;
+  int64_t kv_slots = 0;
+  int64_t kv_capacity = -1;  // -1 = seq_len
+  double budget_gib = 80;
+  bool json = false;
+};
+
+CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o);
+int run_memory(const MemoryOptions& o);
+
 }  // namespace azr::cli

@@ -9,12 +9,21 @@
 
 #include "azr/build_info.h"
 #include "cli/commands.h"
+#if AZR_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace {
 
 std::string version_text() {
   const scmp_version* sv = seccomp_version();
-  std::string backends = AZR_HAVE_CUDA ? "cpu, cuda" : "cpu";
+  // The CUDA line names the architectures compiled in, not the device: --version never touches a GPU.
+#if AZR_HAVE_CUDA
+  const std::string backends = "cpu (OpenBLAS, OpenMP), cuda (" + azr::kernels::cuda_compiled_architectures() +
+                               "; cuBLASLt; fp32 op table)";
+#else
+  const std::string backends = "cpu (OpenBLAS, OpenMP)";
+#endif
   return std::string("azr ") + AZR_VERSION + " (" + AZR_GIT_DESCRIBE + ")\n" + "backends: " + backends + "\n" +
          "sandbox: embedded CPython " + AZR_PYTHON_VERSION + ", libseccomp " + std::to_string(sv->major) + "." +
          std::to_string(sv->minor) + "." + std::to_string(sv->micro);
@@ -50,6 +59,8 @@ int main(int argc, char** argv) {
   CLI::App* train = azr::cli::add_train_command(app, train_opts);
   azr::cli::BootstrapCommandOptions bootstrap_opts;
   CLI::App* bootstrap = azr::cli::add_bootstrap_command(app, bootstrap_opts);
+  azr::cli::MemoryOptions memory_opts;
+  CLI::App* memory = azr::cli::add_memory_command(app, memory_opts);
 
   try {
     app.parse(argc, argv);
@@ -67,6 +78,7 @@ int main(int argc, char** argv) {
     if (eval->parsed()) return azr::cli::run_eval(eval_opts);
     if (train->parsed()) return azr::cli::run_train(train_opts);
     if (bootstrap->parsed()) return azr::cli::run_bootstrap(bootstrap_opts);
+    if (memory->parsed()) return azr::cli::run_memory(memory_opts);
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

@@ -106,6 +106,7 @@ class Transformer {
 
   // Bytes held by activations and buffers for the largest batch seen (for memory reports).
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
+  size_t backward_scratch_bytes() const { return bwd_.size() * sizeof(float); }
 
  private:
   struct LayerWeights;

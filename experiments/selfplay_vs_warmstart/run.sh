@@ -30,6 +30,10 @@ fi
 # BOOT=DIR: one warm-start model (an `azr bootstrap` output) shared by every seed instead of a warm
 # start per seed; the seeds then vary the self-play and the control only. boot-S links to it.
 BOOT=${BOOT:-}
+# HELDOUT=FILE: the held-out tasks for self-play's evaluation and the control (default: the warm
+# start's own heldout.jsonl), e.g. a larger set made by `azr bootstrap --set bootstrap.steps=0
+# --set bootstrap.heldout_per_type=256` from the same seed (so it excludes that seed's training tasks).
+HELDOUT=${HELDOUT:-}
 # extra --set overrides for every command, e.g. EXTRA_SETS="--set algorithm.lr=3e-4" (word-split)
 read -r -a USER_EXTRA <<< "${EXTRA_SETS:-}"
 # ... and for the control only, e.g. CONTROL_SETS="--set bootstrap.lr=1.5e-3" (the warm start's own
@@ -56,12 +60,13 @@ for seed in $SEEDS; do
       --set bootstrap.steps="$WARM_STEPS" ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"}
   fi
   t1=$(now)
+  heldout=${HELDOUT:-$boot/heldout.jsonl}
 
   echo "== seed $seed: self-play -> $sp"
   rm -rf "$sp"   # a fresh run, not a silent resume
   "$AZR" train configs/quickstart.toml --run-dir "$sp" --set run.seed="$seed" \
     --set model.preset= --set model.path="$boot" \
-    --set eval.heldout_tasks="$boot/heldout.jsonl" --set eval.at_start=true --set eval.every="$EVAL_EVERY" \
+    --set eval.heldout_tasks="$heldout" --set eval.at_start=true --set eval.every="$EVAL_EVERY" \
     --set run.steps="$SELFPLAY_STEPS" --set logging.console=plain --set checkpoint.every=0 \
     ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"}
   t2=$(now)
@@ -75,7 +80,7 @@ for seed in $SEEDS; do
   echo "== seed $seed: control, $ctl_steps warm-start steps (self-play took ${sp_s}s; warm start ${ws_s}s / $ws_n steps) -> $ctl"
   "$AZR" bootstrap configs/bootstrap.toml --output "$ctl" --set run.seed="$seed" \
     --set model.preset= --set model.path="$boot" \
-    --set bootstrap.heldout_from="$boot/heldout.jsonl" --set bootstrap.data_offset=1 \
+    --set bootstrap.heldout_from="$heldout" --set bootstrap.data_offset=1 \
     ${BOOT_EXTRA[@]+"${BOOT_EXTRA[@]}"} ${USER_EXTRA[@]+"${USER_EXTRA[@]}"} ${CONTROL_EXTRA[@]+"${CONTROL_EXTRA[@]}"} \
     --set bootstrap.steps="$ctl_steps"
   t3=$(now)

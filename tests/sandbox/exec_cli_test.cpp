@@ -95,6 +95,17 @@ TEST(ExecCli, MissingFileIsAUsageError) {
   EXPECT_NE(r.err.find("/nonexistent/jobs.jsonl"), std::string::npos) << r.err;
 }
 
+// The backends line says what this build can run on: the CPU always; CUDA, with the GPU
+// architectures compiled in, exactly when CMake found nvcc (AZR_EXPECT_CUDA, from CMake).
+TEST(ExecCli, VersionListsTheBackendsCompiledIn) {
+  const auto r = run_process({azr(), "--version"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("backends: cpu (OpenBLAS"), std::string::npos) << r.out;
+  const bool cuda = r.out.find("cuda (sm_") != std::string::npos;
+  EXPECT_EQ(cuda, bool(AZR_EXPECT_CUDA)) << r.out;
+  if (AZR_EXPECT_CUDA) EXPECT_NE(r.out.find("sm_90"), std::string::npos) << r.out;  // the default architectures
+}
+
 TEST(ExecCli, UsageConventions) {
   EXPECT_EQ(run_process({azr(), "--version"}).exit_code, 0);
   EXPECT_NE(run_process({azr(), "--version"}).out.find("azr "), std::string::npos);

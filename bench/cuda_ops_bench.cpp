@@ -1,0 +1,179 @@
+// The CUDA op table's hot kernels at Qwen2.5-1.5B shapes, against the CPU backend on the same
+// ops in the same process (the baseline), and against the device's own limits: GEMM and
+// attention in TFLOP/s, the memory-bound ops (AdamW, token statistics, decode attention) in GB/s
+// and as a fraction of the peak memory bandwidth.
+//
+//   build/bin/cuda_ops_bench [--reps N]
+//
+// Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
+// fp32 kernels (the op table's); the bf16 path is measured when it lands.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace azr::kernels;
+using azr::bench::Clock;
+using azr::bench::secs_since;
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+DeviceBuffer upload(const std::vector<float>& h) {
+  DeviceBuffer d(h.size() * sizeof(float));
+  d.upload(h.data(), h.size() * sizeof(float));
+  return d;
+}
+
+// Median seconds per call of fn over reps calls (after one warm-up), synchronising each call.
+double time_gpu(const std::function<void()>& fn, int reps) {
+  fn();
+  cuda_synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < reps; i++) {
+    const auto t0 = Clock::now();
+    fn();
+    cuda_synchronize();
+    t.push_back(secs_since(t0));
+  }
+  std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+double time_cpu(const std::function<void()>& fn) {
+  fn();
+  const auto t0 = Clock::now();
+  fn();
+  return secs_since(t0);
+}
+
+struct Row {
+  std::string op, shape, unit;
+  double gpu_rate, cpu_rate, fraction_of_peak;  // fraction < 0: no bound given
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 20;
+  for (int i = 1; i + 1 < argc; i++)
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[++i]));
+  std::string why;
+  if (cuda_device_count(&why) == 0) {
+    std::printf("cuda_ops_bench: no CUDA device (%s); nothing measured\n", why.c_str());
+    std::printf("%s\n", nlohmann::json{{"bench", "cuda_ops"}, {"skipped", why}}.dump().c_str());
+    return 0;
+  }
+  const std::string device = cuda_device_description(0);
+  const double peak_bw = cuda_peak_bandwidth(0);
+  const Ops& gpu = cuda_ops();
+  const Ops& cpu = cpu_ops();
+  std::vector<Row> rows;
+
+  // Qwen2.5-1.5B: hidden 1536, MLP 8960, 12 heads of 128 (2 KV heads), vocabulary 151,936.
+  const int64_t H = 1536, I = 8960, nh = 12, nkv = 2, d = 128, V = 151936;
+
+  {  // MLP up-projection GEMM: 4096 tokens on the GPU, 256 on the CPU (same rate measure)
+    const int64_t N = 4096, Nc = 256;
+    auto x = randn(N * H, 1), w = randn(I * H, 2, 0.02f);
+    auto dx = upload(x), dw = upload(w);
+    DeviceBuffer dout(N * I * sizeof(float));
+    const double g = time_gpu([&] { gpu.matmul_forward(dout.as<float>(), dx.as<float>(), dw.as<float>(), nullptr, N, H, I); }, reps);
+    std::vector<float> out(Nc * I);
+    const double c = time_cpu([&] { cpu.matmul_forward(out.data(), x.data(), w.data(), nullptr, Nc, H, I); });
+    rows.push_back({"matmul_forward", "4096x1536 . 1536x8960", "TFLOP/s", 2.0 * N * H * I / g / 1e12,
+                    2.0 * Nc * H * I / c / 1e12, -1});
+  }
+  {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
+    auto run = [&](const Ops& ops, int64_t B, int64_t T, bool on_gpu) {
+      const int64_t qn = B * T * nh * d, kn = B * T * nkv * d;
+      auto q = randn(qn, 3), k = randn(kn, 4), v = randn(kn, 5);
+      AttentionShape s{B, T, nh, nkv, d, T * nkv * d, nullptr};
+      if (on_gpu) {
+        auto dq = upload(q), dk = upload(k), dv = upload(v);
+        DeviceBuffer out(qn * sizeof(float)), lse(B * nh * T * sizeof(float));
+        return time_gpu([&] { ops.attention_forward(out.as<float>(), lse.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), s); }, reps);
+      }
+      std::vector<float> out(qn), lse(B * nh * T);
+      return time_cpu([&] { ops.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
+    };
+    // causal: ~half of the T x T scores, two GEMM-like products of d each
+    auto flops = [&](int64_t B, int64_t T) { return 2.0 * 2.0 * double(B) * nh * d * double(T) * double(T) / 2.0; };
+    const double g = run(gpu, 4, 1024, true), c = run(cpu, 1, 256, false);
+    rows.push_back({"attention_forward", "4 x 1024 tokens, 12/2 heads x 128", "TFLOP/s", flops(4, 1024) / g / 1e12,
+                    flops(1, 256) / c / 1e12, -1});
+  }
+  {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
+    const int64_t R = 64, cap = 2048, stride = cap * nkv * d;
+    auto kc = randn(R * stride, 6), vc = randn(R * stride, 7), q = randn(R * nh * d, 8);
+    std::vector<int32_t> slot(R), pos(R, int32_t(cap - 1));
+    for (int64_t r = 0; r < R; r++) slot[r] = int32_t(r);
+    AttentionShape s{0, 0, nh, nkv, d, stride, nullptr};
+    auto dkc = upload(kc), dvc = upload(vc), dq = upload(q);
+    DeviceBuffer dslot(R * 4), dpos(R * 4), dout(R * nh * d * sizeof(float));
+    dslot.upload(slot.data(), R * 4);
+    dpos.upload(pos.data(), R * 4);
+    const double bytes = 2.0 * double(R) * double(cap) * double(nkv * d) * 4.0;
+    const double g = time_gpu([&] { gpu.attention_decode(dout.as<float>(), dq.as<float>(), dkc.as<float>(), dvc.as<float>(), dslot.as<int32_t>(), dpos.as<int32_t>(), R, s); }, reps);
+    std::vector<float> out(R * nh * d);
+    const double c = time_cpu([&] { cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s); });
+    rows.push_back({"attention_decode", "64 rows x 2048 cached positions", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
+                    bytes / g / peak_bw});
+  }
+  {  // token statistics over the full vocabulary, 512 rows
+    const int64_t n = 512;
+    auto logits = randn(n * V, 9, 3.f);
+    std::vector<int32_t> targets(n);
+    for (int64_t r = 0; r < n; r++) targets[r] = int32_t((r * 7919) % V);
+    auto dl = upload(logits);
+    DeviceBuffer dt(n * 4), lse(n * 4), lp(n * 4), ent(n * 4);
+    dt.upload(targets.data(), n * 4);
+    const double bytes = 2.0 * double(n) * double(V) * 4.0;  // two passes over the logits
+    const double g = time_gpu([&] { gpu.token_stats(lse.as<float>(), lp.as<float>(), ent.as<float>(), dl.as<float>(), dt.as<int32_t>(), n, V, 1.f); }, reps);
+    std::vector<float> hl(n), hp(n), he(n);
+    const double c = time_cpu([&] { cpu.token_stats(hl.data(), hp.data(), he.data(), logits.data(), targets.data(), n, V, 1.f); });
+    rows.push_back({"token_stats", "512 rows x 151936", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
+  }
+  {  // AdamW over 1.5B-model-sized state: 4 reads + 3 writes of fp32 per parameter (64M here)
+    const int64_t n = int64_t(64) << 20;
+    auto p = randn(n, 10), gr = randn(n, 11);
+    std::vector<float> m(n, 0.f), v(n, 0.f);
+    auto dp = upload(p), dg = upload(gr), dm = upload(m), dv = upload(v);
+    const double bytes = 7.0 * 4.0 * double(n);
+    const double g = time_gpu([&] { gpu.adamw(dp.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); }, reps);
+    const double c = time_cpu([&] { cpu.adamw(p.data(), gr.data(), m.data(), v.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); });
+    rows.push_back({"adamw", "64M parameters", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
+  }
+
+  std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",
+              device.c_str(), peak_bw / 1e9, cpu_threads());
+  std::printf("%-18s %-36s %10s %10s %9s %8s\n", "op", "shape", "gpu", "cpu", "speedup", "of peak");
+  nlohmann::ordered_json j = {{"bench", "cuda_ops"}, {"device", device}, {"peak_bandwidth_gbs", peak_bw / 1e9},
+                              {"cpu_threads", cpu_threads()}, {"ops", nlohmann::json::array()}};
+  for (const Row& r : rows) {
+    std::printf("%-18s %-36s %7.2f %-2s %7.3f %-2s %8.1fx %7s\n", r.op.c_str(), r.shape.c_str(), r.gpu_rate,
+                r.unit == "GB/s" ? "GB" : "TF", r.cpu_rate, r.unit == "GB/s" ? "GB" : "TF", r.gpu_rate / r.cpu_rate,
+                r.fraction_of_peak < 0 ? "-" : (std::to_string(int(r.fraction_of_peak * 100 + 0.5)) + "%").c_str());
+    j["ops"].push_back({{"op", r.op}, {"shape", r.shape}, {"unit", r.unit}, {"gpu", r.gpu_rate}, {"cpu", r.cpu_rate},
+                        {"speedup", r.gpu_rate / r.cpu_rate},
+                        {"fraction_of_peak_bandwidth", r.fraction_of_peak < 0 ? nlohmann::json() : nlohmann::json(r.fraction_of_peak)}});
+  }
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}

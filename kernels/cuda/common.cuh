@@ -1,0 +1,86 @@
+#pragma once
+// Helpers shared by the CUDA kernels: warp and block reductions, grid sizes, the checked launch.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace azr::kernels::cuda_detail {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `shared` holds 32 values; the call ends with a barrier, so it can be called again at once.
+template <class T>
+__device__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  v = warp_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  T total = lane < warps ? shared[lane] : T(0);
+  total = warp_sum(total);
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  v = warp_max(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float m = lane < warps ? shared[lane] : -INFINITY;
+  m = warp_max(m);
+  __syncthreads();
+  return m;
+}
+
+// Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
+inline unsigned grid_for(int64_t n, int threads = 256) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return unsigned(std::clamp<int64_t>(blocks, 1, 65535 * 8));
+}
+
+// A grow-only device buffer for an op's scratch (attention backward's row dots). Never freed: it
+// lives as long as the process, and freeing device memory in a static destructor would run after
+// the CUDA runtime has torn the context down.
+class DeviceScratch {
+ public:
+  float* get(size_t n) {
+    if (n > capacity_) {
+      if (ptr_) AZR_CUDA_CHECK(cudaFree(ptr_));  // the stream is in order: earlier users are queued before
+      ptr_ = nullptr;
+      AZR_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(float)));
+      capacity_ = n;
+    }
+    return ptr_;
+  }
+
+ private:
+  float* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+}  // namespace azr::kernels::cuda_detail
+
+// Checks a launch's configuration at once; errors inside the kernel surface at the next sync.
+#define AZR_CUDA_LAUNCHED() AZR_CUDA_CHECK(cudaGetLastError())

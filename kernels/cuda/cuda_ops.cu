@@ -1,0 +1,121 @@
+// The CUDA op table, device queries and device memory (kernels/cuda/cuda_ops.h).
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/internal.h"
+
+namespace azr::kernels {
+namespace {
+
+using namespace cuda_detail;
+
+const Ops kCudaOps = {
+    "cuda",
+    embedding_forward,
+    embedding_backward,
+    rmsnorm_forward,
+    rmsnorm_backward,
+    matmul_forward,
+    matmul_backward,
+    rope_forward,
+    rope_backward,
+    attention_forward,
+    attention_backward,
+    attention_decode,
+    swiglu_forward,
+    swiglu_backward,
+    add,
+    token_stats,
+    token_stats_backward,
+    sum_squares,
+    scale,
+    adamw,
+};
+
+int attribute(cudaDeviceAttr a, int device) {
+  int v = 0;
+  AZR_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, device));
+  return v;
+}
+
+}  // namespace
+
+const Ops& cuda_ops() { return kCudaOps; }
+
+int cuda_device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device";
+  return n;
+}
+
+double cuda_peak_bandwidth(int index) {
+  // Double data rate: two transfers per memory clock, bus width in bits.
+  const double clock_hz = double(attribute(cudaDevAttrMemoryClockRate, index)) * 1e3;
+  const double bus_bytes = double(attribute(cudaDevAttrGlobalMemoryBusWidth, index)) / 8.0;
+  return 2.0 * clock_hz * bus_bytes;
+}
+
+std::string cuda_device_description(int index) {
+  cudaDeviceProp p{};
+  AZR_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB, %.0f GB/s)", p.name, p.major, p.minor,
+                double(p.totalGlobalMem) / double(1ull << 30), cuda_peak_bandwidth(index) / 1e9);
+  return buf;
+}
+
+std::string cuda_compiled_architectures() {
+#ifdef __CUDA_ARCH_LIST__
+#define AZR_STRINGIFY_LIST(...) #__VA_ARGS__
+#define AZR_STRINGIFY_EXPANDED(x) AZR_STRINGIFY_LIST(x)
+  std::stringstream in(AZR_STRINGIFY_EXPANDED(__CUDA_ARCH_LIST__));  // "800,900"
+  std::string item, out;
+  while (std::getline(in, item, ',')) {
+    const int arch = std::stoi(item);
+    out += (out.empty() ? "sm_" : " sm_") + std::to_string(arch / 10);
+  }
+  return out;
+#else
+  return "unknown";
+#endif
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) AZR_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);  // no throw from a destructor; a failed free leaks at worst
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_, bytes_ = o.bytes_;
+    o.ptr_ = nullptr, o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  if (bytes > bytes_) throw std::out_of_range("DeviceBuffer::upload: more bytes than the buffer holds");
+  if (bytes > 0) AZR_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  if (bytes > bytes_) throw std::out_of_range("DeviceBuffer::download: more bytes than the buffer holds");
+  if (bytes > 0) AZR_CUDA_CHECK(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost));
+}
+
+void cuda_synchronize() { AZR_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace azr::kernels

@@ -1,0 +1,56 @@
+#pragma once
+// The CUDA backend of the op table (kernels/ops.h), fp32 storage and fp32 accumulation: the
+// same functions as kernels/cpu, on device memory, so every kernel is checked op for op
+// against the CPU backend (tests/kernels/cuda_ops_test.cpp). The bf16 compute path builds on
+// these kernels (issue 9 lists what is still to come).
+//
+// Every pointer an op takes is a DEVICE pointer, the index arrays (ids, pos, slot, targets,
+// AttentionShape::lengths) included. Ops run on the current device's legacy default stream, in
+// order; an op that returns a value to the host (sum_squares) synchronises.
+//
+// Only compiled where nvcc exists (AZR_HAVE_CUDA); this header needs no CUDA headers.
+#include <cstddef>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace azr::kernels {
+
+const Ops& cuda_ops();
+
+// CUDA devices this process can use. 0 when there is no driver or no device; `why` (optional)
+// then says which, in the CUDA runtime's words, for a test's skip message.
+int cuda_device_count(std::string* why = nullptr);
+// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, 3352 GB/s)" for device `index`.
+std::string cuda_device_description(int index = 0);
+// Peak memory bandwidth of the device in bytes/s (from its bus width and memory clock).
+double cuda_peak_bandwidth(int index = 0);
+// The architectures this binary carries code for, e.g. "sm_80 sm_90".
+std::string cuda_compiled_architectures();
+
+// Device memory for tests, benchmarks and the model: cudaMalloc'd, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void upload(const void* host, size_t bytes);    // host -> device, bytes <= size()
+  void download(void* host, size_t bytes) const;  // device -> host (synchronises)
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Waits for every op queued so far; throws std::runtime_error naming a failed kernel's error.
+void cuda_synchronize();
+
+}  // namespace azr::kernels

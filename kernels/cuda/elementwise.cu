@@ -1,0 +1,190 @@
+// Elementwise and gather/scatter ops of the CUDA backend: embedding, RoPE, SwiGLU, add, scale,
+// AdamW, the sum of squares behind the global grad norm, and column sums. Memory-bound, so each
+// is one grid-stride pass; the formulas are kernels/cpu's, line for line.
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/internal.h"
+
+namespace azr::kernels::cuda_detail {
+namespace {
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / C, c = i % C;
+    out[i] = wte[int64_t(ids[n]) * C + c];
+  }
+}
+
+// Rows may repeat ids (a token seen twice in the batch), hence atomics. The summation order then
+// varies run to run, which fp32 tolerances absorb; a sorted, deterministic variant is future work.
+__global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / C, c = i % C;
+    atomicAdd(dwte + int64_t(ids[n]) * C + c, dout[i]);
+  }
+}
+
+// One thread per rotated pair (i, i + d/2) of one head of one row.
+template <int Sign>
+__global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N,
+                            int64_t heads, int64_t d) {
+  const int64_t half = d / 2, total = N * heads * half;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % half, nh = e / half, n = nh / heads;
+    const int64_t table = int64_t(pos[n]) * half + i;
+    const float c = cos[table], s = Sign * sin[table];
+    float* v = x + nh * d;
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * s;
+    v[i + half] = x2 * c + x1 * s;
+  }
+}
+
+__global__ void swiglu_forward_kernel(float* out, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = g / (1.f + expf(-g)) * up[i];
+  }
+}
+
+// silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
+__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dout, const float* gate,
+                                       const float* up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i], sig = 1.f / (1.f + expf(-g)), dy = dout[i];
+    dup[i] = dy * g * sig;
+    dgate[i] = dy * up[i] * sig * (1.f + g * (1.f - sig));
+  }
+}
+
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+__global__ void scale_kernel(float* x, float factor, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] *= factor;
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float beta1, float beta2,
+                             float eps, float step_size, float bc2_sqrt, float decay) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    float pi = p[i] * decay;
+    const float mi = beta1 * m[i] + (1.f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
+    pi -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    p[i] = pi, m[i] = mi, v[i] = vi;
+  }
+}
+
+// Per-thread partial sums in double, one atomic per block.
+__global__ void sum_squares_kernel(double* total, const float* x, int64_t n) {
+  __shared__ double shared[32];
+  double acc = 0.0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc += double(x[i]) * x[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) atomicAdd(total, acc);
+}
+
+// Threads own columns (coalesced reads of a row); blockIdx.y splits the rows into chunks so a
+// tall matrix still fills the device, and each chunk adds its partial sum with one atomic.
+__global__ void column_sums_kernel(float* dst, const float* src, int64_t N, int64_t C, int64_t rows_per_chunk) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  float acc = 0.f;
+  for (int64_t r = r0; r < r1; r++) acc += src[r * C + c];
+  atomicAdd(dst + c, acc);
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
+  if (N * C == 0) return;
+  embedding_forward_kernel<<<grid_for(N * C), 256>>>(out, ids, wte, N, C);
+  AZR_CUDA_LAUNCHED();
+}
+
+void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
+  if (N * C == 0) return;
+  embedding_backward_kernel<<<grid_for(N * C), 256>>>(dwte, dout, ids, N, C);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                  int64_t d) {
+  if (N * heads * (d / 2) == 0) return;
+  rope_kernel<1><<<grid_for(N * heads * (d / 2)), 256>>>(x, pos, cos, sin, N, heads, d);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                   int64_t d) {
+  if (N * heads * (d / 2) == 0) return;
+  rope_kernel<-1><<<grid_for(N * heads * (d / 2)), 256>>>(dx, pos, cos, sin, N, heads, d);
+  AZR_CUDA_LAUNCHED();
+}
+
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  if (n == 0) return;
+  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, gate, up, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
+  if (n == 0) return;
+  swiglu_backward_kernel<<<grid_for(n), 256>>>(dgate, dup, dout, gate, up, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), 256>>>(out, a, b, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+void scale(float* x, float factor, int64_t n) {
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), 256>>>(x, factor, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+           float weight_decay, float bc1, float bc2) {
+  if (n == 0) return;
+  adamw_kernel<<<grid_for(n), 256>>>(p, g, m, v, n, beta1, beta2, eps, lr / bc1, std::sqrt(bc2),
+                                      1.f - lr * weight_decay);
+  AZR_CUDA_LAUNCHED();
+}
+
+double sum_squares(const float* x, int64_t n) {
+  if (n == 0) return 0.0;
+  // One device scalar for the process: ops run in order on one stream, and this call waits for
+  // its result before returning, so the next call cannot race it.
+  static double* total = [] {
+    double* p = nullptr;
+    AZR_CUDA_CHECK(cudaMalloc(&p, sizeof(double)));
+    return p;
+  }();
+  AZR_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double)));
+  sum_squares_kernel<<<std::min(grid_for(n), 1024u), 256>>>(total, x, n);
+  AZR_CUDA_LAUNCHED();
+  double host = 0.0;
+  AZR_CUDA_CHECK(cudaMemcpy(&host, total, sizeof(double), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C) {
+  if (N * C == 0) return;
+  constexpr int64_t kRowsPerChunk = 64;
+  const dim3 grid(unsigned((C + 255) / 256), unsigned(std::min<int64_t>((N + kRowsPerChunk - 1) / kRowsPerChunk, 65535)));
+  const int64_t rows = (N + grid.y - 1) / grid.y;
+  column_sums_kernel<<<grid, 256>>>(dst, src, N, C, rows);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace azr::kernels::cuda_detail

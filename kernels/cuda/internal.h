@@ -1,0 +1,52 @@
+#pragma once
+// The CUDA op implementations, one file per family; cuda_ops.cu puts them in the table.
+// Signatures and semantics are kernels/ops.h's, on device pointers.
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace azr::kernels::cuda_detail {
+
+// elementwise.cu
+void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C);
+void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
+void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads, int64_t d);
+void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                   int64_t d);
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
+void add(float* out, const float* a, const float* b, int64_t n);
+void scale(float* x, float factor, int64_t n);
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
+           float weight_decay, float bc1, float bc2);
+double sum_squares(const float* x, int64_t n);
+// dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
+void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
+
+// rmsnorm.cu
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int64_t N, int64_t C);
+
+// matmul.cu
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC);
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                     int64_t N, int64_t IC, int64_t OC);
+
+// attention.cu
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionShape& s);
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const AttentionShape& s);
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
+                      const int32_t* pos, int64_t R, const AttentionShape& s);
+
+// token_stats.cu
+void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
+                 int64_t V, float inv_temp);
+void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
+                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
+                          float inv_temp);
+
+}  // namespace azr::kernels::cuda_detail

@@ -1,0 +1,75 @@
+// RMSNorm of the CUDA backend: one block per row for the row reductions (forward's mean square,
+// backward's dot), and a column-parallel pass for dw, which sums over rows.
+//
+//   y = x r w,  r = (mean(x^2) + eps)^-1/2
+//   dx += r (dy w) - x r^3 / C * sum(dy w x),   dw += sum over rows of dy x r
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/internal.h"
+
+namespace azr::kernels::cuda_detail {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* x, const float* w, int64_t C,
+                                       float eps) {
+  __shared__ float shared[32];
+  const int64_t n = blockIdx.x;
+  const float* xr = x + n * C;
+  float ss = 0.f;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
+  ss = block_sum(ss, shared);
+  const float r = rsqrtf(ss / float(C) + eps);
+  if (threadIdx.x == 0) rstd[n] = r;
+  float* o = out + n * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = xr[c] * r * w[c];
+}
+
+__global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
+                                           const float* rstd, int64_t C) {
+  __shared__ float shared[32];
+  const int64_t n = blockIdx.x;
+  const float* xr = x + n * C;
+  const float* dy = dout + n * C;
+  const float r = rstd[n];
+  float dot = 0.f;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += dy[c] * w[c] * xr[c];
+  dot = block_sum(dot, shared);
+  const float k = dot * r * r * r / float(C);
+  float* dxr = dx + n * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dxr[c] += dy[c] * w[c] * r - xr[c] * k;
+}
+
+// Threads own columns; blockIdx.y takes a chunk of rows and adds its partial with one atomic.
+__global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const float* x, const float* rstd, int64_t N,
+                                           int64_t C, int64_t rows_per_chunk) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  float acc = 0.f;
+  for (int64_t r = r0; r < r1; r++) acc += dout[r * C + c] * x[r * C + c] * rstd[r];
+  atomicAdd(dw + c, acc);
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, rstd, x, w, C, eps);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int64_t N, int64_t C) {
+  if (N == 0) return;
+  rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads>>>(dx, dout, x, w, rstd, C);
+  AZR_CUDA_LAUNCHED();
+  constexpr int64_t kRowsPerChunk = 64;
+  const dim3 grid(unsigned((C + kThreads - 1) / kThreads),
+                  unsigned(std::min<int64_t>((N + kRowsPerChunk - 1) / kRowsPerChunk, 65535)));
+  rmsnorm_backward_dw_kernel<<<grid, kThreads>>>(dw, dout, x, rstd, N, C, (N + grid.y - 1) / grid.y);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace azr::kernels::cuda_detail

@@ -1,0 +1,118 @@
+#include "model/memory_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace azr::model {
+
+Precision parse_precision(std::string_view s) {
+  if (s == "fp32") return Precision::Fp32;
+  if (s == "bf16-mixed") return Precision::Bf16Mixed;
+  throw std::invalid_argument("unknown precision '" + std::string(s) + "' (known: fp32, bf16-mixed)");
+}
+
+const char* precision_name(Precision p) { return p == Precision::Fp32 ? "fp32" : "bf16-mixed"; }
+
+namespace {
+
+// Elements each token keeps per layer for backward, as Transformer::forward_layers carves them
+// (LayerActs): res_in, ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate, up [I] in the
+// activation dtype, and rstd1, rstd2, lse (one per head) in fp32.
+struct PerToken {
+  double act_elems, fp32_elems;
+};
+
+PerToken layer_acts(const ModelConfig& c) {
+  const double H = double(c.hidden_size), I = double(c.intermediate_size);
+  const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
+  return {4 * H + 2 * qd + 2 * kd + 2 * I, 2 + double(c.num_attention_heads)};
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
+  if (s.seq_len < 1 || s.micro_batch < 0 || s.head_chunk_rows < 1 || s.kv_slots < 0 || s.kv_capacity < 0)
+    throw std::invalid_argument("memory plan: seq_len and head_chunk_rows must be >= 1, the rest >= 0");
+  const bool mixed = s.precision == Precision::Bf16Mixed;
+  const double a = mixed ? 2.0 : 4.0;  // bytes per activation / compute-weight element
+  const double P = double(parameter_count(c));
+  const double H = double(c.hidden_size), I = double(c.intermediate_size), V = double(c.vocab_size);
+  const double L = double(c.num_hidden_layers);
+  const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
+
+  MemoryPlan p;
+  p.parameters = parameter_count(c);
+  p.weights = a * P;
+  p.master_weights = mixed ? 4.0 * P : 0.0;
+  p.gradients = 4.0 * P;
+  p.adam = 8.0 * P;
+  p.reserve = s.reserve_bytes;
+
+  const double N = double(s.micro_batch) * double(s.seq_len);  // tokens in a micro-batch
+  const PerToken per = layer_acts(c);
+  const double layer_bytes = per.act_elems * a + per.fp32_elems * 4.0;
+  // The final norm's input (the last residual), its output and rstd, and the MLP / projection
+  // scratch (act [I], tmp [H]) that forward keeps once for all layers.
+  const double tail_bytes = (3 * H + I) * a + 4.0;
+  if (s.recompute)  // every layer's input kept; one layer's full set live while it is recomputed
+    p.activations = N * (L * H * a + layer_bytes + tail_bytes);
+  else
+    p.activations = N * (L * layer_bytes + tail_bytes);
+  // dres, dln [H]; datt, dq [q_dim]; dk, dv [kv_dim]; dact, dgate, dup [I]
+  p.backward_scratch = N * (2 * H + 2 * qd + 2 * kd + 3 * I) * a;
+  // fp32 logits of one chunk of rows, and the chunk's gathered inputs and their gradients
+  const double rows = std::min(double(s.head_chunk_rows), std::max(N, 1.0));
+  p.lm_head = N > 0 ? rows * V * 4.0 + 2 * rows * H * 4.0 : 0.0;
+
+  p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
+  // one decode step: Transformer::decode's buffers plus the fp32 next-token logits
+  p.decode_buffers = double(s.kv_slots) * ((4 * H + 2 * qd + 2 * kd + 2 * I) * a + 4.0 + V * 4.0);
+  return p;
+}
+
+int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes) {
+  // The training peak grows with the micro-batch (linearly, the head chunk aside), so bisect.
+  s.micro_batch = 1;
+  if (plan_memory(c, s).training_peak() > budget_bytes) return 0;
+  int64_t lo = 1, hi = 2;
+  for (s.micro_batch = hi; plan_memory(c, s).training_peak() <= budget_bytes; s.micro_batch = hi) {
+    lo = hi;
+    hi *= 2;
+    if (hi > (int64_t(1) << 30)) return lo;
+  }
+  while (hi - lo > 1) {
+    s.micro_batch = lo + (hi - lo) / 2;
+    (plan_memory(c, s).training_peak() <= budget_bytes ? lo : hi) = s.micro_batch;
+  }
+  return lo;
+}
+
+std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s, double budget_bytes) {
+  const double gib = double(1ull << 30);
+  const double P = double(p.parameters);
+  std::string out = fmt::format("memory plan: {}, {}, micro-batch {} x {} tokens{}, {} KV slots x {} positions\n",
+                                P >= 1e9 ? fmt::format("{:.2f}B parameters", P / 1e9)
+                                         : fmt::format("{:.2f}M parameters", P / 1e6),
+                                precision_name(s.precision), s.micro_batch, s.seq_len,
+                                s.recompute ? ", recompute" : "", s.kv_slots, s.kv_capacity);
+  auto line = [&](const char* name, double bytes) { out += fmt::format("  {:<22}{:>10.2f} GiB\n", name, bytes / gib); };
+  line("weights", p.weights);
+  line("master weights (fp32)", p.master_weights);
+  line("gradients (fp32)", p.gradients);
+  line("AdamW m, v (fp32)", p.adam);
+  line("activations", p.activations);
+  line("backward scratch", p.backward_scratch);
+  line("LM head (chunked)", p.lm_head);
+  line("KV cache", p.kv_cache);
+  line("decode buffers", p.decode_buffers);
+  line("reserve", p.reserve);
+  line("peak: training", p.training_peak());
+  line("peak: generation", p.generation_peak());
+  if (budget_bytes > 0)
+    out += fmt::format("  budget {:.2f} GiB: {}\n", budget_bytes / gib, p.peak() <= budget_bytes ? "fits" : "DOES NOT FIT");
+  return out;
+}
+
+}  // namespace azr::model

@@ -1,0 +1,64 @@
+#pragma once
+// Where a run's device memory goes, from the model config and the run's shapes alone, and the
+// largest training micro-batch that fits a budget. The byte counts mirror the buffers the
+// trainer allocates (model/transformer.cpp's activation arena and backward scratch, the chunked
+// LM head, the KV cache), so the plan is a prediction of the allocation, not a rule of thumb.
+//
+// Precision profiles:
+//   fp32       the CPU backend: fp32 weights (no separate master copy), fp32 everything.
+//   bf16-mixed the GPU plan of DESIGN.md: bf16 compute weights, activations and KV cache; fp32
+//              master weights, gradients (so micro-batches accumulate in fp32) and AdamW m, v.
+//              18 bytes per parameter before any activation.
+//
+// Training and generation alternate within a step and never hold their buffers at once (the KV
+// cache is freed before the learner runs), so the peak is the larger of the two phases on top of
+// the persistent state (weights, master, gradients, Adam).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "model/hf_config.h"
+
+namespace azr::model {
+
+enum class Precision { Fp32, Bf16Mixed };
+Precision parse_precision(std::string_view s);  // "fp32" | "bf16-mixed"; throws std::invalid_argument
+const char* precision_name(Precision p);
+
+struct MemoryPlanSettings {
+  Precision precision = Precision::Bf16Mixed;
+  int64_t seq_len = 4096;      // tokens per training sequence (prompt + response)
+  int64_t micro_batch = 1;     // sequences per training micro-batch
+  bool recompute = false;      // keep each layer's input only; recompute the layer in backward
+  int64_t head_chunk_rows = 1024;  // LM-head rows whose fp32 logits exist at once (never B x T x V)
+  int64_t kv_slots = 0;        // generation: sequences decoded together (0 = no generation phase)
+  int64_t kv_capacity = 0;     // positions per sequence in the KV cache
+  double reserve_bytes = double(2ull << 30);  // CUDA context, cuBLASLt workspace, fragmentation
+};
+
+struct MemoryPlan {
+  int64_t parameters = 0;
+  // persistent
+  double weights = 0, master_weights = 0, gradients = 0, adam = 0;
+  // training phase
+  double activations = 0, backward_scratch = 0, lm_head = 0;
+  // generation phase
+  double kv_cache = 0, decode_buffers = 0;
+  double reserve = 0;
+
+  double persistent() const { return weights + master_weights + gradients + adam; }
+  double training_peak() const { return persistent() + activations + backward_scratch + lm_head + reserve; }
+  double generation_peak() const { return persistent() + kv_cache + decode_buffers + reserve; }
+  double peak() const { return training_peak() > generation_peak() ? training_peak() : generation_peak(); }
+};
+
+MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s);
+
+// The largest micro-batch (settings.micro_batch ignored) whose training peak fits `budget_bytes`;
+// 0 when not even one sequence does.
+int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes);
+
+// A table of the plan in GiB, one category per line, with the phase peaks and the budget verdict.
+std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s, double budget_bytes = 0);
+
+}  // namespace azr::model

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Downloads (here, where Debian's archive is reachable) the few packages the CUDA checks need
+# besides CUDA itself, into .gpu-carry/, for a GPU machine that cannot install anything: the
+# OpenMP OpenBLAS (the CPU reference backend), GoogleTest and nlohmann-json. 13 MB of .deb files;
+# scripts/gpu_check.sh unpacks them there (dpkg -x) when AZR_CARRY=.gpu-carry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .gpu-carry
+cd .gpu-carry
+# apt drops privileges to _apt for downloads; a root-owned directory makes it warn, not fail.
+apt-get download libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libgfortran5 libgtest-dev \
+  nlohmann-json3-dev 2>&1 | grep -v "^W: Download is performed unsandboxed" || true
+ls -1 ./*.deb

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 9's GPU checks in one command, on a machine with an NVIDIA GPU and nvcc: build the CUDA
+# backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
+# benchmark, and keep every output under $OUT.
+#
+#   scripts/gpu_check.sh                       a machine with the project's packages (scripts/setup.sh)
+#   AZR_CARRY=.gpu-carry scripts/gpu_check.sh  a GPU machine with nothing installable: first run
+#                                              scripts/gpu_carry.sh where Debian's archive is reachable,
+#                                              and bring .gpu-carry/ along
+#
+# Builds only kernels/ and their checks (AZR_KERNELS_ONLY), so nothing else needs installing.
+# Exit status: ctest's (a failing GPU test fails the check); 3 when no GPU is usable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
+BUILD=${BUILD:-build-gpu}
+ARCHS=${CUDA_ARCHS:-native}   # native = the GPU in this machine
+mkdir -p "$OUT"
+
+prefix=""
+if [[ -n "${AZR_CARRY:-}" ]]; then
+  prefix=${AZR_DEPS_ROOT:-/tmp/azr-deps}
+  mkdir -p "$prefix"
+  for deb in "$AZR_CARRY"/*.deb; do dpkg -x "$deb" "$prefix"; done
+  multiarch="$(uname -m)-linux-gnu"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+{ nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; } > "$OUT/device.txt" 2>&1 || true
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_KERNELS_ONLY=ON \
+  -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
+cmake --build "$BUILD" -j"$(nproc)" 2>&1 | tee "$OUT/build.txt"
+
+# Every GPU test skips without a device; here that is a failed check, not a pass.
+if "$BUILD/bin/cuda_ops_test" --gtest_filter='CudaDevice.*' 2>&1 | grep -q "SKIPPED"; then
+  echo "gpu_check: no usable CUDA device on this machine; nothing was checked" | tee "$OUT/gpu_tests.txt"
+  exit 3
+fi
+status=0
+(cd "$BUILD" && ctest -L gpu --output-on-failure) 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
+"$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
+echo "gpu_check: outputs in $OUT (tests exit $status)"
+exit "$status"

@@ -1,0 +1,347 @@
+// The CUDA op table against the CPU op table (kernels/cpu, itself checked against PyTorch in
+// tests/model/transformer_test.cpp), op by op, on random inputs: the same call on the same
+// numbers must give the same result up to fp32 summation order. Backward ops are called on
+// non-zero gradient buffers, so the accumulate-vs-overwrite contract of kernels/ops.h is checked
+// too. Odd sizes (not multiples of 32, 256 or a tile) everywhere on purpose.
+//
+// Needs a CUDA device; without one every test skips with the reason (scripts/gpu_check.sh runs
+// them on a GPU machine).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/ops.h"
+
+namespace azr::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+template <class T>
+DeviceBuffer to_device(const std::vector<T>& h) {
+  DeviceBuffer d(std::max<size_t>(1, h.size()) * sizeof(T));
+  d.upload(h.data(), h.size() * sizeof(T));
+  return d;
+}
+
+template <class T>
+std::vector<T> to_host(const DeviceBuffer& d, size_t n) {
+  std::vector<T> h(n);
+  d.download(h.data(), n * sizeof(T));
+  return h;
+}
+
+// |got - want| <= atol + rtol |want| everywhere; on failure, the worst element and how many fail.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol, float rtol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  for (size_t i = 0; i < got.size(); i++) {
+    const double err = std::fabs(double(got[i]) - want[i]), tol = atol + rtol * std::fabs(double(want[i]));
+    if (!(err <= tol)) bad++;  // NaN counts as bad
+    if (!(err - tol <= worst_excess)) worst_excess = err - tol, worst = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements differ; worst at " << worst
+                     << ": cuda " << got[worst] << " vs cpu " << want[worst];
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda_device_count(&why) == 0)
+      GTEST_SKIP() << "no CUDA device here (" << why << "); the CUDA kernels are checked on a GPU machine "
+                   << "(scripts/gpu_check.sh)";
+  }
+  const Ops& cpu = cpu_ops();
+  const Ops& gpu = cuda_ops();
+};
+
+TEST_F(CudaOps, EmbeddingForwardAndBackwardWithRepeatedIds) {
+  const int64_t N = 37, C = 70, V = 11;
+  std::vector<int32_t> ids(N);
+  for (int64_t n = 0; n < N; n++) ids[n] = int32_t((n * 7) % V);  // every id several times
+  const auto wte = randn(V * C, 1), dout = randn(N * C, 2), dwte0 = randn(V * C, 3);
+  std::vector<float> out(N * C), dwte = dwte0;
+  cpu.embedding_forward(out.data(), ids.data(), wte.data(), N, C);
+  cpu.embedding_backward(dwte.data(), dout.data(), ids.data(), N, C);
+
+  auto d_ids = to_device(ids), d_wte = to_device(wte), d_dout = to_device(dout), d_dwte = to_device(dwte0);
+  DeviceBuffer d_out(out.size() * sizeof(float));
+  gpu.embedding_forward(d_out.as<float>(), d_ids.as<int32_t>(), d_wte.as<float>(), N, C);
+  gpu.embedding_backward(d_dwte.as<float>(), d_dout.as<float>(), d_ids.as<int32_t>(), N, C);
+  expect_close(to_host<float>(d_out, out.size()), out, 0, 0, "embedding out");
+  expect_close(to_host<float>(d_dwte, dwte.size()), dwte, 1e-5f, 1e-5f, "dwte");
+}
+
+TEST_F(CudaOps, RmsNormForwardAndBackward) {
+  const int64_t N = 33, C = 300;
+  const auto x = randn(N * C, 4, 2.f), w = randn(C, 5), dout = randn(N * C, 6), dx0 = randn(N * C, 7),
+             dw0 = randn(C, 8);
+  std::vector<float> out(N * C), rstd(N), dx = dx0, dw = dw0;
+  cpu.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+  cpu.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+
+  auto d_x = to_device(x), d_w = to_device(w), d_dout = to_device(dout), d_dx = to_device(dx0), d_dw = to_device(dw0);
+  DeviceBuffer d_out(out.size() * sizeof(float)), d_rstd(N * sizeof(float));
+  gpu.rmsnorm_forward(d_out.as<float>(), d_rstd.as<float>(), d_x.as<float>(), d_w.as<float>(), N, C, 1e-6f);
+  gpu.rmsnorm_backward(d_dx.as<float>(), d_dw.as<float>(), d_dout.as<float>(), d_x.as<float>(), d_w.as<float>(),
+                       d_rstd.as<float>(), N, C);
+  expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-5f, "rmsnorm out");
+  expect_close(to_host<float>(d_rstd, N), rstd, 1e-6f, 1e-5f, "rstd");
+  expect_close(to_host<float>(d_dx, dx.size()), dx, 1e-4f, 1e-4f, "rmsnorm dx");
+  expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "rmsnorm dw");
+}
+
+// Offsets of one float into each buffer: the model's weights are slices of one flat buffer, so
+// cuBLASLt must cope with 4-byte-aligned operands.
+class CudaMatmul : public CudaOps, public ::testing::WithParamInterface<std::tuple<bool, int64_t>> {};
+
+TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
+  const auto [with_bias, offset] = GetParam();
+  const int64_t N = 45, IC = 67, OC = 93;
+  const auto inp = randn(N * IC, 9), w = randn(OC * IC, 10, 0.1f), bias = randn(OC, 11), dout = randn(N * OC, 12),
+             dinp0 = randn(N * IC, 13), dw0 = randn(OC * IC, 14), dbias0 = randn(OC, 15);
+  std::vector<float> out(N * OC), dinp = dinp0, dw = dw0, dbias = dbias0;
+  cpu.matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
+  cpu.matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr, dout.data(), inp.data(), w.data(),
+                      N, IC, OC);
+
+  auto padded = [&](const std::vector<float>& v) {
+    std::vector<float> p(size_t(offset), 0.f);
+    p.insert(p.end(), v.begin(), v.end());
+    return to_device(p);
+  };
+  auto d_inp = padded(inp), d_w = padded(w), d_bias = padded(bias), d_dout = padded(dout), d_dinp = padded(dinp0),
+       d_dw = padded(dw0), d_dbias = padded(dbias0), d_out = padded(std::vector<float>(N * OC));
+  auto at = [&](DeviceBuffer& b) { return b.as<float>() + offset; };
+  gpu.matmul_forward(at(d_out), at(d_inp), at(d_w), with_bias ? at(d_bias) : nullptr, N, IC, OC);
+  gpu.matmul_backward(at(d_dinp), at(d_dw), with_bias ? at(d_dbias) : nullptr, at(d_dout), at(d_inp), at(d_w), N, IC,
+                      OC);
+  auto back = [&](const DeviceBuffer& b, size_t n) {
+    auto h = to_host<float>(b, n + size_t(offset));
+    return std::vector<float>(h.begin() + offset, h.end());
+  };
+  expect_close(back(d_out, out.size()), out, 1e-4f, 1e-4f, "matmul out");
+  expect_close(back(d_dinp, dinp.size()), dinp, 1e-4f, 1e-4f, "dinp");
+  expect_close(back(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw");
+  if (with_bias) expect_close(back(d_dbias, dbias.size()), dbias, 1e-4f, 1e-4f, "dbias");
+}
+
+INSTANTIATE_TEST_SUITE_P(BiasAndAlignment, CudaMatmul,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values<int64_t>(0, 1)));
+
+TEST_F(CudaOps, MatmulBackwardSkipsNullGradients) {
+  const int64_t N = 8, IC = 16, OC = 24;
+  const auto inp = randn(N * IC, 16), w = randn(OC * IC, 17), dout = randn(N * OC, 18), dw0 = randn(OC * IC, 19);
+  std::vector<float> dw = dw0;
+  cpu.matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, IC, OC);
+  auto d_inp = to_device(inp), d_w = to_device(w), d_dout = to_device(dout), d_dw = to_device(dw0);
+  gpu.matmul_backward(nullptr, d_dw.as<float>(), nullptr, d_dout.as<float>(), d_inp.as<float>(), d_w.as<float>(), N,
+                      IC, OC);
+  expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw only");
+}
+
+TEST_F(CudaOps, RopeForwardAndBackward) {
+  const int64_t N = 19, heads = 3, d = 64, max_pos = 50;
+  std::vector<int32_t> pos(N);
+  for (int64_t n = 0; n < N; n++) pos[n] = int32_t((n * 13) % max_pos);
+  std::vector<float> cos(max_pos * d / 2), sin(cos.size());
+  for (int64_t p = 0; p < max_pos; p++)
+    for (int64_t i = 0; i < d / 2; i++) {
+      const double angle = double(p) * std::pow(10000.0, -2.0 * double(i) / double(d));
+      cos[p * d / 2 + i] = float(std::cos(angle)), sin[p * d / 2 + i] = float(std::sin(angle));
+    }
+  const auto x0 = randn(N * heads * d, 20);
+  std::vector<float> x = x0, g = x0;
+  cpu.rope_forward(x.data(), pos.data(), cos.data(), sin.data(), N, heads, d);
+  cpu.rope_backward(g.data(), pos.data(), cos.data(), sin.data(), N, heads, d);
+  auto d_pos = to_device(pos), d_cos = to_device(cos), d_sin = to_device(sin), d_x = to_device(x0),
+       d_g = to_device(x0);
+  gpu.rope_forward(d_x.as<float>(), d_pos.as<int32_t>(), d_cos.as<float>(), d_sin.as<float>(), N, heads, d);
+  gpu.rope_backward(d_g.as<float>(), d_pos.as<int32_t>(), d_cos.as<float>(), d_sin.as<float>(), N, heads, d);
+  expect_close(to_host<float>(d_x, x.size()), x, 1e-6f, 1e-6f, "rope forward");
+  expect_close(to_host<float>(d_g, g.size()), g, 1e-6f, 1e-6f, "rope backward");
+}
+
+struct AttnCase {
+  int64_t B, T, H, KV, d;
+  std::vector<int32_t> lengths;  // empty = all T
+};
+
+// gtest names the cases with this, so test names stay stable (not the bytes of a vector).
+std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& info) {
+  const AttnCase& c = info.param;
+  std::string name = "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
+                     std::to_string(c.KV) + "_d" + std::to_string(c.d);
+  return name + (c.lengths.empty() ? "_full" : "_ragged");
+}
+
+void PrintTo(const AttnCase& c, std::ostream* os) { *os << attn_case_name({c, 0}); }
+
+class CudaAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
+
+// Forward (out, lse) and backward (dq, dk, dv), padding rows included (zeros by contract).
+TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
+  const AttnCase c = GetParam();
+  const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
+  const auto q = randn(q_n, 21), k = randn(kv_n, 22), v = randn(kv_n, 23), dout = randn(q_n, 24);
+  AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * c.KV * c.d, c.lengths.empty() ? nullptr : c.lengths.data()};
+  std::vector<float> out(q_n), lse(c.B * c.H * c.T), dq(q_n, 7.f), dk(kv_n, 7.f), dv(kv_n, 7.f);
+  cpu.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+  cpu.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
+                         v.data(), s);
+
+  auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
+  auto d_len = to_device(c.lengths);
+  // Overwrite contract: start from garbage, not zeros.
+  auto d_out = to_device(std::vector<float>(q_n, 7.f)), d_lse = to_device(std::vector<float>(lse.size(), 7.f));
+  auto d_dq = to_device(std::vector<float>(q_n, 7.f)), d_dk = to_device(std::vector<float>(kv_n, 7.f)),
+       d_dv = to_device(std::vector<float>(kv_n, 7.f));
+  AttentionShape ds = s;
+  ds.lengths = c.lengths.empty() ? nullptr : d_len.as<int32_t>();
+  gpu.attention_forward(d_out.as<float>(), d_lse.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(), ds);
+  gpu.attention_backward(d_dq.as<float>(), d_dk.as<float>(), d_dv.as<float>(), d_dout.as<float>(), d_out.as<float>(),
+                         d_lse.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(), ds);
+  expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "attention out");
+  expect_close(to_host<float>(d_lse, lse.size()), lse, 1e-5f, 1e-5f, "lse");
+  expect_close(to_host<float>(d_dq, dq.size()), dq, 1e-4f, 1e-4f, "dq");
+  expect_close(to_host<float>(d_dk, dk.size()), dk, 1e-4f, 1e-4f, "dk");
+  expect_close(to_host<float>(d_dv, dv.size()), dv, 1e-4f, 1e-4f, "dv");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Values(AttnCase{2, 77, 4, 2, 64, {77, 50}},         // GQA, ragged, several tiles and a partial one
+                      AttnCase{1, 40, 2, 2, 128, {}},              // Qwen2.5's head dim, no lengths
+                      AttnCase{3, 9, 6, 2, 40, {1, 9, 0}},         // d not a multiple of 32; a 1-token and an empty row
+                      AttnCase{1, 130, 14, 2, 64, {129}},          // 0.5B's 7:1 grouping, T past four tiles
+                      AttnCase{2, 33, 1, 1, 32, {33, 32}}),        // one head, tile boundary
+    attn_case_name);
+
+TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
+  const int64_t H = 4, KV = 2, d = 64, slots = 6, capacity = 70;
+  const std::vector<int32_t> slot = {3, 0, 5, 1, 4}, pos = {0, 31, 69, 32, 12};
+  const int64_t R = int64_t(slot.size()), stride = capacity * KV * d;
+  const auto kc = randn(slots * stride, 25), vc = randn(slots * stride, 26), q = randn(R * H * d, 27);
+  AttentionShape s{0, 0, H, KV, d, stride, nullptr};
+  std::vector<float> out(R * H * d);
+  cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s);
+  auto d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_slot = to_device(slot), d_pos = to_device(pos);
+  DeviceBuffer d_out(out.size() * sizeof(float));
+  gpu.attention_decode(d_out.as<float>(), d_q.as<float>(), d_kc.as<float>(), d_vc.as<float>(), d_slot.as<int32_t>(),
+                       d_pos.as<int32_t>(), R, s);
+  expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
+}
+
+TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
+  const int64_t n = 100003;
+  const auto gate = randn(n, 28, 3.f), up = randn(n, 29), dout = randn(n, 30);
+  std::vector<float> out(n), dgate(n), dup(n), sum(n), scaled = up;
+  cpu.swiglu_forward(out.data(), gate.data(), up.data(), n);
+  cpu.swiglu_backward(dgate.data(), dup.data(), dout.data(), gate.data(), up.data(), n);
+  cpu.add(sum.data(), gate.data(), up.data(), n);
+  cpu.scale(scaled.data(), 0.37f, n);
+  auto d_gate = to_device(gate), d_up = to_device(up), d_dout = to_device(dout), d_scaled = to_device(up);
+  DeviceBuffer d_out(n * 4), d_dgate(n * 4), d_dup(n * 4);
+  gpu.swiglu_forward(d_out.as<float>(), d_gate.as<float>(), d_up.as<float>(), n);
+  gpu.swiglu_backward(d_dgate.as<float>(), d_dup.as<float>(), d_dout.as<float>(), d_gate.as<float>(), d_up.as<float>(),
+                      n);
+  gpu.scale(d_scaled.as<float>(), 0.37f, n);
+  expect_close(to_host<float>(d_out, n), out, 1e-6f, 1e-5f, "swiglu out");
+  expect_close(to_host<float>(d_dgate, n), dgate, 1e-6f, 1e-5f, "dgate");
+  expect_close(to_host<float>(d_dup, n), dup, 1e-6f, 1e-5f, "dup");
+  expect_close(to_host<float>(d_scaled, n), scaled, 0, 0, "scale");
+  gpu.add(d_gate.as<float>(), d_gate.as<float>(), d_up.as<float>(), n);  // out aliases a
+  expect_close(to_host<float>(d_gate, n), sum, 0, 0, "add in place");
+}
+
+TEST_F(CudaOps, AdamWStepsMatchCpu) {
+  const int64_t n = 5000;
+  std::vector<float> p = randn(n, 31), m(n, 0.f), v(n, 0.f);
+  auto d_p = to_device(p), d_m = to_device(m), d_v = to_device(v);
+  for (int step = 1; step <= 3; step++) {
+    const auto g = randn(n, 40 + step);
+    const float bc1 = 1.f - std::pow(0.9f, float(step)), bc2 = 1.f - std::pow(0.999f, float(step));
+    cpu.adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2);
+    auto d_g = to_device(g);
+    gpu.adamw(d_p.as<float>(), d_g.as<float>(), d_m.as<float>(), d_v.as<float>(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+              0.01f, bc1, bc2);
+  }
+  expect_close(to_host<float>(d_p, n), p, 1e-6f, 1e-5f, "adamw p");
+  expect_close(to_host<float>(d_m, n), m, 1e-7f, 1e-5f, "adamw m");
+  expect_close(to_host<float>(d_v, n), v, 1e-9f, 1e-5f, "adamw v");
+}
+
+TEST_F(CudaOps, SumSquaresMatchesCpu) {
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(1) << 20 | 3}) {
+    const auto x = randn(size_t(n), 50 + uint64_t(n));
+    auto d_x = to_device(x);
+    const double want = cpu.sum_squares(x.data(), n), got = gpu.sum_squares(d_x.as<float>(), n);
+    EXPECT_NEAR(got, want, 1e-10 * want) << "n = " << n;
+  }
+}
+
+// The vocabulary sizes of azr-tiny (263) and Qwen2.5 (151,936); temperature != 1; a masked row.
+class CudaTokenStats : public CudaOps, public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(CudaTokenStats, StatsAndBackwardMatchCpu) {
+  const int64_t V = GetParam(), n = 7;
+  const float inv_temp = 1.f / 0.7f;
+  const auto logits = randn(n * V, 60, 4.f), dlogp = randn(n, 61), dent = randn(n, 62);
+  std::vector<int32_t> targets(n);
+  for (int64_t r = 0; r < n; r++) targets[r] = int32_t((r * 7919) % V);
+  targets[3] = -1;
+  std::vector<float> lse(n), logp(n), ent(n), dlogits(n * V);
+  cpu.token_stats(lse.data(), logp.data(), ent.data(), logits.data(), targets.data(), n, V, inv_temp);
+  cpu.token_stats_backward(dlogits.data(), logits.data(), targets.data(), lse.data(), ent.data(), dlogp.data(),
+                           dent.data(), n, V, inv_temp);
+
+  auto d_logits = to_device(logits), d_t = to_device(targets), d_dlogp = to_device(dlogp), d_dent = to_device(dent);
+  DeviceBuffer d_lse(n * 4), d_logp(n * 4), d_ent(n * 4), d_dlogits(n * V * 4);
+  gpu.token_stats(d_lse.as<float>(), d_logp.as<float>(), d_ent.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), n,
+                  V, inv_temp);
+  gpu.token_stats_backward(d_dlogits.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), d_lse.as<float>(),
+                           d_ent.as<float>(), d_dlogp.as<float>(), d_dent.as<float>(), n, V, inv_temp);
+  expect_close(to_host<float>(d_lse, n), lse, 1e-4f, 1e-5f, "lse");
+  expect_close(to_host<float>(d_logp, n), logp, 1e-4f, 1e-5f, "logp");
+  expect_close(to_host<float>(d_ent, n), ent, 1e-4f, 1e-4f, "entropy");
+  expect_close(to_host<float>(d_dlogits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits");
+
+  // dlogits may alias logits (the model reuses the logits buffer).
+  gpu.token_stats_backward(d_logits.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), d_lse.as<float>(),
+                           d_ent.as<float>(), d_dlogp.as<float>(), d_dent.as<float>(), n, V, inv_temp);
+  expect_close(to_host<float>(d_logits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits in place");
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocab, CudaTokenStats, ::testing::Values<int64_t>(263, 151936));
+
+// Without a device the skip must say why; with one, the description names it.
+TEST(CudaDevice, CountAndDescriptionAgree) {
+  std::string why;
+  const int n = cuda_device_count(&why);
+  if (n == 0) {
+    EXPECT_FALSE(why.empty());
+    GTEST_SKIP() << "no CUDA device here (" << why << ")";
+  }
+  const std::string desc = cuda_device_description(0);
+  EXPECT_NE(desc.find("sm_"), std::string::npos) << desc;
+  EXPECT_GT(cuda_peak_bandwidth(0), 1e11) << desc;  // any datacenter GPU: > 100 GB/s
+}
+
+}  // namespace
+}  // namespace azr::kernels

@@ -1,0 +1,63 @@
+// `azr memory` through the real binary: the plan of a real Qwen2.5 config, the exit codes
+// (0 fits, 1 does not, 2 bad input) and the error messages.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/test_support.h"
+
+namespace {
+
+using azr::testing::run_process;
+using nlohmann::json;
+
+std::string azr() { return azr::testing::env_or_fail("AZR_BIN"); }
+std::string config(const std::string& size) {
+  return azr::testing::env_or_fail("AZR_TESTS_DIR") + "/model/configs/qwen2.5-" + size + ".json";
+}
+
+TEST(MemoryCli, JsonPlanOfQwenOneAndAHalfB) {
+  const auto r = run_process({azr(), "memory", config("1.5b"), "--seq-len", "4096", "--kv-slots", "256",
+                              "--kv-capacity", "4096", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["parameters"], 1543714304);
+  EXPECT_EQ(j["precision"], "bf16-mixed");
+  EXPECT_GE(j["micro_batch"].get<int64_t>(), 1);  // chosen: the largest that fits 80 GiB
+  EXPECT_EQ(j["bytes"]["kv_cache"].get<double>(), 28.0 * (1ull << 30));  // 2 x 28 x 256 x 4096 x 256 x 2 B
+  EXPECT_LE(j["bytes"]["training_peak"].get<double>(), j["budget_bytes"].get<double>());
+  EXPECT_TRUE(j["fits"]);
+}
+
+TEST(MemoryCli, TableForAPresetAndAModelDirectory) {
+  const auto preset = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--micro-batch", "4"});
+  ASSERT_EQ(preset.exit_code, 0) << preset.err;
+  EXPECT_NE(preset.out.find("peak: training"), std::string::npos) << preset.out;
+  EXPECT_NE(preset.out.find("fp32, micro-batch 4"), std::string::npos) << preset.out;
+  const std::string dir = azr::testing::env_or_fail("AZR_TESTS_DIR") + "/../models/quickstart";
+  const auto model_dir = run_process({azr(), "memory", dir, "--seq-len", "512"});
+  EXPECT_EQ(model_dir.exit_code, 0) << model_dir.err;
+}
+
+TEST(MemoryCli, TooSmallABudgetExitsOne) {
+  const auto r = run_process({azr(), "memory", config("1.5b"), "--budget-gib", "16"});  // 18 B/param = 25.9 GiB
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("not even one sequence"), std::string::npos) << r.out;
+  const auto fixed = run_process({azr(), "memory", config("1.5b"), "--budget-gib", "16", "--micro-batch", "1"});
+  EXPECT_EQ(fixed.exit_code, 1);
+  EXPECT_NE(fixed.out.find("DOES NOT FIT"), std::string::npos) << fixed.out;
+}
+
+TEST(MemoryCli, BadInputIsAUsageError) {
+  const auto precision = run_process({azr(), "memory", "azr-tiny", "--precision", "fp16"});
+  EXPECT_EQ(precision.exit_code, 2);
+  EXPECT_NE(precision.err.find("--precision"), std::string::npos) << precision.err;
+  const auto unknown = run_process({azr(), "memory", "no-such-model"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("no-such-model"), std::string::npos) << unknown.err;
+  const auto seq = run_process({azr(), "memory", "azr-tiny", "--seq-len", "0"});
+  EXPECT_EQ(seq.exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,136 @@
+// The memory plan against independent truths: the published parameter counts of Qwen2.5, the
+// CPU transformer's actual allocations (its activation arena and backward scratch, which the
+// fp32 plan must predict to the byte), and sizes worked out by hand.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "model/hf_config.h"
+#include "model/memory_plan.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+
+namespace azr::model {
+namespace {
+
+ModelConfig qwen(const std::string& size) {
+  return load_config(std::string(AZR_SOURCE_DIR) + "/tests/model/configs/qwen2.5-" + size + ".json");
+}
+
+constexpr double kGiB = double(1ull << 30);
+
+TEST(MemoryPlan, ParameterCountsAreThePublishedOnes) {
+  // ../shared/research/qwen2.md 1.1: 0.5B = 494,032,768 (its model.safetensors is that many bf16
+  // values plus a header), 1.5B = 1,543,714,304, 7B = 7,615,616,512 (untied: its head is
+  // counted); 3B = 3,085,938,688 ("3.09B" on its card).
+  EXPECT_EQ(plan_memory(qwen("0.5b"), {}).parameters, 494032768);
+  EXPECT_EQ(plan_memory(qwen("1.5b"), {}).parameters, 1543714304);
+  EXPECT_EQ(plan_memory(qwen("3b"), {}).parameters, 3085938688);
+  EXPECT_EQ(plan_memory(qwen("7b"), {}).parameters, 7615616512);
+}
+
+TEST(MemoryPlan, PersistentStateIs18BytesPerParameterMixedAnd16Fp32) {
+  const ModelConfig c = qwen("1.5b");
+  const double P = 1543714304.0;
+  MemoryPlanSettings s;
+  const MemoryPlan mixed = plan_memory(c, s);
+  EXPECT_EQ(mixed.weights, 2 * P);
+  EXPECT_EQ(mixed.master_weights, 4 * P);
+  EXPECT_EQ(mixed.gradients, 4 * P);
+  EXPECT_EQ(mixed.adam, 8 * P);
+  EXPECT_EQ(mixed.persistent(), 18 * P);
+  s.precision = Precision::Fp32;
+  EXPECT_EQ(plan_memory(c, s).persistent(), 16 * P);
+}
+
+// The fp32 plan is the CPU transformer's allocation: score(for_backward) carves the activation
+// arena for exactly this batch shape, and backward() its scratch.
+TEST(MemoryPlan, Fp32PlanPredictsTheTransformersAllocationsExactly) {
+  const ModelConfig c = preset_config("azr-tiny");
+  Transformer m = Transformer::random(c, 1);
+  const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(17, 5), std::vector<int32_t>(9, 7),
+                                                   std::vector<int32_t>(13, 3)});
+  m.score(batch, 1.f, /*for_backward=*/true);
+  std::vector<float> dlogp(size_t(batch.B * batch.T), 1.f);
+  m.backward(dlogp, {});
+  MemoryPlanSettings s;
+  s.precision = Precision::Fp32;
+  s.micro_batch = batch.B;
+  s.seq_len = batch.T;
+  const MemoryPlan p = plan_memory(c, s);
+  EXPECT_EQ(p.activations, double(m.activation_bytes()));
+  EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes()));
+}
+
+// By hand, for H 8, I 16, 2 layers, 2 heads of 4 (1 KV head), bf16 activations, 3 x 5 tokens:
+// per layer and token 4*8 + 2*8 + 2*4 + 2*16 = 88 bf16 values (176 B) and 2 + 2 fp32 (16 B) =
+// 192 B; once per token the last residual, final norm out, tmp [8 each] and act [16] in bf16
+// (80 B) and the final rstd (4 B) = 84 B. Kept: 15 * (2 * 192 + 84) = 7020. Recomputed: each
+// layer's input (2 * 8 * 2 B = 32 B), one layer's set and the tail: 15 * (32 + 192 + 84) = 4620.
+TEST(MemoryPlan, ActivationsAndRecomputationByHand) {
+  ModelConfig c = preset_config("azr-tiny");
+  c.hidden_size = 8, c.intermediate_size = 16, c.num_hidden_layers = 2, c.num_attention_heads = 2;
+  c.num_key_value_heads = 1, c.head_dim = 4;
+  MemoryPlanSettings s;
+  s.micro_batch = 3, s.seq_len = 5;
+  EXPECT_EQ(plan_memory(c, s).activations, 7020.0);
+  s.recompute = true;
+  EXPECT_EQ(plan_memory(c, s).activations, 4620.0);
+  // backward scratch: (2*8 + 2*8 + 2*4 + 3*16) = 88 bf16 values per token
+  EXPECT_EQ(plan_memory(c, s).backward_scratch, 15.0 * 88 * 2);
+}
+
+// 1.5B's KV cache, 256 sequences of 4096 positions: 2 (k, v) x 28 layers x 256 x 4096 x 256
+// (2 KV heads x 128) x 2 bytes = 28 GiB exactly.
+TEST(MemoryPlan, KvCacheByHand) {
+  MemoryPlanSettings s;
+  s.kv_slots = 256, s.kv_capacity = 4096;
+  EXPECT_EQ(plan_memory(qwen("1.5b"), s).kv_cache, 28.0 * kGiB);
+}
+
+TEST(MemoryPlan, MaxMicroBatchIsTheLargestThatFits) {
+  for (const char* size : {"0.5b", "1.5b", "3b"}) {
+    for (bool recompute : {false, true}) {
+      MemoryPlanSettings s;
+      s.seq_len = 8192, s.recompute = recompute;
+      const int64_t mb = max_micro_batch(qwen(size), s, 80 * kGiB);
+      ASSERT_GE(mb, 1) << size;
+      s.micro_batch = mb;
+      EXPECT_LE(plan_memory(qwen(size), s).training_peak(), 80 * kGiB) << size;
+      s.micro_batch = mb + 1;
+      EXPECT_GT(plan_memory(qwen(size), s).training_peak(), 80 * kGiB) << size;
+    }
+  }
+}
+
+// The targets: Qwen2.5-1.5B RL fits one 80 GB GPU as is; 3B needs recomputation at long
+// sequences (16k tokens: its 18 bytes/parameter leave ~25 GiB, less than one sequence's activations).
+TEST(MemoryPlan, OneAndAHalfBFitsEightyGigabytesAndThreeBNeedsRecompute) {
+  MemoryPlanSettings s;
+  s.seq_len = 16384;
+  EXPECT_GE(max_micro_batch(qwen("1.5b"), s, 80 * kGiB), 1);
+  EXPECT_EQ(max_micro_batch(qwen("3b"), s, 80 * kGiB), 0);
+  s.recompute = true;
+  EXPECT_GE(max_micro_batch(qwen("3b"), s, 80 * kGiB), 1);
+}
+
+TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
+  MemoryPlanSettings s;
+  EXPECT_EQ(max_micro_batch(qwen("7b"), s, 80 * kGiB), 0);  // 18 x 7.6B = 137 GB: 7B needs ZeRO-1
+  s.reserve_bytes = 0;
+  const double persistent = 18.0 * 1543714304.0;
+  EXPECT_EQ(max_micro_batch(qwen("1.5b"), s, persistent), 0);  // no room for one token's activations
+}
+
+TEST(MemoryPlan, BadSettingsAndPrecisionNamesAreErrors) {
+  MemoryPlanSettings s;
+  s.seq_len = 0;
+  EXPECT_THROW(plan_memory(qwen("0.5b"), s), std::invalid_argument);
+  EXPECT_EQ(parse_precision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parse_precision("bf16-mixed"), Precision::Bf16Mixed);
+  EXPECT_THROW(parse_precision("fp16"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace azr::model
