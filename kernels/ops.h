@@ -12,6 +12,7 @@
 // - Attention is causal within each sequence. Sequences are right-padded: rows t >= lengths[b]
 //   are padding; attention skips them (their outputs and gradients are zero), and they never
 //   influence a real row because a real row only looks left.
+#include <cstddef>
 #include <cstdint>
 
 namespace azr::kernels {
@@ -27,6 +28,20 @@ struct AttentionShape {
 
 struct Ops {
   const char* name;
+
+  // Memory of this backend (host memory for the CPU, device memory for CUDA). The model keeps
+  // every buffer here and moves data across only through upload/download, so one model code
+  // runs on either backend.
+  void* (*alloc_zeroed)(size_t bytes);  // throws std::bad_alloc / std::runtime_error
+  void (*release)(void* p);             // p may be null
+  void (*upload)(void* dst, const void* host, size_t bytes);     // host -> backend
+  void (*download)(void* host, const void* src, size_t bytes);   // backend -> host
+  void (*copy)(void* dst, const void* src, size_t bytes);        // within the backend
+  void (*fill_zero)(float* x, int64_t n);
+  // out[i] = src[rows[i]] for i < n, rows of C floats (rows on the backend)
+  void (*gather_rows)(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);
+  // dst[rows[i]] += src[i] for i < n; rows are distinct
+  void (*scatter_add_rows)(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
 
   // out[n] = wte[ids[n]]   (out [N, C], wte [V, C])
   void (*embedding_forward)(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C);

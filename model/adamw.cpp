@@ -15,7 +15,7 @@ double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double ma
 }
 
 AdamW::AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings)
-    : ops_(&ops), settings_(settings), m_(num_params, 0.f), v_(num_params, 0.f) {}
+    : ops_(&ops), settings_(settings), m_(ops, num_params), v_(ops, num_params) {}
 
 void AdamW::step(std::span<float> params, std::span<const float> grads) {
   if (params.size() != m_.size() || grads.size() != m_.size())
@@ -30,9 +30,12 @@ void AdamW::step(std::span<float> params, std::span<const float> grads) {
 
 void AdamW::save(const std::filesystem::path& file) const {
   const int64_t n = int64_t(m_.size());
+  std::vector<float> m(m_.size()), v(v_.size());
+  m_.download(m.data(), m.size());
+  v_.download(v.data(), v.size());
   std::vector<TensorView> views = {
-      {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m_.data()), m_.size() * sizeof(float)},
-      {"exp_avg_sq", DType::F32, {n}, reinterpret_cast<const std::byte*>(v_.data()), v_.size() * sizeof(float)}};
+      {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m.data()), m.size() * sizeof(float)},
+      {"exp_avg_sq", DType::F32, {n}, reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float)}};
   auto num = [](double x) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", x);
@@ -65,8 +68,11 @@ void AdamW::load(const std::filesystem::path& file) {
   } catch (const std::exception&) {
     throw SafetensorsError(file.string() + ": metadata 'step' is not a non-negative integer: '" + it->second + "'");
   }
-  to_f32(m, m_);
-  to_f32(v, v_);
+  std::vector<float> host(m_.size());
+  to_f32(m, host);
+  m_.upload(host.data(), host.size());
+  to_f32(v, host);
+  v_.upload(host.data(), host.size());
   step_ = step;
 }
 

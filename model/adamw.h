@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/buffer.h"
 #include "kernels/ops.h"
 
 namespace azr::model {
@@ -36,8 +37,9 @@ class AdamW {
   int64_t step_count() const { return step_; }
   const AdamWSettings& settings() const { return settings_; }
   void set_lr(double lr) { settings_.lr = lr; }
-  std::span<const float> m() const { return m_; }
-  std::span<const float> v() const { return v_; }
+  // The moments, in the memory of the backend (as the model's parameters).
+  std::span<const float> m() const { return m_.span(); }
+  std::span<const float> v() const { return v_.span(); }
 
   // optimizer.safetensors: tensors "exp_avg" and "exp_avg_sq" (flat, the model's layout) and
   // metadata {step, lr, betas, eps, weight_decay}. load() checks the size against the model's
@@ -48,7 +50,7 @@ class AdamW {
  private:
   const kernels::Ops* ops_;
   AdamWSettings settings_;
-  std::vector<float> m_, v_;
+  kernels::Buffer<float> m_, v_;
   int64_t step_ = 0;
 };
 

@@ -141,7 +141,7 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
                        ? params.seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xD1B54A32D192ED03ull
                        : params.sequence_seeds[size_t(b)] * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull});
 
-  KVCache cache(model.config(), B, batch.T + params.max_new_tokens);
+  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, model.ops());
   std::vector<float> logits = model.prefill(cache, batch);
   std::vector<int32_t> live(static_cast<size_t>(B));  // slots still generating, in the order of `logits` rows
   std::iota(live.begin(), live.end(), 0);

@@ -1,8 +1,7 @@
 #include "model/memory_plan.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace azr::model {
@@ -90,14 +89,18 @@ int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budge
 }
 
 std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s, double budget_bytes) {
-  const double gib = double(1ull << 30);
-  const double P = double(p.parameters);
-  std::string out = fmt::format("memory plan: {}, {}, micro-batch {} x {} tokens{}, {} KV slots x {} positions\n",
-                                P >= 1e9 ? fmt::format("{:.2f}B parameters", P / 1e9)
-                                         : fmt::format("{:.2f}M parameters", P / 1e6),
-                                precision_name(s.precision), s.micro_batch, s.seq_len,
-                                s.recompute ? ", recompute" : "", s.kv_slots, s.kv_capacity);
-  auto line = [&](const char* name, double bytes) { out += fmt::format("  {:<22}{:>10.2f} GiB\n", name, bytes / gib); };
+  // snprintf, not fmt: model/ builds with nothing but what the transformer needs (GPU checks).
+  const double gib = double(1ull << 30), P = double(p.parameters);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "memory plan: %.2f%s parameters, %s, micro-batch %lld x %lld tokens%s, %lld KV slots x %lld positions\n",
+                P >= 1e9 ? P / 1e9 : P / 1e6, P >= 1e9 ? "B" : "M", precision_name(s.precision),
+                (long long)s.micro_batch, (long long)s.seq_len, s.recompute ? ", recompute" : "", (long long)s.kv_slots,
+                (long long)s.kv_capacity);
+  std::string out = buf;
+  auto line = [&](const char* name, double bytes) {
+    std::snprintf(buf, sizeof buf, "  %-22s%10.2f GiB\n", name, bytes / gib);
+    out += buf;
+  };
   line("weights", p.weights);
   line("master weights (fp32)", p.master_weights);
   line("gradients (fp32)", p.gradients);
@@ -110,8 +113,11 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   line("reserve", p.reserve);
   line("peak: training", p.training_peak());
   line("peak: generation", p.generation_peak());
-  if (budget_bytes > 0)
-    out += fmt::format("  budget {:.2f} GiB: {}\n", budget_bytes / gib, p.peak() <= budget_bytes ? "fits" : "DOES NOT FIT");
+  if (budget_bytes > 0) {
+    std::snprintf(buf, sizeof buf, "  budget %.2f GiB: %s\n", budget_bytes / gib,
+                  p.peak() <= budget_bytes ? "fits" : "DOES NOT FIT");
+    out += buf;
+  }
   return out;
 }
 

@@ -90,18 +90,39 @@ SequenceBatch SequenceBatch::from(const std::vector<std::vector<int32_t>>& seqs,
   return b;
 }
 
-KVCache::KVCache(const ModelConfig& c, int64_t slots_, int64_t capacity_)
-    : layers(c.num_hidden_layers), slots(slots_), capacity(capacity_), row(c.num_key_value_heads * c.head_dim) {
-  k.assign(size_t(layers * slots * capacity * row), 0.f);
-  v.assign(k.size(), 0.f);
-}
+KVCache::KVCache(const ModelConfig& c, int64_t slots_, int64_t capacity_, const kernels::Ops& ops)
+    : layers(c.num_hidden_layers),
+      slots(slots_),
+      capacity(capacity_),
+      row(c.num_key_value_heads * c.head_dim),
+      k(ops, size_t(layers * slots * capacity * row)),
+      v(ops, size_t(layers * slots * capacity * row)) {}
 
 // Pointers to one layer's weights (or their gradients) in the flat buffer; null for absent biases.
 struct Transformer::LayerWeights {
   float *ln1, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *ln2, *wg, *bg, *wu, *bu, *wd, *bd;
 };
 
-Transformer::Transformer(ModelConfig c, const kernels::Ops& ops) : config_(std::move(c)), ops_(&ops) {
+Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
+    : config_(std::move(c)),
+      ops_(&ops),
+      params_(ops),
+      grads_(ops),
+      rope_cos_(ops),
+      rope_sin_(ops),
+      acts_(ops),
+      bwd_(ops),
+      positions_(ops),
+      ids_(ops),
+      lengths_(ops),
+      step_idx_(ops),
+      head_rows_dev_(ops),
+      head_targets_dev_(ops),
+      head_lse_(ops),
+      head_logp_(ops),
+      head_entropy_(ops),
+      head_logits_(ops),
+      head_scratch_(ops) {
   build_layout();
 }
 
@@ -114,7 +135,7 @@ void Transformer::build_layout() {
     tensors_.push_back({t.name, t.shape, off, n});
     off += n;
   }
-  params_.assign(off, 0.f);
+  params_.assign_zero(off);
   embed_off_ = find_tensor("model.embed_tokens.weight")->offset;
   norm_off_ = find_tensor("model.norm.weight")->offset;
   head_off_ = config_.tie_word_embeddings ? embed_off_ : find_tensor("lm_head.weight")->offset;
@@ -141,14 +162,14 @@ const ParamTensor* Transformer::find_tensor(std::string_view name) const {
 }
 
 std::span<float> Transformer::gradients() {
-  if (grads_.size() != params_.size()) grads_.assign(params_.size(), 0.f);
-  return grads_;
+  if (grads_.size() != params_.size()) grads_.assign_zero(params_.size());
+  return grads_.span();
 }
 
 std::span<float> Transformer::param(std::string_view name) {
   const ParamTensor* t = find_tensor(name);
   if (!t) throw std::out_of_range("no parameter named '" + std::string(name) + "'");
-  return std::span<float>(params_).subspan(t->offset, t->numel);
+  return params_.span().subspan(t->offset, t->numel);
 }
 
 std::span<float> Transformer::grad(std::string_view name) {
@@ -157,7 +178,7 @@ std::span<float> Transformer::grad(std::string_view name) {
   return gradients().subspan(t->offset, t->numel);
 }
 
-void Transformer::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
+void Transformer::zero_grad() { ops_->fill_zero(grads_.data(), int64_t(grads_.size())); }
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
   float* base = grads ? gradients().data() : params_.data();
@@ -166,23 +187,25 @@ Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
   return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11), at(12), at(13), at(14), at(15)};
 }
 
-Transformer Transformer::random(const ModelConfig& config, uint64_t seed, float init_std) {
-  Transformer m(config, kernels::cpu_ops());
+Transformer Transformer::random(const ModelConfig& config, uint64_t seed, float init_std, const kernels::Ops& ops) {
+  Transformer m(config, ops);
   NormalStream rng{seed};
+  std::vector<float> host;  // one tensor at a time, then to the backend
   for (const ParamTensor& t : m.tensors_) {
-    float* p = m.params_.data() + t.offset;
+    host.resize(t.numel);
     if (ends_with(t.name, "norm.weight")) {
-      std::fill(p, p + t.numel, 1.f);
+      std::fill(host.begin(), host.end(), 1.f);
     } else if (ends_with(t.name, ".bias")) {
-      std::fill(p, p + t.numel, 0.f);
+      std::fill(host.begin(), host.end(), 0.f);
     } else {
-      for (size_t i = 0; i < t.numel; i++) p[i] = float(rng.normal() * init_std);
+      for (size_t i = 0; i < t.numel; i++) host[i] = float(rng.normal() * init_std);
     }
+    m.params_.upload(host.data(), t.numel, t.offset);
   }
   return m;
 }
 
-Transformer Transformer::from_pretrained(const std::filesystem::path& dir) {
+Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const kernels::Ops& ops) {
   ModelConfig config = load_config((dir / "config.json").string());
   Checkpoint ckpt = open_checkpoint(dir);
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -190,9 +213,13 @@ Transformer Transformer::from_pretrained(const std::filesystem::path& dir) {
   check_checkpoint(config, shapes, dir.string());
   // A tied config uses the embedding as the head even if a re-saved checkpoint also carries
   // lm_head.weight: transformers ties the weights after loading, so the copy is never used.
-  Transformer m(std::move(config), kernels::cpu_ops());
-  for (const ParamTensor& t : m.tensors_)
-    to_f32(ckpt.at(t.name), std::span<float>(m.params_).subspan(t.offset, t.numel));
+  Transformer m(std::move(config), ops);
+  std::vector<float> host;  // one tensor at a time, then to the backend
+  for (const ParamTensor& t : m.tensors_) {
+    host.resize(t.numel);
+    to_f32(ckpt.at(t.name), host);
+    m.params_.upload(host.data(), t.numel, t.offset);
+  }
   return m;
 }
 
@@ -200,9 +227,11 @@ void Transformer::save_pretrained(const std::filesystem::path& dir) const {
   std::filesystem::create_directories(dir);
   ModelConfig c = config_;
   c.torch_dtype = "float32";
+  std::vector<float> host(params_.size());
+  params_.download(host.data(), host.size());
   std::vector<TensorView> views;
   for (const ParamTensor& t : tensors_)
-    views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(params_.data() + t.offset),
+    views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(host.data() + t.offset),
                      t.numel * sizeof(float)});
   write_checkpoint(dir, views, uint64_t(4) << 30);
   write_config(c, (dir / "config.json").string());
@@ -213,14 +242,17 @@ void Transformer::ensure_rope(int64_t positions) {
   positions = std::max<int64_t>(positions, 2 * rope_positions_);  // amortise regrowth in decode
   const std::vector<float> inv = rope_inv_freq(config_);
   const int64_t half = int64_t(inv.size());
-  rope_cos_.resize(size_t(positions * half));
-  rope_sin_.resize(size_t(positions * half));
+  std::vector<float> cos(size_t(positions * half)), sin(cos.size());
   for (int64_t p = 0; p < positions; p++)
     for (int64_t i = 0; i < half; i++) {
       const float angle = float(p) * inv[i];  // fp32 product, as transformers does
-      rope_cos_[p * half + i] = std::cos(angle);
-      rope_sin_[p * half + i] = std::sin(angle);
+      cos[p * half + i] = std::cos(angle);
+      sin[p * half + i] = std::sin(angle);
     }
+  rope_cos_.assign_zero(cos.size());
+  rope_sin_.assign_zero(sin.size());
+  rope_cos_.upload(cos.data(), cos.size());
+  rope_sin_.upload(sin.data(), sin.size());
   rope_positions_ = positions;
 }
 
@@ -243,7 +275,7 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
   const int64_t per_layer = N * (3 * H + 2 + 2 * qd + 2 * kd + nh + 2 * I);
   const int64_t layer_slots = keep ? L : 1, res_slots = keep ? L + 1 : 2;
   const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1 + I));
-  if (acts_.size() < need) acts_.resize(need);
+  acts_.ensure(need);
   float* p = acts_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
   std::vector<float*> res(static_cast<size_t>(res_slots));
@@ -263,14 +295,21 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
   }
   lnf_ = take(N * H), rstdf_ = take(N), act_ = take(N * I), tmp_ = take(N * H);
 
-  positions_.resize(size_t(N));
-  for (int64_t n = 0; n < N; n++) positions_[n] = int32_t(n % T);
+  // The batch's indices on the backend: positions, ids (embedding forward and backward), lengths.
+  std::vector<int32_t> pos(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; n++) pos[n] = int32_t(n % T);
+  positions_.ensure(size_t(N));
+  positions_.upload(pos.data(), size_t(N));
+  ids_.ensure(size_t(N));
+  ids_.upload(batch.ids.data(), size_t(N));
+  lengths_.ensure(size_t(B));
+  lengths_.upload(batch.lengths.data(), size_t(B));
   fwd_B_ = B, fwd_T_ = T, fwd_kept_ = keep;
   fwd_batch_ = batch;
 
   const kernels::Ops& o = *ops_;
-  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, batch.lengths.data()};
-  o.embedding_forward(layer_acts_[0].res_in, batch.ids.data(), params_.data() + embed_off_, N, H);
+  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, lengths_.data()};
+  o.embedding_forward(layer_acts_[0].res_in, ids_.data(), params_.data() + embed_off_, N, H);
   for (int64_t l = 0; l < L; l++) {
     const LayerWeights w = layer_weights(l, false);
     const LayerActs& a = layer_acts_[size_t(l)];
@@ -297,15 +336,18 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
 std::vector<float> Transformer::logits(const SequenceBatch& batch) {
   forward_layers(batch, false);
   const int64_t N = batch.B * batch.T, V = config_.vocab_size, H = config_.hidden_size;
+  kernels::Buffer<float> dev(*ops_, size_t(N * V));
+  ops_->matmul_forward(dev.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
   std::vector<float> out(static_cast<size_t>(N * V));
-  ops_->matmul_forward(out.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
+  dev.download(out.data(), out.size());
   for (int64_t b = 0; b < batch.B; b++)
     for (int64_t t = batch.lengths[b]; t < batch.T; t++)
       std::fill_n(out.begin() + (b * batch.T + t) * V, V, 0.f);
   return out;
 }
 
-// The rows of the last forward that predict a token: row (b, t-1) predicts ids[b, t].
+// The rows of the last forward that predict a token: row (b, t-1) predicts ids[b, t]; on the
+// host for the loops here and on the backend for the gathers.
 void Transformer::lm_head_rows(const SequenceBatch& batch) {
   head_rows_.clear();
   head_targets_.clear();
@@ -314,6 +356,18 @@ void Transformer::lm_head_rows(const SequenceBatch& batch) {
       head_rows_.push_back(int32_t(b * batch.T + t - 1));
       head_targets_.push_back(batch.ids[b * batch.T + t]);
     }
+  head_rows_dev_.ensure(std::max<size_t>(head_rows_.size(), 1));
+  head_rows_dev_.upload(head_rows_.data(), head_rows_.size());
+  head_targets_dev_.ensure(std::max<size_t>(head_targets_.size(), 1));
+  head_targets_dev_.upload(head_targets_.data(), head_targets_.size());
+}
+
+// One chunk's LM-head scratch: the gathered rows x and their gradients dx [chunk, H], dlogp and
+// dentropy [chunk], and (when the logits are not kept) the chunk's logits [chunk, V].
+float* Transformer::take_head_scratch(int64_t chunk) {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  head_scratch_.ensure(size_t(chunk * (2 * H + 2) + (head_logits_kept_ ? 0 : chunk * V)));
+  return head_scratch_.data();
 }
 
 TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bool for_backward) {
@@ -322,31 +376,33 @@ TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bo
   lm_head_rows(batch);
   const int64_t H = config_.hidden_size, V = config_.vocab_size, R = int64_t(head_rows_.size());
   fwd_inv_temp_ = 1.f / temperature;
-  head_lse_.resize(size_t(R));
-  head_logp_.resize(size_t(R));
-  head_entropy_.resize(size_t(R));
+  head_lse_.ensure(size_t(std::max<int64_t>(R, 1)));
+  head_logp_.ensure(size_t(std::max<int64_t>(R, 1)));
+  head_entropy_.ensure(size_t(std::max<int64_t>(R, 1)));
   head_logits_kept_ = for_backward && size_t(R * V) <= kKeepLogitsFloats;
   const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
                                           : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
-  std::vector<float> x(static_cast<size_t>(chunk * H));
-  if (head_logits_kept_) head_logits_.resize(size_t(R * V));
-  std::vector<float> local;
-  if (!head_logits_kept_) local.resize(size_t(chunk * V));
+  if (head_logits_kept_) head_logits_.ensure(size_t(std::max<int64_t>(R * V, 1)));
+  float* x = take_head_scratch(chunk);
+  float* local = x + chunk * (2 * H + 2);
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
-    for (int64_t i = 0; i < n; i++) std::memcpy(&x[i * H], lnf_ + int64_t(head_rows_[r0 + i]) * H, sizeof(float) * H);
-    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local.data();
-    ops_->matmul_forward(lg, x.data(), params_.data() + head_off_, nullptr, n, H, V);
-    ops_->token_stats(&head_lse_[r0], &head_logp_[r0], &head_entropy_[r0], lg, &head_targets_[r0], n, V,
-                      fwd_inv_temp_);
+    ops_->gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
+    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
+    ops_->matmul_forward(lg, x, params_.data() + head_off_, nullptr, n, H, V);
+    ops_->token_stats(head_lse_.data() + r0, head_logp_.data() + r0, head_entropy_.data() + r0, lg,
+                      head_targets_dev_.data() + r0, n, V, fwd_inv_temp_);
   }
+  std::vector<float> logp(static_cast<size_t>(R)), entropy(static_cast<size_t>(R));
+  head_logp_.download(logp.data(), size_t(R));
+  head_entropy_.download(entropy.data(), size_t(R));
   TokenScores s;
   s.B = batch.B, s.T = batch.T;
   s.logp.assign(size_t(batch.B * batch.T), 0.f);
   s.entropy.assign(s.logp.size(), 0.f);
   for (int64_t i = 0; i < R; i++) {
-    s.logp[head_rows_[i] + 1] = head_logp_[i];
-    s.entropy[head_rows_[i] + 1] = head_entropy_[i];
+    s.logp[head_rows_[i] + 1] = logp[i];
+    s.entropy[head_rows_[i] + 1] = entropy[i];
   }
   return s;
 }
@@ -363,74 +419,72 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   const kernels::Ops& o = *ops_;
 
   // Scratch: dres, dlnf [N,H]; datt, dq [N,qd]; dk, dv [N,kd]; dact, dgate, dup [N,I].
-  const size_t need = size_t(N * (2 * H + 2 * qd + 2 * kd + 3 * I));
-  if (bwd_.size() < need) bwd_.resize(need);
+  bwd_.ensure(size_t(N * (2 * H + 2 * qd + 2 * kd + 3 * I)));
   float* p = bwd_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
   float *dres = take(N * H), *dln = take(N * H), *datt = take(N * qd), *dq = take(N * qd), *dk = take(N * kd),
         *dv = take(N * kd), *dact = take(N * I), *dgate = take(N * I), *dup = take(N * I);
 
   // LM head, chunk by chunk: dlogits -> d(final norm output) and the head's weight gradient.
-  std::fill_n(dln, N * H, 0.f);
+  o.fill_zero(dln, N * H);
   const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
                                           : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
-  std::vector<float> x(static_cast<size_t>(chunk * H)), dx(static_cast<size_t>(chunk * H)), local;
-  std::vector<float> gl(static_cast<size_t>(chunk)), ge(static_cast<size_t>(chunk));
-  if (!head_logits_kept_) local.resize(size_t(chunk * V));
+  float* x = take_head_scratch(chunk);
+  float *dx = x + chunk * H, *gl = dx + chunk * H, *ge = gl + chunk, *local = ge + chunk;
+  std::vector<float> gl_host(static_cast<size_t>(chunk)), ge_host(static_cast<size_t>(chunk));
   float* head_w = params_.data() + head_off_;
   float* head_g = grads_.data() + head_off_;
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
     for (int64_t i = 0; i < n; i++) {
       const int64_t row = head_rows_[r0 + i];
-      std::memcpy(&x[i * H], lnf_ + row * H, sizeof(float) * H);
-      gl[i] = dlogp.empty() ? 0.f : dlogp[row + 1];
-      ge[i] = dentropy.empty() ? 0.f : dentropy[row + 1];
+      gl_host[i] = dlogp.empty() ? 0.f : dlogp[row + 1];
+      ge_host[i] = dentropy.empty() ? 0.f : dentropy[row + 1];
     }
-    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local.data();
-    if (!head_logits_kept_) o.matmul_forward(lg, x.data(), head_w, nullptr, n, H, V);
-    o.token_stats_backward(lg, lg, &head_targets_[r0], &head_lse_[r0], &head_entropy_[r0], gl.data(), ge.data(), n,
-                           V, fwd_inv_temp_);
-    std::fill_n(dx.begin(), n * H, 0.f);
-    o.matmul_backward(dx.data(), head_g, nullptr, lg, x.data(), head_w, n, H, V);
-    for (int64_t i = 0; i < n; i++) {
-      float* dst = dln + int64_t(head_rows_[r0 + i]) * H;
-      for (int64_t j = 0; j < H; j++) dst[j] += dx[i * H + j];
-    }
+    o.upload(gl, gl_host.data(), sizeof(float) * size_t(n));
+    o.upload(ge, ge_host.data(), sizeof(float) * size_t(n));
+    o.gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
+    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
+    if (!head_logits_kept_) o.matmul_forward(lg, x, head_w, nullptr, n, H, V);
+    o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0, head_entropy_.data() + r0,
+                           gl, ge, n, V, fwd_inv_temp_);
+    o.fill_zero(dx, n * H);
+    o.matmul_backward(dx, head_g, nullptr, lg, x, head_w, n, H, V);
+    o.scatter_add_rows(dln, dx, head_rows_dev_.data() + r0, n, H);
   }
   head_logits_kept_ = false;  // overwritten by dlogits; a second backward recomputes
 
-  std::fill_n(dres, N * H, 0.f);
+  o.fill_zero(dres, N * H);
   o.rmsnorm_backward(dres, grads_.data() + norm_off_, dln, layer_acts_[size_t(L - 1)].res_out,
                      params_.data() + norm_off_, rstdf_, N, H);
 
-  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, fwd_batch_.lengths.data()};
+  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, lengths_.data()};
   for (int64_t l = L - 1; l >= 0; l--) {
     const LayerWeights w = layer_weights(l, false);
     const LayerWeights g = layer_weights(l, true);
     const LayerActs& a = layer_acts_[size_t(l)];
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
     o.swiglu_forward(act_, a.gate, a.up, N * I);  // recomputed rather than stored
-    std::fill_n(dact, N * I, 0.f);
+    o.fill_zero(dact, N * I);
     o.matmul_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
     o.swiglu_backward(dgate, dup, dact, a.gate, a.up, N * I);
-    std::fill_n(dln, N * H, 0.f);
+    o.fill_zero(dln, N * H);
     o.matmul_backward(dln, g.wg, g.bg, dgate, a.ln2, w.wg, N, H, I);
     o.matmul_backward(dln, g.wu, g.bu, dup, a.ln2, w.wu, N, H, I);
     o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
     // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
-    std::fill_n(datt, N * qd, 0.f);
+    o.fill_zero(datt, N * qd);
     o.matmul_backward(datt, g.wo, g.bo, dres, a.att, w.wo, N, qd, H);
     o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
     o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
     o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
-    std::fill_n(dln, N * H, 0.f);
+    o.fill_zero(dln, N * H);
     o.matmul_backward(dln, g.wq, g.bq, dq, a.ln1, w.wq, N, H, qd);
     o.matmul_backward(dln, g.wk, g.bk, dk, a.ln1, w.wk, N, H, kd);
     o.matmul_backward(dln, g.wv, g.bv, dv, a.ln1, w.wv, N, H, kd);
     o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
   }
-  o.embedding_backward(grads_.data() + embed_off_, dres, fwd_batch_.ids.data(), N, H);
+  o.embedding_backward(grads_.data() + embed_off_, dres, ids_.data(), N, H);
 }
 
 std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& prompts) {
@@ -439,17 +493,25 @@ std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& pro
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
   forward_layers(prompts, true);
   const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size, kd = cache.row;
+  const kernels::Ops& o = *ops_;
   for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
     const LayerActs& a = layer_acts_[size_t(l)];
     for (int64_t b = 0; b < B; b++) {
-      std::memcpy(cache.k_at(l) + b * cache.slot_stride(), a.k + b * T * kd, sizeof(float) * prompts.lengths[b] * kd);
-      std::memcpy(cache.v_at(l) + b * cache.slot_stride(), a.v + b * T * kd, sizeof(float) * prompts.lengths[b] * kd);
+      const size_t bytes = sizeof(float) * size_t(prompts.lengths[b] * kd);
+      o.copy(cache.k_at(l) + b * cache.slot_stride(), a.k + b * T * kd, bytes);
+      o.copy(cache.v_at(l) + b * cache.slot_stride(), a.v + b * T * kd, bytes);
     }
   }
-  std::vector<float> last(static_cast<size_t>(B * H)), out(static_cast<size_t>(B * V));
-  for (int64_t b = 0; b < B; b++)
-    std::memcpy(&last[b * H], lnf_ + (b * T + prompts.lengths[b] - 1) * H, sizeof(float) * H);
-  ops_->matmul_forward(out.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
+  // Each prompt's last row, gathered, through the LM head.
+  std::vector<int32_t> last_rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; b++) last_rows[b] = int32_t(b * T + prompts.lengths[b] - 1);
+  step_idx_.ensure(size_t(B));
+  step_idx_.upload(last_rows.data(), size_t(B));
+  kernels::Buffer<float> last(o, size_t(B * H)), dev(o, size_t(B * V));
+  o.gather_rows(last.data(), lnf_, step_idx_.data(), B, H);
+  o.matmul_forward(dev.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
+  std::vector<float> out(static_cast<size_t>(B * V));
+  dev.download(out.data(), out.size());
   fwd_kept_ = false;  // the activations are not a training forward
   return out;
 }
@@ -468,31 +530,36 @@ void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::s
   }
   ensure_rope(int64_t(*std::max_element(pos.begin(), pos.end())) + 1);
   fwd_kept_ = false;
-  // Small per-step buffers: x, ln, q, k, v, att, tmp, gate, up, rstd.
-  const size_t need = size_t(R * (4 * H + 2 * qd + 2 * kd + 2 * I + 1));
-  if (acts_.size() < need) acts_.resize(need);
+  // Small per-step buffers: x, ln, q, k, v, att, tmp, gate, up, rstd, the logits; the step's
+  // tokens, slots and positions on the backend.
+  acts_.ensure(size_t(R * (4 * H + 2 * qd + 2 * kd + 2 * I + 1 + V)));
   float* p = acts_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
   float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
         *att = take(R * qd), *k = take(R * kd), *v = take(R * kd), *gate = take(R * I), *up = take(R * I),
-        *rstd = take(R);
+        *rstd = take(R), *out = take(R * V);
+  step_idx_.ensure(size_t(3 * R));
+  step_idx_.upload(tokens.data(), size_t(R), 0);
+  step_idx_.upload(slot.data(), size_t(R), size_t(R));
+  step_idx_.upload(pos.data(), size_t(R), size_t(2 * R));
+  const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   const kernels::Ops& o = *ops_;
   const kernels::AttentionShape shape{0, 0, nh, nkv, d, cache.slot_stride(), nullptr};
-  o.embedding_forward(x, tokens.data(), params_.data() + embed_off_, R, H);
+  o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
     o.rmsnorm_forward(ln, rstd, x, w.ln1, R, H, float(c.rms_norm_eps));
     o.matmul_forward(q, ln, w.wq, w.bq, R, H, qd);
     o.matmul_forward(k, ln, w.wk, w.bk, R, H, kd);
     o.matmul_forward(v, ln, w.wv, w.bv, R, H, kd);
-    o.rope_forward(q, pos.data(), rope_cos_.data(), rope_sin_.data(), R, nh, d);
-    o.rope_forward(k, pos.data(), rope_cos_.data(), rope_sin_.data(), R, nkv, d);
+    o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
+    o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
     for (int64_t r = 0; r < R; r++) {
       const int64_t at = slot[r] * cache.slot_stride() + int64_t(pos[r]) * kd;
-      std::memcpy(cache.k_at(l) + at, k + r * kd, sizeof(float) * kd);
-      std::memcpy(cache.v_at(l) + at, v + r * kd, sizeof(float) * kd);
+      o.copy(cache.k_at(l) + at, k + r * kd, sizeof(float) * size_t(kd));
+      o.copy(cache.v_at(l) + at, v + r * kd, sizeof(float) * size_t(kd));
     }
-    o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot.data(), pos.data(), R, shape);
+    o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot_d, pos_d, R, shape);
     o.matmul_forward(tmp, att, w.wo, w.bo, R, qd, H);
     o.add(h, x, tmp, R * H);
     o.rmsnorm_forward(ln, rstd, h, w.ln2, R, H, float(c.rms_norm_eps));
@@ -503,8 +570,9 @@ void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::s
     o.add(x, h, tmp, R * H);
   }
   o.rmsnorm_forward(ln, rstd, x, params_.data() + norm_off_, R, H, float(c.rms_norm_eps));
+  o.matmul_forward(out, ln, params_.data() + head_off_, nullptr, R, H, V);
   logits.resize(size_t(R * V));
-  o.matmul_forward(logits.data(), ln, params_.data() + head_off_, nullptr, R, H, V);
+  o.download(logits.data(), out, sizeof(float) * logits.size());
 }
 
 }  // namespace azr::model

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "model/hf_config.h"
 
@@ -52,12 +53,13 @@ struct ParamTensor {
 };
 
 // Keys and values of every layer for `slots` sequences of up to `capacity` positions:
-// [layer][slot][position][kv_heads * head_dim].
+// [layer][slot][position][kv_heads * head_dim], in the memory of the model's backend (pass
+// model.ops()).
 struct KVCache {
   int64_t layers = 0, slots = 0, capacity = 0, row = 0;
-  std::vector<float> k, v;
+  kernels::Buffer<float> k, v;
 
-  KVCache(const ModelConfig& c, int64_t slots, int64_t capacity);
+  KVCache(const ModelConfig& c, int64_t slots, int64_t capacity, const kernels::Ops& ops = kernels::cpu_ops());
   float* k_at(int64_t layer) { return k.data() + layer * slots * capacity * row; }
   float* v_at(int64_t layer) { return v.data() + layer * slots * capacity * row; }
   int64_t slot_stride() const { return capacity * row; }
@@ -67,18 +69,21 @@ class Transformer {
  public:
   // Loads a Hugging Face checkpoint directory (config.json + model.safetensors or a sharded
   // index). Throws ConfigError / SafetensorsError naming the file and the field or tensor.
-  static Transformer from_pretrained(const std::filesystem::path& dir);
+  // The model lives in `ops`' memory (kernels/cpu: host; kernels/cuda: the GPU): parameters(),
+  // gradients() and the KV cache are that backend's memory, everything else is host data.
+  static Transformer from_pretrained(const std::filesystem::path& dir, const kernels::Ops& ops = kernels::cpu_ops());
   // A new model, initialised as transformers does (normal(0, init_std) weights, zero biases,
   // unit norms), reproducibly from `seed`.
-  static Transformer random(const ModelConfig& config, uint64_t seed, float init_std = 0.02f);
+  static Transformer random(const ModelConfig& config, uint64_t seed, float init_std = 0.02f,
+                            const kernels::Ops& ops = kernels::cpu_ops());
   // Writes config.json and model.safetensors (F32; sharded past 4 GiB) into dir.
   void save_pretrained(const std::filesystem::path& dir) const;
 
   const ModelConfig& config() const { return config_; }
   const kernels::Ops& ops() const { return *ops_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
-  std::span<float> parameters() { return params_; }
-  std::span<const float> parameters() const { return params_; }
+  std::span<float> parameters() { return params_.span(); }
+  std::span<const float> parameters() const { return params_.span(); }
   // Allocated (zeroed) on first use.
   std::span<float> gradients();
   std::span<float> param(std::string_view name);  // throws std::out_of_range
@@ -117,6 +122,7 @@ class Transformer {
   void ensure_rope(int64_t positions);
   void forward_layers(const SequenceBatch& batch, bool keep);
   void lm_head_rows(const SequenceBatch& batch);
+  float* take_head_scratch(int64_t chunk);
 
   ModelConfig config_;
   const kernels::Ops* ops_;
@@ -125,10 +131,10 @@ class Transformer {
   // hot path never looks tensors up by name.
   static constexpr size_t kNoTensor = size_t(-1);
   std::vector<std::array<size_t, 16>> layer_offsets_;
-  std::vector<float> params_, grads_;
+  kernels::Buffer<float> params_, grads_;
   size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
 
-  std::vector<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]
+  kernels::Buffer<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]
   int64_t rope_positions_ = 0;
 
   // Activations of the last forward (llm.c style: one arena, carved per batch shape). Without
@@ -138,17 +144,20 @@ class Transformer {
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;
-  std::vector<float> acts_;
-  std::vector<float> bwd_;  // backward scratch
-  std::vector<int32_t> positions_;  // [N]
+  kernels::Buffer<float> acts_;
+  kernels::Buffer<float> bwd_;  // backward scratch
+  kernels::Buffer<int32_t> positions_, ids_, lengths_;  // [N], [N], [B]: the batch on the backend
+  kernels::Buffer<int32_t> step_idx_;                   // decode: tokens, slots, positions [3 * R]
   int64_t fwd_B_ = 0, fwd_T_ = 0;
   bool fwd_kept_ = false;
   float fwd_inv_temp_ = 1.f;
   SequenceBatch fwd_batch_;
   // LM-head rows of the last score(): rows that predict a token, their targets, lse and entropy,
   // and their logits when they fit the budget (else recomputed in backward).
-  std::vector<int32_t> head_rows_, head_targets_;
-  std::vector<float> head_lse_, head_logp_, head_entropy_, head_logits_;
+  std::vector<int32_t> head_rows_, head_targets_;          // host
+  kernels::Buffer<int32_t> head_rows_dev_, head_targets_dev_;  // the same on the backend
+  kernels::Buffer<float> head_lse_, head_logp_, head_entropy_, head_logits_;
+  kernels::Buffer<float> head_scratch_;  // a chunk's gathered rows, their gradients, dlogp/dent, logits
   bool head_logits_kept_ = false;
 };
 

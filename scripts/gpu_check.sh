@@ -8,7 +8,9 @@
 #                                              scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                              and bring .gpu-carry/ along
 #
-# Builds only kernels/ and their checks (AZR_KERNELS_ONLY), so nothing else needs installing.
+# Builds only kernels/, model/ and their GPU checks (AZR_GPU_CHECKS_ONLY), so nothing else needs
+# installing: the op-by-op kernel tests, the whole model on the GPU against the CPU model, and
+# the kernel benchmark.
 # Exit status: ctest's (a failing GPU test fails the check); 3 when no GPU is usable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,17 +26,22 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
   for deb in "$AZR_CARRY"/*.deb; do dpkg -x "$deb" "$prefix"; done
   multiarch="$(uname -m)-linux-gnu"
   export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # the carried pkg-config, reading the carried .pc files with their /usr paths under the prefix
+  export PKG_CONFIG="$prefix/usr/bin/pkgconf" PKG_CONFIG_SYSROOT_DIR="$prefix"
+  export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/usr/share/pkgconfig"
 fi
 
 { nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; } > "$OUT/device.txt" 2>&1 || true
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_KERNELS_ONLY=ON \
+cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
   -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
 cmake --build "$BUILD" -j"$(nproc)" 2>&1 | tee "$OUT/build.txt"
 
 # Every GPU test skips without a device; here that is a failed check, not a pass.
-if "$BUILD/bin/cuda_ops_test" --gtest_filter='CudaDevice.*' 2>&1 | grep -q "SKIPPED"; then
+probe=$("$BUILD/bin/cuda_ops_test" --gtest_filter='CudaDevice.*' 2>&1 || true)
+if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
+  echo "$probe" > "$OUT/device_probe.txt"
   echo "gpu_check: no usable CUDA device on this machine; nothing was checked" | tee "$OUT/gpu_tests.txt"
   exit 3
 fi

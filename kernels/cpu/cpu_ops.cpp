@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -452,8 +454,42 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
   }
 }
 
+void* alloc_zeroed(size_t bytes) {
+  void* p = std::calloc(std::max<size_t>(bytes, 1), 1);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void release(void* p) { std::free(p); }
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void fill_zero(float* x, int64_t n) {
+  if (n > 0) std::memset(x, 0, sizeof(float) * size_t(n));
+}
+
+void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+  for (int64_t i = 0; i < n; i++) std::memcpy(out + i * C, src + int64_t(rows[i]) * C, sizeof(float) * C);
+}
+
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+#pragma omp parallel for schedule(static) if (n * C >= kParallelMin)
+  for (int64_t i = 0; i < n; i++) {
+    float* d = dst + int64_t(rows[i]) * C;
+    const float* s = src + i * C;
+    for (int64_t c = 0; c < C; c++) d[c] += s[c];
+  }
+}
+
 const Ops kCpuOps = {
     "cpu",
+    alloc_zeroed,
+    release,
+    copy_bytes,
+    copy_bytes,
+    copy_bytes,
+    fill_zero,
+    gather_rows,
+    scatter_add_rows,
     embedding_forward,
     embedding_backward,
     rmsnorm_forward,

@@ -12,8 +12,38 @@ namespace {
 
 using namespace cuda_detail;
 
+void* alloc_zeroed(size_t bytes) {
+  void* p = nullptr;
+  AZR_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+  AZR_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(bytes, 1)));
+  return p;
+}
+void release(void* p) {
+  if (p) cudaFree(p);  // no throw: called from destructors
+}
+void upload(void* dst, const void* host, size_t bytes) {
+  if (bytes) AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+}
+void download(void* host, const void* src, size_t bytes) {
+  if (bytes) AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+}
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+void fill_zero(float* x, int64_t n) {
+  if (n > 0) AZR_CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * size_t(n)));
+}
+
 const Ops kCudaOps = {
     "cuda",
+    alloc_zeroed,
+    release,
+    upload,
+    download,
+    copy,
+    fill_zero,
+    gather_rows,
+    scatter_add_rows,
     embedding_forward,
     embedding_backward,
     rmsnorm_forward,

@@ -101,7 +101,30 @@ __global__ void column_sums_kernel(float* dst, const float* src, int64_t N, int6
   atomicAdd(dst + c, acc);
 }
 
+__global__ void gather_rows_kernel(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * C; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = src[int64_t(rows[i / C]) * C + i % C];
+}
+
+// rows are distinct, so no two threads add into one element: no atomics.
+__global__ void scatter_add_rows_kernel(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n * C; i += int64_t(gridDim.x) * blockDim.x)
+    dst[int64_t(rows[i / C]) * C + i % C] += src[i];
+}
+
 }  // namespace
+
+void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+  if (n * C == 0) return;
+  gather_rows_kernel<<<grid_for(n * C), 256>>>(out, src, rows, n, C);
+  AZR_CUDA_LAUNCHED();
+}
+
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) {
+  if (n * C == 0) return;
+  scatter_add_rows_kernel<<<grid_for(n * C), 256>>>(dst, src, rows, n, C);
+  AZR_CUDA_LAUNCHED();
+}
 
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
   if (N * C == 0) return;

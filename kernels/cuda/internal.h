@@ -23,6 +23,10 @@ double sum_squares(const float* x, int64_t n);
 // dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
 void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
 
+// out[i] = src[rows[i]]; dst[rows[i]] += src[i] (rows of C floats, rows distinct for the add)
+void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);
+void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
+
 // rmsnorm.cu
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
