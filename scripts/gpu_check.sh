@@ -45,8 +45,17 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
   echo "gpu_check: no usable CUDA device on this machine; nothing was checked" | tee "$OUT/gpu_tests.txt"
   exit 3
 fi
+# Hugging Face transformers' reference on the real Qwen2.5 0.5B and 1.5B configs (random weights),
+# where python3 has torch and transformers (the GPU machine does); the test skips without it.
+if python3 -c "import torch, transformers" 2>/dev/null; then
+  ref="$OUT/hf-reference"
+  python3 tests/kernels/hf_reference.py "$ref" tests/model/configs/qwen2.5-0.5b.json \
+    tests/model/configs/qwen2.5-1.5b.json 2>&1 | tee "$OUT/hf_reference.txt"
+  export AZR_HF_REFERENCE_DIR="$ref"
+fi
 status=0
 (cd "$BUILD" && ctest -L gpu --output-on-failure) 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
 "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
+rm -rf "${AZR_HF_REFERENCE_DIR:-/nonexistent}"   # 8 GB of random weights; reference.json is in the test log
 echo "gpu_check: outputs in $OUT (tests exit $status)"
 exit "$status"

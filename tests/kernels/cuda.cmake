@@ -11,7 +11,8 @@ gtest_discover_tests(cuda_ops_test DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST 
 # The whole transformer on the GPU against the CPU model.
 if(TARGET azr_model)
   add_executable(cuda_model_test ${CMAKE_SOURCE_DIR}/tests/kernels/cuda_model_test.cpp)
-  target_link_libraries(cuda_model_test PRIVATE azr_model azr_kernels_cuda GTest::gtest GTest::gtest_main)
+  target_link_libraries(cuda_model_test PRIVATE azr_model azr_kernels_cuda nlohmann_json::nlohmann_json GTest::gtest
+                                                GTest::gtest_main)
   target_include_directories(cuda_model_test PRIVATE ${CMAKE_SOURCE_DIR})
   gtest_discover_tests(cuda_model_test DISCOVERY_TIMEOUT 60 DISCOVERY_MODE PRE_TEST PROPERTIES LABELS gpu)
 endif()

@@ -5,7 +5,11 @@
 // device; without one every test skips with the reason (scripts/gpu_check.sh runs them).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -144,6 +148,42 @@ TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   EXPECT_EQ(host(gpu.parameters(), cuda_ops()), want);
   EXPECT_EQ(host(back.parameters(), cuda_ops()), want);
   std::filesystem::remove_all(dir);
+}
+
+// Hugging Face transformers as the reference on the real Qwen2.5 configs with random weights:
+// tests/kernels/hf_reference.py writes each model and transformers' log-probs and entropies of a
+// few sequences (fp32, one sequence at a time); here they are scored as one right-padded batch on
+// the GPU. AZR_HF_REFERENCE_DIR names its output (scripts/gpu_check.sh sets it where PyTorch is).
+TEST(CudaHfReference, QwenConfigsMatchTransformers) {
+  std::string why;
+  if (kernels::cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device here (" << why << ")";
+  const char* dir = std::getenv("AZR_HF_REFERENCE_DIR");
+  if (!dir || !*dir)
+    GTEST_SKIP() << "AZR_HF_REFERENCE_DIR is not set (scripts/gpu_check.sh runs tests/kernels/hf_reference.py first)";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!std::filesystem::exists(entry.path() / "reference.json")) continue;
+    const nlohmann::json ref = nlohmann::json::parse(std::ifstream(entry.path() / "reference.json"));
+    Transformer m = Transformer::from_pretrained(entry.path(), cuda_ops());
+    std::vector<std::vector<int32_t>> seqs;
+    for (const auto& s : ref["sequences"]) seqs.push_back(s["ids"].get<std::vector<int32_t>>());
+    const SequenceBatch b = SequenceBatch::from(seqs);
+    const TokenScores sc = m.score(b, 1.f);
+    std::vector<float> got_lp, want_lp, got_h, want_h;
+    for (size_t i = 0; i < seqs.size(); i++) {
+      const auto lp = ref["sequences"][i]["logp"].get<std::vector<float>>();
+      const auto h = ref["sequences"][i]["entropy"].get<std::vector<float>>();
+      for (size_t t = 1; t < seqs[i].size(); t++) {
+        got_lp.push_back(sc.logp[i * size_t(b.T) + t]), want_lp.push_back(lp[t - 1]);
+        got_h.push_back(sc.entropy[i * size_t(b.T) + t]), want_h.push_back(h[t - 1]);
+      }
+    }
+    const std::string name = entry.path().filename().string();
+    expect_rel_close(got_lp, want_lp, 2e-4, name + " logp");
+    expect_rel_close(got_h, want_h, 2e-4, name + " entropy");
+    checked++;
+  }
+  EXPECT_GT(checked, 0) << "no model directory with a reference.json under " << dir;
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, CudaModel, ::testing::Values("tiny", "untied"),
