@@ -175,7 +175,11 @@ def main():
         cs = c["warm_start"]["seconds"] if c else None
         totals["warm"].append(ws); totals["sp"].append(sp_wall); totals["ctl"].append(cs)
         g = lambda x, n=1: "n/a" if x is None else f"{x:.{n}f}"
-        same = [None not in (sp_start(s, t), acc(b, t)) and abs(sp_start(s, t) - acc(b, t)) < 1e-9 for t in TYPES] if b else []
+        # the control's "before" is the warm-start model on the very held-out tasks self-play
+        # evaluates (run.sh's HELDOUT may differ from the warm start's own heldout.jsonl)
+        before = (lambda t: c["heldout_accuracy"]["before"][t]) if c else (lambda t: acc(b, t))
+        same = [None not in (sp_start(s, t), before(t)) and abs(sp_start(s, t) - before(t)) < 1e-9
+                for t in TYPES] if (b or c) else []
         trows.append(f"| {s} | {g(ws)} ({b['warm_start']['steps'] if b else '?'} steps) | {g(sp_wall)} "
                      f"({max([r.get('step', 0) for r in rows] or [0])} steps, {g(sp_eval)} s eval) | "
                      f"{g(cs)} ({c['warm_start']['steps'] if c else '?'} steps; {g(tm.get('control_wall_s'))} s wall) | "
@@ -195,8 +199,8 @@ def main():
           "Timing per seed (s). Warm start and control: `warm_start.seconds` (optimizer time); self-play: "
           "wall clock of `azr train` (model load, seeding, evaluations included). The control gets "
           "round(self-play wall / warm-start seconds per step) steps. Last column: self-play's step-0 "
-          "held-out accuracy equals `boot-*/bootstrap.json` after (the same model on the same tasks; "
-          "it differs when the two evaluated with different `eval.max_tokens`).", "",
+          "held-out accuracy equals the control's `before` (the same warm-start model on the same tasks, "
+          "evaluated by `azr bootstrap`), else `boot-*/bootstrap.json` after.", "",
           "| seed | warm start | self-play | control | step 0 = warm start |", "|---|---|---|---|---|", *trows, "",
           "Plots: `heldout_accuracy.svg`, `validity.svg`, `learnability.svg`.", ""]
     with open(os.path.join(out, "results.md"), "w") as f:
