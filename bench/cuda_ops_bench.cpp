@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "kernels/buffer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 
@@ -35,9 +36,9 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
   return v;
 }
 
-DeviceBuffer upload(const std::vector<float>& h) {
-  DeviceBuffer d(h.size() * sizeof(float));
-  d.upload(h.data(), h.size() * sizeof(float));
+Buffer<float> upload(const std::vector<float>& h) {
+  Buffer<float> d(cuda_ops(), h.size());
+  d.upload(h.data(), h.size());
   return d;
 }
 
@@ -93,8 +94,8 @@ int main(int argc, char** argv) {
     const int64_t N = 4096, Nc = 256;
     auto x = randn(N * H, 1), w = randn(I * H, 2, 0.02f);
     auto dx = upload(x), dw = upload(w);
-    DeviceBuffer dout(N * I * sizeof(float));
-    const double g = time_gpu([&] { gpu.matmul_forward(dout.as<float>(), dx.as<float>(), dw.as<float>(), nullptr, N, H, I); }, reps);
+    Buffer<float> dout(cuda_ops(), N * I);
+    const double g = time_gpu([&] { gpu.matmul_forward(dout.data(), dx.data(), dw.data(), nullptr, N, H, I); }, reps);
     std::vector<float> out(Nc * I);
     const double c = time_cpu([&] { cpu.matmul_forward(out.data(), x.data(), w.data(), nullptr, Nc, H, I); });
     rows.push_back({"matmul_forward", "4096x1536 . 1536x8960", "TFLOP/s", 2.0 * N * H * I / g / 1e12,
@@ -107,8 +108,8 @@ int main(int argc, char** argv) {
       AttentionShape s{B, T, nh, nkv, d, T * nkv * d, nullptr};
       if (on_gpu) {
         auto dq = upload(q), dk = upload(k), dv = upload(v);
-        DeviceBuffer out(qn * sizeof(float)), lse(B * nh * T * sizeof(float));
-        return time_gpu([&] { ops.attention_forward(out.as<float>(), lse.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), s); }, reps);
+        Buffer<float> out(cuda_ops(), qn), lse(cuda_ops(), B * nh * T);
+        return time_gpu([&] { ops.attention_forward(out.data(), lse.data(), dq.data(), dk.data(), dv.data(), s); }, reps);
       }
       std::vector<float> out(qn), lse(B * nh * T);
       return time_cpu([&] { ops.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
@@ -126,11 +127,12 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < R; r++) slot[r] = int32_t(r);
     AttentionShape s{0, 0, nh, nkv, d, stride, nullptr};
     auto dkc = upload(kc), dvc = upload(vc), dq = upload(q);
-    DeviceBuffer dslot(R * 4), dpos(R * 4), dout(R * nh * d * sizeof(float));
-    dslot.upload(slot.data(), R * 4);
-    dpos.upload(pos.data(), R * 4);
+    Buffer<int32_t> dslot(cuda_ops(), R), dpos(cuda_ops(), R);
+    Buffer<float> dout(cuda_ops(), R * nh * d);
+    dslot.upload(slot.data(), R);
+    dpos.upload(pos.data(), R);
     const double bytes = 2.0 * double(R) * double(cap) * double(nkv * d) * 4.0;
-    const double g = time_gpu([&] { gpu.attention_decode(dout.as<float>(), dq.as<float>(), dkc.as<float>(), dvc.as<float>(), dslot.as<int32_t>(), dpos.as<int32_t>(), R, s); }, reps);
+    const double g = time_gpu([&] { gpu.attention_decode(dout.data(), dq.data(), dkc.data(), dvc.data(), dslot.data(), dpos.data(), R, s); }, reps);
     std::vector<float> out(R * nh * d);
     const double c = time_cpu([&] { cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s); });
     rows.push_back({"attention_decode", "64 rows x 2048 cached positions", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
@@ -142,10 +144,11 @@ int main(int argc, char** argv) {
     std::vector<int32_t> targets(n);
     for (int64_t r = 0; r < n; r++) targets[r] = int32_t((r * 7919) % V);
     auto dl = upload(logits);
-    DeviceBuffer dt(n * 4), lse(n * 4), lp(n * 4), ent(n * 4);
-    dt.upload(targets.data(), n * 4);
+    Buffer<int32_t> dt(cuda_ops(), n);
+    Buffer<float> lse(cuda_ops(), n), lp(cuda_ops(), n), ent(cuda_ops(), n);
+    dt.upload(targets.data(), n);
     const double bytes = 2.0 * double(n) * double(V) * 4.0;  // two passes over the logits
-    const double g = time_gpu([&] { gpu.token_stats(lse.as<float>(), lp.as<float>(), ent.as<float>(), dl.as<float>(), dt.as<int32_t>(), n, V, 1.f); }, reps);
+    const double g = time_gpu([&] { gpu.token_stats(lse.data(), lp.data(), ent.data(), dl.data(), dt.data(), n, V, 1.f); }, reps);
     std::vector<float> hl(n), hp(n), he(n);
     const double c = time_cpu([&] { cpu.token_stats(hl.data(), hp.data(), he.data(), logits.data(), targets.data(), n, V, 1.f); });
     rows.push_back({"token_stats", "512 rows x 151936", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
@@ -156,7 +159,7 @@ int main(int argc, char** argv) {
     std::vector<float> m(n, 0.f), v(n, 0.f);
     auto dp = upload(p), dg = upload(gr), dm = upload(m), dv = upload(v);
     const double bytes = 7.0 * 4.0 * double(n);
-    const double g = time_gpu([&] { gpu.adamw(dp.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); }, reps);
+    const double g = time_gpu([&] { gpu.adamw(dp.data(), dg.data(), dm.data(), dv.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); }, reps);
     const double c = time_cpu([&] { cpu.adamw(p.data(), gr.data(), m.data(), v.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); });
     rows.push_back({"adamw", "64M parameters", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
   }

@@ -119,33 +119,6 @@ std::string cuda_compiled_architectures() {
 #endif
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) AZR_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);  // no throw from a destructor; a failed free leaks at worst
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = o.ptr_, bytes_ = o.bytes_;
-    o.ptr_ = nullptr, o.bytes_ = 0;
-  }
-  return *this;
-}
-
-void DeviceBuffer::upload(const void* host, size_t bytes) {
-  if (bytes > bytes_) throw std::out_of_range("DeviceBuffer::upload: more bytes than the buffer holds");
-  if (bytes > 0) AZR_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice));
-}
-
-void DeviceBuffer::download(void* host, size_t bytes) const {
-  if (bytes > bytes_) throw std::out_of_range("DeviceBuffer::download: more bytes than the buffer holds");
-  if (bytes > 0) AZR_CUDA_CHECK(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost));
-}
-
 void cuda_synchronize() { AZR_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 }  // namespace azr::kernels

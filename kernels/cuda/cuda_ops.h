@@ -28,27 +28,8 @@ double cuda_peak_bandwidth(int index = 0);
 // The architectures this binary carries code for, e.g. "sm_80 sm_90".
 std::string cuda_compiled_architectures();
 
-// Device memory for tests, benchmarks and the model: cudaMalloc'd, freed on destruction.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void upload(const void* host, size_t bytes);    // host -> device, bytes <= size()
-  void download(void* host, size_t bytes) const;  // device -> host (synchronises)
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t size() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+// Device memory: kernels::Buffer<T>(cuda_ops(), n) (kernels/buffer.h), through the table's own
+// alloc/upload/download, as the model holds it.
 
 // Waits for every op queued so far; throws std::runtime_error naming a failed kernel's error.
 void cuda_synchronize();

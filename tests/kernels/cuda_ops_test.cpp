@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/buffer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 
@@ -31,16 +32,16 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
 }
 
 template <class T>
-DeviceBuffer to_device(const std::vector<T>& h) {
-  DeviceBuffer d(std::max<size_t>(1, h.size()) * sizeof(T));
-  d.upload(h.data(), h.size() * sizeof(T));
+Buffer<T> to_device(const std::vector<T>& h) {
+  Buffer<T> d(cuda_ops(), std::max<size_t>(1, h.size()));
+  d.upload(h.data(), h.size());
   return d;
 }
 
 template <class T>
-std::vector<T> to_host(const DeviceBuffer& d, size_t n) {
+std::vector<T> to_host(const Buffer<T>& d, size_t n) {
   std::vector<T> h(n);
-  d.download(h.data(), n * sizeof(T));
+  d.download(h.data(), n);
   return h;
 }
 
@@ -80,10 +81,11 @@ TEST_F(CudaOps, EmbeddingForwardAndBackwardWithRepeatedIds) {
   cpu.embedding_forward(out.data(), ids.data(), wte.data(), N, C);
   cpu.embedding_backward(dwte.data(), dout.data(), ids.data(), N, C);
 
-  auto d_ids = to_device(ids), d_wte = to_device(wte), d_dout = to_device(dout), d_dwte = to_device(dwte0);
-  DeviceBuffer d_out(out.size() * sizeof(float));
-  gpu.embedding_forward(d_out.as<float>(), d_ids.as<int32_t>(), d_wte.as<float>(), N, C);
-  gpu.embedding_backward(d_dwte.as<float>(), d_dout.as<float>(), d_ids.as<int32_t>(), N, C);
+  auto d_ids = to_device(ids);
+  auto d_wte = to_device(wte), d_dout = to_device(dout), d_dwte = to_device(dwte0);
+  Buffer<float> d_out(cuda_ops(), out.size());
+  gpu.embedding_forward(d_out.data(), d_ids.data(), d_wte.data(), N, C);
+  gpu.embedding_backward(d_dwte.data(), d_dout.data(), d_ids.data(), N, C);
   expect_close(to_host<float>(d_out, out.size()), out, 0, 0, "embedding out");
   expect_close(to_host<float>(d_dwte, dwte.size()), dwte, 1e-5f, 1e-5f, "dwte");
 }
@@ -97,10 +99,10 @@ TEST_F(CudaOps, RmsNormForwardAndBackward) {
   cpu.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
 
   auto d_x = to_device(x), d_w = to_device(w), d_dout = to_device(dout), d_dx = to_device(dx0), d_dw = to_device(dw0);
-  DeviceBuffer d_out(out.size() * sizeof(float)), d_rstd(N * sizeof(float));
-  gpu.rmsnorm_forward(d_out.as<float>(), d_rstd.as<float>(), d_x.as<float>(), d_w.as<float>(), N, C, 1e-6f);
-  gpu.rmsnorm_backward(d_dx.as<float>(), d_dw.as<float>(), d_dout.as<float>(), d_x.as<float>(), d_w.as<float>(),
-                       d_rstd.as<float>(), N, C);
+  Buffer<float> d_out(cuda_ops(), out.size()), d_rstd(cuda_ops(), N);
+  gpu.rmsnorm_forward(d_out.data(), d_rstd.data(), d_x.data(), d_w.data(), N, C, 1e-6f);
+  gpu.rmsnorm_backward(d_dx.data(), d_dw.data(), d_dout.data(), d_x.data(), d_w.data(),
+                       d_rstd.data(), N, C);
   expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-5f, "rmsnorm out");
   expect_close(to_host<float>(d_rstd, N), rstd, 1e-6f, 1e-5f, "rstd");
   expect_close(to_host<float>(d_dx, dx.size()), dx, 1e-4f, 1e-4f, "rmsnorm dx");
@@ -128,11 +130,11 @@ TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
   };
   auto d_inp = padded(inp), d_w = padded(w), d_bias = padded(bias), d_dout = padded(dout), d_dinp = padded(dinp0),
        d_dw = padded(dw0), d_dbias = padded(dbias0), d_out = padded(std::vector<float>(N * OC));
-  auto at = [&](DeviceBuffer& b) { return b.as<float>() + offset; };
+  auto at = [&](Buffer<float>& b) { return b.data() + offset; };
   gpu.matmul_forward(at(d_out), at(d_inp), at(d_w), with_bias ? at(d_bias) : nullptr, N, IC, OC);
   gpu.matmul_backward(at(d_dinp), at(d_dw), with_bias ? at(d_dbias) : nullptr, at(d_dout), at(d_inp), at(d_w), N, IC,
                       OC);
-  auto back = [&](const DeviceBuffer& b, size_t n) {
+  auto back = [&](const Buffer<float>& b, size_t n) {
     auto h = to_host<float>(b, n + size_t(offset));
     return std::vector<float>(h.begin() + offset, h.end());
   };
@@ -151,7 +153,7 @@ TEST_F(CudaOps, MatmulBackwardSkipsNullGradients) {
   std::vector<float> dw = dw0;
   cpu.matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, IC, OC);
   auto d_inp = to_device(inp), d_w = to_device(w), d_dout = to_device(dout), d_dw = to_device(dw0);
-  gpu.matmul_backward(nullptr, d_dw.as<float>(), nullptr, d_dout.as<float>(), d_inp.as<float>(), d_w.as<float>(), N,
+  gpu.matmul_backward(nullptr, d_dw.data(), nullptr, d_dout.data(), d_inp.data(), d_w.data(), N,
                       IC, OC);
   expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw only");
 }
@@ -170,10 +172,11 @@ TEST_F(CudaOps, RopeForwardAndBackward) {
   std::vector<float> x = x0, g = x0;
   cpu.rope_forward(x.data(), pos.data(), cos.data(), sin.data(), N, heads, d);
   cpu.rope_backward(g.data(), pos.data(), cos.data(), sin.data(), N, heads, d);
-  auto d_pos = to_device(pos), d_cos = to_device(cos), d_sin = to_device(sin), d_x = to_device(x0),
+  auto d_pos = to_device(pos);
+  auto d_cos = to_device(cos), d_sin = to_device(sin), d_x = to_device(x0),
        d_g = to_device(x0);
-  gpu.rope_forward(d_x.as<float>(), d_pos.as<int32_t>(), d_cos.as<float>(), d_sin.as<float>(), N, heads, d);
-  gpu.rope_backward(d_g.as<float>(), d_pos.as<int32_t>(), d_cos.as<float>(), d_sin.as<float>(), N, heads, d);
+  gpu.rope_forward(d_x.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, heads, d);
+  gpu.rope_backward(d_g.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, heads, d);
   expect_close(to_host<float>(d_x, x.size()), x, 1e-6f, 1e-6f, "rope forward");
   expect_close(to_host<float>(d_g, g.size()), g, 1e-6f, 1e-6f, "rope backward");
 }
@@ -213,10 +216,10 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   auto d_dq = to_device(std::vector<float>(q_n, 7.f)), d_dk = to_device(std::vector<float>(kv_n, 7.f)),
        d_dv = to_device(std::vector<float>(kv_n, 7.f));
   AttentionShape ds = s;
-  ds.lengths = c.lengths.empty() ? nullptr : d_len.as<int32_t>();
-  gpu.attention_forward(d_out.as<float>(), d_lse.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(), ds);
-  gpu.attention_backward(d_dq.as<float>(), d_dk.as<float>(), d_dv.as<float>(), d_dout.as<float>(), d_out.as<float>(),
-                         d_lse.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(), ds);
+  ds.lengths = c.lengths.empty() ? nullptr : d_len.data();
+  gpu.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), ds);
+  gpu.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(),
+                         d_lse.data(), d_q.data(), d_k.data(), d_v.data(), ds);
   expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "attention out");
   expect_close(to_host<float>(d_lse, lse.size()), lse, 1e-5f, 1e-5f, "lse");
   expect_close(to_host<float>(d_dq, dq.size()), dq, 1e-4f, 1e-4f, "dq");
@@ -241,10 +244,11 @@ TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
   AttentionShape s{0, 0, H, KV, d, stride, nullptr};
   std::vector<float> out(R * H * d);
   cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s);
-  auto d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_slot = to_device(slot), d_pos = to_device(pos);
-  DeviceBuffer d_out(out.size() * sizeof(float));
-  gpu.attention_decode(d_out.as<float>(), d_q.as<float>(), d_kc.as<float>(), d_vc.as<float>(), d_slot.as<int32_t>(),
-                       d_pos.as<int32_t>(), R, s);
+  auto d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q);
+  auto d_slot = to_device(slot), d_pos = to_device(pos);
+  Buffer<float> d_out(cuda_ops(), out.size());
+  gpu.attention_decode(d_out.data(), d_q.data(), d_kc.data(), d_vc.data(), d_slot.data(),
+                       d_pos.data(), R, s);
   expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
 }
 
@@ -257,16 +261,16 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   cpu.add(sum.data(), gate.data(), up.data(), n);
   cpu.scale(scaled.data(), 0.37f, n);
   auto d_gate = to_device(gate), d_up = to_device(up), d_dout = to_device(dout), d_scaled = to_device(up);
-  DeviceBuffer d_out(n * 4), d_dgate(n * 4), d_dup(n * 4);
-  gpu.swiglu_forward(d_out.as<float>(), d_gate.as<float>(), d_up.as<float>(), n);
-  gpu.swiglu_backward(d_dgate.as<float>(), d_dup.as<float>(), d_dout.as<float>(), d_gate.as<float>(), d_up.as<float>(),
+  Buffer<float> d_out(cuda_ops(), n), d_dgate(cuda_ops(), n), d_dup(cuda_ops(), n);
+  gpu.swiglu_forward(d_out.data(), d_gate.data(), d_up.data(), n);
+  gpu.swiglu_backward(d_dgate.data(), d_dup.data(), d_dout.data(), d_gate.data(), d_up.data(),
                       n);
-  gpu.scale(d_scaled.as<float>(), 0.37f, n);
+  gpu.scale(d_scaled.data(), 0.37f, n);
   expect_close(to_host<float>(d_out, n), out, 1e-6f, 1e-5f, "swiglu out");
   expect_close(to_host<float>(d_dgate, n), dgate, 1e-6f, 1e-5f, "dgate");
   expect_close(to_host<float>(d_dup, n), dup, 1e-6f, 1e-5f, "dup");
   expect_close(to_host<float>(d_scaled, n), scaled, 0, 0, "scale");
-  gpu.add(d_gate.as<float>(), d_gate.as<float>(), d_up.as<float>(), n);  // out aliases a
+  gpu.add(d_gate.data(), d_gate.data(), d_up.data(), n);  // out aliases a
   expect_close(to_host<float>(d_gate, n), sum, 0, 0, "add in place");
 }
 
@@ -279,7 +283,7 @@ TEST_F(CudaOps, AdamWStepsMatchCpu) {
     const float bc1 = 1.f - std::pow(0.9f, float(step)), bc2 = 1.f - std::pow(0.999f, float(step));
     cpu.adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2);
     auto d_g = to_device(g);
-    gpu.adamw(d_p.as<float>(), d_g.as<float>(), d_m.as<float>(), d_v.as<float>(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+    gpu.adamw(d_p.data(), d_g.data(), d_m.data(), d_v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
               0.01f, bc1, bc2);
   }
   expect_close(to_host<float>(d_p, n), p, 1e-6f, 1e-5f, "adamw p");
@@ -291,7 +295,7 @@ TEST_F(CudaOps, SumSquaresMatchesCpu) {
   for (int64_t n : {int64_t(1), int64_t(1000), int64_t(1) << 20 | 3}) {
     const auto x = randn(size_t(n), 50 + uint64_t(n));
     auto d_x = to_device(x);
-    const double want = cpu.sum_squares(x.data(), n), got = gpu.sum_squares(d_x.as<float>(), n);
+    const double want = cpu.sum_squares(x.data(), n), got = gpu.sum_squares(d_x.data(), n);
     EXPECT_NEAR(got, want, 1e-10 * want) << "n = " << n;
   }
 }
@@ -311,20 +315,21 @@ TEST_P(CudaTokenStats, StatsAndBackwardMatchCpu) {
   cpu.token_stats_backward(dlogits.data(), logits.data(), targets.data(), lse.data(), ent.data(), dlogp.data(),
                            dent.data(), n, V, inv_temp);
 
-  auto d_logits = to_device(logits), d_t = to_device(targets), d_dlogp = to_device(dlogp), d_dent = to_device(dent);
-  DeviceBuffer d_lse(n * 4), d_logp(n * 4), d_ent(n * 4), d_dlogits(n * V * 4);
-  gpu.token_stats(d_lse.as<float>(), d_logp.as<float>(), d_ent.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), n,
+  auto d_logits = to_device(logits), d_dlogp = to_device(dlogp), d_dent = to_device(dent);
+  auto d_t = to_device(targets);
+  Buffer<float> d_lse(cuda_ops(), n), d_logp(cuda_ops(), n), d_ent(cuda_ops(), n), d_dlogits(cuda_ops(), n * V);
+  gpu.token_stats(d_lse.data(), d_logp.data(), d_ent.data(), d_logits.data(), d_t.data(), n,
                   V, inv_temp);
-  gpu.token_stats_backward(d_dlogits.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), d_lse.as<float>(),
-                           d_ent.as<float>(), d_dlogp.as<float>(), d_dent.as<float>(), n, V, inv_temp);
+  gpu.token_stats_backward(d_dlogits.data(), d_logits.data(), d_t.data(), d_lse.data(),
+                           d_ent.data(), d_dlogp.data(), d_dent.data(), n, V, inv_temp);
   expect_close(to_host<float>(d_lse, n), lse, 1e-4f, 1e-5f, "lse");
   expect_close(to_host<float>(d_logp, n), logp, 1e-4f, 1e-5f, "logp");
   expect_close(to_host<float>(d_ent, n), ent, 1e-4f, 1e-4f, "entropy");
   expect_close(to_host<float>(d_dlogits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits");
 
   // dlogits may alias logits (the model reuses the logits buffer).
-  gpu.token_stats_backward(d_logits.as<float>(), d_logits.as<float>(), d_t.as<int32_t>(), d_lse.as<float>(),
-                           d_ent.as<float>(), d_dlogp.as<float>(), d_dent.as<float>(), n, V, inv_temp);
+  gpu.token_stats_backward(d_logits.data(), d_logits.data(), d_t.data(), d_lse.data(),
+                           d_ent.data(), d_dlogp.data(), d_dent.data(), n, V, inv_temp);
   expect_close(to_host<float>(d_logits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits in place");
 }
 
