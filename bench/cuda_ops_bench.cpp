@@ -1,6 +1,7 @@
 // The CUDA op table's hot kernels at Qwen2.5-1.5B shapes, against the CPU backend on the same
 // ops in the same process (the baseline), and against the device's own limits: GEMM and
-// attention in TFLOP/s, the memory-bound ops (AdamW, token statistics, decode attention) in GB/s
+// attention in TFLOP/s, the memory-bound ops (AdamW, token statistics, decode attention, token
+// sampling: logits bytes over time, although a filtered row reads them several times) in GB/s
 // and as a fraction of the peak memory bandwidth.
 //
 //   build/bin/cuda_ops_bench [--reps N]
@@ -152,6 +153,33 @@ int main(int argc, char** argv) {
     std::vector<float> hl(n), hp(n), he(n);
     const double c = time_cpu([&] { cpu.token_stats(hl.data(), hp.data(), he.data(), logits.data(), targets.data(), n, V, 1.f); });
     rows.push_back({"token_stats", "512 rows x 151936", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
+  }
+  {  // sampling over the full vocabulary, the logits read once at least: R rows of a decode step
+    const int64_t R_max = 256;
+    auto logits = randn(R_max * V, 12, 3.f);
+    std::vector<double> u(R_max);
+    std::mt19937_64 rng(13);
+    for (double& x : u) x = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    auto dl = upload(logits);
+    Buffer<double> du(cuda_ops(), R_max);
+    du.upload(u.data(), R_max);
+    Buffer<int32_t> dtok(cuda_ops(), R_max);
+    Buffer<float> dlp(cuda_ops(), R_max);
+    std::vector<int32_t> tok(R_max);
+    std::vector<float> lp(R_max);
+    struct Mode {
+      const char* label;
+      int32_t top_k;
+      float top_p;
+    };
+    for (const Mode m : {Mode{"t=1", 0, 1.f}, Mode{"top_p=0.9", 0, 0.9f}, Mode{"top_k=50", 50, 1.f}})
+      for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
+        const double bytes = double(R) * double(V) * 4.0;
+        const double g = time_gpu([&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, 1.f, m.top_k, m.top_p); }, reps);
+        const double c = time_cpu([&] { cpu.sample_rows(tok.data(), lp.data(), logits.data(), u.data(), R, V, V, 1.f, m.top_k, m.top_p); });
+        rows.push_back({"sample_rows", std::to_string(R) + " rows x 151936, " + m.label, "GB/s", bytes / g / 1e9,
+                        bytes / c / 1e9, bytes / g / peak_bw});
+      }
   }
   {  // AdamW over 1.5B-model-sized state: 4 reads + 3 writes of fp32 per parameter (64M here)
     const int64_t n = int64_t(64) << 20;

@@ -177,7 +177,7 @@ int run_model(const EvalOptions& o, const fs::path& data) {
   for (const auto& n : names) jobs.push_back({load_bench(n, data), {}});
 
   kernels::set_cpu_threads(o.threads);
-  model::Transformer m = load_model(o.model);
+  model::Transformer m = load_model(o.model, o.device);
   auto tok = load_model_tokenizer(o.model, o.tokenizer);
 
   eval::ModelEvalSettings s;
@@ -243,6 +243,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(CLI::Range(0, 1024));
   c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  add_device_option(c, o.device);
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
 #include "model/hf_config.h"
@@ -17,10 +18,22 @@ namespace azr::cli {
 
 using nlohmann::json;
 
-model::Transformer load_model(const std::string& dir) {
+void add_device_option(CLI::App* c, std::string& device) {
+  std::string known;
+  for (const std::string& name : kernels::backend_names()) known += (known.empty() ? "" : ", ") + name;
+  c->add_option("--device", device, "where the model runs: " + known)->capture_default_str();
+}
+
+model::Transformer load_model(const std::string& dir, const std::string& device) {
+  const kernels::Ops* ops = nullptr;
+  try {
+    ops = &kernels::backend_ops(device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("--device: " + std::string(e.what()));
+  }
   // ConfigError / SafetensorsError already name the file and the field or tensor at fault.
   try {
-    return model::Transformer::from_pretrained(dir);
+    return model::Transformer::from_pretrained(dir, *ops);
   } catch (const model::ConfigError& e) {
     throw UsageError(e.what());
   } catch (const model::SafetensorsError& e) {
@@ -67,12 +80,13 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_flag("--json", o.json, "one JSON object per sample");
+  add_device_option(c, o.device);
   return c;
 }
 
 int run_generate(const GenerateOptions& o) {
   kernels::set_cpu_threads(o.threads);
-  model::Transformer m = load_model(o.model);
+  model::Transformer m = load_model(o.model, o.device);
   auto tok = load_model_tokenizer(o.model, o.tokenizer);
   const int64_t V = m.config().vocab_size;
 

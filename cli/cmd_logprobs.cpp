@@ -25,12 +25,13 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
   c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
+  add_device_option(c, o.device);
   return c;
 }
 
 int run_logprobs(const LogprobsOptions& o) {
   kernels::set_cpu_threads(o.threads);
-  model::Transformer m = load_model(o.model);
+  model::Transformer m = load_model(o.model, o.device);
   const int64_t V = m.config().vocab_size;
   std::unique_ptr<model::BpeTokenizer> tok;  // loaded on the first "text" line: ids need none
 

@@ -28,6 +28,10 @@ struct AttentionShape {
 
 struct Ops {
   const char* name;
+  // True when the backend's memory is host memory the program may read directly (kernels/cpu).
+  // Code that needs backend data on the host goes through download() unless this is set; the
+  // flag only lets the CPU skip a copy (checkpoint writes, the host all-reduce).
+  bool host_memory;
 
   // Memory of this backend (host memory for the CPU, device memory for CUDA). The model keeps
   // every buffer here and moves data across only through upload/download, so one model code
@@ -101,6 +105,24 @@ struct Ops {
   void (*token_stats_backward)(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
                                const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
                                float inv_temp);
+
+  // One sampling decision per row of logits [R, V], so that generation downloads R tokens and R
+  // log-probs instead of R x V logits. In model/generate.h's order: temperature (0 = greedy),
+  // then top-k (0 = off), then top-p, renormalised; only ids < V_limit are candidates. u[r] in
+  // [0, 1) is row r's uniform draw, used by inverse CDF over the candidates in descending
+  // probability (ties by id), or in id order when nothing is filtered (top_k == 0 or
+  // >= V_limit, and top_p == 1). Overwrites tokens[r] and logprobs[r]: the log-prob of the token
+  // under the distribution it was drawn from; greedy takes the first maximum and reports the
+  // log-prob at temperature 1. logits are only read. The CPU backend is exactly
+  // model::sample_token (kernels/cpu/sampling.h) row by row, with probabilities and sums in
+  // double; another backend picks the same token except where u (or top_p) lies within rounding
+  // of a boundary of the cumulative distribution (or among distinct logits of equal double
+  // probability, kernels/cuda/sampling.cu), and its log-probs agree to float rounding.
+  // Preconditions (the caller's, unchecked): 0 < V_limit <= V < 2^31, temperature >= 0 and
+  // finite, top_k >= 0, 0 < top_p <= 1, logits without NaN or +inf and with a finite entry
+  // below V_limit in every row.
+  void (*sample_rows)(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
+                      int64_t V_limit, float temperature, int32_t top_k, float top_p);
 
   // sum of squares, accumulated in double.
   double (*sum_squares)(const float* x, int64_t n);

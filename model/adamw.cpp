@@ -30,12 +30,19 @@ void AdamW::step(std::span<float> params, std::span<const float> grads) {
 
 void AdamW::save(const std::filesystem::path& file) const {
   const int64_t n = int64_t(m_.size());
-  std::vector<float> m(m_.size()), v(v_.size());
-  m_.download(m.data(), m.size());
-  v_.download(v.data(), v.size());
+  // The writer reads host memory: the moments themselves on the CPU, copies from a GPU.
+  std::vector<float> m_copy, v_copy;
+  const float *m = m_.data(), *v = v_.data();
+  if (!ops_->host_memory) {
+    m_copy.resize(m_.size()), v_copy.resize(v_.size());
+    m_.download(m_copy.data(), m_copy.size());
+    v_.download(v_copy.data(), v_copy.size());
+    m = m_copy.data(), v = v_copy.data();
+  }
+  const size_t bytes = m_.size() * sizeof(float);
   std::vector<TensorView> views = {
-      {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m.data()), m.size() * sizeof(float)},
-      {"exp_avg_sq", DType::F32, {n}, reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float)}};
+      {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m), bytes},
+      {"exp_avg_sq", DType::F32, {n}, reinterpret_cast<const std::byte*>(v), bytes}};
   auto num = [](double x) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", x);

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/cpu/sampling.h"
+
 namespace azr::model {
 namespace {
 
@@ -51,70 +53,7 @@ const char* finish_reason_name(FinishReason r) {
 
 int32_t sample_token(const float* logits, int64_t V, const SamplingParams& params, double u, float* logprob) {
   if (params.vocab_limit > 0) V = std::min(V, params.vocab_limit);
-  const float* end = logits + V;
-  // log-softmax at temperature t of the kept set `ids` (all of V when ids is empty).
-  if (params.temperature == 0.f) {
-    const int32_t best = int32_t(std::max_element(logits, end) - logits);
-    double sum = 0;
-    for (const float* z = logits; z < end; z++) sum += std::exp(double(*z) - logits[best]);
-    *logprob = float(-std::log(sum));
-    return best;
-  }
-  const double inv_t = 1.0 / params.temperature;
-  double mx = -INFINITY;
-  for (const float* z = logits; z < end; z++) mx = std::max(mx, *z * inv_t);
-  std::vector<double> p(static_cast<size_t>(V));
-  double total = 0;
-  for (int64_t j = 0; j < V; j++) total += (p[j] = std::exp(logits[j] * inv_t - mx));
-
-  const bool filter = (params.top_k > 0 && params.top_k < V) || params.top_p < 1.f;
-  if (!filter) {
-    double target = u * total, acc = 0;
-    int64_t pick = V - 1;
-    for (int64_t j = 0; j < V; j++) {
-      acc += p[j];
-      if (acc > target) {
-        pick = j;
-        break;
-      }
-    }
-    while (p[pick] == 0.0 && pick > 0) pick--;  // never return a zero-probability token
-    *logprob = float(std::log(p[pick] / total));
-    return int32_t(pick);
-  }
-  // Candidates by descending probability (ties by id, so the order is deterministic).
-  std::vector<int32_t> ids(static_cast<size_t>(V));
-  std::iota(ids.begin(), ids.end(), 0);
-  auto by_prob = [&](int32_t a, int32_t b) { return p[a] != p[b] ? p[a] > p[b] : a < b; };
-  int64_t keep = V;
-  if (params.top_k > 0 && params.top_k < V) {
-    keep = params.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_prob);
-  } else {
-    std::sort(ids.begin(), ids.end(), by_prob);
-  }
-  double kept_total = 0;
-  for (int64_t i = 0; i < keep; i++) kept_total += p[ids[i]];
-  if (params.top_p < 1.f) {
-    // Keep a token while the probability mass before it (in the top-k renormalised
-    // distribution) is below top_p: the smallest prefix reaching top_p, at least one token.
-    double before = 0;
-    int64_t n = 0;
-    while (n < keep && (n == 0 || before < params.top_p * kept_total)) before += p[ids[n++]];
-    keep = n;
-    kept_total = before;
-  }
-  double target = u * kept_total, acc = 0;
-  int64_t pick = keep - 1;
-  for (int64_t i = 0; i < keep; i++) {
-    acc += p[ids[i]];
-    if (acc > target) {
-      pick = i;
-      break;
-    }
-  }
-  *logprob = float(std::log(p[ids[pick]] / kept_total));
-  return ids[pick];
+  return kernels::sample_row(logits, V, params.temperature, params.top_k, params.top_p, u, logprob);
 }
 
 std::vector<Completion> generate(Transformer& model, const std::vector<std::vector<int32_t>>& prompts,
@@ -141,18 +80,36 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
                        ? params.seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xD1B54A32D192ED03ull
                        : params.sequence_seeds[size_t(b)] * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull});
 
-  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, model.ops());
-  std::vector<float> logits = model.prefill(cache, batch);
+  // Sampling runs where the logits are (the op table's sample_rows): only each live row's uniform
+  // draw goes over, and its token and log-prob come back.
+  const kernels::Ops& ops = model.ops();
+  const int64_t V_limit = params.vocab_limit > 0 ? params.vocab_limit : V;
+  kernels::Buffer<double> u_dev(ops, size_t(B));
+  kernels::Buffer<int32_t> tok_dev(ops, size_t(B));
+  kernels::Buffer<float> lp_dev(ops, size_t(B));
+  std::vector<double> u(static_cast<size_t>(B));
+  std::vector<int32_t> sampled(static_cast<size_t>(B));
+  std::vector<float> sampled_lp(static_cast<size_t>(B));
+
+  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, ops);
+  const float* logits = model.prefill_on_backend(cache, batch);
   std::vector<int32_t> live(static_cast<size_t>(B));  // slots still generating, in the order of `logits` rows
   std::iota(live.begin(), live.end(), 0);
   std::vector<int32_t> tokens, slots, pos;
   for (int32_t step = 0; !live.empty(); step++) {
+    const size_t R = live.size();
+    for (size_t r = 0; r < R; r++) u[r] = rng[size_t(live[r])].uniform();
+    u_dev.upload(u.data(), R);
+    ops.sample_rows(tok_dev.data(), lp_dev.data(), logits, u_dev.data(), int64_t(R), V, V_limit, params.temperature,
+                    params.top_k, params.top_p);
+    tok_dev.download(sampled.data(), R);
+    lp_dev.download(sampled_lp.data(), R);
     tokens.clear(), slots.clear(), pos.clear();
-    for (size_t r = 0; r < live.size(); r++) {
+    for (size_t r = 0; r < R; r++) {
       const int32_t b = live[r];
       Completion& c = out[size_t(b)];
-      float lp = 0;
-      const int32_t tok = sample_token(&logits[r * V], V, params, rng[size_t(b)].uniform(), &lp);
+      const float lp = sampled_lp[r];
+      const int32_t tok = sampled[r];
       c.tokens.push_back(tok);
       c.logprobs.push_back(lp);
       bool done = false;
@@ -185,7 +142,7 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
     }
     live = slots;
     if (live.empty()) break;
-    model.decode(cache, tokens, slots, pos, logits);
+    logits = model.decode_on_backend(cache, tokens, slots, pos);
   }
   if (tokenizer)
     for (int64_t b = 0; b < B; b++) out[b].text = utf8_lossy(bytes[size_t(b)]);

@@ -11,7 +11,8 @@
 // log-probs at temperature 1.
 //
 // Randomness is per sequence (seed, sequence index), so a sequence's sample does not depend on
-// which other sequences share its batch.
+// which other sequences share its batch. The host draws each row's uniform; the op table's
+// sample_rows samples where the logits are, so a GPU returns tokens, not logits.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,7 +58,8 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
                                  const SamplingParams& params, const Tokenizer* tokenizer = nullptr);
 
 // One sampling decision on a row of logits (exposed for tests): returns the token and writes its
-// log-prob. `u` is a uniform draw in [0, 1).
+// log-prob. `u` is a uniform draw in [0, 1). The same code as the op table's sample_rows on the
+// CPU backend (kernels/cpu/sampling.h), which samples every row of a batch where the logits are.
 int32_t sample_token(const float* logits, int64_t V, const SamplingParams& params, double u, float* logprob);
 
 }  // namespace azr::model

@@ -16,9 +16,9 @@ const char* precision_name(Precision p) { return p == Precision::Fp32 ? "fp32" :
 
 namespace {
 
-// Elements each token keeps per layer for backward, as Transformer::forward_layers carves them
-// (LayerActs): res_in, ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate, up [I] in the
-// activation dtype, and rstd1, rstd2, lse (one per head) in fp32.
+// Elements each token keeps per layer slot for backward, as Transformer::forward_layers carves
+// them (LayerActs, the layer's input aside): ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate,
+// up [I] in the activation dtype, and rstd1, rstd2, lse (one per head) in fp32.
 struct PerToken {
   double act_elems, fp32_elems;
 };
@@ -26,7 +26,7 @@ struct PerToken {
 PerToken layer_acts(const ModelConfig& c) {
   const double H = double(c.hidden_size), I = double(c.intermediate_size);
   const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
-  return {4 * H + 2 * qd + 2 * kd + 2 * I, 2 + double(c.num_attention_heads)};
+  return {3 * H + 2 * qd + 2 * kd + 2 * I, 2 + double(c.num_attention_heads)};
 }
 
 }  // namespace
@@ -52,13 +52,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   const double N = double(s.micro_batch) * double(s.seq_len);  // tokens in a micro-batch
   const PerToken per = layer_acts(c);
   const double layer_bytes = per.act_elems * a + per.fp32_elems * 4.0;
-  // The final norm's input (the last residual), its output and rstd, and the MLP / projection
-  // scratch (act [I], tmp [H]) that forward keeps once for all layers.
-  const double tail_bytes = (3 * H + I) * a + 4.0;
-  if (s.recompute)  // every layer's input kept; one layer's full set live while it is recomputed
-    p.activations = N * (L * H * a + layer_bytes + tail_bytes);
-  else
-    p.activations = N * (L * layer_bytes + tail_bytes);
+  // The residual stream: every layer's input and the last layer's output. The layer slots: every
+  // layer's set when kept, one set (refilled layer by layer in backward) with recomputation. Once:
+  // the final norm's output and rstd, and the MLP / projection scratch (act [I], tmp [H]).
+  const double residual_bytes = (L + 1) * H * a;
+  const double slots = s.recompute ? 1.0 : L;
+  const double tail_bytes = (2 * H + I) * a + 4.0;
+  p.activations = N * (residual_bytes + slots * layer_bytes + tail_bytes);
   // dres, dln [H]; datt, dq [q_dim]; dk, dv [kv_dim]; dact, dgate, dup [I]
   p.backward_scratch = N * (2 * H + 2 * qd + 2 * kd + 3 * I) * a;
   // fp32 logits of one chunk of rows, and the chunk's gathered inputs and their gradients

@@ -122,7 +122,8 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       head_logp_(ops),
       head_entropy_(ops),
       head_logits_(ops),
-      head_scratch_(ops) {
+      head_scratch_(ops),
+      prefill_logits_(ops) {
   build_layout();
 }
 
@@ -227,11 +228,17 @@ void Transformer::save_pretrained(const std::filesystem::path& dir) const {
   std::filesystem::create_directories(dir);
   ModelConfig c = config_;
   c.torch_dtype = "float32";
-  std::vector<float> host(params_.size());
-  params_.download(host.data(), host.size());
+  // The writer reads host memory: the parameters themselves on the CPU, a copy from a GPU.
+  std::vector<float> copy;
+  const float* host = params_.data();
+  if (!ops_->host_memory) {
+    copy.resize(params_.size());
+    params_.download(copy.data(), copy.size());
+    host = copy.data();
+  }
   std::vector<TensorView> views;
   for (const ParamTensor& t : tensors_)
-    views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(host.data() + t.offset),
+    views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(host + t.offset),
                      t.numel * sizeof(float)});
   write_checkpoint(dir, views, uint64_t(4) << 30);
   write_config(c, (dir / "config.json").string());
@@ -256,7 +263,7 @@ void Transformer::ensure_rope(int64_t positions) {
   rope_positions_ = positions;
 }
 
-void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
+void Transformer::forward_layers(const SequenceBatch& batch, Keep keep) {
   const ModelConfig& c = config_;
   const int64_t B = batch.B, T = batch.T, N = B * T, H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
@@ -271,9 +278,11 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
     if (len < 1 || len > T) throw std::invalid_argument("a sequence length is outside 1..T");
   ensure_rope(T);
 
-  // Carve the arena.
+  // Carve the arena. Everything: a slot per layer and the whole residual stream. LayerInputs: the
+  // residual stream (each layer's input, and the last output) and ONE layer slot that backward
+  // refills layer by layer. Nothing: one layer slot and two residual buffers that ping-pong.
   const int64_t per_layer = N * (3 * H + 2 + 2 * qd + 2 * kd + nh + 2 * I);
-  const int64_t layer_slots = keep ? L : 1, res_slots = keep ? L + 1 : 2;
+  const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
   const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1 + I));
   acts_.ensure(need);
   float* p = acts_.data();
@@ -289,9 +298,9 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
   }
   for (int64_t l = 0; l < L; l++) {
     LayerActs& a = layer_acts_[size_t(l)];
-    if (!keep) a = layer_acts_[0];
-    a.res_in = keep ? res[size_t(l)] : res[size_t(l % 2)];
-    a.res_out = keep ? res[size_t(l + 1)] : res[size_t((l + 1) % 2)];
+    if (layer_slots == 1) a = layer_acts_[0];
+    a.res_in = res_slots == 2 ? res[size_t(l % 2)] : res[size_t(l)];
+    a.res_out = res_slots == 2 ? res[size_t((l + 1) % 2)] : res[size_t(l + 1)];
   }
   lnf_ = take(N * H), rstdf_ = take(N), act_ = take(N * I), tmp_ = take(N * H);
 
@@ -304,37 +313,47 @@ void Transformer::forward_layers(const SequenceBatch& batch, bool keep) {
   ids_.upload(batch.ids.data(), size_t(N));
   lengths_.ensure(size_t(B));
   lengths_.upload(batch.lengths.data(), size_t(B));
-  fwd_B_ = B, fwd_T_ = T, fwd_kept_ = keep;
+  fwd_B_ = B, fwd_T_ = T, fwd_kept_ = keep != Keep::Nothing;
+  fwd_recomputes_ = keep == Keep::LayerInputs;
   fwd_batch_ = batch;
 
+  ops_->embedding_forward(layer_acts_[0].res_in, ids_.data(), params_.data() + embed_off_, N, H);
+  for (int64_t l = 0; l < L; l++) layer_forward(l, N, /*through_mlp=*/true);
+  ops_->rmsnorm_forward(lnf_, rstdf_, layer_acts_[size_t(L - 1)].res_out, params_.data() + norm_off_, N, H,
+                        float(c.rms_norm_eps));
+}
+
+// Layer l of the batch forward_layers() set up, from layer_acts_[l].res_in. Without through_mlp it
+// stops once backward has what it needs (gate and up): the recomputation in backward() skips the
+// down projection and the residual add, whose output (the next layer's input) is already kept.
+void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, nh = c.num_attention_heads;
+  const int64_t nkv = c.num_key_value_heads, d = c.head_dim, qd = nh * d, kd = nkv * d;
   const kernels::Ops& o = *ops_;
-  const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, lengths_.data()};
-  o.embedding_forward(layer_acts_[0].res_in, ids_.data(), params_.data() + embed_off_, N, H);
-  for (int64_t l = 0; l < L; l++) {
-    const LayerWeights w = layer_weights(l, false);
-    const LayerActs& a = layer_acts_[size_t(l)];
-    o.rmsnorm_forward(a.ln1, a.rstd1, a.res_in, w.ln1, N, H, float(c.rms_norm_eps));
-    o.matmul_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
-    o.matmul_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
-    o.matmul_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
-    o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
-    o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
-    o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
-    o.matmul_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
-    o.add(a.h, a.res_in, tmp_, N * H);
-    o.rmsnorm_forward(a.ln2, a.rstd2, a.h, w.ln2, N, H, float(c.rms_norm_eps));
-    o.matmul_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
-    o.matmul_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
-    o.swiglu_forward(act_, a.gate, a.up, N * I);
-    o.matmul_forward(tmp_, act_, w.wd, w.bd, N, I, H);
-    o.add(a.res_out, a.h, tmp_, N * H);
-  }
-  o.rmsnorm_forward(lnf_, rstdf_, layer_acts_[size_t(L - 1)].res_out, params_.data() + norm_off_, N, H,
-                    float(c.rms_norm_eps));
+  const kernels::AttentionShape shape{fwd_B_, fwd_T_, nh, nkv, d, fwd_T_ * kd, lengths_.data()};
+  const LayerWeights w = layer_weights(l, false);
+  const LayerActs& a = layer_acts_[size_t(l)];
+  o.rmsnorm_forward(a.ln1, a.rstd1, a.res_in, w.ln1, N, H, float(c.rms_norm_eps));
+  o.matmul_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
+  o.matmul_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
+  o.matmul_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
+  o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
+  o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+  o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
+  o.matmul_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
+  o.add(a.h, a.res_in, tmp_, N * H);
+  o.rmsnorm_forward(a.ln2, a.rstd2, a.h, w.ln2, N, H, float(c.rms_norm_eps));
+  o.matmul_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
+  o.matmul_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
+  if (!through_mlp) return;
+  o.swiglu_forward(act_, a.gate, a.up, N * I);
+  o.matmul_forward(tmp_, act_, w.wd, w.bd, N, I, H);
+  o.add(a.res_out, a.h, tmp_, N * H);
 }
 
 std::vector<float> Transformer::logits(const SequenceBatch& batch) {
-  forward_layers(batch, false);
+  forward_layers(batch, Keep::Nothing);
   const int64_t N = batch.B * batch.T, V = config_.vocab_size, H = config_.hidden_size;
   kernels::Buffer<float> dev(*ops_, size_t(N * V));
   ops_->matmul_forward(dev.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
@@ -372,7 +391,7 @@ float* Transformer::take_head_scratch(int64_t chunk) {
 
 TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bool for_backward) {
   if (!(temperature > 0.f)) throw std::invalid_argument("scoring temperature must be > 0");
-  forward_layers(batch, for_backward);
+  forward_layers(batch, !for_backward ? Keep::Nothing : recompute_ ? Keep::LayerInputs : Keep::Everything);
   lm_head_rows(batch);
   const int64_t H = config_.hidden_size, V = config_.vocab_size, R = int64_t(head_rows_.size());
   fwd_inv_temp_ = 1.f / temperature;
@@ -462,6 +481,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   for (int64_t l = L - 1; l >= 0; l--) {
     const LayerWeights w = layer_weights(l, false);
     const LayerWeights g = layer_weights(l, true);
+    if (fwd_recomputes_) layer_forward(l, N, /*through_mlp=*/false);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
     o.swiglu_forward(act_, a.gate, a.up, N * I);  // recomputed rather than stored
@@ -488,10 +508,24 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
 }
 
 std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& prompts) {
+  const float* dev = prefill_on_backend(cache, prompts);
+  std::vector<float> out(static_cast<size_t>(prompts.B * config_.vocab_size));
+  ops_->download(out.data(), dev, sizeof(float) * out.size());
+  return out;
+}
+
+void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
+                         std::span<const int32_t> pos, std::vector<float>& logits) {
+  const float* dev = decode_on_backend(cache, tokens, slot, pos);
+  logits.resize(tokens.size() * size_t(config_.vocab_size));
+  ops_->download(logits.data(), dev, sizeof(float) * logits.size());
+}
+
+const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch& prompts) {
   if (prompts.B > cache.slots) throw std::invalid_argument("more prompts than KV-cache slots");
   for (int32_t len : prompts.lengths)
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
-  forward_layers(prompts, true);
+  forward_layers(prompts, Keep::Everything);  // the cache takes every layer's k and v
   const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size, kd = cache.row;
   const kernels::Ops& o = *ops_;
   for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
@@ -507,17 +541,16 @@ std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& pro
   for (int64_t b = 0; b < B; b++) last_rows[b] = int32_t(b * T + prompts.lengths[b] - 1);
   step_idx_.ensure(size_t(B));
   step_idx_.upload(last_rows.data(), size_t(B));
-  kernels::Buffer<float> last(o, size_t(B * H)), dev(o, size_t(B * V));
+  kernels::Buffer<float> last(o, size_t(B * H));
+  prefill_logits_.ensure(size_t(B * V));
   o.gather_rows(last.data(), lnf_, step_idx_.data(), B, H);
-  o.matmul_forward(dev.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
-  std::vector<float> out(static_cast<size_t>(B * V));
-  dev.download(out.data(), out.size());
+  o.matmul_forward(prefill_logits_.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
   fwd_kept_ = false;  // the activations are not a training forward
-  return out;
+  return prefill_logits_.data();
 }
 
-void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
-                         std::span<const int32_t> pos, std::vector<float>& logits) {
+const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int32_t> tokens,
+                                            std::span<const int32_t> slot, std::span<const int32_t> pos) {
   const ModelConfig& c = config_;
   const int64_t R = int64_t(tokens.size()), H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
@@ -571,8 +604,7 @@ void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::s
   }
   o.rmsnorm_forward(ln, rstd, x, params_.data() + norm_off_, R, H, float(c.rms_norm_eps));
   o.matmul_forward(out, ln, params_.data() + head_off_, nullptr, R, H, V);
-  logits.resize(size_t(R * V));
-  o.download(logits.data(), out, sizeof(float) * logits.size());
+  return out;
 }
 
 }  // namespace azr::model

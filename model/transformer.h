@@ -102,12 +102,26 @@ class Transformer {
   void backward(std::span<const float> dlogp, std::span<const float> dentropy);
   void zero_grad();
 
+  // Activation recomputation (off by default): score(..., for_backward) keeps only each layer's
+  // input (the residual stream), and backward() reruns each layer's forward, up to the MLP's
+  // gate and up projections, just before its backward. Per token and layer that keeps `hidden`
+  // floats instead of 4 hidden + 2 q_dim + 2 kv_dim + 2 intermediate + heads + 2 (1/18 of them
+  // at Qwen2.5-1.5B's shapes), for one extra forward of the layers. The gradients are those without it,
+  // bit for bit on a deterministic backend (the same ops run on the same inputs).
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
   // Generation. prefill() runs prompts (one per cache slot, slots 0..B-1) and returns the logits
   // at each prompt's last token, [B, V]. decode() feeds tokens[r] at position pos[r] of cache
   // slot slot[r] and returns the next-token logits [R, V].
   std::vector<float> prefill(KVCache& cache, const SequenceBatch& prompts);
   void decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
               std::span<const int32_t> pos, std::vector<float>& logits);
+  // The same, leaving the logits in the backend's memory (for the op table's sample_rows, so a
+  // GPU sends back tokens, not R x V logits): valid until the model's next call.
+  const float* prefill_on_backend(KVCache& cache, const SequenceBatch& prompts);
+  const float* decode_on_backend(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
+                                 std::span<const int32_t> pos);
 
   // Bytes held by activations and buffers for the largest batch seen (for memory reports).
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
@@ -120,7 +134,10 @@ class Transformer {
   void build_layout();
   LayerWeights layer_weights(int64_t l, bool grads);
   void ensure_rope(int64_t positions);
-  void forward_layers(const SequenceBatch& batch, bool keep);
+  // What forward_layers keeps for backward (see set_recompute).
+  enum class Keep { Nothing, LayerInputs, Everything };
+  void forward_layers(const SequenceBatch& batch, Keep keep);
+  void layer_forward(int64_t l, int64_t N, bool through_mlp);
   void lm_head_rows(const SequenceBatch& batch);
   float* take_head_scratch(int64_t chunk);
 
@@ -137,8 +154,9 @@ class Transformer {
   kernels::Buffer<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]
   int64_t rope_positions_ = 0;
 
-  // Activations of the last forward (llm.c style: one arena, carved per batch shape). Without
-  // `keep`, every layer reuses layer 0's slots and the residual stream ping-pongs two buffers.
+  // Activations of the last forward (llm.c style: one arena, carved per batch shape). Unless
+  // everything is kept, every layer shares layer 0's slots; keeping nothing, the residual stream
+  // also ping-pongs between two buffers.
   struct LayerActs {
     float *res_in, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *res_out;
   };
@@ -150,6 +168,8 @@ class Transformer {
   kernels::Buffer<int32_t> step_idx_;                   // decode: tokens, slots, positions [3 * R]
   int64_t fwd_B_ = 0, fwd_T_ = 0;
   bool fwd_kept_ = false;
+  bool fwd_recomputes_ = false;  // the last forward kept layer inputs only
+  bool recompute_ = false;
   float fwd_inv_temp_ = 1.f;
   SequenceBatch fwd_batch_;
   // LM-head rows of the last score(): rows that predict a token, their targets, lse and entropy,
@@ -159,6 +179,7 @@ class Transformer {
   kernels::Buffer<float> head_lse_, head_logp_, head_entropy_, head_logits_;
   kernels::Buffer<float> head_scratch_;  // a chunk's gathered rows, their gradients, dlogp/dent, logits
   bool head_logits_kept_ = false;
+  kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill
 };
 
 }  // namespace azr::model

@@ -129,7 +129,7 @@ int bootstrap(const BootstrapOptions& opt) {
   if (fs::exists(out / "model.safetensors"))
     throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
   // The model and tokenizer first: a bad model.path fails before minutes of task generation.
-  model::Transformer m = initial_model(cfg);
+  model::Transformer m = initial_model(cfg, model_backend(cfg));
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   kernels::set_cpu_threads(cfg.run.threads > 0 ? cfg.run.threads : cores);

@@ -91,6 +91,13 @@ const std::vector<KeySpec>& schema() {
        "a new random model by preset name, e.g. \"azr-tiny\", \"azr-25m\" (the trainer checks the name)"},
       {AZR_KEY(model, tokenizer), Any{}, "tokenizer.json; \"\" = path/tokenizer.json, or the byte tokenizer for a preset"},
       {AZR_KEY(model, init_std), float_above(0.0), "standard deviation of a preset's random initialisation"},
+      {AZR_KEY(model, device), one_of({"cpu", "cuda", "cpu-guarded"}),
+       "where the model runs: \"cpu\", \"cuda\" (each rank takes GPU local_rank), or \"cpu-guarded\" (the CPU kernels "
+       "behind memory the host cannot touch: checks a run's device path without a GPU; tiny models only)",
+       {"backend", "gpu"}},
+      {AZR_KEY(model, recompute), Any{},
+       "activation recomputation: keep each layer's input only and rerun the layer in backward (less memory, one "
+       "more forward)", {"gradient_checkpointing", "activation_checkpointing"}},
       // [algorithm]
       {AZR_KEY(algorithm, batch_size), int_min(1), "prompts per task x role group and step (B)", {"b", "batch"}},
       {AZR_KEY(algorithm, k_references), int_min(1), "references in a deduction/abduction proposer prompt (K)", {"k", "references"}},

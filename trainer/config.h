@@ -36,6 +36,8 @@ struct ModelSection {
   std::string preset;             // a new random model: "azr-tiny" | "azr-25m" (exactly one of the two)
   std::string tokenizer;          // tokenizer.json; "" = path/tokenizer.json, or the byte tokenizer for a preset
   double init_std = 0.02;         // preset initialisation
+  std::string device = "cpu";     // "cpu" | "cuda" | "cpu-guarded" (kernels/backend.h)
+  bool recompute = false;         // activation recomputation in backward (Transformer::set_recompute)
   bool operator==(const ModelSection&) const = default;
 };
 

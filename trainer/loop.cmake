@@ -6,7 +6,7 @@ add_library(azr_trainer STATIC ${CMAKE_CURRENT_SOURCE_DIR}/policy.cpp ${CMAKE_CU
 target_include_directories(azr_trainer PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(azr_trainer PUBLIC azr_trainer_config azr_trainer_metrics azr_trainer_dist azr_model azr_tokenizer
                       azr_buffer azr_proposer_text azr_proposer_validate azr_proposer_seeding azr_solver_text
-                      azr_solver_grade azr_rewards azr_eval azr_sandbox nlohmann_json::nlohmann_json fmt::fmt)
+                      azr_solver_grade azr_rewards azr_eval azr_sandbox azr_backend nlohmann_json::nlohmann_json fmt::fmt)
 
 # `azr bootstrap`: the generator and the warm start (bootstrap/) driven by a run config.
 add_library(azr_trainer_bootstrap STATIC ${CMAKE_CURRENT_SOURCE_DIR}/bootstrap_run.cpp)

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/backend.h"
 #include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
@@ -23,9 +24,17 @@ std::string tokenizer_path(const TrainConfig& c) {
 
 }  // namespace
 
-model::Transformer load_model_dir(const fs::path& dir) {
+const kernels::Ops& model_backend(const TrainConfig& c, int local_rank) {
   try {
-    return model::Transformer::from_pretrained(dir);
+    return kernels::backend_ops(c.model.device, local_rank);
+  } catch (const std::invalid_argument& e) {
+    throw UserError("model.device: " + std::string(e.what()));
+  }
+}
+
+model::Transformer load_model_dir(const fs::path& dir, const kernels::Ops& ops) {
+  try {
+    return model::Transformer::from_pretrained(dir, ops);
   } catch (const model::ConfigError& e) {
     throw UserError(e.what());
   } catch (const model::SafetensorsError& e) {
@@ -33,15 +42,20 @@ model::Transformer load_model_dir(const fs::path& dir) {
   }
 }
 
-model::Transformer initial_model(const TrainConfig& c) {
-  if (c.model.preset.empty()) return load_model_dir(c.model.path);
-  model::ModelConfig mc;
-  try {
-    mc = model::preset_config(c.model.preset);
-  } catch (const model::ConfigError& e) {
-    throw UserError("model.preset: " + std::string(e.what()));
-  }
-  return model::Transformer::random(mc, derive_seed(c.run.seed, {0, 0}), float(c.model.init_std));
+model::Transformer initial_model(const TrainConfig& c, const kernels::Ops& ops) {
+  auto made = [&]() {
+    if (c.model.preset.empty()) return load_model_dir(c.model.path, ops);
+    model::ModelConfig mc;
+    try {
+      mc = model::preset_config(c.model.preset);
+    } catch (const model::ConfigError& e) {
+      throw UserError("model.preset: " + std::string(e.what()));
+    }
+    return model::Transformer::random(mc, derive_seed(c.run.seed, {0, 0}), float(c.model.init_std), ops);
+  };
+  model::Transformer m = made();
+  m.set_recompute(c.model.recompute);
+  return m;
 }
 
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c) {

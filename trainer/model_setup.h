@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "kernels/ops.h"
 #include "model/chat_format.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
@@ -18,10 +19,15 @@ struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A Hugging Face directory; a bad one throws UserError naming the file and field or tensor.
-model::Transformer load_model_dir(const std::filesystem::path& dir);
-// model.preset: a new model, initialised from the run seed; else model.path.
-model::Transformer initial_model(const TrainConfig& config);
+// model.device's op table; a rank passes its local rank (its GPU with "cuda"). UserError when the
+// device cannot be used here (no CUDA in this build, no GPU), saying why.
+const kernels::Ops& model_backend(const TrainConfig& config, int local_rank = 0);
+// A Hugging Face directory, loaded into `ops`' memory; a bad one throws UserError naming the file
+// and field or tensor.
+model::Transformer load_model_dir(const std::filesystem::path& dir, const kernels::Ops& ops = kernels::cpu_ops());
+// model.preset: a new model, initialised from the run seed; else model.path. In `ops`' memory,
+// with model.recompute applied.
+model::Transformer initial_model(const TrainConfig& config, const kernels::Ops& ops = kernels::cpu_ops());
 // The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its
 // directory) or model.path/tokenizer.json. Throws UserError.
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);

@@ -26,6 +26,23 @@ std::vector<model::Completion> Policy::generate(const std::vector<std::vector<in
   return out;
 }
 
+// The communicators sum host memory. A backend whose memory the host cannot read (a GPU) sends
+// its gradients through a host copy: one download and one upload of the gradient per step.
+// Gradients already on the GPU could go through NCCL instead (trainer/dist_nccl.h), which is not
+// wired here yet.
+void Policy::allreduce_gradients(std::span<float> grads, dist::Communicator& comm) {
+  if (comm.size() == 1) return;
+  const kernels::Ops& ops = model_.ops();
+  if (ops.host_memory) {
+    comm.allreduce_sum(grads);
+    return;
+  }
+  host_grads_.resize(grads.size());
+  ops.download(host_grads_.data(), grads.data(), grads.size_bytes());
+  comm.allreduce_sum(std::span<float>(host_grads_));
+  ops.upload(grads.data(), host_grads_.data(), grads.size_bytes());
+}
+
 UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global_tokens, dist::Communicator& comm,
                            const UpdateSettings& s) {
   UpdateStats st;
@@ -61,7 +78,7 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
     sums[0] += r.loss, sums[1] += r.pg_loss, sums[2] += r.entropy, sums[3] += r.clip_fraction, sums[4] += r.approx_kl;
     sums[5] += r.tokens;
   }
-  comm.allreduce_sum(grads);
+  allreduce_gradients(grads, comm);
   comm.allreduce_sum(std::span<double>(sums));
   st.loss = sums[0], st.pg_loss = sums[1], st.entropy = sums[2], st.clip_fraction = sums[3], st.approx_kl = sums[4];
   st.tokens = sums[5];

@@ -65,9 +65,12 @@ class Policy {
                      const UpdateSettings& settings);
 
  private:
+  void allreduce_gradients(std::span<float> grads, dist::Communicator& comm);
+
   model::Transformer model_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   model::AdamW optimizer_;
+  std::vector<float> host_grads_;  // the all-reduce's host copy, for backends without host memory
 };
 
 }  // namespace azr::trainer

@@ -185,7 +185,9 @@ int train(const TrainOptions& opt) {
   if (state && state->seed != cfg.run.seed)
     throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
                     std::to_string(cfg.run.seed));
-  model::Transformer m = ckpt ? load_model_dir(*ckpt) : initial_model(cfg);
+  const kernels::Ops& backend = model_backend(cfg, launch.local_rank);
+  model::Transformer m = ckpt ? load_model_dir(*ckpt, backend) : initial_model(cfg, backend);
+  m.set_recompute(cfg.model.recompute);
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   model::AdamWSettings aw;
   aw.lr = cfg.algorithm.lr;
@@ -249,8 +251,9 @@ int train(const TrainOptions& opt) {
   log(fmt::format("azr train: run dir {} | {} rank(s) ({}, {}) | {} threads/rank, {} sandbox workers/rank",
                   run_dir.string(), comm->size(), launch.launcher, comm->backend(),
                   cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
-  log(fmt::format("model: {} ({} parameters){}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
-                  policy.model().parameters().size(), ckpt ? " from " + ckpt->string() : std::string()));
+  log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
+                  policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
+                  ckpt ? " from " + ckpt->string() : std::string()));
   if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
 
   auto write_ckpt = [&](int64_t step) -> std::string {
@@ -416,7 +419,10 @@ int train(const TrainOptions& opt) {
     Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
-      const uint64_t h = weights_hash(policy.model().parameters());
+      const std::span<const float> dev = policy.model().parameters();
+      std::vector<float> host(dev.size());
+      policy.model().ops().download(host.data(), dev.data(), dev.size_bytes());
+      const uint64_t h = weights_hash(host);
       const std::vector<std::string> all = comm->allgather(std::to_string(h));
       for (size_t k = 1; k < all.size(); k++)
         if (all[k] != all[0])

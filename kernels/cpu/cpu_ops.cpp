@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "kernels/cpu/sampling.h"
 #include "kernels/ops.h"
 
 namespace azr::kernels {
@@ -428,6 +429,14 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
   }
 }
 
+// Rows are independent; a filtered row sorts its vocabulary, so rows are handed out dynamically.
+void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
+                 int64_t V_limit, float temperature, int32_t top_k, float top_p) {
+#pragma omp parallel for schedule(dynamic, 1) if (R * V_limit >= kParallelMin)
+  for (int64_t r = 0; r < R; r++)
+    tokens[r] = sample_row(logits + r * V, V_limit, temperature, top_k, top_p, u[r], &logprobs[r]);
+}
+
 double sum_squares(const float* x, int64_t n) {
   double total = 0.0;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin) reduction(+ : total)
@@ -482,6 +491,7 @@ void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t
 
 const Ops kCpuOps = {
     "cpu",
+    /*host_memory=*/true,
     alloc_zeroed,
     release,
     copy_bytes,
@@ -506,6 +516,7 @@ const Ops kCpuOps = {
     add,
     token_stats,
     token_stats_backward,
+    sample_rows,
     sum_squares,
     scale,
     adamw,

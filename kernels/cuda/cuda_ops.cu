@@ -36,6 +36,7 @@ void fill_zero(float* x, int64_t n) {
 
 const Ops kCudaOps = {
     "cuda",
+    /*host_memory=*/false,
     alloc_zeroed,
     release,
     upload,
@@ -60,6 +61,7 @@ const Ops kCudaOps = {
     add,
     token_stats,
     token_stats_backward,
+    sample_rows,
     sum_squares,
     scale,
     adamw,
@@ -86,6 +88,8 @@ int cuda_device_count(std::string* why) {
   if (n == 0 && why) *why = "no CUDA device";
   return n;
 }
+
+void cuda_select_device(int index) { AZR_CUDA_CHECK(cudaSetDevice(index)); }
 
 double cuda_peak_bandwidth(int index) {
   // Double data rate: two transfers per memory clock, bus width in bits.

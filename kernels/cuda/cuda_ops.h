@@ -21,6 +21,9 @@ const Ops& cuda_ops();
 // CUDA devices this process can use. 0 when there is no driver or no device; `why` (optional)
 // then says which, in the CUDA runtime's words, for a test's skip message.
 int cuda_device_count(std::string* why = nullptr);
+// Makes device `index` current for this thread's later ops (cudaSetDevice); throws
+// std::runtime_error naming the CUDA error. Call before the first allocation.
+void cuda_select_device(int index);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, 3352 GB/s)" for device `index`.
 std::string cuda_device_description(int index = 0);
 // Peak memory bandwidth of the device in bytes/s (from its bus width and memory clock).

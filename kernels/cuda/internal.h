@@ -53,4 +53,8 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
                           const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
                           float inv_temp);
 
+// sampling.cu
+void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
+                 int64_t V_limit, float temperature, int32_t top_k, float top_p);
+
 }  // namespace azr::kernels::cuda_detail

@@ -188,6 +188,41 @@ TEST_F(GenerateCli, StopIdAndStopString) {
   EXPECT_EQ(j["text"], azr::model::utf8_lossy(all.substr(0, all.find(stop))));
 }
 
+// The device option: cpu-guarded runs the CPU kernels behind memory the host cannot touch, so
+// the same output proves generate and logprobs reach the model only through the op table.
+// "cuda" works only where the build has CUDA and a GPU is usable; elsewhere it is a usage error
+// that says which of the two is missing.
+TEST_F(GenerateCli, DeviceOptionGuardedMatchesCpuAndUnusableDevicesAreUsageErrors) {
+  const std::vector<std::string> sample{"--max-tokens", "16", "--ignore-eos", "--json", "--seed", "3", "--top-p", "0.9"};
+  auto on = [&](const std::string& device) {
+    auto args = sample;
+    args.insert(args.end(), {"--device", device});
+    return generate(args);
+  };
+  const ProcessResult cpu = on("cpu"), guarded = on("cpu-guarded");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(guarded.exit_code, 0) << guarded.err;
+  EXPECT_EQ(guarded.out, cpu.out);
+  const std::string lines = "{\"text\": \"def f(x):\"}\n{\"ids\": [3, 1, 4, 1, 5]}\n";
+  const ProcessResult lp_cpu = run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, lines);
+  const ProcessResult lp_guarded =
+      run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", "--device", "cpu-guarded"}, lines);
+  ASSERT_EQ(lp_guarded.exit_code, 0) << lp_guarded.err;
+  EXPECT_EQ(lp_guarded.out, lp_cpu.out);
+
+  const ProcessResult bogus = on("tpu");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("--device: unknown device 'tpu' (known: cpu"), std::string::npos) << bogus.err;
+  const ProcessResult cuda = on("cuda");
+  if (cuda.exit_code != 0) {  // a machine without a usable GPU, or a build without CUDA
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_TRUE(cuda.err.find("no usable GPU") != std::string::npos ||
+                cuda.err.find("built without the CUDA backend") != std::string::npos)
+        << cuda.err;
+    EXPECT_EQ(cuda.out, "");
+  }
+}
+
 TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   auto expect_usage = [](const ProcessResult& r, const std::string& needle) {
     EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -45,29 +45,33 @@ TEST(MemoryPlan, PersistentStateIs18BytesPerParameterMixedAnd16Fp32) {
 }
 
 // The fp32 plan is the CPU transformer's allocation: score(for_backward) carves the activation
-// arena for exactly this batch shape, and backward() its scratch.
+// arena for exactly this batch shape, and backward() its scratch; with and without recomputation.
 TEST(MemoryPlan, Fp32PlanPredictsTheTransformersAllocationsExactly) {
   const ModelConfig c = preset_config("azr-tiny");
-  Transformer m = Transformer::random(c, 1);
   const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(17, 5), std::vector<int32_t>(9, 7),
                                                    std::vector<int32_t>(13, 3)});
-  m.score(batch, 1.f, /*for_backward=*/true);
-  std::vector<float> dlogp(size_t(batch.B * batch.T), 1.f);
-  m.backward(dlogp, {});
-  MemoryPlanSettings s;
-  s.precision = Precision::Fp32;
-  s.micro_batch = batch.B;
-  s.seq_len = batch.T;
-  const MemoryPlan p = plan_memory(c, s);
-  EXPECT_EQ(p.activations, double(m.activation_bytes()));
-  EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes()));
+  for (bool recompute : {false, true}) {
+    Transformer m = Transformer::random(c, 1);
+    m.set_recompute(recompute);
+    m.score(batch, 1.f, /*for_backward=*/true);
+    std::vector<float> dlogp(size_t(batch.B * batch.T), 1.f);
+    m.backward(dlogp, {});
+    MemoryPlanSettings s;
+    s.precision = Precision::Fp32;
+    s.micro_batch = batch.B;
+    s.seq_len = batch.T;
+    s.recompute = recompute;
+    const MemoryPlan p = plan_memory(c, s);
+    EXPECT_EQ(p.activations, double(m.activation_bytes())) << "recompute " << recompute;
+    EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes())) << "recompute " << recompute;
+  }
 }
 
-// By hand, for H 8, I 16, 2 layers, 2 heads of 4 (1 KV head), bf16 activations, 3 x 5 tokens:
-// per layer and token 4*8 + 2*8 + 2*4 + 2*16 = 88 bf16 values (176 B) and 2 + 2 fp32 (16 B) =
-// 192 B; once per token the last residual, final norm out, tmp [8 each] and act [16] in bf16
-// (80 B) and the final rstd (4 B) = 84 B. Kept: 15 * (2 * 192 + 84) = 7020. Recomputed: each
-// layer's input (2 * 8 * 2 B = 32 B), one layer's set and the tail: 15 * (32 + 192 + 84) = 4620.
+// By hand, for H 8, I 16, 2 layers, 2 heads of 4 (1 KV head), bf16 activations, 3 x 5 tokens.
+// Per token: the residual stream, 3 x 8 bf16 (48 B); per layer slot 3*8 + 2*8 + 2*4 + 2*16 = 80
+// bf16 values (160 B) and 2 + 2 fp32 (16 B) = 176 B; once, the final norm's output and tmp [8
+// each] and act [16] in bf16 (64 B) and the final rstd (4 B) = 68 B. Kept (2 slots): 15 * (48 +
+// 352 + 68) = 7020. Recomputed (1 slot): 15 * (48 + 176 + 68) = 4380.
 TEST(MemoryPlan, ActivationsAndRecomputationByHand) {
   ModelConfig c = preset_config("azr-tiny");
   c.hidden_size = 8, c.intermediate_size = 16, c.num_hidden_layers = 2, c.num_attention_heads = 2;
@@ -76,7 +80,7 @@ TEST(MemoryPlan, ActivationsAndRecomputationByHand) {
   s.micro_batch = 3, s.seq_len = 5;
   EXPECT_EQ(plan_memory(c, s).activations, 7020.0);
   s.recompute = true;
-  EXPECT_EQ(plan_memory(c, s).activations, 4620.0);
+  EXPECT_EQ(plan_memory(c, s).activations, 4380.0);
   // backward scratch: (2*8 + 2*8 + 2*4 + 3*16) = 88 bf16 values per token
   EXPECT_EQ(plan_memory(c, s).backward_scratch, 15.0 * 88 * 2);
 }

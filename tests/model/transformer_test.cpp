@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -294,6 +295,50 @@ TEST(TransformerTest, GradientAccumulationOverMicroBatchesEqualsOneBatch) {
   }
   EXPECT_NEAR(total, l.loss, 1e-6 * l.loss);
   EXPECT_LE(rel_err(m.gradients(), one), 1e-5);
+}
+
+// Recomputation runs the same ops on the same inputs, so on the CPU backend its scores and
+// gradients are those of the kept-activations path bit for bit, while the arena shrinks.
+TEST(TransformerTest, ActivationRecomputationGivesTheSameGradientsBitForBit) {
+  for (bool tied : {true, false}) {
+    for (int64_t kv : {1, 4}) {
+      const SequenceBatch batch = SequenceBatch::from(random_seqs({9, 1, 14, 6}, 61, 21));
+      std::mt19937 rng(3);
+      std::normal_distribution<float> n(0.f, 1.f);
+      std::vector<float> dlogp(size_t(batch.B * batch.T)), dent(dlogp.size());
+      for (size_t i = 0; i < dlogp.size(); i++) dlogp[i] = n(rng), dent[i] = n(rng);
+      auto run = [&](bool recompute, size_t* arena) {
+        Transformer m = random_model(tied, kv);
+        m.set_recompute(recompute);
+        const TokenScores s = m.score(batch, 0.7f, true);
+        m.backward(dlogp, dent);
+        *arena = m.activation_bytes();
+        std::vector<float> out(m.gradients().begin(), m.gradients().end());
+        out.insert(out.end(), s.logp.begin(), s.logp.end());
+        out.insert(out.end(), s.entropy.begin(), s.entropy.end());
+        return out;
+      };
+      size_t kept_bytes = 0, recomputed_bytes = 0;
+      const std::vector<float> kept = run(false, &kept_bytes), recomputed = run(true, &recomputed_bytes);
+      ASSERT_EQ(kept.size(), recomputed.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < kept.size(); i++) differ += std::memcmp(&kept[i], &recomputed[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "tied " << tied << " kv " << kv;
+      EXPECT_LT(recomputed_bytes, kept_bytes);
+    }
+  }
+  // Generation keeps every layer's keys and values whatever the setting.
+  Transformer m = random_model();
+  m.set_recompute(true);
+  auto seqs = random_seqs({5, 8}, 61, 9);
+  const std::vector<float> full = m.logits(SequenceBatch::from(seqs));
+  KVCache cache(m.config(), 2, 8);
+  const std::vector<float> last = m.prefill(cache, SequenceBatch::from(seqs));
+  for (int64_t b = 0; b < 2; b++) {
+    const int64_t row = b * 8 + int64_t(seqs[b].size()) - 1;
+    EXPECT_LE(rel_err(std::span<const float>(last.data() + b * 61, 61), std::span<const float>(full.data() + row * 61, 61)),
+              1e-5);
+  }
 }
 
 TEST(TransformerTest, SaveLoadGivesIdenticalOutputs) {

@@ -214,6 +214,23 @@ TEST(TrainCli, ResumeContinuesBitIdentically) {
   expect_same_run(run, ref);
 }
 
+// The whole run on cpu-guarded (backend memory the host cannot touch: kernels/guarded) with
+// activation recomputation, resumed half way: generation, learning, evaluation, checkpoints and
+// resume must reach the model through the op table alone (else the run stops with a message),
+// and neither the device nor recomputation may change a single bit of the run.
+TEST(TrainCli, GuardedDeviceWithRecomputationRunsTheSameRunBitForBit) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("guarded");
+  auto args = train_args(run.string(), 1);
+  args.insert(args.end(), {"--set", "model.device=cpu-guarded", "--set", "model.recompute=true"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("on cpu-guarded, recomputing activations"), std::string::npos);
+  r = run_process(resume_args(run.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_run(run, ref);
+}
+
 TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("kill");

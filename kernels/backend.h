@@ -1,0 +1,23 @@
+#pragma once
+// The backends a command can run the model on, by the name users type (`--device`,
+// `model.device`): "cpu" (kernels/cpu), "cuda" (kernels/cuda, where the build has it and a GPU
+// is usable) and "cpu-guarded" (kernels/guarded: the CPU kernels behind memory the host cannot
+// touch, for checking a code path without a GPU).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace azr::kernels {
+
+// The names this build knows, in the order above ("cuda" only where it was compiled).
+std::vector<std::string> backend_names();
+
+// The op table for `device`. With "cuda", GPU `device_index` modulo the visible GPUs becomes
+// this thread's current device (a data-parallel rank passes its local rank). Throws
+// std::invalid_argument with one line a user can act on: an unknown name (listing the known
+// ones), a build without CUDA, or no usable GPU (the CUDA runtime's reason).
+const Ops& backend_ops(std::string_view device, int device_index = 0);
+
+}  // namespace azr::kernels

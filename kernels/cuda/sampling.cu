@@ -1,0 +1,430 @@
+// Token sampling of the CUDA backend (kernels/ops.h: sample_rows): one block per row, so a decode
+// step downloads R tokens and R log-probs instead of R x V logits. The CPU backend
+// (kernels/cpu/sampling.cpp) is the reference; tests/kernels/cuda_ops_test.cpp checks this one
+// against it token for token.
+//
+// Probabilities are the CPU's to the last bit but for exp's rounding: p_j = exp(z_j / t - max) in
+// double, the product and the difference rounded separately (the CPU build does not fuse them
+// either). Sums are in double too; where they run in another order than the CPU's (noted below),
+// they differ from its sums by a few units in the 16th digit, so a token can only differ when u
+// (or top_p) lies that close to a boundary of the cumulative distribution, and log-probs agree
+// to float rounding.
+//
+// One kernel per mode, the mode being the same for every row of a call:
+// - greedy: block argmax (ties: lowest id, as std::max_element), then the winner's log-softmax at
+//   temperature 1.
+// - unfiltered: inverse CDF in id order, like the CPU. Each warp sums one contiguous segment of
+//   the row, so the segment where the cumulative mass passes u * total is found from 16 numbers,
+//   and only from there on is the row scanned, in tiles, for the first token that passes it.
+// - filtered (top-k, top-p): the CPU walks the candidates by descending probability. Here the
+//   walk goes through "chunks" of that order, each the next (at most) kChunk candidates, found by
+//   radix select, gathered and sorted in shared memory; one thread walks them with the CPU's own
+//   loops, so the kept set's sums run in the CPU's order. A kept set usually fits one chunk; a
+//   flat distribution with top_p near 1 walks many: slower, same result.
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/internal.h"
+
+namespace azr::kernels::cuda_detail {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kChunk = 2048;  // candidates sorted at a time: 2048 keys + their p = 32 KiB of shared memory
+constexpr int kRadixBits = 8;
+constexpr int kBins = 1 << kRadixBits;
+constexpr uint64_t kNoCursor = ~uint64_t(0);  // above every key: the walk starts at the top
+
+struct SampleArgs {
+  int32_t* tokens;
+  float* logprobs;
+  const float* logits;
+  const double* u;
+  int64_t V, n;  // row stride; candidates are ids < n (V_limit)
+  double inv_t;  // 1 / temperature, as the CPU computes it (unused by greedy)
+  int32_t top_k;
+  float top_p;
+};
+
+__device__ __forceinline__ double prob(float z, double inv_t, double mx) {
+  return exp(__dsub_rn(__dmul_rn(double(z), inv_t), mx));
+}
+
+// The largest value and, among equal ones, the lowest index; every thread gets both.
+__device__ void block_argmax(float& v, int64_t& at, float* shared_v, int64_t* shared_at) {
+  auto merge = [&] {
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+      const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+      const int64_t at2 = __shfl_xor_sync(0xffffffffu, at, o);
+      if (v2 > v || (v2 == v && at2 < at)) v = v2, at = at2;
+    }
+  };
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  merge();
+  if (lane == 0) shared_v[warp] = v, shared_at[warp] = at;
+  __syncthreads();
+  v = lane < warps ? shared_v[lane] : -INFINITY;
+  at = lane < warps ? shared_at[lane] : INT64_MAX;
+  merge();
+  __syncthreads();
+}
+
+// Inclusive prefix sum over the block in thread order; *total gets the block's sum. `shared`
+// holds 32 values; the call ends with a barrier.
+__device__ double block_inclusive_scan(double v, double* shared, double* total) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  auto warp_scan = [&](double x) {
+#pragma unroll
+    for (int o = 1; o < kWarp; o *= 2) {
+      const double y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    return x;
+  };
+  v = warp_scan(v);
+  if (lane == kWarp - 1) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const double w = warp_scan(lane < warps ? shared[lane] : 0.0);
+    if (lane < warps) shared[lane] = w;
+  }
+  __syncthreads();
+  if (warp > 0) v += shared[warp - 1];
+  *total = shared[warps - 1];
+  __syncthreads();
+  return v;
+}
+
+// ---- greedy ---------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads) greedy_kernel(SampleArgs a) {
+  __shared__ float shared_v[32];
+  __shared__ int64_t shared_at[32];
+  __shared__ double shared_d[32];
+  const int64_t r = blockIdx.x;
+  const float* z = a.logits + r * a.V;
+  float best = -INFINITY;
+  int64_t at = INT64_MAX;
+  // Ascending j: strict > keeps the first maximum; a thread's first entry is taken whatever it
+  // is, so that even an all -inf row gives std::max_element's answer, id 0.
+  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x)
+    if (z[j] > best || at == INT64_MAX) best = z[j], at = j;
+  block_argmax(best, at, shared_v, shared_at);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) sum += exp(double(z[j]) - double(best));
+  sum = block_sum(sum, shared_d);
+  if (threadIdx.x == 0) {
+    a.tokens[r] = int32_t(at);
+    a.logprobs[r] = float(-log(sum));
+  }
+}
+
+// ---- unfiltered: inverse CDF in id order ----------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads) unfiltered_kernel(SampleArgs a) {
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  __shared__ int64_t shared_i[32];
+  __shared__ double segment_mass[kWarps];
+  __shared__ double total_s, target_s, carry_s;
+  __shared__ int64_t from_s;
+  const int64_t r = blockIdx.x, n = a.n;
+  const float* z = a.logits + r * a.V;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, z[j]);
+  // max_j (z_j * inv_t) = (max_j z_j) * inv_t: rounding is monotonic and inv_t > 0.
+  const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
+
+  // Warp w sums the contiguous segment [w * seg, (w + 1) * seg), lanes striding within it.
+  const int64_t seg = (n + kWarps - 1) / kWarps;
+  double s = 0;
+  for (int64_t j = warp * seg + lane; j < n && j < (warp + 1) * seg; j += kWarp) s += prob(z[j], a.inv_t, mx);
+  s = warp_sum(s);
+  if (lane == 0) segment_mass[warp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kWarps; w++) total += segment_mass[w];
+    const double target = a.u[r] * total;
+    double before = 0;
+    int w = 0;
+    while (w < kWarps - 1 && !(before + segment_mass[w] > target)) before += segment_mass[w++];
+    total_s = total, target_s = target, carry_s = before, from_s = w * seg;
+  }
+  __syncthreads();
+  const double total = total_s, target = target_s;
+  double carry = carry_s;
+
+  // The first token with p > 0 whose inclusive cumulative mass exceeds the target (the CPU's
+  // first crossing, which always has p > 0). Sums are in another order than the CPU's.
+  int64_t pick = INT64_MAX;
+  for (int64_t base = from_s; base < n; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const double p = j < n ? prob(z[j], a.inv_t, mx) : 0.0;
+    double tile = 0;
+    const double inclusive = block_inclusive_scan(p, shared_d, &tile);
+    pick = block_reduce(p > 0 && carry + inclusive > target ? j : INT64_MAX, INT64_MAX, Min{}, shared_i);
+    if (pick != INT64_MAX) break;
+    carry += tile;
+  }
+  if (pick == INT64_MAX) {
+    // No crossing (u within rounding of 1): the CPU then takes the last token, stepping back over
+    // zero probabilities.
+    int64_t last = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      if (prob(z[j], a.inv_t, mx) > 0) last = j;
+    pick = block_reduce(last, int64_t(0), Max{}, shared_i);
+  }
+  if (threadIdx.x == 0) {
+    a.tokens[r] = int32_t(pick);
+    a.logprobs[r] = float(log(prob(z[pick], a.inv_t, mx) / total));
+  }
+}
+
+// ---- filtered: top-k and top-p --------------------------------------------------------------
+
+// The CPU's candidate order, descending probability then ascending id, as one unsigned 64-bit
+// key in descending order: the logit's bits mapped so that unsigned order is float order, then
+// ~id. At any temperature > 0 descending logit is descending probability, except for distinct
+// logits whose probabilities round to the same double (both more than ~745 below the maximum
+// after scaling, so 0; or closer together than z / t - max's rounding, like 1e-20 and 2e-20 beside
+// a maximum of 10), which the CPU orders by id and this by logit: a different order only among
+// tokens of equal probability. -0 counts as +0, whose probability it has.
+__device__ __forceinline__ uint64_t order_key(float z, int64_t j) {
+  uint32_t b = __float_as_uint(z == 0.f ? 0.f : z);
+  b ^= (b & 0x80000000u) ? 0xFFFFFFFFu : 0x80000000u;
+  return (uint64_t(b) << 32) | (0xFFFFFFFFu - uint32_t(j));
+}
+__device__ __forceinline__ float key_logit(uint64_t k) {
+  uint32_t b = uint32_t(k >> 32);
+  b ^= (b & 0x80000000u) ? 0x80000000u : 0xFFFFFFFFu;
+  return __uint_as_float(b);
+}
+__device__ __forceinline__ int32_t key_id(uint64_t k) { return int32_t(0xFFFFFFFFu - uint32_t(k)); }
+
+struct Chunk {
+  uint64_t keys[kChunk];  // sorted descending; padding 0 (below every key) up to a power of two
+  double p[kChunk];
+  int64_t start;          // rank of keys[0] in the whole order; -1 before the first load
+  int n;                  // candidates held
+  int hist[kBins];
+  int digit, above, in_bin;
+  bool stop;
+  float shared_f[32];
+  double shared_d[32];
+};
+
+struct Row {
+  const float* z;
+  int64_t n;
+  double inv_t, mx;
+};
+
+// hist[bin] += 1 for every lane whose bin >= 0, with one atomic per distinct bin of the warp: a
+// row's logits share a few leading bytes, and lanes adding to one shared counter serialise.
+__device__ __forceinline__ void count_into(int* hist, int bin) {
+  const unsigned peers = __match_any_sync(0xffffffffu, bin);
+  if (bin >= 0 && int(threadIdx.x % kWarp) == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], __popc(peers));
+}
+
+// Warp 0: the bin, counted from the top, that holds the need-th key. Sets digit (-1 when there
+// are fewer than `need` keys), above (keys in higher bins) and in_bin.
+__device__ void find_bin(Chunk& c, int need) {
+  const int lane = threadIdx.x;
+  constexpr int kPerLane = kBins / kWarp;
+  int count[kPerLane], sum = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; i++) sum += count[i] = c.hist[kBins - 1 - (lane * kPerLane + i)];
+  int inclusive = sum;
+#pragma unroll
+  for (int o = 1; o < kWarp; o *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += y;
+  }
+  int before = inclusive - sum;
+  if (before < need && need <= inclusive) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; i++) {
+      if (before < need && need <= before + count[i]) {
+        c.digit = kBins - 1 - (lane * kPerLane + i), c.above = before, c.in_bin = count[i];
+      }
+      before += count[i];
+    }
+  }
+  if (lane == kWarp - 1 && inclusive < need) c.digit = -1;
+}
+
+// The threshold T for which exactly min(need, #keys below cursor) of the row's keys below the
+// cursor are >= T: radix select, most significant byte first, among the keys still tied with
+// the answer. Keys are distinct (they end in the id), so it ends by the last byte at the latest,
+// usually as soon as the answer's bin is taken whole.
+__device__ uint64_t select_threshold(const Row& row, uint64_t cursor, int need, Chunk& c) {
+  uint64_t prefix = 0, mask = 0;
+  for (int shift = 64 - kRadixBits; shift >= 0; shift -= kRadixBits) {
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x) c.hist[i] = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < row.n; base += blockDim.x) {  // whole warps: count_into needs them
+      const int64_t j = base + threadIdx.x;
+      int bin = -1;
+      if (j < row.n) {
+        const uint64_t k = order_key(row.z[j], j);
+        if (k < cursor && (k & mask) == prefix) bin = int(k >> shift) & (kBins - 1);
+      }
+      count_into(c.hist, bin);
+    }
+    __syncthreads();
+    if (threadIdx.x < kWarp) find_bin(c, need);
+    __syncthreads();
+    const int digit = c.digit, above = c.above, in_bin = c.in_bin;
+    if (digit < 0) return 0;  // fewer candidates than asked for: all of them
+    prefix |= uint64_t(digit) << shift;
+    mask |= uint64_t(kBins - 1) << shift;
+    if (above + in_bin == need) return prefix;
+    need -= above;
+  }
+  return prefix;
+}
+
+// Descending bitonic sort of keys[0, width), width a power of two.
+__device__ void sort_descending(uint64_t* keys, int width) {
+  for (int k = 2; k <= width; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        const int partner = i ^ j;
+        if (partner > i) {
+          const uint64_t x = keys[i], y = keys[partner];
+          if ((i & k) == 0 ? x < y : x > y) keys[i] = y, keys[partner] = x;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// Loads the (at most) `size` candidates that follow `cursor` in the order, which hold ranks
+// start, start + 1, ...: selected, gathered in any order, sorted, with their probabilities.
+__device__ void load_chunk(const Row& row, uint64_t cursor, int size, int64_t start, Chunk& c) {
+  const uint64_t threshold = select_threshold(row, cursor, size, c);
+  if (threadIdx.x == 0) c.n = 0;
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < row.n; j += blockDim.x) {
+    const uint64_t k = order_key(row.z[j], j);
+    if (k >= threshold && k < cursor) {
+      const int slot = atomicAdd(&c.n, 1);
+      if (slot < kChunk) c.keys[slot] = k;  // always: the threshold admits at most `size` keys
+    }
+  }
+  __syncthreads();
+  const int n = c.n < kChunk ? c.n : kChunk;
+  int width = 1;
+  while (width < n) width *= 2;
+  for (int i = n + threadIdx.x; i < width; i += blockDim.x) c.keys[i] = 0;
+  __syncthreads();
+  sort_descending(c.keys, width);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) c.p[i] = prob(key_logit(c.keys[i]), row.inv_t, row.mx);
+  if (threadIdx.x == 0) c.start = start, c.n = n;
+  __syncthreads();
+}
+
+// Calls visit(p, id) on thread 0 for the candidates of rank 0, 1, ... < limit, in order, until
+// it returns true. Every thread calls it (chunks load block-wide); limit must be the same for
+// all, and no larger than in the walk that loaded the chunk held now, if that is the first.
+template <class Visit>
+__device__ void walk(const Row& row, int64_t limit, Chunk& c, Visit visit) {
+  if (c.start != 0) load_chunk(row, kNoCursor, int(limit < kChunk ? limit : kChunk), 0, c);
+  for (;;) {
+    if (threadIdx.x == 0) {
+      bool done = false;
+      for (int i = 0; i < c.n && c.start + i < limit && !done; i++) done = visit(c.p[i], key_id(c.keys[i]));
+      c.stop = done || c.n == 0 || c.start + c.n >= limit;
+    }
+    __syncthreads();
+    if (c.stop) break;
+    const int64_t next = c.start + c.n;
+    const uint64_t cursor = c.keys[c.n - 1];
+    const int64_t left = limit - next;
+    __syncthreads();  // everyone has read the chunk before it is replaced
+    load_chunk(row, cursor, int(left < kChunk ? left : kChunk), next, c);
+  }
+  __syncthreads();  // everyone has read c.stop before the next walk writes it
+}
+
+// The CPU's filtered sampling, step for step; walks run on thread 0, so its locals carry the
+// results (the other threads only load chunks).
+__global__ void __launch_bounds__(kThreads) filtered_kernel(SampleArgs a) {
+  __shared__ Chunk c;
+  __shared__ int64_t keep_s;
+  const int64_t r = blockIdx.x, n = a.n;
+  const float* z = a.logits + r * a.V;
+  if (threadIdx.x == 0) c.start = -1;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, z[j]);
+  const Row row{z, n, a.inv_t, __dmul_rn(double(block_max(m, c.shared_f)), a.inv_t)};
+
+  // The mass that top-p renormalises against: of the top-k set, summed in order as on the CPU;
+  // without top-k, of the whole row, summed by the block (the CPU sums it in sorted order).
+  const int64_t keep_k = a.top_k > 0 && a.top_k < n ? a.top_k : n;
+  double kept_total = 0;
+  if (keep_k < n) {
+    walk(row, keep_k, c, [&](double p, int32_t) {
+      kept_total += p;
+      return false;
+    });
+  } else {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += prob(z[j], row.inv_t, row.mx);
+    kept_total = block_sum(s, c.shared_d);
+  }
+
+  // Top-p: the smallest prefix whose mass reaches top_p * kept_total, at least one token.
+  int64_t keep = keep_k;
+  if (a.top_p < 1.f) {
+    const double cut = double(a.top_p) * kept_total;
+    double before = 0;
+    int64_t taken = 0;
+    walk(row, keep_k, c, [&](double p, int32_t) {
+      if (taken > 0 && !(before < cut)) return true;
+      before += p;
+      taken++;
+      return false;
+    });
+    keep = taken, kept_total = before;
+  }
+  if (threadIdx.x == 0) keep_s = keep;
+  __syncthreads();
+  keep = keep_s;
+
+  // Inverse CDF over the kept set in order; without a crossing, its last token.
+  const double target = threadIdx.x == 0 ? a.u[r] * kept_total : 0.0;
+  double acc = 0, p_pick = 0;
+  int32_t pick = -1;
+  walk(row, keep, c, [&](double p, int32_t id) {
+    acc += p, pick = id, p_pick = p;
+    return acc > target;
+  });
+  if (threadIdx.x == 0) {
+    a.tokens[r] = pick;
+    a.logprobs[r] = float(log(p_pick / kept_total));
+  }
+}
+
+}  // namespace
+
+void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
+                 int64_t V_limit, float temperature, int32_t top_k, float top_p) {
+  if (R == 0) return;
+  const SampleArgs a{tokens, logprobs, logits, u, V, V_limit, temperature == 0.f ? 0.0 : 1.0 / temperature,
+                     top_k, top_p};
+  if (temperature == 0.f)
+    greedy_kernel<<<unsigned(R), kThreads>>>(a);
+  else if ((top_k > 0 && top_k < V_limit) || top_p < 1.f)
+    filtered_kernel<<<unsigned(R), kThreads>>>(a);
+  else
+    unfiltered_kernel<<<unsigned(R), kThreads>>>(a);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace azr::kernels::cuda_detail

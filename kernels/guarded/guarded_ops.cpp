@@ -1,0 +1,218 @@
+// The cpu-guarded backend (see guarded_ops.h): kernels/cpu's ops between mprotect calls.
+#include "kernels/guarded/guarded_ops.h"
+
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace azr::kernels {
+namespace {
+
+// Live allocations in a fixed table of atomics, so the SIGSEGV handler can read it without a
+// lock (a handler may not take one). A free entry has base 0.
+constexpr int kMaxRegions = 4096;
+struct Region {
+  std::atomic<uintptr_t> base{0};
+  std::atomic<size_t> bytes{0};
+};
+Region g_regions[kMaxRegions];
+
+// Serialises op calls (and allocation changes) so "open" and "closed" are whole-table states.
+std::recursive_mutex g_mutex;
+int g_open_depth = 0;
+
+size_t page_round(size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  return (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+}
+
+void protect_all(int prot) {
+  for (Region& r : g_regions) {
+    const uintptr_t base = r.base.load(std::memory_order_relaxed);
+    if (base && mprotect(reinterpret_cast<void*>(base), r.bytes.load(std::memory_order_relaxed), prot) != 0)
+      throw std::runtime_error(std::string("cpu-guarded: mprotect failed: ") + std::strerror(errno));
+  }
+}
+
+// Backend memory is readable and writable while an Open lives (one op call), PROT_NONE otherwise.
+struct Open {
+  Open() {
+    g_mutex.lock();
+    if (g_open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+  }
+  ~Open() {
+    if (--g_open_depth == 0) protect_all(PROT_NONE);
+    g_mutex.unlock();
+  }
+  Open(const Open&) = delete;
+  Open& operator=(const Open&) = delete;
+};
+
+void write_str(const char* s) {
+  ssize_t ignored = write(STDERR_FILENO, s, std::strlen(s));
+  (void)ignored;
+}
+
+void write_hex(uintptr_t x) {
+  char buf[2 + 16 + 1] = "0x";
+  for (int i = 0; i < 16; i++) buf[2 + i] = "0123456789abcdef"[(x >> (60 - 4 * i)) & 0xf];
+  buf[18] = 0;
+  write_str(buf);
+}
+
+struct sigaction g_previous;
+
+// Async-signal-safe: only write(), backtrace_symbols_fd() (its buffers were warmed up at
+// install time) and _exit().
+void on_segv(int sig, siginfo_t* info, void* ctx) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const Region& r : g_regions) {
+    const uintptr_t base = r.base.load(std::memory_order_relaxed);
+    if (base && addr >= base && addr < base + r.bytes.load(std::memory_order_relaxed)) {
+      write_str("azr: host code touched cpu-guarded backend memory at ");
+      write_hex(addr);
+      write_str(" (in the allocation at ");
+      write_hex(base);
+      write_str(") outside the op table; backend memory is reachable only through upload, download and the ops.\n");
+      void* frames[64];
+      backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+      _exit(134);
+    }
+  }
+  // Not ours: let the previous disposition handle it.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    g_previous.sa_sigaction(sig, info, ctx);
+  } else if (g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != SIG_DFL) {
+    g_previous.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);  // the faulting instruction runs again and the default action follows
+  }
+}
+
+void install_handler() {
+  void* warm[1];
+  backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_previous);
+}
+
+// mprotect's cost is one page-table entry per resident page, twice per op: with 4 KiB pages a
+// training batch's 256 MB activation arena makes every op cost ~100k entries. Allocations of 2 MiB
+// or more are therefore aligned to 2 MiB and asked to use transparent huge pages, 512 times fewer
+// entries, where the kernel offers them (transparent_hugepage "madvise" or "always"); elsewhere
+// they work the same, slower.
+constexpr size_t kHugePage = size_t(2) << 20;
+
+void* map_region(size_t size) {
+  const int prot = g_open_depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE;
+  if (size < kHugePage) return mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char* raw = static_cast<char*>(mmap(nullptr, size + kHugePage, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (raw == MAP_FAILED) return MAP_FAILED;
+  char* start = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) / kHugePage * kHugePage);
+  if (start > raw) munmap(raw, size_t(start - raw));
+  if (raw + size + kHugePage > start + size) munmap(start + size, size_t(raw + size + kHugePage - (start + size)));
+  madvise(start, size, MADV_HUGEPAGE);  // advice: failure only costs speed
+  return start;
+}
+
+void* alloc_zeroed(size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  size_t size = page_round(bytes);
+  if (size >= kHugePage) size = (size + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = map_region(size);  // fresh anonymous pages are zero
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  for (Region& r : g_regions)
+    if (r.base.load(std::memory_order_relaxed) == 0) {
+      r.bytes.store(size, std::memory_order_relaxed);
+      r.base.store(reinterpret_cast<uintptr_t>(p), std::memory_order_release);
+      return p;
+    }
+  munmap(p, size);
+  throw std::runtime_error("cpu-guarded: more than 4096 live allocations");
+}
+
+void release(void* p) {
+  if (!p) return;
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  for (Region& r : g_regions)
+    if (r.base.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p)) {
+      munmap(p, r.bytes.load(std::memory_order_relaxed));
+      r.base.store(0, std::memory_order_release);
+      return;
+    }
+}
+
+// An op of the CPU table, run with backend memory open. Member is the Ops field, F its type.
+template <auto Member, class F>
+struct Guarded;
+template <auto Member, class R, class... A>
+struct Guarded<Member, R (*)(A...)> {
+  static R call(A... args) {
+    Open open;
+    return (cpu_ops().*Member)(args...);
+  }
+};
+
+#define AZR_GUARD(field) t.field = Guarded<&Ops::field, decltype(Ops::field)>::call
+
+Ops make_table() {
+  // Start from the CPU table so the layout is right; every field is then replaced. A field left
+  // unwrapped would run a CPU op on PROT_NONE memory and stop with the handler's message.
+  Ops t = cpu_ops();
+  t.name = "cpu-guarded";
+  t.host_memory = false;
+  t.alloc_zeroed = alloc_zeroed;
+  t.release = release;
+  AZR_GUARD(upload);
+  AZR_GUARD(download);
+  AZR_GUARD(copy);
+  AZR_GUARD(fill_zero);
+  AZR_GUARD(gather_rows);
+  AZR_GUARD(scatter_add_rows);
+  AZR_GUARD(embedding_forward);
+  AZR_GUARD(embedding_backward);
+  AZR_GUARD(rmsnorm_forward);
+  AZR_GUARD(rmsnorm_backward);
+  AZR_GUARD(matmul_forward);
+  AZR_GUARD(matmul_backward);
+  AZR_GUARD(rope_forward);
+  AZR_GUARD(rope_backward);
+  AZR_GUARD(attention_forward);
+  AZR_GUARD(attention_backward);
+  AZR_GUARD(attention_decode);
+  AZR_GUARD(swiglu_forward);
+  AZR_GUARD(swiglu_backward);
+  AZR_GUARD(add);
+  AZR_GUARD(token_stats);
+  AZR_GUARD(token_stats_backward);
+  AZR_GUARD(sample_rows);
+  AZR_GUARD(sum_squares);
+  AZR_GUARD(scale);
+  AZR_GUARD(adamw);
+  install_handler();
+  return t;
+}
+
+#undef AZR_GUARD
+
+}  // namespace
+
+const Ops& guarded_cpu_ops() {
+  static const Ops table = make_table();
+  return table;
+}
+
+}  // namespace azr::kernels

@@ -1,0 +1,178 @@
+// The cpu-guarded backend and choosing a backend by name. cpu-guarded is this machine's stand-in
+// for a GPU (none is here): its memory traps every host access outside the op table, and its
+// results are the CPU backend's bit for bit. So a code path that runs on it and gives the CPU's
+// answer reaches the model only through upload, download and the ops, as it must on a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/buffer.h"
+#include "kernels/guarded/guarded_ops.h"
+#include "model/adamw.h"
+#include "model/byte_tokenizer.h"
+#include "model/generate.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+#include "trainer/dist.h"
+#include "trainer/policy.h"
+#ifdef AZR_HAVE_CUDA_KERNELS
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+namespace azr {
+namespace {
+
+using kernels::cpu_ops;
+using kernels::guarded_cpu_ops;
+
+std::vector<float> host_copy(const kernels::Ops& ops, std::span<const float> dev) {
+  std::vector<float> h(dev.size());
+  ops.download(h.data(), dev.data(), dev.size_bytes());
+  return h;
+}
+
+size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::max(a.size(), b.size());
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); i++) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return n;
+}
+
+TEST(GuardedOpsDeathTest, HostAccessOutsideTheOpTableStopsWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  kernels::Buffer<float> b(guarded_cpu_ops(), 1000);
+  const float one = 1.f;
+  b.upload(&one, 1);
+  float back = 0;
+  b.download(&back, 1);
+  EXPECT_EQ(back, 1.f);  // through the table: fine
+  volatile float* raw = b.data();
+  EXPECT_EXIT({ (void)raw[999]; }, ::testing::ExitedWithCode(134),
+              "host code touched cpu-guarded backend memory at 0x[0-9a-f]+ \\(in the allocation at 0x[0-9a-f]+\\)");
+  EXPECT_EXIT({ raw[0] = 2.f; }, ::testing::ExitedWithCode(134), "outside the op table");
+}
+
+// Score, backward, a clipped AdamW step, sampling and a checkpoint round trip on both backends.
+TEST(GuardedOps, TheModelRunsThroughTheOpTableAloneAndMatchesTheCpuBitForBit) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const model::SequenceBatch batch =
+      model::SequenceBatch::from({{5, 9, 2, 7, 7, 1}, {3, 3}, {8, 1, 4, 4, 2, 6, 9, 10, 11}});
+  std::vector<float> dlogp(size_t(batch.B * batch.T), -0.5f), dent(dlogp.size(), 0.01f);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("azr-guarded-" + std::to_string(getpid()));
+  struct Out {
+    std::vector<float> logp, params, m;
+    std::vector<int32_t> tokens;
+    std::vector<float> sampled_logp;
+  };
+  auto run = [&](const kernels::Ops& ops, bool recompute, const std::string& save_as) {
+    model::Transformer m = model::Transformer::random(c, 5, 0.05f, ops);
+    m.set_recompute(recompute);
+    model::AdamW opt(ops, m.parameters().size(), {1e-3, 0.9, 0.999, 1e-8, 0.01});
+    Out o;
+    o.logp = m.score(batch, 0.9f, true).logp;
+    m.backward(dlogp, dent);
+    model::clip_grad_norm(ops, m.gradients(), 0.5);
+    opt.step(m.parameters(), m.gradients());
+    o.params = host_copy(ops, m.parameters());
+    o.m = host_copy(ops, opt.m());
+    model::SamplingParams sp;
+    sp.temperature = 0.8f, sp.top_p = 0.9f, sp.max_new_tokens = 6, sp.seed = 11;
+    for (const model::Completion& comp : model::generate(m, {{5, 9, 2}, {3}}, sp)) {
+      o.tokens.insert(o.tokens.end(), comp.tokens.begin(), comp.tokens.end());
+      o.sampled_logp.insert(o.sampled_logp.end(), comp.logprobs.begin(), comp.logprobs.end());
+    }
+    m.save_pretrained(dir / save_as);
+    opt.save(dir / save_as / "optimizer.safetensors");
+    return o;
+  };
+  const Out cpu = run(cpu_ops(), false, "cpu"), guarded = run(guarded_cpu_ops(), true, "guarded");
+  EXPECT_EQ(differing(guarded.logp, cpu.logp), 0u);
+  EXPECT_EQ(differing(guarded.params, cpu.params), 0u);
+  EXPECT_EQ(differing(guarded.m, cpu.m), 0u);
+  EXPECT_EQ(guarded.tokens, cpu.tokens);
+  EXPECT_EQ(differing(guarded.sampled_logp, cpu.sampled_logp), 0u);
+  // The guarded checkpoint loads on either backend and holds the updated weights.
+  for (const kernels::Ops* ops : {&cpu_ops(), &guarded_cpu_ops()}) {
+    model::Transformer back = model::Transformer::from_pretrained(dir / "guarded", *ops);
+    EXPECT_EQ(differing(host_copy(*ops, back.parameters()), cpu.params), 0u) << ops->name;
+    model::AdamW opt(*ops, back.parameters().size());
+    opt.load(dir / "guarded" / "optimizer.safetensors");
+    EXPECT_EQ(differing(host_copy(*ops, opt.m()), cpu.m), 0u) << ops->name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A stand-in for a second rank that holds the same gradients: the sum doubles every value.
+class TwoIdenticalRanks final : public trainer::dist::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "test"; }
+  void allreduce_sum(std::span<float> d) override {
+    for (float& x : d) x += x;
+  }
+  void allreduce_sum(std::span<double> d) override {
+    for (double& x : d) x += x;
+  }
+  void broadcast(std::string&, int) override {}
+  std::vector<std::string> allgather(const std::string& b) override { return {b, b}; }
+  void barrier() override {}
+};
+
+// The host communicators read host memory, so a backend without it stages the gradients through
+// a host copy; the update must be the CPU backend's, which all-reduces in place.
+TEST(GuardedOps, PolicyUpdateAcrossRanksStagesGradientsThroughTheHost) {
+  std::vector<trainer::TrainSequence> seqs = {{{5, 9, 2}, {7, 1, 4}, {-1.2f, -0.7f, -2.0f}, 0.8f},
+                                              {{3, 3}, {8, 8, 8, 8}, {-0.1f, -0.3f, -0.2f, -0.9f}, -0.5f}};
+  auto run = [&](const kernels::Ops& ops) {
+    trainer::Policy p(model::Transformer::random(model::preset_config("azr-tiny"), 9, 0.05f, ops),
+                      std::make_unique<model::ByteTokenizer>(), {1e-3, 0.9, 0.999, 1e-8, 0.0});
+    TwoIdenticalRanks comm;
+    trainer::UpdateSettings s;
+    s.micro_batch_size = 1;
+    const trainer::UpdateStats st = p.update(seqs, 7.0, comm, s);
+    std::vector<float> out = host_copy(ops, p.model().parameters());
+    out.push_back(float(st.grad_norm));
+    return out;
+  };
+  const std::vector<float> cpu = run(cpu_ops()), guarded = run(guarded_cpu_ops());
+  EXPECT_EQ(differing(guarded, cpu), 0u);
+}
+
+TEST(Backends, NamesResolveAndUnusableDevicesSayWhy) {
+  EXPECT_EQ(&kernels::backend_ops("cpu"), &cpu_ops());
+  EXPECT_EQ(&kernels::backend_ops("cpu-guarded"), &guarded_cpu_ops());
+  EXPECT_TRUE(cpu_ops().host_memory);
+  EXPECT_FALSE(guarded_cpu_ops().host_memory);
+  try {
+    kernels::backend_ops("tpu");
+    ADD_FAILURE() << "an unknown device was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown device 'tpu' (known: cpu, "), std::string::npos) << e.what();
+  }
+#ifdef AZR_HAVE_CUDA_KERNELS
+  std::string why;
+  if (kernels::cuda_device_count(&why) > 0) {
+    EXPECT_EQ(&kernels::backend_ops("cuda"), &kernels::cuda_ops());
+    EXPECT_FALSE(kernels::cuda_ops().host_memory);
+    return;
+  }
+  const std::string expected = "device 'cuda': no usable GPU (" + why + ")";
+#else
+  const std::string expected = "built without the CUDA backend";
+#endif
+  try {
+    kernels::backend_ops("cuda");
+    ADD_FAILURE() << "cuda was accepted without a usable GPU";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace azr
