@@ -87,6 +87,13 @@ struct Ops {
   void (*attention_decode)(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                            const int32_t* pos, int64_t R, const AttentionShape& s);
 
+  // Stores rows of keys and values in a KV cache: row r of k and v ([R, row] each) goes to slot
+  // slot[r], position pos[r], i.e. at slot[r] * slot_stride + pos[r] * row of each cache; rows with
+  // pos[r] < 0 are skipped (padding). One call per layer, where a copy per row would cost a GPU
+  // one transfer per row and layer.
+  void (*kv_store)(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot,
+                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
+
   // out = silu(gate) * up, elementwise over n values.
   void (*swiglu_forward)(float* out, const float* gate, const float* up, int64_t n);
   // Overwrites dgate and dup.

@@ -528,13 +528,19 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   forward_layers(prompts, Keep::Everything);  // the cache takes every layer's k and v
   const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size, kd = cache.row;
   const kernels::Ops& o = *ops_;
+  // Every row of the batch into the cache (row b*T + t to slot b, position t; padding skipped).
+  std::vector<int32_t> where(static_cast<size_t>(2 * B * T));
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < T; t++) {
+      where[b * T + t] = int32_t(b);
+      where[B * T + b * T + t] = t < prompts.lengths[b] ? int32_t(t) : -1;
+    }
+  step_idx_.ensure(where.size());
+  step_idx_.upload(where.data(), where.size());
   for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
     const LayerActs& a = layer_acts_[size_t(l)];
-    for (int64_t b = 0; b < B; b++) {
-      const size_t bytes = sizeof(float) * size_t(prompts.lengths[b] * kd);
-      o.copy(cache.k_at(l) + b * cache.slot_stride(), a.k + b * T * kd, bytes);
-      o.copy(cache.v_at(l) + b * cache.slot_stride(), a.v + b * T * kd, bytes);
-    }
+    o.kv_store(cache.k_at(l), cache.v_at(l), a.k, a.v, step_idx_.data(), step_idx_.data() + B * T, B * T, kd,
+               cache.slot_stride());
   }
   // Each prompt's last row, gathered, through the LM head.
   std::vector<int32_t> last_rows(static_cast<size_t>(B));
@@ -587,11 +593,7 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
     o.matmul_forward(v, ln, w.wv, w.bv, R, H, kd);
     o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
     o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
-    for (int64_t r = 0; r < R; r++) {
-      const int64_t at = slot[r] * cache.slot_stride() + int64_t(pos[r]) * kd;
-      o.copy(cache.k_at(l) + at, k + r * kd, sizeof(float) * size_t(kd));
-      o.copy(cache.v_at(l) + at, v + r * kd, sizeof(float) * size_t(kd));
-    }
+    o.kv_store(cache.k_at(l), cache.v_at(l), k, v, slot_d, pos_d, R, kd, cache.slot_stride());
     o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot_d, pos_d, R, shape);
     o.matmul_forward(tmp, att, w.wo, w.bo, R, qd, H);
     o.add(h, x, tmp, R * H);

@@ -480,6 +480,16 @@ void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, i
   for (int64_t i = 0; i < n; i++) std::memcpy(out + i * C, src + int64_t(rows[i]) * C, sizeof(float) * C);
 }
 
+void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
+              int64_t R, int64_t row, int64_t slot_stride) {
+  for (int64_t r = 0; r < R; r++) {
+    if (pos[r] < 0) continue;
+    const int64_t at = int64_t(slot[r]) * slot_stride + int64_t(pos[r]) * row;
+    std::memcpy(kcache + at, k + r * row, sizeof(float) * size_t(row));
+    std::memcpy(vcache + at, v + r * row, sizeof(float) * size_t(row));
+  }
+}
+
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) {
 #pragma omp parallel for schedule(static) if (n * C >= kParallelMin)
   for (int64_t i = 0; i < n; i++) {
@@ -511,6 +521,7 @@ const Ops kCpuOps = {
     attention_forward,
     attention_backward,
     attention_decode,
+    kv_store,
     swiglu_forward,
     swiglu_backward,
     add,

@@ -56,6 +56,7 @@ const Ops kCudaOps = {
     attention_forward,
     attention_backward,
     attention_decode,
+    kv_store,
     swiglu_forward,
     swiglu_backward,
     add,

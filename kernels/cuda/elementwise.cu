@@ -112,7 +112,27 @@ __global__ void scatter_add_rows_kernel(float* dst, const float* src, const int3
     dst[int64_t(rows[i / C]) * C + i % C] += src[i];
 }
 
+// One thread per float of k (and the same float of v): rows of a decode step are few and short, so
+// one flat launch for the layer beats R copies.
+__global__ void kv_store_kernel(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot,
+                                const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < R * row; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / row;
+    if (pos[r] < 0) continue;
+    const int64_t at = int64_t(slot[r]) * slot_stride + int64_t(pos[r]) * row + i % row;
+    kcache[at] = k[i];
+    vcache[at] = v[i];
+  }
+}
+
 }  // namespace
+
+void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
+              int64_t R, int64_t row, int64_t slot_stride) {
+  if (R * row == 0) return;
+  kv_store_kernel<<<grid_for(R * row), 256>>>(kcache, vcache, k, v, slot, pos, R, row, slot_stride);
+  AZR_CUDA_LAUNCHED();
+}
 
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
   if (n * C == 0) return;

@@ -26,6 +26,8 @@ void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
 // out[i] = src[rows[i]]; dst[rows[i]] += src[i] (rows of C floats, rows distinct for the add)
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
+void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
+              int64_t R, int64_t row, int64_t slot_stride);
 
 // rmsnorm.cu
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);

@@ -193,6 +193,7 @@ Ops make_table() {
   AZR_GUARD(attention_forward);
   AZR_GUARD(attention_backward);
   AZR_GUARD(attention_decode);
+  AZR_GUARD(kv_store);
   AZR_GUARD(swiglu_forward);
   AZR_GUARD(swiglu_backward);
   AZR_GUARD(add);

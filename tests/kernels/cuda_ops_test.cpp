@@ -253,6 +253,21 @@ TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
   expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
 }
 
+// Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.
+TEST_F(CudaOps, KvStoreMatchesCpu) {
+  const int64_t row = 2 * 64, slots = 5, capacity = 40, stride = capacity * row;
+  const std::vector<int32_t> slot = {4, 0, 2, 2, 1, 3}, pos = {39, 0, 7, -1, 20, 8};
+  const int64_t R = int64_t(slot.size());
+  const auto k = randn(R * row, 40), v = randn(R * row, 41);
+  auto kc = randn(slots * stride, 42), vc = randn(slots * stride, 43);
+  auto d_kc = to_device(kc), d_vc = to_device(vc), d_k = to_device(k), d_v = to_device(v);
+  auto d_slot = to_device(slot), d_pos = to_device(pos);
+  cpu.kv_store(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), R, row, stride);
+  gpu.kv_store(d_kc.data(), d_vc.data(), d_k.data(), d_v.data(), d_slot.data(), d_pos.data(), R, row, stride);
+  expect_close(to_host<float>(d_kc, kc.size()), kc, 0, 0, "k cache");
+  expect_close(to_host<float>(d_vc, vc.size()), vc, 0, 0, "v cache");
+}
+
 TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   const int64_t n = 100003;
   const auto gate = randn(n, 28, 3.f), up = randn(n, 29), dout = randn(n, 30);

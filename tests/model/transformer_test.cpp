@@ -252,6 +252,18 @@ TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
   }
 }
 
+// The op behind prefill and decode, by hand: each row lands at slot * stride + pos * row, a row
+// with pos -1 (padding) writes nothing.
+TEST(TransformerTest, KvStoreWritesRowsToTheirSlotsAndSkipsPadding) {
+  const int64_t row = 2, capacity = 3, stride = capacity * row;
+  std::vector<float> kc(2 * stride, -1.f), vc(2 * stride, -2.f);
+  const std::vector<float> k = {1, 2, 3, 4, 5, 6}, v = {10, 20, 30, 40, 50, 60};
+  const std::vector<int32_t> slot = {1, 0, 1}, pos = {2, 0, -1};
+  kernels::cpu_ops().kv_store(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), 3, row, stride);
+  EXPECT_EQ(kc, (std::vector<float>{3, 4, -1, -1, -1, -1, -1, -1, -1, -1, 1, 2}));
+  EXPECT_EQ(vc, (std::vector<float>{30, 40, -2, -2, -2, -2, -2, -2, -2, -2, 10, 20}));
+}
+
 TEST(TransformerTest, PaddingNeverChangesRealRows) {
   Transformer m = random_model(false);
   auto seqs = random_seqs({7}, 61, 3);
