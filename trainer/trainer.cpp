@@ -139,6 +139,8 @@ int train(const TrainOptions& opt) {
     }
   }
   if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
+  // The device too, before anything is written: a run dir left behind would refuse the rerun.
+  const kernels::Ops& backend = model_backend(cfg, launch.local_rank);
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
@@ -185,7 +187,6 @@ int train(const TrainOptions& opt) {
   if (state && state->seed != cfg.run.seed)
     throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
                     std::to_string(cfg.run.seed));
-  const kernels::Ops& backend = model_backend(cfg, launch.local_rank);
   model::Transformer m = ckpt ? load_model_dir(*ckpt, backend) : initial_model(cfg, backend);
   m.set_recompute(cfg.model.recompute);
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);

@@ -362,6 +362,18 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("azr-huge"), std::string::npos) << r.err;
 
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=tpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model.device"), std::string::npos) << r.err;
+  // A device the machine cannot use stops the run before its directory exists.
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=cuda",
+                   "--set", "run.steps=0"});
+  if (r.exit_code != 0) {  // no usable GPU here, or a build without CUDA
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("model.device: device 'cuda': "), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "run"));
+  }
+
   r = run_process({azr(), "train"});
   EXPECT_EQ(r.exit_code, 2);
   r = run_process({azr(), "train", "--resume", (dir / "nothing-here").string()});
