@@ -5,10 +5,21 @@
 #include <cstddef>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "kernels/ops.h"
 
 namespace azr::kernels {
+
+// Backend memory readable on the host: `dev` itself where the backend's memory is host memory
+// (Ops::host_memory), else a copy downloaded into `copy`.
+template <class T>
+std::span<const T> host_view(const Ops& ops, std::span<const T> dev, std::vector<T>& copy) {
+  if (ops.host_memory) return dev;
+  copy.resize(dev.size());
+  ops.download(copy.data(), dev.data(), dev.size_bytes());
+  return copy;
+}
 
 template <class T>
 class Buffer {

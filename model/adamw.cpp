@@ -30,15 +30,9 @@ void AdamW::step(std::span<float> params, std::span<const float> grads) {
 
 void AdamW::save(const std::filesystem::path& file) const {
   const int64_t n = int64_t(m_.size());
-  // The writer reads host memory: the moments themselves on the CPU, copies from a GPU.
-  std::vector<float> m_copy, v_copy;
-  const float *m = m_.data(), *v = v_.data();
-  if (!ops_->host_memory) {
-    m_copy.resize(m_.size()), v_copy.resize(v_.size());
-    m_.download(m_copy.data(), m_copy.size());
-    v_.download(v_copy.data(), v_copy.size());
-    m = m_copy.data(), v = v_copy.data();
-  }
+  std::vector<float> m_copy, v_copy;  // the writer reads the host
+  const float* m = kernels::host_view(*ops_, m_.span(), m_copy).data();
+  const float* v = kernels::host_view(*ops_, v_.span(), v_copy).data();
   const size_t bytes = m_.size() * sizeof(float);
   std::vector<TensorView> views = {
       {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m), bytes},

@@ -228,14 +228,8 @@ void Transformer::save_pretrained(const std::filesystem::path& dir) const {
   std::filesystem::create_directories(dir);
   ModelConfig c = config_;
   c.torch_dtype = "float32";
-  // The writer reads host memory: the parameters themselves on the CPU, a copy from a GPU.
   std::vector<float> copy;
-  const float* host = params_.data();
-  if (!ops_->host_memory) {
-    copy.resize(params_.size());
-    params_.download(copy.data(), copy.size());
-    host = copy.data();
-  }
+  const float* host = kernels::host_view(*ops_, params_.span(), copy).data();  // the writer reads the host
   std::vector<TensorView> views;
   for (const ParamTensor& t : tensors_)
     views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(host + t.offset),

@@ -18,6 +18,7 @@
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
 #include "eval/task_eval.h"
+#include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
@@ -420,10 +421,9 @@ int train(const TrainOptions& opt) {
     Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
-      const std::span<const float> dev = policy.model().parameters();
-      std::vector<float> host(dev.size());
-      policy.model().ops().download(host.data(), dev.data(), dev.size_bytes());
-      const uint64_t h = weights_hash(host);
+      std::vector<float> copy;
+      const model::Transformer& model = policy.model();
+      const uint64_t h = weights_hash(kernels::host_view(model.ops(), model.parameters(), copy));
       const std::vector<std::string> all = comm->allgather(std::to_string(h));
       for (size_t k = 1; k < all.size(); k++)
         if (all[k] != all[0])
