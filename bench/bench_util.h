@@ -1,8 +1,15 @@
 #pragma once
 // Small helpers the benchmarks share.
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace azr::bench {
 
@@ -13,6 +20,44 @@ inline double secs_since(Clock::time_point t) { return std::chrono::duration<dou
 inline std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
+}
+
+// Single-quoted for /bin/sh.
+inline std::string sh_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// "a,b,,c" -> {"a", "b", "c"}
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) r.push_back(x);
+  return r;
+}
+
+// Runs `cmd` through the shell with stdout sent to `out_path`, and returns the last non-empty
+// line of that output parsed as JSON (a baseline script's result line), or null when the command
+// fails or prints no JSON; the failure is reported on stderr under `who`.
+inline nlohmann::json run_for_json_line(const std::string& cmd, const std::string& out_path, const char* who) {
+  const std::string full = cmd + " >" + sh_quote(out_path);
+  const int rc = std::system(full.c_str());
+  if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
+    std::fprintf(stderr, "%s: failed: %s\n", who, full.c_str());
+    return nullptr;
+  }
+  std::ifstream f(out_path);
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  nlohmann::json j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    std::fprintf(stderr, "%s: no JSON line from: %s\n", who, full.c_str());
+    return nullptr;
+  }
+  return j;
 }
 
 }  // namespace azr::bench

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/model_workloads.h"
 #include "kernels/ops.h"
 #include "model/adamw.h"
 #include "model/generate.h"
@@ -60,22 +61,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace m = azr::model;
 using json = nlohmann::json;
-using azr::bench::Clock;
-using azr::bench::env_or;
-using azr::bench::secs_since;
-
-std::string sh_quote(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using namespace azr::bench;
 
 struct Options {
   int threads = 0;
@@ -90,84 +76,9 @@ struct Options {
   std::string source_dir = env_or("AZR_SOURCE_DIR", AZR_SOURCE_DIR);
 };
 
-struct TrainResult {
-  double tokens_per_s = 0, seconds = 0, loss = 0;
-  std::map<std::string, double> phase_ms;  // per step
-};
-
-TrainResult azr_train(m::Transformer& model, m::AdamW& opt, int64_t B, int64_t T, int warmup, int steps) {
-  const int64_t V = model.config().vocab_size;
-  std::mt19937_64 rng(0);
-  std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
-  m::SequenceBatch batch;
-  batch.B = B;
-  batch.T = T;
-  batch.ids.resize(B * T);
-  for (auto& id : batch.ids) id = tok(rng);
-  batch.lengths.assign(B, int32_t(T));
-  std::vector<float> mask(B * T, 0.f);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 1; t < T; ++t) mask[b * T + t] = 1.f;
-
-  TrainResult r;
-  const char* names[] = {"zero_grad", "forward", "loss", "backward", "clip", "adamw"};
-  double acc[6] = {0, 0, 0, 0, 0, 0};
-  auto step = [&](bool timed) {
-    double ph[6];
-    auto t = Clock::now();
-    auto lap = [&](int i) {
-      auto now = Clock::now();
-      ph[i] = std::chrono::duration<double>(now - t).count();
-      t = now;
-    };
-    model.zero_grad();
-    lap(0);
-    m::TokenScores s = model.score(batch, 1.f, true);
-    lap(1);
-    m::LossResult loss = m::cross_entropy_loss(s, mask);
-    lap(2);
-    model.backward(loss.dlogp, loss.dentropy);
-    lap(3);
-    auto grads = model.gradients();
-    m::clip_grad_norm(model.ops(), grads, 1.0);
-    lap(4);
-    opt.step(model.parameters(), grads);
-    lap(5);
-    if (timed)
-      for (int i = 0; i < 6; ++i) acc[i] += ph[i];
-    r.loss = loss.loss;
-  };
-  for (int i = 0; i < warmup; ++i) step(false);
-  const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) step(true);
-  r.seconds = secs_since(t0);
-  r.tokens_per_s = double(B * T * steps) / r.seconds;
-  for (int i = 0; i < 6; ++i) r.phase_ms[names[i]] = 1e3 * acc[i] / steps;
-  return r;
-}
-
 double azr_generate(m::Transformer& model, int64_t G, int64_t P, int64_t N, double* seconds) {
-  const int64_t V = model.config().vocab_size;
-  std::mt19937_64 rng(1);
-  std::uniform_int_distribution<int32_t> tok(0, int32_t(V - 1));
-  std::vector<std::vector<int32_t>> prompts(G, std::vector<int32_t>(P));
-  for (auto& p : prompts)
-    for (auto& id : p) id = tok(rng);
-  m::SamplingParams sp;
-  sp.temperature = 1.f;
-  sp.max_new_tokens = int32_t(std::min<int64_t>(N, 8));
-  m::generate(model, prompts, sp);  // warm-up
-  sp.max_new_tokens = int32_t(N);
-  sp.seed = 7;
-  const auto t0 = Clock::now();
-  auto out = m::generate(model, prompts, sp);
-  const double sec = secs_since(t0);
-  size_t produced = 0;
-  for (const auto& c : out) produced += c.tokens.size();
-  if (produced != size_t(G * N))
-    std::fprintf(stderr, "transformer_bench: generated %zu tokens, expected %lld\n", produced, (long long)(G * N));
-  *seconds = sec;
-  return double(produced) / sec;
+  *seconds = timed_generate(model, random_prompts(G, P, model.config().vocab_size, 1), N);
+  return double(G * N) / *seconds;
 }
 
 // Runs the torch script; returns its JSON line or null.
@@ -178,26 +89,8 @@ json run_torch(const Options& o, const fs::path& config_json, const fs::path& tm
   const fs::path script = fs::path(o.source_dir) / "bench" / "torch_transformer_bench.py";
   const std::string cmd = "OPENBLAS_NUM_THREADS=" + std::to_string(azr::kernels::cpu_threads()) + " " +
                           sh_quote(o.python) + " " + sh_quote(script.string()) + " --config " +
-                          sh_quote(config_json.string()) + " --threads " + std::to_string(intra) +
-                          " " + args + " >" + sh_quote(out.string());
-  const int rc = std::system(cmd.c_str());
-  if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-    std::fprintf(stderr, "transformer_bench: failed: %s\n", cmd.c_str());
-    return nullptr;
-  }
-  std::ifstream f(out);
-  std::string line, last;
-  while (std::getline(f, line))
-    if (!line.empty()) last = line;
-  return last.empty() ? json(nullptr) : json::parse(last);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) r.push_back(x);
-  return r;
+                          sh_quote(config_json.string()) + " --threads " + std::to_string(intra) + " " + args;
+  return run_for_json_line(cmd, out.string(), "transformer_bench");
 }
 
 }  // namespace
@@ -214,7 +107,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--threads") o.threads = std::stoi(val());
-    else if (a == "--configs") o.configs = split(val());
+    else if (a == "--configs") o.configs = split_commas(val());
     else if (a == "--repeats") o.repeats = std::max(1, std::stoi(val()));
     else if (a == "--tiny-batch") o.tiny_batch = std::stoll(val());
     else if (a == "--25m-batch") o.big_batch = std::stoll(val());
@@ -224,7 +117,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") o.warmup = o.big_warmup = std::stoi(val());
     else if (a == "--gen-prompts") {
       o.gen_prompts.clear();
-      for (const auto& x : split(val())) o.gen_prompts.push_back(std::stoll(x));
+      for (const auto& x : split_commas(val())) o.gen_prompts.push_back(std::stoll(x));
     } else if (a == "--prompt-len") o.prompt_len = std::stoll(val());
     else if (a == "--new") o.new_tokens = std::stoll(val());
     else if (a == "--no-train") o.train = false;
@@ -340,7 +233,7 @@ int main(int argc, char** argv) {
       measure("train B=" + std::to_string(B) + " T=" + std::to_string(T),
               {{"workload", "train"}, {"B", B}, {"T", T}, {"steps", steps}, {"warmup", warmup}},
               [&]() -> json {
-                TrainResult tr = azr_train(model, opt, B, T, warmup, steps);
+                TrainResult tr = train_steps(model, opt, B, T, warmup, steps);
                 return {{"tokens_per_s", tr.tokens_per_s}, {"seconds", tr.seconds}, {"loss", tr.loss},
                         {"phase_ms_per_step", tr.phase_ms}};
               },

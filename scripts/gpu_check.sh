@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # Issue 9's GPU checks in one command, on a machine with an NVIDIA GPU and nvcc: build the CUDA
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
-# benchmark, and keep every output under $OUT.
+# benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh                       a machine with the project's packages (scripts/setup.sh)
-#   AZR_CARRY=.gpu-carry scripts/gpu_check.sh  a GPU machine with nothing installable: first run
-#                                              scripts/gpu_carry.sh where Debian's archive is reachable,
-#                                              and bring .gpu-carry/ along
+#   scripts/gpu_check.sh [all|tests|bench]      a machine with the project's packages (scripts/setup.sh)
+#   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
+#                                               scripts/gpu_carry.sh where Debian's archive is reachable,
+#                                               and bring .gpu-carry/ along
 #
 # Builds only kernels/, model/ and their GPU checks (AZR_GPU_CHECKS_ONLY), so nothing else needs
-# installing: the op-by-op kernel tests, the whole model on the GPU against the CPU model, and
-# the kernel benchmark.
-# Exit status: ctest's (a failing GPU test fails the check); 3 when no GPU is usable.
+# installing. Stages (default all; the build is incremental, so `tests` then `bench` as two
+# commands builds once, for a machine that limits one command's time):
+#   tests  the op-by-op kernel tests, the whole model on the GPU against the CPU model, and the
+#          real Qwen2.5 0.5B/1.5B configs against Hugging Face transformers where python3 has it
+#   bench  bench/cuda_ops_bench (kernels against the CPU backend and the peaks), then
+#          bench/model_speed_bench (decode at batch 1/64/256 and a training step with MFU, 0.5B and
+#          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
+#          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json")
+# Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
+# for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+STAGE=${1:-all}
+case "$STAGE" in
+  all | tests | bench) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench]" >&2; exit 2 ;;
+esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
 ARCHS=${CUDA_ARCHS:-native}   # native = the GPU in this machine
@@ -45,17 +57,25 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
   echo "gpu_check: no usable CUDA device on this machine; nothing was checked" | tee "$OUT/gpu_tests.txt"
   exit 3
 fi
-# Hugging Face transformers' reference on the real Qwen2.5 0.5B and 1.5B configs (random weights),
-# where python3 has torch and transformers (the GPU machine does); the test skips without it.
-if python3 -c "import torch, transformers" 2>/dev/null; then
-  ref="$OUT/hf-reference"
-  python3 tests/kernels/hf_reference.py "$ref" tests/model/configs/qwen2.5-0.5b.json \
-    tests/model/configs/qwen2.5-1.5b.json 2>&1 | tee "$OUT/hf_reference.txt"
-  export AZR_HF_REFERENCE_DIR="$ref"
-fi
 status=0
-(cd "$BUILD" && ctest -L gpu --output-on-failure) 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
-"$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
-rm -rf "${AZR_HF_REFERENCE_DIR:-/nonexistent}"   # 8 GB of random weights; reference.json is in the test log
-echo "gpu_check: outputs in $OUT (tests exit $status)"
+if [[ "$STAGE" != bench ]]; then
+  # Hugging Face transformers' reference on the real Qwen2.5 0.5B and 1.5B configs (random weights),
+  # where python3 has torch and transformers (the GPU machine does); the test skips without it.
+  if python3 -c "import torch, transformers" 2>/dev/null; then
+    ref="$OUT/hf-reference"
+    python3 tests/kernels/hf_reference.py "$ref" tests/model/configs/qwen2.5-0.5b.json \
+      tests/model/configs/qwen2.5-1.5b.json 2>&1 | tee "$OUT/hf_reference.txt"
+    export AZR_HF_REFERENCE_DIR="$ref"
+  fi
+  (cd "$BUILD" && ctest -L gpu --output-on-failure) 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
+  rm -rf "${AZR_HF_REFERENCE_DIR:-/nonexistent}"   # 8 GB of random weights; reference.json is in the test log
+fi
+if [[ "$STAGE" != tests ]]; then
+  "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
+  speed=0
+  # shellcheck disable=SC2086  # MODEL_SPEED_ARGS is a list of options
+  "$BUILD/bin/model_speed_bench" --device cuda ${MODEL_SPEED_ARGS:-} 2>&1 | tee "$OUT/model_speed_bench.txt" || speed=$?
+  if [[ "$STAGE" == bench ]]; then status=$speed; fi
+fi
+echo "gpu_check: $STAGE: outputs in $OUT (exit $status)"
 exit "$status"

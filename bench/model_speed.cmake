@@ -1,0 +1,7 @@
+# Decode and training speed of the model on a device against Hugging Face transformers
+# (bench/hf_speed_baseline.py) and the hardware's bounds. Included by bench/CMakeLists.txt and,
+# for AZR_GPU_CHECKS_ONLY builds, by the top-level CMakeLists.txt.
+add_executable(model_speed_bench ${CMAKE_SOURCE_DIR}/bench/model_speed_bench.cpp)
+target_link_libraries(model_speed_bench PRIVATE azr_model azr_backend nlohmann_json::nlohmann_json)
+target_include_directories(model_speed_bench PRIVATE ${CMAKE_SOURCE_DIR})
+target_compile_definitions(model_speed_bench PRIVATE AZR_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -1,0 +1,387 @@
+// Issue 9's speed criteria on one device: decode tokens/s at several batch sizes and a training
+// step's tokens/s and MFU, for real model configs with random weights, against Hugging Face
+// transformers on the same device in the same run (bench/hf_speed_baseline.py: HF `generate` in
+// bf16, and a PyTorch training step of the same model in bf16 autocast and in fp32), and against
+// the hardware's bounds.
+//
+//   decode  G prompts of P random tokens, N new tokens each (temperature 1, no stop tokens).
+//           tok/s = G*N / seconds of one generate(), prefill included, as HF generate is timed.
+//           The decode step alone is (t(N) - t(1)) / (N - 1), from a second run that stops after
+//           one token, which cancels the prefill on both sides.
+//           Bytes one decode step must read: every weight once (the embedding table only through
+//           its G rows unless it is also the LM head) and each sequence's cached keys and values,
+//           at the run's mean position, in the storage type (fp32 here today, bf16 for the HF
+//           baseline). "bw" = those bytes per step / step time / the peak bandwidth: at batch 1
+//           this is the criterion ">= 60% of the HBM bandwidth bound". "bf16 bound" is the
+//           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
+//   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
+//           backward, clip, AdamW). MFU = model FLOPs per second / the device's dense bf16 peak,
+//           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
+//           12 * layers * q_dim * T (PaLM's appendix B; recomputation is not counted, so
+//           recompute runs report model FLOPs, not hardware FLOPs). The same formula is applied
+//           to the baseline's tokens/s.
+// Peaks: the bandwidth is the CUDA device's (bus width x memory clock) or, on the CPU, the read
+// bandwidth this program measures with sum_squares over 1 GiB; the bf16 peak comes from the
+// device's name (a table below) or --peak-tflops. Unknown peaks print "n/a".
+// Prints a table and one JSON line; exits 1 only when the baseline was asked for and failed.
+//
+//   model_speed_bench [--device cuda] [--configs a.json,b.json|preset] [--decode-batches 1,64,256]
+//                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
+//                     [--warmup 1] [--recompute] [--no-decode] [--no-train] [--no-baseline]
+//                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
+// Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
+// scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
+#include <stdlib.h>  // mkdtemp
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "bench/model_workloads.h"
+#include "kernels/backend.h"
+#include "kernels/buffer.h"
+#include "model/hf_config.h"
+#include "model/presets.h"
+#ifdef AZR_HAVE_CUDA_KERNELS
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+#ifndef AZR_SOURCE_DIR
+#define AZR_SOURCE_DIR "."
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace m = azr::model;
+using json = nlohmann::json;
+using namespace azr::bench;
+
+struct Options {
+  std::string device = "cuda";
+  std::vector<std::string> configs;
+  std::vector<int64_t> decode_batches = {1, 64, 256};
+  int64_t prompt_len = 128, new_tokens = 128;
+  int64_t train_batch = 4, seq = 1024;
+  int steps = 3, warmup = 1;
+  bool recompute = false, decode = true, train = true, baseline = true;
+  double peak_tflops = 0, peak_gbs = 0;
+  std::string python = env_or("AZR_TORCH_PYTHON", "python3");
+  std::string source_dir = env_or("AZR_SOURCE_DIR", AZR_SOURCE_DIR);
+};
+
+// Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's data sheets, by a substring of the
+// device name; the first match wins, so the more specific names come first.
+double bf16_peak_flops(const std::string& device_name) {
+  static const std::pair<const char*, double> table[] = {
+      {"H100 PCIe", 756.5e12}, {"H100 NVL", 835.5e12}, {"H100", 989.4e12}, {"H200", 989.4e12},
+      {"GH200", 989.4e12},     {"B200", 2250e12},      {"A100", 312e12},   {"L40S", 362.1e12},
+      {"A10G", 70e12},         {"L4", 121e12},
+  };
+  for (const auto& [name, flops] : table)
+    if (device_name.find(name) != std::string::npos) return flops;
+  return 0;
+}
+
+// Bytes per second of a read of 1 GiB through the backend's sum_squares (a full pass, timed
+// after one warm pass).
+double measured_read_bandwidth(const azr::kernels::Ops& ops) {
+  const int64_t n = int64_t(1) << 28;
+  azr::kernels::Buffer<float> x(ops, size_t(n));
+  ops.sum_squares(x.data(), n);
+  const auto t0 = Clock::now();
+  const int reps = 3;
+  for (int i = 0; i < reps; ++i) ops.sum_squares(x.data(), n);  // returns a value: synchronous
+  return double(reps) * double(n) * sizeof(float) / secs_since(t0);
+}
+
+struct Shapes {
+  int64_t params = 0;          // every parameter
+  int64_t matmul_weights = 0;  // weights of the GEMMs, the LM head included
+  int64_t kv_row = 0;          // kv_heads * head_dim
+  int64_t layers = 0, q_dim = 0, hidden = 0, vocab = 0;
+  bool tied = false;
+};
+
+Shapes shapes_of(const m::ModelConfig& c) {
+  Shapes s;
+  s.params = m::parameter_count(c);
+  s.layers = c.num_hidden_layers;
+  s.hidden = c.hidden_size;
+  s.vocab = c.vocab_size;
+  s.q_dim = c.num_attention_heads * c.head_dim;
+  s.kv_row = c.num_key_value_heads * c.head_dim;
+  s.tied = c.tie_word_embeddings;
+  const int64_t per_layer = s.hidden * s.q_dim * 2 + s.hidden * s.kv_row * 2 + 3 * s.hidden * c.intermediate_size;
+  s.matmul_weights = s.layers * per_layer + s.vocab * s.hidden;
+  return s;
+}
+
+// Bytes one decode step of R rows reads at mean cache position `pos`, `bytes` per value.
+double decode_step_bytes(const Shapes& s, int64_t R, double pos, int bytes) {
+  const double weights = double(s.params - (s.tied ? 0 : s.vocab * s.hidden)) + double(R * s.hidden);
+  const double kv = double(R) * double(s.layers) * 2.0 * double(s.kv_row) * (pos + 1.0);
+  return (weights + kv) * bytes;
+}
+
+double flops_per_token(const Shapes& s, int64_t T) {
+  return 6.0 * double(s.matmul_weights) + 12.0 * double(s.layers) * double(s.q_dim) * double(T);
+}
+
+m::ModelConfig config_of(const std::string& spec) {
+  if (spec.find('/') == std::string::npos && spec.find(".json") == std::string::npos) return m::preset_config(spec);
+  return m::load_config(spec);
+}
+
+std::string stem(const std::string& spec) { return fs::path(spec).stem().string(); }
+
+std::string fmt(double v, const char* f = "%.1f") {
+  if (!(v > 0)) return "n/a";
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string pct(double fraction) { return fraction > 0 ? fmt(100 * fraction) + "%" : "n/a"; }
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
+               "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
+               "  [--warmup W] [--recompute] [--no-decode] [--no-train] [--no-baseline] [--python EXE]\n"
+               "  [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string configs_arg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "model_speed_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    try {
+      if (a == "--device") o.device = val();
+      else if (a == "--configs") configs_arg = val();
+      else if (a == "--decode-batches") {
+        o.decode_batches.clear();
+        for (const auto& x : split_commas(val())) o.decode_batches.push_back(std::stoll(x));
+      } else if (a == "--prompt-len") o.prompt_len = std::stoll(val());
+      else if (a == "--new") o.new_tokens = std::max<int64_t>(2, std::stoll(val()));
+      else if (a == "--train-batch") o.train_batch = std::stoll(val());
+      else if (a == "--seq") o.seq = std::stoll(val());
+      else if (a == "--steps") o.steps = std::max(1, std::stoi(val()));
+      else if (a == "--warmup") o.warmup = std::stoi(val());
+      else if (a == "--recompute") o.recompute = true;
+      else if (a == "--no-decode") o.decode = false;
+      else if (a == "--no-train") o.train = false;
+      else if (a == "--no-baseline") o.baseline = false;
+      else if (a == "--python") o.python = val();
+      else if (a == "--peak-tflops") o.peak_tflops = std::stod(val());
+      else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
+      else if (a == "--source-dir") o.source_dir = val();
+      else return usage();
+    } catch (const std::logic_error&) {  // stoll/stod on a non-number
+      std::fprintf(stderr, "model_speed_bench: %s: not a number\n", a.c_str());
+      return 2;
+    }
+  }
+  o.configs = configs_arg.empty()
+                  ? std::vector<std::string>{o.source_dir + "/tests/model/configs/qwen2.5-0.5b.json",
+                                             o.source_dir + "/tests/model/configs/qwen2.5-1.5b.json"}
+                  : split_commas(configs_arg);
+
+  const azr::kernels::Ops* ops = nullptr;
+  try {
+    ops = &azr::kernels::backend_ops(o.device);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model_speed_bench: --device: %s\n", e.what());
+    json skipped = {{"bench", "model_speed"}, {"device", o.device}, {"skipped", e.what()}};
+    std::printf("%s\n", skipped.dump().c_str());
+    return 0;  // no device here: nothing to measure, as cuda_ops_bench does
+  }
+
+  std::string device_name = o.device;
+  double peak_bw = o.peak_gbs * 1e9, peak_flops = o.peak_tflops * 1e12;
+  const double measured_bw = measured_read_bandwidth(*ops);
+#ifdef AZR_HAVE_CUDA_KERNELS
+  if (o.device == "cuda") {
+    device_name = azr::kernels::cuda_device_description(0);
+    if (peak_bw == 0) peak_bw = azr::kernels::cuda_peak_bandwidth(0);
+  }
+#endif
+  if (peak_bw == 0) peak_bw = measured_bw;
+  if (peak_flops == 0) peak_flops = bf16_peak_flops(device_name);
+  std::printf("model_speed_bench: %s; peak bandwidth %.0f GB/s (sum_squares reads at %.0f GB/s); bf16 peak %s TFLOP/s\n",
+              device_name.c_str(), peak_bw / 1e9, measured_bw / 1e9, fmt(peak_flops / 1e12).c_str());
+  std::printf("baseline: %s\n\n", o.baseline ? (o.python + " bench/hf_speed_baseline.py").c_str() : "off");
+
+  char tmpl[] = "/tmp/azr-speedbench-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const fs::path tmp = tmpl;
+  bool baseline_ok = true;
+  json results = json::array();
+  struct Row {
+    std::string config, workload, azr, hf, ratio, notes;
+  };
+  std::vector<Row> table;
+
+  for (const std::string& spec : o.configs) {
+    m::ModelConfig cfg;
+    try {
+      cfg = config_of(spec);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "model_speed_bench: --configs: %s\n", e.what());
+      return 2;
+    }
+    const std::string name = stem(spec);
+    const Shapes sh = shapes_of(cfg);
+    const fs::path cfg_json = tmp / (name + ".json");
+    m::write_config(cfg, cfg_json.string());
+    std::printf("%s: %lld parameters (hidden %lld, layers %lld, heads %lld/%lld, mlp %lld, vocab %lld)\n", name.c_str(),
+                (long long)sh.params, (long long)cfg.hidden_size, (long long)cfg.num_hidden_layers,
+                (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads,
+                (long long)cfg.intermediate_size, (long long)cfg.vocab_size);
+    std::fflush(stdout);
+
+    // The baseline first, in its own process, so the two never hold device memory at once.
+    json hf = nullptr;
+    if (o.baseline) {
+      std::string batches;
+      for (int64_t g : o.decode_batches) batches += (batches.empty() ? "" : ",") + std::to_string(g);
+      const std::string cmd =
+          "PYTHONUNBUFFERED=1 " + sh_quote(o.python) + " " + sh_quote(o.source_dir + "/bench/hf_speed_baseline.py") +
+          " --config " + sh_quote(cfg_json.string()) + " --device " + (o.device == "cuda" ? "cuda" : "cpu") +
+          (o.decode ? " --decode-batches " + batches : std::string(" --decode-batches ''")) +
+          " --prompt-len " + std::to_string(o.prompt_len) + " --new " + std::to_string(o.new_tokens) +
+          (o.train ? " --train-batch " + std::to_string(o.train_batch) : std::string(" --train-batch 0")) +
+          " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --warmup " +
+          std::to_string(o.warmup) + (o.recompute ? " --recompute" : "");
+      hf = run_for_json_line(cmd, (tmp / "hf.json").string(), "model_speed_bench");
+      if (!hf.is_object()) baseline_ok = false;
+    }
+    auto hf_decode = [&](int64_t G) -> json {
+      if (hf.is_object())
+        for (const json& d : hf.value("decode", json::array()))
+          if (d.value("batch", int64_t(0)) == G) return d;
+      return nullptr;
+    };
+    auto hf_train = [&](const std::string& precision) -> json {
+      if (hf.is_object())
+        for (const json& t : hf.value("train", json::array()))
+          if (t.value("precision", "") == precision) return t;
+      return nullptr;
+    };
+
+    m::Transformer model = m::Transformer::random(cfg, 0, 0.02f, *ops);
+    model.set_recompute(o.recompute);
+
+    if (o.decode) {
+      const int64_t P = o.prompt_len, N = o.new_tokens;
+      const double mean_pos = double(P) + double(N - 1) / 2.0;
+      for (const int64_t G : o.decode_batches) {
+        const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
+        const double t_n = timed_generate(model, prompts, N);
+        const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
+        const double step_s = (t_n - t_1) / double(N - 1);
+        const double tps = double(G * N) / t_n;
+        const double bytes = decode_step_bytes(sh, G, mean_pos, sizeof(float));
+        const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
+        const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2);
+        json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
+                  {"prompt_len", P},        {"new_tokens", N},            {"azr_tokens_per_s", tps},
+                  {"azr_seconds", t_n},     {"azr_seconds_one_token", t_1}, {"azr_decode_step_ms", 1e3 * step_s},
+                  {"azr_step_bytes", bytes}, {"azr_bandwidth_fraction", bw}, {"bf16_bound_tokens_per_s", bf16_bound_tps}};
+        const json h = hf_decode(G);
+        double ratio = 0;
+        if (h.is_object()) {
+          j["hf"] = h;
+          if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
+          j["azr_over_hf"] = ratio;
+        }
+        results.push_back(j);
+        char notes[160];
+        std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
+                      100 * bw, bf16_bound_tps);
+        table.push_back({name, "decode G=" + std::to_string(G), fmt(tps),
+                         h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
+        std::printf("  %-14s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G)).c_str(), tps, notes);
+        std::fflush(stdout);
+      }
+    }
+
+    if (o.train) {
+      m::AdamWSettings as;
+      as.lr = 1e-5;
+      as.weight_decay = 0.01;
+      m::AdamW opt(model.ops(), model.parameters().size(), as);
+      const TrainResult tr = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps);
+      const double fpt = flops_per_token(sh, o.seq);
+      auto mfu = [&](double tps) { return peak_flops > 0 ? tps * fpt / peak_flops : 0.0; };
+      json j = {{"config", name},
+                {"workload", "train"},
+                {"batch", o.train_batch},
+                {"seq", o.seq},
+                {"steps", o.steps},
+                {"recompute", o.recompute},
+                {"flops_per_token", fpt},
+                {"azr_tokens_per_s", tr.tokens_per_s},
+                {"azr_mfu", mfu(tr.tokens_per_s)},
+                {"azr_loss", tr.loss},
+                {"azr_phase_ms_per_step", tr.phase_ms}};
+      const std::string wl = "train B=" + std::to_string(o.train_batch) + " T=" + std::to_string(o.seq);
+      for (const char* precision : {"bf16-autocast", "fp32"}) {
+        const json h = hf_train(precision);
+        if (!h.is_object()) continue;
+        const double htps = h.value("tokens_per_s", 0.0);  // 0 when it failed (its "error" says why)
+        j[std::string("torch_") + precision] = h;
+        j[std::string("torch_") + precision + "_mfu"] = mfu(htps);
+        char notes[160];
+        std::snprintf(notes, sizeof notes, "MFU azr %s, torch %s %s", pct(mfu(tr.tokens_per_s)).c_str(), precision,
+                      pct(mfu(htps)).c_str());
+        table.push_back({name, wl + " vs " + precision, fmt(tr.tokens_per_s), fmt(htps), fmt(htps > 0 ? tr.tokens_per_s / htps : 0, "%.2f"),
+                         notes});
+      }
+      if (!hf_train("fp32").is_object() && !hf_train("bf16-autocast").is_object())
+        table.push_back({name, wl, fmt(tr.tokens_per_s), "n/a", "n/a",
+                         "MFU azr " + pct(mfu(tr.tokens_per_s))});
+      results.push_back(j);
+      std::printf("  %-14s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
+                  pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+
+  std::printf("%-12s %-32s %10s %10s %7s  %s\n", "config", "workload", "azr tok/s", "HF tok/s", "azr/HF", "notes");
+  for (const Row& r : table)
+    std::printf("%-12s %-32s %10s %10s %7s  %s\n", r.config.c_str(), r.workload.c_str(), r.azr.c_str(), r.hf.c_str(),
+                r.ratio.c_str(), r.notes.c_str());
+  std::printf(
+      "\ndecode: HF generate in bf16 (sdpa attention), azr in its fp32 storage; tok/s includes the prefill; step =\n"
+      "(t(N) - t(1)) / (N - 1); bw = the bytes a step must read (azr's fp32) / step time / peak bandwidth.\n"
+      "train: torch = transformers' Qwen2ForCausalLM with labels, clip_grad_norm_, AdamW(fused), in bf16 autocast\n"
+      "over fp32 weights and in fp32 (TF32 off, as azr's GEMMs); MFU = 6N + 12 L q_dim T FLOPs per token over the\n"
+      "dense bf16 peak.\n\n");
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  json out = {{"bench", "model_speed"},     {"device", device_name},       {"peak_bandwidth", peak_bw},
+              {"measured_read_bandwidth", measured_bw}, {"bf16_peak_flops", peak_flops},
+              {"baseline", o.baseline},      {"baseline_ok", baseline_ok},  {"results", results}};
+  std::printf("%s\n", out.dump().c_str());
+  return (o.baseline && !baseline_ok) ? 1 : 0;
+}
