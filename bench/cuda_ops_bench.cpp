@@ -101,6 +101,13 @@ int main(int argc, char** argv) {
     const double c = time_cpu([&] { cpu.matmul_forward(out.data(), x.data(), w.data(), nullptr, Nc, H, I); });
     rows.push_back({"matmul_forward", "4096x1536 . 1536x8960", "TFLOP/s", 2.0 * N * H * I / g / 1e12,
                     2.0 * Nc * H * I / c / 1e12, -1});
+    // The same GEMM with MatmulPrecision::Bf16 (tensor cores; the operands' rounding included),
+    // against the fp32 GPU GEMM above as its baseline in the "cpu" column's place.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    const double g16 =
+        time_gpu([&] { gpu16.matmul_forward(dout.data(), dx.data(), dw.data(), nullptr, N, H, I); }, reps);
+    rows.push_back({"matmul_fwd bf16", "same; baseline = the fp32 GPU GEMM", "TFLOP/s",
+                    2.0 * N * H * I / g16 / 1e12, 2.0 * N * H * I / g / 1e12, -1});
   }
   {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
     auto run = [&](const Ops& ops, int64_t B, int64_t T, bool on_gpu) {

@@ -14,6 +14,8 @@
 //           baseline). "bw" = those bytes per step / step time / the peak bandwidth: at batch 1
 //           this is the criterion ">= 60% of the HBM bandwidth bound". "bf16 bound" is the
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
+//   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
+//   sums, kernels/ops.h); the decode "bw" counts azr's fp32 storage in either case.
 //   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
 //           backward, clip, AdamW). MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
@@ -27,7 +29,8 @@
 //
 //   model_speed_bench [--device cuda] [--configs a.json,b.json|preset] [--decode-batches 1,64,256]
 //                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
-//                     [--warmup 1] [--recompute] [--no-decode] [--no-train] [--no-baseline]
+//                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
+//                     [--no-train] [--no-baseline]
 //                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
 // Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
@@ -69,6 +72,8 @@ struct Options {
   int64_t train_batch = 4, seq = 1024;
   int steps = 3, warmup = 1;
   bool recompute = false, decode = true, train = true, baseline = true;
+  std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
+                                                           azr::kernels::MatmulPrecision::Bf16};
   double peak_tflops = 0, peak_gbs = 0;
   std::string python = env_or("AZR_TORCH_PYTHON", "python3");
   std::string source_dir = env_or("AZR_SOURCE_DIR", AZR_SOURCE_DIR);
@@ -152,8 +157,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
                "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
-               "  [--warmup W] [--recompute] [--no-decode] [--no-train] [--no-baseline] [--python EXE]\n"
-               "  [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
+               "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
+               "  [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
   return 2;
 }
 
@@ -184,6 +189,10 @@ int main(int argc, char** argv) {
       else if (a == "--steps") o.steps = std::max(1, std::stoi(val()));
       else if (a == "--warmup") o.warmup = std::stoi(val());
       else if (a == "--recompute") o.recompute = true;
+      else if (a == "--matmul-precision") {
+        o.precisions.clear();
+        for (const auto& x : split_commas(val())) o.precisions.push_back(azr::kernels::parse_matmul_precision(x));
+      }
       else if (a == "--no-decode") o.decode = false;
       else if (a == "--no-train") o.train = false;
       else if (a == "--no-baseline") o.baseline = false;
@@ -192,8 +201,11 @@ int main(int argc, char** argv) {
       else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
       else if (a == "--source-dir") o.source_dir = val();
       else return usage();
-    } catch (const std::logic_error&) {  // stoll/stod on a non-number
-      std::fprintf(stderr, "model_speed_bench: %s: not a number\n", a.c_str());
+    } catch (const std::invalid_argument& e) {  // stoll/stod on a non-number, an unknown precision
+      std::fprintf(stderr, "model_speed_bench: %s: %s\n", a.c_str(), e.what());
+      return 2;
+    } catch (const std::out_of_range&) {
+      std::fprintf(stderr, "model_speed_bench: %s: out of range\n", a.c_str());
       return 2;
     }
   }
@@ -287,82 +299,88 @@ int main(int argc, char** argv) {
       return nullptr;
     };
 
-    m::Transformer model = m::Transformer::random(cfg, 0, 0.02f, *ops);
-    model.set_recompute(o.recompute);
+    for (const azr::kernels::MatmulPrecision precision : o.precisions) {
+      const azr::kernels::Ops& ops = azr::kernels::backend_ops(o.device, 0, precision);
+      const std::string tag = std::string(" [") + azr::kernels::matmul_precision_name(precision) + "]";
+      m::Transformer model = m::Transformer::random(cfg, 0, 0.02f, ops);
+      model.set_recompute(o.recompute);
 
-    if (o.decode) {
-      const int64_t P = o.prompt_len, N = o.new_tokens;
-      const double mean_pos = double(P) + double(N - 1) / 2.0;
-      for (const int64_t G : o.decode_batches) {
-        const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
-        const double t_n = timed_generate(model, prompts, N);
-        const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
-        const double step_s = (t_n - t_1) / double(N - 1);
-        const double tps = double(G * N) / t_n;
-        const double bytes = decode_step_bytes(sh, G, mean_pos, sizeof(float));
-        const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
-        const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2);
-        json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
-                  {"prompt_len", P},        {"new_tokens", N},            {"azr_tokens_per_s", tps},
-                  {"azr_seconds", t_n},     {"azr_seconds_one_token", t_1}, {"azr_decode_step_ms", 1e3 * step_s},
-                  {"azr_step_bytes", bytes}, {"azr_bandwidth_fraction", bw}, {"bf16_bound_tokens_per_s", bf16_bound_tps}};
-        const json h = hf_decode(G);
-        double ratio = 0;
-        if (h.is_object()) {
-          j["hf"] = h;
-          if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
-          j["azr_over_hf"] = ratio;
+      if (o.decode) {
+        const int64_t P = o.prompt_len, N = o.new_tokens;
+        const double mean_pos = double(P) + double(N - 1) / 2.0;
+        for (const int64_t G : o.decode_batches) {
+          const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
+          const double t_n = timed_generate(model, prompts, N);
+          const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
+          const double step_s = (t_n - t_1) / double(N - 1);
+          const double tps = double(G * N) / t_n;
+          const double bytes = decode_step_bytes(sh, G, mean_pos, sizeof(float));
+          const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
+          const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2);
+          json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
+                    {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
+                    {"prompt_len", P},        {"new_tokens", N},            {"azr_tokens_per_s", tps},
+                    {"azr_seconds", t_n},     {"azr_seconds_one_token", t_1}, {"azr_decode_step_ms", 1e3 * step_s},
+                    {"azr_step_bytes", bytes}, {"azr_bandwidth_fraction", bw}, {"bf16_bound_tokens_per_s", bf16_bound_tps}};
+          const json h = hf_decode(G);
+          double ratio = 0;
+          if (h.is_object()) {
+            j["hf"] = h;
+            if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
+            j["azr_over_hf"] = ratio;
+          }
+          results.push_back(j);
+          char notes[160];
+          std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
+                        100 * bw, bf16_bound_tps);
+          table.push_back({name, "decode G=" + std::to_string(G) + tag, fmt(tps),
+                           h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
+          std::printf("  %-20s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G) + tag).c_str(), tps, notes);
+          std::fflush(stdout);
         }
+      }
+
+      if (o.train) {
+        m::AdamWSettings as;
+        as.lr = 1e-5;
+        as.weight_decay = 0.01;
+        m::AdamW opt(model.ops(), model.parameters().size(), as);
+        const TrainResult tr = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps);
+        const double fpt = flops_per_token(sh, o.seq);
+        auto mfu = [&](double tps) { return peak_flops > 0 ? tps * fpt / peak_flops : 0.0; };
+        json j = {{"config", name},
+                  {"workload", "train"},
+                  {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
+                  {"batch", o.train_batch},
+                  {"seq", o.seq},
+                  {"steps", o.steps},
+                  {"recompute", o.recompute},
+                  {"flops_per_token", fpt},
+                  {"azr_tokens_per_s", tr.tokens_per_s},
+                  {"azr_mfu", mfu(tr.tokens_per_s)},
+                  {"azr_loss", tr.loss},
+                  {"azr_phase_ms_per_step", tr.phase_ms}};
+        const std::string wl = "train B=" + std::to_string(o.train_batch) + " T=" + std::to_string(o.seq) + tag;
+        for (const char* precision : {"bf16-autocast", "fp32"}) {
+          const json h = hf_train(precision);
+          if (!h.is_object()) continue;
+          const double htps = h.value("tokens_per_s", 0.0);  // 0 when it failed (its "error" says why)
+          j[std::string("torch_") + precision] = h;
+          j[std::string("torch_") + precision + "_mfu"] = mfu(htps);
+          char notes[160];
+          std::snprintf(notes, sizeof notes, "MFU azr %s, torch %s %s", pct(mfu(tr.tokens_per_s)).c_str(), precision,
+                        pct(mfu(htps)).c_str());
+          table.push_back({name, wl + " vs " + precision, fmt(tr.tokens_per_s), fmt(htps), fmt(htps > 0 ? tr.tokens_per_s / htps : 0, "%.2f"),
+                           notes});
+        }
+        if (!hf_train("fp32").is_object() && !hf_train("bf16-autocast").is_object())
+          table.push_back({name, wl, fmt(tr.tokens_per_s), "n/a", "n/a",
+                           "MFU azr " + pct(mfu(tr.tokens_per_s))});
         results.push_back(j);
-        char notes[160];
-        std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
-                      100 * bw, bf16_bound_tps);
-        table.push_back({name, "decode G=" + std::to_string(G), fmt(tps),
-                         h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
-        std::printf("  %-14s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G)).c_str(), tps, notes);
+        std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
+                    pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
         std::fflush(stdout);
       }
-    }
-
-    if (o.train) {
-      m::AdamWSettings as;
-      as.lr = 1e-5;
-      as.weight_decay = 0.01;
-      m::AdamW opt(model.ops(), model.parameters().size(), as);
-      const TrainResult tr = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps);
-      const double fpt = flops_per_token(sh, o.seq);
-      auto mfu = [&](double tps) { return peak_flops > 0 ? tps * fpt / peak_flops : 0.0; };
-      json j = {{"config", name},
-                {"workload", "train"},
-                {"batch", o.train_batch},
-                {"seq", o.seq},
-                {"steps", o.steps},
-                {"recompute", o.recompute},
-                {"flops_per_token", fpt},
-                {"azr_tokens_per_s", tr.tokens_per_s},
-                {"azr_mfu", mfu(tr.tokens_per_s)},
-                {"azr_loss", tr.loss},
-                {"azr_phase_ms_per_step", tr.phase_ms}};
-      const std::string wl = "train B=" + std::to_string(o.train_batch) + " T=" + std::to_string(o.seq);
-      for (const char* precision : {"bf16-autocast", "fp32"}) {
-        const json h = hf_train(precision);
-        if (!h.is_object()) continue;
-        const double htps = h.value("tokens_per_s", 0.0);  // 0 when it failed (its "error" says why)
-        j[std::string("torch_") + precision] = h;
-        j[std::string("torch_") + precision + "_mfu"] = mfu(htps);
-        char notes[160];
-        std::snprintf(notes, sizeof notes, "MFU azr %s, torch %s %s", pct(mfu(tr.tokens_per_s)).c_str(), precision,
-                      pct(mfu(htps)).c_str());
-        table.push_back({name, wl + " vs " + precision, fmt(tr.tokens_per_s), fmt(htps), fmt(htps > 0 ? tr.tokens_per_s / htps : 0, "%.2f"),
-                         notes});
-      }
-      if (!hf_train("fp32").is_object() && !hf_train("bf16-autocast").is_object())
-        table.push_back({name, wl, fmt(tr.tokens_per_s), "n/a", "n/a",
-                         "MFU azr " + pct(mfu(tr.tokens_per_s))});
-      results.push_back(j);
-      std::printf("  %-14s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
-                  pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
-      std::fflush(stdout);
     }
     std::printf("\n");
   }

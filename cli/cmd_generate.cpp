@@ -18,16 +18,26 @@ namespace azr::cli {
 
 using nlohmann::json;
 
-void add_device_option(CLI::App* c, std::string& device) {
+void add_device_option(CLI::App* c, DeviceOptions& device) {
   std::string known;
   for (const std::string& name : kernels::backend_names()) known += (known.empty() ? "" : ", ") + name;
-  c->add_option("--device", device, "where the model runs: " + known)->capture_default_str();
+  c->add_option("--device", device.device, "where the model runs: " + known)->capture_default_str();
+  c->add_option("--matmul-precision", device.matmul_precision,
+                "how the GEMMs multiply: fp32, or bf16 (operands rounded to bfloat16, fp32 sums: tensor-core speed "
+                "on a GPU, a reference on the CPU)")
+      ->capture_default_str();
 }
 
-model::Transformer load_model(const std::string& dir, const std::string& device) {
+model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {
+  kernels::MatmulPrecision precision;
+  try {
+    precision = kernels::parse_matmul_precision(device.matmul_precision);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("--matmul-precision: " + std::string(e.what()));
+  }
   const kernels::Ops* ops = nullptr;
   try {
-    ops = &kernels::backend_ops(device);
+    ops = &kernels::backend_ops(device.device, 0, precision);
   } catch (const std::invalid_argument& e) {
     throw UsageError("--device: " + std::string(e.what()));
   }

@@ -73,11 +73,16 @@ class Transformer;
 class BpeTokenizer;
 }  // namespace azr::model
 namespace azr::cli {
-// The model in the memory of `device` (kernels/backend.h); an unusable device is a UsageError
-// saying why.
-model::Transformer load_model(const std::string& dir, const std::string& device = "cpu");
-// --device, for the commands that run a model.
-void add_device_option(CLI::App* command, std::string& device);
+// Where a command's model runs and how its GEMMs multiply (kernels/backend.h).
+struct DeviceOptions {
+  std::string device = "cpu";             // --device
+  std::string matmul_precision = "fp32";  // --matmul-precision
+};
+// The model in the memory of the device; an unusable device or an unknown precision is a
+// UsageError saying why.
+model::Transformer load_model(const std::string& dir, const DeviceOptions& device = {});
+// --device and --matmul-precision, for the commands that run a model.
+void add_device_option(CLI::App* command, DeviceOptions& device);
 // --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
 std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);
 
@@ -93,7 +98,7 @@ struct GenerateOptions {
   bool ignore_eos = false, json = false;
   int32_t num_samples = 1;
   int threads = 0;
-  std::string device = "cpu";
+  DeviceOptions device;
 };
 
 CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o);
@@ -103,7 +108,7 @@ struct LogprobsOptions {
   std::string model, tokenizer, jsonl;
   int32_t batch_size = 8;
   int threads = 0;
-  std::string device = "cpu";
+  DeviceOptions device;
 };
 
 CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o);
@@ -159,7 +164,7 @@ struct EvalOptions {
   double memory_mib = 1024;
   int workers = 0;
   int threads = 0;
-  std::string device = "cpu";      // --model: where the model runs
+  DeviceOptions device;            // --model: where the model runs
 };
 
 CLI::App* add_eval_command(CLI::App& app, EvalOptions& o);

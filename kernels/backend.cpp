@@ -17,16 +17,17 @@ std::vector<std::string> backend_names() {
 #endif
 }
 
-const Ops& backend_ops(std::string_view device, int device_index) {
-  if (device == "cpu") return cpu_ops();
-  if (device == "cpu-guarded") return guarded_cpu_ops();
+const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecision precision) {
+  const bool bf16 = precision == MatmulPrecision::Bf16;
+  if (device == "cpu") return bf16 ? cpu_bf16_matmul_ops() : cpu_ops();
+  if (device == "cpu-guarded") return guarded_cpu_ops(precision);
   if (device == "cuda") {
 #ifdef AZR_HAVE_CUDA_KERNELS
     std::string why;
     const int n = cuda_device_count(&why);
     if (n == 0) throw std::invalid_argument("device 'cuda': no usable GPU (" + why + ")");
     cuda_select_device(device_index % n);
-    return cuda_ops();
+    return bf16 ? cuda_bf16_matmul_ops() : cuda_ops();
 #else
     (void)device_index;
     throw std::invalid_argument(
@@ -37,5 +38,15 @@ const Ops& backend_ops(std::string_view device, int device_index) {
   for (const std::string& name : backend_names()) known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown device '" + std::string(device) + "' (known: " + known + ")");
 }
+
+std::vector<std::string> matmul_precision_names() { return {"fp32", "bf16"}; }
+
+MatmulPrecision parse_matmul_precision(std::string_view name) {
+  if (name == "fp32") return MatmulPrecision::Fp32;
+  if (name == "bf16") return MatmulPrecision::Bf16;
+  throw std::invalid_argument("unknown matmul precision '" + std::string(name) + "' (known: fp32, bf16)");
+}
+
+const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::Bf16 ? "bf16" : "fp32"; }
 
 }  // namespace azr::kernels

@@ -14,10 +14,18 @@ namespace azr::kernels {
 // The names this build knows, in the order above ("cuda" only where it was compiled).
 std::vector<std::string> backend_names();
 
-// The op table for `device`. With "cuda", GPU `device_index` modulo the visible GPUs becomes
-// this thread's current device (a data-parallel rank passes its local rank). Throws
-// std::invalid_argument with one line a user can act on: an unknown name (listing the known
-// ones), a build without CUDA, or no usable GPU (the CUDA runtime's reason).
-const Ops& backend_ops(std::string_view device, int device_index = 0);
+// The op table for `device`, with GEMMs of the given precision (kernels/ops.h). With "cuda", GPU
+// `device_index` modulo the visible GPUs becomes this thread's current device (a data-parallel
+// rank passes its local rank). Throws std::invalid_argument with one line a user can act on: an
+// unknown name (listing the known ones), a build without CUDA, or no usable GPU (the CUDA
+// runtime's reason).
+const Ops& backend_ops(std::string_view device, int device_index = 0,
+                       MatmulPrecision precision = MatmulPrecision::Fp32);
+
+// "fp32" | "bf16", the names of `--matmul-precision` and `model.matmul_precision`. parse throws
+// std::invalid_argument naming the known ones.
+MatmulPrecision parse_matmul_precision(std::string_view name);
+const char* matmul_precision_name(MatmulPrecision p);
+std::vector<std::string> matmul_precision_names();
 
 }  // namespace azr::kernels

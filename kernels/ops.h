@@ -140,8 +140,23 @@ struct Ops {
                 float weight_decay, float bc1, float bc2);
 };
 
+// How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:
+// each operand of each product (inp and w forward; dout and w for dinp; dout and inp for dw) is
+// rounded to bfloat16 (to nearest, ties to even) and the products are summed in fp32, which is
+// what tensor cores do with bf16 inputs (and PyTorch's set_float32_matmul_precision("medium")).
+// Outputs, bias and the bias gradient (summed from the fp32 dout) stay fp32, and every other op
+// is unchanged, so the rest of the model keeps fp32 activations, weights and gradients. A
+// backend's Bf16 table is its Fp32 table with those two ops replaced: the CPU's is the reference
+// the GPU's is checked against (both round the same operands; only the order of the fp32 sums
+// differs).
+enum class MatmulPrecision { Fp32, Bf16 };
+
 // The CPU backend: OpenBLAS (OpenMP build) GEMMs and OpenMP loops.
 const Ops& cpu_ops();
+// The same with MatmulPrecision::Bf16 GEMMs (kernels/cpu/bf16_matmul.cpp): the operands are
+// rounded into scratch copies, then multiplied by the fp32 GEMM. A reference, not a speed-up: a
+// CPU without bf16 instructions gains nothing from it.
+const Ops& cpu_bf16_matmul_ops();
 
 // Threads the CPU backend uses (OpenMP and OpenBLAS); 0 = all cores.
 void set_cpu_threads(int n);

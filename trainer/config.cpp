@@ -98,6 +98,10 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(model, recompute), Any{},
        "activation recomputation: keep each layer's input only and rerun the layer in backward (less memory, one "
        "more forward)", {"gradient_checkpointing", "activation_checkpointing"}},
+      {AZR_KEY(model, matmul_precision), one_of({"fp32", "bf16"}),
+       "how the GEMMs multiply: \"fp32\", or \"bf16\" (each operand rounded to bfloat16, sums in fp32: the GPU's "
+       "tensor cores; on the CPU a slower reference). Generation and learning use the same, so the sampler's "
+       "log-probs stay the learner's", {"precision", "dtype", "mixed_precision"}},
       // [algorithm]
       {AZR_KEY(algorithm, batch_size), int_min(1), "prompts per task x role group and step (B)", {"b", "batch"}},
       {AZR_KEY(algorithm, k_references), int_min(1), "references in a deduction/abduction proposer prompt (K)", {"k", "references"}},

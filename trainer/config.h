@@ -38,6 +38,7 @@ struct ModelSection {
   double init_std = 0.02;         // preset initialisation
   std::string device = "cpu";     // "cpu" | "cuda" | "cpu-guarded" (kernels/backend.h)
   bool recompute = false;         // activation recomputation in backward (Transformer::set_recompute)
+  std::string matmul_precision = "fp32";  // "fp32" | "bf16": how the GEMMs multiply (kernels/ops.h)
   bool operator==(const ModelSection&) const = default;
 };
 

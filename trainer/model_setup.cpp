@@ -26,7 +26,7 @@ std::string tokenizer_path(const TrainConfig& c) {
 
 const kernels::Ops& model_backend(const TrainConfig& c, int local_rank) {
   try {
-    return kernels::backend_ops(c.model.device, local_rank);
+    return kernels::backend_ops(c.model.device, local_rank, kernels::parse_matmul_precision(c.model.matmul_precision));
   } catch (const std::invalid_argument& e) {
     throw UserError("model.device: " + std::string(e.what()));
   }

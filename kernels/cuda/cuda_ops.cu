@@ -78,6 +78,17 @@ int attribute(cudaDeviceAttr a, int device) {
 
 const Ops& cuda_ops() { return kCudaOps; }
 
+const Ops& cuda_bf16_matmul_ops() {
+  static const Ops table = [] {
+    Ops t = kCudaOps;
+    t.name = "cuda+bf16";
+    t.matmul_forward = matmul_forward_bf16;
+    t.matmul_backward = matmul_backward_bf16;
+    return t;
+  }();
+  return table;
+}
+
 int cuda_device_count(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);

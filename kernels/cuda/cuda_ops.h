@@ -17,6 +17,9 @@
 namespace azr::kernels {
 
 const Ops& cuda_ops();
+// The same with MatmulPrecision::Bf16 GEMMs (kernels/ops.h): operands rounded to bf16, tensor-core
+// products, fp32 sums and outputs; checked against cpu_bf16_matmul_ops().
+const Ops& cuda_bf16_matmul_ops();
 
 // CUDA devices this process can use. 0 when there is no driver or no device; `why` (optional)
 // then says which, in the CUDA runtime's words, for a test's skip message.

@@ -39,6 +39,11 @@ void matmul_forward(float* out, const float* inp, const float* w, const float* b
                     int64_t OC);
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC);
+// MatmulPrecision::Bf16: the operands rounded to bf16, fp32 sums and outputs
+void matmul_forward_bf16(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                         int64_t OC);
+void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                          int64_t N, int64_t IC, int64_t OC);
 
 // attention.cu
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

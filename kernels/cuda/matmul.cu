@@ -2,7 +2,17 @@
 // epilogue. Row-major [N, C] activations are column-major [C, N] to cuBLAS, so each product is
 // written as its transpose: out^T = w^T-view x inp^T-view, and so on (derivations below).
 // fp32 in, fp32 out, CUBLAS_COMPUTE_32F (no TF32), so the results match the CPU backend.
+// MatmulPrecision::Bf16 (kernels/ops.h): the operands are first rounded to bf16 into scratch
+// buffers (__float2bfloat16_rn, as the CPU reference rounds), then multiplied on the tensor cores
+// with fp32 outputs and fp32 accumulation; the bias and dbias stay fp32.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -50,17 +60,33 @@ struct Desc {
   }
 };
 
-// Column-major C[m, n] = op(A) op(B) + beta C (+ bias[m] broadcast over columns, when given).
-// A is stored [m, k] (or [k, m] when ta), B [k, n] (or [n, k] when tb).
-void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: C = beta C (+ bias), which cuBLASLt does not promise for k = 0
-    if (beta != 1.f || bias) throw std::logic_error("lt_gemm: k == 0 with beta != 1 or a bias");
-    return;
+// A GEMM's descriptors and algorithm, planned once per shape. Creating the descriptors and asking
+// cuBLASLt's heuristic costs tens of microseconds of host time, more than the GPU spends on a
+// decode step's small GEMMs, and a model repeats a few dozen shapes. The key is everything the
+// plan depends on: transposes, sizes, leading dimensions, operand type, the bias epilogue and the
+// operands' alignments (the bias pointer itself is set per call).
+using PlanKey = std::array<int64_t, 13>;
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (int64_t v : key) h = (h ^ uint64_t(v)) * 1099511628211ull;
+    return size_t(h);
   }
-  LtContext& ctx = lt();
+};
+struct Plan {
   Desc d;
+  cublasLtMatmulAlgo_t algo{};
+};
+constexpr size_t kMaxPlans = 4096;  // decode batches shrink row by row: bound the distinct shapes
+std::mutex g_plans_mutex;
+std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> g_plans;
+
+std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                                int64_t ldc, cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b,
+                                uint32_t al_c) {
+  LtContext& ctx = lt();
+  auto plan = std::make_unique<Plan>();
+  Desc& d = plan->d;
   AZR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   AZR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
@@ -68,17 +94,15 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, 
   if (bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     AZR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    AZR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, uint64_t(ta ? k : m), uint64_t(ta ? m : k), lda));
-  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, uint64_t(tb ? n : k), uint64_t(tb ? k : n), ldb));
+  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, uint64_t(ta ? k : m), uint64_t(ta ? m : k), lda));
+  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, uint64_t(tb ? n : k), uint64_t(tb ? k : n), ldb));
   AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, uint64_t(m), uint64_t(n), ldc));
 
   AZR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
   const uint64_t ws = ctx.workspace_bytes;
   AZR_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C);
   AZR_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
   AZR_CUBLAS_CHECK(
@@ -92,9 +116,71 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* A, 
   int found = 0;
   AZR_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
   if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  plan->algo = heur.algo;
+  return plan;
+}
+
+// Column-major C[m, n] = op(A) op(B) + beta C (+ bias[m] broadcast over columns, when given).
+// A is stored [m, k] (or [k, m] when ta), B [k, n] (or [n, k] when tb).
+// A and B are fp32 (ab = CUDA_R_32F) or bf16 (CUDA_R_16BF); C, the bias and the sums are fp32.
+void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B,
+             int64_t ldb, float beta, float* C, int64_t ldc, const float* bias, cudaDataType_t ab = CUDA_R_32F) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = beta C (+ bias), which cuBLASLt does not promise for k = 0
+    if (beta != 1.f || bias) throw std::logic_error("lt_gemm: k == 0 with beta != 1 or a bias");
+    return;
+  }
+  LtContext& ctx = lt();
+  const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C);
+  const PlanKey key = {ta, tb, m, n, k, lda, ldb, ldc, int64_t(ab), bias != nullptr, al_a, al_b, al_c};
+  // One lock around planning and the enqueue: the plan's descriptor takes this call's bias pointer.
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
+  auto it = g_plans.find(key);
+  if (it == g_plans.end()) {
+    if (g_plans.size() >= kMaxPlans) g_plans.clear();
+    it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ldc, ab, bias != nullptr, al_a, al_b, al_c)).first;
+  }
+  Plan& plan = *it->second;
+  if (bias)
+    AZR_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.f;
-  AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &heur.algo,
-                                  ctx.workspace, ctx.workspace_bytes, /*stream=*/0));
+  AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan.d.op, &alpha, A, plan.d.a, B, plan.d.b, &beta, C, plan.d.c, C,
+                                  plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, /*stream=*/0));
+}
+
+// Device scratch for rounded operands, grown on demand (cudaFree and cudaMalloc synchronise, so
+// growing waits for the ops that used the old buffer); ops run on one stream, so two buffers do.
+struct Bf16Scratch {
+  __nv_bfloat16* p = nullptr;
+  size_t capacity = 0;
+  __nv_bfloat16* get(size_t n) {
+    if (n > capacity) {
+      if (p) AZR_CUDA_CHECK(cudaFree(p));
+      p = nullptr;
+      capacity = 0;
+      AZR_CUDA_CHECK(cudaMalloc(&p, n * sizeof(__nv_bfloat16)));
+      capacity = n;
+    }
+    return p;
+  }
+};
+Bf16Scratch g_scratch_a, g_scratch_b;
+
+__global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+const __nv_bfloat16* rounded(Bf16Scratch& scratch, const float* src, int64_t n) {
+  __nv_bfloat16* dst = scratch.get(size_t(n));
+  if (n > 0) {
+    const int threads = 256;
+    const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 65535);
+    round_to_bf16_kernel<<<unsigned(blocks), threads>>>(dst, src, n);
+    AZR_CUDA_CHECK(cudaGetLastError());
+  }
+  return dst;
 }
 
 }  // namespace
@@ -112,6 +198,28 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
   if (dinp) lt_gemm(false, false, IC, N, OC, w, IC, dout, OC, 1.f, dinp, IC, nullptr);
   // dw[OC, IC] += dout^T inp: dw^T [IC, OC] += (inp viewed [IC, N]) (dout viewed [OC, N])^T.
   if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp, IC, dout, OC, 1.f, dw, IC, nullptr);
+  if (dbias) column_sums_accumulate(dbias, dout, N, OC);
+}
+
+// The same products with operands rounded to bf16 (see the top of the file).
+void matmul_forward_bf16(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                         int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  const __nv_bfloat16* w16 = rounded(g_scratch_a, w, OC * IC);
+  const __nv_bfloat16* inp16 = rounded(g_scratch_b, inp, N * IC);
+  lt_gemm(true, false, OC, N, IC, w16, IC, inp16, IC, 0.f, out, OC, bias, CUDA_R_16BF);
+}
+
+void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                          int64_t N, int64_t IC, int64_t OC) {
+  if (dinp || (dw && N > 0)) {
+    const __nv_bfloat16* dout16 = rounded(g_scratch_a, dout, N * OC);  // both products use it
+    if (dinp) lt_gemm(false, false, IC, N, OC, rounded(g_scratch_b, w, OC * IC), IC, dout16, OC, 1.f, dinp, IC,
+                      nullptr, CUDA_R_16BF);
+    if (dw && N > 0)
+      lt_gemm(false, true, IC, OC, N, rounded(g_scratch_b, inp, N * IC), IC, dout16, OC, 1.f, dw, IC, nullptr,
+              CUDA_R_16BF);
+  }
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
 

@@ -99,14 +99,18 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
   }
 }
 
+// Once per process: a second install would record our own handler as the previous one.
 void install_handler() {
-  void* warm[1];
-  backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
-  struct sigaction sa {};
-  sa.sa_sigaction = on_segv;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &g_previous);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* warm[1];
+    backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_previous);
+  });
 }
 
 // mprotect's cost is one page-table entry per resident page, twice per op: with 4 KiB pages a
@@ -155,24 +159,25 @@ void release(void* p) {
     }
 }
 
-// An op of the CPU table, run with backend memory open. Member is the Ops field, F its type.
-template <auto Member, class F>
+// An op of the CPU table Base(), run with backend memory open. Member is the Ops field, F its type.
+template <const Ops& (*Base)(), auto Member, class F>
 struct Guarded;
-template <auto Member, class R, class... A>
-struct Guarded<Member, R (*)(A...)> {
+template <const Ops& (*Base)(), auto Member, class R, class... A>
+struct Guarded<Base, Member, R (*)(A...)> {
   static R call(A... args) {
     Open open;
-    return (cpu_ops().*Member)(args...);
+    return (Base().*Member)(args...);
   }
 };
 
-#define AZR_GUARD(field) t.field = Guarded<&Ops::field, decltype(Ops::field)>::call
+#define AZR_GUARD(field) t.field = Guarded<Base, &Ops::field, decltype(Ops::field)>::call
 
-Ops make_table() {
+template <const Ops& (*Base)()>
+Ops make_table(const char* name) {
   // Start from the CPU table so the layout is right; every field is then replaced. A field left
   // unwrapped would run a CPU op on PROT_NONE memory and stop with the handler's message.
-  Ops t = cpu_ops();
-  t.name = "cpu-guarded";
+  Ops t = Base();
+  t.name = name;
   t.host_memory = false;
   t.alloc_zeroed = alloc_zeroed;
   t.release = release;
@@ -211,9 +216,10 @@ Ops make_table() {
 
 }  // namespace
 
-const Ops& guarded_cpu_ops() {
-  static const Ops table = make_table();
-  return table;
+const Ops& guarded_cpu_ops(MatmulPrecision precision) {
+  static const Ops fp32 = make_table<cpu_ops>("cpu-guarded");
+  static const Ops bf16 = make_table<cpu_bf16_matmul_ops>("cpu-guarded+bf16");
+  return precision == MatmulPrecision::Bf16 ? bf16 : fp32;
 }
 
 }  // namespace azr::kernels

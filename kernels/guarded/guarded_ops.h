@@ -16,6 +16,7 @@
 
 namespace azr::kernels {
 
-const Ops& guarded_cpu_ops();
+// With MatmulPrecision::Bf16, the kernels are cpu_bf16_matmul_ops()' (its results, bit for bit).
+const Ops& guarded_cpu_ops(MatmulPrecision precision = MatmulPrecision::Fp32);
 
 }  // namespace azr::kernels

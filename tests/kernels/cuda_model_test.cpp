@@ -119,6 +119,43 @@ TEST_P(CudaModel, ScoresGradientsAndAdamWMatchTheCpuModel) {
                    std::vector<float>(cpu.parameters().begin(), cpu.parameters().end()), 1e-6, "parameters after AdamW");
 }
 
+// The model with bf16 GEMMs on the GPU against the same on the CPU (kernels/ops.h's reference).
+// Both round the same operands, but their fp32 activations differ in the last bits, and an
+// activation within that difference of a bf16 tie rounds one bf16 step apart on the two: so
+// almost every log-prob agrees to fp32 precision and a few by a bf16 step, and the gradients to
+// 1e-2 in relative L2 (the CPU's bf16 model is itself 2e-2 from fp32, bf16_matmul_test).
+TEST_P(CudaModel, Bf16GemmsMatchTheCpuBf16Model) {
+  const ModelConfig c = config_named(GetParam());
+  Transformer cpu = Transformer::random(c, 11, 0.05f, kernels::cpu_bf16_matmul_ops());
+  Transformer gpu = Transformer::random(c, 11, 0.05f, kernels::cuda_bf16_matmul_ops());
+  Transformer gpu32 = Transformer::random(c, 11, 0.05f, cuda_ops());
+  const SequenceBatch b = batch(c);
+  const TokenScores sc = cpu.score(b, 1.f, true), sg = gpu.score(b, 1.f, true), s32 = gpu32.score(b, 1.f);
+  size_t close = 0, scored = 0;
+  double worst = 0, from_fp32 = 0;
+  for (size_t i = 0; i < sc.logp.size(); i++) {
+    if (sc.logp[i] == 0.f) continue;  // padding and position 0
+    const double d = std::fabs(double(sg.logp[i]) - sc.logp[i]);
+    worst = std::max(worst, d);
+    from_fp32 = std::max(from_fp32, std::fabs(double(sg.logp[i]) - s32.logp[i]));
+    scored++, close += d <= 1e-4;
+  }
+  EXPECT_GE(double(close), 0.9 * double(scored)) << close << " of " << scored << " log-probs within 1e-4";
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_GT(from_fp32, 1e-5) << "the GPU's bf16 GEMMs gave its fp32 log-probs: nothing was rounded";
+
+  std::vector<float> dlogp(sc.logp.size(), -0.5f);
+  cpu.zero_grad();
+  gpu.zero_grad();
+  cpu.backward(dlogp, {});
+  gpu.backward(dlogp, {});
+  const std::vector<float> gc(cpu.gradients().begin(), cpu.gradients().end());
+  const std::vector<float> gg = host(gpu.gradients(), cuda_ops());
+  double d2 = 0, n2 = 0;
+  for (size_t i = 0; i < gc.size(); i++) d2 += (double(gg[i]) - gc[i]) * (double(gg[i]) - gc[i]), n2 += double(gc[i]) * gc[i];
+  EXPECT_LT(std::sqrt(d2 / n2), 1e-2) << "relative L2 of the gradients";
+}
+
 // The sampler's log-probs (prefill + decode on the KV cache) are the training forward's
 // log-probs of the same tokens (score() at the same temperature): no sampler/learner mismatch.
 TEST_P(CudaModel, GenerationLogProbsEqualTheTrainingForward) {

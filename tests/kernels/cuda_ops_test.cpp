@@ -20,17 +20,12 @@
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "tests/kernels/random_inputs.h"
 
 namespace azr::kernels {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::randn;
 
 template <class T>
 Buffer<T> to_device(const std::vector<T>& h) {
@@ -112,16 +107,20 @@ TEST_F(CudaOps, RmsNormForwardAndBackward) {
 
 // Offsets of one float into each buffer: the model's weights are slices of one flat buffer, so
 // cuBLASLt must cope with 4-byte-aligned operands.
-class CudaMatmul : public CudaOps, public ::testing::WithParamInterface<std::tuple<bool, int64_t>> {};
+// (bias, pointer offset in floats, bf16): the bf16 tables round the same operands on both sides, so
+// they agree as closely as the fp32 ones.
+class CudaMatmul : public CudaOps, public ::testing::WithParamInterface<std::tuple<bool, int64_t, bool>> {};
 
 TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
-  const auto [with_bias, offset] = GetParam();
+  const auto [with_bias, offset, bf16] = GetParam();
+  const Ops& ref = bf16 ? cpu_bf16_matmul_ops() : cpu_ops();
+  const Ops& dev = bf16 ? cuda_bf16_matmul_ops() : cuda_ops();
   const int64_t N = 45, IC = 67, OC = 93;
   const auto inp = randn(N * IC, 9), w = randn(OC * IC, 10, 0.1f), bias = randn(OC, 11), dout = randn(N * OC, 12),
              dinp0 = randn(N * IC, 13), dw0 = randn(OC * IC, 14), dbias0 = randn(OC, 15);
   std::vector<float> out(N * OC), dinp = dinp0, dw = dw0, dbias = dbias0;
-  cpu.matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
-  cpu.matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr, dout.data(), inp.data(), w.data(),
+  ref.matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
+  ref.matmul_backward(dinp.data(), dw.data(), with_bias ? dbias.data() : nullptr, dout.data(), inp.data(), w.data(),
                       N, IC, OC);
 
   auto padded = [&](const std::vector<float>& v) {
@@ -132,8 +131,8 @@ TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
   auto d_inp = padded(inp), d_w = padded(w), d_bias = padded(bias), d_dout = padded(dout), d_dinp = padded(dinp0),
        d_dw = padded(dw0), d_dbias = padded(dbias0), d_out = padded(std::vector<float>(N * OC));
   auto at = [&](Buffer<float>& b) { return b.data() + offset; };
-  gpu.matmul_forward(at(d_out), at(d_inp), at(d_w), with_bias ? at(d_bias) : nullptr, N, IC, OC);
-  gpu.matmul_backward(at(d_dinp), at(d_dw), with_bias ? at(d_dbias) : nullptr, at(d_dout), at(d_inp), at(d_w), N, IC,
+  dev.matmul_forward(at(d_out), at(d_inp), at(d_w), with_bias ? at(d_bias) : nullptr, N, IC, OC);
+  dev.matmul_backward(at(d_dinp), at(d_dw), with_bias ? at(d_dbias) : nullptr, at(d_dout), at(d_inp), at(d_w), N, IC,
                       OC);
   auto back = [&](const Buffer<float>& b, size_t n) {
     auto h = to_host<float>(b, n + size_t(offset));
@@ -143,10 +142,18 @@ TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
   expect_close(back(d_dinp, dinp.size()), dinp, 1e-4f, 1e-4f, "dinp");
   expect_close(back(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw");
   if (with_bias) expect_close(back(d_dbias, dbias.size()), dbias, 1e-4f, 1e-4f, "dbias");
+  if (bf16) {  // the GPU did round: its product is far from the exact fp32 one
+    std::vector<float> exact(N * OC);
+    cpu.matmul_forward(exact.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IC, OC);
+    const auto got = back(d_out, out.size());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++) worst = std::max(worst, std::fabs(double(got[i]) - exact[i]));
+    EXPECT_GT(worst, 1e-3) << "bf16 GEMM equals the fp32 one: the operands were not rounded";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(BiasAndAlignment, CudaMatmul,
-                         ::testing::Combine(::testing::Bool(), ::testing::Values<int64_t>(0, 1)));
+INSTANTIATE_TEST_SUITE_P(BiasAlignmentPrecision, CudaMatmul,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values<int64_t>(0, 1), ::testing::Bool()));
 
 TEST_F(CudaOps, MatmulBackwardSkipsNullGradients) {
   const int64_t N = 8, IC = 16, OC = 24;

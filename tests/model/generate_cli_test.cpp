@@ -223,6 +223,37 @@ TEST_F(GenerateCli, DeviceOptionGuardedMatchesCpuAndUnusableDevicesAreUsageError
   }
 }
 
+// --matmul-precision bf16: the log-probs of `azr logprobs` move by bf16 rounding, not more; the
+// guarded device gives the CPU's bf16 output exactly; an unknown precision is a usage error. This
+// fixture's init_std 0.2 makes logits of tens of nats, where bf16's 2^-9 relative rounding of
+// each operand moves a log-prob by up to ~0.1 (0.09 seen); a wrong product moves it by nats.
+TEST_F(GenerateCli, MatmulPrecisionBf16StaysNearFp32AndUnknownPrecisionsAreUsageErrors) {
+  const std::string lines = "{\"ids\": [3, 1, 4, 1, 5, 9, 2, 6]}\n";
+  auto logprobs = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{azr(), "logprobs", "--model", dir_, "--jsonl", "-"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProcessResult r = run_process(args, lines);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string fp32 = logprobs({}), bf16 = logprobs({"--matmul-precision", "bf16"});
+  EXPECT_EQ(logprobs({"--matmul-precision", "bf16", "--device", "cpu-guarded"}), bf16);
+  const auto lp32 = nlohmann::json::parse(fp32)["logprobs"], lp16 = nlohmann::json::parse(bf16)["logprobs"];
+  ASSERT_EQ(lp32.size(), lp16.size());
+  double worst = 0;
+  for (size_t i = 0; i < lp32.size(); i++)
+    if (lp32[i].is_number()) worst = std::max(worst, std::fabs(lp32[i].get<double>() - lp16[i].get<double>()));
+  EXPECT_GT(worst, 0.0) << "bf16 GEMMs gave the fp32 log-probs exactly";
+  EXPECT_LT(worst, 0.25);
+
+  auto args = std::vector<std::string>{"--max-tokens", "4", "--matmul-precision", "fp16"};
+  const ProcessResult bad = generate(args);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--matmul-precision: unknown matmul precision 'fp16' (known: fp32, bf16)"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(bad.out, "");
+}
+
 TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   auto expect_usage = [](const ProcessResult& r, const std::string& needle) {
     EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -231,6 +231,24 @@ TEST(TrainCli, GuardedDeviceWithRecomputationRunsTheSameRunBitForBit) {
   expect_same_run(run, ref);
 }
 
+// model.matmul_precision = "bf16" reaches the learner and the sampler (the log names the table):
+// a step runs to its checkpoint, whose metrics differ from the fp32 reference's step 1 (the
+// rounding is applied), the model's numbers for bf16 being tests/kernels/bf16_matmul_test.cpp's.
+TEST(TrainCli, Bf16MatmulPrecisionRunsAStep) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("bf16");
+  auto args = train_args(run.string(), 1);
+  args.insert(args.end(), {"--set", "model.matmul_precision=bf16"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("on cpu+bf16"), std::string::npos) << slurp(run / "log.txt");
+  EXPECT_TRUE(fs::exists(run / "checkpoints/step-1/trainer_state.json"));
+  const std::vector<json> got = metrics(run), want = metrics(ref);
+  ASSERT_FALSE(got.empty());
+  ASSERT_FALSE(want.empty());
+  EXPECT_NE(got[0], want[0]) << "bf16 GEMMs left step 1's metrics exactly fp32's";
+}
+
 TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("kill");
@@ -365,6 +383,10 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=tpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("model.device"), std::string::npos) << r.err;
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set",
+                   "model.matmul_precision=fp16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model.matmul_precision"), std::string::npos) << r.err;
   // A device the machine cannot use stops the run before its directory exists.
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=cuda",
                    "--set", "run.steps=0"});
