@@ -10,12 +10,13 @@
 //           one token, which cancels the prefill on both sides.
 //           Bytes one decode step must read: every weight once (the embedding table only through
 //           its G rows unless it is also the LM head) and each sequence's cached keys and values,
-//           at the run's mean position, in the storage type (fp32 here today, bf16 for the HF
-//           baseline). "bw" = those bytes per step / step time / the peak bandwidth: at batch 1
+//           at the run's mean position, in the types azr stores them in (below). "bw" = those
+//           bytes per step / step time / the peak bandwidth: at batch 1
 //           this is the criterion ">= 60% of the HBM bandwidth bound". "bf16 bound" is the
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
-//   sums, kernels/ops.h); the decode "bw" counts azr's fp32 storage in either case.
+//   sums, kernels/ops.h); the decode "bw" counts the weights azr reads (fp32, or the model's bf16
+//   copy with bf16) and its fp32 KV cache.
 //   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
 //           backward, clip, AdamW). MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
@@ -126,11 +127,12 @@ Shapes shapes_of(const m::ModelConfig& c) {
   return s;
 }
 
-// Bytes one decode step of R rows reads at mean cache position `pos`, `bytes` per value.
-double decode_step_bytes(const Shapes& s, int64_t R, double pos, int bytes) {
+// Bytes one decode step of R rows reads at mean cache position `pos`, with weights and the KV
+// cache stored in `weight_bytes` and `kv_bytes` per value.
+double decode_step_bytes(const Shapes& s, int64_t R, double pos, int weight_bytes, int kv_bytes) {
   const double weights = double(s.params - (s.tied ? 0 : s.vocab * s.hidden)) + double(R * s.hidden);
   const double kv = double(R) * double(s.layers) * 2.0 * double(s.kv_row) * (pos + 1.0);
-  return (weights + kv) * bytes;
+  return weights * weight_bytes + kv * kv_bytes;
 }
 
 double flops_per_token(const Shapes& s, int64_t T) {
@@ -314,9 +316,11 @@ int main(int argc, char** argv) {
           const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
           const double step_s = (t_n - t_1) / double(N - 1);
           const double tps = double(G * N) / t_n;
-          const double bytes = decode_step_bytes(sh, G, mean_pos, sizeof(float));
+          // A Bf16 table's model reads its bf16 copy of the weights; the KV cache is fp32 either way.
+          const int weight_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
+          const double bytes = decode_step_bytes(sh, G, mean_pos, weight_bytes, 4);
           const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
-          const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2);
+          const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
           json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
                     {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
                     {"prompt_len", P},        {"new_tokens", N},            {"azr_tokens_per_s", tps},
@@ -390,8 +394,9 @@ int main(int argc, char** argv) {
     std::printf("%-12s %-32s %10s %10s %7s  %s\n", r.config.c_str(), r.workload.c_str(), r.azr.c_str(), r.hf.c_str(),
                 r.ratio.c_str(), r.notes.c_str());
   std::printf(
-      "\ndecode: HF generate in bf16 (sdpa attention), azr in its fp32 storage; tok/s includes the prefill; step =\n"
-      "(t(N) - t(1)) / (N - 1); bw = the bytes a step must read (azr's fp32) / step time / peak bandwidth.\n"
+      "\ndecode: HF generate in bf16 (sdpa attention); azr [fp32] reads fp32 weights, [bf16] its bf16 copy, both an\n"
+      "fp32 KV cache; tok/s includes the prefill; step = (t(N) - t(1)) / (N - 1); bw = the bytes a step must read\n"
+      "/ step time / peak bandwidth.\n"
       "train: torch = transformers' Qwen2ForCausalLM with labels, clip_grad_norm_, AdamW(fused), in bf16 autocast\n"
       "over fp32 weights and in fp32 (TF32 off, as azr's GEMMs); MFU = 6N + 12 L q_dim T FLOPs per token over the\n"
       "dense bf16 peak.\n\n");

@@ -138,6 +138,17 @@ struct Ops {
   // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), with bc_i = 1 - beta_i^step.
   void (*adamw)(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
                 float weight_decay, float bc1, float bc2);
+
+  // MatmulPrecision::Bf16 tables only (null in the Fp32 ones): the GEMMs with the weight operand
+  // already in bf16 (bit patterns, as to_bf16 writes them), so a model that keeps a bf16 copy of
+  // its weights reads 2 bytes per weight instead of rounding 4 bytes on every call. The results
+  // are matmul_forward/backward's on the fp32 weights that round to w16.
+  // dst[i] = bf16 bits of src[i], rounded to nearest even (the high half of the fp32 bits).
+  void (*to_bf16)(uint16_t* dst, const float* src, int64_t n);
+  void (*matmul_forward_w16)(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N,
+                             int64_t IC, int64_t OC);
+  void (*matmul_backward_w16)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                              const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 };
 
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:

@@ -108,6 +108,7 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       ops_(&ops),
       params_(ops),
       grads_(ops),
+      params16_(ops),
       rope_cos_(ops),
       rope_sin_(ops),
       acts_(ops),
@@ -168,6 +169,7 @@ std::span<float> Transformer::gradients() {
 }
 
 std::span<float> Transformer::param(std::string_view name) {
+  weights16_stale_ = true;  // write access, as parameters()
   const ParamTensor* t = find_tensor(name);
   if (!t) throw std::out_of_range("no parameter named '" + std::string(name) + "'");
   return params_.span().subspan(t->offset, t->numel);
@@ -180,6 +182,31 @@ std::span<float> Transformer::grad(std::string_view name) {
 }
 
 void Transformer::zero_grad() { ops_->fill_zero(grads_.data(), int64_t(grads_.size())); }
+
+const uint16_t* Transformer::weights16(const float* w) {
+  if (weights16_stale_) {
+    if (params16_.size() != params_.size()) params16_.assign_zero(params_.size());
+    ops_->to_bf16(params16_.data(), params_.data(), int64_t(params_.size()));
+    weights16_stale_ = false;
+  }
+  return params16_.data() + (w - params_.data());
+}
+
+void Transformer::gemm_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                               int64_t OC) {
+  if (ops_->matmul_forward_w16)
+    ops_->matmul_forward_w16(out, inp, weights16(w), bias, N, IC, OC);
+  else
+    ops_->matmul_forward(out, inp, w, bias, N, IC, OC);
+}
+
+void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                                const float* w, int64_t N, int64_t IC, int64_t OC) {
+  if (ops_->matmul_backward_w16)
+    ops_->matmul_backward_w16(dinp, dw, dbias, dout, inp, weights16(w), N, IC, OC);
+  else
+    ops_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+}
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
   float* base = grads ? gradients().data() : params_.data();
@@ -329,20 +356,20 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   const LayerWeights w = layer_weights(l, false);
   const LayerActs& a = layer_acts_[size_t(l)];
   o.rmsnorm_forward(a.ln1, a.rstd1, a.res_in, w.ln1, N, H, float(c.rms_norm_eps));
-  o.matmul_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
-  o.matmul_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
-  o.matmul_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
+  gemm_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
+  gemm_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
+  gemm_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
   o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
   o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
   o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
-  o.matmul_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
+  gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
   o.add(a.h, a.res_in, tmp_, N * H);
   o.rmsnorm_forward(a.ln2, a.rstd2, a.h, w.ln2, N, H, float(c.rms_norm_eps));
-  o.matmul_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
-  o.matmul_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
+  gemm_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
+  gemm_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
   if (!through_mlp) return;
   o.swiglu_forward(act_, a.gate, a.up, N * I);
-  o.matmul_forward(tmp_, act_, w.wd, w.bd, N, I, H);
+  gemm_forward(tmp_, act_, w.wd, w.bd, N, I, H);
   o.add(a.res_out, a.h, tmp_, N * H);
 }
 
@@ -350,7 +377,7 @@ std::vector<float> Transformer::logits(const SequenceBatch& batch) {
   forward_layers(batch, Keep::Nothing);
   const int64_t N = batch.B * batch.T, V = config_.vocab_size, H = config_.hidden_size;
   kernels::Buffer<float> dev(*ops_, size_t(N * V));
-  ops_->matmul_forward(dev.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
+  gemm_forward(dev.data(), lnf_, params_.data() + head_off_, nullptr, N, H, V);
   std::vector<float> out(static_cast<size_t>(N * V));
   dev.download(out.data(), out.size());
   for (int64_t b = 0; b < batch.B; b++)
@@ -402,7 +429,7 @@ TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bo
     const int64_t n = std::min(chunk, R - r0);
     ops_->gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
     float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
-    ops_->matmul_forward(lg, x, params_.data() + head_off_, nullptr, n, H, V);
+    gemm_forward(lg, x, params_.data() + head_off_, nullptr, n, H, V);
     ops_->token_stats(head_lse_.data() + r0, head_logp_.data() + r0, head_entropy_.data() + r0, lg,
                       head_targets_dev_.data() + r0, n, V, fwd_inv_temp_);
   }
@@ -458,11 +485,11 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     o.upload(ge, ge_host.data(), sizeof(float) * size_t(n));
     o.gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
     float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
-    if (!head_logits_kept_) o.matmul_forward(lg, x, head_w, nullptr, n, H, V);
+    if (!head_logits_kept_) gemm_forward(lg, x, head_w, nullptr, n, H, V);
     o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0, head_entropy_.data() + r0,
                            gl, ge, n, V, fwd_inv_temp_);
     o.fill_zero(dx, n * H);
-    o.matmul_backward(dx, head_g, nullptr, lg, x, head_w, n, H, V);
+    gemm_backward(dx, head_g, nullptr, lg, x, head_w, n, H, V);
     o.scatter_add_rows(dln, dx, head_rows_dev_.data() + r0, n, H);
   }
   head_logits_kept_ = false;  // overwritten by dlogits; a second backward recomputes
@@ -480,22 +507,22 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
     o.swiglu_forward(act_, a.gate, a.up, N * I);  // recomputed rather than stored
     o.fill_zero(dact, N * I);
-    o.matmul_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
+    gemm_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
     o.swiglu_backward(dgate, dup, dact, a.gate, a.up, N * I);
     o.fill_zero(dln, N * H);
-    o.matmul_backward(dln, g.wg, g.bg, dgate, a.ln2, w.wg, N, H, I);
-    o.matmul_backward(dln, g.wu, g.bu, dup, a.ln2, w.wu, N, H, I);
+    gemm_backward(dln, g.wg, g.bg, dgate, a.ln2, w.wg, N, H, I);
+    gemm_backward(dln, g.wu, g.bu, dup, a.ln2, w.wu, N, H, I);
     o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
     // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
     o.fill_zero(datt, N * qd);
-    o.matmul_backward(datt, g.wo, g.bo, dres, a.att, w.wo, N, qd, H);
+    gemm_backward(datt, g.wo, g.bo, dres, a.att, w.wo, N, qd, H);
     o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
     o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
     o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
     o.fill_zero(dln, N * H);
-    o.matmul_backward(dln, g.wq, g.bq, dq, a.ln1, w.wq, N, H, qd);
-    o.matmul_backward(dln, g.wk, g.bk, dk, a.ln1, w.wk, N, H, kd);
-    o.matmul_backward(dln, g.wv, g.bv, dv, a.ln1, w.wv, N, H, kd);
+    gemm_backward(dln, g.wq, g.bq, dq, a.ln1, w.wq, N, H, qd);
+    gemm_backward(dln, g.wk, g.bk, dk, a.ln1, w.wk, N, H, kd);
+    gemm_backward(dln, g.wv, g.bv, dv, a.ln1, w.wv, N, H, kd);
     o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
   }
   o.embedding_backward(grads_.data() + embed_off_, dres, ids_.data(), N, H);
@@ -544,7 +571,7 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   kernels::Buffer<float> last(o, size_t(B * H));
   prefill_logits_.ensure(size_t(B * V));
   o.gather_rows(last.data(), lnf_, step_idx_.data(), B, H);
-  o.matmul_forward(prefill_logits_.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
+  gemm_forward(prefill_logits_.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
   fwd_kept_ = false;  // the activations are not a training forward
   return prefill_logits_.data();
 }
@@ -582,24 +609,24 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
     o.rmsnorm_forward(ln, rstd, x, w.ln1, R, H, float(c.rms_norm_eps));
-    o.matmul_forward(q, ln, w.wq, w.bq, R, H, qd);
-    o.matmul_forward(k, ln, w.wk, w.bk, R, H, kd);
-    o.matmul_forward(v, ln, w.wv, w.bv, R, H, kd);
+    gemm_forward(q, ln, w.wq, w.bq, R, H, qd);
+    gemm_forward(k, ln, w.wk, w.bk, R, H, kd);
+    gemm_forward(v, ln, w.wv, w.bv, R, H, kd);
     o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
     o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
     o.kv_store(cache.k_at(l), cache.v_at(l), k, v, slot_d, pos_d, R, kd, cache.slot_stride());
     o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot_d, pos_d, R, shape);
-    o.matmul_forward(tmp, att, w.wo, w.bo, R, qd, H);
+    gemm_forward(tmp, att, w.wo, w.bo, R, qd, H);
     o.add(h, x, tmp, R * H);
     o.rmsnorm_forward(ln, rstd, h, w.ln2, R, H, float(c.rms_norm_eps));
-    o.matmul_forward(gate, ln, w.wg, w.bg, R, H, I);
-    o.matmul_forward(up, ln, w.wu, w.bu, R, H, I);
+    gemm_forward(gate, ln, w.wg, w.bg, R, H, I);
+    gemm_forward(up, ln, w.wu, w.bu, R, H, I);
     o.swiglu_forward(gate, gate, up, R * I);
-    o.matmul_forward(tmp, gate, w.wd, w.bd, R, I, H);
+    gemm_forward(tmp, gate, w.wd, w.bd, R, I, H);
     o.add(x, h, tmp, R * H);
   }
   o.rmsnorm_forward(ln, rstd, x, params_.data() + norm_off_, R, H, float(c.rms_norm_eps));
-  o.matmul_forward(out, ln, params_.data() + head_off_, nullptr, R, H, V);
+  gemm_forward(out, ln, params_.data() + head_off_, nullptr, R, H, V);
   return out;
 }
 

@@ -82,7 +82,12 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   const kernels::Ops& ops() const { return *ops_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
-  std::span<float> parameters() { return params_.span(); }
+  // Write access: a model on a Bf16 table re-rounds its bf16 copy of the weights before it next
+  // uses them (so an optimizer step, a load or a broadcast through this span is seen).
+  std::span<float> parameters() {
+    weights16_stale_ = true;
+    return params_.span();
+  }
   std::span<const float> parameters() const { return params_.span(); }
   // Allocated (zeroed) on first use.
   std::span<float> gradients();
@@ -140,6 +145,13 @@ class Transformer {
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
   void lm_head_rows(const SequenceBatch& batch);
   float* take_head_scratch(int64_t chunk);
+  // The GEMMs on a weight w of params_: through the table's bf16-weight ops and the bf16 copy
+  // when the table has them (MatmulPrecision::Bf16), else the table's plain GEMMs.
+  void gemm_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC);
+  void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                     int64_t N, int64_t IC, int64_t OC);
+  const uint16_t* weights16(const float* w);  // w's place in the bf16 copy, refreshed if stale
 
   ModelConfig config_;
   const kernels::Ops* ops_;
@@ -149,6 +161,8 @@ class Transformer {
   static constexpr size_t kNoTensor = size_t(-1);
   std::vector<std::array<size_t, 16>> layer_offsets_;
   kernels::Buffer<float> params_, grads_;
+  kernels::Buffer<uint16_t> params16_;  // bf16 copy of params_ (Bf16 tables only), same layout
+  bool weights16_stale_ = true;
   size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
 
   kernels::Buffer<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]

@@ -46,23 +46,67 @@ const float* rounded(std::vector<float>& dst, const float* src, int64_t n) {
   return d;
 }
 
-void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
-                    int64_t OC) {
-  const float* inp16 = rounded(t_scratch.a, inp, N * IC);
-  const float* w16 = rounded(t_scratch.b, w, OC * IC);
-  cpu_ops().matmul_forward(out, inp16, w16, bias, N, IC, OC);
+// bf16 bit patterns back to the fp32 values they stand for (exact).
+const float* widened(std::vector<float>& dst, const uint16_t* src, int64_t n) {
+  dst.resize(size_t(n));
+  float* d = dst.data();
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; i++) {
+    const uint32_t bits = uint32_t(src[i]) << 16;
+    std::memcpy(&d[i], &bits, sizeof bits);
+  }
+  return d;
 }
 
-void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                     int64_t N, int64_t IC, int64_t OC) {
+void to_bf16(uint16_t* dst, const float* src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; i++) {
+    const float r = round_to_bf16(src[i]);
+    uint32_t bits;
+    std::memcpy(&bits, &r, sizeof bits);
+    dst[i] = uint16_t(bits >> 16);
+  }
+}
+
+// The fp32 GEMMs on rounded operands. `weight` gives the weight operand as bf16 values in fp32,
+// into the scratch vector it is handed: rounded from fp32 weights, or widened from bf16 ones.
+template <class Weight>
+void forward(float* out, const float* inp, Weight weight, const float* bias, int64_t N, int64_t IC, int64_t OC) {
+  const float* inp16 = rounded(t_scratch.a, inp, N * IC);
+  cpu_ops().matmul_forward(out, inp16, weight(t_scratch.b), bias, N, IC, OC);
+}
+
+template <class Weight>
+void backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, Weight weight, int64_t N,
+              int64_t IC, int64_t OC) {
   const Ops& fp32 = cpu_ops();
   if (dinp || dw) {
     // dout is needed by both products: keep its rounding in `a`, and the other operand in `b`.
     const float* dout16 = rounded(t_scratch.a, dout, N * OC);
-    if (dinp) fp32.matmul_backward(dinp, nullptr, nullptr, dout16, nullptr, rounded(t_scratch.b, w, OC * IC), N, IC, OC);
+    if (dinp) fp32.matmul_backward(dinp, nullptr, nullptr, dout16, nullptr, weight(t_scratch.b), N, IC, OC);
     if (dw) fp32.matmul_backward(nullptr, dw, nullptr, dout16, rounded(t_scratch.b, inp, N * IC), nullptr, N, IC, OC);
   }
   if (dbias) fp32.matmul_backward(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, IC, OC);
+}
+
+void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                    int64_t OC) {
+  forward(out, inp, [&](std::vector<float>& s) { return rounded(s, w, OC * IC); }, bias, N, IC, OC);
+}
+
+void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                     int64_t N, int64_t IC, int64_t OC) {
+  backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return rounded(s, w, OC * IC); }, N, IC, OC);
+}
+
+void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
+                        int64_t OC) {
+  forward(out, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, bias, N, IC, OC);
+}
+
+void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                         const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+  backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, N, IC, OC);
 }
 
 Ops make_table() {
@@ -70,6 +114,9 @@ Ops make_table() {
   t.name = "cpu+bf16";
   t.matmul_forward = matmul_forward;
   t.matmul_backward = matmul_backward;
+  t.to_bf16 = to_bf16;
+  t.matmul_forward_w16 = matmul_forward_w16;
+  t.matmul_backward_w16 = matmul_backward_w16;
   return t;
 }
 

@@ -531,6 +531,9 @@ const Ops kCpuOps = {
     sum_squares,
     scale,
     adamw,
+    /*to_bf16=*/nullptr,
+    /*matmul_forward_w16=*/nullptr,
+    /*matmul_backward_w16=*/nullptr,
 };
 
 }  // namespace

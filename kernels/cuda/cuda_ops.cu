@@ -66,6 +66,9 @@ const Ops kCudaOps = {
     sum_squares,
     scale,
     adamw,
+    /*to_bf16=*/nullptr,
+    /*matmul_forward_w16=*/nullptr,
+    /*matmul_backward_w16=*/nullptr,
 };
 
 int attribute(cudaDeviceAttr a, int device) {
@@ -84,6 +87,9 @@ const Ops& cuda_bf16_matmul_ops() {
     t.name = "cuda+bf16";
     t.matmul_forward = matmul_forward_bf16;
     t.matmul_backward = matmul_backward_bf16;
+    t.to_bf16 = to_bf16;
+    t.matmul_forward_w16 = matmul_forward_w16;
+    t.matmul_backward_w16 = matmul_backward_w16;
     return t;
   }();
   return table;

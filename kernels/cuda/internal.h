@@ -44,6 +44,11 @@ void matmul_forward_bf16(float* out, const float* inp, const float* w, const flo
                          int64_t OC);
 void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                           int64_t N, int64_t IC, int64_t OC);
+void to_bf16(uint16_t* dst, const float* src, int64_t n);
+void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
+                        int64_t OC);
+void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                         const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 
 // attention.cu
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

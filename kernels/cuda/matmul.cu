@@ -4,7 +4,8 @@
 // fp32 in, fp32 out, CUBLAS_COMPUTE_32F (no TF32), so the results match the CPU backend.
 // MatmulPrecision::Bf16 (kernels/ops.h): the operands are first rounded to bf16 into scratch
 // buffers (__float2bfloat16_rn, as the CPU reference rounds), then multiplied on the tensor cores
-// with fp32 outputs and fp32 accumulation; the bias and dbias stay fp32.
+// with fp32 outputs and fp32 accumulation; the bias and dbias stay fp32. The _w16 variants take
+// the weights already in bf16 (a model's bf16 copy) and round only the activations.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -42,7 +43,7 @@ LtContext& lt() {
 uint32_t alignment_of(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   uint32_t align = 256;
-  while (align > 4 && (a % align) != 0) align /= 2;
+  while (align > 2 && (a % align) != 0) align /= 2;  // 2: a bf16 operand inside a model's bf16 copy
   return align;
 }
 
@@ -150,7 +151,8 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
 }
 
 // Device scratch for rounded operands, grown on demand (cudaFree and cudaMalloc synchronise, so
-// growing waits for the ops that used the old buffer); ops run on one stream, so two buffers do.
+// growing waits for the ops that used the old buffer); ops run on one stream, so one buffer per
+// operand of a call does: a (dout), b (inp), w (fp32 weights rounded on the call).
 struct Bf16Scratch {
   __nv_bfloat16* p = nullptr;
   size_t capacity = 0;
@@ -165,7 +167,7 @@ struct Bf16Scratch {
     return p;
   }
 };
-Bf16Scratch g_scratch_a, g_scratch_b;
+Bf16Scratch g_scratch_a, g_scratch_b, g_scratch_w;
 
 __global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -201,26 +203,46 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
 
-// The same products with operands rounded to bf16 (see the top of the file).
-void matmul_forward_bf16(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
-                         int64_t OC) {
+void to_bf16(uint16_t* dst, const float* src, int64_t n) {
+  if (n <= 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 65535);
+  round_to_bf16_kernel<<<unsigned(blocks), threads>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  AZR_CUDA_CHECK(cudaGetLastError());
+}
+
+// The products with bf16 weights (a model's bf16 copy) and the other operand rounded here.
+void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
+                        int64_t OC) {
   if (N == 0 || OC == 0) return;
-  const __nv_bfloat16* w16 = rounded(g_scratch_a, w, OC * IC);
   const __nv_bfloat16* inp16 = rounded(g_scratch_b, inp, N * IC);
   lt_gemm(true, false, OC, N, IC, w16, IC, inp16, IC, 0.f, out, OC, bias, CUDA_R_16BF);
 }
 
-void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                          int64_t N, int64_t IC, int64_t OC) {
+void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                         const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
   if (dinp || (dw && N > 0)) {
     const __nv_bfloat16* dout16 = rounded(g_scratch_a, dout, N * OC);  // both products use it
-    if (dinp) lt_gemm(false, false, IC, N, OC, rounded(g_scratch_b, w, OC * IC), IC, dout16, OC, 1.f, dinp, IC,
-                      nullptr, CUDA_R_16BF);
+    if (dinp) lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, 1.f, dinp, IC, nullptr, CUDA_R_16BF);
     if (dw && N > 0)
       lt_gemm(false, true, IC, OC, N, rounded(g_scratch_b, inp, N * IC), IC, dout16, OC, 1.f, dw, IC, nullptr,
               CUDA_R_16BF);
   }
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
+}
+
+// The same products on fp32 weights: rounded first into their own scratch (the w16 functions
+// use the other two).
+void matmul_forward_bf16(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
+                         int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  matmul_forward_w16(out, inp, reinterpret_cast<const uint16_t*>(rounded(g_scratch_w, w, OC * IC)), bias, N, IC, OC);
+}
+
+void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                          int64_t N, int64_t IC, int64_t OC) {
+  const uint16_t* w16 = dinp ? reinterpret_cast<const uint16_t*>(rounded(g_scratch_w, w, OC * IC)) : nullptr;
+  matmul_backward_w16(dinp, dw, dbias, dout, inp, w16, N, IC, OC);
 }
 
 }  // namespace azr::kernels::cuda_detail

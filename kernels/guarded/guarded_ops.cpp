@@ -208,6 +208,10 @@ Ops make_table(const char* name) {
   AZR_GUARD(sum_squares);
   AZR_GUARD(scale);
   AZR_GUARD(adamw);
+  // The Bf16 table's GEMMs on bf16 weights; null in the Fp32 table, and so here.
+  if (t.to_bf16) AZR_GUARD(to_bf16);
+  if (t.matmul_forward_w16) AZR_GUARD(matmul_forward_w16);
+  if (t.matmul_backward_w16) AZR_GUARD(matmul_backward_w16);
   install_handler();
   return t;
 }

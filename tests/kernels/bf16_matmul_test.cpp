@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -18,6 +19,7 @@
 #include "kernels/guarded/guarded_ops.h"
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
+#include "model/adamw.h"
 #include "model/generate.h"
 #include "model/presets.h"
 #include "model/transformer.h"
@@ -145,6 +147,33 @@ TEST(CpuBf16Matmul, GemmsMultiplyTheRoundedOperandsAndSumInFp32) {
   EXPECT_EQ(dbias_only, dbias);
 }
 
+// The GEMMs on bf16 weights (a model's bf16 copy, written by to_bf16) are the GEMMs on the fp32
+// weights they round from, bit for bit; the Fp32 table has none.
+TEST(CpuBf16Matmul, GemmsOnBf16WeightsEqualGemmsOnTheWeightsTheyRoundFrom) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  ASSERT_NE(bf.to_bf16, nullptr);
+  EXPECT_EQ(cpu_ops().to_bf16, nullptr);
+  EXPECT_EQ(cpu_ops().matmul_forward_w16, nullptr);
+  const int64_t N = 9, IC = 33, OC = 17;
+  const auto inp = randn(size_t(N * IC), 11), w = randn(size_t(OC * IC), 12, 0.3f), bias = randn(size_t(OC), 13),
+             dout = randn(size_t(N * OC), 14);
+  std::vector<uint16_t> w16(w.size());
+  bf.to_bf16(w16.data(), w.data(), int64_t(w.size()));
+  for (size_t i = 0; i < w.size(); i++) EXPECT_EQ(uint32_t(w16[i]) << 16, bits_of(round_to_bf16(w[i]))) << i;
+
+  std::vector<float> out(size_t(N * OC)), out16(out.size());
+  bf.matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
+  bf.matmul_forward_w16(out16.data(), inp.data(), w16.data(), bias.data(), N, IC, OC);
+  EXPECT_EQ(out16, out);
+  std::vector<float> dinp(size_t(N * IC), 0.5f), dw(w.size(), -0.25f), dbias(size_t(OC), 1.f);
+  std::vector<float> dinp16 = dinp, dw16 = dw, dbias16 = dbias;
+  bf.matmul_backward(dinp.data(), dw.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, IC, OC);
+  bf.matmul_backward_w16(dinp16.data(), dw16.data(), dbias16.data(), dout.data(), inp.data(), w16.data(), N, IC, OC);
+  EXPECT_EQ(dinp16, dinp);
+  EXPECT_EQ(dw16, dw);
+  EXPECT_EQ(dbias16, dbias);
+}
+
 TEST(CpuBf16Matmul, BackendsResolveByPrecisionAndUnknownNamesSayWhich) {
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Bf16), &cpu_bf16_matmul_ops());
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Fp32), &cpu_ops());
@@ -189,6 +218,34 @@ TEST(CpuBf16Matmul, TheModelStaysNearTheFp32ModelButIsNotIt) {
   const double grad_err = relative_l2(g16, g32);
   EXPECT_GT(grad_err, 1e-6);
   EXPECT_LT(grad_err, 0.02);
+}
+
+// A model on a Bf16 table multiplies with a bf16 copy of its weights; every write access
+// (parameters(), param()) must make it re-round the copy before the next GEMM. After an AdamW step
+// and after a write through param(), its scores are those of a new model holding the same weights.
+TEST(CpuBf16Matmul, TheModelsBf16WeightsFollowEveryWrite) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const Ops& bf = cpu_bf16_matmul_ops();
+  const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7, 7, 1}, {3, 3, 200, 4}});
+  model::Transformer m = model::Transformer::random(c, 7, 0.05f, bf);
+  auto scores_of_a_copy = [&]() {
+    model::Transformer fresh = model::Transformer::random(c, 99, 0.05f, bf);  // other weights, then overwritten
+    const std::span<const float> p = std::as_const(m).parameters();
+    std::copy(p.begin(), p.end(), fresh.parameters().begin());
+    return fresh.score(batch).logp;
+  };
+  const std::vector<float> before = m.score(batch, 1.f, true).logp;
+  EXPECT_EQ(before, scores_of_a_copy());
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
+  model::AdamW opt(bf, m.parameters().size(), {1e-2, 0.9, 0.999, 1e-8, 0.0});
+  opt.step(m.parameters(), m.gradients());
+  const std::vector<float> after = m.score(batch).logp;
+  EXPECT_NE(after, before) << "the step did not reach the bf16 weights";
+  EXPECT_EQ(after, scores_of_a_copy());
+  for (float& x : m.param("model.norm.weight")) x *= 1.5f;
+  const std::vector<float> rescaled = m.score(batch).logp;
+  EXPECT_NE(rescaled, after);
+  EXPECT_EQ(rescaled, scores_of_a_copy());
 }
 
 // The sampler and the learner run the same bf16 GEMMs, so the sampler's log-probs are the

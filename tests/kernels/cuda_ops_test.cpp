@@ -149,6 +149,24 @@ TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
     double worst = 0;
     for (size_t i = 0; i < got.size(); i++) worst = std::max(worst, std::fabs(double(got[i]) - exact[i]));
     EXPECT_GT(worst, 1e-3) << "bf16 GEMM equals the fp32 one: the operands were not rounded";
+
+    // to_bf16 rounds as the CPU does, bit for bit, and the GEMMs on those bf16 weights are the
+    // GEMMs on the fp32 weights (the same kernels after the rounding), bit for bit.
+    std::vector<uint16_t> w16(w.size());
+    ref.to_bf16(w16.data(), w.data(), int64_t(w.size()));
+    Buffer<uint16_t> d_w16(cuda_ops(), w.size());
+    dev.to_bf16(d_w16.data(), at(d_w), int64_t(w.size()));
+    std::vector<uint16_t> got16(w.size());
+    d_w16.download(got16.data(), got16.size());
+    EXPECT_EQ(got16, w16);
+    auto d_out16 = padded(std::vector<float>(N * OC));
+    dev.matmul_forward_w16(at(d_out16), at(d_inp), d_w16.data(), with_bias ? at(d_bias) : nullptr, N, IC, OC);
+    EXPECT_EQ(back(d_out16, out.size()), got);
+    auto d_dinp16 = padded(dinp0), d_dw16 = padded(dw0), d_dinp2 = padded(dinp0), d_dw2 = padded(dw0);
+    dev.matmul_backward_w16(at(d_dinp16), at(d_dw16), nullptr, at(d_dout), at(d_inp), d_w16.data(), N, IC, OC);
+    dev.matmul_backward(at(d_dinp2), at(d_dw2), nullptr, at(d_dout), at(d_inp), at(d_w), N, IC, OC);
+    EXPECT_EQ(back(d_dinp16, dinp.size()), back(d_dinp2, dinp.size()));
+    EXPECT_EQ(back(d_dw16, dw.size()), back(d_dw2, dw.size()));
   }
 }
 
