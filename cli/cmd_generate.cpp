@@ -22,9 +22,13 @@ void add_device_option(CLI::App* c, DeviceOptions& device) {
   std::string known;
   for (const std::string& name : kernels::backend_names()) known += (known.empty() ? "" : ", ") + name;
   c->add_option("--device", device.device, "where the model runs: " + known)->capture_default_str();
+  std::string precisions;
+  for (const std::string& name : kernels::matmul_precision_names())
+    precisions += (precisions.empty() ? "" : ", ") + name;
   c->add_option("--matmul-precision", device.matmul_precision,
-                "how the GEMMs multiply: fp32, or bf16 (operands rounded to bfloat16, fp32 sums: tensor-core speed "
-                "on a GPU, a reference on the CPU)")
+                "how the GEMMs multiply: " + precisions +
+                    " (bf16: operands rounded to bfloat16, fp32 sums; tensor-core speed on a GPU, a reference on "
+                    "the CPU)")
       ->capture_default_str();
 }
 

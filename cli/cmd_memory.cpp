@@ -23,7 +23,7 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
       "fits --budget-gib. Example, Qwen2.5-1.5B RL on one 80 GB GPU: azr memory MODEL_DIR --seq-len 4096 "
       "--kv-slots 256 --kv-capacity 4096");
   c->add_option("model", o.model, "model directory, config.json or preset")->required();
-  c->add_option("--precision", o.precision, "bf16-mixed | fp32")->capture_default_str();
+  c->add_option("--precision", o.precision, "bf16-mixed | fp32 | fp32+bf16-gemm (model.matmul_precision = \"bf16\" today)")->capture_default_str();
   c->add_option("--seq-len", o.seq_len, "tokens per training sequence")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--micro-batch", o.micro_batch, "sequences per micro-batch; 0 = the largest that fits")
       ->capture_default_str()
@@ -88,6 +88,7 @@ int run_memory(const MemoryOptions& o) {
                                   {"master_weights", p.master_weights},
                                   {"gradients", p.gradients},
                                   {"adam", p.adam},
+                                  {"gemm_scratch", p.gemm_scratch},
                                   {"activations", p.activations},
                                   {"backward_scratch", p.backward_scratch},
                                   {"lm_head", p.lm_head},

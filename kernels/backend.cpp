@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 #include "kernels/guarded/guarded_ops.h"
@@ -37,6 +39,14 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   std::string known;
   for (const std::string& name : backend_names()) known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown device '" + std::string(device) + "' (known: " + known + ")");
+}
+
+double device_memory_bytes(std::string_view device, int device_index) {
+  (void)backend_ops(device, device_index);  // the same errors for an unknown or unusable device
+#ifdef AZR_HAVE_CUDA_KERNELS
+  if (device == "cuda") return cuda_total_memory(device_index % cuda_device_count());
+#endif
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
 }
 
 std::vector<std::string> matmul_precision_names() { return {"fp32", "bf16"}; }

@@ -22,6 +22,10 @@ std::vector<std::string> backend_names();
 const Ops& backend_ops(std::string_view device, int device_index = 0,
                        MatmulPrecision precision = MatmulPrecision::Fp32);
 
+// The memory a model on `device` can use, in bytes: the GPU's (device_index modulo the visible
+// GPUs) for "cuda", this machine's physical memory for the CPU devices. Throws as backend_ops.
+double device_memory_bytes(std::string_view device, int device_index = 0);
+
 // "fp32" | "bf16", the names of `--matmul-precision` and `model.matmul_precision`. parse throws
 // std::invalid_argument naming the known ones.
 MatmulPrecision parse_matmul_precision(std::string_view name);

@@ -9,10 +9,18 @@ namespace azr::model {
 Precision parse_precision(std::string_view s) {
   if (s == "fp32") return Precision::Fp32;
   if (s == "bf16-mixed") return Precision::Bf16Mixed;
-  throw std::invalid_argument("unknown precision '" + std::string(s) + "' (known: fp32, bf16-mixed)");
+  if (s == "fp32+bf16-gemm") return Precision::Fp32Bf16Gemm;
+  throw std::invalid_argument("unknown precision '" + std::string(s) + "' (known: fp32, bf16-mixed, fp32+bf16-gemm)");
 }
 
-const char* precision_name(Precision p) { return p == Precision::Fp32 ? "fp32" : "bf16-mixed"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16Mixed: return "bf16-mixed";
+    case Precision::Fp32Bf16Gemm: return "fp32+bf16-gemm";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -68,6 +76,17 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
   // one decode step: Transformer::decode's buffers plus the fp32 next-token logits
   p.decode_buffers = double(s.kv_slots) * ((4 * H + 2 * qd + 2 * kd + 2 * I) * a + 4.0 + V * 4.0);
+
+  if (s.precision == Precision::Fp32Bf16Gemm) {
+    // The fp32 model is the master; the GEMMs read a bf16 copy of it and round their other
+    // operands into two scratch buffers that keep their largest size: a GEMM input (a layer's
+    // N x max(H, q_dim, I), or a head chunk's rows x H) and an output gradient (the same, or a
+    // head chunk's rows x V in backward).
+    p.master_weights = p.weights;
+    p.weights = 2.0 * P;
+    const double widest = std::max({H, qd, I});
+    p.gemm_scratch = 2.0 * (std::max(N * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
+  }
   return p;
 }
 
@@ -105,6 +124,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   line("master weights (fp32)", p.master_weights);
   line("gradients (fp32)", p.gradients);
   line("AdamW m, v (fp32)", p.adam);
+  if (p.gemm_scratch > 0) line("bf16 GEMM scratch", p.gemm_scratch);
   line("activations", p.activations);
   line("backward scratch", p.backward_scratch);
   line("LM head (chunked)", p.lm_head);

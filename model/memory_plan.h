@@ -6,6 +6,10 @@
 //
 // Precision profiles:
 //   fp32       the CPU backend: fp32 weights (no separate master copy), fp32 everything.
+//   fp32+bf16-gemm  what model.matmul_precision = "bf16" allocates on a GPU today: the fp32 model
+//              (weights as master), its bf16 copy of the weights, and the bf16 scratch its GEMMs
+//              round activations into (the largest GEMM input and output gradient, held once
+//              grown). 18 bytes per parameter before any activation, activations fp32.
 //   bf16-mixed the GPU plan of DESIGN.md: bf16 compute weights, activations and KV cache; fp32
 //              master weights, gradients (so micro-batches accumulate in fp32) and AdamW m, v.
 //              18 bytes per parameter before any activation.
@@ -21,8 +25,9 @@
 
 namespace azr::model {
 
-enum class Precision { Fp32, Bf16Mixed };
-Precision parse_precision(std::string_view s);  // "fp32" | "bf16-mixed"; throws std::invalid_argument
+enum class Precision { Fp32, Bf16Mixed, Fp32Bf16Gemm };
+// "fp32" | "bf16-mixed" | "fp32+bf16-gemm"; throws std::invalid_argument
+Precision parse_precision(std::string_view s);
 const char* precision_name(Precision p);
 
 struct MemoryPlanSettings {
@@ -39,14 +44,14 @@ struct MemoryPlanSettings {
 struct MemoryPlan {
   int64_t parameters = 0;
   // persistent
-  double weights = 0, master_weights = 0, gradients = 0, adam = 0;
+  double weights = 0, master_weights = 0, gradients = 0, adam = 0, gemm_scratch = 0;
   // training phase
   double activations = 0, backward_scratch = 0, lm_head = 0;
   // generation phase
   double kv_cache = 0, decode_buffers = 0;
   double reserve = 0;
 
-  double persistent() const { return weights + master_weights + gradients + adam; }
+  double persistent() const { return weights + master_weights + gradients + adam + gemm_scratch; }
   double training_peak() const { return persistent() + activations + backward_scratch + lm_head + reserve; }
   double generation_peak() const { return persistent() + kv_cache + decode_buffers + reserve; }
   double peak() const { return training_peak() > generation_peak() ? training_peak() : generation_peak(); }

@@ -130,6 +130,7 @@ int bootstrap(const BootstrapOptions& opt) {
     throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
   // The model and tokenizer first: a bad model.path fails before minutes of task generation.
   model::Transformer m = initial_model(cfg, model_backend(cfg));
+  const MicroBatchChoice micro = resolve_micro_batch(cfg);  // 0 = the largest that fits
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   kernels::set_cpu_threads(cfg.run.threads > 0 ? cfg.run.threads : cores);
@@ -225,7 +226,8 @@ int bootstrap(const BootstrapOptions& opt) {
   bootstrap::WarmStartSettings ws;
   ws.steps = cfg.bootstrap.steps;
   ws.batch_size = cfg.bootstrap.batch_size;
-  ws.micro_batch_size = cfg.algorithm.micro_batch_size;
+  ws.micro_batch_size = micro.size;
+  if (!micro.note.empty()) say(micro.note);
   ws.lr = cfg.bootstrap.lr;
   ws.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 7});
   const int32_t eos = int32_t(m.config().eos_token_ids.empty() ? 0 : m.config().eos_token_ids[0]);

@@ -102,6 +102,9 @@ const std::vector<KeySpec>& schema() {
        "how the GEMMs multiply: \"fp32\", or \"bf16\" (each operand rounded to bfloat16, sums in fp32: the GPU's "
        "tensor cores; on the CPU a slower reference). Generation and learning use the same, so the sampler's "
        "log-probs stay the learner's", {"precision", "dtype", "mixed_precision"}},
+      {AZR_KEY(model, memory_gib), float_min(0.0),
+       "device memory that algorithm.micro_batch_size = 0 plans for, GiB; 0 = the GPU's memory (model.device = "
+       "\"cuda\"), or this machine's on the CPU", {"memory", "budget_gib", "gpu_memory"}},
       // [algorithm]
       {AZR_KEY(algorithm, batch_size), int_min(1), "prompts per task x role group and step (B)", {"b", "batch"}},
       {AZR_KEY(algorithm, k_references), int_min(1), "references in a deduction/abduction proposer prompt (K)", {"k", "references"}},
@@ -130,7 +133,9 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(algorithm, adam_eps), float_above(0.0), "AdamW denominator epsilon", {"eps"}},
       {AZR_KEY(algorithm, weight_decay), float_min(0.0), "AdamW decoupled weight decay", {"wd"}},
       {AZR_KEY(algorithm, grad_clip), float_min(0.0), "global gradient-norm clip; 0 = off", {"max_grad_norm", "clip_grad_norm"}},
-      {AZR_KEY(algorithm, micro_batch_size), int_min(1), "sequences per forward/backward (gradients accumulate exactly)"},
+      {AZR_KEY(algorithm, micro_batch_size), int_min(0),
+       "sequences per forward/backward (gradients accumulate exactly); 0 = the largest whose training peak, in the "
+       "memory plan (azr memory) for max_prompt_tokens + max_response_tokens, fits model.memory_gib"},
       {AZR_KEY(algorithm, generation_batch_size), int_min(1), "sequences per generate() call"},
       // [seeding]
       {AZR_KEY(seeding, target), i64_min(0), "tasks per type in the buffer before step 1 (B x 4)"},

@@ -39,6 +39,7 @@ struct ModelSection {
   std::string device = "cpu";     // "cpu" | "cuda" | "cpu-guarded" (kernels/backend.h)
   bool recompute = false;         // activation recomputation in backward (Transformer::set_recompute)
   std::string matmul_precision = "fp32";  // "fp32" | "bf16": how the GEMMs multiply (kernels/ops.h)
+  double memory_gib = 0;          // algorithm.micro_batch_size = 0 plans for this; 0 = the device's memory
   bool operator==(const ModelSection&) const = default;
 };
 
@@ -67,7 +68,7 @@ struct AlgorithmSection {
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
   double weight_decay = 0.01;
   double grad_clip = 1.0;           // 0 = off
-  int micro_batch_size = 8;         // sequences per forward/backward (gradients accumulate exactly)
+  int micro_batch_size = 8;         // sequences per forward/backward (gradients accumulate exactly); 0 = largest that fits
   int generation_batch_size = 64;   // sequences per generate() call
   bool operator==(const AlgorithmSection&) const = default;
 };

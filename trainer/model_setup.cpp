@@ -1,11 +1,16 @@
 #include "trainer/model_setup.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
 #include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
+#include "model/memory_plan.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "trainer/seeds.h"
@@ -30,6 +35,51 @@ const kernels::Ops& model_backend(const TrainConfig& c, int local_rank) {
   } catch (const std::invalid_argument& e) {
     throw UserError("model.device: " + std::string(e.what()));
   }
+}
+
+model::ModelConfig model_config(const TrainConfig& c) {
+  try {
+    if (!c.model.preset.empty()) return model::preset_config(c.model.preset);
+    return model::load_config((fs::path(c.model.path) / "config.json").string());
+  } catch (const model::ConfigError& e) {
+    throw UserError((c.model.preset.empty() ? std::string() : "model.preset: ") + e.what());
+  }
+}
+
+MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank) {
+  if (c.algorithm.micro_batch_size > 0) return {c.algorithm.micro_batch_size, ""};
+  const model::ModelConfig mc = model_config(c);
+  model::MemoryPlanSettings s;
+  // The CPU's bf16 table keeps fp32 rounding copies instead (a reference, not a memory target):
+  // the GPU's profile is the closer one there too.
+  s.precision = c.model.matmul_precision == "bf16" ? model::Precision::Fp32Bf16Gemm : model::Precision::Fp32;
+  s.seq_len = int64_t(c.algorithm.max_prompt_tokens) + c.algorithm.max_response_tokens;
+  s.recompute = c.model.recompute;
+  constexpr double kGiB = double(1ull << 30);
+  double budget = c.model.memory_gib * kGiB;
+  std::string where = "model.memory_gib";
+  if (budget <= 0) {
+    try {
+      budget = kernels::device_memory_bytes(c.model.device, local_rank);
+    } catch (const std::invalid_argument& e) {
+      throw UserError("model.device: " + std::string(e.what()));
+    }
+    where = c.model.device == "cuda" ? "the GPU's memory" : "this machine's memory";
+  }
+  const int64_t n = model::max_micro_batch(mc, s, budget);
+  s.micro_batch = std::max<int64_t>(n, 1);
+  const model::MemoryPlan plan = model::plan_memory(mc, s);
+  if (n == 0)
+    throw UserError(fmt::format(
+        "algorithm.micro_batch_size = 0: not even one sequence of {} tokens fits {:.2f} GiB ({}): its training "
+        "peak is {:.2f} GiB (`azr memory` shows where it goes); set model.recompute = true, lower "
+        "algorithm.max_prompt_tokens / max_response_tokens, or give micro_batch_size",
+        s.seq_len, budget / kGiB, where, plan.training_peak() / kGiB));
+  const int size = int(std::min<int64_t>(n, std::numeric_limits<int>::max()));
+  return {size, fmt::format("micro-batch: {} sequence(s) of up to {} tokens, the largest whose training peak "
+                            "({:.2f} GiB, {}{}) fits {:.2f} GiB ({})",
+                            size, s.seq_len, plan.training_peak() / kGiB, model::precision_name(s.precision),
+                            s.recompute ? ", recompute" : "", budget / kGiB, where)};
 }
 
 model::Transformer load_model_dir(const fs::path& dir, const kernels::Ops& ops) {

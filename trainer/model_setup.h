@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/ops.h"
 #include "model/chat_format.h"
@@ -28,6 +29,18 @@ model::Transformer load_model_dir(const std::filesystem::path& dir, const kernel
 // model.preset: a new model, initialised from the run seed; else model.path. In `ops`' memory,
 // with model.recompute applied.
 model::Transformer initial_model(const TrainConfig& config, const kernels::Ops& ops = kernels::cpu_ops());
+// algorithm.micro_batch_size with 0 resolved: the largest micro-batch of max_prompt_tokens +
+// max_response_tokens sequences whose training peak in the memory plan (model/memory_plan.h,
+// `azr memory`) fits model.memory_gib, or the device's memory when that is 0. `note` is the log
+// line saying how it was chosen ("" when the config gave the size). Throws UserError when not
+// even one sequence fits, with the numbers.
+struct MicroBatchChoice {
+  int size = 1;
+  std::string note;
+};
+MicroBatchChoice resolve_micro_batch(const TrainConfig& config, int local_rank = 0);
+// The ModelConfig of model.preset or model.path/config.json. Throws UserError.
+model::ModelConfig model_config(const TrainConfig& config);
 // The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its
 // directory) or model.path/tokenizer.json. Throws UserError.
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);

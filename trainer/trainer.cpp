@@ -142,6 +142,8 @@ int train(const TrainOptions& opt) {
   if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
   // The device too, before anything is written: a run dir left behind would refuse the rerun.
   const kernels::Ops& backend = model_backend(cfg, launch.local_rank);
+  // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
+  const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank);
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
@@ -172,6 +174,7 @@ int train(const TrainOptions& opt) {
     fs::rename(tmp, run_dir / "config.toml");
   }
   comm->barrier();
+  cfg.algorithm.micro_batch_size = micro.size;
 
   RunLog log;
   log.set_quiet(!root);
@@ -256,6 +259,7 @@ int train(const TrainOptions& opt) {
   log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() : std::string()));
+  if (!micro.note.empty()) log(micro.note);
   if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
 
   auto write_ckpt = [&](int64_t step) -> std::string {

@@ -125,6 +125,12 @@ std::string cuda_device_description(int index) {
   return buf;
 }
 
+double cuda_total_memory(int index) {
+  cudaDeviceProp p{};
+  AZR_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  return double(p.totalGlobalMem);
+}
+
 std::string cuda_compiled_architectures() {
 #ifdef __CUDA_ARCH_LIST__
 #define AZR_STRINGIFY_LIST(...) #__VA_ARGS__

@@ -29,6 +29,8 @@ int cuda_device_count(std::string* why = nullptr);
 void cuda_select_device(int index);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, 3352 GB/s)" for device `index`.
 std::string cuda_device_description(int index = 0);
+// Memory of device `index` in bytes (cudaDeviceProp::totalGlobalMem).
+double cuda_total_memory(int index = 0);
 // Peak memory bandwidth of the device in bytes/s (from its bus width and memory clock).
 double cuda_peak_bandwidth(int index = 0);
 // The architectures this binary carries code for, e.g. "sm_80 sm_90".

@@ -249,6 +249,34 @@ TEST(TrainCli, Bf16MatmulPrecisionRunsAStep) {
   EXPECT_NE(got[0], want[0]) << "bf16 GEMMs left step 1's metrics exactly fp32's";
 }
 
+// algorithm.micro_batch_size = 0: the trainer takes the largest micro-batch that `azr memory`
+// says fits model.memory_gib for the run's longest sequence (prompt + response limits), logs how
+// it chose, and keeps 0 in the saved config; when not even one sequence fits it stops before
+// writing anything, with the numbers.
+TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
+  const fs::path run = scratch("auto-micro");
+  const auto fit = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--seq-len", "4120",
+                                "--budget-gib", "3", "--json"});
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  const int64_t expected = json::parse(fit.out)["micro_batch"].get<int64_t>();
+  ASSERT_GT(expected, 1);
+  auto r = run_process({azr(), "train", fixture(), "--run-dir", run.string(), "--set", "run.steps=0", "--set",
+                        "algorithm.micro_batch_size=0", "--set", "model.memory_gib=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = slurp(run / "log.txt");
+  EXPECT_NE(log.find("micro-batch: " + std::to_string(expected) + " sequence(s) of up to 4120 tokens"),
+            std::string::npos) << log;
+  EXPECT_NE(slurp(run / "config.toml").find("micro_batch_size = 0"), std::string::npos);
+
+  const fs::path none = scratch("auto-micro-none");
+  r = run_process({azr(), "train", fixture(), "--run-dir", none.string(), "--set", "algorithm.micro_batch_size=0",
+                   "--set", "model.memory_gib=0.5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("algorithm.micro_batch_size = 0: not even one sequence of 4120 tokens fits 0.50 GiB"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(none));
+}
+
 TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("kill");
