@@ -15,8 +15,8 @@
 //           this is the criterion ">= 60% of the HBM bandwidth bound". "bf16 bound" is the
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
-//   sums, kernels/ops.h); the decode "bw" counts the weights azr reads (fp32, or the model's bf16
-//   copy with bf16) and its fp32 KV cache.
+//   sums, kernels/ops.h); the decode "bw" counts the weights and KV cache azr reads: fp32, or with
+//   bf16 the model's bf16 copy of the weights and its bf16 cache.
 //   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
 //           backward, clip, AdamW). MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
@@ -316,9 +316,9 @@ int main(int argc, char** argv) {
           const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
           const double step_s = (t_n - t_1) / double(N - 1);
           const double tps = double(G * N) / t_n;
-          // A Bf16 table's model reads its bf16 copy of the weights; the KV cache is fp32 either way.
-          const int weight_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
-          const double bytes = decode_step_bytes(sh, G, mean_pos, weight_bytes, 4);
+          // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
+          const int value_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
+          const double bytes = decode_step_bytes(sh, G, mean_pos, value_bytes, value_bytes);
           const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
           const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
           json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
@@ -394,9 +394,9 @@ int main(int argc, char** argv) {
     std::printf("%-12s %-32s %10s %10s %7s  %s\n", r.config.c_str(), r.workload.c_str(), r.azr.c_str(), r.hf.c_str(),
                 r.ratio.c_str(), r.notes.c_str());
   std::printf(
-      "\ndecode: HF generate in bf16 (sdpa attention); azr [fp32] reads fp32 weights, [bf16] its bf16 copy, both an\n"
-      "fp32 KV cache; tok/s includes the prefill; step = (t(N) - t(1)) / (N - 1); bw = the bytes a step must read\n"
-      "/ step time / peak bandwidth.\n"
+      "\ndecode: HF generate in bf16 (sdpa attention); azr [fp32] reads fp32 weights and KV cache, [bf16] bf16 ones;\n"
+      "tok/s includes the prefill; step = (t(N) - t(1)) / (N - 1); bw = the bytes a step must read / step time / peak\n"
+      "bandwidth.\n"
       "train: torch = transformers' Qwen2ForCausalLM with labels, clip_grad_norm_, AdamW(fused), in bf16 autocast\n"
       "over fp32 weights and in fp32 (TF32 off, as azr's GEMMs); MFU = 6N + 12 L q_dim T FLOPs per token over the\n"
       "dense bf16 peak.\n\n");

@@ -86,6 +86,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     p.weights = 2.0 * P;
     const double widest = std::max({H, qd, I});
     p.gemm_scratch = 2.0 * (std::max(N * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
+    // Attention reads its keys and values rounded to bf16 from two fp32 copies [N, kv_dim] (its
+    // kernels are fp32), and the KV cache holds bf16.
+    p.gemm_scratch += 2.0 * N * kd * 4.0;
+    p.kv_cache /= 2.0;
   }
   return p;
 }

@@ -7,9 +7,10 @@
 // Precision profiles:
 //   fp32       the CPU backend: fp32 weights (no separate master copy), fp32 everything.
 //   fp32+bf16-gemm  what model.matmul_precision = "bf16" allocates on a GPU today: the fp32 model
-//              (weights as master), its bf16 copy of the weights, and the bf16 scratch its GEMMs
+//              (weights as master), its bf16 copy of the weights, the bf16 scratch its GEMMs
 //              round activations into (the largest GEMM input and output gradient, held once
-//              grown). 18 bytes per parameter before any activation, activations fp32.
+//              grown), attention's rounded fp32 copies of k and v, and a bf16 KV cache. 18 bytes
+//              per parameter before any activation, activations fp32.
 //   bf16-mixed the GPU plan of DESIGN.md: bf16 compute weights, activations and KV cache; fp32
 //              master weights, gradients (so micro-batches accumulate in fp32) and AdamW m, v.
 //              18 bytes per parameter before any activation.

@@ -95,8 +95,11 @@ KVCache::KVCache(const ModelConfig& c, int64_t slots_, int64_t capacity_, const 
       slots(slots_),
       capacity(capacity_),
       row(c.num_key_value_heads * c.head_dim),
-      k(ops, size_t(layers * slots * capacity * row)),
-      v(ops, size_t(layers * slots * capacity * row)) {}
+      bf16(ops.kv_store_w16 != nullptr),
+      k(ops, bf16 ? 0 : size_t(layers * slots * capacity * row)),
+      v(ops, bf16 ? 0 : size_t(layers * slots * capacity * row)),
+      k16(ops, bf16 ? size_t(layers * slots * capacity * row) : 0),
+      v16(ops, bf16 ? size_t(layers * slots * capacity * row) : 0) {}
 
 // Pointers to one layer's weights (or their gradients) in the flat buffer; null for absent biases.
 struct Transformer::LayerWeights {
@@ -206,6 +209,25 @@ void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const floa
     ops_->matmul_backward_w16(dinp, dw, dbias, dout, inp, weights16(w), N, IC, OC);
   else
     ops_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+}
+
+void Transformer::store_kv(KVCache& cache, int64_t l, const float* k, const float* v, const int32_t* slot,
+                           const int32_t* pos, int64_t R) {
+  if (cache.bf16)
+    ops_->kv_store_w16(cache.k16_at(l), cache.v16_at(l), k, v, slot, pos, R, cache.row, cache.slot_stride());
+  else
+    ops_->kv_store(cache.k_at(l), cache.v_at(l), k, v, slot, pos, R, cache.row, cache.slot_stride());
+}
+
+void Transformer::attend_cache(float* out, const float* q, KVCache& cache, int64_t l, const int32_t* slot,
+                               const int32_t* pos, int64_t R) {
+  const ModelConfig& c = config_;
+  const kernels::AttentionShape shape{0, 0, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                                      cache.slot_stride(), nullptr};
+  if (cache.bf16)
+    ops_->attention_decode_w16(out, q, cache.k16_at(l), cache.v16_at(l), slot, pos, R, shape);
+  else
+    ops_->attention_decode(out, q, cache.k_at(l), cache.v_at(l), slot, pos, R, shape);
 }
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
@@ -547,7 +569,7 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   for (int32_t len : prompts.lengths)
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
   forward_layers(prompts, Keep::Everything);  // the cache takes every layer's k and v
-  const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size, kd = cache.row;
+  const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size;
   const kernels::Ops& o = *ops_;
   // Every row of the batch into the cache (row b*T + t to slot b, position t; padding skipped).
   std::vector<int32_t> where(static_cast<size_t>(2 * B * T));
@@ -560,8 +582,7 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   step_idx_.upload(where.data(), where.size());
   for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
     const LayerActs& a = layer_acts_[size_t(l)];
-    o.kv_store(cache.k_at(l), cache.v_at(l), a.k, a.v, step_idx_.data(), step_idx_.data() + B * T, B * T, kd,
-               cache.slot_stride());
+    store_kv(cache, l, a.k, a.v, step_idx_.data(), step_idx_.data() + B * T, B * T);
   }
   // Each prompt's last row, gathered, through the LM head.
   std::vector<int32_t> last_rows(static_cast<size_t>(B));
@@ -604,7 +625,6 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   step_idx_.upload(pos.data(), size_t(R), size_t(2 * R));
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   const kernels::Ops& o = *ops_;
-  const kernels::AttentionShape shape{0, 0, nh, nkv, d, cache.slot_stride(), nullptr};
   o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
@@ -614,8 +634,8 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
     gemm_forward(v, ln, w.wv, w.bv, R, H, kd);
     o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
     o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
-    o.kv_store(cache.k_at(l), cache.v_at(l), k, v, slot_d, pos_d, R, kd, cache.slot_stride());
-    o.attention_decode(att, q, cache.k_at(l), cache.v_at(l), slot_d, pos_d, R, shape);
+    store_kv(cache, l, k, v, slot_d, pos_d, R);
+    attend_cache(att, q, cache, l, slot_d, pos_d, R);
     gemm_forward(tmp, att, w.wo, w.bo, R, qd, H);
     o.add(h, x, tmp, R * H);
     o.rmsnorm_forward(ln, rstd, h, w.ln2, R, H, float(c.rms_norm_eps));

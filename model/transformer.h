@@ -55,13 +55,19 @@ struct ParamTensor {
 // Keys and values of every layer for `slots` sequences of up to `capacity` positions:
 // [layer][slot][position][kv_heads * head_dim], in the memory of the model's backend (pass
 // model.ops()).
+// On a table with a bf16 KV cache (a Bf16 table: kernels/ops.h kv_store_w16) the cache is bf16
+// (k16, v16) and k, v are empty; else fp32.
 struct KVCache {
   int64_t layers = 0, slots = 0, capacity = 0, row = 0;
+  bool bf16 = false;
   kernels::Buffer<float> k, v;
+  kernels::Buffer<uint16_t> k16, v16;
 
   KVCache(const ModelConfig& c, int64_t slots, int64_t capacity, const kernels::Ops& ops = kernels::cpu_ops());
   float* k_at(int64_t layer) { return k.data() + layer * slots * capacity * row; }
   float* v_at(int64_t layer) { return v.data() + layer * slots * capacity * row; }
+  uint16_t* k16_at(int64_t layer) { return k16.data() + layer * slots * capacity * row; }
+  uint16_t* v16_at(int64_t layer) { return v16.data() + layer * slots * capacity * row; }
   int64_t slot_stride() const { return capacity * row; }
 };
 
@@ -152,6 +158,11 @@ class Transformer {
   void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC);
   const uint16_t* weights16(const float* w);  // w's place in the bf16 copy, refreshed if stale
+  // A layer's keys and values into the cache, and attention over it, in the cache's type.
+  void store_kv(KVCache& cache, int64_t layer, const float* k, const float* v, const int32_t* slot,
+                const int32_t* pos, int64_t R);
+  void attend_cache(float* out, const float* q, KVCache& cache, int64_t layer, const int32_t* slot,
+                    const int32_t* pos, int64_t R);
 
   ModelConfig config_;
   const kernels::Ops* ops_;

@@ -1,5 +1,6 @@
-// The CPU backend's MatmulPrecision::Bf16 GEMMs: round the operands of each product to bf16 in
-// scratch copies, then run the fp32 GEMM on them. A product of two bf16 values is exact in fp32
+// The CPU backend's MatmulPrecision::Bf16 table: round the operands of each product to bf16 in
+// scratch copies, then run the fp32 GEMM on them; attention likewise on rounded keys and values,
+// and the KV cache in bf16. A product of two bf16 values is exact in fp32
 // (8 + 8 significant bits fit in 24), so this is the tensor cores' arithmetic up to the order of
 // the fp32 sums: the reference the CUDA backend's bf16 GEMMs are checked against.
 #include "kernels/cpu/bf16_matmul.h"
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/attention_decode.h"
 #include "kernels/ops.h"
 
 namespace azr::kernels {
@@ -109,6 +111,46 @@ void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout
   backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, N, IC, OC);
 }
 
+// Attention on keys and values rounded to bf16 (a bf16 KV cache's values), in fp32. k and v hold
+// B sequences at kv_seq_stride.
+struct RoundedKv {
+  const float* k;
+  const float* v;
+};
+thread_local std::vector<float> t_k16, t_v16;
+RoundedKv rounded_kv(const float* k, const float* v, const AttentionShape& s) {
+  const int64_t n = s.B * s.kv_seq_stride;
+  return {rounded(t_k16, k, n), rounded(t_v16, v, n)};
+}
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionShape& s) {
+  const RoundedKv kv = rounded_kv(k, v, s);
+  cpu_ops().attention_forward(out, lse, q, kv.k, kv.v, s);
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const AttentionShape& s) {
+  const RoundedKv kv = rounded_kv(k, v, s);
+  cpu_ops().attention_backward(dq, dk, dv, dout, out, lse, q, kv.k, kv.v, s);
+}
+
+void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
+                  const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
+#pragma omp parallel for schedule(static) if (R * row >= kParallelMin)
+  for (int64_t r = 0; r < R; r++) {
+    if (pos[r] < 0) continue;
+    const int64_t at = int64_t(slot[r]) * slot_stride + int64_t(pos[r]) * row;
+    to_bf16(kcache + at, k + r * row, row);
+    to_bf16(vcache + at, v + r * row, row);
+  }
+}
+
+void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
+                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s) {
+  cpu_detail::attention_decode_rows(out, q, kcache, vcache, slot, pos, R, s, 16 * kParallelMin);
+}
+
 Ops make_table() {
   Ops t = cpu_ops();
   t.name = "cpu+bf16";
@@ -117,6 +159,10 @@ Ops make_table() {
   t.to_bf16 = to_bf16;
   t.matmul_forward_w16 = matmul_forward_w16;
   t.matmul_backward_w16 = matmul_backward_w16;
+  t.attention_forward = attention_forward;
+  t.attention_backward = attention_backward;
+  t.kv_store_w16 = kv_store_w16;
+  t.attention_decode_w16 = attention_decode_w16;
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "kernels/cpu/attention_decode.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/ops.h"
 
@@ -324,41 +325,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& s) {
-  const int64_t H = s.heads, d = s.d, group = s.heads / s.kv_heads, kv_row = s.kv_heads * d;
-  const float scale = 1.f / std::sqrt(float(d));
-  const int64_t longest = R > 0 ? int64_t(*std::max_element(pos, pos + R)) + 1 : 0;
-#pragma omp parallel if (R * H * d * longest >= 16 * kParallelMin)
-  {
-    static thread_local std::vector<float> buf;
-#pragma omp for schedule(dynamic, 1) collapse(2)
-    for (int64_t r = 0; r < R; r++) {
-      for (int64_t h = 0; h < H; h++) {
-        const int64_t n = int64_t(pos[r]) + 1;
-        const float* qh = q + (r * H + h) * d;
-        const float* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + (h / group) * d;
-        const float* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + (h / group) * d;
-        float* sc = scratch(buf, size_t(n));
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < n; j++) {
-          sc[j] = dot(qh, kb + j * kv_row, d) * scale;
-          mx = std::max(mx, sc[j]);
-        }
-        float sum = 0.f;
-        for (int64_t j = 0; j < n; j++) {
-          sc[j] = std::exp(sc[j] - mx);
-          sum += sc[j];
-        }
-        float* o = out + (r * H + h) * d;
-        std::memset(o, 0, sizeof(float) * d);
-        const float inv = 1.f / sum;
-        for (int64_t j = 0; j < n; j++) {
-          const float p = sc[j] * inv;
-          const float* vj = vb + j * kv_row;
-          for (int64_t i = 0; i < d; i++) o[i] += p * vj[i];
-        }
-      }
-    }
-  }
+  cpu_detail::attention_decode_rows(out, q, kcache, vcache, slot, pos, R, s, 16 * kParallelMin);
 }
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
@@ -534,6 +501,8 @@ const Ops kCpuOps = {
     /*to_bf16=*/nullptr,
     /*matmul_forward_w16=*/nullptr,
     /*matmul_backward_w16=*/nullptr,
+    /*kv_store_w16=*/nullptr,
+    /*attention_decode_w16=*/nullptr,
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 // each lane owns the elements lane, lane + 32, ... Head dims up to kMaxD.
 //
 // fp32 throughout; the bf16 tensor-core path is future work (issue 9).
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -52,14 +54,19 @@ __device__ __forceinline__ void load_rows(float* dst, int64_t dst_stride, const 
 
 // acc (this lane's elements lane, lane + 32, ...) += sum_{r < count} coef_r rows[r], where lane r
 // holds coef_r: the probabilities (or dS) scored lane by lane, applied to the tile's rows.
-__device__ __forceinline__ void accumulate_rows(float (&acc)[kPerLane], float coef, const float* rows,
+// Rows are fp32, or bf16 (a bf16 KV cache), read as fp32.
+__device__ __forceinline__ float as_float(float x) { return x; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kPerLane], float coef, const T* rows,
                                                 int64_t row_stride, int64_t count, int64_t d, int lane) {
   for (int r = 0; r < count; r++) {
     const float c = __shfl_sync(kFull, coef, r);
 #pragma unroll
     for (int u = 0; u < kPerLane; u++) {
       const int64_t i = lane + u * kWarp;
-      if (i < d) acc[u] += c * rows[r * row_stride + i];
+      if (i < d) acc[u] += c * as_float(rows[r * row_stride + i]);
     }
   }
 }
@@ -243,7 +250,9 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
 // grid (R, ceil(H / kDecodeWarps)). Shared: each warp's query row [kDecodeWarps][d].
 constexpr int kDecodeWarps = 4;
 
-__global__ void attention_decode_kernel(float* out, const float* q, const float* kcache, const float* vcache,
+// KV: float, or __nv_bfloat16 for a bf16 cache (the same arithmetic on the values read as fp32).
+template <class KV>
+__global__ void attention_decode_kernel(float* out, const float* q, const KV* kcache, const KV* vcache,
                                         const int32_t* slot, const int32_t* pos, Dims s) {
   extern __shared__ float smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -254,16 +263,16 @@ __global__ void attention_decode_kernel(float* out, const float* q, const float*
   for (int64_t i = lane; i < d; i += kWarp) qs[i] = qh[i];
   __syncwarp();
   const int64_t n = int64_t(pos[r]) + 1;
-  const float* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
-  const float* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
+  const KV* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
+  const KV* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
   float m = -INFINITY, l = 0.f, acc[kPerLane] = {};
   for (int64_t j0 = 0; j0 < n; j0 += kWarp) {
     const int64_t j = j0 + lane, nk = min(int64_t(kWarp), n - j0);
     float sc = -INFINITY;
     if (j < n) {
-      const float* kj = kb + j * s.kv_row;
+      const KV* kj = kb + j * s.kv_row;
       float dot = 0.f;
-      for (int64_t i = 0; i < d; i++) dot += qs[i] * kj[i];
+      for (int64_t i = 0; i < d; i++) dot += qs[i] * as_float(kj[i]);
       sc = dot * s.scale;
     }
     const float m_new = fmaxf(m, warp_max(sc));
@@ -296,7 +305,7 @@ Dims dims_of(const AttentionShape& s) {
 
 // Scratch for backward's D [B, H, T]: grow-only, one per process (ops run on one stream).
 float* rowdot_scratch(size_t n) {
-  static DeviceScratch scratch;
+  static DeviceScratch<> scratch;
   return scratch.get(n);
 }
 
@@ -333,14 +342,60 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   AZR_CUDA_LAUNCHED();
 }
 
-void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
-                      const int32_t* pos, int64_t R, const AttentionShape& shape) {
+namespace {
+
+template <class KV>
+void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcache, const int32_t* slot,
+                   const int32_t* pos, int64_t R, const AttentionShape& shape) {
   const Dims s = dims_of(shape);
   if (R == 0) return;
   const dim3 grid(unsigned(R), unsigned((s.H + kDecodeWarps - 1) / kDecodeWarps));
-  attention_decode_kernel<<<grid, kDecodeWarps * kWarp, sizeof(float) * size_t(kDecodeWarps * s.d)>>>(
+  attention_decode_kernel<KV><<<grid, kDecodeWarps * kWarp, sizeof(float) * size_t(kDecodeWarps * s.d)>>>(
       out, q, kcache, vcache, slot, pos, s);
   AZR_CUDA_LAUNCHED();
+}
+
+// k and v rounded to bf16 (kept as fp32 values), for the Bf16 table's attention.
+__global__ void round_through_bf16_kernel(float* dst, const float* src, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+}
+
+const float* rounded_through_bf16(DeviceScratch<>& scratch, const float* src, int64_t n) {
+  float* dst = scratch.get(size_t(n));
+  if (n > 0) {
+    round_through_bf16_kernel<<<grid_for(n), 256>>>(dst, src, n);
+    AZR_CUDA_LAUNCHED();
+  }
+  return dst;
+}
+
+DeviceScratch<> g_k16, g_v16;
+
+}  // namespace
+
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
+                      const int32_t* pos, int64_t R, const AttentionShape& shape) {
+  launch_decode(out, q, kcache, vcache, slot, pos, R, shape);
+}
+
+void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
+                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& shape) {
+  launch_decode(out, q, reinterpret_cast<const __nv_bfloat16*>(kcache),
+                reinterpret_cast<const __nv_bfloat16*>(vcache), slot, pos, R, shape);
+}
+
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& shape) {
+  const int64_t n = shape.B * shape.kv_seq_stride;
+  attention_forward(out, lse, q, rounded_through_bf16(g_k16, k, n), rounded_through_bf16(g_v16, v, n), shape);
+}
+
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v, const AttentionShape& shape) {
+  const int64_t n = shape.B * shape.kv_seq_stride;
+  attention_backward(dq, dk, dv, dout, out, lse, q, rounded_through_bf16(g_k16, k, n),
+                     rounded_through_bf16(g_v16, v, n), shape);
 }
 
 }  // namespace azr::kernels::cuda_detail

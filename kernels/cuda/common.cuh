@@ -65,23 +65,26 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
   return unsigned(std::clamp<int64_t>(blocks, 1, 65535 * 8));
 }
 
-// A grow-only device buffer for an op's scratch (attention backward's row dots). Never freed: it
-// lives as long as the process, and freeing device memory in a static destructor would run after
-// the CUDA runtime has torn the context down.
+// A grow-only device buffer for an op's scratch (attention backward's row dots, the bf16 table's
+// rounded operands). Never freed: it lives as long as the process, and freeing device memory in a
+// static destructor would run after the CUDA runtime has torn the context down.
+template <class T = float>
 class DeviceScratch {
  public:
-  float* get(size_t n) {
+  T* get(size_t n) {
     if (n > capacity_) {
-      if (ptr_) AZR_CUDA_CHECK(cudaFree(ptr_));  // the stream is in order: earlier users are queued before
+      // cudaFree waits for the device: the ops queued before, which used the old buffer, finish first
+      if (ptr_) AZR_CUDA_CHECK(cudaFree(ptr_));
       ptr_ = nullptr;
-      AZR_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(float)));
+      capacity_ = 0;
+      AZR_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
       capacity_ = n;
     }
     return ptr_;
   }
 
  private:
-  float* ptr_ = nullptr;
+  T* ptr_ = nullptr;
   size_t capacity_ = 0;
 };
 

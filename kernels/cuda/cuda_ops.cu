@@ -69,6 +69,8 @@ const Ops kCudaOps = {
     /*to_bf16=*/nullptr,
     /*matmul_forward_w16=*/nullptr,
     /*matmul_backward_w16=*/nullptr,
+    /*kv_store_w16=*/nullptr,
+    /*attention_decode_w16=*/nullptr,
 };
 
 int attribute(cudaDeviceAttr a, int device) {
@@ -90,6 +92,10 @@ const Ops& cuda_bf16_matmul_ops() {
     t.to_bf16 = to_bf16;
     t.matmul_forward_w16 = matmul_forward_w16;
     t.matmul_backward_w16 = matmul_backward_w16;
+    t.attention_forward = attention_forward_bf16;
+    t.attention_backward = attention_backward_bf16;
+    t.kv_store_w16 = kv_store_w16;
+    t.attention_decode_w16 = attention_decode_w16;
     return t;
   }();
   return table;

@@ -3,6 +3,8 @@
 // is one grid-stride pass; the formulas are kernels/cpu's, line for line.
 #include <cmath>
 
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 
@@ -114,14 +116,19 @@ __global__ void scatter_add_rows_kernel(float* dst, const float* src, const int3
 
 // One thread per float of k (and the same float of v): rows of a decode step are few and short, so
 // one flat launch for the layer beats R copies.
-__global__ void kv_store_kernel(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot,
+// KV: float, or __nv_bfloat16 for a bf16 cache (rounded to nearest even).
+__device__ __forceinline__ void store_as(float* dst, float x) { *dst = x; }
+__device__ __forceinline__ void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
+
+template <class KV>
+__global__ void kv_store_kernel(KV* kcache, KV* vcache, const float* k, const float* v, const int32_t* slot,
                                 const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < R * row; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / row;
     if (pos[r] < 0) continue;
     const int64_t at = int64_t(slot[r]) * slot_stride + int64_t(pos[r]) * row + i % row;
-    kcache[at] = k[i];
-    vcache[at] = v[i];
+    store_as(kcache + at, k[i]);
+    store_as(vcache + at, v[i]);
   }
 }
 
@@ -131,6 +138,15 @@ void kv_store(float* kcache, float* vcache, const float* k, const float* v, cons
               int64_t R, int64_t row, int64_t slot_stride) {
   if (R * row == 0) return;
   kv_store_kernel<<<grid_for(R * row), 256>>>(kcache, vcache, k, v, slot, pos, R, row, slot_stride);
+  AZR_CUDA_LAUNCHED();
+}
+
+void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
+                  const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
+  if (R * row == 0) return;
+  kv_store_kernel<<<grid_for(R * row), 256>>>(reinterpret_cast<__nv_bfloat16*>(kcache),
+                                              reinterpret_cast<__nv_bfloat16*>(vcache), k, v, slot, pos, R, row,
+                                              slot_stride);
   AZR_CUDA_LAUNCHED();
 }
 

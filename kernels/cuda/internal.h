@@ -28,6 +28,8 @@ void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, i
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
 void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
               int64_t R, int64_t row, int64_t slot_stride);
+void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
+                  const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
 
 // rmsnorm.cu
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
@@ -57,6 +59,13 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* q, const float* k, const float* v, const AttentionShape& s);
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& s);
+// The Bf16 table's: attention on k and v rounded to bf16; decode over a bf16 cache.
+void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& s);
+void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v, const AttentionShape& s);
+void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
+                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s);
 
 // token_stats.cu
 void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,

@@ -150,23 +150,9 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
                                   plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, /*stream=*/0));
 }
 
-// Device scratch for rounded operands, grown on demand (cudaFree and cudaMalloc synchronise, so
-// growing waits for the ops that used the old buffer); ops run on one stream, so one buffer per
-// operand of a call does: a (dout), b (inp), w (fp32 weights rounded on the call).
-struct Bf16Scratch {
-  __nv_bfloat16* p = nullptr;
-  size_t capacity = 0;
-  __nv_bfloat16* get(size_t n) {
-    if (n > capacity) {
-      if (p) AZR_CUDA_CHECK(cudaFree(p));
-      p = nullptr;
-      capacity = 0;
-      AZR_CUDA_CHECK(cudaMalloc(&p, n * sizeof(__nv_bfloat16)));
-      capacity = n;
-    }
-    return p;
-  }
-};
+// Scratch for rounded operands (common.cuh): ops run on one stream, so one buffer per operand of
+// a call does: a (dout), b (inp), w (fp32 weights rounded on the call).
+using Bf16Scratch = DeviceScratch<__nv_bfloat16>;
 Bf16Scratch g_scratch_a, g_scratch_b, g_scratch_w;
 
 __global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {

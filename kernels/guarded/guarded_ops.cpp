@@ -212,6 +212,8 @@ Ops make_table(const char* name) {
   if (t.to_bf16) AZR_GUARD(to_bf16);
   if (t.matmul_forward_w16) AZR_GUARD(matmul_forward_w16);
   if (t.matmul_backward_w16) AZR_GUARD(matmul_backward_w16);
+  if (t.kv_store_w16) AZR_GUARD(kv_store_w16);
+  if (t.attention_decode_w16) AZR_GUARD(attention_decode_w16);
   install_handler();
   return t;
 }

@@ -174,6 +174,51 @@ TEST(CpuBf16Matmul, GemmsOnBf16WeightsEqualGemmsOnTheWeightsTheyRoundFrom) {
   EXPECT_EQ(dbias16, dbias);
 }
 
+// Attention in a Bf16 table is the fp32 attention on keys and values rounded to bf16, bit for bit,
+// and decode over a bf16 cache (kv_store_w16, attention_decode_w16) is fp32 decode over an fp32
+// cache holding those rounded values, bit for bit; padding rows (pos < 0) are not stored.
+TEST(CpuBf16Matmul, AttentionUsesBf16KeysAndValuesAndTheBf16CacheHoldsThem) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  const Ops& fp = cpu_ops();
+  const int64_t B = 2, T = 7, H = 4, KV = 2, d = 16, kv_row = KV * d;
+  const std::vector<int32_t> lengths = {7, 5};
+  const AttentionShape s{B, T, H, KV, d, T * kv_row, lengths.data()};
+  const auto q = randn(size_t(B * T * H * d), 21), k = randn(size_t(B * T * kv_row), 22),
+             v = randn(size_t(B * T * kv_row), 23), dout = randn(size_t(B * T * H * d), 24);
+  const auto k16 = rounded(k), v16 = rounded(v);
+  auto forward = [&](const Ops& ops, const std::vector<float>& kk, const std::vector<float>& vv) {
+    std::vector<float> out(q.size()), lse(size_t(B * H * T)), dq(q.size()), dk(k.size()), dv(v.size());
+    ops.attention_forward(out.data(), lse.data(), q.data(), kk.data(), vv.data(), s);
+    ops.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), kk.data(),
+                           vv.data(), s);
+    return std::vector<std::vector<float>>{out, lse, dq, dk, dv};
+  };
+  const auto got = forward(bf, k, v), want = forward(fp, k16, v16), exact = forward(fp, k, v);
+  for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << "output " << i;
+  EXPECT_NE(got[0], exact[0]) << "the keys and values were not rounded";
+
+  // The cache: 3 slots of 9 positions; rows go to (slot, pos), the last one is padding.
+  const int64_t slots = 3, cap = 9, R = 4;
+  const std::vector<int32_t> slot = {2, 0, 1, 1}, pos = {4, 8, 0, -1};
+  const auto kr = randn(size_t(R * kv_row), 25), vr = randn(size_t(R * kv_row), 26);
+  std::vector<uint16_t> kc16(size_t(slots * cap * kv_row), 0), vc16(kc16.size(), 0);
+  std::vector<float> kc(kc16.size(), 0.f), vc(kc16.size(), 0.f);
+  bf.kv_store_w16(kc16.data(), vc16.data(), kr.data(), vr.data(), slot.data(), pos.data(), R, kv_row, cap * kv_row);
+  fp.kv_store(kc.data(), vc.data(), rounded(kr).data(), rounded(vr).data(), slot.data(), pos.data(), R, kv_row,
+              cap * kv_row);
+  for (size_t i = 0; i < kc.size(); i++) {
+    EXPECT_EQ(uint32_t(kc16[i]) << 16, bits_of(kc[i])) << i;
+    EXPECT_EQ(uint32_t(vc16[i]) << 16, bits_of(vc[i])) << i;
+  }
+  // Decode the first three rows (the padding row stored nothing, so it has nothing to attend).
+  const AttentionShape ds{0, 0, H, KV, d, cap * kv_row, nullptr};
+  const auto qr = randn(size_t(3 * H * d), 27);
+  std::vector<float> o16(qr.size()), o32(qr.size());
+  bf.attention_decode_w16(o16.data(), qr.data(), kc16.data(), vc16.data(), slot.data(), pos.data(), 3, ds);
+  fp.attention_decode(o32.data(), qr.data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
+  EXPECT_EQ(o16, o32);
+}
+
 TEST(CpuBf16Matmul, BackendsResolveByPrecisionAndUnknownNamesSayWhich) {
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Bf16), &cpu_bf16_matmul_ops());
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Fp32), &cpu_ops());

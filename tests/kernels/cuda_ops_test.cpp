@@ -293,6 +293,62 @@ TEST_F(CudaOps, KvStoreMatchesCpu) {
   expect_close(to_host<float>(d_vc, vc.size()), vc, 0, 0, "v cache");
 }
 
+// The Bf16 tables' attention (keys and values rounded to bf16) and bf16 KV cache against the CPU's:
+// the same rounded values on both sides, so the fp32 tolerances hold; the cache bit for bit.
+TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
+  const Ops& ref = cpu_bf16_matmul_ops();
+  const Ops& dev = cuda_bf16_matmul_ops();
+  const int64_t B = 2, T = 77, H = 4, KV = 2, d = 64, q_n = B * T * H * d, kv_n = B * T * KV * d;
+  const std::vector<int32_t> lengths = {77, 50};
+  const auto q = randn(q_n, 51), k = randn(kv_n, 52), v = randn(kv_n, 53), dout = randn(q_n, 54);
+  AttentionShape s{B, T, H, KV, d, T * KV * d, lengths.data()};
+  std::vector<float> out(q_n), lse(B * H * T), dq(q_n), dk(kv_n), dv(kv_n);
+  ref.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+  ref.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(),
+                         v.data(), s);
+  auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
+  auto d_len = to_device(lengths);
+  Buffer<float> d_out(cuda_ops(), q_n), d_lse(cuda_ops(), lse.size()), d_dq(cuda_ops(), q_n), d_dk(cuda_ops(), kv_n),
+      d_dv(cuda_ops(), kv_n), d_out32(cuda_ops(), q_n), d_lse32(cuda_ops(), lse.size());
+  AttentionShape ds = s;
+  ds.lengths = d_len.data();
+  dev.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), ds);
+  dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(), d_q.data(),
+                         d_k.data(), d_v.data(), ds);
+  expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "bf16 attention out");
+  expect_close(to_host<float>(d_lse, lse.size()), lse, 1e-5f, 1e-5f, "bf16 lse");
+  expect_close(to_host<float>(d_dq, dq.size()), dq, 1e-4f, 1e-4f, "bf16 dq");
+  expect_close(to_host<float>(d_dk, dk.size()), dk, 1e-4f, 1e-4f, "bf16 dk");
+  expect_close(to_host<float>(d_dv, dv.size()), dv, 1e-4f, 1e-4f, "bf16 dv");
+  gpu.attention_forward(d_out32.data(), d_lse32.data(), d_q.data(), d_k.data(), d_v.data(), ds);
+  const auto o16 = to_host<float>(d_out, out.size()), o32 = to_host<float>(d_out32, out.size());
+  double worst = 0;
+  for (size_t i = 0; i < o16.size(); i++) worst = std::max(worst, std::fabs(double(o16[i]) - o32[i]));
+  EXPECT_GT(worst, 1e-4) << "the GPU's bf16 attention did not round k and v";
+
+  // The cache: stored bit for bit as the CPU stores it, padding skipped; decode over it.
+  const int64_t row = KV * d, slots = 5, capacity = 40, stride = capacity * row;
+  const std::vector<int32_t> slot = {4, 0, 2, 2, 1, 3}, pos = {39, 0, 7, -1, 20, 8};
+  const int64_t R = int64_t(slot.size());
+  const auto kr = randn(R * row, 55), vr = randn(R * row, 56), qr = randn(R * H * d, 57);
+  std::vector<uint16_t> kc(slots * stride, 0x3f80), vc(slots * stride, 0xbf80);  // start at 1.0 / -1.0
+  auto d_kc = to_device(kc), d_vc = to_device(vc);
+  auto d_kr = to_device(kr), d_vr = to_device(vr), d_qr = to_device(qr);
+  auto d_slot = to_device(slot), d_pos = to_device(pos);
+  ref.kv_store_w16(kc.data(), vc.data(), kr.data(), vr.data(), slot.data(), pos.data(), R, row, stride);
+  dev.kv_store_w16(d_kc.data(), d_vc.data(), d_kr.data(), d_vr.data(), d_slot.data(), d_pos.data(), R, row, stride);
+  EXPECT_EQ(to_host<uint16_t>(d_kc, kc.size()), kc);
+  EXPECT_EQ(to_host<uint16_t>(d_vc, vc.size()), vc);
+  const std::vector<int32_t> dpos = {39, 0, 7, 0, 20, 8};  // decode every row, the padded one at position 0
+  auto d_dpos = to_device(dpos);
+  const AttentionShape cs{0, 0, H, KV, d, stride, nullptr};
+  std::vector<float> o(R * H * d);
+  ref.attention_decode_w16(o.data(), qr.data(), kc.data(), vc.data(), slot.data(), dpos.data(), R, cs);
+  Buffer<float> d_o(cuda_ops(), o.size());
+  dev.attention_decode_w16(d_o.data(), d_qr.data(), d_kc.data(), d_vc.data(), d_slot.data(), d_dpos.data(), R, cs);
+  expect_close(to_host<float>(d_o, o.size()), o, 1e-5f, 1e-4f, "bf16-cache decode out");
+}
+
 TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   const int64_t n = 100003;
   const auto gate = randn(n, 28, 3.f), up = randn(n, 29), dout = randn(n, 30);

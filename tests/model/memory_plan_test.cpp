@@ -128,32 +128,35 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 }
 
 // fp32+bf16-gemm (model.matmul_precision = "bf16" on a GPU): the fp32 plan, plus the bf16 copy
-// of the weights and the two bf16 rounding buffers, sized by hand. Qwen2.5-1.5B, one sequence of
-// 4096 tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values; the
-// widest output gradient the LM head's chunk, 1024 rows x 151,936 = 155,582,464.
+// of the weights, the two bf16 rounding buffers and attention's rounded k and v, with the KV cache
+// in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096 tokens: the widest GEMM input is the
+// down projection's 4096 x 8960 = 36,700,160 values; the widest output gradient the LM head's
+// chunk, 1024 rows x 151,936 = 155,582,464; k and v are 4096 x 256 fp32 each.
 TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const ModelConfig c = qwen("1.5b");
   const double P = 1543714304.0;
   MemoryPlanSettings s;
   s.precision = Precision::Fp32;
   s.seq_len = 4096;
+  s.kv_slots = 8, s.kv_capacity = 1000;
   const MemoryPlan fp32 = plan_memory(c, s);
   s.precision = Precision::Fp32Bf16Gemm;
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 155582464.0));
+  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 155582464.0) + 2.0 * 4096 * 256 * 4);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
   EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
-  EXPECT_EQ(g.kv_cache, fp32.kv_cache);
+  EXPECT_EQ(g.kv_cache, 2.0 * 28 * 8 * 1000 * 256 * 2);  // k and v, 28 layers, 8 x 1000 positions, bf16
+  EXPECT_EQ(fp32.kv_cache, 2 * g.kv_cache);
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
   EXPECT_STREQ(precision_name(Precision::Fp32Bf16Gemm), "fp32+bf16-gemm");
   // azr-tiny, 2 x 64 tokens: the MLP's 128 x 352 is the widest input and output gradient (the
   // head's 128 x 263 is narrower).
   s.seq_len = 64;
   s.micro_batch = 2;
-  EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch, 2.0 * (45056.0 + 45056.0));
+  EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch, 2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4);
 }
 
 TEST(MemoryPlan, BadSettingsAndPrecisionNamesAreErrors) {
