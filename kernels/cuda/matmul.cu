@@ -8,7 +8,6 @@
 // the weights already in bf16 (a model's bf16 copy) and round only the activations.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -80,7 +79,10 @@ struct Plan {
 };
 constexpr size_t kMaxPlans = 4096;  // decode batches shrink row by row: bound the distinct shapes
 std::mutex g_plans_mutex;
-std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> g_plans;
+// Never destroyed, as the other process-lifetime CUDA state (common.cuh's DeviceScratch): a static
+// destructor would run after the CUDA runtime has torn down.
+std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>& g_plans =
+    *new std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>();
 
 std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
                                 int64_t ldc, cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b,
@@ -163,10 +165,8 @@ __global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64
 const __nv_bfloat16* rounded(Bf16Scratch& scratch, const float* src, int64_t n) {
   __nv_bfloat16* dst = scratch.get(size_t(n));
   if (n > 0) {
-    const int threads = 256;
-    const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 65535);
-    round_to_bf16_kernel<<<unsigned(blocks), threads>>>(dst, src, n);
-    AZR_CUDA_CHECK(cudaGetLastError());
+    round_to_bf16_kernel<<<grid_for(n), 256>>>(dst, src, n);
+    AZR_CUDA_LAUNCHED();
   }
   return dst;
 }
@@ -191,10 +191,8 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
 
 void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   if (n <= 0) return;
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 65535);
-  round_to_bf16_kernel<<<unsigned(blocks), threads>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
-  AZR_CUDA_CHECK(cudaGetLastError());
+  round_to_bf16_kernel<<<grid_for(n), 256>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  AZR_CUDA_LAUNCHED();
 }
 
 // The products with bf16 weights (a model's bf16 copy) and the other operand rounded here.
