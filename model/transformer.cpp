@@ -564,7 +564,17 @@ void Transformer::decode(KVCache& cache, std::span<const int32_t> tokens, std::s
   ops_->download(logits.data(), dev, sizeof(float) * logits.size());
 }
 
+namespace {
+void check_cache_type(const KVCache& cache, const kernels::Ops& ops) {
+  if (cache.bf16 != (ops.kv_store_w16 != nullptr))
+    throw std::invalid_argument(std::string("the KV cache holds ") + (cache.bf16 ? "bf16" : "fp32") +
+                                " but the model's " + ops.name + " table uses " + (cache.bf16 ? "fp32" : "bf16") +
+                                ": make the cache with the model's ops()");
+}
+}  // namespace
+
 const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch& prompts) {
+  check_cache_type(cache, *ops_);
   if (prompts.B > cache.slots) throw std::invalid_argument("more prompts than KV-cache slots");
   for (int32_t len : prompts.lengths)
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
@@ -603,6 +613,7 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   const int64_t R = int64_t(tokens.size()), H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
   const int64_t qd = nh * d, kd = nkv * d;
+  check_cache_type(cache, *ops_);
   if (int64_t(slot.size()) != R || int64_t(pos.size()) != R) throw std::invalid_argument("decode(): size mismatch");
   for (int64_t r = 0; r < R; r++) {
     if (slot[r] < 0 || slot[r] >= cache.slots || pos[r] < 0 || pos[r] >= cache.capacity)

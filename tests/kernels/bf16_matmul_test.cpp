@@ -293,6 +293,29 @@ TEST(CpuBf16Matmul, TheModelsBf16WeightsFollowEveryWrite) {
   EXPECT_EQ(rescaled, scores_of_a_copy());
 }
 
+// A KV cache made for the fp32 table (fp32) cannot serve a bf16 model (whose cache is bf16), nor
+// the reverse: one clear error instead of a call through a missing op.
+TEST(CpuBf16Matmul, AKvCacheOfTheOtherTableIsRefused) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  model::Transformer m16 = model::Transformer::random(c, 1, 0.02f, cpu_bf16_matmul_ops());
+  model::KVCache fp32_cache(c, 1, 8, cpu_ops());
+  EXPECT_FALSE(fp32_cache.bf16);
+  try {
+    m16.prefill(fp32_cache, model::SequenceBatch::from({{1, 2, 3}}));
+    ADD_FAILURE() << "an fp32 cache was accepted by a bf16 model";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the KV cache holds fp32 but the model's cpu+bf16 table uses bf16"),
+              std::string::npos)
+        << e.what();
+  }
+  model::Transformer m32 = model::Transformer::random(c, 1, 0.02f, cpu_ops());
+  model::KVCache bf16_cache(c, 1, 8, cpu_bf16_matmul_ops());
+  EXPECT_TRUE(bf16_cache.bf16);
+  std::vector<float> logits;
+  EXPECT_THROW(m32.decode(bf16_cache, std::vector<int32_t>{1}, std::vector<int32_t>{0}, std::vector<int32_t>{0}, logits),
+               std::invalid_argument);
+}
+
 // The sampler and the learner run the same bf16 GEMMs, so the sampler's log-probs are the
 // learner's: almost all to fp32's 1e-5, as without bf16. Not all: a decode step computes a row's
 // activations in another order than the training forward, and where an fp32 value lies within
