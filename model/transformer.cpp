@@ -273,6 +273,15 @@ Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const
   return m;
 }
 
+Transformer Transformer::copy_to(const kernels::Ops& ops) const {
+  Transformer m(config_, ops);
+  m.recompute_ = recompute_;
+  std::vector<float> copy;
+  const std::span<const float> host = kernels::host_view(*ops_, params_.span(), copy);
+  m.params_.upload(host.data(), host.size());
+  return m;
+}
+
 void Transformer::save_pretrained(const std::filesystem::path& dir) const {
   std::filesystem::create_directories(dir);
   ModelConfig c = config_;

@@ -82,6 +82,9 @@ class Transformer {
   // unit norms), reproducibly from `seed`.
   static Transformer random(const ModelConfig& config, uint64_t seed, float init_std = 0.02f,
                             const kernels::Ops& ops = kernels::cpu_ops());
+  // The same config and weights on another op table (another device, or another matmul
+  // precision), through one host copy; nothing else (gradients, activations) comes along.
+  Transformer copy_to(const kernels::Ops& ops) const;
   // Writes config.json and model.safetensors (F32; sharded past 4 GiB) into dir.
   void save_pretrained(const std::filesystem::path& dir) const;
 

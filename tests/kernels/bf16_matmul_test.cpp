@@ -5,6 +5,7 @@
 // sampler's log-probs are the learner's).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -291,6 +292,24 @@ TEST(CpuBf16Matmul, TheModelsBf16WeightsFollowEveryWrite) {
   const std::vector<float> rescaled = m.score(batch).logp;
   EXPECT_NE(rescaled, after);
   EXPECT_EQ(rescaled, scores_of_a_copy());
+}
+
+// copy_to puts the same weights on another table: the copy scores as a model made there from the
+// same seed, and the original is untouched by the copy's updates.
+TEST(CpuBf16Matmul, CopyToAnotherTableCarriesTheWeights) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3, 200}});
+  model::Transformer m32 = model::Transformer::random(c, 8, 0.05f, cpu_ops());
+  for (const Ops* ops : {&cpu_bf16_matmul_ops(), &guarded_cpu_ops(MatmulPrecision::Bf16), &cpu_ops()}) {
+    model::Transformer copy = m32.copy_to(*ops);
+    model::Transformer made = model::Transformer::random(c, 8, 0.05f, *ops);
+    EXPECT_EQ(&copy.ops(), ops);
+    EXPECT_EQ(copy.score(batch).logp, made.score(batch).logp) << ops->name;
+  }
+  model::Transformer copy = m32.copy_to(cpu_ops());
+  const std::vector<float> before(std::as_const(m32).parameters().begin(), std::as_const(m32).parameters().end());
+  for (float& x : copy.parameters()) x = 0.f;
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), std::as_const(m32).parameters().begin()));
 }
 
 // A KV cache made for the fp32 table (fp32) cannot serve a bf16 model (whose cache is bf16), nor
