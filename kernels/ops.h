@@ -167,15 +167,15 @@ struct Ops {
 // its keys and values to bf16 (what a bf16 KV cache holds) and works in fp32 on them; every other
 // op is unchanged, so the rest of the model keeps fp32 activations, weights and gradients. A
 // backend's Bf16 table is its Fp32 table with those ops replaced and the bf16-weight and bf16-cache
-// ops below added: the CPU's is the reference the GPU's is checked against (both round the same
+// ops of the table (the last fields of Ops) added: the CPU's is the reference the GPU's is checked against (both round the same
 // operands; only the order of the fp32 sums differs).
 enum class MatmulPrecision { Fp32, Bf16 };
 
 // The CPU backend: OpenBLAS (OpenMP build) GEMMs and OpenMP loops.
 const Ops& cpu_ops();
-// The same with MatmulPrecision::Bf16 GEMMs (kernels/cpu/bf16_matmul.cpp): the operands are
-// rounded into scratch copies, then multiplied by the fp32 GEMM. A reference, not a speed-up: a
-// CPU without bf16 instructions gains nothing from it.
+// The MatmulPrecision::Bf16 table (kernels/cpu/bf16_matmul.cpp): the operands are rounded (or the
+// bf16 weights widened) into scratch copies, then multiplied by the fp32 GEMM. A reference, not a
+// speed-up: a CPU without bf16 instructions gains nothing from it.
 const Ops& cpu_bf16_matmul_ops();
 
 // Threads the CPU backend uses (OpenMP and OpenBLAS); 0 = all cores.

@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA backend of the op table (kernels/ops.h), fp32 storage and fp32 accumulation: the
 // same functions as kernels/cpu, on device memory, so every kernel is checked op for op
-// against the CPU backend (tests/kernels/cuda_ops_test.cpp). The bf16 compute path builds on
-// these kernels (issue 9 lists what is still to come).
+// against the CPU backend (tests/kernels/cuda_ops_test.cpp). Its MatmulPrecision::Bf16 table
+// adds tensor-core GEMMs on bf16 operands, bf16 weights and a bf16 KV cache, checked against the
+// CPU's bf16 table.
 //
 // Every pointer an op takes is a DEVICE pointer, the index arrays (ids, pos, slot, targets,
 // AttentionShape::lengths) included. Ops run on the current device's legacy default stream, in
