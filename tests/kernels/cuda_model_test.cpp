@@ -174,6 +174,32 @@ TEST_P(CudaModel, GenerationLogProbsEqualTheTrainingForward) {
   }
 }
 
+// The same with the bf16 table (bf16 GEMMs, weights and KV cache): the training forward rounds k
+// and v as the cache holds them, so the sampler's log-probs are the learner's except where an
+// activation lies within fp32 rounding of a bf16 tie (bf16_matmul_test's CPU version of this).
+TEST_P(CudaModel, Bf16GenerationLogProbsEqualTheTrainingForward) {
+  const ModelConfig c = config_named(GetParam());
+  Transformer gpu = Transformer::random(c, 12, 0.05f, kernels::cuda_bf16_matmul_ops());
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11}};
+  SamplingParams sp;
+  sp.temperature = 0.9f, sp.max_new_tokens = 40, sp.seed = 3;
+  const std::vector<Completion> out = generate(gpu, prompts, sp);
+  size_t tokens = 0, close = 0;
+  double worst = 0;
+  for (size_t i = 0; i < prompts.size(); i++) {
+    std::vector<int32_t> full = prompts[i];
+    full.insert(full.end(), out[i].tokens.begin(), out[i].tokens.end());
+    const TokenScores s = gpu.score(SequenceBatch::from({full}), sp.temperature);
+    for (size_t j = 0; j < out[i].tokens.size(); j++) {
+      const double d = std::fabs(double(out[i].logprobs[j]) - s.logp[prompts[i].size() + j]);
+      worst = std::max(worst, d);
+      tokens++, close += d <= 1e-4;
+    }
+  }
+  EXPECT_GE(double(close), 0.9 * double(tokens)) << close << " of " << tokens << " within 1e-4";
+  EXPECT_LT(worst, 1e-2);
+}
+
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 13, 0.05f, cuda_ops());
