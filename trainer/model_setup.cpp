@@ -95,13 +95,7 @@ model::Transformer load_model_dir(const fs::path& dir, const kernels::Ops& ops) 
 model::Transformer initial_model(const TrainConfig& c, const kernels::Ops& ops) {
   auto made = [&]() {
     if (c.model.preset.empty()) return load_model_dir(c.model.path, ops);
-    model::ModelConfig mc;
-    try {
-      mc = model::preset_config(c.model.preset);
-    } catch (const model::ConfigError& e) {
-      throw UserError("model.preset: " + std::string(e.what()));
-    }
-    return model::Transformer::random(mc, derive_seed(c.run.seed, {0, 0}), float(c.model.init_std), ops);
+    return model::Transformer::random(model_config(c), derive_seed(c.run.seed, {0, 0}), float(c.model.init_std), ops);
   };
   model::Transformer m = made();
   m.set_recompute(c.model.recompute);
