@@ -9,6 +9,7 @@
 
 #include "azr/build_info.h"
 #include "cli/commands.h"
+#include "kernels/backend.h"
 #if AZR_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
 #endif
@@ -20,11 +21,14 @@ std::string version_text() {
   // The CUDA line names the architectures compiled in, not the device: --version never touches a GPU.
 #if AZR_HAVE_CUDA
   const std::string backends = "cpu (OpenBLAS, OpenMP), cuda (" + azr::kernels::cuda_compiled_architectures() +
-                               "; cuBLASLt; fp32 op table)";
+                               "; cuBLASLt)";
 #else
   const std::string backends = "cpu (OpenBLAS, OpenMP)";
 #endif
-  return std::string("azr ") + AZR_VERSION + " (" + AZR_GIT_DESCRIBE + ")\n" + "backends: " + backends + "\n" +
+  std::string precisions;
+  for (const std::string& p : azr::kernels::matmul_precision_names()) precisions += (precisions.empty() ? "" : ", ") + p;
+  return std::string("azr ") + AZR_VERSION + " (" + AZR_GIT_DESCRIBE + ")\n" + "backends: " + backends +
+         "; matmul precisions: " + precisions + "\n" +
          "sandbox: embedded CPython " + AZR_PYTHON_VERSION + ", libseccomp " + std::to_string(sv->major) + "." +
          std::to_string(sv->minor) + "." + std::to_string(sv->micro);
 }

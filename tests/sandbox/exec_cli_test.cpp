@@ -101,6 +101,7 @@ TEST(ExecCli, VersionListsTheBackendsCompiledIn) {
   const auto r = run_process({azr(), "--version"});
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("backends: cpu (OpenBLAS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; matmul precisions: fp32, bf16\n"), std::string::npos) << r.out;
   const bool cuda = r.out.find("cuda (sm_") != std::string::npos;
   EXPECT_EQ(cuda, bool(AZR_EXPECT_CUDA)) << r.out;
   if (AZR_EXPECT_CUDA) {
