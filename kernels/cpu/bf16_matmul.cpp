@@ -53,10 +53,7 @@ const float* widened(std::vector<float>& dst, const uint16_t* src, int64_t n) {
   dst.resize(size_t(n));
   float* d = dst.data();
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; i++) {
-    const uint32_t bits = uint32_t(src[i]) << 16;
-    std::memcpy(&d[i], &bits, sizeof bits);
-  }
+  for (int64_t i = 0; i < n; i++) d[i] = cpu_detail::kv_value(src[i]);
   return d;
 }
 
