@@ -101,18 +101,20 @@ class Fields {
   std::string prefix_;
 };
 
-std::optional<RopeScaling> parse_rope_scaling(const Fields& top, const json* v, const std::string& source,
-                                              const ModelConfig& c) {
+// The scaling block: `rope_scaling` (transformers 4.x files) or `rope_parameters` (5.x, which
+// also holds rope_theta and says rope_type "default" for no scaling). `field` names it in errors.
+std::optional<RopeScaling> parse_rope_scaling(const Fields& top, const char* field, const json* v,
+                                              const std::string& source, const ModelConfig& c) {
   if (!v) return std::nullopt;
-  if (!v->is_object()) top.fail("rope_scaling", "must be an object or null, got " + describe(*v));
-  Fields f(*v, source, "rope_scaling.");
+  if (!v->is_object()) top.fail(field, "must be an object or null, got " + describe(*v));
+  Fields f(*v, source, std::string(field) + ".");
   // Newer configs say "rope_type", older ones "type"; HF reads either.
   std::string key = v->contains("rope_type") ? "rope_type" : "type";
   std::optional<std::string> type = f.opt_string(key);
-  if (!type) f.fail("rope_type", "is required when rope_scaling is an object");
+  if (!type) f.fail("rope_type", std::string("is required when ") + field + " is an object");
   if (*type == "default") return std::nullopt;  // HF's name for "no scaling"
   if (*type != "llama3")
-    f.fail(key, "('" + *type + "') is not supported (supported: \"llama3\", or rope_scaling null)");
+    f.fail(key, "('" + *type + "') is not supported (supported: \"llama3\", \"default\", or " + field + " null)");
 
   RopeScaling r;
   r.rope_type = *type;
@@ -203,8 +205,25 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
   // missing one means a damaged file rather than an intent.
   c.rms_norm_eps = f.req_number("rms_norm_eps");
   if (!(c.rms_norm_eps > 0.0)) f.fail("rms_norm_eps", "(" + num_to_string(c.rms_norm_eps) + ") must be positive");
-  c.rope_theta = f.req_number("rope_theta");
-  if (!(c.rope_theta > 0.0)) f.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
+  // transformers 5.x writes rope_theta inside rope_parameters, 4.x at the top level; a file with
+  // both must agree.
+  const json* rope_params = f.find("rope_parameters");
+  if (rope_params && !rope_params->is_object())
+    f.fail("rope_parameters", "must be an object or null, got " + describe(*rope_params));
+  const json* top_theta = f.find("rope_theta");
+  const json* inner_theta = rope_params && rope_params->contains("rope_theta") ? &(*rope_params)["rope_theta"] : nullptr;
+  if (inner_theta) {
+    const Fields rp(*rope_params, source, "rope_parameters.");
+    c.rope_theta = rp.as_number("rope_theta", *inner_theta);
+    if (!(c.rope_theta > 0.0)) rp.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
+    if (top_theta && f.as_number("rope_theta", *top_theta) != c.rope_theta)
+      f.fail("rope_theta", "(" + num_to_string(f.as_number("rope_theta", *top_theta)) +
+                               ") disagrees with rope_parameters.rope_theta (" + num_to_string(c.rope_theta) + ")");
+  } else {
+    if (!top_theta) f.fail("rope_theta", "is required but missing (at the top level, or in rope_parameters)");
+    c.rope_theta = f.as_number("rope_theta", *top_theta);
+    if (!(c.rope_theta > 0.0)) f.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
+  }
   c.max_position_embeddings = f.positive("max_position_embeddings", f.req_int("max_position_embeddings"));
 
   // HF's default is false for both families; check_checkpoint catches a wrong guess because an
@@ -225,7 +244,11 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
     c.mlp_bias = f.opt_bool("mlp_bias", false);
   }
 
-  c.rope_scaling = parse_rope_scaling(f, f.find("rope_scaling"), source, c);
+  // As transformers 5.x reads them: a non-null rope_scaling wins over rope_parameters.
+  if (const json* rs = f.find("rope_scaling"))
+    c.rope_scaling = parse_rope_scaling(f, "rope_scaling", rs, source, c);
+  else
+    c.rope_scaling = parse_rope_scaling(f, "rope_parameters", rope_params, source, c);
 
   if (auto bos = f.opt_int("bos_token_id")) c.bos_token_id = f.token_id("bos_token_id", *bos, c.vocab_size);
   if (const json* eos = f.find("eos_token_id")) {

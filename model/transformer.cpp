@@ -315,7 +315,7 @@ void Transformer::ensure_rope(int64_t positions) {
   rope_positions_ = positions;
 }
 
-void Transformer::forward_layers(const SequenceBatch& batch, Keep keep) {
+void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache, int64_t first_slot) {
   const ModelConfig& c = config_;
   const int64_t B = batch.B, T = batch.T, N = B * T, H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
@@ -369,8 +369,25 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep) {
   fwd_recomputes_ = keep == Keep::LayerInputs;
   fwd_batch_ = batch;
 
+  if (cache) {  // row b*T + t to slot first_slot + b, position t; padding skipped
+    std::vector<int32_t> where(static_cast<size_t>(2 * N));
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t t = 0; t < T; t++) {
+        where[b * T + t] = int32_t(first_slot + b);
+        where[N + b * T + t] = t < batch.lengths[b] ? int32_t(t) : -1;
+      }
+    step_idx_.ensure(where.size());
+    step_idx_.upload(where.data(), where.size());
+  }
+
   ops_->embedding_forward(layer_acts_[0].res_in, ids_.data(), params_.data() + embed_off_, N, H);
-  for (int64_t l = 0; l < L; l++) layer_forward(l, N, /*through_mlp=*/true);
+  for (int64_t l = 0; l < L; l++) {
+    layer_forward(l, N, /*through_mlp=*/true);
+    if (cache) {
+      const LayerActs& a = layer_acts_[size_t(l)];
+      store_kv(*cache, l, a.k, a.v, step_idx_.data(), step_idx_.data() + N, N);
+    }
+  }
   ops_->rmsnorm_forward(lnf_, rstdf_, layer_acts_[size_t(L - 1)].res_out, params_.data() + norm_off_, N, H,
                         float(c.rms_norm_eps));
 }
@@ -587,31 +604,31 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   if (prompts.B > cache.slots) throw std::invalid_argument("more prompts than KV-cache slots");
   for (int32_t len : prompts.lengths)
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
-  forward_layers(prompts, Keep::Everything);  // the cache takes every layer's k and v
   const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size;
+  if (int64_t(prompts.ids.size()) != B * T || int64_t(prompts.lengths.size()) != B)
+    throw std::invalid_argument("batch ids/lengths do not match B x T");
+  for (int32_t len : prompts.lengths)
+    if (len < 1 || len > T) throw std::invalid_argument("a sequence length is outside 1..T");
   const kernels::Ops& o = *ops_;
-  // Every row of the batch into the cache (row b*T + t to slot b, position t; padding skipped).
-  std::vector<int32_t> where(static_cast<size_t>(2 * B * T));
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < T; t++) {
-      where[b * T + t] = int32_t(b);
-      where[B * T + b * T + t] = t < prompts.lengths[b] ? int32_t(t) : -1;
-    }
-  step_idx_.ensure(where.size());
-  step_idx_.upload(where.data(), where.size());
-  for (int64_t l = 0; l < config_.num_hidden_layers; l++) {
-    const LayerActs& a = layer_acts_[size_t(l)];
-    store_kv(cache, l, a.k, a.v, step_idx_.data(), step_idx_.data() + B * T, B * T);
-  }
-  // Each prompt's last row, gathered, through the LM head.
-  std::vector<int32_t> last_rows(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; b++) last_rows[b] = int32_t(b * T + prompts.lengths[b] - 1);
-  step_idx_.ensure(size_t(B));
-  step_idx_.upload(last_rows.data(), size_t(B));
-  kernels::Buffer<float> last(o, size_t(B * H));
   prefill_logits_.ensure(size_t(B * V));
-  o.gather_rows(last.data(), lnf_, step_idx_.data(), B, H);
-  gemm_forward(prefill_logits_.data(), last.data(), params_.data() + head_off_, nullptr, B, H, V);
+  // Groups of prompts, each padded to its own longest prompt.
+  const int64_t per_group = std::max<int64_t>(1, prefill_group_tokens_ / std::max<int64_t>(T, 1));
+  for (int64_t b0 = 0; b0 < B; b0 += per_group) {
+    const int64_t b1 = std::min(B, b0 + per_group);
+    std::vector<std::vector<int32_t>> group;
+    for (int64_t b = b0; b < b1; b++)
+      group.emplace_back(prompts.ids.begin() + b * T, prompts.ids.begin() + b * T + prompts.lengths[size_t(b)]);
+    const SequenceBatch g = SequenceBatch::from(group);
+    forward_layers(g, Keep::Nothing, &cache, b0);
+    // Each prompt's last row, gathered, through the LM head.
+    std::vector<int32_t> last_rows(static_cast<size_t>(g.B));
+    for (int64_t b = 0; b < g.B; b++) last_rows[size_t(b)] = int32_t(b * g.T + g.lengths[size_t(b)] - 1);
+    step_idx_.ensure(size_t(g.B));
+    step_idx_.upload(last_rows.data(), size_t(g.B));
+    kernels::Buffer<float> last(o, size_t(g.B * H));
+    o.gather_rows(last.data(), lnf_, step_idx_.data(), g.B, H);
+    gemm_forward(prefill_logits_.data() + b0 * V, last.data(), params_.data() + head_off_, nullptr, g.B, H, V);
+  }
   fwd_kept_ = false;  // the activations are not a training forward
   return prefill_logits_.data();
 }

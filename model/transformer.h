@@ -14,6 +14,7 @@
 // Batches are right-padded: row (b, t) is real when t < lengths[b]. Scores follow the
 // "position t scores token t" convention of `azr logprobs`: logp[b, t] = log p(ids[b,t] |
 // ids[b,<t]), defined for 1 <= t < lengths[b] and 0 elsewhere.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -126,8 +127,13 @@ class Transformer {
   bool recompute() const { return recompute_; }
 
   // Generation. prefill() runs prompts (one per cache slot, slots 0..B-1) and returns the logits
-  // at each prompt's last token, [B, V]. decode() feeds tokens[r] at position pos[r] of cache
+  // at each prompt's last token, [B, V]. It runs the prompts in groups of at most
+  // prefill_group_tokens() padded tokens (one prompt at least), one layer's activations at a time,
+  // so its memory does not grow with the batch (256 prompts of 128 tokens at Qwen2.5-1.5B would
+  // otherwise keep 28 layers of activations for 32,768 tokens, more than an 80 GB GPU holds). decode() feeds tokens[r] at position pos[r] of cache
   // slot slot[r] and returns the next-token logits [R, V].
+  void set_prefill_group_tokens(int64_t n) { prefill_group_tokens_ = std::max<int64_t>(1, n); }
+  int64_t prefill_group_tokens() const { return prefill_group_tokens_; }
   std::vector<float> prefill(KVCache& cache, const SequenceBatch& prompts);
   void decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
               std::span<const int32_t> pos, std::vector<float>& logits);
@@ -150,7 +156,9 @@ class Transformer {
   void ensure_rope(int64_t positions);
   // What forward_layers keeps for backward (see set_recompute).
   enum class Keep { Nothing, LayerInputs, Everything };
-  void forward_layers(const SequenceBatch& batch, Keep keep);
+  // With `cache`, each layer's keys and values go into it as the layer finishes (row b of the
+  // batch to slot first_slot + b), so a prefill keeps one layer's activations, not every layer's.
+  void forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache = nullptr, int64_t first_slot = 0);
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
   void lm_head_rows(const SequenceBatch& batch);
   float* take_head_scratch(int64_t chunk);
@@ -193,6 +201,7 @@ class Transformer {
   kernels::Buffer<float> acts_;
   kernels::Buffer<float> bwd_;  // backward scratch
   kernels::Buffer<int32_t> positions_, ids_, lengths_;  // [N], [N], [B]: the batch on the backend
+  int64_t prefill_group_tokens_ = 16384;  // about 1.7 GB of one layer's fp32 activations at 1.5B
   kernels::Buffer<int32_t> step_idx_;                   // decode: tokens, slots, positions [3 * R]
   int64_t fwd_B_ = 0, fwd_T_ = 0;
   bool fwd_kept_ = false;

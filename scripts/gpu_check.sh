@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench]      a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -17,14 +17,17 @@
 #          bench/model_speed_bench (decode at batch 1/64/256 and a training step with MFU, 0.5B and
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
 #          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json")
+#   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
+#          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
+#          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench]" >&2; exit 2 ;;
+  all | tests | bench | profile) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -58,6 +61,21 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
   exit 3
 fi
 status=0
+if [[ "$STAGE" == profile ]]; then
+  # Skips the launches of start-up, prefill and the first steps; the rest are decode steps.
+  for G in ${PROFILE_BATCHES:-1 256}; do
+    rep="$BUILD/profile_decode_G$G"
+    ncu --metrics gpu__time_duration.sum -f -o "$rep" --launch-skip "${PROFILE_SKIP:-3000}" \
+      --launch-count "${PROFILE_COUNT:-1200}" "$BUILD/bin/model_speed_bench" --device cuda \
+      --configs tests/model/configs/qwen2.5-0.5b.json --decode-batches "$G" --new 32 --no-train --no-baseline \
+      --matmul-precision bf16 > "$BUILD/profile_decode_G$G.log" 2>&1 || status=$?
+    ncu -i "$rep.ncu-rep" --csv --page raw > "$BUILD/profile_decode_G$G.csv" || status=$?
+    { echo "decode at batch $G, qwen2.5-0.5b, bf16:"; python3 bench/kernel_profile.py "$BUILD/profile_decode_G$G.csv"; } \
+      2>&1 | tee "$OUT/profile_decode_G$G.txt" || status=$?
+  done
+  echo "gpu_check: profile: outputs in $OUT (exit $status)"
+  exit "$status"
+fi
 if [[ "$STAGE" != bench ]]; then
   # Hugging Face transformers' reference on the real Qwen2.5 0.5B and 1.5B configs (random weights),
   # where python3 has torch and transformers (the GPU machine does); the test skips without it.
@@ -65,9 +83,11 @@ if [[ "$STAGE" != bench ]]; then
     ref="$OUT/hf-reference"
     python3 tests/kernels/hf_reference.py "$ref" tests/model/configs/qwen2.5-0.5b.json \
       tests/model/configs/qwen2.5-1.5b.json 2>&1 | tee "$OUT/hf_reference.txt"
+    { echo "config.json as transformers wrote it:"; cat "$ref/qwen2.5-0.5b/config.json"; } >> "$OUT/hf_reference.txt" || true
     export AZR_HF_REFERENCE_DIR="$ref"
   fi
-  (cd "$BUILD" && ctest -L gpu --output-on-failure) 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
+  # A hung kernel must not eat a time-limited machine: each test gets CTEST_TIMEOUT seconds.
+  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-300}") 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
   rm -rf "${AZR_HF_REFERENCE_DIR:-/nonexistent}"   # 8 GB of random weights; reference.json is in the test log
 fi
 if [[ "$STAGE" != tests ]]; then

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -54,19 +55,14 @@ __device__ __forceinline__ void load_rows(float* dst, int64_t dst_stride, const 
 
 // acc (this lane's elements lane, lane + 32, ...) += sum_{r < count} coef_r rows[r], where lane r
 // holds coef_r: the probabilities (or dS) scored lane by lane, applied to the tile's rows.
-// Rows are fp32, or bf16 (a bf16 KV cache), read as fp32.
-__device__ __forceinline__ float as_float(float x) { return x; }
-__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-__device__ __forceinline__ void accumulate_rows(float (&acc)[kPerLane], float coef, const T* rows,
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kPerLane], float coef, const float* rows,
                                                 int64_t row_stride, int64_t count, int64_t d, int lane) {
   for (int r = 0; r < count; r++) {
     const float c = __shfl_sync(kFull, coef, r);
 #pragma unroll
     for (int u = 0; u < kPerLane; u++) {
       const int64_t i = lane + u * kWarp;
-      if (i < d) acc[u] += c * as_float(rows[r * row_stride + i]);
+      if (i < d) acc[u] += c * rows[r * row_stride + i];
     }
   }
 }
@@ -245,51 +241,152 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
   }
 }
 
-// One warp per (row, head): the query against cache positions 0..pos[r], lane j scoring key
-// j0 + j of each 32-key chunk straight from global memory (L1 keeps the rows between lanes).
-// grid (R, ceil(H / kDecodeWarps)). Shared: each warp's query row [kDecodeWarps][d].
-constexpr int kDecodeWarps = 4;
+// Decode: one query row per sequence against its cached positions 0..pos[r].
+//
+// A block takes one (row, kv head, chunk of up to kDecodeHeads of the query heads that share
+// that kv head), so each cached key and value is read once for all of them (GQA: 6 or 7 query
+// heads per kv head in Qwen2.5). Reads are row by row and coalesced: a warp takes one cache
+// position at a time, each lane holding E = ceil(d / 32) consecutive elements of the key, the
+// value and each head's query (16-byte loads at d = 128 in fp32, 8-byte in bf16); the per-head
+// dot products are summed across the warp with shuffles. The block's warps take interleaved
+// positions, each with its own online softmax, merged through shared memory at the end.
+// When the (row, kv head) blocks are too few to fill the GPU (batch 1), the positions are split
+// across blocks as well (flash-decoding): each split writes its unnormalised partial (max, sum,
+// acc) and attention_decode_combine_kernel merges them.
+constexpr int kDecodeWarps = 8;
+constexpr int kDecodeHeads = 8;        // query heads per block
+constexpr int64_t kMinSplitKeys = 64;  // cache positions per split, at least
 
-// KV: float, or __nv_bfloat16 for a bf16 cache (the same arithmetic on the values read as fp32).
-template <class KV>
-__global__ void attention_decode_kernel(float* out, const float* q, const KV* kcache, const KV* vcache,
-                                        const int32_t* slot, const int32_t* pos, Dims s) {
-  extern __shared__ float smem[];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t r = blockIdx.x, h = int64_t(blockIdx.y) * kDecodeWarps + warp, d = s.d;
-  if (h >= s.H) return;  // no block-wide barrier below
-  float* qs = smem + warp * d;
-  const float* qh = q + (r * s.H + h) * d;
-  for (int64_t i = lane; i < d; i += kWarp) qs[i] = qh[i];
-  __syncwarp();
-  const int64_t n = int64_t(pos[r]) + 1;
-  const KV* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
-  const KV* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + (h / s.group) * d;
-  float m = -INFINITY, l = 0.f, acc[kPerLane] = {};
-  for (int64_t j0 = 0; j0 < n; j0 += kWarp) {
-    const int64_t j = j0 + lane, nk = min(int64_t(kWarp), n - j0);
-    float sc = -INFINITY;
-    if (j < n) {
-      const KV* kj = kb + j * s.kv_row;
-      float dot = 0.f;
-      for (int64_t i = 0; i < d; i++) dot += qs[i] * as_float(kj[i]);
-      sc = dot * s.scale;
-    }
-    const float m_new = fmaxf(m, warp_max(sc));
-    const float p = sc == -INFINITY ? 0.f : expf(sc - m_new);
-    const float corr = expf(m - m_new);
-    l = l * corr + warp_sum(p);
+// x[u] = p[u] for u < E as fp32; FULL: all E in bounds and aligned to E elements (d == 32 E).
+template <int E, bool FULL>
+__device__ __forceinline__ void load_lane(float (&x)[E], const float* p, int64_t left) {
+  if constexpr (FULL && E == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+  } else if constexpr (FULL && E == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x[0] = v.x, x[1] = v.y;
+  } else {
 #pragma unroll
-    for (int u = 0; u < kPerLane; u++) acc[u] *= corr;
-    accumulate_rows(acc, p, vb + j0 * s.kv_row, s.kv_row, nk, d, lane);
-    m = m_new;
+    for (int u = 0; u < E; u++) x[u] = (FULL || u < left) ? p[u] : 0.f;
   }
-  float* o = out + (r * s.H + h) * d;
-  const float inv = 1.f / l;
+}
+template <int E, bool FULL>
+__device__ __forceinline__ void load_lane(float (&x)[E], const __nv_bfloat16* p, int64_t left) {
+  if constexpr (FULL && E == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+  } else if constexpr (FULL && E == 2) {
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    x[0] = a.x, x[1] = a.y;
+  } else {
 #pragma unroll
-  for (int u = 0; u < kPerLane; u++) {
-    const int64_t i = lane + u * kWarp;
-    if (i < d) o[i] = acc[u] * inv;
+    for (int u = 0; u < E; u++) x[u] = (FULL || u < left) ? __bfloat162float(p[u]) : 0.f;
+  }
+}
+
+// grid (R, kv_heads * head_chunks, splits), block kDecodeWarps warps. Shared: each warp's
+// accumulators [kDecodeWarps][kDecodeHeads][d]. With splits == 1 writes out; otherwise part,
+// [R, H, splits] records of (max, sum, acc[d]).
+template <int E, bool FULL, class KV>
+__global__ void __launch_bounds__(kDecodeWarps * kWarp)
+    attention_decode_kernel(float* out, float* part, const float* q, const KV* kcache, const KV* vcache,
+                            const int32_t* slot, const int32_t* pos, Dims s, int head_chunks, int64_t chunk) {
+  extern __shared__ float acc_s[];
+  __shared__ float m_s[kDecodeWarps][kDecodeHeads], l_s[kDecodeWarps][kDecodeHeads];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t r = blockIdx.x, d = s.d, kvh = blockIdx.y / head_chunks;
+  const int64_t h0 = kvh * s.group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
+  const int nh = int(min(int64_t(kDecodeHeads), (kvh + 1) * s.group - h0));
+  const int splits = int(gridDim.z), z = int(blockIdx.z);
+  const int64_t n = int64_t(pos[r]) + 1, begin = int64_t(z) * chunk;
+  const int64_t end = z == splits - 1 ? n : min(n, begin + chunk);
+  const int64_t e0 = int64_t(lane) * E, left = d - e0;
+
+  float qr[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; g++) {
+    m[g] = -INFINITY, l[g] = 0.f;
+#pragma unroll
+    for (int u = 0; u < E; u++) qr[g][u] = 0.f, acc[g][u] = 0.f;
+    if (g < nh && left > 0) load_lane<E, FULL>(qr[g], q + (r * s.H + h0 + g) * d + e0, left);
+  }
+  const KV* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
+  const KV* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
+  float kx[E] = {}, vx[E] = {}, kn[E] = {}, vn[E] = {};
+  int64_t j = begin + warp;
+  if (j < end && left > 0) load_lane<E, FULL>(kx, kb + j * s.kv_row, left), load_lane<E, FULL>(vx, vb + j * s.kv_row, left);
+  for (; j < end; j += kDecodeWarps) {
+    const int64_t jn = j + kDecodeWarps;  // the next position's loads go out before this one's math
+    if (jn < end && left > 0)
+      load_lane<E, FULL>(kn, kb + jn * s.kv_row, left), load_lane<E, FULL>(vn, vb + jn * s.kv_row, left);
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++) {
+      if (g >= nh) break;  // uniform across the block
+      float dot = 0.f;
+#pragma unroll
+      for (int u = 0; u < E; u++) dot += qr[g][u] * kx[u];
+      const float sc = warp_sum(dot) * s.scale;
+      const float m_new = fmaxf(m[g], sc);
+      const float corr = expf(m[g] - m_new), p = expf(sc - m_new);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int u = 0; u < E; u++) acc[g][u] = acc[g][u] * corr + p * vx[u];
+      m[g] = m_new;
+    }
+#pragma unroll
+    for (int u = 0; u < E; u++) kx[u] = kn[u], vx[u] = vn[u];
+  }
+
+  // Merge the warps: each holds a softmax over its positions with its own running max.
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++) m_s[warp][g] = m[g], l_s[warp][g] = l[g];
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; g++)
+#pragma unroll
+    for (int u = 0; u < E; u++)
+      if (g < nh && u < left) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
+  __syncthreads();
+  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
+    const int g = int(idx / d);
+    const int64_t i = idx % d;
+    float M = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; w++) M = fmaxf(M, m_s[w][g]);
+    float L = 0.f, O = 0.f;
+    for (int w = 0; w < kDecodeWarps; w++) {
+      const float c = m_s[w][g] == -INFINITY ? 0.f : expf(m_s[w][g] - M);  // a warp with no positions
+      L += l_s[w][g] * c;
+      O += acc_s[(w * kDecodeHeads + g) * d + i] * c;
+    }
+    const int64_t row = r * s.H + h0 + g;
+    if (splits == 1) {
+      out[row * d + i] = O / L;
+    } else {
+      float* rec = part + (row * splits + z) * (d + 2);
+      if (i == 0) rec[0] = M, rec[1] = L;
+      rec[2 + i] = O;
+    }
+  }
+}
+
+// One warp per (row, head): merges the splits' partials into the output row.
+__global__ void attention_decode_combine_kernel(float* out, const float* part, int64_t rows, int64_t d, int splits) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const float* rec = part + row * splits * (d + 2);
+  float M = -INFINITY, L = 0.f;
+  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
+  for (int z = 0; z < splits; z++)
+    if (rec[z * (d + 2)] != -INFINITY) L += rec[z * (d + 2) + 1] * expf(rec[z * (d + 2)] - M);
+  for (int64_t i = lane; i < d; i += kWarp) {
+    float O = 0.f;
+    for (int z = 0; z < splits; z++)
+      if (rec[z * (d + 2)] != -INFINITY) O += rec[z * (d + 2) + 2 + i] * expf(rec[z * (d + 2)] - M);
+    out[row * d + i] = O / L;
   }
 }
 
@@ -344,15 +441,68 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 namespace {
 
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    AZR_CUDA_CHECK(cudaGetDevice(&device));
+    AZR_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+// The splits' partials: grow-only, one per process (ops run on one stream).
+float* decode_partials(size_t n) {
+  static DeviceScratch<> scratch;
+  return scratch.get(n);
+}
+
+template <int E, bool FULL, class KV>
+void launch_decode_kernel(dim3 grid, float* out, float* part, const float* q, const KV* kcache, const KV* vcache,
+                          const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks, int64_t chunk) {
+  const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
+  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem>>>(out, part, q, kcache, vcache, slot,
+                                                                            pos, s, head_chunks, chunk);
+  AZR_CUDA_LAUNCHED();
+}
+
 template <class KV>
 void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcache, const int32_t* slot,
                    const int32_t* pos, int64_t R, const AttentionShape& shape) {
   const Dims s = dims_of(shape);
   if (R == 0) return;
-  const dim3 grid(unsigned(R), unsigned((s.H + kDecodeWarps - 1) / kDecodeWarps));
-  attention_decode_kernel<KV><<<grid, kDecodeWarps * kWarp, sizeof(float) * size_t(kDecodeWarps * s.d)>>>(
-      out, q, kcache, vcache, slot, pos, s);
-  AZR_CUDA_LAUNCHED();
+  const int head_chunks = int((s.group + kDecodeHeads - 1) / kDecodeHeads);
+  const int64_t blocks = R * shape.kv_heads * head_chunks;
+  // Split the positions when the blocks would not give every multiprocessor two, down to
+  // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
+  const int64_t capacity = std::max<int64_t>(1, s.kv_seq_stride / s.kv_row);
+  const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
+  const int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
+  const int64_t chunk = (capacity + splits - 1) / splits;
+  float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
+  const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));
+  const int E = int((s.d + kWarp - 1) / kWarp);
+  const bool full = s.d == int64_t(kWarp) * E;
+  auto launch = [&](auto e, auto f) {
+    launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, part, q, kcache, vcache, slot, pos,
+                                                                     s, head_chunks, chunk);
+  };
+  using std::integral_constant;
+  using T = std::true_type;
+  using F = std::false_type;
+  switch (E) {
+    case 1: full ? launch(integral_constant<int, 1>{}, T{}) : launch(integral_constant<int, 1>{}, F{}); break;
+    case 2: full ? launch(integral_constant<int, 2>{}, T{}) : launch(integral_constant<int, 2>{}, F{}); break;
+    case 3: full ? launch(integral_constant<int, 3>{}, T{}) : launch(integral_constant<int, 3>{}, F{}); break;
+    default: full ? launch(integral_constant<int, 4>{}, T{}) : launch(integral_constant<int, 4>{}, F{}); break;
+  }
+  if (splits > 1) {
+    const int64_t rows = R * s.H;
+    constexpr int kWarpsPerBlock = 8;
+    attention_decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp>>>(
+        out, part, rows, s.d, splits);
+    AZR_CUDA_LAUNCHED();
+  }
 }
 
 // k and v rounded to bf16 (kept as fp32 values), for the Bf16 table's attention.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -120,10 +121,13 @@ TEST_P(CudaModel, ScoresGradientsAndAdamWMatchTheCpuModel) {
 }
 
 // The model with bf16 GEMMs on the GPU against the same on the CPU (kernels/ops.h's reference).
-// Both round the same operands, but their fp32 activations differ in the last bits, and an
-// activation within that difference of a bf16 tie rounds one bf16 step apart on the two: so
-// almost every log-prob agrees to fp32 precision and a few by a bf16 step, and the gradients to
-// 1e-2 in relative L2 (the CPU's bf16 model is itself 2e-2 from fp32, bf16_matmul_test).
+// Both round the same weights, but their sums run in different orders (cuBLASLt's kernels against
+// OpenBLAS), so activations differ in the last fp32 bits, and one that lies that close to a bf16
+// rounding boundary rounds a bf16 step apart on the two. After the first such flip the runs
+// differ by bf16 steps downstream, so most log-probs differ by more than fp32 precision (13 of
+// 145 within 1e-4 on an H100, 2026-11-23). What must hold: the GPU computes the bf16 model, i.e.
+// it is closer to the CPU's bf16 model than to the fp32 one, within a bf16-sized bound, and its
+// gradients are within 1e-2 relative L2 (the CPU's bf16 model is itself 2e-2 from fp32).
 TEST_P(CudaModel, Bf16GemmsMatchTheCpuBf16Model) {
   const ModelConfig c = config_named(GetParam());
   Transformer cpu = Transformer::random(c, 11, 0.05f, kernels::cpu_bf16_matmul_ops());
@@ -132,16 +136,20 @@ TEST_P(CudaModel, Bf16GemmsMatchTheCpuBf16Model) {
   const SequenceBatch b = batch(c);
   const TokenScores sc = cpu.score(b, 1.f, true), sg = gpu.score(b, 1.f, true), s32 = gpu32.score(b, 1.f);
   size_t close = 0, scored = 0;
-  double worst = 0, from_fp32 = 0;
+  double worst = 0, from_fp32 = 0, sum_cpu = 0, sum_fp32 = 0;
   for (size_t i = 0; i < sc.logp.size(); i++) {
     if (sc.logp[i] == 0.f) continue;  // padding and position 0
-    const double d = std::fabs(double(sg.logp[i]) - sc.logp[i]);
+    const double d = std::fabs(double(sg.logp[i]) - sc.logp[i]), d32 = std::fabs(double(sg.logp[i]) - s32.logp[i]);
     worst = std::max(worst, d);
-    from_fp32 = std::max(from_fp32, std::fabs(double(sg.logp[i]) - s32.logp[i]));
+    from_fp32 = std::max(from_fp32, d32);
+    sum_cpu += d, sum_fp32 += d32;
     scored++, close += d <= 1e-4;
   }
-  EXPECT_GE(double(close), 0.9 * double(scored)) << close << " of " << scored << " log-probs within 1e-4";
+  std::printf("bf16 GPU vs CPU: mean |dlogp| %.3g (worst %.3g, %zu of %zu within 1e-4); vs the fp32 GPU model: "
+              "mean %.3g (worst %.3g)\n",
+              sum_cpu / double(scored), worst, close, scored, sum_fp32 / double(scored), from_fp32);
   EXPECT_LT(worst, 1e-2);
+  EXPECT_LT(sum_cpu, sum_fp32) << "the GPU's bf16 model is no closer to the CPU's bf16 model than to fp32";
   EXPECT_GT(from_fp32, 1e-5) << "the GPU's bf16 GEMMs gave its fp32 log-probs: nothing was rounded";
 
   std::vector<float> dlogp(sc.logp.size(), -0.5f);
@@ -175,29 +183,41 @@ TEST_P(CudaModel, GenerationLogProbsEqualTheTrainingForward) {
 }
 
 // The same with the bf16 table (bf16 GEMMs, weights and KV cache): the training forward rounds k
-// and v as the cache holds them, so the sampler's log-probs are the learner's except where an
-// activation lies within fp32 rounding of a bf16 tie (bf16_matmul_test's CPU version of this).
+// and v as the cache holds them, so the sampler computes the learner's function. But on the GPU
+// the sampler's GEMMs (a few rows per step) and the learner's (whole sequences) are different
+// cuBLASLt kernels that sum in different orders, and an activation near a bf16 rounding boundary
+// then rounds apart (see Bf16GemmsMatchTheCpuBf16Model): 87 of 120 tokens within 1e-4 on an H100
+// (2026-11-23), where the CPU, whose GEMM rows do not depend on the row count, gets 35 of 36 to
+// 1e-5 (bf16_matmul_test). So: within a bf16-sized bound, and closer to the learner's bf16 log-probs
+// than those are to the fp32 model's. Batch-invariant GEMMs would close this (README).
 TEST_P(CudaModel, Bf16GenerationLogProbsEqualTheTrainingForward) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 12, 0.05f, kernels::cuda_bf16_matmul_ops());
+  Transformer gpu32 = Transformer::random(c, 12, 0.05f, cuda_ops());
   const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11}};
   SamplingParams sp;
   sp.temperature = 0.9f, sp.max_new_tokens = 40, sp.seed = 3;
   const std::vector<Completion> out = generate(gpu, prompts, sp);
   size_t tokens = 0, close = 0;
-  double worst = 0;
+  double worst = 0, sum_learner = 0, sum_fp32 = 0;
   for (size_t i = 0; i < prompts.size(); i++) {
     std::vector<int32_t> full = prompts[i];
     full.insert(full.end(), out[i].tokens.begin(), out[i].tokens.end());
     const TokenScores s = gpu.score(SequenceBatch::from({full}), sp.temperature);
+    const TokenScores s32 = gpu32.score(SequenceBatch::from({full}), sp.temperature);
     for (size_t j = 0; j < out[i].tokens.size(); j++) {
-      const double d = std::fabs(double(out[i].logprobs[j]) - s.logp[prompts[i].size() + j]);
+      const size_t t = prompts[i].size() + j;
+      const double d = std::fabs(double(out[i].logprobs[j]) - s.logp[t]);
       worst = std::max(worst, d);
+      sum_learner += d, sum_fp32 += std::fabs(double(s.logp[t]) - s32.logp[t]);
       tokens++, close += d <= 1e-4;
     }
   }
-  EXPECT_GE(double(close), 0.9 * double(tokens)) << close << " of " << tokens << " within 1e-4";
+  std::printf("bf16 sampler vs learner: mean |dlogp| %.3g (worst %.3g, %zu of %zu within 1e-4); learner vs the fp32 "
+              "model: mean %.3g\n",
+              sum_learner / double(tokens), worst, close, tokens, sum_fp32 / double(tokens));
   EXPECT_LT(worst, 1e-2);
+  EXPECT_LT(sum_learner, sum_fp32) << "the sampler's bf16 log-probs are no closer to the learner's than bf16 is to fp32";
 }
 
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
@@ -262,21 +263,73 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{2, 33, 1, 1, 32, {33, 32}}),        // one head, tile boundary
     attn_case_name);
 
-TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
-  const int64_t H = 4, KV = 2, d = 64, slots = 6, capacity = 70;
-  const std::vector<int32_t> slot = {3, 0, 5, 1, 4}, pos = {0, 31, 69, 32, 12};
-  const int64_t R = int64_t(slot.size()), stride = capacity * KV * d;
-  const auto kc = randn(slots * stride, 25), vc = randn(slots * stride, 26), q = randn(R * H * d, 27);
-  AttentionShape s{0, 0, H, KV, d, stride, nullptr};
-  std::vector<float> out(R * H * d);
-  cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s);
-  auto d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q);
+// Decode against the CPU over fp32 and bf16 caches, at shapes that take each path of the CUDA
+// kernel: positions split across blocks (few rows) or not (many rows), lanes holding 1 to 4
+// elements with and without vector loads (d = 16, 32, 40, 64, 96, 128), and more query heads per
+// kv head than one block takes (group 10).
+struct DecodeCase {
+  int64_t R, H, KV, d, capacity;
+  bool bf16;
+};
+
+std::string decode_case_name(const ::testing::TestParamInfo<DecodeCase>& info) {
+  const DecodeCase& c = info.param;
+  return "R" + std::to_string(c.R) + "_H" + std::to_string(c.H) + "_KV" + std::to_string(c.KV) + "_d" +
+         std::to_string(c.d) + "_cap" + std::to_string(c.capacity) + (c.bf16 ? "_bf16" : "_fp32");
+}
+
+void PrintTo(const DecodeCase& c, std::ostream* os) { *os << decode_case_name({c, 0}); }
+
+class CudaDecode : public CudaOps, public ::testing::WithParamInterface<DecodeCase> {};
+
+uint16_t bf16_bits(float x) {
+  const float r = round_to_bf16(x);
+  uint32_t u;
+  std::memcpy(&u, &r, sizeof u);
+  return uint16_t(u >> 16);
+}
+
+TEST_P(CudaDecode, MatchesCpu) {
+  const DecodeCase c = GetParam();
+  const int64_t slots = c.R + 2, stride = c.capacity * c.KV * c.d;
+  std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
+  for (int64_t r = 0; r < c.R; r++) {
+    slot[size_t(r)] = int32_t(c.R - r);                                          // distinct, reversed
+    pos[size_t(r)] = int32_t(r == 0 ? c.capacity - 1 : (r * 37) % c.capacity);  // the full cache, and position 0
+  }
+  const auto kc = randn(slots * stride, 25), vc = randn(slots * stride, 26), q = randn(c.R * c.H * c.d, 27);
+  const AttentionShape s{0, 0, c.H, c.KV, c.d, stride, nullptr};
+  std::vector<float> out(size_t(c.R * c.H * c.d));
+  auto d_q = to_device(q), d_out = to_device(std::vector<float>(out.size(), 7.f));  // every element written
   auto d_slot = to_device(slot), d_pos = to_device(pos);
-  Buffer<float> d_out(cuda_ops(), out.size());
-  gpu.attention_decode(d_out.data(), d_q.data(), d_kc.data(), d_vc.data(), d_slot.data(),
-                       d_pos.data(), R, s);
+  if (c.bf16) {
+    std::vector<uint16_t> k16(kc.size()), v16(vc.size());
+    for (size_t i = 0; i < kc.size(); i++) k16[i] = bf16_bits(kc[i]), v16[i] = bf16_bits(vc[i]);
+    cpu_bf16_matmul_ops().attention_decode_w16(out.data(), q.data(), k16.data(), v16.data(), slot.data(), pos.data(),
+                                               c.R, s);
+    auto d_k = to_device(k16), d_v = to_device(v16);
+    cuda_bf16_matmul_ops().attention_decode_w16(d_out.data(), d_q.data(), d_k.data(), d_v.data(), d_slot.data(),
+                                                d_pos.data(), c.R, s);
+  } else {
+    cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, s);
+    auto d_k = to_device(kc), d_v = to_device(vc);
+    gpu.attention_decode(d_out.data(), d_q.data(), d_k.data(), d_v.data(), d_slot.data(), d_pos.data(), c.R, s);
+  }
   expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,
+                         ::testing::Values(DecodeCase{5, 4, 2, 64, 200, false},    // few rows: split positions
+                                           DecodeCase{5, 4, 2, 64, 200, true},
+                                           DecodeCase{1, 14, 2, 64, 1000, false},  // batch 1, 15 splits
+                                           DecodeCase{300, 14, 2, 128, 200, false},  // 0.5B's heads, many rows
+                                           DecodeCase{300, 14, 2, 128, 200, true},
+                                           DecodeCase{3, 20, 2, 40, 50, false},    // group 10, d = 40: scalar loads
+                                           DecodeCase{3, 20, 2, 40, 50, true},
+                                           DecodeCase{4, 6, 6, 16, 33, false},     // no GQA; half the lanes idle
+                                           DecodeCase{2, 12, 2, 96, 300, true},    // three elements per lane
+                                           DecodeCase{7, 2, 1, 32, 1, false}),     // one position, one per lane
+                         decode_case_name);
 
 // Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.
 TEST_F(CudaOps, KvStoreMatchesCpu) {

@@ -301,6 +301,48 @@ TEST(HfConfig, RopeScalingVariants) {
   EXPECT_DOUBLE_EQ(c.rope_scaling->high_freq_factor, 4.0);
 }
 
+// transformers 5.x writes RoPE settings in one block, rope_parameters, with rope_theta inside it
+// and rope_type "default" for no scaling (its MIGRATION_GUIDE_V5; the CudaHfReference GPU test
+// loads config.json files written by transformers 5 itself).
+TEST(HfConfig, Transformers5RopeParameters) {
+  json qwen = json::parse(kQwen05B);
+  qwen.erase("rope_theta");
+  qwen.erase("rope_scaling");
+  qwen["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  ModelConfig c = parse(qwen);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+
+  json llama = json::parse(kLlama3_8B);
+  llama.erase("rope_theta");
+  llama["rope_parameters"] = llama["rope_scaling"];
+  llama["rope_parameters"]["rope_theta"] = 500000.0;
+  llama.erase("rope_scaling");
+  c = parse(llama);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 8.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+
+  // Both spellings in one file: they must agree.
+  qwen["rope_theta"] = 1000000.0;
+  EXPECT_DOUBLE_EQ(parse(qwen).rope_theta, 1e6);
+  qwen["rope_theta"] = 10000.0;
+  EXPECT_EQ(parse_error(qwen), "config.json: field 'rope_theta' (10000) disagrees with rope_parameters.rope_theta (1e+06)");
+  qwen.erase("rope_theta");
+  qwen["rope_parameters"]["rope_theta"] = "1e6";
+  EXPECT_EQ(parse_error(qwen).rfind("config.json: field 'rope_parameters.rope_theta' must be a number", 0), 0u);
+  qwen["rope_parameters"]["rope_theta"] = -1.0;
+  EXPECT_EQ(parse_error(qwen), "config.json: field 'rope_parameters.rope_theta' (-1) must be positive");
+  qwen["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_EQ(parse_error(qwen).rfind("config.json: field 'rope_parameters.rope_type' ('yarn') is not supported", 0), 0u);
+  qwen["rope_parameters"] = {{"rope_theta", 1e6}};
+  EXPECT_EQ(parse_error(qwen), "config.json: field 'rope_parameters.rope_type' is required when rope_parameters is an object");
+  qwen["rope_parameters"] = 1e6;
+  EXPECT_EQ(parse_error(qwen).rfind("config.json: field 'rope_parameters' must be an object or null", 0), 0u);
+}
+
 TEST(HfConfig, LoadFromFile) {
   auto dir = std::filesystem::temp_directory_path() / ("azr_hf_config_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -351,7 +393,8 @@ TEST(HfConfigErrors, MissingRequiredField) {
                             "num_attention_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings"}) {
     json j = json::parse(kQwen05B);
     j.erase(field);
-    EXPECT_EQ(parse_error(j), std::string("config.json: field '") + field + "' is required but missing");
+    const std::string want = std::string("config.json: field '") + field + "' is required but missing";
+    EXPECT_EQ(parse_error(j).rfind(want, 0), 0u) << parse_error(j);
   }
 }
 

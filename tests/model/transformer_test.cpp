@@ -217,9 +217,13 @@ std::vector<std::vector<int32_t>> random_seqs(std::vector<int> lengths, int V, u
   return out;
 }
 
+// Also with the prompts prefilled in groups (Transformer::set_prefill_group_tokens): one group,
+// groups of two prompts and one, and one prompt per group.
 TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
-  for (int64_t kv : {1, 2, 4}) {
+  for (int64_t kv : {1, 2, 4})
+  for (int64_t group_tokens : {int64_t(16384), int64_t(18), int64_t(1)}) {
     Transformer m = random_model(true, kv);
+    m.set_prefill_group_tokens(group_tokens);
     const int64_t V = m.config().vocab_size;
     // Three prompts of different lengths, then 6 tokens fed one step at a time.
     auto seqs = random_seqs({5, 9, 2}, int(V), 11);
@@ -232,8 +236,8 @@ TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
     std::vector<float> step_logits = m.prefill(cache, SequenceBatch::from(seqs));
     auto expect_row = [&](int64_t b, int64_t pos, const float* got, const std::string& what) {
       const std::span<const float> want(ref.data() + (b * all.T + pos) * V, size_t(V));
-      EXPECT_LE(rel_err(std::span<const float>(got, size_t(V)), want), 1e-5) << what << " kv=" << kv << " b=" << b
-                                                                              << " pos=" << pos;
+      EXPECT_LE(rel_err(std::span<const float>(got, size_t(V)), want), 1e-5)
+          << what << " kv=" << kv << " group_tokens=" << group_tokens << " b=" << b << " pos=" << pos;
     };
     for (int64_t b = 0; b < 3; b++) expect_row(b, int64_t(seqs[b].size()) - 1, &step_logits[b * V], "prefill");
     for (int step = 0; step < 6; step++) {
