@@ -94,6 +94,8 @@ int run_memory(const MemoryOptions& o) {
                                   {"lm_head", p.lm_head},
                                   {"kv_cache", p.kv_cache},
                                   {"decode_buffers", p.decode_buffers},
+                                  {"prefill_activations", p.prefill_activations},
+                                  {"prefill_logits", p.prefill_logits},
                                   {"reserve", p.reserve},
                                   {"training_peak", p.training_peak()},
                                   {"generation_peak", p.generation_peak()}}},

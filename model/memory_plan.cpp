@@ -40,8 +40,10 @@ PerToken layer_acts(const ModelConfig& c) {
 }  // namespace
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
-  if (s.seq_len < 1 || s.micro_batch < 0 || s.head_chunk_rows < 1 || s.kv_slots < 0 || s.kv_capacity < 0)
-    throw std::invalid_argument("memory plan: seq_len and head_chunk_rows must be >= 1, the rest >= 0");
+  if (s.seq_len < 1 || s.micro_batch < 0 || s.head_chunk_rows < 1 || s.kv_slots < 0 || s.kv_capacity < 0 ||
+      s.prefill_group_tokens < 1)
+    throw std::invalid_argument(
+        "memory plan: seq_len, head_chunk_rows and prefill_group_tokens must be >= 1, the rest >= 0");
   const bool mixed = s.precision == Precision::Bf16Mixed;
   const double a = mixed ? 2.0 : 4.0;  // bytes per activation / compute-weight element
   const double P = double(parameter_count(c));
@@ -76,6 +78,15 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
   // one decode step: Transformer::decode's buffers plus the fp32 next-token logits
   p.decode_buffers = double(s.kv_slots) * ((4 * H + 2 * qd + 2 * kd + 2 * I) * a + 4.0 + V * 4.0);
+  // Prefill (Transformer::prefill_on_backend): groups of prompts, each a forward that keeps one
+  // layer slot and two residual buffers (Keep::Nothing), with prompts kv_capacity long.
+  double prefill_tokens = 0;
+  if (s.kv_slots > 0 && s.kv_capacity > 0) {
+    const int64_t per_group = std::max<int64_t>(1, s.prefill_group_tokens / s.kv_capacity);
+    prefill_tokens = double(std::min(s.kv_slots, per_group)) * double(s.kv_capacity);
+    p.prefill_activations = prefill_tokens * (2 * H * a + layer_bytes + tail_bytes);
+    p.prefill_logits = double(s.kv_slots) * V * 4.0;
+  }
 
   if (s.precision == Precision::Fp32Bf16Gemm) {
     // The fp32 model is the master; the GEMMs read a bf16 copy of it and round their other
@@ -84,11 +95,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     // head chunk's rows x V in backward).
     p.master_weights = p.weights;
     p.weights = 2.0 * P;
-    const double widest = std::max({H, qd, I});
-    p.gemm_scratch = 2.0 * (std::max(N * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
+    // A prefill group's forward rounds its inputs into the same scratch (no backward).
+    const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
+    p.gemm_scratch =
+        2.0 * (std::max(forward_rows * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
     // Attention reads its keys and values rounded to bf16 from two fp32 copies [N, kv_dim] (its
     // kernels are fp32), and the KV cache holds bf16.
-    p.gemm_scratch += 2.0 * N * kd * 4.0;
+    p.gemm_scratch += 2.0 * forward_rows * kd * 4.0;
     p.kv_cache /= 2.0;
   }
   return p;
@@ -134,6 +147,10 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   line("LM head (chunked)", p.lm_head);
   line("KV cache", p.kv_cache);
   line("decode buffers", p.decode_buffers);
+  if (s.kv_slots > 0) {
+    line("prefill activations", p.prefill_activations);
+    line("prefill logits", p.prefill_logits);
+  }
   line("reserve", p.reserve);
   line("peak: training", p.training_peak());
   line("peak: generation", p.generation_peak());

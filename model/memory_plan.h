@@ -31,6 +31,10 @@ enum class Precision { Fp32, Bf16Mixed, Fp32Bf16Gemm };
 Precision parse_precision(std::string_view s);
 const char* precision_name(Precision p);
 
+// Transformer's default group size for prefill: one layer's fp32 activations of 16,384 tokens,
+// about 2.5 GiB at Qwen2.5-1.5B.
+inline constexpr int64_t kDefaultPrefillGroupTokens = 16384;
+
 struct MemoryPlanSettings {
   Precision precision = Precision::Bf16Mixed;
   int64_t seq_len = 4096;      // tokens per training sequence (prompt + response)
@@ -39,6 +43,9 @@ struct MemoryPlanSettings {
   int64_t head_chunk_rows = 1024;  // LM-head rows whose fp32 logits exist at once (never B x T x V)
   int64_t kv_slots = 0;        // generation: sequences decoded together (0 = no generation phase)
   int64_t kv_capacity = 0;     // positions per sequence in the KV cache
+  // Padded prompt tokens a prefill runs at once (Transformer::set_prefill_group_tokens); the plan
+  // assumes prompts as long as kv_capacity, the worst case.
+  int64_t prefill_group_tokens = kDefaultPrefillGroupTokens;
   double reserve_bytes = double(2ull << 30);  // CUDA context, cuBLASLt workspace, fragmentation
 };
 
@@ -48,13 +55,18 @@ struct MemoryPlan {
   double weights = 0, master_weights = 0, gradients = 0, adam = 0, gemm_scratch = 0;
   // training phase
   double activations = 0, backward_scratch = 0, lm_head = 0;
-  // generation phase
-  double kv_cache = 0, decode_buffers = 0;
+  // generation phase: prefill's activations (one layer, one group of prompts) and decode's
+  // buffers share one arena, so the larger of the two counts; prefill's logits [slots, V] stay
+  // through decode.
+  double kv_cache = 0, decode_buffers = 0, prefill_activations = 0, prefill_logits = 0;
   double reserve = 0;
 
   double persistent() const { return weights + master_weights + gradients + adam + gemm_scratch; }
   double training_peak() const { return persistent() + activations + backward_scratch + lm_head + reserve; }
-  double generation_peak() const { return persistent() + kv_cache + decode_buffers + reserve; }
+  double generation_peak() const {
+    return persistent() + kv_cache + (decode_buffers > prefill_activations ? decode_buffers : prefill_activations) +
+           prefill_logits + reserve;
+  }
   double peak() const { return training_peak() > generation_peak() ? training_peak() : generation_peak(); }
 };
 

@@ -26,6 +26,7 @@
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "model/hf_config.h"
+#include "model/memory_plan.h"
 
 namespace azr::model {
 
@@ -201,7 +202,7 @@ class Transformer {
   kernels::Buffer<float> acts_;
   kernels::Buffer<float> bwd_;  // backward scratch
   kernels::Buffer<int32_t> positions_, ids_, lengths_;  // [N], [N], [B]: the batch on the backend
-  int64_t prefill_group_tokens_ = 16384;  // about 1.7 GB of one layer's fp32 activations at 1.5B
+  int64_t prefill_group_tokens_ = kDefaultPrefillGroupTokens;  // memory_plan.h
   kernels::Buffer<int32_t> step_idx_;                   // decode: tokens, slots, positions [3 * R]
   int64_t fwd_B_ = 0, fwd_T_ = 0;
   bool fwd_kept_ = false;

@@ -138,7 +138,7 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   MemoryPlanSettings s;
   s.precision = Precision::Fp32;
   s.seq_len = 4096;
-  s.kv_slots = 8, s.kv_capacity = 1000;
+  s.kv_slots = 8, s.kv_capacity = 500;  // a prefill of 8 x 500 tokens rounds fewer rows than training's 4096
   const MemoryPlan fp32 = plan_memory(c, s);
   s.precision = Precision::Fp32Bf16Gemm;
   const MemoryPlan g = plan_memory(c, s);
@@ -148,7 +148,7 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
   EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
-  EXPECT_EQ(g.kv_cache, 2.0 * 28 * 8 * 1000 * 256 * 2);  // k and v, 28 layers, 8 x 1000 positions, bf16
+  EXPECT_EQ(g.kv_cache, 2.0 * 28 * 8 * 500 * 256 * 2);  // k and v, 28 layers, 8 x 500 positions, bf16
   EXPECT_EQ(fp32.kv_cache, 2 * g.kv_cache);
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
   EXPECT_STREQ(precision_name(Precision::Fp32Bf16Gemm), "fp32+bf16-gemm");
@@ -156,7 +156,46 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   // head's 128 x 263 is narrower).
   s.seq_len = 64;
   s.micro_batch = 2;
+  s.kv_slots = 0;
   EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch, 2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4);
+  // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
+  // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
+  s.kv_slots = 8;
+  EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch, 2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4);
+}
+
+// Prefill keeps one layer's activations for one group of prompts (Transformer::prefill_on_backend):
+// the fp32 plan is the CPU transformer's arena to the byte after a prefill of prompts as long as
+// the cache, in groups of two (30 tokens / 12 per prompt), and the logits [slots, V] beside it.
+TEST(MemoryPlan, Fp32PlanPredictsThePrefillsAllocationExactly) {
+  const ModelConfig c = preset_config("azr-tiny");
+  const int64_t slots = 5, capacity = 12;
+  Transformer m = Transformer::random(c, 1);
+  m.set_prefill_group_tokens(30);
+  KVCache cache(c, slots, capacity);
+  m.prefill(cache, SequenceBatch::from(std::vector<std::vector<int32_t>>(size_t(slots), std::vector<int32_t>(12, 3))));
+  MemoryPlanSettings s;
+  s.precision = Precision::Fp32;
+  s.kv_slots = slots, s.kv_capacity = capacity, s.prefill_group_tokens = 30;
+  const MemoryPlan p = plan_memory(c, s);
+  EXPECT_EQ(p.prefill_activations, double(m.activation_bytes()));
+  EXPECT_EQ(p.prefill_logits, double(slots * c.vocab_size * 4));
+}
+
+// Qwen2.5-1.5B, 256 slots of 4096 positions: groups of 16384 / 4096 = 4 prompts, 16,384 tokens.
+// Per token: the residual stream's two buffers 2 x 1536; one layer slot 3 x 1536 + 2 x 1536 +
+// 2 x 256 + 2 x 8960 = 26,112 values and 2 + 12 fp32; the tail 2 x 1536 + 8960 and one rstd:
+// (3072 + 26112 + 12032) x 4 + 14 x 4 + 4 = 164,924 bytes. Logits: 256 x 151,936 x 4.
+TEST(MemoryPlan, PrefillByHand) {
+  MemoryPlanSettings s;
+  s.precision = Precision::Fp32;
+  s.kv_slots = 256, s.kv_capacity = 4096;
+  const MemoryPlan p = plan_memory(qwen("1.5b"), s);
+  EXPECT_EQ(p.prefill_activations, 16384.0 * 164924);
+  EXPECT_EQ(p.prefill_logits, 256.0 * 151936 * 4);
+  EXPECT_EQ(p.generation_peak(), p.persistent() + p.kv_cache + p.prefill_activations + p.prefill_logits + p.reserve);
+  s.kv_slots = 0;
+  EXPECT_EQ(plan_memory(qwen("1.5b"), s).prefill_activations, 0.0);
 }
 
 TEST(MemoryPlan, BadSettingsAndPrecisionNamesAreErrors) {
