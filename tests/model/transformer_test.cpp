@@ -256,6 +256,35 @@ TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
   }
 }
 
+// Bad prefill batches are one std::invalid_argument each, thrown before anything is written: the
+// cache stays as it was (zeros).
+TEST(TransformerTest, PrefillRejectsBadBatchesAndLeavesTheCacheUntouched) {
+  Transformer m = random_model(true, 2);
+  m.set_prefill_group_tokens(4);  // several groups: a bad prompt late in the batch must not let earlier groups in
+  KVCache cache(m.config(), 2, 6);
+  auto expect_error = [&](const SequenceBatch& b, const std::string& what) {
+    try {
+      m.prefill(cache, b);
+      ADD_FAILURE() << "no error; wanted: " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), what);
+    }
+    const size_t n = size_t(cache.layers * cache.slots * cache.slot_stride());
+    EXPECT_EQ(std::count(cache.k.data(), cache.k.data() + n, 0.f), std::ptrdiff_t(n)) << what;
+    EXPECT_EQ(std::count(cache.v.data(), cache.v.data() + n, 0.f), std::ptrdiff_t(n)) << what;
+  };
+  expect_error(SequenceBatch::from({{1, 2}, {3}, {4}}), "more prompts than KV-cache slots");
+  expect_error(SequenceBatch::from({{1, 2}, {1, 2, 3, 4, 5, 6, 7}}), "a prompt is longer than the KV-cache capacity");
+  SequenceBatch bad = SequenceBatch::from({{1, 2, 3}, {4, 5}});
+  bad.ids.pop_back();
+  expect_error(bad, "batch ids/lengths do not match B x T");
+  bad = SequenceBatch::from({{1, 2, 3}, {4, 5}});
+  bad.lengths[1] = 0;
+  expect_error(bad, "a sequence length is outside 1..T");
+  bad.lengths[1] = 4;  // within the cache's capacity, past the batch's T = 3
+  expect_error(bad, "a sequence length is outside 1..T");
+}
+
 // The op behind prefill and decode, by hand: each row lands at slot * stride + pos * row, a row
 // with pos -1 (padding) writes nothing.
 TEST(TransformerTest, KvStoreWritesRowsToTheirSlotsAndSkipsPadding) {
