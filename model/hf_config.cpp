@@ -212,17 +212,22 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
     f.fail("rope_parameters", "must be an object or null, got " + describe(*rope_params));
   const json* top_theta = f.find("rope_theta");
   const json* inner_theta = rope_params && rope_params->contains("rope_theta") ? &(*rope_params)["rope_theta"] : nullptr;
+  auto positive_theta = [](const Fields& where, const json& v) {
+    const double theta = where.as_number("rope_theta", v);
+    if (!(theta > 0.0)) where.fail("rope_theta", "(" + num_to_string(theta) + ") must be positive");
+    return theta;
+  };
   if (inner_theta) {
-    const Fields rp(*rope_params, source, "rope_parameters.");
-    c.rope_theta = rp.as_number("rope_theta", *inner_theta);
-    if (!(c.rope_theta > 0.0)) rp.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
-    if (top_theta && f.as_number("rope_theta", *top_theta) != c.rope_theta)
-      f.fail("rope_theta", "(" + num_to_string(f.as_number("rope_theta", *top_theta)) +
-                               ") disagrees with rope_parameters.rope_theta (" + num_to_string(c.rope_theta) + ")");
+    c.rope_theta = positive_theta(Fields(*rope_params, source, "rope_parameters."), *inner_theta);
+    if (top_theta) {
+      const double top = f.as_number("rope_theta", *top_theta);
+      if (top != c.rope_theta)
+        f.fail("rope_theta", "(" + num_to_string(top) + ") disagrees with rope_parameters.rope_theta (" +
+                                 num_to_string(c.rope_theta) + ")");
+    }
   } else {
     if (!top_theta) f.fail("rope_theta", "is required but missing (at the top level, or in rope_parameters)");
-    c.rope_theta = f.as_number("rope_theta", *top_theta);
-    if (!(c.rope_theta > 0.0)) f.fail("rope_theta", "(" + num_to_string(c.rope_theta) + ") must be positive");
+    c.rope_theta = positive_theta(f, *top_theta);
   }
   c.max_position_embeddings = f.positive("max_position_embeddings", f.req_int("max_position_embeddings"));
 

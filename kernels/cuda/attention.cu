@@ -443,10 +443,9 @@ namespace {
 
 int multiprocessors() {
   static const int count = [] {
-    int device = 0, n = 0;
+    int device = 0;
     AZR_CUDA_CHECK(cudaGetDevice(&device));
-    AZR_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
+    return device_attribute(cudaDevAttrMultiProcessorCount, device);
   }();
   return count;
 }
@@ -487,14 +486,12 @@ void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcach
     launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, part, q, kcache, vcache, slot, pos,
                                                                      s, head_chunks, chunk);
   };
-  using std::integral_constant;
-  using T = std::true_type;
-  using F = std::false_type;
+  auto launch_e = [&](auto e) { full ? launch(e, std::true_type{}) : launch(e, std::false_type{}); };
   switch (E) {
-    case 1: full ? launch(integral_constant<int, 1>{}, T{}) : launch(integral_constant<int, 1>{}, F{}); break;
-    case 2: full ? launch(integral_constant<int, 2>{}, T{}) : launch(integral_constant<int, 2>{}, F{}); break;
-    case 3: full ? launch(integral_constant<int, 3>{}, T{}) : launch(integral_constant<int, 3>{}, F{}); break;
-    default: full ? launch(integral_constant<int, 4>{}, T{}) : launch(integral_constant<int, 4>{}, F{}); break;
+    case 1: launch_e(std::integral_constant<int, 1>{}); break;
+    case 2: launch_e(std::integral_constant<int, 2>{}); break;
+    case 3: launch_e(std::integral_constant<int, 3>{}); break;
+    default: launch_e(std::integral_constant<int, 4>{}); break;
   }
   if (splits > 1) {
     const int64_t rows = R * s.H;

@@ -59,6 +59,13 @@ __device__ T block_sum(T v, T* shared) {
 
 __device__ __forceinline__ float block_max(float v, float* shared) { return block_reduce(v, -INFINITY, Max{}, shared); }
 
+// One attribute of a device (cudaDeviceGetAttribute, checked).
+inline int device_attribute(cudaDeviceAttr a, int device) {
+  int v = 0;
+  AZR_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, device));
+  return v;
+}
+
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -73,12 +73,6 @@ const Ops kCudaOps = {
     /*attention_decode_w16=*/nullptr,
 };
 
-int attribute(cudaDeviceAttr a, int device) {
-  int v = 0;
-  AZR_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, device));
-  return v;
-}
-
 }  // namespace
 
 const Ops& cuda_ops() { return kCudaOps; }
@@ -117,8 +111,8 @@ void cuda_select_device(int index) { AZR_CUDA_CHECK(cudaSetDevice(index)); }
 
 double cuda_peak_bandwidth(int index) {
   // Double data rate: two transfers per memory clock, bus width in bits.
-  const double clock_hz = double(attribute(cudaDevAttrMemoryClockRate, index)) * 1e3;
-  const double bus_bytes = double(attribute(cudaDevAttrGlobalMemoryBusWidth, index)) / 8.0;
+  const double clock_hz = double(device_attribute(cudaDevAttrMemoryClockRate, index)) * 1e3;
+  const double bus_bytes = double(device_attribute(cudaDevAttrGlobalMemoryBusWidth, index)) / 8.0;
   return 2.0 * clock_hz * bus_bytes;
 }
 

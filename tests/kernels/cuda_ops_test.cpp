@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "kernels/buffer.h"
-#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
@@ -282,13 +281,6 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << decode_case_name({c
 
 class CudaDecode : public CudaOps, public ::testing::WithParamInterface<DecodeCase> {};
 
-uint16_t bf16_bits(float x) {
-  const float r = round_to_bf16(x);
-  uint32_t u;
-  std::memcpy(&u, &r, sizeof u);
-  return uint16_t(u >> 16);
-}
-
 TEST_P(CudaDecode, MatchesCpu) {
   const DecodeCase c = GetParam();
   const int64_t slots = c.R + 2, stride = c.capacity * c.KV * c.d;
@@ -304,7 +296,8 @@ TEST_P(CudaDecode, MatchesCpu) {
   auto d_slot = to_device(slot), d_pos = to_device(pos);
   if (c.bf16) {
     std::vector<uint16_t> k16(kc.size()), v16(vc.size());
-    for (size_t i = 0; i < kc.size(); i++) k16[i] = bf16_bits(kc[i]), v16[i] = bf16_bits(vc[i]);
+    cpu_bf16_matmul_ops().to_bf16(k16.data(), kc.data(), int64_t(kc.size()));
+    cpu_bf16_matmul_ops().to_bf16(v16.data(), vc.data(), int64_t(vc.size()));
     cpu_bf16_matmul_ops().attention_decode_w16(out.data(), q.data(), k16.data(), v16.data(), slot.data(), pos.data(),
                                                c.R, s);
     auto d_k = to_device(k16), d_v = to_device(v16);
