@@ -7,7 +7,8 @@
 //   build/bin/cuda_ops_bench [--reps N]
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
-// fp32 kernels (the op table's); the bf16 path is measured when it lands.
+// fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
+// against their fp32 / Simt counterparts.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -127,6 +128,39 @@ int main(int argc, char** argv) {
     const double g = run(gpu, 4, 1024, true), c = run(cpu, 1, 256, false);
     rows.push_back({"attention_forward", "4 x 1024 tokens, 12/2 heads x 128", "TFLOP/s", flops(4, 1024) / g / 1e12,
                     flops(1, 256) / c / 1e12, -1});
+
+    // The Bf16 table's training attention: the tensor-core kernels against the Simt ones (the
+    // baseline, in the "cpu" column's place), forward and backward, at 0.5B's and 1.5B's heads.
+    // Backward counts FlashAttention's 2.5x the forward's FLOPs (five products to its two).
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    struct Heads {
+      int64_t H, KV, d;
+    };
+    for (const Heads hd : {Heads{14, 2, 64}, Heads{12, 2, 128}}) {
+      const int64_t B = 4, T = 1024, qn = B * T * hd.H * hd.d, kn = B * T * hd.KV * hd.d;
+      auto q = upload(randn(qn, 3)), k = upload(randn(kn, 4)), v = upload(randn(kn, 5)), dout = upload(randn(qn, 6));
+      Buffer<float> out(cuda_ops(), qn), lse(cuda_ops(), B * hd.H * T), dq(cuda_ops(), qn), dk(cuda_ops(), kn),
+          dv(cuda_ops(), kn);
+      const AttentionShape s{B, T, hd.H, hd.KV, hd.d, T * hd.KV * hd.d, nullptr};
+      const double fwd_flops = 2.0 * 2.0 * double(B) * hd.H * hd.d * double(T) * double(T) / 2.0;
+      auto time_with = [&](CudaAttentionKernel kernel, bool backward) {
+        cuda_set_attention_kernel(kernel);
+        gpu16.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+        const double t = backward ? time_gpu([&] { gpu16.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), k.data(), v.data(), s); }, reps)
+                                  : time_gpu([&] { gpu16.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s); }, reps);
+        cuda_set_attention_kernel(CudaAttentionKernel::Simt);
+        return t;
+      };
+      const std::string shape = "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) + " heads x " +
+                                std::to_string(hd.d) + "; base = simt";
+      for (const bool backward : {false, true}) {
+        const double f = backward ? 2.5 * fwd_flops : fwd_flops;
+        const double tc = time_with(CudaAttentionKernel::TensorCore, backward),
+                     simt = time_with(CudaAttentionKernel::Simt, backward);
+        rows.push_back({backward ? "attn_bwd bf16 tc" : "attn_fwd bf16 tc", shape, "TFLOP/s", f / tc / 1e12,
+                        f / simt / 1e12, -1});
+      }
+    }
   }
   {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
     const int64_t R = 64, cap = 2048, stride = cap * nkv * d;

@@ -233,6 +233,10 @@ int main(int argc, char** argv) {
   if (o.device == "cuda") {
     device_name = azr::kernels::cuda_device_description(0);
     if (peak_bw == 0) peak_bw = azr::kernels::cuda_peak_bandwidth(0);
+    // The bf16 rows' training attention (AZR_CUDA_ATTENTION, kernels/cuda/cuda_ops.h).
+    device_name += azr::kernels::cuda_attention_kernel() == azr::kernels::CudaAttentionKernel::TensorCore
+                       ? "; bf16 attention: tensor cores"
+                       : "; bf16 attention: simt";
   }
 #endif
   if (peak_bw == 0) peak_bw = measured_bw;

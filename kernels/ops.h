@@ -150,9 +150,9 @@ struct Ops {
   void (*matmul_backward_w16)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
   // A KV cache in bf16 (half the bytes a decode step reads from it): kv_store's rows rounded to
-  // bf16, and attention_decode over such a cache. A Bf16 table's attention_forward and
-  // attention_backward round k and v to bf16 first, so the training forward attends to exactly
-  // the keys and values the sampler reads from its cache.
+  // bf16, and attention_decode over such a cache, its queries rounded to bf16. A Bf16 table's
+  // attention_forward and attention_backward round q, k and v to bf16 first, so the training
+  // forward attends with exactly the queries, keys and values the sampler uses.
   void (*kv_store_w16)(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                        const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
   void (*attention_decode_w16)(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
@@ -164,7 +164,9 @@ struct Ops {
 // rounded to bfloat16 (to nearest, ties to even) and the products are summed in fp32, which is
 // what tensor cores do with bf16 inputs (and PyTorch's set_float32_matmul_precision("medium")).
 // Outputs, bias and the bias gradient (summed from the fp32 dout) stay fp32. Attention rounds
-// its keys and values to bf16 (what a bf16 KV cache holds) and works in fp32 on them; every other
+// its queries, keys and values to bf16 (the operands of a tensor core; the keys and values are
+// what a bf16 KV cache holds) and works in fp32 on them (a backend may also round the
+// probabilities for its tensor cores, kernels/cuda/cuda_ops.h says where); every other
 // op is unchanged, so the rest of the model keeps fp32 activations, weights and gradients. A
 // backend's Bf16 table is its Fp32 table with those ops replaced and the bf16-weight and bf16-cache
 // ops of the table (the last fields of Ops) added: the CPU's is the reference the GPU's is checked against (both round the same

@@ -99,8 +99,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
     p.gemm_scratch =
         2.0 * (std::max(forward_rows * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
-    // Attention reads its keys and values rounded to bf16 from two fp32 copies [N, kv_dim] (its
-    // kernels are fp32), and the KV cache holds bf16.
+    // The Simt attention (the CUDA default) reads its keys and values rounded to bf16 from two
+    // fp32 copies [N, kv_dim] and rounds its queries as it reads them; the tensor-core kernels
+    // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.
     p.gemm_scratch += 2.0 * forward_rows * kd * 4.0;
     p.kv_cache /= 2.0;
   }

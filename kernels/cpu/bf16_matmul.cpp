@@ -1,5 +1,5 @@
 // The CPU backend's MatmulPrecision::Bf16 table: round the operands of each product to bf16 in
-// scratch copies, then run the fp32 GEMM on them; attention likewise on rounded keys and values,
+// scratch copies, then run the fp32 GEMM on them; attention likewise on rounded queries, keys and values,
 // and the KV cache in bf16. A product of two bf16 values is exact in fp32
 // (8 + 8 significant bits fit in 24), so this is the tensor cores' arithmetic up to the order of
 // the fp32 sums: the reference the CUDA backend's bf16 GEMMs are checked against.
@@ -108,28 +108,30 @@ void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout
   backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, N, IC, OC);
 }
 
-// Attention on keys and values rounded to bf16 (a bf16 KV cache's values), in fp32. k and v hold
-// B sequences at kv_seq_stride.
-struct RoundedKv {
+// Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the
+// keys and values are what a bf16 KV cache holds), in fp32. k and v hold B sequences at
+// kv_seq_stride.
+struct RoundedQkv {
+  const float* q;
   const float* k;
   const float* v;
 };
-thread_local std::vector<float> t_k16, t_v16;
-RoundedKv rounded_kv(const float* k, const float* v, const AttentionShape& s) {
+thread_local std::vector<float> t_q16, t_k16, t_v16;
+RoundedQkv rounded_qkv(const float* q, const float* k, const float* v, const AttentionShape& s) {
   const int64_t n = s.B * s.kv_seq_stride;
-  return {rounded(t_k16, k, n), rounded(t_v16, v, n)};
+  return {rounded(t_q16, q, s.B * s.T * s.heads * s.d), rounded(t_k16, k, n), rounded(t_v16, v, n)};
 }
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s) {
-  const RoundedKv kv = rounded_kv(k, v, s);
-  cpu_ops().attention_forward(out, lse, q, kv.k, kv.v, s);
+  const RoundedQkv r = rounded_qkv(q, k, v, s);
+  cpu_ops().attention_forward(out, lse, r.q, r.k, r.v, s);
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                         const float* q, const float* k, const float* v, const AttentionShape& s) {
-  const RoundedKv kv = rounded_kv(k, v, s);
-  cpu_ops().attention_backward(dq, dk, dv, dout, out, lse, q, kv.k, kv.v, s);
+  const RoundedQkv r = rounded_qkv(q, k, v, s);
+  cpu_ops().attention_backward(dq, dk, dv, dout, out, lse, r.q, r.k, r.v, s);
 }
 
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
@@ -145,7 +147,8 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
 
 void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
                           const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s) {
-  cpu_detail::attention_decode_rows(out, q, kcache, vcache, slot, pos, R, s, 16 * kParallelMin);
+  cpu_detail::attention_decode_rows(out, rounded(t_q16, q, R * s.heads * s.d), kcache, vcache, slot, pos, R, s,
+                                    16 * kParallelMin);
 }
 
 Ops make_table() {

@@ -8,7 +8,8 @@
 // probabilities are then broadcast lane by lane (__shfl_sync) into the output rows, of which
 // each lane owns the elements lane, lane + 32, ... Head dims up to kMaxD.
 //
-// fp32 throughout; the bf16 tensor-core path is future work (issue 9).
+// fp32 throughout. The Bf16 table reads its queries, keys and values rounded to bf16 here, or runs
+// the tensor-core kernels of attention_tensor_core.cu where those apply.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -32,9 +33,13 @@ struct Dims {
   int64_t T, H, d, group, kv_seq_stride, kv_row;
   const int32_t* lengths;
   float scale;
+  bool round_q = false;  // the Bf16 table's: queries rounded to bf16 as they are read
 };
 
 __device__ __forceinline__ int64_t seq_len(const Dims& s, int64_t b) { return s.lengths ? s.lengths[b] : s.T; }
+
+__device__ __forceinline__ float bf16_rounded(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float query_value(const Dims& s, float x) { return s.round_q ? bf16_rounded(x) : x; }
 
 // dot(a[0..d), b[0..d)) for one lane, both in shared memory.
 __device__ __forceinline__ float dot_shared(const float* a, const float* b, int64_t d) {
@@ -44,12 +49,13 @@ __device__ __forceinline__ float dot_shared(const float* a, const float* b, int6
 }
 
 // The block copies rows [0, n) of d floats (global row stride src_stride) into shared memory
-// (row stride dst_stride); the caller synchronises.
+// (row stride dst_stride), rounded to bf16 if `round`; the caller synchronises.
 __device__ __forceinline__ void load_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
-                                          int64_t n, int64_t d) {
+                                          int64_t n, int64_t d, bool round = false) {
   for (int64_t e = threadIdx.x; e < n * d; e += blockDim.x) {
     const int64_t r = e / d, i = e % d;
-    dst[r * dst_stride + i] = src[r * src_stride + i];
+    const float x = src[r * src_stride + i];
+    dst[r * dst_stride + i] = round ? bf16_rounded(x) : x;
   }
 }
 
@@ -81,7 +87,7 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
   const int64_t L = seq_len(s, b), q_row = s.H * d;
   const bool real = t < L;
   const float* qt = q + (b * s.T + t) * q_row + h * d;
-  for (int64_t i = lane; i < d; i += kWarp) Qs[warp * d + i] = real ? qt[i] : 0.f;
+  for (int64_t i = lane; i < d; i += kWarp) Qs[warp * d + i] = real ? query_value(s, qt[i]) : 0.f;
 
   const float* kb = k + b * s.kv_seq_stride + (h / s.group) * d;
   const float* vb = v + b * s.kv_seq_stride + (h / s.group) * d;
@@ -147,7 +153,7 @@ __global__ void attention_dq_kernel(float* dq, const float* dout, const float* l
   const bool real = t < L;
   const int64_t off = (b * s.T + t) * q_row + h * d;
   for (int64_t i = lane; i < d; i += kWarp) {
-    Qs[warp * d + i] = real ? q[off + i] : 0.f;
+    Qs[warp * d + i] = real ? query_value(s, q[off + i]) : 0.f;
     dOs[warp * d + i] = real ? dout[off + i] : 0.f;
   }
   const float lse_t = real ? lse[(b * s.H + h) * s.T + t] : 0.f;
@@ -212,7 +218,7 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
     for (int64_t i0 = j0; i0 < L; i0 += kTile) {  // the queries that see any key of the block
       __syncthreads();
       const int64_t nq = min(int64_t(kTile), L - i0);
-      load_rows(Qs, dp, qb + i0 * q_row, q_row, nq, d);
+      load_rows(Qs, dp, qb + i0 * q_row, q_row, nq, d, s.round_q);
       load_rows(dOs, dp, gb + i0 * q_row, q_row, nq, d);
       if (threadIdx.x < nq) {
         lse_s[threadIdx.x] = lse_bh[i0 + threadIdx.x];
@@ -312,6 +318,9 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
 #pragma unroll
     for (int u = 0; u < E; u++) qr[g][u] = 0.f, acc[g][u] = 0.f;
     if (g < nh && left > 0) load_lane<E, FULL>(qr[g], q + (r * s.H + h0 + g) * d + e0, left);
+    if constexpr (std::is_same_v<KV, __nv_bfloat16>)  // a bf16 cache: the Bf16 table's queries are bf16 too
+#pragma unroll
+      for (int u = 0; u < E; u++) qr[g][u] = bf16_rounded(qr[g][u]);
   }
   const KV* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
   const KV* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
@@ -406,11 +415,10 @@ float* rowdot_scratch(size_t n) {
   return scratch.get(n);
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const AttentionShape& shape) {
-  const Dims s = dims_of(shape);
+void simt_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& shape, bool round_q) {
+  Dims s = dims_of(shape);
+  s.round_q = round_q;
   if (shape.B == 0 || s.T == 0) return;
   const dim3 grid(unsigned((s.T + kRows - 1) / kRows), unsigned(s.H), unsigned(shape.B));
   const size_t smem = sizeof(float) * size_t(kRows * s.d + kTile * (s.d + 1) + kTile * s.d);
@@ -418,15 +426,14 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   AZR_CUDA_LAUNCHED();
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
-                        const float* q, const float* k, const float* v, const AttentionShape& shape) {
-  const Dims s = dims_of(shape);
+void simt_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v, const AttentionShape& shape,
+                             bool round_q) {
+  Dims s = dims_of(shape);
+  s.round_q = round_q;
   const int64_t B = shape.B;
   if (B == 0 || s.T == 0) return;
-  float* D = rowdot_scratch(size_t(B * s.H * s.T));
-  const int64_t rows = B * s.T * s.H;
-  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256>>>(D, dout, out, s, B);
-  AZR_CUDA_LAUNCHED();
+  const float* D = attention_row_dots(dout, out, shape);
 
   const dim3 qgrid(unsigned((s.T + kRows - 1) / kRows), unsigned(s.H), unsigned(B));
   const size_t qsmem = sizeof(float) * size_t(2 * kRows * s.d + 2 * kTile * (s.d + 1));
@@ -437,6 +444,28 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const size_t ksmem = sizeof(float) * size_t(2 * kRows * s.d + 2 * kTile * (s.d + 1) + 2 * kTile);
   attention_dkdv_kernel<<<kgrid, kRows * kWarp, ksmem>>>(dk, dv, dout, lse, D, q, k, v, s);
   AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& shape) {
+  const Dims s = dims_of(shape);
+  const int64_t rows = shape.B * s.T * s.H;
+  float* D = rowdot_scratch(size_t(std::max<int64_t>(rows, 1)));
+  if (rows == 0) return D;
+  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256>>>(D, dout, out, s, shape.B);
+  AZR_CUDA_LAUNCHED();
+  return D;
+}
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionShape& shape) {
+  simt_attention_forward(out, lse, q, k, v, shape, /*round_q=*/false);
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const AttentionShape& shape) {
+  simt_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, /*round_q=*/false);
 }
 
 namespace {
@@ -534,15 +563,19 @@ void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, co
 
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttentionShape& shape) {
+  if (tensor_core_attention_applies(shape)) return tensor_core_attention_forward(out, lse, q, k, v, shape);
   const int64_t n = shape.B * shape.kv_seq_stride;
-  attention_forward(out, lse, q, rounded_through_bf16(g_k16, k, n), rounded_through_bf16(g_v16, v, n), shape);
+  simt_attention_forward(out, lse, q, rounded_through_bf16(g_k16, k, n), rounded_through_bf16(g_v16, v, n), shape,
+                         /*round_q=*/true);
 }
 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttentionShape& shape) {
+  if (tensor_core_attention_applies(shape))
+    return tensor_core_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape);
   const int64_t n = shape.B * shape.kv_seq_stride;
-  attention_backward(dq, dk, dv, dout, out, lse, q, rounded_through_bf16(g_k16, k, n),
-                     rounded_through_bf16(g_v16, v, n), shape);
+  simt_attention_backward(dq, dk, dv, dout, out, lse, q, rounded_through_bf16(g_k16, k, n),
+                          rounded_through_bf16(g_v16, v, n), shape, /*round_q=*/true);
 }
 
 }  // namespace azr::kernels::cuda_detail

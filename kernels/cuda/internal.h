@@ -59,13 +59,26 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* q, const float* k, const float* v, const AttentionShape& s);
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& s);
-// The Bf16 table's: attention on k and v rounded to bf16; decode over a bf16 cache.
+// The Bf16 table's: attention on q, k and v rounded to bf16 (Simt, or the tensor-core kernels where
+// cuda_attention_kernel() selects them); decode of bf16-rounded queries over a bf16 cache.
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttentionShape& s);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttentionShape& s);
 void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
                           const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s);
+// D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
+// in a grow-only scratch valid until the next call.
+const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);
+
+// attention_tensor_core.cu: the Bf16 table's training attention on tensor cores, where
+// cuda_attention_kernel() selects it and the head dim is one its kernels take (64, 128).
+bool tensor_core_attention_applies(const AttentionShape& s);
+void tensor_core_attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                                   const AttentionShape& s);
+void tensor_core_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                    const float* lse, const float* q, const float* k, const float* v,
+                                    const AttentionShape& s);
 
 // token_stats.cu
 void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,

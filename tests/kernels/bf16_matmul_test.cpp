@@ -175,10 +175,11 @@ TEST(CpuBf16Matmul, GemmsOnBf16WeightsEqualGemmsOnTheWeightsTheyRoundFrom) {
   EXPECT_EQ(dbias16, dbias);
 }
 
-// Attention in a Bf16 table is the fp32 attention on keys and values rounded to bf16, bit for bit,
-// and decode over a bf16 cache (kv_store_w16, attention_decode_w16) is fp32 decode over an fp32
-// cache holding those rounded values, bit for bit; padding rows (pos < 0) are not stored.
-TEST(CpuBf16Matmul, AttentionUsesBf16KeysAndValuesAndTheBf16CacheHoldsThem) {
+// Attention in a Bf16 table is the fp32 attention on queries, keys and values rounded to bf16, bit
+// for bit, and decode over a bf16 cache (kv_store_w16, attention_decode_w16) is fp32 decode of
+// rounded queries over an fp32 cache holding those rounded values, bit for bit; padding rows
+// (pos < 0) are not stored.
+TEST(CpuBf16Matmul, AttentionUsesBf16QueriesKeysAndValuesAndTheBf16CacheHoldsThem) {
   const Ops& bf = cpu_bf16_matmul_ops();
   const Ops& fp = cpu_ops();
   const int64_t B = 2, T = 7, H = 4, KV = 2, d = 16, kv_row = KV * d;
@@ -187,16 +188,21 @@ TEST(CpuBf16Matmul, AttentionUsesBf16KeysAndValuesAndTheBf16CacheHoldsThem) {
   const auto q = randn(size_t(B * T * H * d), 21), k = randn(size_t(B * T * kv_row), 22),
              v = randn(size_t(B * T * kv_row), 23), dout = randn(size_t(B * T * H * d), 24);
   const auto k16 = rounded(k), v16 = rounded(v);
-  auto forward = [&](const Ops& ops, const std::vector<float>& kk, const std::vector<float>& vv) {
+  const auto q16 = rounded(q);
+  auto forward = [&](const Ops& ops, const std::vector<float>& qq, const std::vector<float>& kk,
+                     const std::vector<float>& vv) {
     std::vector<float> out(q.size()), lse(size_t(B * H * T)), dq(q.size()), dk(k.size()), dv(v.size());
-    ops.attention_forward(out.data(), lse.data(), q.data(), kk.data(), vv.data(), s);
-    ops.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), q.data(), kk.data(),
+    ops.attention_forward(out.data(), lse.data(), qq.data(), kk.data(), vv.data(), s);
+    ops.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), qq.data(), kk.data(),
                            vv.data(), s);
     return std::vector<std::vector<float>>{out, lse, dq, dk, dv};
   };
-  const auto got = forward(bf, k, v), want = forward(fp, k16, v16), exact = forward(fp, k, v);
+  const auto got = forward(bf, q, k, v), want = forward(fp, q16, k16, v16);
   for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i], want[i]) << "output " << i;
-  EXPECT_NE(got[0], exact[0]) << "the keys and values were not rounded";
+  // Each of the three is rounded: leaving any one exact changes the result.
+  EXPECT_NE(got[1], forward(fp, q, k16, v16)[1]) << "the queries were not rounded";
+  EXPECT_NE(got[1], forward(fp, q16, k, v16)[1]) << "the keys were not rounded";
+  EXPECT_NE(got[0], forward(fp, q16, k16, v)[0]) << "the values were not rounded";
 
   // The cache: 3 slots of 9 positions; rows go to (slot, pos), the last one is padding.
   const int64_t slots = 3, cap = 9, R = 4;
@@ -216,8 +222,10 @@ TEST(CpuBf16Matmul, AttentionUsesBf16KeysAndValuesAndTheBf16CacheHoldsThem) {
   const auto qr = randn(size_t(3 * H * d), 27);
   std::vector<float> o16(qr.size()), o32(qr.size());
   bf.attention_decode_w16(o16.data(), qr.data(), kc16.data(), vc16.data(), slot.data(), pos.data(), 3, ds);
-  fp.attention_decode(o32.data(), qr.data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
+  fp.attention_decode(o32.data(), rounded(qr).data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
   EXPECT_EQ(o16, o32);
+  fp.attention_decode(o32.data(), qr.data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
+  EXPECT_NE(o16, o32) << "decode did not round the queries";
 }
 
 TEST(CpuBf16Matmul, BackendsResolveByPrecisionAndUnknownNamesSayWhich) {
