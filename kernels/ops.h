@@ -157,6 +157,17 @@ struct Ops {
                        const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
   void (*attention_decode_w16)(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
                                const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s);
+  // GEMM inputs rounded once, by their producer (Bf16 tables only, null in the Fp32 ones). A norm's
+  // output feeds three GEMMs (q, k, v) or two (gate, up); each _w16 GEMM would round it again.
+  // rmsnorm_forward_w16 is rmsnorm_forward that also writes out16 = to_bf16(out); the _a16w16
+  // GEMMs take that rounding as their activation operand, and their results are the _w16 GEMMs'
+  // on any fp32 inp that rounds to inp16.
+  void (*rmsnorm_forward_w16)(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
+                              int64_t C, float eps);
+  void (*matmul_forward_a16w16)(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
+                                int64_t IC, int64_t OC);
+  void (*matmul_backward_a16w16)(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
+                                 const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 };
 
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:

@@ -112,6 +112,7 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       params_(ops),
       grads_(ops),
       params16_(ops),
+      norm16_(ops),
       rope_cos_(ops),
       rope_sin_(ops),
       acts_(ops),
@@ -209,6 +210,42 @@ void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const floa
     ops_->matmul_backward_w16(dinp, dw, dbias, dout, inp, weights16(w), N, IC, OC);
   else
     ops_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+}
+
+Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, const float* x, const float* w,
+                                                  int64_t N) {
+  const int64_t H = config_.hidden_size;
+  const float eps = float(config_.rms_norm_eps);
+  if (!ops_->rmsnorm_forward_w16) {
+    ops_->rmsnorm_forward(out, rstd, x, w, N, H, eps);
+    return {out, nullptr};
+  }
+  norm16_.ensure(size_t(N * H));
+  ops_->rmsnorm_forward_w16(out, norm16_.data(), rstd, x, w, N, H, eps);
+  return {out, norm16_.data()};
+}
+
+Transformer::GemmInput Transformer::rounded_for_gemms(const float* x, int64_t n) {
+  if (!ops_->matmul_backward_a16w16) return {x, nullptr};
+  norm16_.ensure(size_t(n));
+  ops_->to_bf16(norm16_.data(), x, n);
+  return {x, norm16_.data()};
+}
+
+void Transformer::gemm_forward(float* out, GemmInput in, const float* w, const float* bias, int64_t N, int64_t IC,
+                               int64_t OC) {
+  if (in.x16)
+    ops_->matmul_forward_a16w16(out, in.x16, weights16(w), bias, N, IC, OC);
+  else
+    gemm_forward(out, in.x, w, bias, N, IC, OC);
+}
+
+void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, GemmInput in,
+                                const float* w, int64_t N, int64_t IC, int64_t OC) {
+  if (in.x16)
+    ops_->matmul_backward_a16w16(dinp, dw, dbias, dout, in.x16, weights16(w), N, IC, OC);
+  else
+    gemm_backward(dinp, dw, dbias, dout, in.x, w, N, IC, OC);
 }
 
 void Transformer::store_kv(KVCache& cache, int64_t l, const float* k, const float* v, const int32_t* slot,
@@ -403,18 +440,18 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   const kernels::AttentionShape shape{fwd_B_, fwd_T_, nh, nkv, d, fwd_T_ * kd, lengths_.data()};
   const LayerWeights w = layer_weights(l, false);
   const LayerActs& a = layer_acts_[size_t(l)];
-  o.rmsnorm_forward(a.ln1, a.rstd1, a.res_in, w.ln1, N, H, float(c.rms_norm_eps));
-  gemm_forward(a.q, a.ln1, w.wq, w.bq, N, H, qd);
-  gemm_forward(a.k, a.ln1, w.wk, w.bk, N, H, kd);
-  gemm_forward(a.v, a.ln1, w.wv, w.bv, N, H, kd);
+  const GemmInput ln1 = norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N);
+  gemm_forward(a.q, ln1, w.wq, w.bq, N, H, qd);
+  gemm_forward(a.k, ln1, w.wk, w.bk, N, H, kd);
+  gemm_forward(a.v, ln1, w.wv, w.bv, N, H, kd);
   o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
   o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
   o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
   gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
   o.add(a.h, a.res_in, tmp_, N * H);
-  o.rmsnorm_forward(a.ln2, a.rstd2, a.h, w.ln2, N, H, float(c.rms_norm_eps));
-  gemm_forward(a.gate, a.ln2, w.wg, w.bg, N, H, I);
-  gemm_forward(a.up, a.ln2, w.wu, w.bu, N, H, I);
+  const GemmInput ln2 = norm_for_gemms(a.ln2, a.rstd2, a.h, w.ln2, N);
+  gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
+  gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
   if (!through_mlp) return;
   o.swiglu_forward(act_, a.gate, a.up, N * I);
   gemm_forward(tmp_, act_, w.wd, w.bd, N, I, H);
@@ -558,8 +595,9 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     gemm_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
     o.swiglu_backward(dgate, dup, dact, a.gate, a.up, N * I);
     o.fill_zero(dln, N * H);
-    gemm_backward(dln, g.wg, g.bg, dgate, a.ln2, w.wg, N, H, I);
-    gemm_backward(dln, g.wu, g.bu, dup, a.ln2, w.wu, N, H, I);
+    const GemmInput ln2 = rounded_for_gemms(a.ln2, N * H);
+    gemm_backward(dln, g.wg, g.bg, dgate, ln2, w.wg, N, H, I);
+    gemm_backward(dln, g.wu, g.bu, dup, ln2, w.wu, N, H, I);
     o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
     // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
     o.fill_zero(datt, N * qd);
@@ -568,9 +606,10 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
     o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
     o.fill_zero(dln, N * H);
-    gemm_backward(dln, g.wq, g.bq, dq, a.ln1, w.wq, N, H, qd);
-    gemm_backward(dln, g.wk, g.bk, dk, a.ln1, w.wk, N, H, kd);
-    gemm_backward(dln, g.wv, g.bv, dv, a.ln1, w.wv, N, H, kd);
+    const GemmInput ln1 = rounded_for_gemms(a.ln1, N * H);
+    gemm_backward(dln, g.wq, g.bq, dq, ln1, w.wq, N, H, qd);
+    gemm_backward(dln, g.wk, g.bk, dk, ln1, w.wk, N, H, kd);
+    gemm_backward(dln, g.wv, g.bv, dv, ln1, w.wv, N, H, kd);
     o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
   }
   o.embedding_backward(grads_.data() + embed_off_, dres, ids_.data(), N, H);
@@ -665,25 +704,25 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
-    o.rmsnorm_forward(ln, rstd, x, w.ln1, R, H, float(c.rms_norm_eps));
-    gemm_forward(q, ln, w.wq, w.bq, R, H, qd);
-    gemm_forward(k, ln, w.wk, w.bk, R, H, kd);
-    gemm_forward(v, ln, w.wv, w.bv, R, H, kd);
+    const GemmInput ln1 = norm_for_gemms(ln, rstd, x, w.ln1, R);
+    gemm_forward(q, ln1, w.wq, w.bq, R, H, qd);
+    gemm_forward(k, ln1, w.wk, w.bk, R, H, kd);
+    gemm_forward(v, ln1, w.wv, w.bv, R, H, kd);
     o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
     o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
     store_kv(cache, l, k, v, slot_d, pos_d, R);
     attend_cache(att, q, cache, l, slot_d, pos_d, R);
     gemm_forward(tmp, att, w.wo, w.bo, R, qd, H);
     o.add(h, x, tmp, R * H);
-    o.rmsnorm_forward(ln, rstd, h, w.ln2, R, H, float(c.rms_norm_eps));
-    gemm_forward(gate, ln, w.wg, w.bg, R, H, I);
-    gemm_forward(up, ln, w.wu, w.bu, R, H, I);
+    const GemmInput ln2 = norm_for_gemms(ln, rstd, h, w.ln2, R);
+    gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
+    gemm_forward(up, ln2, w.wu, w.bu, R, H, I);
     o.swiglu_forward(gate, gate, up, R * I);
     gemm_forward(tmp, gate, w.wd, w.bd, R, I, H);
     o.add(x, h, tmp, R * H);
   }
-  o.rmsnorm_forward(ln, rstd, x, params_.data() + norm_off_, R, H, float(c.rms_norm_eps));
-  gemm_forward(out, ln, params_.data() + head_off_, nullptr, R, H, V);
+  gemm_forward(out, norm_for_gemms(ln, rstd, x, params_.data() + norm_off_, R), params_.data() + head_off_, nullptr,
+               R, H, V);
   return out;
 }
 

@@ -170,6 +170,19 @@ class Transformer {
   void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC);
   const uint16_t* weights16(const float* w);  // w's place in the bf16 copy, refreshed if stale
+  // A norm's output that several GEMMs read (q, k, v; gate, up): fp32, and with a Bf16 table also
+  // its bf16 rounding (in norm16_), made once for all of them instead of once per GEMM.
+  struct GemmInput {
+    const float* x;
+    const uint16_t* x16;  // null: the GEMM rounds x itself (or the table is fp32)
+  };
+  // rmsnorm of N rows of the hidden size into out (and its bf16 rounding, where the table has it).
+  GemmInput norm_for_gemms(float* out, float* rstd, const float* x, const float* w, int64_t N);
+  // x [n] rounded to bf16 once (backward's dw products on a kept norm output).
+  GemmInput rounded_for_gemms(const float* x, int64_t n);
+  void gemm_forward(float* out, GemmInput in, const float* w, const float* bias, int64_t N, int64_t IC, int64_t OC);
+  void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, GemmInput in, const float* w,
+                     int64_t N, int64_t IC, int64_t OC);
   // A layer's keys and values into the cache, and attention over it, in the cache's type.
   void store_kv(KVCache& cache, int64_t layer, const float* k, const float* v, const int32_t* slot,
                 const int32_t* pos, int64_t R);
@@ -186,6 +199,7 @@ class Transformer {
   kernels::Buffer<float> params_, grads_;
   kernels::Buffer<uint16_t> params16_;  // bf16 copy of params_ (Bf16 tables only), same layout
   bool weights16_stale_ = true;
+  kernels::Buffer<uint16_t> norm16_;  // GemmInput's rounding (Bf16 tables only): rows x hidden size
   size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
 
   kernels::Buffer<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]

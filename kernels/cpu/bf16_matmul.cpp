@@ -67,45 +67,68 @@ void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   }
 }
 
-// The fp32 GEMMs on rounded operands. `weight` gives the weight operand as bf16 values in fp32,
-// into the scratch vector it is handed: rounded from fp32 weights, or widened from bf16 ones.
-template <class Weight>
-void forward(float* out, const float* inp, Weight weight, const float* bias, int64_t N, int64_t IC, int64_t OC) {
-  const float* inp16 = rounded(t_scratch.a, inp, N * IC);
-  cpu_ops().matmul_forward(out, inp16, weight(t_scratch.b), bias, N, IC, OC);
+// The fp32 GEMMs on rounded operands. `input` and `weight` give the activation and the weight
+// operand as bf16 values in fp32, into the scratch vector each is handed: rounded from fp32, or
+// widened from bf16.
+auto rounding(const float* x, int64_t n) {
+  return [x, n](std::vector<float>& s) { return rounded(s, x, n); };
+}
+auto widening(const uint16_t* x16, int64_t n) {
+  return [x16, n](std::vector<float>& s) { return widened(s, x16, n); };
 }
 
-template <class Weight>
-void backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, Weight weight, int64_t N,
+template <class Input, class Weight>
+void forward(float* out, Input input, Weight weight, const float* bias, int64_t N, int64_t IC, int64_t OC) {
+  cpu_ops().matmul_forward(out, input(t_scratch.a), weight(t_scratch.b), bias, N, IC, OC);
+}
+
+template <class Input, class Weight>
+void backward(float* dinp, float* dw, float* dbias, const float* dout, Input input, Weight weight, int64_t N,
               int64_t IC, int64_t OC) {
   const Ops& fp32 = cpu_ops();
   if (dinp || dw) {
     // dout is needed by both products: keep its rounding in `a`, and the other operand in `b`.
     const float* dout16 = rounded(t_scratch.a, dout, N * OC);
     if (dinp) fp32.matmul_backward(dinp, nullptr, nullptr, dout16, nullptr, weight(t_scratch.b), N, IC, OC);
-    if (dw) fp32.matmul_backward(nullptr, dw, nullptr, dout16, rounded(t_scratch.b, inp, N * IC), nullptr, N, IC, OC);
+    if (dw) fp32.matmul_backward(nullptr, dw, nullptr, dout16, input(t_scratch.b), nullptr, N, IC, OC);
   }
   if (dbias) fp32.matmul_backward(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, IC, OC);
 }
 
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
                     int64_t OC) {
-  forward(out, inp, [&](std::vector<float>& s) { return rounded(s, w, OC * IC); }, bias, N, IC, OC);
+  forward(out, rounding(inp, N * IC), rounding(w, OC * IC), bias, N, IC, OC);
 }
 
 void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC) {
-  backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return rounded(s, w, OC * IC); }, N, IC, OC);
+  backward(dinp, dw, dbias, dout, rounding(inp, N * IC), rounding(w, OC * IC), N, IC, OC);
 }
 
 void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
                         int64_t OC) {
-  forward(out, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, bias, N, IC, OC);
+  forward(out, rounding(inp, N * IC), widening(w16, OC * IC), bias, N, IC, OC);
 }
 
 void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                          const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
-  backward(dinp, dw, dbias, dout, inp, [&](std::vector<float>& s) { return widened(s, w16, OC * IC); }, N, IC, OC);
+  backward(dinp, dw, dbias, dout, rounding(inp, N * IC), widening(w16, OC * IC), N, IC, OC);
+}
+
+void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
+                           int64_t IC, int64_t OC) {
+  forward(out, widening(inp16, N * IC), widening(w16, OC * IC), bias, N, IC, OC);
+}
+
+void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
+                            const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+  backward(dinp, dw, dbias, dout, widening(inp16, N * IC), widening(w16, OC * IC), N, IC, OC);
+}
+
+void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
+                         int64_t C, float eps) {
+  cpu_ops().rmsnorm_forward(out, rstd, x, w, N, C, eps);
+  to_bf16(out16, out, N * C);
 }
 
 // Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the
@@ -163,6 +186,9 @@ Ops make_table() {
   t.attention_backward = attention_backward;
   t.kv_store_w16 = kv_store_w16;
   t.attention_decode_w16 = attention_decode_w16;
+  t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
+  t.matmul_forward_a16w16 = matmul_forward_a16w16;
+  t.matmul_backward_a16w16 = matmul_backward_a16w16;
   return t;
 }
 

@@ -503,6 +503,9 @@ const Ops kCpuOps = {
     /*matmul_backward_w16=*/nullptr,
     /*kv_store_w16=*/nullptr,
     /*attention_decode_w16=*/nullptr,
+    /*rmsnorm_forward_w16=*/nullptr,
+    /*matmul_forward_a16w16=*/nullptr,
+    /*matmul_backward_a16w16=*/nullptr,
 };
 
 }  // namespace

@@ -71,6 +71,9 @@ const Ops kCudaOps = {
     /*matmul_backward_w16=*/nullptr,
     /*kv_store_w16=*/nullptr,
     /*attention_decode_w16=*/nullptr,
+    /*rmsnorm_forward_w16=*/nullptr,
+    /*matmul_forward_a16w16=*/nullptr,
+    /*matmul_backward_a16w16=*/nullptr,
 };
 
 }  // namespace
@@ -90,6 +93,9 @@ const Ops& cuda_bf16_matmul_ops() {
     t.attention_backward = attention_backward_bf16;
     t.kv_store_w16 = kv_store_w16;
     t.attention_decode_w16 = attention_decode_w16;
+    t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
+    t.matmul_forward_a16w16 = matmul_forward_a16w16;
+    t.matmul_backward_a16w16 = matmul_backward_a16w16;
     return t;
   }();
   return table;

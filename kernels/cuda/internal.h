@@ -35,6 +35,8 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C);
+void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
+                         int64_t C, float eps);
 
 // matmul.cu
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
@@ -51,6 +53,10 @@ void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const
                         int64_t OC);
 void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                          const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
+void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
+                           int64_t IC, int64_t OC);
+void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
+                            const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 
 // attention.cu
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

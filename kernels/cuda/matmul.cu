@@ -5,7 +5,8 @@
 // MatmulPrecision::Bf16 (kernels/ops.h): the operands are first rounded to bf16 into scratch
 // buffers (__float2bfloat16_rn, as the CPU reference rounds), then multiplied on the tensor cores
 // with fp32 outputs and fp32 accumulation; the bias and dbias stay fp32. The _w16 variants take
-// the weights already in bf16 (a model's bf16 copy) and round only the activations.
+// the weights already in bf16 (a model's bf16 copy) and round only the activations; the _a16w16
+// ones take the activations rounded already too.
 #include <cuda_bf16.h>
 
 #include <array>
@@ -195,24 +196,47 @@ void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   AZR_CUDA_LAUNCHED();
 }
 
-// The products with bf16 weights (a model's bf16 copy) and the other operand rounded here.
-void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
-                        int64_t OC) {
+// The products with bf16 weights (a model's bf16 copy), the activation operand rounded here
+// (_w16) or by its producer (_a16w16).
+void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
+                           int64_t IC, int64_t OC) {
   if (N == 0 || OC == 0) return;
-  const __nv_bfloat16* inp16 = rounded(g_scratch_b, inp, N * IC);
   lt_gemm(true, false, OC, N, IC, w16, IC, inp16, IC, 0.f, out, OC, bias, CUDA_R_16BF);
 }
 
-void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                         const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+void matmul_forward_w16(float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N, int64_t IC,
+                        int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  matmul_forward_a16w16(out, reinterpret_cast<const uint16_t*>(rounded(g_scratch_b, inp, N * IC)), w16, bias, N, IC,
+                        OC);
+}
+
+namespace {
+
+// Backward on bf16 weights; inp16() gives the activation operand in bf16, called only when dw is
+// wanted (it may round into g_scratch_b).
+template <class Input16>
+void backward_w16(float* dinp, float* dw, float* dbias, const float* dout, Input16 inp16, const uint16_t* w16,
+                  int64_t N, int64_t IC, int64_t OC) {
   if (dinp || (dw && N > 0)) {
     const __nv_bfloat16* dout16 = rounded(g_scratch_a, dout, N * OC);  // both products use it
     if (dinp) lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, 1.f, dinp, IC, nullptr, CUDA_R_16BF);
-    if (dw && N > 0)
-      lt_gemm(false, true, IC, OC, N, rounded(g_scratch_b, inp, N * IC), IC, dout16, OC, 1.f, dw, IC, nullptr,
-              CUDA_R_16BF);
+    if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp16(), IC, dout16, OC, 1.f, dw, IC, nullptr, CUDA_R_16BF);
   }
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
+}
+
+}  // namespace
+
+void matmul_backward_w16(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                         const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+  backward_w16(dinp, dw, dbias, dout, [&] { return rounded(g_scratch_b, inp, N * IC); }, w16, N, IC, OC);
+}
+
+void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
+                            const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+  backward_w16(dinp, dw, dbias, dout, [&] { return reinterpret_cast<const __nv_bfloat16*>(inp16); }, w16, N, IC,
+               OC);
 }
 
 // The same products on fp32 weights: rounded first into their own scratch (the w16 functions

@@ -3,6 +3,8 @@
 //
 //   y = x r w,  r = (mean(x^2) + eps)^-1/2
 //   dx += r (dy w) - x r^3 / C * sum(dy w x),   dw += sum over rows of dy x r
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 
@@ -11,8 +13,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* x, const float* w, int64_t C,
-                                       float eps) {
+// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds.
+__global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* rstd, const float* x, const float* w,
+                                       int64_t C, float eps) {
   __shared__ float shared[32];
   const int64_t n = blockIdx.x;
   const float* xr = x + n * C;
@@ -22,7 +25,11 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* x, 
   const float r = rsqrtf(ss / float(C) + eps);
   if (threadIdx.x == 0) rstd[n] = r;
   float* o = out + n * C;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = xr[c] * r * w[c];
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const float y = xr[c] * r * w[c];
+    o[c] = y;
+    if (out16) out16[n * C + c] = __float2bfloat16_rn(y);
+  }
 }
 
 __global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
@@ -56,7 +63,15 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const f
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, rstd, x, w, C, eps);
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, nullptr, rstd, x, w, C, eps);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
+                         int64_t C, float eps) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C,
+                                                    eps);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -214,6 +214,9 @@ Ops make_table(const char* name) {
   if (t.matmul_backward_w16) AZR_GUARD(matmul_backward_w16);
   if (t.kv_store_w16) AZR_GUARD(kv_store_w16);
   if (t.attention_decode_w16) AZR_GUARD(attention_decode_w16);
+  if (t.rmsnorm_forward_w16) AZR_GUARD(rmsnorm_forward_w16);
+  if (t.matmul_forward_a16w16) AZR_GUARD(matmul_forward_a16w16);
+  if (t.matmul_backward_a16w16) AZR_GUARD(matmul_backward_a16w16);
   install_handler();
   return t;
 }

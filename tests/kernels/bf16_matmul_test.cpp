@@ -173,6 +173,35 @@ TEST(CpuBf16Matmul, GemmsOnBf16WeightsEqualGemmsOnTheWeightsTheyRoundFrom) {
   EXPECT_EQ(dinp16, dinp);
   EXPECT_EQ(dw16, dw);
   EXPECT_EQ(dbias16, dbias);
+
+  // With the activations rounded by their producer too (_a16w16): the same, bit for bit.
+  EXPECT_EQ(cpu_ops().matmul_forward_a16w16, nullptr);
+  std::vector<uint16_t> inp16(inp.size());
+  bf.to_bf16(inp16.data(), inp.data(), int64_t(inp.size()));
+  std::vector<float> out_a(out.size(), 9.f);
+  bf.matmul_forward_a16w16(out_a.data(), inp16.data(), w16.data(), bias.data(), N, IC, OC);
+  EXPECT_EQ(out_a, out);
+  std::vector<float> dinp_a(dinp.size(), 0.5f), dw_a(dw.size(), -0.25f), dbias_a(dbias.size(), 1.f);
+  bf.matmul_backward_a16w16(dinp_a.data(), dw_a.data(), dbias_a.data(), dout.data(), inp16.data(), w16.data(), N, IC,
+                            OC);
+  EXPECT_EQ(dinp_a, dinp);
+  EXPECT_EQ(dw_a, dw);
+  EXPECT_EQ(dbias_a, dbias);
+}
+
+// rmsnorm_forward_w16 is rmsnorm_forward, bit for bit, plus its output rounded as to_bf16 rounds.
+TEST(CpuBf16Matmul, NormWithBf16OutputIsTheNormAndItsRounding) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  EXPECT_EQ(cpu_ops().rmsnorm_forward_w16, nullptr);
+  const int64_t N = 7, C = 45;
+  const auto x = randn(size_t(N * C), 31), w = randn(size_t(C), 32);
+  std::vector<float> out(size_t(N * C)), rstd(static_cast<size_t>(N)), out_b(out.size(), 9.f), rstd_b(rstd.size(), 9.f);
+  std::vector<uint16_t> out16(out.size(), 0xFFFF);
+  cpu_ops().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+  bf.rmsnorm_forward_w16(out_b.data(), out16.data(), rstd_b.data(), x.data(), w.data(), N, C, 1e-6f);
+  EXPECT_EQ(out_b, out);
+  EXPECT_EQ(rstd_b, rstd);
+  for (size_t i = 0; i < out.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(out[i]))) << i;
 }
 
 // Attention in a Bf16 table is the fp32 attention on queries, keys and values rounded to bf16, bit
@@ -372,6 +401,80 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
     EXPECT_LT(worst, 5e-3) << ops->name;
     EXPECT_GE(double(exact), 0.9 * double(tokens)) << ops->name << ": " << exact << " of " << tokens;
   }
+}
+
+// The Bf16 table with its GEMM-input ops counted: how often a decode step and a training step
+// round a GEMM input inside the GEMM (_w16) against taking a norm's rounding (_a16w16).
+struct OpCounts {
+  int norm = 0, norm16 = 0, gemm_w16 = 0, gemm_a16 = 0, back_w16 = 0, back_a16 = 0;
+};
+OpCounts g_counts;
+const Ops& counting_bf16_ops() {
+  static const Ops table = [] {
+    Ops t = cpu_bf16_matmul_ops();
+    t.name = "cpu+bf16 counted";
+    t.rmsnorm_forward = [](float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
+      g_counts.norm++;
+      cpu_bf16_matmul_ops().rmsnorm_forward(out, rstd, x, w, N, C, eps);
+    };
+    t.rmsnorm_forward_w16 = [](float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
+                               int64_t C, float eps) {
+      g_counts.norm16++;
+      cpu_bf16_matmul_ops().rmsnorm_forward_w16(out, out16, rstd, x, w, N, C, eps);
+    };
+    t.matmul_forward_w16 = [](float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N,
+                              int64_t IC, int64_t OC) {
+      g_counts.gemm_w16++;
+      cpu_bf16_matmul_ops().matmul_forward_w16(out, inp, w16, bias, N, IC, OC);
+    };
+    t.matmul_forward_a16w16 = [](float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
+                                 int64_t IC, int64_t OC) {
+      g_counts.gemm_a16++;
+      cpu_bf16_matmul_ops().matmul_forward_a16w16(out, inp16, w16, bias, N, IC, OC);
+    };
+    t.matmul_backward_w16 = [](float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+      g_counts.back_w16++;
+      cpu_bf16_matmul_ops().matmul_backward_w16(dinp, dw, dbias, dout, inp, w16, N, IC, OC);
+    };
+    t.matmul_backward_a16w16 = [](float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
+                                  const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
+      g_counts.back_a16++;
+      cpu_bf16_matmul_ops().matmul_backward_a16w16(dinp, dw, dbias, dout, inp16, w16, N, IC, OC);
+    };
+    return t;
+  }();
+  return table;
+}
+
+// Each norm's output is rounded once, by the norm, for the GEMMs it feeds: per layer q, k, v,
+// gate and up take the rounding (5 GEMMs), and only o and down (whose inputs come from attention
+// and SwiGLU) round their own; the LM head takes the final norm's. A regression here is a GPU
+// decode step with more kernels (a rounding pass per GEMM), invisible in the results.
+TEST(CpuBf16Matmul, EachNormOutputIsRoundedOnceForTheGemmsItFeeds) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const int L = int(c.num_hidden_layers);
+  model::Transformer m = model::Transformer::random(c, 5, 0.05f, counting_bf16_ops());
+  model::KVCache cache(c, 2, 8, counting_bf16_ops());
+  m.prefill(cache, model::SequenceBatch::from({{5, 9, 2}, {3}}));
+  std::vector<float> logits;
+  g_counts = {};
+  m.decode(cache, std::vector<int32_t>{7, 8}, std::vector<int32_t>{0, 1}, std::vector<int32_t>{3, 1}, logits);
+  EXPECT_EQ(g_counts.norm, 0);
+  EXPECT_EQ(g_counts.norm16, 2 * L + 1);
+  EXPECT_EQ(g_counts.gemm_a16, 5 * L + 1);
+  EXPECT_EQ(g_counts.gemm_w16, 2 * L);
+
+  // Training: the layers' norms as in decode; backward rounds each kept norm output once for the
+  // dw products of the GEMMs it fed (5 per layer), the rest round their own.
+  const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3}});
+  g_counts = {};
+  m.score(batch, 1.f, true);
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
+  EXPECT_EQ(g_counts.norm16, 2 * L);
+  EXPECT_EQ(g_counts.gemm_a16, 5 * L);
+  EXPECT_EQ(g_counts.back_a16, 5 * L);
+  EXPECT_EQ(g_counts.back_w16, 2 * L + 1);  // o, down, and the LM head on its gathered rows
 }
 
 }  // namespace

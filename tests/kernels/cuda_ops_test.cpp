@@ -106,6 +106,17 @@ TEST_F(CudaOps, RmsNormForwardAndBackward) {
   expect_close(to_host<float>(d_rstd, N), rstd, 1e-6f, 1e-5f, "rstd");
   expect_close(to_host<float>(d_dx, dx.size()), dx, 1e-4f, 1e-4f, "rmsnorm dx");
   expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "rmsnorm dw");
+
+  // The Bf16 table's variant: the same output and rstd, bit for bit, and that output rounded as
+  // to_bf16 rounds it.
+  const Ops& dev = cuda_bf16_matmul_ops();
+  Buffer<float> d_out_b(cuda_ops(), out.size()), d_rstd_b(cuda_ops(), N);
+  Buffer<uint16_t> d_out16(cuda_ops(), out.size()), d_want16(cuda_ops(), out.size());
+  dev.rmsnorm_forward_w16(d_out_b.data(), d_out16.data(), d_rstd_b.data(), d_x.data(), d_w.data(), N, C, 1e-6f);
+  dev.to_bf16(d_want16.data(), d_out.data(), int64_t(out.size()));
+  EXPECT_EQ(to_host<float>(d_out_b, out.size()), to_host<float>(d_out, out.size()));
+  EXPECT_EQ(to_host<float>(d_rstd_b, size_t(N)), to_host<float>(d_rstd, size_t(N)));
+  EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
 }
 
 // Offsets of one float into each buffer: the model's weights are slices of one flat buffer, so
@@ -170,6 +181,19 @@ TEST_P(CudaMatmul, ForwardAndBackwardMatchCpu) {
     dev.matmul_backward(at(d_dinp2), at(d_dw2), nullptr, at(d_dout), at(d_inp), at(d_w), N, IC, OC);
     EXPECT_EQ(back(d_dinp16, dinp.size()), back(d_dinp2, dinp.size()));
     EXPECT_EQ(back(d_dw16, dw.size()), back(d_dw2, dw.size()));
+
+    // The activations rounded by the caller (a norm's bf16 output) instead: the same GEMMs on the
+    // same bf16 values, bit for bit.
+    Buffer<uint16_t> d_inp16(cuda_ops(), inp.size());
+    dev.to_bf16(d_inp16.data(), at(d_inp), int64_t(inp.size()));
+    auto d_out_a = padded(std::vector<float>(N * OC));
+    dev.matmul_forward_a16w16(at(d_out_a), d_inp16.data(), d_w16.data(), with_bias ? at(d_bias) : nullptr, N, IC, OC);
+    EXPECT_EQ(back(d_out_a, out.size()), got);
+    auto d_dinp_a = padded(dinp0), d_dw_a = padded(dw0);
+    dev.matmul_backward_a16w16(at(d_dinp_a), at(d_dw_a), nullptr, at(d_dout), d_inp16.data(), d_w16.data(), N, IC,
+                               OC);
+    EXPECT_EQ(back(d_dinp_a, dinp.size()), back(d_dinp2, dinp.size()));
+    EXPECT_EQ(back(d_dw_a, dw.size()), back(d_dw2, dw.size()));
   }
 }
 
