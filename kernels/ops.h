@@ -168,6 +168,12 @@ struct Ops {
                                 int64_t IC, int64_t OC);
   void (*matmul_backward_a16w16)(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
                                  const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
+  // The other producers of GEMM inputs, fused likewise: res_out = x + delta (add) and then
+  // rmsnorm_forward_w16 of res_out (a residual add and the norm after it, one pass; res_out may
+  // alias x or delta); swiglu_forward that also writes out16 = to_bf16(out) (out may alias gate).
+  void (*residual_rmsnorm_forward_w16)(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
+                                       const float* delta, const float* w, int64_t N, int64_t C, float eps);
+  void (*swiglu_forward_w16)(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n);
 };
 
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:

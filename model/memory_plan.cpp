@@ -103,9 +103,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     // fp32 copies [N, kv_dim] and rounds its queries as it reads them; the tensor-core kernels
     // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.
     p.gemm_scratch += 2.0 * forward_rows * kd * 4.0;
-    // A norm's output rounded once for the GEMMs it feeds (Transformer::norm_for_gemms): the
-    // rows of a training batch, a prefill group or a decode step, by the hidden size, in bf16.
-    p.gemm_scratch += std::max(forward_rows, double(s.kv_slots)) * H * 2.0;
+    // A GEMM input rounded once by its producer for the GEMMs it feeds (Transformer::GemmInput):
+    // a norm's output or SwiGLU's, for the rows of a training batch, a prefill group or a decode
+    // step, in bf16.
+    p.gemm_scratch += std::max(forward_rows, double(s.kv_slots)) * std::max(H, I) * 2.0;
     p.kv_cache /= 2.0;
   }
   return p;

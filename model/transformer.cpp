@@ -112,7 +112,7 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       params_(ops),
       grads_(ops),
       params16_(ops),
-      norm16_(ops),
+      gemm_in16_(ops),
       rope_cos_(ops),
       rope_sin_(ops),
       acts_(ops),
@@ -220,16 +220,39 @@ Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, cons
     ops_->rmsnorm_forward(out, rstd, x, w, N, H, eps);
     return {out, nullptr};
   }
-  norm16_.ensure(size_t(N * H));
-  ops_->rmsnorm_forward_w16(out, norm16_.data(), rstd, x, w, N, H, eps);
-  return {out, norm16_.data()};
+  gemm_in16_.ensure(size_t(N * H));
+  ops_->rmsnorm_forward_w16(out, gemm_in16_.data(), rstd, x, w, N, H, eps);
+  return {out, gemm_in16_.data()};
+}
+
+Transformer::GemmInput Transformer::residual_norm_for_gemms(float* res_out, float* out, float* rstd, const float* x,
+                                                           const float* delta, const float* w, int64_t N) {
+  const int64_t H = config_.hidden_size;
+  if (!ops_->residual_rmsnorm_forward_w16) {
+    ops_->add(res_out, x, delta, N * H);
+    return norm_for_gemms(out, rstd, res_out, w, N);
+  }
+  gemm_in16_.ensure(size_t(N * H));
+  ops_->residual_rmsnorm_forward_w16(res_out, out, gemm_in16_.data(), rstd, x, delta, w, N, H,
+                                     float(config_.rms_norm_eps));
+  return {out, gemm_in16_.data()};
+}
+
+Transformer::GemmInput Transformer::swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n) {
+  if (!ops_->swiglu_forward_w16) {
+    ops_->swiglu_forward(out, gate, up, n);
+    return {out, nullptr};
+  }
+  gemm_in16_.ensure(size_t(n));
+  ops_->swiglu_forward_w16(out, gemm_in16_.data(), gate, up, n);
+  return {out, gemm_in16_.data()};
 }
 
 Transformer::GemmInput Transformer::rounded_for_gemms(const float* x, int64_t n) {
   if (!ops_->matmul_backward_a16w16) return {x, nullptr};
-  norm16_.ensure(size_t(n));
-  ops_->to_bf16(norm16_.data(), x, n);
-  return {x, norm16_.data()};
+  gemm_in16_.ensure(size_t(n));
+  ops_->to_bf16(gemm_in16_.data(), x, n);
+  return {x, gemm_in16_.data()};
 }
 
 void Transformer::gemm_forward(float* out, GemmInput in, const float* w, const float* bias, int64_t N, int64_t IC,
@@ -448,13 +471,11 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
   o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
   gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
-  o.add(a.h, a.res_in, tmp_, N * H);
-  const GemmInput ln2 = norm_for_gemms(a.ln2, a.rstd2, a.h, w.ln2, N);
+  const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N);
   gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
   gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
   if (!through_mlp) return;
-  o.swiglu_forward(act_, a.gate, a.up, N * I);
-  gemm_forward(tmp_, act_, w.wd, w.bd, N, I, H);
+  gemm_forward(tmp_, swiglu_for_gemm(act_, a.gate, a.up, N * I), w.wd, w.bd, N, I, H);
   o.add(a.res_out, a.h, tmp_, N * H);
 }
 
@@ -590,9 +611,9 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     if (fwd_recomputes_) layer_forward(l, N, /*through_mlp=*/false);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
-    o.swiglu_forward(act_, a.gate, a.up, N * I);  // recomputed rather than stored
+    const GemmInput act = swiglu_for_gemm(act_, a.gate, a.up, N * I);  // recomputed rather than stored
     o.fill_zero(dact, N * I);
-    gemm_backward(dact, g.wd, g.bd, dres, act_, w.wd, N, I, H);
+    gemm_backward(dact, g.wd, g.bd, dres, act, w.wd, N, I, H);
     o.swiglu_backward(dgate, dup, dact, a.gate, a.up, N * I);
     o.fill_zero(dln, N * H);
     const GemmInput ln2 = rounded_for_gemms(a.ln2, N * H);
@@ -702,9 +723,10 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   const kernels::Ops& o = *ops_;
   o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
+  // Each residual add is fused with the norm after it, the next layer's (or the final one).
+  GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
-    const GemmInput ln1 = norm_for_gemms(ln, rstd, x, w.ln1, R);
     gemm_forward(q, ln1, w.wq, w.bq, R, H, qd);
     gemm_forward(k, ln1, w.wk, w.bk, R, H, kd);
     gemm_forward(v, ln1, w.wv, w.bv, R, H, kd);
@@ -713,16 +735,15 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
     store_kv(cache, l, k, v, slot_d, pos_d, R);
     attend_cache(att, q, cache, l, slot_d, pos_d, R);
     gemm_forward(tmp, att, w.wo, w.bo, R, qd, H);
-    o.add(h, x, tmp, R * H);
-    const GemmInput ln2 = norm_for_gemms(ln, rstd, h, w.ln2, R);
+    const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
     gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
     gemm_forward(up, ln2, w.wu, w.bu, R, H, I);
-    o.swiglu_forward(gate, gate, up, R * I);
-    gemm_forward(tmp, gate, w.wd, w.bd, R, I, H);
-    o.add(x, h, tmp, R * H);
+    gemm_forward(tmp, swiglu_for_gemm(gate, gate, up, R * I), w.wd, w.bd, R, I, H);
+    const float* next_norm =
+        l + 1 < c.num_hidden_layers ? layer_weights(l + 1, false).ln1 : params_.data() + norm_off_;
+    ln1 = residual_norm_for_gemms(x, ln, rstd, h, tmp, next_norm, R);
   }
-  gemm_forward(out, norm_for_gemms(ln, rstd, x, params_.data() + norm_off_, R), params_.data() + head_off_, nullptr,
-               R, H, V);
+  gemm_forward(out, ln1, params_.data() + head_off_, nullptr, R, H, V);
   return out;
 }
 

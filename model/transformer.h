@@ -170,14 +170,20 @@ class Transformer {
   void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t IC, int64_t OC);
   const uint16_t* weights16(const float* w);  // w's place in the bf16 copy, refreshed if stale
-  // A norm's output that several GEMMs read (q, k, v; gate, up): fp32, and with a Bf16 table also
-  // its bf16 rounding (in norm16_), made once for all of them instead of once per GEMM.
+  // A GEMM input: fp32, and with a Bf16 table also its bf16 rounding (in gemm_in16_), written by
+  // the op that produces it (a norm, SwiGLU), so the GEMMs that read it (q, k, v; gate, up; down;
+  // the LM head) do not each round it. One rounding is live at a time: each call overwrites it.
   struct GemmInput {
     const float* x;
     const uint16_t* x16;  // null: the GEMM rounds x itself (or the table is fp32)
   };
-  // rmsnorm of N rows of the hidden size into out (and its bf16 rounding, where the table has it).
+  // rmsnorm of N rows of the hidden size into out.
   GemmInput norm_for_gemms(float* out, float* rstd, const float* x, const float* w, int64_t N);
+  // res_out = x + delta (a residual add), then its rmsnorm into out, in one op where the table has it.
+  GemmInput residual_norm_for_gemms(float* res_out, float* out, float* rstd, const float* x, const float* delta,
+                                    const float* w, int64_t N);
+  // out = silu(gate) * up over n values.
+  GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
   // x [n] rounded to bf16 once (backward's dw products on a kept norm output).
   GemmInput rounded_for_gemms(const float* x, int64_t n);
   void gemm_forward(float* out, GemmInput in, const float* w, const float* bias, int64_t N, int64_t IC, int64_t OC);
@@ -199,7 +205,7 @@ class Transformer {
   kernels::Buffer<float> params_, grads_;
   kernels::Buffer<uint16_t> params16_;  // bf16 copy of params_ (Bf16 tables only), same layout
   bool weights16_stale_ = true;
-  kernels::Buffer<uint16_t> norm16_;  // GemmInput's rounding (Bf16 tables only): rows x hidden size
+  kernels::Buffer<uint16_t> gemm_in16_;  // GemmInput's rounding (Bf16 tables only): rows x max(hidden, MLP)
   size_t embed_off_ = 0, head_off_ = 0, norm_off_ = 0;
 
   kernels::Buffer<float> rope_cos_, rope_sin_;  // [positions, head_dim / 2]

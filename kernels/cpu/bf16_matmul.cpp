@@ -131,6 +131,17 @@ void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* 
   to_bf16(out16, out, N * C);
 }
 
+void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
+                                  const float* delta, const float* w, int64_t N, int64_t C, float eps) {
+  cpu_ops().add(res_out, x, delta, N * C);
+  rmsnorm_forward_w16(out, out16, rstd, res_out, w, N, C, eps);
+}
+
+void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
+  cpu_ops().swiglu_forward(out, gate, up, n);
+  to_bf16(out16, out, n);
+}
+
 // Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the
 // keys and values are what a bf16 KV cache holds), in fp32. k and v hold B sequences at
 // kv_seq_stride.
@@ -189,6 +200,8 @@ Ops make_table() {
   t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
   t.matmul_forward_a16w16 = matmul_forward_a16w16;
   t.matmul_backward_a16w16 = matmul_backward_a16w16;
+  t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
+  t.swiglu_forward_w16 = swiglu_forward_w16;
   return t;
 }
 

@@ -74,6 +74,8 @@ const Ops kCudaOps = {
     /*rmsnorm_forward_w16=*/nullptr,
     /*matmul_forward_a16w16=*/nullptr,
     /*matmul_backward_a16w16=*/nullptr,
+    /*residual_rmsnorm_forward_w16=*/nullptr,
+    /*swiglu_forward_w16=*/nullptr,
 };
 
 }  // namespace
@@ -96,6 +98,8 @@ const Ops& cuda_bf16_matmul_ops() {
     t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
     t.matmul_forward_a16w16 = matmul_forward_a16w16;
     t.matmul_backward_a16w16 = matmul_backward_a16w16;
+    t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
+    t.swiglu_forward_w16 = swiglu_forward_w16;
     return t;
   }();
   return table;

@@ -1,9 +1,9 @@
 // Elementwise and gather/scatter ops of the CUDA backend: embedding, RoPE, SwiGLU, add, scale,
 // AdamW, the sum of squares behind the global grad norm, and column sums. Memory-bound, so each
 // is one grid-stride pass; the formulas are kernels/cpu's, line for line.
-#include <cmath>
-
 #include <cuda_bf16.h>
+
+#include <cmath>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -43,10 +43,14 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
   }
 }
 
-__global__ void swiglu_forward_kernel(float* out, const float* gate, const float* up, int64_t n) {
+// out16 (may be null): the output rounded to bf16 as well, for the down projection's GEMM.
+__global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, const float* gate, const float* up,
+                                      int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = gate[i];
-    out[i] = g / (1.f + expf(-g)) * up[i];
+    const float y = g / (1.f + expf(-g)) * up[i];
+    out[i] = y;
+    if (out16) out16[i] = __float2bfloat16_rn(y);
   }
 }
 
@@ -190,7 +194,13 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, gate, up, n);
+  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, nullptr, gate, up, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
+  if (n == 0) return;
+  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), gate, up, n);
   AZR_CUDA_LAUNCHED();
 }
 

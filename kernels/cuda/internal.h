@@ -14,6 +14,7 @@ void rope_forward(float* x, const int32_t* pos, const float* cos, const float* s
 void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                    int64_t d);
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
+void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
 void add(float* out, const float* a, const float* b, int64_t n);
 void scale(float* x, float factor, int64_t n);
@@ -37,6 +38,8 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
                       int64_t N, int64_t C);
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps);
+void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
+                                  const float* delta, const float* w, int64_t N, int64_t C, float eps);
 
 // matmul.cu
 void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,

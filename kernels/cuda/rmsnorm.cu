@@ -13,12 +13,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds.
+// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds. delta (may be
+// null): the row is x + delta, a residual add fused in front, written to res (which may alias x or
+// delta: each thread rereads only what it wrote). The sums run in the same order either way, so
+// the fused call is the add and the norm bit for bit.
 __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* rstd, const float* x, const float* w,
-                                       int64_t C, float eps) {
+                                       int64_t C, float eps, const float* delta, float* res) {
   __shared__ float shared[32];
   const int64_t n = blockIdx.x;
   const float* xr = x + n * C;
+  if (delta) {
+    const float* dr = delta + n * C;
+    float* rr = res + n * C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) rr[c] = xr[c] + dr[c];
+    xr = rr;
+  }
   float ss = 0.f;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
   ss = block_sum(ss, shared);
@@ -63,7 +72,7 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const f
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, nullptr, rstd, x, w, C, eps);
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, nullptr, rstd, x, w, C, eps, nullptr, nullptr);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -71,7 +80,15 @@ void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* 
                          int64_t C, float eps) {
   if (N == 0) return;
   rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C,
-                                                    eps);
+                                                    eps, nullptr, nullptr);
+  AZR_CUDA_LAUNCHED();
+}
+
+void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
+                                  const float* delta, const float* w, int64_t N, int64_t C, float eps) {
+  if (N == 0) return;
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C,
+                                                    eps, delta, res_out);
   AZR_CUDA_LAUNCHED();
 }
 

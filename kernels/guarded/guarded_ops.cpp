@@ -217,6 +217,8 @@ Ops make_table(const char* name) {
   if (t.rmsnorm_forward_w16) AZR_GUARD(rmsnorm_forward_w16);
   if (t.matmul_forward_a16w16) AZR_GUARD(matmul_forward_a16w16);
   if (t.matmul_backward_a16w16) AZR_GUARD(matmul_backward_a16w16);
+  if (t.residual_rmsnorm_forward_w16) AZR_GUARD(residual_rmsnorm_forward_w16);
+  if (t.swiglu_forward_w16) AZR_GUARD(swiglu_forward_w16);
   install_handler();
   return t;
 }

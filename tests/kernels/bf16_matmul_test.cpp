@@ -189,6 +189,34 @@ TEST(CpuBf16Matmul, GemmsOnBf16WeightsEqualGemmsOnTheWeightsTheyRoundFrom) {
   EXPECT_EQ(dbias_a, dbias);
 }
 
+// The fused producers are the ops they fuse, bit for bit: a residual add followed by the norm
+// (res_out aliasing x, as decode calls it), and SwiGLU (out aliasing gate), each with its output
+// rounded as to_bf16 rounds.
+TEST(CpuBf16Matmul, FusedProducersAreTheOpsTheyFuse) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  EXPECT_EQ(cpu_ops().residual_rmsnorm_forward_w16, nullptr);
+  EXPECT_EQ(cpu_ops().swiglu_forward_w16, nullptr);
+  const int64_t N = 5, C = 37;
+  const auto x = randn(size_t(N * C), 41), delta = randn(size_t(N * C), 42), w = randn(size_t(C), 43);
+  std::vector<float> res(x.size()), out(x.size()), rstd(static_cast<size_t>(N));
+  cpu_ops().add(res.data(), x.data(), delta.data(), N * C);
+  cpu_ops().rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C, 1e-6f);
+  std::vector<float> res_b = x, out_b(x.size(), 9.f), rstd_b(rstd.size(), 9.f);
+  std::vector<uint16_t> out16(x.size(), 0xFFFF);
+  bf.residual_rmsnorm_forward_w16(res_b.data(), out_b.data(), out16.data(), rstd_b.data(), res_b.data(), delta.data(),
+                                  w.data(), N, C, 1e-6f);
+  EXPECT_EQ(res_b, res);
+  EXPECT_EQ(out_b, out);
+  EXPECT_EQ(rstd_b, rstd);
+  for (size_t i = 0; i < out.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(out[i]))) << i;
+
+  std::vector<float> act(x.size()), act_b = x;
+  cpu_ops().swiglu_forward(act.data(), x.data(), delta.data(), N * C);
+  bf.swiglu_forward_w16(act_b.data(), out16.data(), act_b.data(), delta.data(), N * C);
+  EXPECT_EQ(act_b, act);
+  for (size_t i = 0; i < act.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(act[i]))) << i;
+}
+
 // rmsnorm_forward_w16 is rmsnorm_forward, bit for bit, plus its output rounded as to_bf16 rounds.
 TEST(CpuBf16Matmul, NormWithBf16OutputIsTheNormAndItsRounding) {
   const Ops& bf = cpu_bf16_matmul_ops();
@@ -406,7 +434,8 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 // The Bf16 table with its GEMM-input ops counted: how often a decode step and a training step
 // round a GEMM input inside the GEMM (_w16) against taking a norm's rounding (_a16w16).
 struct OpCounts {
-  int norm = 0, norm16 = 0, gemm_w16 = 0, gemm_a16 = 0, back_w16 = 0, back_a16 = 0;
+  int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
+      back_w16 = 0, back_a16 = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -421,6 +450,23 @@ const Ops& counting_bf16_ops() {
                                int64_t C, float eps) {
       g_counts.norm16++;
       cpu_bf16_matmul_ops().rmsnorm_forward_w16(out, out16, rstd, x, w, N, C, eps);
+    };
+    t.residual_rmsnorm_forward_w16 = [](float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
+                                        const float* delta, const float* w, int64_t N, int64_t C, float eps) {
+      g_counts.residual_norm16++;
+      cpu_bf16_matmul_ops().residual_rmsnorm_forward_w16(res_out, out, out16, rstd, x, delta, w, N, C, eps);
+    };
+    t.swiglu_forward = [](float* out, const float* gate, const float* up, int64_t n) {
+      g_counts.swiglu++;
+      cpu_bf16_matmul_ops().swiglu_forward(out, gate, up, n);
+    };
+    t.swiglu_forward_w16 = [](float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
+      g_counts.swiglu16++;
+      cpu_bf16_matmul_ops().swiglu_forward_w16(out, out16, gate, up, n);
+    };
+    t.add = [](float* out, const float* a, const float* b, int64_t n) {
+      g_counts.add++;
+      cpu_bf16_matmul_ops().add(out, a, b, n);
     };
     t.matmul_forward_w16 = [](float* out, const float* inp, const uint16_t* w16, const float* bias, int64_t N,
                               int64_t IC, int64_t OC) {
@@ -447,11 +493,11 @@ const Ops& counting_bf16_ops() {
   return table;
 }
 
-// Each norm's output is rounded once, by the norm, for the GEMMs it feeds: per layer q, k, v,
-// gate and up take the rounding (5 GEMMs), and only o and down (whose inputs come from attention
-// and SwiGLU) round their own; the LM head takes the final norm's. A regression here is a GPU
-// decode step with more kernels (a rounding pass per GEMM), invisible in the results.
-TEST(CpuBf16Matmul, EachNormOutputIsRoundedOnceForTheGemmsItFeeds) {
+// Each GEMM input is rounded once, by the op that produces it, for the GEMMs it feeds: a norm's
+// output (q, k, v; gate, up; the LM head) and SwiGLU's (down); only o rounds its own (attention's
+// output). In decode each residual add runs inside the norm after it (the next layer's, or the
+// final one). A regression here is a GPU decode step with more kernels, invisible in the results.
+TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const int L = int(c.num_hidden_layers);
   model::Transformer m = model::Transformer::random(c, 5, 0.05f, counting_bf16_ops());
@@ -461,20 +507,28 @@ TEST(CpuBf16Matmul, EachNormOutputIsRoundedOnceForTheGemmsItFeeds) {
   g_counts = {};
   m.decode(cache, std::vector<int32_t>{7, 8}, std::vector<int32_t>{0, 1}, std::vector<int32_t>{3, 1}, logits);
   EXPECT_EQ(g_counts.norm, 0);
-  EXPECT_EQ(g_counts.norm16, 2 * L + 1);
-  EXPECT_EQ(g_counts.gemm_a16, 5 * L + 1);
-  EXPECT_EQ(g_counts.gemm_w16, 2 * L);
+  EXPECT_EQ(g_counts.add, 0);
+  EXPECT_EQ(g_counts.swiglu, 0);
+  EXPECT_EQ(g_counts.norm16, 1);                // the first layer's input norm
+  EXPECT_EQ(g_counts.residual_norm16, 2 * L);   // each layer's two residual adds
+  EXPECT_EQ(g_counts.swiglu16, L);
+  EXPECT_EQ(g_counts.gemm_a16, 6 * L + 1);      // q, k, v, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.gemm_w16, L);              // o
 
-  // Training: the layers' norms as in decode; backward rounds each kept norm output once for the
-  // dw products of the GEMMs it fed (5 per layer), the rest round their own.
+  // Training: per layer the input norm, the residual add with the post-attention norm, and
+  // SwiGLU; backward recomputes SwiGLU and rounds each kept norm output once for the dw products
+  // of the GEMMs it fed; o and the LM head (on its gathered rows) round their own.
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3}});
   g_counts = {};
   m.score(batch, 1.f, true);
   m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
-  EXPECT_EQ(g_counts.norm16, 2 * L);
-  EXPECT_EQ(g_counts.gemm_a16, 5 * L);
-  EXPECT_EQ(g_counts.back_a16, 5 * L);
-  EXPECT_EQ(g_counts.back_w16, 2 * L + 1);  // o, down, and the LM head on its gathered rows
+  EXPECT_EQ(g_counts.norm16, L);
+  EXPECT_EQ(g_counts.residual_norm16, L);
+  EXPECT_EQ(g_counts.swiglu16, 2 * L);
+  EXPECT_EQ(g_counts.swiglu, 0);
+  EXPECT_EQ(g_counts.gemm_a16, 6 * L);
+  EXPECT_EQ(g_counts.back_a16, 6 * L);
+  EXPECT_EQ(g_counts.back_w16, L + 1);
 }
 
 }  // namespace

@@ -117,6 +117,21 @@ TEST_F(CudaOps, RmsNormForwardAndBackward) {
   EXPECT_EQ(to_host<float>(d_out_b, out.size()), to_host<float>(d_out, out.size()));
   EXPECT_EQ(to_host<float>(d_rstd_b, size_t(N)), to_host<float>(d_rstd, size_t(N)));
   EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
+
+  // The residual add fused in front (res_out aliasing x, as decode calls it): the GPU's add and
+  // norm, bit for bit.
+  auto d_res = to_device(dout);  // x of the fused call: res_out = dout + x
+  Buffer<float> d_sum(cuda_ops(), out.size()), d_out_s(cuda_ops(), out.size()), d_out_f(cuda_ops(), out.size()),
+      d_rstd_f(cuda_ops(), N);
+  gpu.add(d_sum.data(), d_dout.data(), d_x.data(), N * C);
+  gpu.rmsnorm_forward(d_out_s.data(), d_rstd.data(), d_sum.data(), d_w.data(), N, C, 1e-6f);
+  dev.to_bf16(d_want16.data(), d_out_s.data(), int64_t(out.size()));
+  dev.residual_rmsnorm_forward_w16(d_res.data(), d_out_f.data(), d_out16.data(), d_rstd_f.data(), d_res.data(),
+                                   d_x.data(), d_w.data(), N, C, 1e-6f);
+  EXPECT_EQ(to_host<float>(d_res, out.size()), to_host<float>(d_sum, out.size()));
+  EXPECT_EQ(to_host<float>(d_out_f, out.size()), to_host<float>(d_out_s, out.size()));
+  EXPECT_EQ(to_host<float>(d_rstd_f, size_t(N)), to_host<float>(d_rstd, size_t(N)));
+  EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
 }
 
 // Offsets of one float into each buffer: the model's weights are slices of one flat buffer, so
@@ -595,6 +610,16 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   expect_close(to_host<float>(d_scaled, n), scaled, 0, 0, "scale");
   gpu.add(d_gate.data(), d_gate.data(), d_up.data(), n);  // out aliases a
   expect_close(to_host<float>(d_gate, n), sum, 0, 0, "add in place");
+
+  // SwiGLU with its output rounded for the down projection (out aliasing gate, as decode calls
+  // it): the GPU's SwiGLU bit for bit, and its rounding.
+  const Ops& dev = cuda_bf16_matmul_ops();
+  auto d_g2 = to_device(gate);
+  Buffer<uint16_t> d_out16(cuda_ops(), size_t(n)), d_want16(cuda_ops(), size_t(n));
+  dev.swiglu_forward_w16(d_g2.data(), d_out16.data(), d_g2.data(), d_up.data(), n);
+  dev.to_bf16(d_want16.data(), d_out.data(), n);
+  EXPECT_EQ(to_host<float>(d_g2, size_t(n)), to_host<float>(d_out, size_t(n)));
+  EXPECT_EQ(to_host<uint16_t>(d_out16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
 }
 
 TEST_F(CudaOps, AdamWStepsMatchCpu) {

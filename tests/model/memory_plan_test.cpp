@@ -132,7 +132,7 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 // rounded outputs, with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
 // tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values; the
 // widest output gradient the LM head's chunk, 1024 rows x 151,936 = 155,582,464; k and v are
-// 4096 x 256 fp32 each; a norm's output 4096 x 1536 bf16.
+// 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's, SwiGLU's) 4096 x 8960.
 TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const ModelConfig c = qwen("1.5b");
   const double P = 1543714304.0;
@@ -145,7 +145,7 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 155582464.0) + 2.0 * 4096 * 256 * 4 + 4096 * 1536 * 2);
+  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 155582464.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
   EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
@@ -159,12 +159,12 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   s.micro_batch = 2;
   s.kv_slots = 0;
   EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
-            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 128 * 128 * 2);
+            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2);
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
   s.kv_slots = 8;
   EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
-            2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4 + 4000 * 128 * 2);
+            2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2);
 }
 
 // Prefill keeps one layer's activations for one group of prompts (Transformer::prefill_on_backend):
