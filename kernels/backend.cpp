@@ -29,6 +29,9 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
     const int n = cuda_device_count(&why);
     if (n == 0) throw std::invalid_argument("device 'cuda': no usable GPU (" + why + ")");
     cuda_select_device(device_index % n);
+    // AZR_CUDA_ATTENTION is read here, so a bad value stops the command before any work, not at
+    // its first attention call.
+    if (bf16) (void)cuda_attention_kernel();
     return bf16 ? cuda_bf16_matmul_ops() : cuda_ops();
 #else
     (void)device_index;
