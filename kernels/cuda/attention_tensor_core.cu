@@ -397,7 +397,9 @@ TcDims tc_dims_of(const AttentionShape& s) {
                 1.f / std::sqrt(float(s.d))};
 }
 
-// More than 48 KiB of dynamic shared memory needs the kernel's opt-in, once per kernel.
+// More than 48 KiB of dynamic shared memory needs the kernel's opt-in. The attribute belongs to
+// the current device's context, and a process may drive several devices, so it is set before
+// every launch (a host-side call of about a microsecond, once per layer).
 template <class Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
   AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -405,8 +407,7 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 template <int D>
 void forward_d(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape) {
-  static const bool ready = (allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>), true);
-  (void)ready;
+  allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   constexpr size_t smem = kForwardSmem<D>;
   tc_forward_kernel<D><<<grid, kWarps * kWarp, smem>>>(out, lse, q, k, v, tc_dims_of(shape));
@@ -416,9 +417,8 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
                 const float* k, const float* v, const AttentionShape& shape) {
-  static const bool ready = (allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>),
-                             allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>), true);
-  (void)ready;
+  allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
+  allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>);
   const TcDims s = tc_dims_of(shape);
   const float* Drow = attention_row_dots(dout, out, shape);
   const unsigned tiles = unsigned((shape.T + kBlockRows - 1) / kBlockRows);
