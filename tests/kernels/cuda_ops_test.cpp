@@ -23,12 +23,16 @@
 #include "kernels/ops.h"
 #include "tests/kernels/cuda_attention_choice.h"
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/tensor_core_reference.h"
 
 namespace azr::kernels {
 namespace {
 
 using testing::AttentionChoice;
+using testing::emulate_tensor_core_attention;
+using testing::expect_matches_tensor_core_reference;
 using testing::randn;
+using testing::TensorCoreReference;
 
 template <class T>
 Buffer<T> to_device(const std::vector<T>& h) {
@@ -438,118 +442,13 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
   expect_close(to_host<float>(d_o, o.size()), o, 1e-5f, 1e-4f, "bf16-cache decode out");
 }
 
-// The tensor-core attention (kernels/cuda/attention_tensor_core.cu) against a host emulation of
-// the arithmetic its header states, written from the math: q, k, v and dout rounded to bf16;
-// scores, lse and the softmax in double; P = exp(scale s - lse) rounded to bf16 for P v and
-// P^T dout; dS = P (dP - D) rounded to bf16 for dS k and dS^T q. The kernel sums in fp32, so a
-// probability or dS within fp32 rounding of a bf16 boundary may round to the neighbouring value:
-// each output element may differ by one bf16 step (2^-7 relative at most) of every such term,
-// which is the element's `slack`, a bound no correct kernel exceeds. Such flips are rare, so the
-// mean difference must also be at fp32 rounding level: a systematic error (a wrong mask, a
-// missing tile, a transposed operand) fails that even where it hides inside the slack.
-struct TensorCoreReference {
-  std::vector<float> out, lse, dq, dk, dv;
-  std::vector<double> out_slack, dq_slack, dk_slack, dv_slack;
-};
-
-TensorCoreReference emulate_tensor_core_attention(const std::vector<float>& q, const std::vector<float>& k,
-                                                  const std::vector<float>& v, const std::vector<float>& dout,
-                                                  const AttnCase& c) {
-  constexpr double kStep = 0x1p-7;  // one bf16 step, relative, at most
-  auto bf = [](std::vector<float> x) {
-    for (float& e : x) e = round_to_bf16(e);
-    return x;
-  };
-  const auto q16 = bf(q), k16 = bf(k), v16 = bf(v), g16 = bf(dout);
-  const int64_t d = c.d, group = c.H / c.KV, q_row = c.H * d, kv_row = c.KV * d;
-  const double scale = double(1.f / std::sqrt(float(d)));  // the kernel's fp32 scale
-  TensorCoreReference r;
-  const size_t qn = size_t(c.B * c.T * q_row), kvn = size_t(c.B * c.T * kv_row);
-  r.out.assign(qn, 0.f), r.dq.assign(qn, 0.f), r.dk.assign(kvn, 0.f), r.dv.assign(kvn, 0.f);
-  r.lse.assign(size_t(c.B * c.H * c.T), 0.f);
-  r.out_slack.assign(qn, 0.0), r.dq_slack.assign(qn, 0.0), r.dk_slack.assign(kvn, 0.0), r.dv_slack.assign(kvn, 0.0);
-  std::vector<double> dk(kvn, 0.0), dv(kvn, 0.0);
-  for (int64_t b = 0; b < c.B; b++) {
-    const int64_t L = c.lengths.empty() ? c.T : c.lengths[size_t(b)];
-    for (int64_t h = 0; h < c.H; h++) {
-      const int64_t g = h / group;
-      for (int64_t t = 0; t < L; t++) {
-        const size_t qo = size_t((b * c.T + t) * q_row + h * d);
-        auto kv_at = [&](int64_t j) { return size_t((b * c.T + j) * kv_row + g * d); };
-        std::vector<double> p(size_t(t + 1));
-        double mx = -INFINITY;
-        for (int64_t j = 0; j <= t; j++) {
-          double sc = 0;
-          for (int64_t i = 0; i < d; i++) sc += double(q16[qo + i]) * k16[kv_at(j) + i];
-          p[size_t(j)] = sc * scale;
-          mx = std::max(mx, p[size_t(j)]);
-        }
-        double sum = 0;
-        for (double x : p) sum += std::exp(x - mx);
-        const double lse = mx + std::log(sum);
-        r.lse[size_t((b * c.H + h) * c.T + t)] = float(lse);
-        for (double& x : p) x = std::exp(x - lse);
-        std::vector<double> o(size_t(d), 0.0);
-        for (int64_t j = 0; j <= t; j++) {
-          const double p16 = round_to_bf16(float(p[size_t(j)]));
-          for (int64_t i = 0; i < d; i++) {
-            o[size_t(i)] += p16 * v16[kv_at(j) + i];
-            r.out_slack[qo + i] += kStep * p[size_t(j)] * std::fabs(v16[kv_at(j) + i]);
-          }
-        }
-        double D = 0;  // the kernel's D: fp32 dout against the forward's output
-        for (int64_t i = 0; i < d; i++) D += double(dout[qo + i]) * o[size_t(i)];
-        for (int64_t i = 0; i < d; i++) r.out[qo + i] = float(o[size_t(i)]);
-        for (int64_t j = 0; j <= t; j++) {
-          double dp = 0;
-          for (int64_t i = 0; i < d; i++) dp += double(g16[qo + i]) * v16[kv_at(j) + i];
-          const double pj = p[size_t(j)], ds = pj * (dp - D);
-          const double p16 = round_to_bf16(float(pj)), ds16 = round_to_bf16(float(ds));
-          for (int64_t i = 0; i < d; i++) {
-            r.dq[qo + i] += float(scale * ds16 * k16[kv_at(j) + i]);
-            r.dq_slack[qo + i] += scale * kStep * std::fabs(ds) * std::fabs(k16[kv_at(j) + i]);
-            dk[kv_at(j) + i] += scale * ds16 * q16[qo + i];
-            r.dk_slack[kv_at(j) + i] += scale * kStep * std::fabs(ds) * std::fabs(q16[qo + i]);
-            dv[kv_at(j) + i] += p16 * g16[qo + i];
-            r.dv_slack[kv_at(j) + i] += kStep * pj * std::fabs(g16[qo + i]);
-          }
-        }
-      }
-    }
-  }
-  for (size_t i = 0; i < kvn; i++) r.dk[i] = float(dk[i]), r.dv[i] = float(dv[i]);
-  return r;
-}
-
-// |got - want| <= slack + 1e-4 (1 + |want|) everywhere, and the mean difference within 1e-4 of
-// the mean magnitude (fp32 summation).
-void expect_within_slack(const std::vector<float>& got, const std::vector<float>& want,
-                         const std::vector<double>& slack, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0, worst = 0;
-  double worst_excess = -INFINITY, diff = 0, mag = 0;
-  for (size_t i = 0; i < got.size(); i++) {
-    const double err = std::fabs(double(got[i]) - want[i]), tol = slack[i] + 1e-4 * (1 + std::fabs(want[i]));
-    if (!(err <= tol)) bad++;
-    if (!(err - tol <= worst_excess)) worst_excess = err - tol, worst = i;
-    diff += err, mag += std::fabs(want[i]);
-  }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements past their slack; worst at "
-                     << worst << ": cuda " << got[worst] << " vs emulated " << want[worst] << " (slack "
-                     << slack[worst] << ")";
-  EXPECT_LE(diff, 1e-4 * mag + 1e-7 * double(got.size())) << what << ": mean |difference| " << diff / got.size()
-                                                          << " against mean |value| " << mag / got.size();
-  std::printf("%-4s mean |cuda - emulated| %.2e, mean |value| %.2e\n", what.c_str(), diff / got.size(),
-              mag / got.size());
-}
-
 class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
   const auto q = randn(q_n, 61), k = randn(kv_n, 62), v = randn(kv_n, 63), dout = randn(q_n, 64);
-  const TensorCoreReference want = emulate_tensor_core_attention(q, k, v, dout, c);
+  const TensorCoreReference want = emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
 
   auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
   auto d_len = to_device(c.lengths);
@@ -564,11 +463,9 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
     dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(),
                            d_q.data(), d_k.data(), d_v.data(), s);
   }
-  expect_within_slack(to_host<float>(d_out, size_t(q_n)), want.out, want.out_slack, "out");
-  expect_close(to_host<float>(d_lse, want.lse.size()), want.lse, 1e-5f, 1e-5f, "lse");
-  expect_within_slack(to_host<float>(d_dq, size_t(q_n)), want.dq, want.dq_slack, "dq");
-  expect_within_slack(to_host<float>(d_dk, size_t(kv_n)), want.dk, want.dk_slack, "dk");
-  expect_within_slack(to_host<float>(d_dv, size_t(kv_n)), want.dv, want.dv_slack, "dv");
+  expect_matches_tensor_core_reference(want, to_host<float>(d_out, size_t(q_n)), to_host<float>(d_lse, want.lse.size()),
+                                       to_host<float>(d_dq, size_t(q_n)), to_host<float>(d_dk, size_t(kv_n)),
+                                       to_host<float>(d_dv, size_t(kv_n)));
 
   // The Simt kernels keep P in fp32: if the outputs agreed to fp32 rounding, the choice did not
   // reach the tensor-core kernels.

@@ -1,0 +1,400 @@
+// Causal GQA attention of the Bf16 table on tensor cores: WMMA 16x16x16 products of bf16 operands
+// with fp32 accumulators, flash-style (no T x T matrix in memory), for head dims 64 and 128.
+//
+// The arithmetic, which tests/kernels/tensor_core_reference.h emulates on the host:
+// - q, k, v (and backward's dout) are rounded to bf16 as tiles are read; every score is a sum of
+//   exact bf16 x bf16 products in fp32, as in the Simt kernels of the Bf16 table.
+// - Forward runs two passes over the keys. The first keeps each row's online max and sum of
+//   exponentials (fp32) and ends with lse; the second forms P = exp(scale s - lse), already
+//   normalised, rounds it to bf16 and accumulates P V in fp32 fragments. Recomputing the scores
+//   costs a third of a pass more than FlashAttention-2's single pass, and buys two things: the
+//   output never needs rescaling (a WMMA accumulator's element layout is opaque, so rescaling
+//   would mean a round trip through shared memory per tile), and P's rounding does not depend on
+//   the tiling, so the host can reproduce it.
+// - Backward is FlashAttention-2's: P from the saved lse, dP = dout v^T, dS = P (dP - D) in
+//   fp32 with D = rowsum(dout * out); dV += bf16(P)^T bf16(dout), dK += bf16(dS)^T q,
+//   dQ += bf16(dS) k. dK and dV are one kernel (a block owns 64 keys and loops over the queries
+//   of every head of its group, so no atomics); dQ is another (a block owns 64 queries).
+//
+// Layout: a block is 4 warps; each warp owns 16 rows of the block's 64 (queries, or keys in
+// dK/dV) and scores them against a tile of 64 rows of the other side staged in shared memory as
+// bf16. Score tiles go through shared memory (fp32, 16 x 64 per warp) for the softmax, where two
+// lanes share a row and take alternate columns.
+//
+// The kernels are in this header, apart from their launches (attention_tensor_core.cu), so that
+// tests/kernels/tensor_core_emulated_test.cpp can also run them on the CPU through a stand-in for
+// the few CUDA features they use (tests/kernels/cuda_emulation.h), where CI has no GPU.
+#pragma once
+
+#ifndef AZR_CUDA_EMULATION
+#include <cuda_bf16.h>
+#include <mma.h>
+#define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace azr::kernels::cuda_detail::tensor_core {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarp = 32;
+
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 16;
+constexpr int kBlockRows = kWarps * kRowsPerWarp;  // this block's queries (or keys)
+constexpr int kTileRows = 64;                      // rows of the other side per shared-memory tile
+constexpr int kSLd = kTileRows + 4;                // fp32 score tile stride (WMMA: a multiple of 4)
+constexpr int kPLd = kTileRows + 8;                // bf16 probability tile stride (a multiple of 8)
+constexpr unsigned kFull = 0xffffffffu;
+static_assert(kBlockRows == kTileRows, "the tile loader and the output staging assume square tiles");
+
+template <int D>
+constexpr int kLd = D + 8;  // bf16 stride of a Q/K/V/dO tile row: 16-byte aligned rows, fewer bank conflicts
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+struct TcDims {
+  int64_t T, H, group, kv_seq_stride, kv_row;
+  const int32_t* lengths;
+  float scale;
+};
+
+__device__ __forceinline__ int64_t tc_seq_len(const TcDims& s, int64_t b) { return s.lengths ? s.lengths[b] : s.T; }
+
+// The block copies rows first .. first + kTileRows - 1 of an fp32 tensor (row stride `stride`,
+// head offset applied) into a bf16 tile; rows at or past `end` become zeros, so they add nothing
+// and never carry NaN into a product. The caller synchronises.
+template <int D>
+__device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t stride, int64_t first, int64_t end) {
+  for (int e = threadIdx.x; e < kTileRows * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    const int64_t row = first + r;
+    dst[r * kLd<D> + c] = __float2bfloat16_rn(row < end ? src[row * stride + c] : 0.f);
+  }
+}
+
+// S [16 x kTileRows] (fp32, stride kSLd) = A [16 rows] B [kTileRows rows]^T, both bf16 tiles of
+// stride kLd<D>: one warp.
+template <int D>
+__device__ __forceinline__ void warp_scores(float* S, const bf16* A, const bf16* B) {
+  FragC acc[kTileRows / 16];
+#pragma unroll
+  for (int n = 0; n < kTileRows / 16; n++) wmma::fill_fragment(acc[n], 0.f);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    FragA a;
+    wmma::load_matrix_sync(a, A + kk * 16, kLd<D>);
+#pragma unroll
+    for (int n = 0; n < kTileRows / 16; n++) {
+      FragBCol b;  // B^T's 16 x 16 block (kk, n) is B's rows n*16.., columns kk*16.., read column-major
+      wmma::load_matrix_sync(b, B + n * 16 * kLd<D> + kk * 16, kLd<D>);
+      wmma::mma_sync(acc[n], a, b, acc[n]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kTileRows / 16; n++) wmma::store_matrix_sync(S + n * 16, acc[n], kSLd, wmma::mem_row_major);
+}
+
+// acc [16 x D] += P [16 x kTileRows] (bf16, stride kPLd) X [kTileRows x D] (bf16 tile): one warp.
+template <int D>
+__device__ __forceinline__ void warp_accumulate(FragC (&acc)[D / 16], const bf16* P, const bf16* X) {
+#pragma unroll
+  for (int kk = 0; kk < kTileRows / 16; kk++) {
+    FragA a;
+    wmma::load_matrix_sync(a, P + kk * 16, kPLd);
+#pragma unroll
+    for (int c = 0; c < D / 16; c++) {
+      FragBRow b;
+      wmma::load_matrix_sync(b, X + kk * 16 * kLd<D> + c * 16, kLd<D>);
+      wmma::mma_sync(acc[c], a, b, acc[c]);
+    }
+  }
+}
+
+// Writes a warp's 16 rows (first .. first + 15) of acc * factor to dst (row stride `stride`):
+// rows at or past `real_end` are padding and get zeros, rows at or past `T` do not exist.
+// `stage` is this warp's [16][D + 4] floats of shared memory.
+template <int D>
+__device__ __forceinline__ void warp_store_rows(float* dst, int64_t stride, int64_t first, int64_t real_end,
+                                                int64_t T, FragC (&acc)[D / 16], float factor, float* stage) {
+#pragma unroll
+  for (int c = 0; c < D / 16; c++) wmma::store_matrix_sync(stage + c * 16, acc[c], D + 4, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = threadIdx.x % kWarp; e < kRowsPerWarp * D; e += kWarp) {
+    const int r = e / D, c = e % D;
+    const int64_t row = first + r;
+    if (row < T) dst[row * stride + c] = row < real_end ? stage[r * (D + 4) + c] * factor : 0.f;
+  }
+}
+
+// Zeros rows first .. first + kBlockRows - 1 (those below T) of a [*, stride] tensor: a block of
+// padding rows.
+template <int D>
+__device__ __forceinline__ void zero_rows(float* dst, int64_t stride, int64_t first, int64_t T) {
+  for (int e = threadIdx.x; e < kBlockRows * D; e += blockDim.x) {
+    const int64_t row = first + e / D;
+    if (row < T) dst[row * stride + e % D] = 0.f;
+  }
+}
+
+// Shared memory of each kernel, in bytes; every region's size is a multiple of 32 bytes, so each
+// starts 256-bit aligned as WMMA's loads and stores require.
+template <int D>
+constexpr size_t kTileBytes = size_t(kTileRows) * kLd<D> * sizeof(bf16);
+constexpr size_t kScoreBytes = size_t(kWarps) * kRowsPerWarp * kSLd * sizeof(float);
+constexpr size_t kProbBytes = size_t(kWarps) * kRowsPerWarp * kPLd * sizeof(bf16);
+template <int D>
+constexpr size_t kStageBytes = size_t(kWarps) * kRowsPerWarp * (D + 4) * sizeof(float);  // one output, all warps
+template <int D>
+constexpr size_t kForwardSmem = 3 * kTileBytes<D> + kScoreBytes + kProbBytes;
+template <int D>
+constexpr size_t kDqSmem = 4 * kTileBytes<D> + 2 * kScoreBytes + kProbBytes;
+template <int D>
+constexpr size_t kDkDvSmem = 4 * kTileBytes<D> + 2 * kScoreBytes + 2 * kProbBytes + 2 * kTileRows * sizeof(float);
+// Outputs are staged in the tiles' place once the loop is done.
+static_assert(kStageBytes<64> <= 2 * kTileBytes<64> && kStageBytes<128> <= 2 * kTileBytes<128>);
+static_assert(kTileBytes<64> % 32 == 0 && kTileBytes<128> % 32 == 0 && kScoreBytes % 32 == 0 &&
+              kProbBytes % 32 == 0 && kStageBytes<64> % 32 == 0 && kStageBytes<128> % 32 == 0);
+
+// grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T].
+template <int D>
+__global__ void __launch_bounds__(kWarps * kWarp)
+    tc_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, TcDims s) {
+  AZR_DYNAMIC_SHARED(smem);
+  bf16* Qs = reinterpret_cast<bf16*>(smem);
+  bf16* Ks = Qs + kTileRows * kLd<D>;
+  bf16* Vs = Ks + kTileRows * kLd<D>;
+  float* S = reinterpret_cast<float*>(Vs + kTileRows * kLd<D>);
+  bf16* P = reinterpret_cast<bf16*>(S + kWarps * kRowsPerWarp * kSLd);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  S += warp * kRowsPerWarp * kSLd;
+  P += warp * kRowsPerWarp * kPLd;
+
+  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
+  const float* qb = q + b * s.T * q_row + h * D;
+  float* ob = out + b * s.T * q_row + h * D;
+  float* lse_bh = lse + (b * s.H + h) * s.T;
+  if (t0 >= L) {  // only padding rows: zeros (uniform across the block)
+    zero_rows<D>(ob, q_row, t0, s.T);
+    for (int e = threadIdx.x; e < kBlockRows; e += blockDim.x)
+      if (t0 + e < s.T) lse_bh[t0 + e] = 0.f;
+    return;
+  }
+  const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
+  const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
+  const int64_t w0 = t0 + warp * kRowsPerWarp;  // this warp's first query
+  const int r = lane / 2, half = lane % 2;      // this lane's row of the warp's 16, and its columns
+  const int64_t t = w0 + r;
+  const bool real = t < L;
+  const int64_t kend = min(t0 + kBlockRows, L);  // keys any row of the block sees
+  load_tile<D>(Qs, qb, q_row, t0, L);
+
+  // Pass 1: each row's max and sum of exponentials, online.
+  float m = -INFINITY, l = 0.f;
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
+    __syncthreads();  // the last tile is consumed (and Qs is complete, the first time)
+    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
+    __syncthreads();
+    if (j0 > w0 + kRowsPerWarp - 1) continue;  // warp-uniform: every key of the tile is in its rows' future
+    warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
+    __syncwarp();
+    float mt = -INFINITY;
+    for (int i = 0; i < kTileRows / 2; i++) {
+      const int c = 2 * i + half;
+      if (real && j0 + c <= t) mt = fmaxf(mt, S[r * kSLd + c] * s.scale);
+    }
+    mt = fmaxf(mt, __shfl_xor_sync(kFull, mt, 1));
+    const float m_new = fmaxf(m, mt);
+    float sum = 0.f;
+    if (m_new != -INFINITY)
+      for (int i = 0; i < kTileRows / 2; i++) {
+        const int c = 2 * i + half;
+        if (real && j0 + c <= t) sum += expf(S[r * kSLd + c] * s.scale - m_new);
+      }
+    sum += __shfl_xor_sync(kFull, sum, 1);
+    l = (m == -INFINITY ? 0.f : l * expf(m - m_new)) + sum;
+    m = m_new;
+    __syncwarp();  // S is read before the next tile overwrites it
+  }
+  const float row_lse = real ? m + logf(l) : 0.f;  // a real row always sees key 0, so l > 0
+
+  // Pass 2: out = sum_j bf16(exp(scale s_j - lse)) v_j.
+  FragC acc[D / 16];
+#pragma unroll
+  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(acc[c], 0.f);
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
+    __syncthreads();
+    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
+    load_tile<D>(Vs, vb, s.kv_row, j0, kend);
+    __syncthreads();
+    if (j0 > w0 + kRowsPerWarp - 1) continue;
+    warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
+    __syncwarp();
+    for (int i = 0; i < kTileRows / 2; i++) {
+      const int c = 2 * i + half;
+      const float p = real && j0 + c <= t ? expf(S[r * kSLd + c] * s.scale - row_lse) : 0.f;
+      P[r * kPLd + c] = __float2bfloat16_rn(p);
+    }
+    __syncwarp();
+    warp_accumulate<D>(acc, P, Vs);
+  }
+  __syncthreads();  // the K and V tiles are dead: the output is staged in their place
+  float* stage = reinterpret_cast<float*>(Ks) + warp * kRowsPerWarp * (D + 4);
+  warp_store_rows<D>(ob, q_row, w0, L, s.T, acc, 1.f, stage);
+  if (half == 0 && t < s.T) lse_bh[t] = row_lse;
+}
+
+// dq = scale sum_j bf16(dS_tj) k_j. grid (ceil(T / 64), heads, B), 4 warps; a block owns 64 queries.
+template <int D>
+__global__ void __launch_bounds__(kWarps * kWarp)
+    tc_dq_kernel(float* dq, const float* dout, const float* lse, const float* Drow, const float* q, const float* k,
+                 const float* v, TcDims s) {
+  AZR_DYNAMIC_SHARED(smem);
+  bf16* Qs = reinterpret_cast<bf16*>(smem);
+  bf16* dOs = Qs + kTileRows * kLd<D>;
+  bf16* Ks = dOs + kTileRows * kLd<D>;
+  bf16* Vs = Ks + kTileRows * kLd<D>;
+  float* S = reinterpret_cast<float*>(Vs + kTileRows * kLd<D>);
+  float* dP = S + kWarps * kRowsPerWarp * kSLd;
+  bf16* dS = reinterpret_cast<bf16*>(dP + kWarps * kRowsPerWarp * kSLd);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  S += warp * kRowsPerWarp * kSLd;
+  dP += warp * kRowsPerWarp * kSLd;
+  dS += warp * kRowsPerWarp * kPLd;
+
+  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
+  float* dqb = dq + b * s.T * q_row + h * D;
+  if (t0 >= L) {
+    zero_rows<D>(dqb, q_row, t0, s.T);
+    return;
+  }
+  const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
+  const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
+  const int64_t w0 = t0 + warp * kRowsPerWarp;
+  const int r = lane / 2, half = lane % 2;
+  const int64_t t = w0 + r;
+  const bool real = t < L;
+  const float row_lse = real ? lse[(b * s.H + h) * s.T + t] : 0.f;
+  const float row_D = real ? Drow[(b * s.H + h) * s.T + t] : 0.f;
+  const int64_t kend = min(t0 + kBlockRows, L);
+  load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
+
+  FragC acc[D / 16];
+#pragma unroll
+  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(acc[c], 0.f);
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
+    __syncthreads();
+    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
+    load_tile<D>(Vs, vb, s.kv_row, j0, kend);
+    __syncthreads();
+    if (j0 > w0 + kRowsPerWarp - 1) continue;
+    warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
+    warp_scores<D>(dP, dOs + warp * kRowsPerWarp * kLd<D>, Vs);
+    __syncwarp();
+    for (int i = 0; i < kTileRows / 2; i++) {
+      const int c = 2 * i + half;
+      float ds = 0.f;
+      if (real && j0 + c <= t) ds = expf(S[r * kSLd + c] * s.scale - row_lse) * (dP[r * kSLd + c] - row_D);
+      dS[r * kPLd + c] = __float2bfloat16_rn(ds);
+    }
+    __syncwarp();
+    warp_accumulate<D>(acc, dS, Ks);
+  }
+  __syncthreads();
+  float* stage = reinterpret_cast<float*>(Ks) + warp * kRowsPerWarp * (D + 4);
+  warp_store_rows<D>(dqb, q_row, w0, L, s.T, acc, s.scale, stage);
+}
+
+// dk_j = scale sum_{h in group, t >= j} bf16(dS_tj) q_t, dv_j = sum bf16(P_tj) bf16(dout_t).
+// grid (ceil(T / 64), kv_heads, B), 4 warps; a block owns 64 keys of one kv head.
+template <int D>
+__global__ void __launch_bounds__(kWarps * kWarp)
+    tc_dkdv_kernel(float* dk, float* dv, const float* dout, const float* lse, const float* Drow, const float* q,
+                   const float* k, const float* v, TcDims s) {
+  AZR_DYNAMIC_SHARED(smem);
+  bf16* Kb = reinterpret_cast<bf16*>(smem);
+  bf16* Vb = Kb + kTileRows * kLd<D>;
+  bf16* Qs = Vb + kTileRows * kLd<D>;
+  bf16* dOs = Qs + kTileRows * kLd<D>;
+  float* ST = reinterpret_cast<float*>(dOs + kTileRows * kLd<D>);
+  float* dPT = ST + kWarps * kRowsPerWarp * kSLd;
+  bf16* PT = reinterpret_cast<bf16*>(dPT + kWarps * kRowsPerWarp * kSLd);
+  bf16* dST = PT + kWarps * kRowsPerWarp * kPLd;
+  float* lse_s = reinterpret_cast<float*>(dST + kWarps * kRowsPerWarp * kPLd);
+  float* D_s = lse_s + kTileRows;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  ST += warp * kRowsPerWarp * kSLd;
+  dPT += warp * kRowsPerWarp * kSLd;
+  PT += warp * kRowsPerWarp * kPLd;
+  dST += warp * kRowsPerWarp * kPLd;
+
+  const int64_t b = blockIdx.z, g = blockIdx.y, j0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
+  float* dkb = dk + b * s.kv_seq_stride + g * D;
+  float* dvb = dv + b * s.kv_seq_stride + g * D;
+  if (j0 >= L) {
+    zero_rows<D>(dkb, s.kv_row, j0, s.T);
+    zero_rows<D>(dvb, s.kv_row, j0, s.T);
+    return;
+  }
+  const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
+  const int r = lane / 2, half = lane % 2;
+  const int64_t j = w0 + r;  // this lane's key; its columns are queries
+  load_tile<D>(Kb, k + b * s.kv_seq_stride + g * D, s.kv_row, j0, L);
+  load_tile<D>(Vb, v + b * s.kv_seq_stride + g * D, s.kv_row, j0, L);
+
+  FragC dk_acc[D / 16], dv_acc[D / 16];
+#pragma unroll
+  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(dk_acc[c], 0.f), wmma::fill_fragment(dv_acc[c], 0.f);
+  for (int64_t h = g * s.group; h < (g + 1) * s.group; h++) {
+    const float* qb = q + b * s.T * q_row + h * D;
+    const float* gb = dout + b * s.T * q_row + h * D;
+    const float* lse_bh = lse + (b * s.H + h) * s.T;
+    const float* D_bh = Drow + (b * s.H + h) * s.T;
+    for (int64_t i0 = j0; i0 < L; i0 += kTileRows) {  // the queries that see any key of the block
+      __syncthreads();
+      load_tile<D>(Qs, qb, q_row, i0, L);
+      load_tile<D>(dOs, gb, q_row, i0, L);
+      for (int e = threadIdx.x; e < kTileRows; e += blockDim.x) {
+        lse_s[e] = i0 + e < L ? lse_bh[i0 + e] : 0.f;
+        D_s[e] = i0 + e < L ? D_bh[i0 + e] : 0.f;
+      }
+      __syncthreads();
+      // i0 >= j0 and the warp's keys start at most 48 past j0: every warp has visible queries here.
+      warp_scores<D>(ST, Kb + warp * kRowsPerWarp * kLd<D>, Qs);
+      warp_scores<D>(dPT, Vb + warp * kRowsPerWarp * kLd<D>, dOs);
+      __syncwarp();
+      for (int i = 0; i < kTileRows / 2; i++) {
+        const int c = 2 * i + half;
+        const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
+        float p = 0.f, ds = 0.f;
+        if (t < L && j <= t) {
+          p = expf(ST[r * kSLd + c] * s.scale - lse_s[c]);
+          ds = p * (dPT[r * kSLd + c] - D_s[c]);
+        }
+        PT[r * kPLd + c] = __float2bfloat16_rn(p);
+        dST[r * kPLd + c] = __float2bfloat16_rn(ds);
+      }
+      __syncwarp();
+      warp_accumulate<D>(dv_acc, PT, dOs);
+      warp_accumulate<D>(dk_acc, dST, Qs);
+    }
+  }
+  __syncthreads();
+  float* stage_k = reinterpret_cast<float*>(Kb) + warp * kRowsPerWarp * (D + 4);
+  float* stage_v = reinterpret_cast<float*>(Kb) + kWarps * kRowsPerWarp * (D + 4) + warp * kRowsPerWarp * (D + 4);
+  warp_store_rows<D>(dkb, s.kv_row, w0, L, s.T, dk_acc, s.scale, stage_k);
+  warp_store_rows<D>(dvb, s.kv_row, w0, L, s.T, dv_acc, 1.f, stage_v);
+}
+
+}  // namespace azr::kernels::cuda_detail::tensor_core

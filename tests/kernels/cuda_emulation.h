@@ -1,0 +1,174 @@
+#pragma once
+// A CPU stand-in for the CUDA device features the tensor-core attention kernels use
+// (kernels/cuda/attention_tensor_core.cuh), so their logic (tiling, masking, shared-memory
+// staging, warp synchronisation) runs in CI, where there is no GPU. A test double, and only for
+// that header: what it cannot show is the hardware's side (WMMA's real fragment layouts,
+// alignment faults, shared-memory limits), which the GPU tests check.
+//
+// The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
+// barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
+// the warp. A WMMA fragment is opaque to the kernels, so here lane 0 of the warp holds the whole
+// 16 x 16 tile and does the warp's work (loads, products in fp32 with k ascending, stores) after
+// the warp's barrier; the other lanes hold nothing. Shared memory starts filled with 0xFF bytes
+// (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
+// results. Blocks run one after another.
+#define AZR_CUDA_EMULATION 1
+
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/bf16_matmul.h"
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+
+struct EmuDim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+
+namespace azr::emu {
+
+struct BlockState {
+  BlockState(unsigned threads, size_t smem_bytes)
+      : all(std::ptrdiff_t(threads)), shuffle(threads), smem(smem_bytes + 128, 0xFF) {
+    for (unsigned w = 0; w < threads / 32; w++) warps.push_back(std::make_unique<std::barrier<>>(32));
+  }
+  std::barrier<> all;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<float> shuffle;  // one slot per thread
+  std::vector<unsigned char> smem;
+  unsigned char* dynamic_shared() {
+    const auto p = reinterpret_cast<uintptr_t>(smem.data());
+    return smem.data() + ((128 - p % 128) % 128);  // __align__(128)
+  }
+};
+
+inline thread_local EmuDim3 t_thread, t_block, t_block_dim;
+inline thread_local BlockState* t_state = nullptr;
+
+inline unsigned lane() { return t_thread.x % 32; }
+inline void warp_barrier() { t_state->warps[t_thread.x / 32]->arrive_and_wait(); }
+
+// Runs kernel(args...) over grid x block threads, block after block.
+template <class Kernel, class... Args>
+void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        BlockState state(threads, smem_bytes);
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; t++)
+          pool.emplace_back([&, t] {
+            t_thread = {t, 0, 0};
+            t_block = {x, y, z};
+            t_block_dim = {threads, 1, 1};
+            t_state = &state;
+            kernel(args...);
+          });
+        for (std::thread& th : pool) th.join();
+      }
+}
+
+}  // namespace azr::emu
+
+#define threadIdx (::azr::emu::t_thread)
+#define blockIdx (::azr::emu::t_block)
+#define blockDim (::azr::emu::t_block_dim)
+#define AZR_DYNAMIC_SHARED(name) unsigned char* name = ::azr::emu::t_state->dynamic_shared()
+
+inline void __syncthreads() { ::azr::emu::t_state->all.arrive_and_wait(); }
+inline void __syncwarp() { ::azr::emu::warp_barrier(); }
+
+inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
+  using namespace ::azr::emu;
+  float* slots = t_state->shuffle.data() + (t_thread.x / 32) * 32;
+  slots[lane()] = v;
+  warp_barrier();
+  const float r = slots[lane() ^ unsigned(lane_mask)];
+  warp_barrier();
+  return r;
+}
+
+inline __nv_bfloat16 __float2bfloat16_rn(float x) {
+  const float r = ::azr::kernels::round_to_bf16(x);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return {uint16_t(bits >> 16)};
+}
+
+inline float emu_value(__nv_bfloat16 x) {
+  const uint32_t bits = uint32_t(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline float emu_value(float x) { return x; }
+
+inline int64_t min(int64_t a, int64_t b) { return b < a ? b : a; }
+
+namespace nvcuda::wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+// The whole tile, held by lane 0 of the warp (see the file comment).
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "the kernels use 16 x 16 x 16 tiles only");
+  float x[16 * 16];
+};
+
+template <class Use, class T, class Layout>
+void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
+  ::azr::emu::warp_barrier();
+  if (::azr::emu::lane() != 0) return;
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++)
+      f.x[i * 16 + j] = emu_value(std::is_same_v<Layout, col_major> ? p[i + size_t(j) * ldm] : p[size_t(i) * ldm + j]);
+}
+
+inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float v) {
+  for (float& e : f.x) e = v;
+}
+
+template <class TA, class LA, class TB, class LB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
+              const fragment<matrix_b, 16, 16, 16, TB, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
+  ::azr::emu::warp_barrier();
+  if (::azr::emu::lane() != 0) return;
+  float out[16 * 16];
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float acc = c.x[i * 16 + j];
+      for (int k = 0; k < 16; k++) acc += a.x[i * 16 + k] * b.x[k * 16 + j];
+      out[i * 16 + j] = acc;
+    }
+  std::memcpy(d.x, out, sizeof out);
+}
+
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
+                              layout_t layout) {
+  ::azr::emu::warp_barrier();
+  if (::azr::emu::lane() != 0) return;
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++)
+      (layout == mem_col_major ? p[i + size_t(j) * ldm] : p[size_t(i) * ldm + j]) = f.x[i * 16 + j];
+}
+
+}  // namespace nvcuda::wmma

@@ -1,0 +1,100 @@
+// The CUDA tensor-core attention kernels (kernels/cuda/attention_tensor_core.cuh) run on the CPU
+// through tests/kernels/cuda_emulation.h, a stand-in for the device, and are checked against the
+// host emulation of their arithmetic (tests/kernels/tensor_core_reference.h), as the GPU test
+// checks them on a GPU. Here that covers the kernels' own logic on every CI run: the tiling over
+// queries and keys, the causal and padding masks, GQA's head mapping, the two forward passes,
+// the backward's recomputed probabilities, and the shared-memory staging and warp
+// synchronisation. It cannot cover the hardware (WMMA's fragment layouts, alignment, the
+// shared-memory opt-in): that is the GPU test's (CudaTensorCoreAttention).
+//
+// Small shapes: every CUDA thread is a std::thread here.
+#include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
+//
+#include "kernels/cuda/attention_tensor_core.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/kernels/random_inputs.h"
+#include "tests/kernels/tensor_core_reference.h"
+
+namespace azr::kernels::cuda_detail::tensor_core {
+namespace {
+
+struct Case {
+  int64_t B, T, H, KV, d;
+  std::vector<int32_t> lengths;  // empty = all T
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
+         std::to_string(c.KV) + "_d" + std::to_string(c.d) + (c.lengths.empty() ? "_full" : "_ragged");
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
+
+struct Outputs {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+// Forward, then backward on the forward's outputs, with the launch geometry of
+// attention_tensor_core.cu. Outputs start as garbage (7), so every element must be written.
+template <int D>
+Outputs run_kernels(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                    const std::vector<float>& v, const std::vector<float>& dout) {
+  const int64_t qn = c.B * c.T * c.H * D, kvn = c.B * c.T * c.KV * D;
+  Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
+            std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(kvn), 7.f),
+            std::vector<float>(size_t(kvn), 7.f)};
+  const TcDims s{c.T, c.H, c.H / c.KV, c.T * c.KV * D, c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data(),
+                 1.f / std::sqrt(float(D))};
+  const unsigned tiles = unsigned((c.T + kBlockRows - 1) / kBlockRows), threads = kWarps * kWarp;
+  emu::launch({tiles, unsigned(c.H), unsigned(c.B)}, threads, kForwardSmem<D>, tc_forward_kernel<D>, o.out.data(),
+              o.lse.data(), q.data(), k.data(), v.data(), s);
+  // D = rowsum(dout * out) for real rows (attention.cu's attention_row_dots), in fp32.
+  std::vector<float> Drow(o.lse.size(), 0.f);
+  for (int64_t b = 0; b < c.B; b++)
+    for (int64_t t = 0; t < (c.lengths.empty() ? c.T : c.lengths[size_t(b)]); t++)
+      for (int64_t h = 0; h < c.H; h++) {
+        float acc = 0.f;
+        for (int64_t i = 0; i < D; i++) {
+          const size_t at = size_t(((b * c.T + t) * c.H + h) * D + i);
+          acc += dout[at] * o.out[at];
+        }
+        Drow[size_t((b * c.H + h) * c.T + t)] = acc;
+      }
+  const float* lse = o.lse.data();
+  emu::launch({tiles, unsigned(c.H), unsigned(c.B)}, threads, kDqSmem<D>, tc_dq_kernel<D>, o.dq.data(), dout.data(),
+              lse, static_cast<const float*>(Drow.data()), q.data(), k.data(), v.data(), s);
+  emu::launch({tiles, unsigned(c.KV), unsigned(c.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, o.dk.data(),
+              o.dv.data(), dout.data(), lse, static_cast<const float*>(Drow.data()), q.data(), k.data(), v.data(),
+              s);
+  return o;
+}
+
+class TensorCoreEmulated : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
+  const Case c = GetParam();
+  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
+  const auto q = testing::randn(size_t(qn), 61), k = testing::randn(size_t(kvn), 62),
+             v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
+  const testing::TensorCoreReference want =
+      testing::emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
+  const Outputs got = c.d == 64 ? run_kernels<64>(c, q, k, v, dout) : run_kernels<128>(c, q, k, v, dout);
+  testing::expect_matches_tensor_core_reference(want, got.out, got.lse, got.dq, got.dk, got.dv);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TensorCoreEmulated,
+    ::testing::Values(Case{2, 70, 4, 2, 64, {70, 5}},     // GQA 2:1, ragged: two query tiles, a partial one
+                      Case{1, 65, 2, 1, 128, {}},         // head dim 128, one row past a tile
+                      Case{3, 20, 2, 2, 64, {20, 1, 0}}),  // no GQA; a 1-token and an empty sequence
+    case_name);
+
+}  // namespace
+}  // namespace azr::kernels::cuda_detail::tensor_core
