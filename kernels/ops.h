@@ -150,13 +150,15 @@ struct Ops {
   void (*matmul_backward_w16)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
   // A KV cache in bf16 (half the bytes a decode step reads from it): kv_store's rows rounded to
-  // bf16, and attention_decode over such a cache, its queries rounded to bf16. A Bf16 table's
+  // bf16, and attention_decode over such a cache, its queries rounded to bf16; out16 (may be null)
+  // gets out rounded to bf16 as well, the o projection's GEMM input. A Bf16 table's
   // attention_forward and attention_backward round q, k and v to bf16 first, so the training
   // forward attends with exactly the queries, keys and values the sampler uses.
   void (*kv_store_w16)(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                        const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
-  void (*attention_decode_w16)(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
-                               const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s);
+  void (*attention_decode_w16)(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
+                               const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
+                               const AttentionShape& s);
   // GEMM inputs rounded once, by their producer (Bf16 tables only, null in the Fp32 ones). A norm's
   // output feeds three GEMMs (q, k, v) or two (gate, up); each _w16 GEMM would round it again.
   // rmsnorm_forward_w16 is rmsnorm_forward that also writes out16 = to_bf16(out); the _a16w16

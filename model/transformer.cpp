@@ -279,15 +279,19 @@ void Transformer::store_kv(KVCache& cache, int64_t l, const float* k, const floa
     ops_->kv_store(cache.k_at(l), cache.v_at(l), k, v, slot, pos, R, cache.row, cache.slot_stride());
 }
 
-void Transformer::attend_cache(float* out, const float* q, KVCache& cache, int64_t l, const int32_t* slot,
-                               const int32_t* pos, int64_t R) {
+Transformer::GemmInput Transformer::attend_cache(float* out, const float* q, KVCache& cache, int64_t l,
+                                                const int32_t* slot, const int32_t* pos, int64_t R) {
   const ModelConfig& c = config_;
   const kernels::AttentionShape shape{0, 0, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
                                       cache.slot_stride(), nullptr};
-  if (cache.bf16)
-    ops_->attention_decode_w16(out, q, cache.k16_at(l), cache.v16_at(l), slot, pos, R, shape);
-  else
+  if (!cache.bf16) {
     ops_->attention_decode(out, q, cache.k_at(l), cache.v_at(l), slot, pos, R, shape);
+    return {out, nullptr};
+  }
+  const int64_t n = R * c.num_attention_heads * c.head_dim;
+  gemm_in16_.ensure(size_t(n));
+  ops_->attention_decode_w16(out, gemm_in16_.data(), q, cache.k16_at(l), cache.v16_at(l), slot, pos, R, shape);
+  return {out, gemm_in16_.data()};
 }
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
@@ -733,8 +737,7 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
     o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
     o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
     store_kv(cache, l, k, v, slot_d, pos_d, R);
-    attend_cache(att, q, cache, l, slot_d, pos_d, R);
-    gemm_forward(tmp, att, w.wo, w.bo, R, qd, H);
+    gemm_forward(tmp, attend_cache(att, q, cache, l, slot_d, pos_d, R), w.wo, w.bo, R, qd, H);
     const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
     gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
     gemm_forward(up, ln2, w.wu, w.bu, R, H, I);

@@ -189,11 +189,13 @@ class Transformer {
   void gemm_forward(float* out, GemmInput in, const float* w, const float* bias, int64_t N, int64_t IC, int64_t OC);
   void gemm_backward(float* dinp, float* dw, float* dbias, const float* dout, GemmInput in, const float* w,
                      int64_t N, int64_t IC, int64_t OC);
-  // A layer's keys and values into the cache, and attention over it, in the cache's type.
+  // A layer's keys and values into the cache, in the cache's type.
   void store_kv(KVCache& cache, int64_t layer, const float* k, const float* v, const int32_t* slot,
                 const int32_t* pos, int64_t R);
-  void attend_cache(float* out, const float* q, KVCache& cache, int64_t layer, const int32_t* slot,
-                    const int32_t* pos, int64_t R);
+  // Decode attention over the cache; with a bf16 cache (the Bf16 table) its output comes rounded
+  // too, for the o projection.
+  GemmInput attend_cache(float* out, const float* q, KVCache& cache, int64_t layer, const int32_t* slot,
+                         const int32_t* pos, int64_t R);
 
   ModelConfig config_;
   const kernels::Ops* ops_;

@@ -179,10 +179,12 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
   }
 }
 
-void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
-                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s) {
+void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
+                          const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
+                          const AttentionShape& s) {
   cpu_detail::attention_decode_rows(out, rounded(t_q16, q, R * s.heads * s.d), kcache, vcache, slot, pos, R, s,
                                     16 * kParallelMin);
+  if (out16) to_bf16(out16, out, R * s.heads * s.d);
 }
 
 Ops make_table() {

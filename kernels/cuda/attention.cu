@@ -294,12 +294,14 @@ __device__ __forceinline__ void load_lane(float (&x)[E], const __nv_bfloat16* p,
 }
 
 // grid (R, kv_heads * head_chunks, splits), block kDecodeWarps warps. Shared: each warp's
-// accumulators [kDecodeWarps][kDecodeHeads][d]. With splits == 1 writes out; otherwise part,
-// [R, H, splits] records of (max, sum, acc[d]).
+// accumulators [kDecodeWarps][kDecodeHeads][d]. With splits == 1 writes out (and out16, its bf16
+// rounding for the o projection, unless null); otherwise part, [R, H, splits] records of (max,
+// sum, acc[d]).
 template <int E, bool FULL, class KV>
 __global__ void __launch_bounds__(kDecodeWarps * kWarp)
-    attention_decode_kernel(float* out, float* part, const float* q, const KV* kcache, const KV* vcache,
-                            const int32_t* slot, const int32_t* pos, Dims s, int head_chunks, int64_t chunk) {
+    attention_decode_kernel(float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
+                            const KV* vcache, const int32_t* slot, const int32_t* pos, Dims s, int head_chunks,
+                            int64_t chunk) {
   extern __shared__ float acc_s[];
   __shared__ float m_s[kDecodeWarps][kDecodeHeads], l_s[kDecodeWarps][kDecodeHeads];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -373,6 +375,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
     const int64_t row = r * s.H + h0 + g;
     if (splits == 1) {
       out[row * d + i] = O / L;
+      if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
     } else {
       float* rec = part + (row * splits + z) * (d + 2);
       if (i == 0) rec[0] = M, rec[1] = L;
@@ -382,7 +385,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
 }
 
 // One warp per (row, head): merges the splits' partials into the output row.
-__global__ void attention_decode_combine_kernel(float* out, const float* part, int64_t rows, int64_t d, int splits) {
+__global__ void attention_decode_combine_kernel(float* out, __nv_bfloat16* out16, const float* part, int64_t rows,
+                                                int64_t d, int splits) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
@@ -396,6 +400,7 @@ __global__ void attention_decode_combine_kernel(float* out, const float* part, i
     for (int z = 0; z < splits; z++)
       if (rec[z * (d + 2)] != -INFINITY) O += rec[z * (d + 2) + 2 + i] * expf(rec[z * (d + 2)] - M);
     out[row * d + i] = O / L;
+    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
   }
 }
 
@@ -486,17 +491,18 @@ float* decode_partials(size_t n) {
 }
 
 template <int E, bool FULL, class KV>
-void launch_decode_kernel(dim3 grid, float* out, float* part, const float* q, const KV* kcache, const KV* vcache,
-                          const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks, int64_t chunk) {
+void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
+                          const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks,
+                          int64_t chunk) {
   const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
-  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem>>>(out, part, q, kcache, vcache, slot,
-                                                                            pos, s, head_chunks, chunk);
+  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem>>>(out, out16, part, q, kcache, vcache,
+                                                                            slot, pos, s, head_chunks, chunk);
   AZR_CUDA_LAUNCHED();
 }
 
 template <class KV>
-void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcache, const int32_t* slot,
-                   const int32_t* pos, int64_t R, const AttentionShape& shape) {
+void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* kcache, const KV* vcache,
+                   const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& shape) {
   const Dims s = dims_of(shape);
   if (R == 0) return;
   const int head_chunks = int((s.group + kDecodeHeads - 1) / kDecodeHeads);
@@ -512,8 +518,8 @@ void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcach
   const int E = int((s.d + kWarp - 1) / kWarp);
   const bool full = s.d == int64_t(kWarp) * E;
   auto launch = [&](auto e, auto f) {
-    launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, part, q, kcache, vcache, slot, pos,
-                                                                     s, head_chunks, chunk);
+    launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, out16, part, q, kcache, vcache, slot,
+                                                                     pos, s, head_chunks, chunk);
   };
   auto launch_e = [&](auto e) { full ? launch(e, std::true_type{}) : launch(e, std::false_type{}); };
   switch (E) {
@@ -526,7 +532,7 @@ void launch_decode(float* out, const float* q, const KV* kcache, const KV* vcach
     const int64_t rows = R * s.H;
     constexpr int kWarpsPerBlock = 8;
     attention_decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp>>>(
-        out, part, rows, s.d, splits);
+        out, out16, part, rows, s.d, splits);
     AZR_CUDA_LAUNCHED();
   }
 }
@@ -552,12 +558,13 @@ DeviceScratch<> g_k16, g_v16;
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& shape) {
-  launch_decode(out, q, kcache, vcache, slot, pos, R, shape);
+  launch_decode(out, nullptr, q, kcache, vcache, slot, pos, R, shape);
 }
 
-void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
-                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& shape) {
-  launch_decode(out, q, reinterpret_cast<const __nv_bfloat16*>(kcache),
+void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
+                          const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
+                          const AttentionShape& shape) {
+  launch_decode(out, reinterpret_cast<__nv_bfloat16*>(out16), q, reinterpret_cast<const __nv_bfloat16*>(kcache),
                 reinterpret_cast<const __nv_bfloat16*>(vcache), slot, pos, R, shape);
 }
 

@@ -74,8 +74,9 @@ void attention_forward_bf16(float* out, float* lse, const float* q, const float*
                             const AttentionShape& s);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                              const float* q, const float* k, const float* v, const AttentionShape& s);
-void attention_decode_w16(float* out, const float* q, const uint16_t* kcache, const uint16_t* vcache,
-                          const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& s);
+void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
+                          const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
+                          const AttentionShape& s);
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);

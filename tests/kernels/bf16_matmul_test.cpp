@@ -278,9 +278,12 @@ TEST(CpuBf16Matmul, AttentionUsesBf16QueriesKeysAndValuesAndTheBf16CacheHoldsThe
   const AttentionShape ds{0, 0, H, KV, d, cap * kv_row, nullptr};
   const auto qr = randn(size_t(3 * H * d), 27);
   std::vector<float> o16(qr.size()), o32(qr.size());
-  bf.attention_decode_w16(o16.data(), qr.data(), kc16.data(), vc16.data(), slot.data(), pos.data(), 3, ds);
+  std::vector<uint16_t> out16(qr.size(), 0xFFFF);
+  bf.attention_decode_w16(o16.data(), out16.data(), qr.data(), kc16.data(), vc16.data(), slot.data(), pos.data(), 3,
+                          ds);
   fp.attention_decode(o32.data(), rounded(qr).data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
   EXPECT_EQ(o16, o32);
+  for (size_t i = 0; i < o16.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(o16[i]))) << i;
   fp.attention_decode(o32.data(), qr.data(), kc.data(), vc.data(), slot.data(), pos.data(), 3, ds);
   EXPECT_NE(o16, o32) << "decode did not round the queries";
 }
@@ -494,9 +497,10 @@ const Ops& counting_bf16_ops() {
 }
 
 // Each GEMM input is rounded once, by the op that produces it, for the GEMMs it feeds: a norm's
-// output (q, k, v; gate, up; the LM head) and SwiGLU's (down); only o rounds its own (attention's
-// output). In decode each residual add runs inside the norm after it (the next layer's, or the
-// final one). A regression here is a GPU decode step with more kernels, invisible in the results.
+// output (q, k, v; gate, up; the LM head), SwiGLU's (down) and, in decode, attention's (o; the
+// training forward's o still rounds its own). In decode each residual add runs inside the norm
+// after it (the next layer's, or the final one). A regression here is a GPU decode step with more
+// kernels, invisible in the results.
 TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const int L = int(c.num_hidden_layers);
@@ -512,8 +516,8 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.norm16, 1);                // the first layer's input norm
   EXPECT_EQ(g_counts.residual_norm16, 2 * L);   // each layer's two residual adds
   EXPECT_EQ(g_counts.swiglu16, L);
-  EXPECT_EQ(g_counts.gemm_a16, 6 * L + 1);      // q, k, v, gate, up, down; the LM head
-  EXPECT_EQ(g_counts.gemm_w16, L);              // o
+  EXPECT_EQ(g_counts.gemm_a16, 7 * L + 1);      // q, k, v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.gemm_w16, 0);
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
   // SwiGLU; backward recomputes SwiGLU and rounds each kept norm output once for the dw products

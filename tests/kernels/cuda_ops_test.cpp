@@ -344,11 +344,15 @@ TEST_P(CudaDecode, MatchesCpu) {
     std::vector<uint16_t> k16(kc.size()), v16(vc.size());
     cpu_bf16_matmul_ops().to_bf16(k16.data(), kc.data(), int64_t(kc.size()));
     cpu_bf16_matmul_ops().to_bf16(v16.data(), vc.data(), int64_t(vc.size()));
-    cpu_bf16_matmul_ops().attention_decode_w16(out.data(), q.data(), k16.data(), v16.data(), slot.data(), pos.data(),
-                                               c.R, s);
+    cpu_bf16_matmul_ops().attention_decode_w16(out.data(), nullptr, q.data(), k16.data(), v16.data(), slot.data(),
+                                               pos.data(), c.R, s);
     auto d_k = to_device(k16), d_v = to_device(v16);
-    cuda_bf16_matmul_ops().attention_decode_w16(d_out.data(), d_q.data(), d_k.data(), d_v.data(), d_slot.data(),
-                                                d_pos.data(), c.R, s);
+    Buffer<uint16_t> d_out16(cuda_ops(), out.size()), d_want16(cuda_ops(), out.size());
+    cuda_bf16_matmul_ops().attention_decode_w16(d_out.data(), d_out16.data(), d_q.data(), d_k.data(), d_v.data(),
+                                                d_slot.data(), d_pos.data(), c.R, s);
+    // out16 is out rounded, whichever path (split or not) wrote it
+    cuda_bf16_matmul_ops().to_bf16(d_want16.data(), d_out.data(), int64_t(out.size()));
+    EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
   } else {
     cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, s);
     auto d_k = to_device(kc), d_v = to_device(vc);
@@ -436,9 +440,10 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
   auto d_dpos = to_device(dpos);
   const AttentionShape cs{0, 0, H, KV, d, stride, nullptr};
   std::vector<float> o(R * H * d);
-  ref.attention_decode_w16(o.data(), qr.data(), kc.data(), vc.data(), slot.data(), dpos.data(), R, cs);
+  ref.attention_decode_w16(o.data(), nullptr, qr.data(), kc.data(), vc.data(), slot.data(), dpos.data(), R, cs);
   Buffer<float> d_o(cuda_ops(), o.size());
-  dev.attention_decode_w16(d_o.data(), d_qr.data(), d_kc.data(), d_vc.data(), d_slot.data(), d_dpos.data(), R, cs);
+  dev.attention_decode_w16(d_o.data(), nullptr, d_qr.data(), d_kc.data(), d_vc.data(), d_slot.data(), d_dpos.data(),
+                           R, cs);
   expect_close(to_host<float>(d_o, o.size()), o, 1e-5f, 1e-4f, "bf16-cache decode out");
 }
 
