@@ -256,6 +256,7 @@ TEST_F(CudaOps, RopeForwardAndBackward) {
 struct AttnCase {
   int64_t B, T, H, KV, d;
   std::vector<int32_t> lengths;  // empty = all T
+  float qk_scale = 1.f;          // of the random queries and keys: 4 makes most rows' softmax peaked
 };
 
 // gtest names the cases with this, so test names stay stable (not the bytes of a vector).
@@ -263,7 +264,7 @@ std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& info) {
   const AttnCase& c = info.param;
   std::string name = "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
                      std::to_string(c.KV) + "_d" + std::to_string(c.d);
-  return name + (c.lengths.empty() ? "_full" : "_ragged");
+  return name + (c.lengths.empty() ? "_full" : "_ragged") + (c.qk_scale != 1.f ? "_peaked" : "");
 }
 
 void PrintTo(const AttnCase& c, std::ostream* os) { *os << attn_case_name({c, 0}); }
@@ -452,7 +453,8 @@ class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInter
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
-  const auto q = randn(q_n, 61), k = randn(kv_n, 62), v = randn(kv_n, 63), dout = randn(q_n, 64);
+  const auto q = randn(q_n, 61, c.qk_scale), k = randn(kv_n, 62, c.qk_scale), v = randn(kv_n, 63),
+             dout = randn(q_n, 64);
   const TensorCoreReference want = emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
 
   auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
@@ -489,7 +491,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AttnCase{2, 77, 4, 2, 64, {77, 50}},        // GQA, ragged, a partial tile
                       AttnCase{1, 200, 12, 2, 128, {}},           // 1.5B's 6:1 grouping and head dim, 4 tiles
                       AttnCase{3, 130, 14, 2, 64, {130, 1, 0}},   // 0.5B's 7:1; a 1-token and an empty row
-                      AttnCase{1, 64, 2, 1, 128, {64}}),          // one exact tile
+                      AttnCase{1, 64, 2, 1, 128, {64}},           // one exact tile
+                      AttnCase{2, 150, 4, 1, 64, {150, 99}, 4.f}),  // peaked softmax: the online max matters
     attn_case_name);
 
 TEST_F(CudaOps, ElementwiseOpsMatchCpu) {

@@ -27,12 +27,14 @@ namespace {
 struct Case {
   int64_t B, T, H, KV, d;
   std::vector<int32_t> lengths;  // empty = all T
+  float qk_scale = 1.f;          // of the random queries and keys: 4 makes most rows' softmax peaked
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
-         std::to_string(c.KV) + "_d" + std::to_string(c.d) + (c.lengths.empty() ? "_full" : "_ragged");
+         std::to_string(c.KV) + "_d" + std::to_string(c.d) + (c.lengths.empty() ? "_full" : "_ragged") +
+         (c.qk_scale != 1.f ? "_peaked" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
@@ -81,7 +83,7 @@ class TensorCoreEmulated : public ::testing::TestWithParam<Case> {};
 TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
   const Case c = GetParam();
   const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
-  const auto q = testing::randn(size_t(qn), 61), k = testing::randn(size_t(kvn), 62),
+  const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
              v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
   const testing::TensorCoreReference want =
       testing::emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
@@ -93,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, TensorCoreEmulated,
     ::testing::Values(Case{2, 70, 4, 2, 64, {70, 5}},     // GQA 2:1, ragged: two query tiles, a partial one
                       Case{1, 65, 2, 1, 128, {}},         // head dim 128, one row past a tile
-                      Case{3, 20, 2, 2, 64, {20, 1, 0}}),  // no GQA; a 1-token and an empty sequence
+                      Case{3, 20, 2, 2, 64, {20, 1, 0}},   // no GQA; a 1-token and an empty sequence
+                      Case{1, 70, 2, 1, 64, {}, 4.f}),     // peaked softmax: the online max matters
     case_name);
 
 }  // namespace
