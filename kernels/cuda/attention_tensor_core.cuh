@@ -6,11 +6,19 @@
 //   exact bf16 x bf16 products in fp32, as in the Simt kernels of the Bf16 table.
 // - Forward runs two passes over the keys. The first keeps each row's online max and sum of
 //   exponentials (fp32) and ends with lse; the second forms P = exp(scale s - lse), already
-//   normalised, rounds it to bf16 and accumulates P V in fp32 fragments. Recomputing the scores
-//   costs a third of a pass more than FlashAttention-2's single pass, and buys two things: the
-//   output never needs rescaling (a WMMA accumulator's element layout is opaque, so rescaling
-//   would mean a round trip through shared memory per tile), and P's rounding does not depend on
-//   the tiling, so the host can reproduce it.
+//   normalised, and accumulates P V in fp32 fragments. Recomputing the scores costs a third of a
+//   pass more than FlashAttention-2's single pass, and buys two things: the output never needs
+//   rescaling (a WMMA accumulator's element layout is opaque, so rescaling would mean a round
+//   trip through shared memory per tile), and P's rounding does not depend on the tiling, so the
+//   host can reproduce it.
+// - P enters P V as two bf16 terms, hi = bf16(P) and lo = bf16(P - hi), so it carries about 16
+//   significant bits and the output is the Simt kernels' to fp32-level noise. With P in one bf16
+//   term (FlashAttention's bf16 arithmetic), the learner's log-probs moved from the sampler's
+//   (whose decode keeps P in fp32) by 4e-3 on average and 1.5e-2 at worst on the Qwen-shaped test
+//   model, as much as all of bf16's GEMM rounding together (measured with these kernels on the
+//   CPU emulation of the device, 2026-11-23). The second product costs a quarter more forward
+//   work. Backward keeps one bf16 term for P and dS: those feed gradients, which the bf16 GEMMs
+//   round as coarsely.
 // - Backward is FlashAttention-2's: P from the saved lse, dP = dout v^T, dS = P (dP - D) in
 //   fp32 with D = rowsum(dout * out); dV += bf16(P)^T bf16(dout), dK += bf16(dS)^T q,
 //   dQ += bf16(dS) k. dK and dV are one kernel (a block owns 64 keys and loops over the queries
@@ -153,7 +161,7 @@ constexpr size_t kProbBytes = size_t(kWarps) * kRowsPerWarp * kPLd * sizeof(bf16
 template <int D>
 constexpr size_t kStageBytes = size_t(kWarps) * kRowsPerWarp * (D + 4) * sizeof(float);  // one output, all warps
 template <int D>
-constexpr size_t kForwardSmem = 3 * kTileBytes<D> + kScoreBytes + kProbBytes;
+constexpr size_t kForwardSmem = 3 * kTileBytes<D> + kScoreBytes + 2 * kProbBytes;  // P's two bf16 terms
 template <int D>
 constexpr size_t kDqSmem = 4 * kTileBytes<D> + 2 * kScoreBytes + kProbBytes;
 template <int D>
@@ -173,9 +181,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   bf16* Vs = Ks + kTileRows * kLd<D>;
   float* S = reinterpret_cast<float*>(Vs + kTileRows * kLd<D>);
   bf16* P = reinterpret_cast<bf16*>(S + kWarps * kRowsPerWarp * kSLd);
+  bf16* P_lo = P + kWarps * kRowsPerWarp * kPLd;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   S += warp * kRowsPerWarp * kSLd;
   P += warp * kRowsPerWarp * kPLd;
+  P_lo += warp * kRowsPerWarp * kPLd;
 
   const int64_t b = blockIdx.z, h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBlockRows;
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
@@ -226,7 +236,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   }
   const float row_lse = real ? m + logf(l) : 0.f;  // a real row always sees key 0, so l > 0
 
-  // Pass 2: out = sum_j bf16(exp(scale s_j - lse)) v_j.
+  // Pass 2: out = sum_j (hi_j + lo_j) v_j, hi + lo the two-term bf16 split of exp(scale s_j - lse).
   FragC acc[D / 16];
 #pragma unroll
   for (int c = 0; c < D / 16; c++) wmma::fill_fragment(acc[c], 0.f);
@@ -241,10 +251,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     for (int i = 0; i < kTileRows / 2; i++) {
       const int c = 2 * i + half;
       const float p = real && j0 + c <= t ? expf(S[r * kSLd + c] * s.scale - row_lse) : 0.f;
-      P[r * kPLd + c] = __float2bfloat16_rn(p);
+      const bf16 hi = __float2bfloat16_rn(p);
+      P[r * kPLd + c] = hi;
+      P_lo[r * kPLd + c] = __float2bfloat16_rn(p - __bfloat162float(hi));
     }
     __syncwarp();
     warp_accumulate<D>(acc, P, Vs);
+    warp_accumulate<D>(acc, P_lo, Vs);
   }
   __syncthreads();  // the K and V tiles are dead: the output is staged in their place
   float* stage = reinterpret_cast<float*>(Ks) + warp * kRowsPerWarp * (D + 4);

@@ -43,9 +43,10 @@ std::string cuda_compiled_architectures();
 // Which kernels the Bf16 table's training attention (attention_forward/backward) runs.
 // - Simt (kernels/cuda/attention.cu): fp32 arithmetic on q, k and v rounded to bf16; the
 //   probabilities and gradients stay fp32. Equal to the CPU's Bf16 table up to fp32 summation order.
-// - TensorCore (kernels/cuda/attention_tensor_core.cu): WMMA bf16 products with fp32 sums; the
-//   probabilities and dS also enter their products as bf16 (FlashAttention-2's arithmetic). For
-//   head dims 64 and 128; other shapes run Simt.
+// - TensorCore (kernels/cuda/attention_tensor_core.cuh): WMMA bf16 products with fp32 sums. The
+//   forward's probabilities enter P V as two bf16 terms, so its output is the Simt one to
+//   fp32-level noise; backward rounds P and dS to one bf16 term. For head dims 64 and 128; other
+//   shapes run Simt.
 // The default is Simt until the tensor-core kernels have passed their GPU tests; the environment
 // variable AZR_CUDA_ATTENTION=tensor (or simt) sets the starting choice, and an unknown value is an
 // std::invalid_argument at the first attention call. Decode is unaffected.

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bf16_matmul.h"
@@ -115,6 +116,7 @@ inline float emu_value(__nv_bfloat16 x) {
   return f;
 }
 inline float emu_value(float x) { return x; }
+inline float __bfloat162float(__nv_bfloat16 x) { return emu_value(x); }
 
 inline int64_t min(int64_t a, int64_t b) { return b < a ? b : a; }
 

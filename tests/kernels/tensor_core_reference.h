@@ -15,12 +15,13 @@ namespace azr::kernels::testing {
 
 // The tensor-core attention's arithmetic (kernels/cuda/attention_tensor_core.cuh), emulated on
 // the host from the math, for its tests on a GPU (cuda_ops_test.cpp) and on the CPU emulation of
-// the device (tensor_core_emulated_test.cpp): q, k, v and dout rounded to bf16;
-// scores, lse and the softmax in double; P = exp(scale s - lse) rounded to bf16 for P v and
-// P^T dout; dS = P (dP - D) rounded to bf16 for dS k and dS^T q. The kernel sums in fp32, so a
-// probability or dS within fp32 rounding of a bf16 boundary may round to the neighbouring value:
-// each output element may differ by one bf16 step (2^-7 relative at most) of every such term,
-// which is the element's `slack`, a bound no correct kernel exceeds. Such flips are rare, so the
+// the device (tensor_core_emulated_test.cpp): q, k, v and dout rounded to bf16; scores, lse and
+// the softmax in double; P = exp(scale s - lse) split into two bf16 terms (hi + lo) for P v,
+// and rounded to one for P^T dout; dS = P (dP - D) rounded to bf16 for dS k and dS^T q. The
+// kernel sums in fp32, so a probability or dS within fp32 rounding of a bf16 boundary may round
+// to the neighbouring value: each output element may differ by one bf16 step (2^-7 relative at
+// most; 2^-15 for the split P) of every such term, which is the element's `slack`, a bound no
+// correct kernel exceeds. Such flips are rare, so the
 // mean difference must also be at fp32 rounding level: a systematic error (a wrong mask, a
 // missing tile, a transposed operand) fails that even where it hides inside the slack.
 struct TensorCoreReference {
@@ -32,7 +33,8 @@ inline TensorCoreReference emulate_tensor_core_attention(const std::vector<float
                                                          const std::vector<float>& v, const std::vector<float>& dout,
                                                          int64_t B, int64_t T, int64_t H, int64_t KV, int64_t d,
                                                          const std::vector<int32_t>& lengths) {
-  constexpr double kStep = 0x1p-7;  // one bf16 step, relative, at most
+  constexpr double kStep = 0x1p-7;        // one bf16 step, relative, at most
+  constexpr double kSplitStep = 0x1p-15;  // P's two-term split: its rounding, relative, at most
   auto bf = [](std::vector<float> x) {
     for (float& e : x) e = round_to_bf16(e);
     return x;
@@ -68,10 +70,13 @@ inline TensorCoreReference emulate_tensor_core_attention(const std::vector<float
         for (double& x : p) x = std::exp(x - lse);
         std::vector<double> o(size_t(d), 0.0);
         for (int64_t j = 0; j <= t; j++) {
-          const double p16 = round_to_bf16(float(p[size_t(j)]));
+          // P as the kernel splits it: hi = bf16(P), lo = bf16(P - hi), both from P in fp32; a
+          // P a few fp32 ulps away gives a sum hi + lo within 2^-15 of this one.
+          const float pf = float(p[size_t(j)]), hi = round_to_bf16(pf), lo = round_to_bf16(pf - hi);
+          const double p_split = double(hi) + double(lo);
           for (int64_t i = 0; i < d; i++) {
-            o[size_t(i)] += p16 * v16[kv_at(j) + i];
-            r.out_slack[qo + i] += kStep * p[size_t(j)] * std::fabs(v16[kv_at(j) + i]);
+            o[size_t(i)] += p_split * v16[kv_at(j) + i];
+            r.out_slack[qo + i] += kSplitStep * p[size_t(j)] * std::fabs(v16[kv_at(j) + i]);
           }
         }
         double D = 0;  // the kernel's D: fp32 dout against the forward's output
