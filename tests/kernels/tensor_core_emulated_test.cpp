@@ -7,6 +7,9 @@
 // synchronisation. It cannot cover the hardware (WMMA's fragment layouts, alignment, the
 // shared-memory opt-in): that is the GPU test's (CudaTensorCoreAttention).
 //
+// Also the whole bf16 model with its training attention on these kernels (an op table that runs
+// them through the emulation), held to the GPU test's model checks (bf16_model_checks.h).
+//
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
@@ -18,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
+#include "tests/kernels/bf16_model_checks.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/tensor_core_reference.h"
 
@@ -39,6 +44,41 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
+// The kernels launched as attention_tensor_core.cu launches them, through the emulation, with the
+// op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
+template <int D>
+void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                      const AttentionShape& sh) {
+  const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
+                 1.f / std::sqrt(float(D))};
+  emu::launch({unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)}, kWarps * kWarp,
+              kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
+}
+
+template <int D>
+void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                       const float* q, const float* k, const float* v, const AttentionShape& sh) {
+  const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
+                 1.f / std::sqrt(float(D))};
+  std::vector<float> Drow(size_t(sh.B * sh.heads * sh.T), 0.f);  // attention_row_dots
+  for (int64_t b = 0; b < sh.B; b++)
+    for (int64_t t = 0; t < (sh.lengths ? sh.lengths[b] : sh.T); t++)
+      for (int64_t h = 0; h < sh.heads; h++) {
+        float acc = 0.f;
+        for (int64_t i = 0; i < D; i++) {
+          const size_t at = size_t(((b * sh.T + t) * sh.heads + h) * D + i);
+          acc += dout[at] * out[at];
+        }
+        Drow[size_t((b * sh.heads + h) * sh.T + t)] = acc;
+      }
+  const float* D_ = Drow.data();
+  const unsigned tiles = unsigned((sh.T + kBlockRows - 1) / kBlockRows), threads = kWarps * kWarp;
+  emu::launch({tiles, unsigned(sh.heads), unsigned(sh.B)}, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q,
+              k, v, s);
+  emu::launch({tiles, unsigned(sh.kv_heads), unsigned(sh.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, dk, dv, dout,
+              lse, D_, q, k, v, s);
+}
+
 struct Outputs {
   std::vector<float> out, lse, dq, dk, dv;
 };
@@ -52,30 +92,34 @@ Outputs run_kernels(const Case& c, const std::vector<float>& q, const std::vecto
   Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
             std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(kvn), 7.f),
             std::vector<float>(size_t(kvn), 7.f)};
-  const TcDims s{c.T, c.H, c.H / c.KV, c.T * c.KV * D, c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data(),
-                 1.f / std::sqrt(float(D))};
-  const unsigned tiles = unsigned((c.T + kBlockRows - 1) / kBlockRows), threads = kWarps * kWarp;
-  emu::launch({tiles, unsigned(c.H), unsigned(c.B)}, threads, kForwardSmem<D>, tc_forward_kernel<D>, o.out.data(),
-              o.lse.data(), q.data(), k.data(), v.data(), s);
-  // D = rowsum(dout * out) for real rows (attention.cu's attention_row_dots), in fp32.
-  std::vector<float> Drow(o.lse.size(), 0.f);
-  for (int64_t b = 0; b < c.B; b++)
-    for (int64_t t = 0; t < (c.lengths.empty() ? c.T : c.lengths[size_t(b)]); t++)
-      for (int64_t h = 0; h < c.H; h++) {
-        float acc = 0.f;
-        for (int64_t i = 0; i < D; i++) {
-          const size_t at = size_t(((b * c.T + t) * c.H + h) * D + i);
-          acc += dout[at] * o.out[at];
-        }
-        Drow[size_t((b * c.H + h) * c.T + t)] = acc;
-      }
-  const float* lse = o.lse.data();
-  emu::launch({tiles, unsigned(c.H), unsigned(c.B)}, threads, kDqSmem<D>, tc_dq_kernel<D>, o.dq.data(), dout.data(),
-              lse, static_cast<const float*>(Drow.data()), q.data(), k.data(), v.data(), s);
-  emu::launch({tiles, unsigned(c.KV), unsigned(c.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, o.dk.data(),
-              o.dv.data(), dout.data(), lse, static_cast<const float*>(Drow.data()), q.data(), k.data(), v.data(),
-              s);
+  const AttentionShape s{c.B, c.T, c.H, c.KV, D, c.T * c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data()};
+  emulated_forward<D>(o.out.data(), o.lse.data(), q.data(), k.data(), v.data(), s);
+  emulated_backward<D>(o.dq.data(), o.dk.data(), o.dv.data(), dout.data(), o.out.data(), o.lse.data(), q.data(),
+                       k.data(), v.data(), s);
   return o;
+}
+
+const Ops& emulated_tensor_core_ops() {
+  static const Ops table = [] {
+    Ops t = cpu_bf16_matmul_ops();
+    t.name = "cpu+bf16, tensor-core attention emulated";
+    t.attention_forward = emulated_forward<64>;
+    t.attention_backward = emulated_backward<64>;
+    return t;
+  }();
+  return table;
+}
+
+// The model checks the GPU runs as CudaModel.TensorCoreAttention*, here on the emulated kernels.
+TEST(TensorCoreEmulatedModel, ComputesTheBf16Model) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  ASSERT_EQ(c.head_dim, 64);
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops(), cpu_ops(), std::nullopt);
+}
+
+TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearners) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops(), cpu_ops(), std::nullopt);
 }
 
 class TensorCoreEmulated : public ::testing::TestWithParam<Case> {};

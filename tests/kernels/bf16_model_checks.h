@@ -1,0 +1,137 @@
+#pragma once
+// The checks that a model on a device's Bf16 table computes the bf16 model (the CPU's Bf16 table,
+// kernels/ops.h's reference), shared by the GPU test (cuda_model_test.cpp) and by the tensor-core
+// attention on the CPU emulation of the device (tensor_core_emulated_test.cpp). "gpu" below is
+// the device under test, "dev16" and "dev32" its Bf16 and Fp32 tables.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/generate.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+
+namespace azr::model::testing {
+
+// azr-tiny (tied, byte vocabulary, head dim 32) and a Qwen-shaped one: untied head, q/k/v
+// biases, head dim 64, 4:1 grouping, a vocabulary past one token-stats block.
+inline ModelConfig config_named(const std::string& name) {
+  ModelConfig c = preset_config("azr-tiny");
+  if (name == "untied") {
+    c.hidden_size = 256, c.intermediate_size = 512, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+    c.num_key_value_heads = 1, c.head_dim = 64, c.vocab_size = 3001, c.tie_word_embeddings = false;
+    c.qkv_bias = true;
+  }
+  return c;
+}
+
+// Ragged sequences of random tokens: a length-1 one, and lengths past two attention tiles of the
+// Simt kernels (32) and past one of the tensor-core kernels (64).
+inline SequenceBatch test_batch(const ModelConfig& c) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size - 1));
+  std::vector<std::vector<int32_t>> seqs;
+  for (int len : {45, 1, 70, 33}) {
+    std::vector<int32_t> s(static_cast<size_t>(len));
+    for (int32_t& t : s) t = tok(rng);
+    seqs.push_back(s);
+  }
+  return SequenceBatch::from(seqs);
+}
+
+// The model with bf16 GEMMs on the GPU against the same on the CPU (kernels/ops.h's reference).
+// Both round the same weights, but their sums run in different orders (cuBLASLt's kernels against
+// OpenBLAS), so activations differ in the last fp32 bits, and one that lies that close to a bf16
+// rounding boundary rounds a bf16 step apart on the two. After the first such flip the runs
+// differ by bf16 steps downstream, so most log-probs differ by more than fp32 precision (13 of
+// 145 within 1e-4 on an H100, 2026-11-23). What must hold: the GPU computes the bf16 model, i.e.
+// it is closer to the CPU's bf16 model than to the fp32 one, within a bf16-sized bound, and its
+// gradients are within 1e-2 relative L2 (the CPU's bf16 model is itself 2e-2 from fp32). The
+// bound on the worst token: `worst_bound` where given (1e-2 for the Simt kernels, whose worst was
+// 7.9e-3 on an H100), else the GPU model's worst distance from the fp32 model.
+inline void expect_bf16_model_matches_cpu(const ModelConfig& c, const kernels::Ops& dev16, const kernels::Ops& dev32,
+                                          std::optional<double> worst_bound) {
+  Transformer cpu = Transformer::random(c, 11, 0.05f, kernels::cpu_bf16_matmul_ops());
+  Transformer gpu = Transformer::random(c, 11, 0.05f, dev16);
+  Transformer gpu32 = Transformer::random(c, 11, 0.05f, dev32);
+  const SequenceBatch b = test_batch(c);
+  const TokenScores sc = cpu.score(b, 1.f, true), sg = gpu.score(b, 1.f, true), s32 = gpu32.score(b, 1.f);
+  size_t close = 0, scored = 0;
+  double worst = 0, from_fp32 = 0, sum_cpu = 0, sum_fp32 = 0;
+  for (size_t i = 0; i < sc.logp.size(); i++) {
+    if (sc.logp[i] == 0.f) continue;  // padding and position 0
+    const double d = std::fabs(double(sg.logp[i]) - sc.logp[i]), d32 = std::fabs(double(sg.logp[i]) - s32.logp[i]);
+    worst = std::max(worst, d);
+    from_fp32 = std::max(from_fp32, d32);
+    sum_cpu += d, sum_fp32 += d32;
+    scored++, close += d <= 1e-4;
+  }
+  std::printf("bf16 GPU vs CPU: mean |dlogp| %.3g (worst %.3g, %zu of %zu within 1e-4); vs the fp32 GPU model: "
+              "mean %.3g (worst %.3g)\n",
+              sum_cpu / double(scored), worst, close, scored, sum_fp32 / double(scored), from_fp32);
+  EXPECT_LT(worst, worst_bound.value_or(from_fp32));
+  EXPECT_LT(sum_cpu, sum_fp32) << "the GPU's bf16 model is no closer to the CPU's bf16 model than to fp32";
+  EXPECT_GT(from_fp32, 1e-5) << "the GPU's bf16 GEMMs gave its fp32 log-probs: nothing was rounded";
+
+  std::vector<float> dlogp(sc.logp.size(), -0.5f);
+  cpu.zero_grad();
+  gpu.zero_grad();
+  cpu.backward(dlogp, {});
+  gpu.backward(dlogp, {});
+  const std::vector<float> gc(cpu.gradients().begin(), cpu.gradients().end());
+  std::vector<float> gg(gc.size());
+  dev16.download(gg.data(), gpu.gradients().data(), gg.size() * sizeof(float));
+  double d2 = 0, n2 = 0;
+  for (size_t i = 0; i < gc.size(); i++) d2 += (double(gg[i]) - gc[i]) * (double(gg[i]) - gc[i]), n2 += double(gc[i]) * gc[i];
+  EXPECT_LT(std::sqrt(d2 / n2), 1e-2) << "relative L2 of the gradients";
+}
+
+// The same with the bf16 table (bf16 GEMMs, weights and KV cache): the training forward rounds k
+// and v as the cache holds them, so the sampler computes the learner's function. But on the GPU
+// the sampler's GEMMs (a few rows per step) and the learner's (whole sequences) are different
+// cuBLASLt kernels that sum in different orders, and an activation near a bf16 rounding boundary
+// then rounds apart (see Bf16GemmsMatchTheCpuBf16Model): 87 of 120 tokens within 1e-4 on an H100
+// (2026-11-23), where the CPU, whose GEMM rows do not depend on the row count, gets 35 of 36 to
+// 1e-5 (bf16_matmul_test). So: within a bf16-sized bound, and closer to the learner's bf16 log-probs
+// than those are to the fp32 model's. Batch-invariant GEMMs would close this (README). The worst
+// token: below `worst_bound` where given, else below the learner's worst distance from fp32.
+inline void expect_bf16_sampler_matches_learner(const ModelConfig& c, const kernels::Ops& dev16,
+                                                const kernels::Ops& dev32, std::optional<double> worst_bound) {
+  Transformer gpu = Transformer::random(c, 12, 0.05f, dev16);
+  Transformer gpu32 = Transformer::random(c, 12, 0.05f, dev32);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11}};
+  SamplingParams sp;
+  sp.temperature = 0.9f, sp.max_new_tokens = 40, sp.seed = 3;
+  const std::vector<Completion> out = generate(gpu, prompts, sp);
+  size_t tokens = 0, close = 0;
+  double worst = 0, worst_fp32 = 0, sum_learner = 0, sum_fp32 = 0;
+  for (size_t i = 0; i < prompts.size(); i++) {
+    std::vector<int32_t> full = prompts[i];
+    full.insert(full.end(), out[i].tokens.begin(), out[i].tokens.end());
+    const TokenScores s = gpu.score(SequenceBatch::from({full}), sp.temperature);
+    const TokenScores s32 = gpu32.score(SequenceBatch::from({full}), sp.temperature);
+    for (size_t j = 0; j < out[i].tokens.size(); j++) {
+      const size_t t = prompts[i].size() + j;
+      const double d = std::fabs(double(out[i].logprobs[j]) - s.logp[t]);
+      worst = std::max(worst, d);
+      const double d32 = std::fabs(double(s.logp[t]) - s32.logp[t]);
+      worst_fp32 = std::max(worst_fp32, d32);
+      sum_learner += d, sum_fp32 += d32;
+      tokens++, close += d <= 1e-4;
+    }
+  }
+  std::printf("bf16 sampler vs learner: mean |dlogp| %.3g (worst %.3g, %zu of %zu within 1e-4); learner vs the fp32 "
+              "model: mean %.3g\n",
+              sum_learner / double(tokens), worst, close, tokens, sum_fp32 / double(tokens));
+  EXPECT_LT(worst, worst_bound.value_or(worst_fp32));
+  EXPECT_LT(sum_learner, sum_fp32) << "the sampler's bf16 log-probs are no closer to the learner's than bf16 is to fp32";
+}
+
+}  // namespace azr::model::testing
