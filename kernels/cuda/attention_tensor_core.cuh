@@ -68,6 +68,12 @@ using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_majo
 using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
+template <int N>
+__device__ __forceinline__ void zero_fragments(FragC (&acc)[N]) {
+#pragma unroll
+  for (int c = 0; c < N; c++) wmma::fill_fragment(acc[c], 0.f);
+}
+
 struct TcDims {
   int64_t T, H, group, kv_seq_stride, kv_row;
   const int32_t* lengths;
@@ -93,8 +99,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t s
 template <int D>
 __device__ __forceinline__ void warp_scores(float* S, const bf16* A, const bf16* B) {
   FragC acc[kTileRows / 16];
-#pragma unroll
-  for (int n = 0; n < kTileRows / 16; n++) wmma::fill_fragment(acc[n], 0.f);
+  zero_fragments(acc);
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
     FragA a;
@@ -238,8 +243,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 
   // Pass 2: out = sum_j (hi_j + lo_j) v_j, hi + lo the two-term bf16 split of exp(scale s_j - lse).
   FragC acc[D / 16];
-#pragma unroll
-  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(acc[c], 0.f);
+  zero_fragments(acc);
   for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
     __syncthreads();
     load_tile<D>(Ks, kb, s.kv_row, j0, kend);
@@ -303,8 +307,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   load_tile<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
 
   FragC acc[D / 16];
-#pragma unroll
-  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(acc[c], 0.f);
+  zero_fragments(acc);
   for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
     __syncthreads();
     load_tile<D>(Ks, kb, s.kv_row, j0, kend);
@@ -367,8 +370,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   load_tile<D>(Vb, v + b * s.kv_seq_stride + g * D, s.kv_row, j0, L);
 
   FragC dk_acc[D / 16], dv_acc[D / 16];
-#pragma unroll
-  for (int c = 0; c < D / 16; c++) wmma::fill_fragment(dk_acc[c], 0.f), wmma::fill_fragment(dv_acc[c], 0.f);
+  zero_fragments(dk_acc);
+  zero_fragments(dv_acc);
   for (int64_t h = g * s.group; h < (g + 1) * s.group; h++) {
     const float* qb = q + b * s.T * q_row + h * D;
     const float* gb = dout + b * s.T * q_row + h * D;

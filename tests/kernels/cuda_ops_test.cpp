@@ -21,6 +21,7 @@
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "tests/kernels/attention_case.h"
 #include "tests/kernels/cuda_attention_choice.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/tensor_core_reference.h"
@@ -29,6 +30,8 @@ namespace azr::kernels {
 namespace {
 
 using testing::AttentionChoice;
+using testing::AttnCase;
+using testing::attn_case_name;
 using testing::emulate_tensor_core_attention;
 using testing::expect_matches_tensor_core_reference;
 using testing::randn;
@@ -252,22 +255,6 @@ TEST_F(CudaOps, RopeForwardAndBackward) {
   expect_close(to_host<float>(d_x, x.size()), x, 1e-6f, 1e-6f, "rope forward");
   expect_close(to_host<float>(d_g, g.size()), g, 1e-6f, 1e-6f, "rope backward");
 }
-
-struct AttnCase {
-  int64_t B, T, H, KV, d;
-  std::vector<int32_t> lengths;  // empty = all T
-  float qk_scale = 1.f;          // of the random queries and keys: 4 makes most rows' softmax peaked
-};
-
-// gtest names the cases with this, so test names stay stable (not the bytes of a vector).
-std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& info) {
-  const AttnCase& c = info.param;
-  std::string name = "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
-                     std::to_string(c.KV) + "_d" + std::to_string(c.d);
-  return name + (c.lengths.empty() ? "_full" : "_ragged") + (c.qk_scale != 1.f ? "_peaked" : "");
-}
-
-void PrintTo(const AttnCase& c, std::ostream* os) { *os << attn_case_name({c, 0}); }
 
 class CudaAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 

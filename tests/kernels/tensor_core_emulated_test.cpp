@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/kernels/attention_case.h"
 #include "tests/kernels/bf16_model_checks.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/tensor_core_reference.h"
@@ -29,20 +30,8 @@
 namespace azr::kernels::cuda_detail::tensor_core {
 namespace {
 
-struct Case {
-  int64_t B, T, H, KV, d;
-  std::vector<int32_t> lengths;  // empty = all T
-  float qk_scale = 1.f;          // of the random queries and keys: 4 makes most rows' softmax peaked
-};
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
-  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) + "_KV" +
-         std::to_string(c.KV) + "_d" + std::to_string(c.d) + (c.lengths.empty() ? "_full" : "_ragged") +
-         (c.qk_scale != 1.f ? "_peaked" : "");
-}
-
-void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
+using testing::AttnCase;
+using testing::attn_case_name;
 
 // The kernels launched as attention_tensor_core.cu launches them, through the emulation, with the
 // op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
@@ -86,7 +75,7 @@ struct Outputs {
 // Forward, then backward on the forward's outputs, with the launch geometry of
 // attention_tensor_core.cu. Outputs start as garbage (7), so every element must be written.
 template <int D>
-Outputs run_kernels(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+Outputs run_kernels(const AttnCase& c, const std::vector<float>& q, const std::vector<float>& k,
                     const std::vector<float>& v, const std::vector<float>& dout) {
   const int64_t qn = c.B * c.T * c.H * D, kvn = c.B * c.T * c.KV * D;
   Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
@@ -122,10 +111,10 @@ TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearners) {
   model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops(), cpu_ops(), std::nullopt);
 }
 
-class TensorCoreEmulated : public ::testing::TestWithParam<Case> {};
+class TensorCoreEmulated : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
-  const Case c = GetParam();
+  const AttnCase c = GetParam();
   const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
   const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
              v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
@@ -137,11 +126,11 @@ TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TensorCoreEmulated,
-    ::testing::Values(Case{2, 70, 4, 2, 64, {70, 5}},     // GQA 2:1, ragged: two query tiles, a partial one
-                      Case{1, 65, 2, 1, 128, {}},         // head dim 128, one row past a tile
-                      Case{3, 20, 2, 2, 64, {20, 1, 0}},   // no GQA; a 1-token and an empty sequence
-                      Case{1, 70, 2, 1, 64, {}, 4.f}),     // peaked softmax: the online max matters
-    case_name);
+    ::testing::Values(AttnCase{2, 70, 4, 2, 64, {70, 5}},       // GQA 2:1, ragged: two query tiles, a partial one
+                      AttnCase{1, 65, 2, 1, 128, {}},           // head dim 128, one row past a tile
+                      AttnCase{3, 20, 2, 2, 64, {20, 1, 0}},    // no GQA; a 1-token and an empty sequence
+                      AttnCase{1, 70, 2, 1, 64, {}, 4.f}),      // peaked softmax: the online max matters
+    attn_case_name);
 
 }  // namespace
 }  // namespace azr::kernels::cuda_detail::tensor_core
