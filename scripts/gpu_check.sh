@@ -16,7 +16,9 @@
 #   bench  bench/cuda_ops_bench (kernels against the CPU backend and the peaks), then
 #          bench/model_speed_bench (decode at batch 1/64/256 and a training step with MFU, 0.5B and
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
-#          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json")
+#          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json");
+#          AZR_CUDA_ATTENTION=tensor in the environment runs its bf16 training attention on the
+#          tensor-core kernels (kernels/cuda/cuda_ops.h; the tests stage checks both kernels anyway)
 #   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
 #          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
 #          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py)
