@@ -209,7 +209,9 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int r = lane / 2, half = lane % 2;      // this lane's row of the warp's 16, and its columns
   const int64_t t = w0 + r;
   const bool real = t < L;
-  const int64_t kend = min(t0 + kBlockRows, L);  // keys any row of the block sees
+  // The keys any row of the block sees. Tiles start at multiples of 64 below kend <= t0 + 64, so
+  // at or before t0: every warp has a visible key in every tile.
+  const int64_t kend = min(t0 + kBlockRows, L);
   load_tile<D>(Qs, qb, q_row, t0, L);
 
   // Pass 1: each row's max and sum of exponentials, online.
@@ -218,7 +220,6 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     __syncthreads();  // the last tile is consumed (and Qs is complete, the first time)
     load_tile<D>(Ks, kb, s.kv_row, j0, kend);
     __syncthreads();
-    if (j0 > w0 + kRowsPerWarp - 1) continue;  // warp-uniform: every key of the tile is in its rows' future
     warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
     __syncwarp();
     float mt = -INFINITY;
@@ -249,7 +250,6 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     load_tile<D>(Ks, kb, s.kv_row, j0, kend);
     load_tile<D>(Vs, vb, s.kv_row, j0, kend);
     __syncthreads();
-    if (j0 > w0 + kRowsPerWarp - 1) continue;
     warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
     __syncwarp();
     for (int i = 0; i < kTileRows / 2; i++) {
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const bool real = t < L;
   const float row_lse = real ? lse[(b * s.H + h) * s.T + t] : 0.f;
   const float row_D = real ? Drow[(b * s.H + h) * s.T + t] : 0.f;
-  const int64_t kend = min(t0 + kBlockRows, L);
+  const int64_t kend = min(t0 + kBlockRows, L);  // as in the forward: every tile has keys for every warp
   load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
   load_tile<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
 
@@ -313,7 +313,6 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     load_tile<D>(Ks, kb, s.kv_row, j0, kend);
     load_tile<D>(Vs, vb, s.kv_row, j0, kend);
     __syncthreads();
-    if (j0 > w0 + kRowsPerWarp - 1) continue;
     warp_scores<D>(S, Qs + warp * kRowsPerWarp * kLd<D>, Ks);
     warp_scores<D>(dP, dOs + warp * kRowsPerWarp * kLd<D>, Vs);
     __syncwarp();
