@@ -26,6 +26,23 @@ struct AttentionShape {
   const int32_t* lengths = nullptr;  // [B] real tokens per sequence; nullptr = all T
 };
 
+// The arguments of decode_qkv_w16 (below): one layer's q, k and v for R decode rows.
+struct DecodeQkv {
+  const uint16_t* x16 = nullptr;  // [R, H] the layer's first norm, in bf16
+  const uint16_t *wq = nullptr, *wk = nullptr, *wv = nullptr;  // bf16 [heads*d, H], [kv_heads*d, H] x2
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;     // may be null
+  const float *cos = nullptr, *sin = nullptr;                  // RoPE tables [max_pos, d/2]
+  const int32_t *slot = nullptr, *pos = nullptr;               // [R]; every pos[r] >= 0
+  float* q = nullptr;                                          // [R, heads*d] out, rotated
+  uint16_t *kcache = nullptr, *vcache = nullptr;               // the layer's bf16 KV cache
+  int64_t R = 0, H = 0, heads = 0, kv_heads = 0, d = 0, slot_stride = 0;
+};
+
+// The most rows decode_qkv_w16 and gate_up_swiglu_w16 take: their GPU kernels read each weight
+// once for all rows and keep every row's sums in registers, which pays below about this many rows;
+// past it a decode step runs the unfused ops, whose GEMMs reuse weights across rows on tensor cores.
+constexpr int64_t kDecodeFusedMaxRows = 8;
+
 struct Ops {
   const char* name;
   // True when the backend's memory is host memory the program may read directly (kernels/cpu).
@@ -176,6 +193,16 @@ struct Ops {
   void (*residual_rmsnorm_forward_w16)(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
                                        const float* delta, const float* w, int64_t N, int64_t C, float eps);
   void (*swiglu_forward_w16)(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n);
+  // A decode step's fused ops, for R <= kDecodeFusedMaxRows rows (Bf16 tables only). On a GPU a
+  // step at batch 1 is a chain of small launches, each one's latency larger than its work; these
+  // fold six launches (q, k and v, RoPE on q and on k, the cache store) into one, and three (gate,
+  // up, SwiGLU) into one. decode_qkv_w16's results are those of matmul_forward_a16w16 for q, k and
+  // v (with their biases), rope_forward on q and k at pos, and kv_store_w16 of k and v;
+  // gate_up_swiglu_w16's out16 [R, I] is swiglu_forward_w16's out16 for gate = x16 wg^T + bg and
+  // up = x16 wu^T + bu. A backend may sum the products in another order than its GEMMs do.
+  void (*decode_qkv_w16)(const DecodeQkv& a);
+  void (*gate_up_swiglu_w16)(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
+                             const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
 };
 
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:

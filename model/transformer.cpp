@@ -294,6 +294,58 @@ Transformer::GemmInput Transformer::attend_cache(float* out, const float* q, KVC
   return {out, gemm_in16_.data()};
 }
 
+void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const LayerWeights& w, KVCache& cache,
+                             int64_t l, const int32_t* slot, const int32_t* pos, int64_t R) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  if (ops_->decode_qkv_w16 && ln1.x16 && cache.bf16 && R <= kernels::kDecodeFusedMaxRows) {
+    kernels::DecodeQkv a;
+    a.x16 = ln1.x16;
+    a.wq = weights16(w.wq);
+    a.wk = weights16(w.wk);
+    a.wv = weights16(w.wv);
+    a.bq = w.bq;
+    a.bk = w.bk;
+    a.bv = w.bv;
+    a.cos = rope_cos_.data();
+    a.sin = rope_sin_.data();
+    a.slot = slot;
+    a.pos = pos;
+    a.q = q;
+    a.kcache = cache.k16_at(l);
+    a.vcache = cache.v16_at(l);
+    a.R = R;
+    a.H = H;
+    a.heads = nh;
+    a.kv_heads = nkv;
+    a.d = d;
+    a.slot_stride = cache.slot_stride();
+    ops_->decode_qkv_w16(a);
+    return;
+  }
+  gemm_forward(q, ln1, w.wq, w.bq, R, H, nh * d);
+  gemm_forward(k, ln1, w.wk, w.bk, R, H, nkv * d);
+  gemm_forward(v, ln1, w.wv, w.bv, R, H, nkv * d);
+  ops_->rope_forward(q, pos, rope_cos_.data(), rope_sin_.data(), R, nh, d);
+  ops_->rope_forward(k, pos, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
+  store_kv(cache, l, k, v, slot, pos, R);
+}
+
+Transformer::GemmInput Transformer::decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w,
+                                                   int64_t R) {
+  const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  if (ops_->gate_up_swiglu_w16 && ln2.x16 && R <= kernels::kDecodeFusedMaxRows) {
+    // gate's R x I floats hold the R x I bf16 result: storage the unfused path would use anyway,
+    // and ln2.x16 (gemm_in16_) is this op's input, so the output cannot go there.
+    auto* out16 = reinterpret_cast<uint16_t*>(gate);
+    ops_->gate_up_swiglu_w16(out16, ln2.x16, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I);
+    return {nullptr, out16};
+  }
+  gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
+  gemm_forward(up, ln2, w.wu, w.bu, R, H, I);
+  return swiglu_for_gemm(gate, gate, up, R * I);
+}
+
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
   float* base = grads ? gradients().data() : params_.data();
   const std::array<size_t, 16>& off = layer_offsets_[size_t(l)];
@@ -731,17 +783,10 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
   for (int64_t l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights w = layer_weights(l, false);
-    gemm_forward(q, ln1, w.wq, w.bq, R, H, qd);
-    gemm_forward(k, ln1, w.wk, w.bk, R, H, kd);
-    gemm_forward(v, ln1, w.wv, w.bv, R, H, kd);
-    o.rope_forward(q, pos_d, rope_cos_.data(), rope_sin_.data(), R, nh, d);
-    o.rope_forward(k, pos_d, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
-    store_kv(cache, l, k, v, slot_d, pos_d, R);
+    decode_qkv(q, k, v, ln1, w, cache, l, slot_d, pos_d, R);
     gemm_forward(tmp, attend_cache(att, q, cache, l, slot_d, pos_d, R), w.wo, w.bo, R, qd, H);
     const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
-    gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
-    gemm_forward(up, ln2, w.wu, w.bu, R, H, I);
-    gemm_forward(tmp, swiglu_for_gemm(gate, gate, up, R * I), w.wd, w.bd, R, I, H);
+    gemm_forward(tmp, decode_gate_up(gate, up, ln2, w, R), w.wd, w.bd, R, I, H);
     const float* next_norm =
         l + 1 < c.num_hidden_layers ? layer_weights(l + 1, false).ln1 : params_.data() + norm_off_;
     ln1 = residual_norm_for_gemms(x, ln, rstd, h, tmp, next_norm, R);

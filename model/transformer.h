@@ -196,6 +196,15 @@ class Transformer {
   // too, for the o projection.
   GemmInput attend_cache(float* out, const float* q, KVCache& cache, int64_t layer, const int32_t* slot,
                          const int32_t* pos, int64_t R);
+  // Decode's q (rotated, into q), and k and v (rotated k) into the cache, from the layer's first
+  // norm: one fused op for a few rows where the table has it (kernels::Ops::decode_qkv_w16), the
+  // projections, RoPE and the cache store otherwise; k and v are the unfused path's scratch.
+  void decode_qkv(float* q, float* k, float* v, GemmInput ln1, const LayerWeights& w, KVCache& cache,
+                  int64_t layer, const int32_t* slot, const int32_t* pos, int64_t R);
+  // Decode's MLP input to the down projection, silu(gate) * up, from the layer's second norm: one
+  // fused op for a few rows where the table has it (gate_up_swiglu_w16, its bf16 result written
+  // over gate's storage), the two GEMMs and SwiGLU otherwise.
+  GemmInput decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w, int64_t R);
 
   ModelConfig config_;
   const kernels::Ops* ops_;

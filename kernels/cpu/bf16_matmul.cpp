@@ -187,6 +187,31 @@ void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uin
   if (out16) to_bf16(out16, out, R * s.heads * s.d);
 }
 
+// Decode's fused ops, as the ops they fuse (their definition in kernels/ops.h). The fp32
+// intermediates the GPU keeps in registers live in scratch here.
+thread_local std::vector<float> t_k, t_v, t_gate, t_up;
+
+void decode_qkv_w16(const DecodeQkv& a) {
+  const int64_t qd = a.heads * a.d, kd = a.kv_heads * a.d;
+  t_k.resize(size_t(a.R * kd));
+  t_v.resize(size_t(a.R * kd));
+  matmul_forward_a16w16(a.q, a.x16, a.wq, a.bq, a.R, a.H, qd);
+  matmul_forward_a16w16(t_k.data(), a.x16, a.wk, a.bk, a.R, a.H, kd);
+  matmul_forward_a16w16(t_v.data(), a.x16, a.wv, a.bv, a.R, a.H, kd);
+  cpu_ops().rope_forward(a.q, a.pos, a.cos, a.sin, a.R, a.heads, a.d);
+  cpu_ops().rope_forward(t_k.data(), a.pos, a.cos, a.sin, a.R, a.kv_heads, a.d);
+  kv_store_w16(a.kcache, a.vcache, t_k.data(), t_v.data(), a.slot, a.pos, a.R, kd, a.slot_stride);
+}
+
+void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg, const uint16_t* wu,
+                        const float* bu, int64_t R, int64_t IC, int64_t I) {
+  t_gate.resize(size_t(R * I));
+  t_up.resize(size_t(R * I));
+  matmul_forward_a16w16(t_gate.data(), x16, wg, bg, R, IC, I);
+  matmul_forward_a16w16(t_up.data(), x16, wu, bu, R, IC, I);
+  swiglu_forward_w16(t_gate.data(), out16, t_gate.data(), t_up.data(), R * I);
+}
+
 Ops make_table() {
   Ops t = cpu_ops();
   t.name = "cpu+bf16";
@@ -204,6 +229,8 @@ Ops make_table() {
   t.matmul_backward_a16w16 = matmul_backward_a16w16;
   t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
   t.swiglu_forward_w16 = swiglu_forward_w16;
+  t.decode_qkv_w16 = decode_qkv_w16;
+  t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
   return t;
 }
 

@@ -508,6 +508,8 @@ const Ops kCpuOps = {
     /*matmul_backward_a16w16=*/nullptr,
     /*residual_rmsnorm_forward_w16=*/nullptr,
     /*swiglu_forward_w16=*/nullptr,
+    /*decode_qkv_w16=*/nullptr,
+    /*gate_up_swiglu_w16=*/nullptr,
 };
 
 }  // namespace

@@ -76,6 +76,8 @@ const Ops kCudaOps = {
     /*matmul_backward_a16w16=*/nullptr,
     /*residual_rmsnorm_forward_w16=*/nullptr,
     /*swiglu_forward_w16=*/nullptr,
+    /*decode_qkv_w16=*/nullptr,
+    /*gate_up_swiglu_w16=*/nullptr,
 };
 
 }  // namespace
@@ -100,6 +102,8 @@ const Ops& cuda_bf16_matmul_ops() {
     t.matmul_backward_a16w16 = matmul_backward_a16w16;
     t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
     t.swiglu_forward_w16 = swiglu_forward_w16;
+    t.decode_qkv_w16 = decode_qkv_w16;
+    t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
     return t;
   }();
   return table;

@@ -1,4 +1,4 @@
-// Token sampling of the CUDA backend (kernels/ops.h: sample_rows): one block per row, so a decode
+// Token sampling of the CUDA backend (kernels/ops.h: sample_rows): a block per row, so a decode
 // step downloads R tokens and R log-probs instead of R x V logits. The CPU backend
 // (kernels/cpu/sampling.cpp) is the reference; tests/kernels/cuda_ops_test.cpp checks this one
 // against it token for token.
@@ -13,9 +13,8 @@
 // One kernel per mode, the mode being the same for every row of a call:
 // - greedy: block argmax (ties: lowest id, as std::max_element), then the winner's log-softmax at
 //   temperature 1.
-// - unfiltered: inverse CDF in id order, like the CPU. Each warp sums one contiguous segment of
-//   the row, so the segment where the cumulative mass passes u * total is found from 16 numbers,
-//   and only from there on is the row scanned, in tiles, for the first token that passes it.
+// - unfiltered: inverse CDF in id order, like the CPU (sampling_unfiltered.cuh): a block per row,
+//   or, with too few rows to fill the GPU, each row split over up to 128 blocks.
 // - filtered (top-k, top-p): the CPU walks the candidates by descending probability. Here the
 //   walk goes through "chunks" of that order, each the next (at most) kChunk candidates, found by
 //   radix select, gathered and sorted in shared memory; one thread walks them with the CPU's own
@@ -25,31 +24,21 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/sampling_unfiltered.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / kWarp;
+using sampling::block_inclusive_scan;
+using sampling::kThreads;
+using sampling::kWarps;
+using sampling::prob;
+using sampling::SampleArgs;
+
 constexpr int kChunk = 2048;  // candidates sorted at a time: 2048 keys + their p = 32 KiB of shared memory
 constexpr int kRadixBits = 8;
 constexpr int kBins = 1 << kRadixBits;
 constexpr uint64_t kNoCursor = ~uint64_t(0);  // above every key: the walk starts at the top
-
-struct SampleArgs {
-  int32_t* tokens;
-  float* logprobs;
-  const float* logits;
-  const double* u;
-  int64_t V, n;  // row stride; candidates are ids < n (V_limit)
-  double inv_t;  // 1 / temperature, as the CPU computes it (unused by greedy)
-  int32_t top_k;
-  float top_p;
-};
-
-__device__ __forceinline__ double prob(float z, double inv_t, double mx) {
-  return exp(__dsub_rn(__dmul_rn(double(z), inv_t), mx));
-}
 
 // The largest value and, among equal ones, the lowest index; every thread gets both.
 __device__ void block_argmax(float& v, int64_t& at, float* shared_v, int64_t* shared_at) {
@@ -69,32 +58,6 @@ __device__ void block_argmax(float& v, int64_t& at, float* shared_v, int64_t* sh
   at = lane < warps ? shared_at[lane] : INT64_MAX;
   merge();
   __syncthreads();
-}
-
-// Inclusive prefix sum over the block in thread order; *total gets the block's sum. `shared`
-// holds 32 values; the call ends with a barrier.
-__device__ double block_inclusive_scan(double v, double* shared, double* total) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  auto warp_scan = [&](double x) {
-#pragma unroll
-    for (int o = 1; o < kWarp; o *= 2) {
-      const double y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
-    return x;
-  };
-  v = warp_scan(v);
-  if (lane == kWarp - 1) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const double w = warp_scan(lane < warps ? shared[lane] : 0.0);
-    if (lane < warps) shared[lane] = w;
-  }
-  __syncthreads();
-  if (warp > 0) v += shared[warp - 1];
-  *total = shared[warps - 1];
-  __syncthreads();
-  return v;
 }
 
 // ---- greedy ---------------------------------------------------------------------------------
@@ -118,70 +81,6 @@ __global__ void __launch_bounds__(kThreads) greedy_kernel(SampleArgs a) {
   if (threadIdx.x == 0) {
     a.tokens[r] = int32_t(at);
     a.logprobs[r] = float(-log(sum));
-  }
-}
-
-// ---- unfiltered: inverse CDF in id order ----------------------------------------------------
-
-__global__ void __launch_bounds__(kThreads) unfiltered_kernel(SampleArgs a) {
-  __shared__ float shared_f[32];
-  __shared__ double shared_d[32];
-  __shared__ int64_t shared_i[32];
-  __shared__ double segment_mass[kWarps];
-  __shared__ double total_s, target_s, carry_s;
-  __shared__ int64_t from_s;
-  const int64_t r = blockIdx.x, n = a.n;
-  const float* z = a.logits + r * a.V;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, z[j]);
-  // max_j (z_j * inv_t) = (max_j z_j) * inv_t: rounding is monotonic and inv_t > 0.
-  const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
-
-  // Warp w sums the contiguous segment [w * seg, (w + 1) * seg), lanes striding within it.
-  const int64_t seg = (n + kWarps - 1) / kWarps;
-  double s = 0;
-  for (int64_t j = warp * seg + lane; j < n && j < (warp + 1) * seg; j += kWarp) s += prob(z[j], a.inv_t, mx);
-  s = warp_sum(s);
-  if (lane == 0) segment_mass[warp] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < kWarps; w++) total += segment_mass[w];
-    const double target = a.u[r] * total;
-    double before = 0;
-    int w = 0;
-    while (w < kWarps - 1 && !(before + segment_mass[w] > target)) before += segment_mass[w++];
-    total_s = total, target_s = target, carry_s = before, from_s = w * seg;
-  }
-  __syncthreads();
-  const double total = total_s, target = target_s;
-  double carry = carry_s;
-
-  // The first token with p > 0 whose inclusive cumulative mass exceeds the target (the CPU's
-  // first crossing, which always has p > 0). Sums are in another order than the CPU's.
-  int64_t pick = INT64_MAX;
-  for (int64_t base = from_s; base < n; base += blockDim.x) {
-    const int64_t j = base + threadIdx.x;
-    const double p = j < n ? prob(z[j], a.inv_t, mx) : 0.0;
-    double tile = 0;
-    const double inclusive = block_inclusive_scan(p, shared_d, &tile);
-    pick = block_reduce(p > 0 && carry + inclusive > target ? j : INT64_MAX, INT64_MAX, Min{}, shared_i);
-    if (pick != INT64_MAX) break;
-    carry += tile;
-  }
-  if (pick == INT64_MAX) {
-    // No crossing (u within rounding of 1): the CPU then takes the last token, stepping back over
-    // zero probabilities.
-    int64_t last = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      if (prob(z[j], a.inv_t, mx) > 0) last = j;
-    pick = block_reduce(last, int64_t(0), Max{}, shared_i);
-  }
-  if (threadIdx.x == 0) {
-    a.tokens[r] = int32_t(pick);
-    a.logprobs[r] = float(log(prob(z[pick], a.inv_t, mx) / total));
   }
 }
 
@@ -411,6 +310,41 @@ __global__ void __launch_bounds__(kThreads) filtered_kernel(SampleArgs a) {
   }
 }
 
+// Unfiltered sampling (sampling_unfiltered.cuh): a block per row, or with few rows each row split
+// over blocks so that the whole GPU reads it.
+DeviceScratch<float> g_part_max;
+DeviceScratch<double> g_part_mass;
+DeviceScratch<unsigned> g_tickets;
+int64_t g_tickets_zeroed = 0;
+
+int multiprocessors() {
+  static int cached[64] = {};
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 64) return device_attribute(cudaDevAttrMultiProcessorCount, device);
+  if (cached[device] == 0) cached[device] = device_attribute(cudaDevAttrMultiProcessorCount, device);
+  return cached[device];
+}
+
+void unfiltered(const SampleArgs& a, int64_t R) {
+  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
+  if (parts == 1) {
+    sampling::unfiltered_kernel<<<unsigned(R), kThreads>>>(a);
+    return;
+  }
+  float* part_max = g_part_max.get(size_t(R * parts));
+  double* part_mass = g_part_mass.get(size_t(R * parts));
+  unsigned* tickets = g_tickets.get(size_t(R));
+  if (R > g_tickets_zeroed) {  // a grown buffer starts zeroed; after that each call leaves it so
+    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R)));
+    g_tickets_zeroed = R;
+  }
+  const dim3 grid{unsigned(parts), unsigned(R), 1u};
+  sampling::part_max_kernel<<<grid, kThreads>>>(a, part_max);
+  AZR_CUDA_LAUNCHED();
+  sampling::part_mass_kernel<<<grid, kThreads>>>(a, part_max, part_mass, tickets);
+}
+
 }  // namespace
 
 void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
@@ -423,7 +357,7 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
   else if ((top_k > 0 && top_k < V_limit) || top_p < 1.f)
     filtered_kernel<<<unsigned(R), kThreads>>>(a);
   else
-    unfiltered_kernel<<<unsigned(R), kThreads>>>(a);
+    unfiltered(a, R);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -219,6 +219,8 @@ Ops make_table(const char* name) {
   if (t.matmul_backward_a16w16) AZR_GUARD(matmul_backward_a16w16);
   if (t.residual_rmsnorm_forward_w16) AZR_GUARD(residual_rmsnorm_forward_w16);
   if (t.swiglu_forward_w16) AZR_GUARD(swiglu_forward_w16);
+  if (t.decode_qkv_w16) AZR_GUARD(decode_qkv_w16);
+  if (t.gate_up_swiglu_w16) AZR_GUARD(gate_up_swiglu_w16);
   install_handler();
   return t;
 }

@@ -438,7 +438,7 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 // round a GEMM input inside the GEMM (_w16) against taking a norm's rounding (_a16w16).
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
-      back_w16 = 0, back_a16 = 0;
+      back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -491,6 +491,25 @@ const Ops& counting_bf16_ops() {
       g_counts.back_a16++;
       cpu_bf16_matmul_ops().matmul_backward_a16w16(dinp, dw, dbias, dout, inp16, w16, N, IC, OC);
     };
+    t.rope_forward = [](float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                        int64_t d) {
+      g_counts.rope++;
+      cpu_bf16_matmul_ops().rope_forward(x, pos, cos, sin, N, heads, d);
+    };
+    t.kv_store_w16 = [](uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
+                        const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
+      g_counts.kv_store16++;
+      cpu_bf16_matmul_ops().kv_store_w16(kcache, vcache, k, v, slot, pos, R, row, slot_stride);
+    };
+    t.decode_qkv_w16 = [](const DecodeQkv& a) {
+      g_counts.qkv++;
+      cpu_bf16_matmul_ops().decode_qkv_w16(a);
+    };
+    t.gate_up_swiglu_w16 = [](uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
+                              const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
+      g_counts.gate_up++;
+      cpu_bf16_matmul_ops().gate_up_swiglu_w16(out16, x16, wg, bg, wu, bu, R, IC, I);
+    };
     return t;
   }();
   return table;
@@ -499,14 +518,18 @@ const Ops& counting_bf16_ops() {
 // Each GEMM input is rounded once, by the op that produces it, for the GEMMs it feeds: a norm's
 // output (q, k, v; gate, up; the LM head), SwiGLU's (down) and, in decode, attention's (o; the
 // training forward's o still rounds its own). In decode each residual add runs inside the norm
-// after it (the next layer's, or the final one). A regression here is a GPU decode step with more
-// kernels, invisible in the results.
+// after it (the next layer's, or the final one). Up to kDecodeFusedMaxRows rows, q, k and v with
+// RoPE and the cache store are one op, and so are gate, up and SwiGLU. A regression here is a GPU
+// decode step with more kernels, invisible in the results.
 TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const int L = int(c.num_hidden_layers);
+  constexpr int kMany = int(kDecodeFusedMaxRows) + 1;
   model::Transformer m = model::Transformer::random(c, 5, 0.05f, counting_bf16_ops());
-  model::KVCache cache(c, 2, 8, counting_bf16_ops());
-  m.prefill(cache, model::SequenceBatch::from({{5, 9, 2}, {3}}));
+  model::KVCache cache(c, kMany, 8, counting_bf16_ops());
+  std::vector<std::vector<int32_t>> prompts = {{5, 9, 2}, {3}};
+  while (int(prompts.size()) < kMany) prompts.push_back({int32_t(prompts.size()), 4});
+  m.prefill(cache, model::SequenceBatch::from(prompts));
   std::vector<float> logits;
   g_counts = {};
   m.decode(cache, std::vector<int32_t>{7, 8}, std::vector<int32_t>{0, 1}, std::vector<int32_t>{3, 1}, logits);
@@ -515,6 +538,25 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.swiglu, 0);
   EXPECT_EQ(g_counts.norm16, 1);                // the first layer's input norm
   EXPECT_EQ(g_counts.residual_norm16, 2 * L);   // each layer's two residual adds
+  EXPECT_EQ(g_counts.qkv, L);                   // q, k, v, their RoPE and the cache store
+  EXPECT_EQ(g_counts.gate_up, L);               // gate, up and SwiGLU
+  EXPECT_EQ(g_counts.swiglu16, 0);
+  EXPECT_EQ(g_counts.rope, 0);
+  EXPECT_EQ(g_counts.kv_store16, 0);
+  EXPECT_EQ(g_counts.gemm_a16, 2 * L + 1);      // o, down; the LM head
+  EXPECT_EQ(g_counts.gemm_w16, 0);
+
+  // Past kDecodeFusedMaxRows rows the step runs the unfused ops.
+  std::vector<int32_t> tokens(kMany, 7), slots(kMany), pos(kMany);
+  for (int r = 0; r < kMany; r++) slots[size_t(r)] = r, pos[size_t(r)] = int32_t(prompts[size_t(r)].size());
+  g_counts = {};
+  m.decode(cache, tokens, slots, pos, logits);
+  EXPECT_EQ(g_counts.qkv, 0);
+  EXPECT_EQ(g_counts.gate_up, 0);
+  EXPECT_EQ(g_counts.norm16, 1);
+  EXPECT_EQ(g_counts.residual_norm16, 2 * L);
+  EXPECT_EQ(g_counts.rope, 2 * L);              // q and k
+  EXPECT_EQ(g_counts.kv_store16, L);
   EXPECT_EQ(g_counts.swiglu16, L);
   EXPECT_EQ(g_counts.gemm_a16, 7 * L + 1);      // q, k, v, o, gate, up, down; the LM head
   EXPECT_EQ(g_counts.gemm_w16, 0);
@@ -533,6 +575,48 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_a16, 6 * L);
   EXPECT_EQ(g_counts.back_a16, 6 * L);
   EXPECT_EQ(g_counts.back_w16, L + 1);
+}
+
+// The fused decode ops replace the ops they fuse in the model's decode step without changing a
+// bit: the same logits, step after step (so the same cache too), against the table without them.
+// The config adds MLP biases, and every bias gets a random value, so each bias of both fused ops
+// is in play.
+TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
+  model::ModelConfig c = model::preset_config("azr-tiny");
+  c.mlp_bias = true;
+  static const Ops unfused = [] {
+    Ops t = cpu_bf16_matmul_ops();
+    t.name = "cpu+bf16 unfused";
+    t.decode_qkv_w16 = nullptr;
+    t.gate_up_swiglu_w16 = nullptr;
+    return t;
+  }();
+  std::vector<std::vector<float>> logits[2];
+  int i = 0;
+  for (const Ops* ops : {&cpu_bf16_matmul_ops(), &unfused}) {
+    model::Transformer m = model::Transformer::random(c, 11, 0.05f, *ops);
+    std::mt19937 rng(3);  // biases start at zero, as in transformers: give them values
+    std::normal_distribution<float> normal(0.f, 0.1f);
+    for (const model::ParamTensor& t : m.tensors())
+      if (t.name.ends_with(".bias"))
+        for (float& b : m.param(t.name)) b = normal(rng);
+    model::KVCache cache(c, 3, 16, *ops);
+    m.prefill(cache, model::SequenceBatch::from({{5, 9, 2}, {3}, {1, 2, 3, 4, 5}}));
+    std::vector<int32_t> pos = {3, 1, 5};
+    for (int step = 0; step < 4; step++) {
+      logits[i].emplace_back();
+      m.decode(cache, std::vector<int32_t>{int32_t(7 + step), 8, int32_t(30 - step)}, std::vector<int32_t>{0, 1, 2},
+               pos, logits[i].back());
+      for (int32_t& p : pos) p++;
+    }
+    i++;
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t step = 0; step < logits[0].size(); step++) {
+    ASSERT_EQ(logits[0][step].size(), logits[1][step].size());
+    EXPECT_EQ(std::memcmp(logits[0][step].data(), logits[1][step].data(), sizeof(float) * logits[0][step].size()), 0)
+        << "step " << step;
+  }
 }
 
 }  // namespace

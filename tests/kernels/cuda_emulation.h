@@ -1,9 +1,10 @@
 #pragma once
-// A CPU stand-in for the CUDA device features the tensor-core attention kernels use
-// (kernels/cuda/attention_tensor_core.cuh), so their logic (tiling, masking, shared-memory
-// staging, warp synchronisation) runs in CI, where there is no GPU. A test double, and only for
-// that header: what it cannot show is the hardware's side (WMMA's real fragment layouts,
-// alignment faults, shared-memory limits), which the GPU tests check.
+// A CPU stand-in for the CUDA device features the tensor-core attention kernels
+// (kernels/cuda/attention_tensor_core.cuh), the few-row decode kernels (kernels/cuda/gemv.cuh) and
+// the unfiltered sampler (kernels/cuda/sampling_unfiltered.cuh) use, so their logic (tiling, masking, shared-memory staging, warp synchronisation, the split of
+// a row over warps) runs in CI, where there is no GPU. A test double, and only for those headers:
+// what it cannot show is the hardware's side (WMMA's real fragment layouts, alignment faults,
+// shared-memory limits, speed), which the GPU tests and benchmarks check.
 //
 // The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
@@ -11,9 +12,11 @@
 // 16 x 16 tile and does the warp's work (loads, products in fp32 with k ascending, stores) after
 // the warp's barrier; the other lanes hold nothing. Shared memory starts filled with 0xFF bytes
 // (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
-// results. Blocks run one after another.
+// results. Blocks run one after another, on the same threads.
 #define AZR_CUDA_EMULATION 1
 
+#include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
@@ -39,6 +42,10 @@ struct __nv_bfloat16 {
   uint16_t bits;
 };
 
+struct uint4 {
+  unsigned x, y, z, w;
+};
+
 namespace azr::emu {
 
 struct BlockState {
@@ -48,7 +55,7 @@ struct BlockState {
   }
   std::barrier<> all;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<float> shuffle;  // one slot per thread
+  std::vector<uint64_t> shuffle;  // one slot per thread, for values of up to 8 bytes
   std::vector<unsigned char> smem;
   unsigned char* dynamic_shared() {
     const auto p = reinterpret_cast<uintptr_t>(smem.data());
@@ -56,30 +63,36 @@ struct BlockState {
   }
 };
 
-inline thread_local EmuDim3 t_thread, t_block, t_block_dim;
+inline thread_local EmuDim3 t_thread, t_block, t_block_dim, t_grid_dim;
 inline thread_local BlockState* t_state = nullptr;
 
 inline unsigned lane() { return t_thread.x % 32; }
 inline void warp_barrier() { t_state->warps[t_thread.x / 32]->arrive_and_wait(); }
 
-// Runs kernel(args...) over grid x block threads, block after block.
+// Runs kernel(args...) over grid x block threads, block after block: one std::thread per CUDA
+// thread of a block, reused for every block (a barrier between blocks, shared memory poisoned
+// again before each).
 template <class Kernel, class... Args>
 void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        BlockState state(threads, smem_bytes);
-        std::vector<std::thread> pool;
-        for (unsigned t = 0; t < threads; t++)
-          pool.emplace_back([&, t] {
-            t_thread = {t, 0, 0};
+  BlockState state(threads, smem_bytes);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; t++)
+    pool.emplace_back([&, t] {
+      t_thread = {t, 0, 0};
+      t_block_dim = {threads, 1, 1};
+      t_grid_dim = grid;
+      t_state = &state;
+      for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+          for (unsigned x = 0; x < grid.x; x++) {
+            if (t == 0) std::fill(state.smem.begin(), state.smem.end(), 0xFF);
+            state.all.arrive_and_wait();
             t_block = {x, y, z};
-            t_block_dim = {threads, 1, 1};
-            t_state = &state;
             kernel(args...);
-          });
-        for (std::thread& th : pool) th.join();
-      }
+            state.all.arrive_and_wait();  // the block is done before the next one poisons its memory
+          }
+    });
+  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace azr::emu
@@ -87,26 +100,57 @@ void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Ar
 #define threadIdx (::azr::emu::t_thread)
 #define blockIdx (::azr::emu::t_block)
 #define blockDim (::azr::emu::t_block_dim)
+#define gridDim (::azr::emu::t_grid_dim)
+// Blocks run one after another, so a static variable is the running block's shared memory
+// (though not poisoned: the kernels that declare them write before they read).
+#define __shared__ static
 #define AZR_DYNAMIC_SHARED(name) unsigned char* name = ::azr::emu::t_state->dynamic_shared()
 
 inline void __syncthreads() { ::azr::emu::t_state->all.arrive_and_wait(); }
 inline void __syncwarp() { ::azr::emu::warp_barrier(); }
 
-inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) {
-  using namespace ::azr::emu;
-  float* slots = t_state->shuffle.data() + (t_thread.x / 32) * 32;
-  slots[lane()] = v;
+namespace azr::emu {
+// Every lane posts v, then reads lane source(lane)'s value.
+template <class T, class Source>
+T shuffle(T v, Source source) {
+  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
+  uint64_t* slots = t_state->shuffle.data() + (t_thread.x / 32) * 32;
+  std::memcpy(&slots[lane()], &v, sizeof v);
   warp_barrier();
-  const float r = slots[lane() ^ unsigned(lane_mask)];
+  T r;
+  std::memcpy(&r, &slots[source(lane())], sizeof r);
   warp_barrier();
   return r;
 }
+}  // namespace azr::emu
+
+template <class T>
+T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask) {
+  return ::azr::emu::shuffle(v, [&](unsigned l) { return l ^ unsigned(lane_mask); });
+}
+template <class T>
+T __shfl_up_sync(unsigned /*mask*/, T v, unsigned delta) {
+  return ::azr::emu::shuffle(v, [&](unsigned l) { return l >= delta ? l - delta : l; });
+}
+
+// Blocks run one after another, so a fence orders nothing the emulation could reorder; the
+// atomic is for form.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
 
 inline __nv_bfloat16 __float2bfloat16_rn(float x) {
   const float r = ::azr::kernels::round_to_bf16(x);
   uint32_t bits;
   std::memcpy(&bits, &r, sizeof bits);
   return {uint16_t(bits >> 16)};
+}
+
+inline float __uint_as_float(unsigned bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
 inline float emu_value(__nv_bfloat16 x) {

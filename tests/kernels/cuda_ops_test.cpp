@@ -20,10 +20,13 @@
 #include "kernels/buffer.h"
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/internal.h"
 #include "kernels/ops.h"
 #include "tests/kernels/attention_case.h"
 #include "tests/kernels/cuda_attention_choice.h"
+#include "tests/kernels/gemv_cases.h"
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/sampling_cases.h"
 #include "tests/kernels/tensor_core_reference.h"
 
 namespace azr::kernels {
@@ -34,8 +37,12 @@ using testing::AttnCase;
 using testing::attn_case_name;
 using testing::emulate_tensor_core_attention;
 using testing::expect_matches_tensor_core_reference;
+using testing::kSampleCases;
+using testing::make_awkward;
 using testing::randn;
+using testing::SampleCase;
 using testing::TensorCoreReference;
+using testing::uniforms_off_boundaries;
 
 template <class T>
 Buffer<T> to_device(const std::vector<T>& h) {
@@ -362,6 +369,90 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,
                                            DecodeCase{7, 2, 1, 32, 1, false}),     // one position, one per lane
                          decode_case_name);
 
+// The few-row products of the Bf16 table (kernels/cuda/gemv.cuh): matmul_forward_a16w16 at 1 to 8
+// rows runs the GEMV kernel, checked against the CPU table and against cuBLASLt on the device, at
+// Qwen2.5's shapes (16-byte loads, every split) and odd ones (scalar loads: k not a multiple of 8,
+// or a weight pointer one bf16 off 16-byte alignment). The same kernels run in CI on the CPU
+// emulation of the device (gemv_emulated_test.cpp); here the hardware runs them.
+struct GemvCase {
+  int64_t R, IC, OC, w_offset;
+};
+
+class CudaGemv : public CudaOps, public ::testing::WithParamInterface<GemvCase> {};
+
+TEST_P(CudaGemv, LinearMatchesCpuAndCublasLt) {
+  const GemvCase c = GetParam();
+  const Ops& dev = cuda_bf16_matmul_ops();
+  const auto x16 = testing::bf16_bits(randn(size_t(c.R * c.IC), 40)),
+             w16 = testing::bf16_bits(randn(size_t(c.OC * c.IC), 41, 0.1f));
+  const auto bias = randn(size_t(c.OC), 42);
+  std::vector<float> want(size_t(c.R * c.OC));
+  cpu_bf16_matmul_ops().matmul_forward_a16w16(want.data(), x16.data(), w16.data(), bias.data(), c.R, c.IC, c.OC);
+  std::vector<uint16_t> w_off(size_t(c.w_offset), 0);
+  w_off.insert(w_off.end(), w16.begin(), w16.end());
+  auto d_x = to_device(x16), d_w = to_device(w_off);
+  auto d_bias = to_device(bias);
+  auto d_out = to_device(std::vector<float>(want.size(), NAN)), d_lt = to_device(std::vector<float>(want.size(), NAN));
+  dev.matmul_forward_a16w16(d_out.data(), d_x.data(), d_w.data() + c.w_offset, d_bias.data(), c.R, c.IC, c.OC);
+  cuda_detail::matmul_forward_a16w16_cublaslt(d_lt.data(), d_x.data(), d_w.data() + c.w_offset, d_bias.data(), c.R,
+                                              c.IC, c.OC);
+  const auto got = to_host<float>(d_out, want.size());
+  expect_close(got, want, 1e-4f, 1e-4f, "gemv against the CPU");
+  expect_close(got, to_host<float>(d_lt, want.size()), 1e-4f, 1e-4f, "gemv against cuBLASLt");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemv,
+                         ::testing::Values(GemvCase{1, 896, 896, 0},      // 0.5B q, o
+                                           GemvCase{3, 4864, 896, 0},     // 0.5B down: 8 warps per output
+                                           GemvCase{8, 1536, 8960, 0},    // 1.5B gate, up
+                                           GemvCase{1, 896, 151936, 0},   // 0.5B's LM head
+                                           GemvCase{2, 67, 93, 0},        // k not a multiple of 8
+                                           GemvCase{5, 896, 128, 1},      // weights 2 bytes off alignment
+                                           GemvCase{7, 8, 3, 0}),         // one pack per row
+                         [](const ::testing::TestParamInfo<GemvCase>& info) {
+                           const GemvCase& c = info.param;
+                           return "R" + std::to_string(c.R) + "_IC" + std::to_string(c.IC) + "_OC" +
+                                  std::to_string(c.OC) + (c.w_offset ? "_unaligned" : "");
+                         });
+
+// The fused decode ops against the CPU table's unfused ops (gemv_cases.h says how close), at 0.5B's
+// and 1.5B's attention and MLP shapes and an odd one.
+TEST_F(CudaOps, FusedDecodeOpsMatchTheUnfusedCpuOps) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  for (const testing::QkvCase& c : {testing::QkvCase{1, 896, 14, 2, 64, true}, testing::QkvCase{3, 1536, 12, 2, 128, true},
+                                    testing::QkvCase{8, 36, 4, 2, 8, false}}) {
+    SCOPED_TRACE("qkv R " + std::to_string(c.R) + " H " + std::to_string(c.H));
+    const testing::QkvInputs in(c);
+    auto d_x = to_device(in.x16), d_wq = to_device(in.wq), d_wk = to_device(in.wk), d_wv = to_device(in.wv);
+    auto d_bq = to_device(in.bq), d_bk = to_device(in.bk), d_bv = to_device(in.bv);
+    auto d_cos = to_device(in.cos), d_sin = to_device(in.sin);
+    auto d_slot = to_device(in.slot), d_pos = to_device(in.pos);
+    auto d_q = to_device(std::vector<float>(size_t(c.R * in.qd), NAN));
+    auto d_k = to_device(in.cache0), d_v = to_device(in.cache0);
+    DecodeQkv a = in.args(d_q.data(), d_k.data(), d_v.data());
+    a.x16 = d_x.data(), a.wq = d_wq.data(), a.wk = d_wk.data(), a.wv = d_wv.data();
+    if (c.bias) a.bq = d_bq.data(), a.bk = d_bk.data(), a.bv = d_bv.data();
+    a.cos = d_cos.data(), a.sin = d_sin.data(), a.slot = d_slot.data(), a.pos = d_pos.data();
+    dev.decode_qkv_w16(a);
+    in.expect_matches(to_host<float>(d_q, size_t(c.R * in.qd)), to_host<uint16_t>(d_k, in.cache0.size()),
+                      to_host<uint16_t>(d_v, in.cache0.size()));
+  }
+  for (const testing::GateUpCase& c : {testing::GateUpCase{1, 896, 4864, false},
+                                       testing::GateUpCase{5, 1536, 8960, true}, testing::GateUpCase{2, 20, 11, true}}) {
+    SCOPED_TRACE("gate/up R " + std::to_string(c.R) + " IC " + std::to_string(c.IC));
+    const testing::GateUpInputs in(c);
+    auto d_x = to_device(in.x16), d_wg = to_device(in.wg), d_wu = to_device(in.wu);
+    auto d_bg = to_device(in.bg), d_bu = to_device(in.bu);
+    auto d_out = to_device(std::vector<uint16_t>(in.ref.size(), 0xFFFF));
+    dev.gate_up_swiglu_w16(d_out.data(), d_x.data(), d_wg.data(), c.bias ? d_bg.data() : nullptr, d_wu.data(),
+                           c.bias ? d_bu.data() : nullptr, c.R, c.IC, c.I);
+    testing::expect_bf16_neighbours(to_host<uint16_t>(d_out, in.ref.size()), in.ref, nullptr, 0.95, "output");
+  }
+  EXPECT_THROW(dev.gate_up_swiglu_w16(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                      kDecodeFusedMaxRows + 1, 8, 8),
+               std::invalid_argument);
+}
+
 // Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.
 TEST_F(CudaOps, KvStoreMatchesCpu) {
   const int64_t row = 2 * 64, slots = 5, capacity = 40, stride = capacity * row;
@@ -575,115 +666,50 @@ TEST_P(CudaTokenStats, StatsAndBackwardMatchCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Vocab, CudaTokenStats, ::testing::Values<int64_t>(263, 151936));
 
-struct SampleCase {
-  const char* name;
-  float temperature;
-  int32_t top_k;
-  float top_p;
-  float scale;          // of the N(0, 1) logits: 3 = peaked (small top-p sets), 0.05 = nearly flat
-  int64_t limit_short;  // V_limit = V - limit_short
-};
-
-// Every mode, the CUDA op's filtered paths included: kept sets that fit one chunk (2048
-// candidates sorted at a time: every filter at V = 263, top_k 50) and that take several (at V =
-// 151,936: top_k 3000 and 5000, top_p 0.9 of these rows, top_p 0.95 of a flat row, 140k tokens);
-// at V = 263 the large top_k are no filter at all, which is checked too.
-const SampleCase kSampleCases[] = {
-    {"greedy", 0.f, 0, 1.f, 3.f, 0},                       {"greedy_limit", 0.f, 0, 1.f, 3.f, 37},
-    {"unfiltered", 1.f, 0, 1.f, 3.f, 0},                   {"unfiltered_cold_limit", 0.7f, 0, 1.f, 3.f, 37},
-    {"unfiltered_flat", 1.f, 0, 1.f, 0.05f, 0},            {"top_k_1", 1.f, 1, 1.f, 3.f, 0},
-    {"top_k_50", 0.8f, 50, 1.f, 3.f, 0},                   {"top_k_3000_flat", 1.f, 3000, 1.f, 0.05f, 0},
-    {"top_p_0.9", 1.f, 0, 0.9f, 3.f, 0},                   {"top_p_0.95_flat_limit", 1.f, 0, 0.95f, 0.05f, 37},
-    {"top_k_40_top_p_0.8", 1.2f, 40, 0.8f, 3.f, 0},        {"top_k_5000_top_p_0.5", 1.f, 5000, 0.5f, 0.5f, 37},
-    {"top_p_tiny", 1.f, 0, 1e-4f, 3.f, 0},
-};
-
-// Rows with the awkward cases mixed in: every third id -inf, a tied maximum and a run of tied
-// values, -0 beside +0.
-void make_awkward(std::vector<float>& z, int64_t R, int64_t V) {
-  for (int64_t r = 0; r < R; r++) {
-    float* row = &z[size_t(r * V)];
-    if (r % 4 == 1)
-      for (int64_t j = 0; j < V; j += 3) row[j] = -INFINITY;
-    if (r % 4 == 2) {
-      const float mx = *std::max_element(row, row + V);
-      row[V / 3] = row[V / 2] = mx + 0.5f;
-      for (int64_t j = 5; j < 25; j++) row[j] = 0.25f;
-    }
-    if (r % 4 == 3) row[1] = -0.f, row[2] = 0.f, row[3] = -0.f;
-  }
-}
-
-// Uniforms kept clear of the boundaries of each row's cumulative distribution: u is redrawn
-// until the CPU picks the same token at u - margin and at u + margin; the token's rank being
-// monotonic in u, no boundary then lies within the margin. The CUDA op's sums run in another
-// order, which moves its boundaries by at most about V * 2^-53 of the mass (2e-11 at V =
-// 151,936), far inside the margin, so it must pick the CPU's token exactly. (top_p's cut is not
-// nudged: a prefix sum within that rounding of top_p * mass has a chance of ~1e-11 per row.)
-std::vector<double> uniforms_off_boundaries(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit,
-                                            const SampleCase& c, uint64_t seed) {
-  constexpr double kMargin = 1e-9;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uniform(kMargin, 1.0 - kMargin);
-  const size_t rows = static_cast<size_t>(R);
-  std::vector<double> u(rows), lo(rows), hi(rows);
-  std::vector<bool> redraw(rows, true);
-  std::vector<int32_t> t_lo(rows), t_hi(rows);
-  std::vector<float> lp(rows);
-  for (int round = 0; round < 20; round++) {
-    for (size_t r = 0; r < rows; r++)
-      if (redraw[r]) u[r] = uniform(rng), lo[r] = u[r] - kMargin, hi[r] = u[r] + kMargin;
-    cpu_ops().sample_rows(t_lo.data(), lp.data(), logits.data(), lo.data(), R, V, limit, c.temperature, c.top_k,
-                          c.top_p);
-    cpu_ops().sample_rows(t_hi.data(), lp.data(), logits.data(), hi.data(), R, V, limit, c.temperature, c.top_k,
-                          c.top_p);
-    size_t left = 0;
-    for (size_t r = 0; r < rows; r++) left += (redraw[r] = t_lo[r] != t_hi[r]);
-    if (left == 0) return u;
-  }
-  ADD_FAILURE() << c.name << ": could not draw uniforms away from the CDF's boundaries";
-  return u;
-}
-
 class CudaSampling : public CudaOps, public ::testing::WithParamInterface<int64_t> {};
 
 // Tokens equal the CPU's; log-probs within float rounding (the probabilities are the same
-// doubles but for exp's last bit, the sums the same but for their order).
+// doubles but for exp's last bit, the sums the same but for their order). 256 rows take a block
+// per row; 5 and 1 rows (a decode step's few) split each row over blocks where it is long enough
+// (unfiltered sampling at V = 151,936, sampling_unfiltered.cuh).
 TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
-  const int64_t V = GetParam(), R = 256;
-  const std::vector<float> base = randn(size_t(R * V), 70);
-  Buffer<float> d_logits(cuda_ops(), base.size());
-  Buffer<double> d_u(cuda_ops(), R);
-  Buffer<int32_t> d_tokens(cuda_ops(), R);
-  Buffer<float> d_logprobs(cuda_ops(), R);
-  std::vector<float> logits(base.size());
-  for (const SampleCase& c : kSampleCases) {
-    for (size_t i = 0; i < base.size(); i++) logits[i] = base[i] * c.scale;
-    make_awkward(logits, R, V);
-    const int64_t limit = V - c.limit_short;
-    const std::vector<double> u = uniforms_off_boundaries(logits, R, V, limit, c, 71);
-    std::vector<int32_t> want(R);
-    std::vector<float> want_lp(R);
-    cpu.sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, c.temperature, c.top_k,
-                    c.top_p);
+  for (const int64_t R : {int64_t(256), int64_t(5), int64_t(1)}) {
+    SCOPED_TRACE("rows " + std::to_string(R));
+    const int64_t V = GetParam();
+    const std::vector<float> base = randn(size_t(R * V), 70);
+    Buffer<float> d_logits(cuda_ops(), base.size());
+    Buffer<double> d_u(cuda_ops(), R);
+    Buffer<int32_t> d_tokens(cuda_ops(), R);
+    Buffer<float> d_logprobs(cuda_ops(), R);
+    std::vector<float> logits(base.size());
+    for (const SampleCase& c : kSampleCases) {
+      for (size_t i = 0; i < base.size(); i++) logits[i] = base[i] * c.scale;
+      make_awkward(logits, R, V);
+      const int64_t limit = V - c.limit_short;
+      const std::vector<double> u = uniforms_off_boundaries(logits, R, V, limit, c, 71);
+      std::vector<int32_t> want(R);
+      std::vector<float> want_lp(R);
+      cpu.sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, c.temperature, c.top_k,
+                      c.top_p);
 
-    d_logits.upload(logits.data(), logits.size());
-    d_u.upload(u.data(), size_t(R));
-    gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,
-                    c.top_k, c.top_p);
-    const std::vector<int32_t> got = to_host<int32_t>(d_tokens, size_t(R));
-    size_t mismatches = 0;
-    for (int64_t r = 0; r < R; r++) {
-      if (got[r] != want[r] && mismatches++ < 5)
-        ADD_FAILURE() << c.name << " V=" << V << " row " << r << ": cuda token " << got[r] << ", cpu " << want[r]
-                      << " (u = " << u[r] << ")";
+      d_logits.upload(logits.data(), logits.size());
+      d_u.upload(u.data(), size_t(R));
+      gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,
+                      c.top_k, c.top_p);
+      const std::vector<int32_t> got = to_host<int32_t>(d_tokens, size_t(R));
+      size_t mismatches = 0;
+      for (int64_t r = 0; r < R; r++) {
+        if (got[r] != want[r] && mismatches++ < 5)
+          ADD_FAILURE() << c.name << " V=" << V << " row " << r << ": cuda token " << got[r] << ", cpu " << want[r]
+                        << " (u = " << u[r] << ")";
+      }
+      EXPECT_EQ(mismatches, 0u) << c.name;
+      expect_close(to_host<float>(d_logprobs, size_t(R)), want_lp, 1e-6f, 1e-6f, std::string(c.name) + " logprobs");
     }
-    EXPECT_EQ(mismatches, 0u) << c.name;
-    expect_close(to_host<float>(d_logprobs, size_t(R)), want_lp, 1e-6f, 1e-6f, std::string(c.name) + " logprobs");
+    // logits are only read (compared as bits: -0 and -inf included)
+    const std::vector<float> after = to_host<float>(d_logits, logits.size());
+    EXPECT_EQ(0, std::memcmp(after.data(), logits.data(), sizeof(float) * logits.size()));
   }
-  // logits are only read (compared as bits: -0 and -inf included)
-  const std::vector<float> after = to_host<float>(d_logits, logits.size());
-  EXPECT_EQ(0, std::memcmp(after.data(), logits.data(), sizeof(float) * logits.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, CudaSampling, ::testing::Values<int64_t>(263, 151936));

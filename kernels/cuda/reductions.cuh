@@ -1,0 +1,60 @@
+#pragma once
+// Warp and block reductions of the CUDA kernels. Device code only, and no CUDA header of its own,
+// so that tests/kernels/cuda_emulation.h can stand in for the device under kernels that use them
+// (the sampler's, sampling_unfiltered.cuh).
+#include <cmath>
+#include <cstdint>
+
+namespace azr::kernels::cuda_detail {
+
+constexpr int kWarp = 32;
+
+// Reduction over the warp with a commutative, associative `op`; every lane gets the result.
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+struct Plus {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a < b ? b : a; }
+};
+struct Min {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return b < a ? b : a; }
+};
+
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Plus{}); }
+__device__ __forceinline__ double warp_sum(double v) { return warp_reduce(v, Plus{}); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max{}); }
+
+// Reduction over the block (blockDim.x a multiple of 32, at most 1024) with `op`, whose identity
+// fills the missing warps; every thread gets the result. `shared` holds 32 values; the call ends
+// with a barrier, so it can be called again at once.
+template <class T, class Op>
+__device__ T block_reduce(T v, T identity, Op op, T* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  v = warp_reduce(v, op);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  T total = lane < warps ? shared[lane] : identity;
+  total = warp_reduce(total, op);
+  __syncthreads();
+  return total;
+}
+
+template <class T>
+__device__ T block_sum(T v, T* shared) {
+  return block_reduce(v, T(0), Plus{}, shared);
+}
+
+__device__ __forceinline__ float block_max(float v, float* shared) { return block_reduce(v, -INFINITY, Max{}, shared); }
+
+}  // namespace azr::kernels::cuda_detail

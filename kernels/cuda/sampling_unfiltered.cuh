@@ -1,0 +1,230 @@
+// Sampling without filters (a temperature, no top-k or top-p: self-play's rollouts) on the CUDA
+// backend: the inverse CDF in id order, like the CPU (kernels/cpu/sampling.cpp), with p_j =
+// exp(z_j / t - max) in double (sampling.cu's file comment says how close to the CPU that is).
+//
+// Two ways to cover a row:
+// - unfiltered_kernel, one block per row (many rows). Each warp sums one contiguous segment of the
+//   row, so the segment where the cumulative mass passes u * total is found from 16 numbers, and
+//   only from there on is the row scanned, in tiles, for the first token that passes it.
+// - few rows (a decode step at batch 1 puts one block on one of the GPU's 132 SMs, 230 us for a
+//   151,936-token row in the 2026-11-23 profile): each row is split into gridDim.x parts, a block
+//   each. part_max_kernel finds each part's largest logit; part_mass_kernel takes the row's maximum
+//   from them (a maximum is exact in any order), sums its part's mass, and the last block of the
+//   row to finish (a ticket counter) adds the parts' masses in part order, finds the part where
+//   the cumulative mass passes u * total, and from there does what unfiltered_kernel does over the
+//   whole row, within that part: warp segments, then the scan in tiles.
+// The sums therefore run in another order than the CPU's in both, which only matters when u lies
+// within a few units of the 16th digit of a boundary of the cumulative distribution.
+//
+// The kernels are in this header, apart from their launches (sampling.cu), so that
+// tests/kernels/sampling_emulated_test.cpp can also run them on the CPU through
+// tests/kernels/cuda_emulation.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/reductions.cuh"
+
+namespace azr::kernels::cuda_detail::sampling {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kWarp;
+
+struct SampleArgs {
+  int32_t* tokens;
+  float* logprobs;
+  const float* logits;
+  const double* u;
+  int64_t V, n;  // row stride; candidates are ids < n (V_limit)
+  double inv_t;  // 1 / temperature, as the CPU computes it (unused by greedy)
+  int32_t top_k;
+  float top_p;
+};
+
+__device__ __forceinline__ double prob(float z, double inv_t, double mx) {
+  return exp(__dsub_rn(__dmul_rn(double(z), inv_t), mx));
+}
+
+// Inclusive prefix sum over the block in thread order; *total gets the block's sum. `shared`
+// holds 32 values; the call ends with a barrier.
+__device__ inline double block_inclusive_scan(double v, double* shared, double* total) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp, warps = int(blockDim.x) / kWarp;
+  auto warp_scan = [&](double x) {
+#pragma unroll
+    for (int o = 1; o < kWarp; o *= 2) {
+      const double y = __shfl_up_sync(0xffffffffu, x, unsigned(o));
+      if (lane >= o) x += y;
+    }
+    return x;
+  };
+  v = warp_scan(v);
+  if (lane == kWarp - 1) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const double w = warp_scan(lane < warps ? shared[lane] : 0.0);
+    if (lane < warps) shared[lane] = w;
+  }
+  __syncthreads();
+  if (warp > 0) v += shared[warp - 1];
+  *total = shared[warps - 1];
+  __syncthreads();
+  return v;
+}
+
+// Part `part` of `parts` of a row of n: [from, to).
+__device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { return (n + parts - 1) / parts; }
+
+// mass[w] = the mass of warp w's segment of [from, to), kWarps contiguous segments of `seg`
+// tokens, lanes striding within each; returns seg. Ends with a barrier.
+__device__ inline int64_t segment_masses(const float* z, double inv_t, double mx, int64_t from, int64_t to,
+                                         double* mass) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  const int64_t seg = (to - from + kWarps - 1) / kWarps, begin = from + warp * seg;
+  double s = 0;
+  for (int64_t j = begin + lane; j < to && j < begin + seg; j += kWarp) s += prob(z[j], inv_t, mx);
+  s = warp_sum(s);
+  if (lane == 0) mass[warp] = s;
+  __syncthreads();
+  return seg;
+}
+
+// One thread: the segment of `mass` where the cumulative mass, from *carry, passes target (the
+// last segment when none does). *from becomes its first token, *carry the mass before it.
+__device__ inline void choose_segment(const double* mass, int64_t seg, double target, int64_t* from, double* carry) {
+  int w = 0;
+  double before = *carry;
+  while (w < kWarps - 1 && !(before + mass[w] > target)) before += mass[w++];
+  *from += w * seg;
+  *carry = before;
+}
+
+// The first token j >= from with p > 0 whose inclusive cumulative mass (carry, plus the tokens
+// from `from` on) exceeds target: the CPU's first crossing, which always has p > 0. Scans in tiles
+// of the block to the row's end; without a crossing (u within rounding of 1) the CPU takes the
+// last token, stepping back over zero probabilities. Thread 0 writes the token and its log-prob.
+__device__ inline void finish_row(const SampleArgs& a, int64_t r, const float* z, double mx, double total,
+                                  double target, int64_t from, double carry, double* shared_d, int64_t* shared_i) {
+  int64_t pick = INT64_MAX;
+  for (int64_t base = from; base < a.n; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const double p = j < a.n ? prob(z[j], a.inv_t, mx) : 0.0;
+    double tile = 0;
+    const double inclusive = block_inclusive_scan(p, shared_d, &tile);
+    pick = block_reduce(p > 0 && carry + inclusive > target ? j : INT64_MAX, INT64_MAX, Min{}, shared_i);
+    if (pick != INT64_MAX) break;
+    carry += tile;
+  }
+  if (pick == INT64_MAX) {
+    int64_t last = 0;
+    for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x)
+      if (prob(z[j], a.inv_t, mx) > 0) last = j;
+    pick = block_reduce(last, int64_t(0), Max{}, shared_i);
+  }
+  if (threadIdx.x == 0) {
+    a.tokens[r] = int32_t(pick);
+    a.logprobs[r] = float(log(prob(z[pick], a.inv_t, mx) / total));
+  }
+}
+
+// One block per row.
+__global__ void __launch_bounds__(kThreads) unfiltered_kernel(SampleArgs a) {
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  __shared__ int64_t shared_i[32];
+  __shared__ double mass[kWarps];
+  __shared__ double total_s, target_s, carry_s;
+  __shared__ int64_t from_s;
+  const int64_t r = blockIdx.x, n = a.n;
+  const float* z = a.logits + r * a.V;
+
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, z[j]);
+  // max_j (z_j * inv_t) = (max_j z_j) * inv_t: rounding is monotonic and inv_t > 0.
+  const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
+  const int64_t seg = segment_masses(z, a.inv_t, mx, 0, n, mass);
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kWarps; w++) total += mass[w];
+    total_s = total, target_s = a.u[r] * total, from_s = 0, carry_s = 0;
+    choose_segment(mass, seg, target_s, &from_s, &carry_s);
+  }
+  __syncthreads();
+  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+}
+
+// Few rows, first kernel: part_max[r * parts + p] = the largest logit of part p of row r
+// (blockIdx.x = p, blockIdx.y = r, gridDim.x = parts).
+__global__ void __launch_bounds__(kThreads) part_max_kernel(SampleArgs a, float* part_max) {
+  __shared__ float shared_f[32];
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x, len = part_length(a.n, parts);
+  const float* z = a.logits + r * a.V;
+  const int64_t from = p * len, to = from + len < a.n ? from + len : a.n;
+  float m = -INFINITY;
+  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) m = fmaxf(m, z[j]);
+  m = block_max(m, shared_f);
+  if (threadIdx.x == 0) part_max[r * parts + p] = m;
+}
+
+// Few rows, second kernel: each part's mass into part_mass; the row's last block picks the token.
+// tickets[r] counts the row's finished blocks; it is 0 before the launch, and the last block puts
+// it back to 0.
+__global__ void __launch_bounds__(kThreads)
+    part_mass_kernel(SampleArgs a, const float* part_max, double* part_mass, unsigned* tickets) {
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  __shared__ int64_t shared_i[32];
+  __shared__ double mass[kWarps];
+  __shared__ double total_s, target_s, carry_s;
+  __shared__ int64_t from_s, part_end_s;
+  __shared__ bool last_s;
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x, len = part_length(a.n, parts);
+  const float* z = a.logits + r * a.V;
+
+  float m = -INFINITY;
+  for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) m = fmaxf(m, part_max[r * parts + q]);
+  const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
+  const int64_t from = p * len, to = from + len < a.n ? from + len : a.n;
+  double s = 0;
+  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) s += prob(z[j], a.inv_t, mx);
+  s = block_sum(s, shared_d);
+  if (threadIdx.x == 0) {
+    part_mass[r * parts + p] = s;
+    __threadfence();  // the mass is visible to every block before the ticket that announces it
+    last_s = atomicAdd(&tickets[r], 1u) == unsigned(parts - 1);
+  }
+  __syncthreads();
+  if (!last_s) return;
+
+  // The row's last block: every part's mass is in (read past the L1 cache, hence volatile).
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const volatile double* pm = part_mass + r * parts;
+    double total = 0;
+    for (int64_t q = 0; q < parts; q++) total += pm[q];
+    const double target = a.u[r] * total;
+    int64_t q = 0;
+    double before = 0;
+    while (q < parts - 1 && !(before + pm[q] > target)) before += pm[q++];
+    total_s = total, target_s = target, carry_s = before, from_s = q * len;
+    part_end_s = from_s + len < a.n ? from_s + len : a.n;
+    tickets[r] = 0;  // ready for the next call
+  }
+  __syncthreads();
+  const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
+  if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
+  __syncthreads();
+  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+}
+
+// The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about two blocks
+// per multiprocessor in all, each part at least two tokens per thread, at most kMaxParts. 1 means
+// one block per row (unfiltered_kernel).
+constexpr int64_t kMaxParts = 128;
+inline int64_t parts_for(int64_t R, int64_t n, int sms) {
+  int64_t parts = 2 * int64_t(sms) / (R > 0 ? R : 1);
+  if (parts > kMaxParts) parts = kMaxParts;
+  if (parts > n / (2 * kThreads)) parts = n / (2 * kThreads);
+  return parts < 2 ? 1 : parts;
+}
+
+}  // namespace azr::kernels::cuda_detail::sampling

@@ -1,0 +1,145 @@
+// The few-row decode kernels of the CUDA backend (kernels/cuda/gemv.cuh) run on the CPU through
+// tests/kernels/cuda_emulation.h, a stand-in for the device, so that their logic runs in CI,
+// where there is no GPU: the item mapping (outputs, RoPE pairs, gate/up pairs), the split of a row
+// over 1 to 8 warps and the meeting of their sums in shared memory, the 16-byte and the scalar
+// loads, rows below the compiled row count, and the epilogues (bias, RoPE, the bf16 cache store,
+// SwiGLU). Checked against independent truths: the GEMV against a double-precision product of its
+// bf16 operands, the fused ops against the CPU table's unfused ops (kernels/cpu/bf16_matmul.cpp).
+// What the emulation cannot show (alignment faults, speed) is for the GPU tests (CudaGemv) and
+// cuda_ops_bench.
+//
+// Small shapes: every CUDA thread is a std::thread here.
+#include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
+//
+#include "kernels/cuda/gemv.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "tests/kernels/gemv_cases.h"
+#include "tests/kernels/random_inputs.h"
+
+namespace azr::kernels::cuda_detail::gemv {
+namespace {
+
+using namespace azr::kernels::testing;
+
+constexpr int kSplits[] = {1, 2, 8};  // none, a pair, a whole block per item
+
+struct LinearCase {
+  int R;
+  int64_t IC, OC;
+  bool bias, vec8;
+};
+
+// out = x w^T + bias on every split, against sum_k x[k] w[k] in double over the bf16 values: the
+// fp32 sums may differ from it by at most IC + 32 roundings of the sum of magnitudes.
+TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
+  const LinearCase cases[] = {{1, 64, 19, true, true},  {2, 48, 24, false, true}, {3, 40, 17, true, true},
+                              {5, 37, 9, true, false},  {8, 16, 8, true, true},   {4, 64, 12, false, false},
+                              {7, 200, 5, true, true}};
+  for (const LinearCase& c : cases)
+    for (int split : kSplits) {
+      SCOPED_TRACE("R " + std::to_string(c.R) + " IC " + std::to_string(c.IC) + " OC " + std::to_string(c.OC) +
+                   " split " + std::to_string(split) + (c.vec8 ? " 16-byte loads" : " scalar loads"));
+      const std::vector<uint16_t> x16 = bf16_bits(randn(size_t(c.R * c.IC), 1 + c.IC));
+      const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(c.OC * c.IC), 2 + c.OC, 0.2f));
+      const std::vector<float> bias = randn(size_t(c.OC), 3);
+      // One row more than R, NaN: a row at or past R must not be written.
+      std::vector<float> out(size_t((c.R + 1) * c.OC), NAN);
+      dispatch(c.R, c.vec8, [&](auto rows_c, auto vec_c) {
+        constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+        emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
+                    out.data(), x16.data(), w16.data(), c.bias ? bias.data() : nullptr, c.R, c.IC, c.OC, split);
+      });
+      for (int r = 0; r < c.R; r++)
+        for (int64_t o = 0; o < c.OC; o++) {
+          double ref = c.bias ? bias[size_t(o)] : 0.0, mag = std::fabs(ref);
+          for (int64_t k = 0; k < c.IC; k++) {
+            const double p = double(bf16_value(x16[size_t(r * c.IC + k)])) * bf16_value(w16[size_t(o * c.IC + k)]);
+            ref += p;
+            mag += std::fabs(p);
+          }
+          const float got = out[size_t(r * c.OC + o)];
+          ASSERT_LE(std::fabs(got - ref), double(c.IC + 32) * std::ldexp(mag, -24)) << "row " << r << " out " << o;
+        }
+      for (int64_t o = 0; o < c.OC; o++) ASSERT_TRUE(std::isnan(out[size_t(c.R * c.OC + o)])) << "row R written";
+    }
+}
+
+// q, k and v in one launch (bias, RoPE on q and k, k and v into the bf16 cache) against the CPU
+// table's unfused ops on the same inputs (gemv_cases.h says how close).
+TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
+  const std::pair<QkvCase, bool> cases[] = {{{1, 40, 4, 2, 8, true}, true},
+                                            {{3, 36, 4, 2, 8, true}, false},
+                                            {{8, 32, 2, 1, 16, false}, true},
+                                            {{5, 24, 6, 3, 4, true}, true}};
+  for (const auto& [c, vec8] : cases)
+    for (int split : kSplits) {
+      SCOPED_TRACE("R " + std::to_string(c.R) + " H " + std::to_string(c.H) + " d " + std::to_string(c.d) +
+                   " split " + std::to_string(split));
+      const QkvInputs in(c);
+      std::vector<float> q(size_t(c.R * in.qd), NAN);
+      std::vector<uint16_t> kc = in.cache0, vc = in.cache0;
+      const DecodeQkv a = in.args(q.data(), kc.data(), vc.data());
+      const QkvArgs args{a.x16, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
+                         reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
+                         a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
+      const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
+      dispatch(c.R, vec8, [&](auto rows_c, auto vec_c) {
+        constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+        emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows>, gemv_qkv_kernel<kRows, kVec>,
+                    args, c.R, split);
+      });
+      in.expect_matches(q, kc, vc);
+    }
+}
+
+// bf16(silu(gate) * up) from the two products in one launch, against the CPU table's GEMMs and
+// swiglu_forward_w16: each output the same bf16 or its neighbour, nearly all identical.
+TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
+  const std::pair<GateUpCase, bool> cases[] = {{{1, 24, 37, true}, true}, {{2, 20, 11, true}, false},
+                                               {{5, 64, 9, false}, true}, {{8, 16, 16, true}, true}};
+  for (const auto& [c, vec8] : cases)
+    for (int split : kSplits) {
+      SCOPED_TRACE("R " + std::to_string(c.R) + " IC " + std::to_string(c.IC) + " I " + std::to_string(c.I) +
+                   " split " + std::to_string(split));
+      const GateUpInputs in(c);
+      std::vector<uint16_t> out(size_t((c.R + 1) * c.I), 0xFFFF);  // a row past R, NaN, stays NaN
+      dispatch(c.R, vec8, [&](auto rows_c, auto vec_c) {
+        constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+        emu::launch({blocks_for(c.I, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
+                    gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()), in.x16.data(),
+                    in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
+      });
+      expect_bf16_neighbours(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, 0.95,
+                             "output");
+      for (size_t i = in.ref.size(); i < out.size(); i++) ASSERT_EQ(out[i], 0xFFFF) << "row R written";
+    }
+}
+
+// The launch geometry: a split doubles while the device has fewer than 8,192 warps and each lane
+// keeps at least one 8-element pack; the blocks cover every item exactly.
+TEST(GemvEmulated, LaunchGeometryCoversEveryItem) {
+  EXPECT_EQ(split_for(896, 896), 2);       // 0.5B's q: 112 packs, 1.75 per lane at split 2; 4 would leave lanes idle
+  EXPECT_EQ(split_for(896, 4864), 8);      // 0.5B's down: 608 packs over few items
+  EXPECT_EQ(split_for(151936, 896), 1);    // the LM head: items enough
+  EXPECT_EQ(split_for(4096, 8960), 2);     // 4,096 x 2 warps reach 8,192
+  EXPECT_EQ(split_for(100, 64), 1);        // 8 packs: a warp of lanes would sit idle on a split
+  for (int split : kSplits)
+    for (int64_t items : {1, 7, 8, 9, 100}) {
+      const int64_t per_block = kWarps / split;
+      EXPECT_GE(int64_t(blocks_for(items, split)) * per_block, items);
+      EXPECT_LT((int64_t(blocks_for(items, split)) - 1) * per_block, items);
+    }
+  EXPECT_THROW(dispatch(0, true, [](auto, auto) {}), std::invalid_argument);
+  EXPECT_THROW(dispatch(kMaxRows + 1, true, [](auto, auto) {}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace azr::kernels::cuda_detail::gemv
