@@ -269,6 +269,39 @@ int main(int argc, char** argv) {
     const double c = time_cpu([&] { cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, s); });
     rows.push_back({"attention_decode", "64 rows x 2048 cached positions", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
                     bytes / g / peak_bw});
+
+    // The Bf16 table's decode over a bf16 cache: the lane-group kernel (attention_decode.cuh)
+    // against one position per warp (the baseline, in the "cpu" column's place), at 1.5B's heads
+    // with long rows and at 0.5B's with the short rows of model_speed_bench's batch 256.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    struct DecodeShape {
+      int64_t R, cap, H, KV, d;
+    };
+    for (const DecodeShape ds : {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64}}) {
+      const int64_t st = ds.cap * ds.KV * ds.d;
+      auto k16 = upload16(randn(size_t(ds.R * st), 6)), v16 = upload16(randn(size_t(ds.R * st), 7));
+      auto q16 = upload(randn(size_t(ds.R * ds.H * ds.d), 8));
+      std::vector<int32_t> sl(size_t(ds.R)), ps(size_t(ds.R), int32_t(ds.cap - 1));
+      for (int64_t r = 0; r < ds.R; r++) sl[size_t(r)] = int32_t(r);
+      Buffer<int32_t> dsl(cuda_ops(), size_t(ds.R)), dps(cuda_ops(), size_t(ds.R));
+      dsl.upload(sl.data(), sl.size());
+      dps.upload(ps.data(), ps.size());
+      Buffer<float> o(cuda_ops(), size_t(ds.R * ds.H * ds.d));
+      Buffer<uint16_t> o16(cuda_ops(), size_t(ds.R * ds.H * ds.d));
+      const AttentionShape sh{0, 0, ds.H, ds.KV, ds.d, st, nullptr};
+      const double cache_bytes = 2.0 * double(ds.R) * double(ds.cap) * double(ds.KV * ds.d) * 2.0;
+      auto time_kernel = [&](bool lane_groups) {
+        cuda_detail::cuda_set_decode_lane_groups(lane_groups);
+        const double t = time_gpu_queued([&] { gpu16.attention_decode_w16(o.data(), o16.data(), q16.data(), k16.data(), v16.data(), dsl.data(), dps.data(), ds.R, sh); }, reps, 20);
+        cuda_detail::cuda_set_decode_lane_groups(true);
+        return t;
+      };
+      const double lg = time_kernel(true), warp = time_kernel(false);
+      rows.push_back({"attn_decode bf16", std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) + ", " +
+                                              std::to_string(ds.H) + "/" + std::to_string(ds.KV) + " x " +
+                                              std::to_string(ds.d) + "; base = warp per position",
+                      "GB/s", cache_bytes / lg / 1e9, cache_bytes / warp / 1e9, cache_bytes / lg / peak_bw});
+    }
   }
   {  // token statistics over the full vocabulary, 512 rows
     const int64_t n = 512;

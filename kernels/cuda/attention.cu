@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 
@@ -258,9 +259,10 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
 // positions, each with its own online softmax, merged through shared memory at the end.
 // When the (row, kv head) blocks are too few to fill the GPU (batch 1), the positions are split
 // across blocks as well (flash-decoding): each split writes its unnormalised partial (max, sum,
-// acc) and attention_decode_combine_kernel merges them.
-constexpr int kDecodeWarps = 8;
-constexpr int kDecodeHeads = 8;        // query heads per block
+// acc) and decode_combine_kernel (attention_decode.cuh) merges them. Head dims 32, 64 and
+// 128 take attention_decode.cuh's lane-group kernel instead, which scores several positions per warp.
+using decode::kDecodeHeads;
+using decode::kDecodeWarps;
 constexpr int64_t kMinSplitKeys = 64;  // cache positions per split, at least
 
 // x[u] = p[u] for u < E as fp32; FULL: all E in bounds and aligned to E elements (d == 32 E).
@@ -361,47 +363,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
     for (int u = 0; u < E; u++)
       if (g < nh && u < left) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
-  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
-    const int g = int(idx / d);
-    const int64_t i = idx % d;
-    float M = -INFINITY;
-    for (int w = 0; w < kDecodeWarps; w++) M = fmaxf(M, m_s[w][g]);
-    float L = 0.f, O = 0.f;
-    for (int w = 0; w < kDecodeWarps; w++) {
-      const float c = m_s[w][g] == -INFINITY ? 0.f : expf(m_s[w][g] - M);  // a warp with no positions
-      L += l_s[w][g] * c;
-      O += acc_s[(w * kDecodeHeads + g) * d + i] * c;
-    }
-    const int64_t row = r * s.H + h0 + g;
-    if (splits == 1) {
-      out[row * d + i] = O / L;
-      if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
-    } else {
-      float* rec = part + (row * splits + z) * (d + 2);
-      if (i == 0) rec[0] = M, rec[1] = L;
-      rec[2 + i] = O;
-    }
-  }
-}
-
-// One warp per (row, head): merges the splits' partials into the output row.
-__global__ void attention_decode_combine_kernel(float* out, __nv_bfloat16* out16, const float* part, int64_t rows,
-                                                int64_t d, int splits) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (row >= rows) return;
-  const float* rec = part + row * splits * (d + 2);
-  float M = -INFINITY, L = 0.f;
-  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
-  for (int z = 0; z < splits; z++)
-    if (rec[z * (d + 2)] != -INFINITY) L += rec[z * (d + 2) + 1] * expf(rec[z * (d + 2)] - M);
-  for (int64_t i = lane; i < d; i += kWarp) {
-    float O = 0.f;
-    for (int z = 0; z < splits; z++)
-      if (rec[z * (d + 2)] != -INFINITY) O += rec[z * (d + 2) + 2 + i] * expf(rec[z * (d + 2)] - M);
-    out[row * d + i] = O / L;
-    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
-  }
+  decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part);
 }
 
 Dims dims_of(const AttentionShape& s) {
@@ -484,6 +446,10 @@ int multiprocessors() {
   return count;
 }
 
+// Head dims 32, 64 and 128 take attention_decode.cuh's lane-group kernel unless a benchmark or a
+// test asks for the one-position-per-warp kernel (cuda_set_decode_lane_groups).
+bool g_decode_lane_groups = true;
+
 // The splits' partials: grow-only, one per process (ops run on one stream).
 float* decode_partials(size_t n) {
   static DeviceScratch<> scratch;
@@ -515,23 +481,39 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
   const int64_t chunk = (capacity + splits - 1) / splits;
   float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
   const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));
-  const int E = int((s.d + kWarp - 1) / kWarp);
-  const bool full = s.d == int64_t(kWarp) * E;
-  auto launch = [&](auto e, auto f) {
-    launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, out16, part, q, kcache, vcache, slot,
-                                                                     pos, s, head_chunks, chunk);
-  };
-  auto launch_e = [&](auto e) { full ? launch(e, std::true_type{}) : launch(e, std::false_type{}); };
-  switch (E) {
-    case 1: launch_e(std::integral_constant<int, 1>{}); break;
-    case 2: launch_e(std::integral_constant<int, 2>{}); break;
-    case 3: launch_e(std::integral_constant<int, 3>{}); break;
-    default: launch_e(std::integral_constant<int, 4>{}); break;
+  if (g_decode_lane_groups && (s.d == 32 || s.d == 64 || s.d == 128)) {
+    const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
+    const size_t smem = decode::decode_smem_bytes(s.d);
+    auto launch = [&](auto lp) {
+      decode::decode_lane_groups_kernel<decltype(lp)::value, KV><<<grid, kDecodeWarps * kWarp, smem>>>(
+          out, out16, part, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
+    };
+    if (s.d == 32)
+      launch(std::integral_constant<int, 4>{});
+    else if (s.d == 64)
+      launch(std::integral_constant<int, 8>{});
+    else
+      launch(std::integral_constant<int, 16>{});
+    AZR_CUDA_LAUNCHED();
+  } else {
+    const int E = int((s.d + kWarp - 1) / kWarp);
+    const bool full = s.d == int64_t(kWarp) * E;
+    auto launch = [&](auto e, auto f) {
+      launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, out16, part, q, kcache, vcache,
+                                                                       slot, pos, s, head_chunks, chunk);
+    };
+    auto launch_e = [&](auto e) { full ? launch(e, std::true_type{}) : launch(e, std::false_type{}); };
+    switch (E) {
+      case 1: launch_e(std::integral_constant<int, 1>{}); break;
+      case 2: launch_e(std::integral_constant<int, 2>{}); break;
+      case 3: launch_e(std::integral_constant<int, 3>{}); break;
+      default: launch_e(std::integral_constant<int, 4>{}); break;
+    }
   }
   if (splits > 1) {
     const int64_t rows = R * s.H;
     constexpr int kWarpsPerBlock = 8;
-    attention_decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp>>>(
+    decode::decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp>>>(
         out, out16, part, rows, s.d, splits);
     AZR_CUDA_LAUNCHED();
   }
@@ -555,6 +537,8 @@ const float* rounded_through_bf16(DeviceScratch<>& scratch, const float* src, in
 DeviceScratch<> g_k16, g_v16;
 
 }  // namespace
+
+void cuda_set_decode_lane_groups(bool on) { g_decode_lane_groups = on; }
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& shape) {

@@ -35,10 +35,9 @@
 #pragma once
 
 #ifndef AZR_CUDA_EMULATION
-#include <cuda_bf16.h>
 #include <mma.h>
-#define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
 #endif
+#include "kernels/cuda/device_or_emulation.cuh"
 
 #include <cmath>
 #include <cstddef>

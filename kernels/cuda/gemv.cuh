@@ -25,10 +25,7 @@
 // tests/kernels/gemv_emulated_test.cpp can run them on the CPU through tests/kernels/cuda_emulation.h.
 #pragma once
 
-#ifndef AZR_CUDA_EMULATION
-#include <cuda_bf16.h>
-#define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
-#endif
+#include "kernels/cuda/device_or_emulation.cuh"
 
 #include <cstdint>
 #include <stdexcept>

@@ -91,6 +91,9 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
                           const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
                           const AttentionShape& s);
+// Decode attention's kernel for head dims 32, 64 and 128: attention_decode.cuh's lane groups (true,
+// the default) or attention.cu's one position per warp (false), for benchmarks and tests.
+void cuda_set_decode_lane_groups(bool on);
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);

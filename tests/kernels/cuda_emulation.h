@@ -1,10 +1,12 @@
 #pragma once
-// A CPU stand-in for the CUDA device features the tensor-core attention kernels
-// (kernels/cuda/attention_tensor_core.cuh), the few-row decode kernels (kernels/cuda/gemv.cuh) and
-// the unfiltered sampler (kernels/cuda/sampling_unfiltered.cuh) use, so their logic (tiling, masking, shared-memory staging, warp synchronisation, the split of
-// a row over warps) runs in CI, where there is no GPU. A test double, and only for those headers:
-// what it cannot show is the hardware's side (WMMA's real fragment layouts, alignment faults,
-// shared-memory limits, speed), which the GPU tests and benchmarks check.
+// A CPU stand-in for the CUDA device features that some kernels use, so that their logic (tiling,
+// masking, shared-memory staging, warp synchronisation, the split of rows over warps and blocks)
+// runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
+// attention_tensor_core.cuh), the few-row decode products (gemv.cuh), the unfiltered sampler
+// (sampling_unfiltered.cuh) and the lane-group decode attention (attention_decode.cuh). A test
+// double, and only for those headers: what it cannot show is the hardware's side (WMMA's real
+// fragment layouts, alignment faults, shared-memory limits, blocks running at once, speed), which
+// the GPU tests and benchmarks check.
 //
 // The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
@@ -32,7 +34,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 
 struct EmuDim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -45,6 +47,11 @@ struct __nv_bfloat16 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+struct float4 {
+  float x, y, z, w;
+};
+
+#define __align__(n) __attribute__((aligned(n)))
 
 namespace azr::emu {
 

@@ -322,38 +322,44 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << decode_case_name({c
 
 class CudaDecode : public CudaOps, public ::testing::WithParamInterface<DecodeCase> {};
 
+// Head dims 32, 64 and 128 run both kernels: the lane groups (the default) and one position per warp.
 TEST_P(CudaDecode, MatchesCpu) {
   const DecodeCase c = GetParam();
-  const int64_t slots = c.R + 2, stride = c.capacity * c.KV * c.d;
-  std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
-  for (int64_t r = 0; r < c.R; r++) {
-    slot[size_t(r)] = int32_t(c.R - r);                                          // distinct, reversed
-    pos[size_t(r)] = int32_t(r == 0 ? c.capacity - 1 : (r * 37) % c.capacity);  // the full cache, and position 0
+  for (const bool lane_groups : {true, false}) {
+    SCOPED_TRACE(lane_groups ? "lane-group kernel" : "one position per warp");
+    cuda_detail::cuda_set_decode_lane_groups(lane_groups);
+    const int64_t slots = c.R + 2, stride = c.capacity * c.KV * c.d;
+    std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
+    for (int64_t r = 0; r < c.R; r++) {
+      slot[size_t(r)] = int32_t(c.R - r);                                          // distinct, reversed
+      pos[size_t(r)] = int32_t(r == 0 ? c.capacity - 1 : (r * 37) % c.capacity);  // the full cache, and position 0
+    }
+    const auto kc = randn(slots * stride, 25), vc = randn(slots * stride, 26), q = randn(c.R * c.H * c.d, 27);
+    const AttentionShape s{0, 0, c.H, c.KV, c.d, stride, nullptr};
+    std::vector<float> out(size_t(c.R * c.H * c.d));
+    auto d_q = to_device(q), d_out = to_device(std::vector<float>(out.size(), 7.f));  // every element written
+    auto d_slot = to_device(slot), d_pos = to_device(pos);
+    if (c.bf16) {
+      std::vector<uint16_t> k16(kc.size()), v16(vc.size());
+      cpu_bf16_matmul_ops().to_bf16(k16.data(), kc.data(), int64_t(kc.size()));
+      cpu_bf16_matmul_ops().to_bf16(v16.data(), vc.data(), int64_t(vc.size()));
+      cpu_bf16_matmul_ops().attention_decode_w16(out.data(), nullptr, q.data(), k16.data(), v16.data(), slot.data(),
+                                                 pos.data(), c.R, s);
+      auto d_k = to_device(k16), d_v = to_device(v16);
+      Buffer<uint16_t> d_out16(cuda_ops(), out.size()), d_want16(cuda_ops(), out.size());
+      cuda_bf16_matmul_ops().attention_decode_w16(d_out.data(), d_out16.data(), d_q.data(), d_k.data(), d_v.data(),
+                                                  d_slot.data(), d_pos.data(), c.R, s);
+      // out16 is out rounded, whichever path (split or not) wrote it
+      cuda_bf16_matmul_ops().to_bf16(d_want16.data(), d_out.data(), int64_t(out.size()));
+      EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
+    } else {
+      cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, s);
+      auto d_k = to_device(kc), d_v = to_device(vc);
+      gpu.attention_decode(d_out.data(), d_q.data(), d_k.data(), d_v.data(), d_slot.data(), d_pos.data(), c.R, s);
+    }
+    expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
   }
-  const auto kc = randn(slots * stride, 25), vc = randn(slots * stride, 26), q = randn(c.R * c.H * c.d, 27);
-  const AttentionShape s{0, 0, c.H, c.KV, c.d, stride, nullptr};
-  std::vector<float> out(size_t(c.R * c.H * c.d));
-  auto d_q = to_device(q), d_out = to_device(std::vector<float>(out.size(), 7.f));  // every element written
-  auto d_slot = to_device(slot), d_pos = to_device(pos);
-  if (c.bf16) {
-    std::vector<uint16_t> k16(kc.size()), v16(vc.size());
-    cpu_bf16_matmul_ops().to_bf16(k16.data(), kc.data(), int64_t(kc.size()));
-    cpu_bf16_matmul_ops().to_bf16(v16.data(), vc.data(), int64_t(vc.size()));
-    cpu_bf16_matmul_ops().attention_decode_w16(out.data(), nullptr, q.data(), k16.data(), v16.data(), slot.data(),
-                                               pos.data(), c.R, s);
-    auto d_k = to_device(k16), d_v = to_device(v16);
-    Buffer<uint16_t> d_out16(cuda_ops(), out.size()), d_want16(cuda_ops(), out.size());
-    cuda_bf16_matmul_ops().attention_decode_w16(d_out.data(), d_out16.data(), d_q.data(), d_k.data(), d_v.data(),
-                                                d_slot.data(), d_pos.data(), c.R, s);
-    // out16 is out rounded, whichever path (split or not) wrote it
-    cuda_bf16_matmul_ops().to_bf16(d_want16.data(), d_out.data(), int64_t(out.size()));
-    EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
-  } else {
-    cpu.attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, s);
-    auto d_k = to_device(kc), d_v = to_device(vc);
-    gpu.attention_decode(d_out.data(), d_q.data(), d_k.data(), d_v.data(), d_slot.data(), d_pos.data(), c.R, s);
-  }
-  expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
+  cuda_detail::cuda_set_decode_lane_groups(true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,

@@ -1,0 +1,207 @@
+// Decode attention over the KV cache, the parts shared by attention.cu's kernels and the
+// lane-group kernel for head dims of 32, 64 and 128 (Qwen2.5's 64 and 128).
+//
+// attention.cu's attention_decode_kernel gives a warp one cache position at a time, each lane E =
+// d / 32 elements of it, so every position costs a whole-warp reduction (five shuffles) and two
+// exponentials per query head: at d = 64 and 7 query heads per kv head, 35 shuffles and 14 exps for
+// 256 bytes of cache, and the kernel is bound by them, not by memory (the 2026-11-23 decode profile
+// at batch 256: 71 us a call for about 25 MB of cache, 355 GB/s, 32% of the step). Here a position takes LP = d / 8 lanes,
+// each holding 8 elements (one 16-byte load in bf16), so a warp scores 32 / LP positions at once
+// (4 at d = 64, 2 at d = 128), each group of LP lanes keeping its own online softmax; a score is a
+// reduction over LP lanes (log2 LP shuffles) and each lane's two exps cover its group's position.
+// At the end the groups of a warp merge by shuffles, then the warps through shared memory as
+// attention_decode_kernel's do (decode_write_merged). Same arithmetic per position (fp32 dot
+// products of bf16-rounded queries with the cached keys, an online softmax in fp32), in another
+// order.
+//
+// The kernels are in this header, apart from their launches (attention.cu), so that
+// tests/kernels/attention_decode_emulated_test.cpp can also run them on the CPU through
+// tests/kernels/cuda_emulation.h.
+#pragma once
+
+#include "kernels/cuda/device_or_emulation.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/reductions.cuh"
+
+namespace azr::kernels::cuda_detail::decode {
+
+constexpr int kDecodeWarps = 8;
+constexpr int kDecodeHeads = 8;  // query heads per block
+constexpr unsigned kFull = 0xffffffffu;
+
+struct DecodeDims {
+  int64_t H, d, group, kv_seq_stride, kv_row;
+  float scale;
+};
+
+// Shared memory of a decode block: each warp's accumulators [kDecodeWarps][kDecodeHeads][d].
+inline size_t decode_smem_bytes(int64_t d) { return sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * d); }
+
+// The block's last step: the warps' softmax states (running max m_s, sum l_s, accumulators acc_s)
+// merged, then the output rows h0 .. h0 + nh - 1 of row r written: out (and out16, its bf16 rounding,
+// unless null) when splits == 1; otherwise split z's record of (max, sum, acc[d]) in part, [R, H,
+// splits] records, for decode_combine_kernel. Called after the barrier that follows the stores.
+__device__ inline void decode_write_merged(const float* acc_s, const float (*m_s)[kDecodeHeads],
+                                           const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
+                                           int64_t r, int64_t h0, int splits, int z, float* out,
+                                           __nv_bfloat16* out16, float* part) {
+  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
+    const int g = int(idx / d);
+    const int64_t i = idx % d;
+    float M = -INFINITY;
+    for (int w = 0; w < kDecodeWarps; w++) M = fmaxf(M, m_s[w][g]);
+    float L = 0.f, O = 0.f;
+    for (int w = 0; w < kDecodeWarps; w++) {
+      const float c = m_s[w][g] == -INFINITY ? 0.f : expf(m_s[w][g] - M);  // a warp with no positions
+      L += l_s[w][g] * c;
+      O += acc_s[(w * kDecodeHeads + g) * d + i] * c;
+    }
+    const int64_t row = r * H + h0 + g;
+    if (splits == 1) {
+      out[row * d + i] = O / L;
+      if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
+    } else {
+      float* rec = part + (row * splits + z) * (d + 2);
+      if (i == 0) rec[0] = M, rec[1] = L;
+      rec[2 + i] = O;
+    }
+  }
+}
+
+// One warp per (row, head): merges the splits' partials into the output row.
+__global__ void decode_combine_kernel(float* out, __nv_bfloat16* out16, const float* part, int64_t rows, int64_t d,
+                                      int splits) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = int(threadIdx.x) % kWarp;
+  if (row >= rows) return;
+  const float* rec = part + row * splits * (d + 2);
+  float M = -INFINITY, L = 0.f;
+  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
+  for (int z = 0; z < splits; z++)
+    if (rec[z * (d + 2)] != -INFINITY) L += rec[z * (d + 2) + 1] * expf(rec[z * (d + 2)] - M);
+  for (int64_t i = lane; i < d; i += kWarp) {
+    float O = 0.f;
+    for (int z = 0; z < splits; z++)
+      if (rec[z * (d + 2)] != -INFINITY) O += rec[z * (d + 2) + 2 + i] * expf(rec[z * (d + 2)] - M);
+    out[row * d + i] = O / L;
+    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
+  }
+}
+
+__device__ __forceinline__ float bf16_bits_value(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
+
+// x[0..8) = p[0..8) as fp32; p 16-byte aligned (bf16) or 32-byte aligned (fp32).
+__device__ __forceinline__ void load8(float (&x)[8], const __nv_bfloat16* p) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) x[2 * i] = bf16_bits_value(w[i] & 0xffffu), x[2 * i + 1] = bf16_bits_value(w[i] >> 16);
+}
+__device__ __forceinline__ void load8(float (&x)[8], const float* p) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+__device__ __forceinline__ float round_through_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+// grid (R, kv_heads * head_chunks, splits), block kDecodeWarps warps; LP = d / 8 lanes per
+// position (4, 8 or 16). As attention.cu's attention_decode_kernel in what it reads and writes.
+// Two blocks per multiprocessor (at most 128 registers a thread): with one, 8 warps are too few to
+// hide the cache's latency. The queries sit in shared memory, not registers, for that.
+template <int LP, class KV>
+__global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
+    decode_lane_groups_kernel(float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
+                              const KV* vcache, const int32_t* slot, const int32_t* pos, DecodeDims s,
+                              int head_chunks, int64_t chunk) {
+  static_assert(LP == 4 || LP == 8 || LP == 16, "head dims 32, 64, 128");
+  constexpr int kGroups = kWarp / LP;  // positions a warp scores at once
+  constexpr int64_t d = LP * 8;
+  AZR_DYNAMIC_SHARED(smem_raw);
+  float* acc_s = reinterpret_cast<float*>(smem_raw);
+  __shared__ float m_s[kDecodeWarps][kDecodeHeads], l_s[kDecodeWarps][kDecodeHeads];
+  __shared__ __align__(16) float q_s[kDecodeHeads * d];
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, group = lane / LP;
+  const int64_t e0 = int64_t(lane % LP) * 8;
+  const int64_t r = blockIdx.x, kvh = blockIdx.y / head_chunks;
+  const int64_t h0 = kvh * s.group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
+  const int nh = int(min(int64_t(kDecodeHeads), (kvh + 1) * s.group - h0));
+  const int splits = int(gridDim.z), z = int(blockIdx.z);
+  const int64_t n = int64_t(pos[r]) + 1, begin = int64_t(z) * chunk;
+  const int64_t end = z == splits - 1 ? n : min(n, begin + chunk);
+
+  // The block's nh query heads are adjacent in q's row.
+  for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) {
+    const float x = q[(r * s.H + h0) * d + i];
+    q_s[i] = std::is_same_v<KV, __nv_bfloat16> ? round_through_bf16(x) : x;  // a bf16 cache: bf16 queries
+  }
+  float acc[kDecodeHeads][8], m[kDecodeHeads], l[kDecodeHeads];
+#pragma unroll
+  for (int g = 0; g < kDecodeHeads; g++) {
+    m[g] = -INFINITY, l[g] = 0.f;
+#pragma unroll
+    for (int u = 0; u < 8; u++) acc[g][u] = 0.f;
+  }
+  __syncthreads();
+  const KV* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
+  const KV* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * d + e0;
+  constexpr int64_t kStep = int64_t(kDecodeWarps) * kGroups;
+  float kx[8] = {}, vx[8] = {};
+  int64_t j = begin + int64_t(warp) * kGroups + group;
+  // Every lane of the warp runs the same iterations (the shuffles need them all); a group whose
+  // position is past the end scores -inf, which adds nothing. No prefetch of the next positions
+  // (it would cost the registers that let two blocks share a multiprocessor).
+  for (int64_t j0 = begin + int64_t(warp) * kGroups; j0 < end; j0 += kStep, j += kStep) {
+    const bool valid = j < end;
+    if (valid) load8(kx, kb + j * s.kv_row), load8(vx, vb + j * s.kv_row);
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++) {
+      if (g >= nh) break;  // uniform across the block
+      const float4 qa = reinterpret_cast<const float4*>(q_s + g * d + e0)[0],
+                   qb = reinterpret_cast<const float4*>(q_s + g * d + e0)[1];
+      float dot = qa.x * kx[0] + qa.y * kx[1] + qa.z * kx[2] + qa.w * kx[3];
+      dot += qb.x * kx[4] + qb.y * kx[5] + qb.z * kx[6] + qb.w * kx[7];
+#pragma unroll
+      for (int o = LP / 2; o > 0; o /= 2) dot += __shfl_xor_sync(kFull, dot, o);
+      const float sc = valid ? dot * s.scale : -INFINITY;
+      const float m_new = fmaxf(m[g], sc);
+      if (m_new == -INFINITY) continue;  // nothing scored in this group yet: its state stays empty
+      const float corr = expf(m[g] - m_new), p = expf(sc - m_new);
+      l[g] = l[g] * corr + p;
+#pragma unroll
+      for (int u = 0; u < 8; u++) acc[g][u] = acc[g][u] * corr + p * vx[u];
+      m[g] = m_new;
+    }
+  }
+
+  // The warp's groups merge: lanes LP apart hold the same elements of different positions.
+#pragma unroll
+  for (int o = LP; o < kWarp; o *= 2)
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++) {
+      if (g >= nh) break;
+      const float m2 = __shfl_xor_sync(kFull, m[g], o), l2 = __shfl_xor_sync(kFull, l[g], o);
+      const float M = fmaxf(m[g], m2);
+      const float c1 = m[g] == -INFINITY ? 0.f : expf(m[g] - M), c2 = m2 == -INFINITY ? 0.f : expf(m2 - M);
+      l[g] = l[g] * c1 + l2 * c2;
+#pragma unroll
+      for (int u = 0; u < 8; u++) acc[g][u] = acc[g][u] * c1 + __shfl_xor_sync(kFull, acc[g][u], o) * c2;
+      m[g] = M;
+    }
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++) m_s[warp][g] = m[g], l_s[warp][g] = l[g];
+  if (lane < LP)
+#pragma unroll
+    for (int g = 0; g < kDecodeHeads; g++)
+      if (g < nh)
+#pragma unroll
+        for (int u = 0; u < 8; u++) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
+  __syncthreads();
+  decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part);
+}
+
+}  // namespace azr::kernels::cuda_detail::decode

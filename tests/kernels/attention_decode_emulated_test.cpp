@@ -1,0 +1,105 @@
+// The CUDA backend's lane-group decode attention (kernels/cuda/attention_decode.cuh) on the CPU,
+// through tests/kernels/cuda_emulation.h, a stand-in for the device, so that it runs in CI, where
+// there is no GPU: positions scored by groups of d / 8 lanes (d = 32, 64, 128), the groups' and
+// warps' softmax merges, query heads in chunks of 8 (group 10), positions split across blocks and
+// merged by the combine kernel, positions 0 and capacity - 1, fp32 and bf16 caches. Against the
+// CPU backend's attention_decode and the Bf16 table's attention_decode_w16 (kernels/cpu), as the
+// GPU test (CudaDecode) checks it on the hardware.
+//
+// Small shapes: every CUDA thread is a std::thread here.
+#include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
+//
+#include "kernels/cuda/attention_decode.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "tests/kernels/gemv_cases.h"
+#include "tests/kernels/random_inputs.h"
+
+namespace azr::kernels::cuda_detail::decode {
+namespace {
+
+using testing::bf16_bits;
+using testing::randn;
+
+struct Case {
+  int64_t R, H, KV, d, capacity;
+  bool bf16;
+  int splits;
+};
+
+// The kernels as attention.cu launches them, with `splits` blocks over each row's positions.
+template <class KV>
+void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const KV* vc, const int32_t* slot,
+         const int32_t* pos, const Case& c) {
+  const int64_t group = c.H / c.KV, head_chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
+  const int64_t chunk = (c.capacity + c.splits - 1) / c.splits;
+  const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
+  std::vector<float> part(size_t(c.R * c.H * c.splits * (c.d + 2)), NAN);
+  const EmuDim3 grid{unsigned(c.R), unsigned(c.KV * head_chunks), unsigned(c.splits)};
+  const size_t smem = decode_smem_bytes(c.d);
+  auto launch = [&](auto kernel) {
+    emu::launch(grid, kDecodeWarps * kWarp, smem, kernel, out, out16, part.data(), q, kc, vc, slot, pos, s,
+                int(head_chunks), chunk);
+  };
+  if (c.d == 32) launch(decode_lane_groups_kernel<4, KV>);
+  if (c.d == 64) launch(decode_lane_groups_kernel<8, KV>);
+  if (c.d == 128) launch(decode_lane_groups_kernel<16, KV>);
+  if (c.splits > 1) {
+    const int64_t rows = c.R * c.H;
+    emu::launch({unsigned((rows + 7) / 8), 1, 1}, 8 * kWarp, 0, decode_combine_kernel, out, out16,
+                static_cast<const float*>(part.data()), rows, c.d, c.splits);
+  }
+}
+
+TEST(DecodeEmulated, LaneGroupsMatchTheCpuDecode) {
+  const Case cases[] = {
+      {3, 14, 2, 64, 40, true, 1},    // 0.5B's heads: 4 positions per warp step
+      {3, 14, 2, 64, 40, true, 3},    // the same, positions split over 3 blocks
+      {2, 12, 2, 128, 21, false, 1},  // 1.5B's heads, an fp32 cache: 2 positions per step
+      {2, 12, 2, 128, 21, true, 2},
+      {2, 20, 2, 32, 9, true, 1},     // group 10: two chunks of query heads; 8 positions per step
+      {4, 4, 4, 32, 3, false, 1},     // no GQA, fewer positions than a step covers
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("R " + std::to_string(c.R) + " H " + std::to_string(c.H) + "/" + std::to_string(c.KV) + " d " +
+                 std::to_string(c.d) + " capacity " + std::to_string(c.capacity) + (c.bf16 ? " bf16" : " fp32") +
+                 " splits " + std::to_string(c.splits));
+    const int64_t slots = c.R + 1, stride = c.capacity * c.KV * c.d;
+    std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
+    for (int64_t r = 0; r < c.R; r++) {
+      slot[size_t(r)] = int32_t(c.R - r);  // distinct, reversed
+      pos[size_t(r)] = int32_t(r == 0 ? c.capacity - 1 : (r * 7) % c.capacity);  // the full cache; 0 at r = 3 of 21
+    }
+    const auto kc = randn(size_t(slots * stride), 25), vc = randn(size_t(slots * stride), 26),
+               q = randn(size_t(c.R * c.H * c.d), 27);
+    const AttentionShape shape{0, 0, c.H, c.KV, c.d, stride, nullptr};
+    const size_t n = size_t(c.R * c.H * c.d);
+    std::vector<float> want(n), got(n, NAN);
+    std::vector<uint16_t> got16(n, 0xFFFF);
+    if (c.bf16) {
+      const std::vector<uint16_t> k16 = bf16_bits(kc), v16 = bf16_bits(vc);
+      cpu_bf16_matmul_ops().attention_decode_w16(want.data(), nullptr, q.data(), k16.data(), v16.data(), slot.data(),
+                                                 pos.data(), c.R, shape);
+      run(got.data(), reinterpret_cast<__nv_bfloat16*>(got16.data()), q.data(),
+          reinterpret_cast<const __nv_bfloat16*>(k16.data()), reinterpret_cast<const __nv_bfloat16*>(v16.data()),
+          slot.data(), pos.data(), c);
+      EXPECT_EQ(got16, bf16_bits(got)) << "out16 is not out rounded";
+    } else {
+      cpu_ops().attention_decode(want.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, shape);
+      run(got.data(), static_cast<__nv_bfloat16*>(nullptr), q.data(), kc.data(), vc.data(), slot.data(), pos.data(),
+          c);
+    }
+    for (size_t i = 0; i < n; i++)
+      ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace azr::kernels::cuda_detail::decode
