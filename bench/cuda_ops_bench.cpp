@@ -333,14 +333,16 @@ int main(int argc, char** argv) {
     std::vector<float> lp(R_max);
     struct Mode {
       const char* label;
+      float temperature;
       int32_t top_k;
       float top_p;
     };
-    for (const Mode m : {Mode{"t=1", 0, 1.f}, Mode{"top_p=0.9", 0, 0.9f}, Mode{"top_k=50", 50, 1.f}})
+    for (const Mode m : {Mode{"t=1", 1.f, 0, 1.f}, Mode{"greedy", 0.f, 0, 1.f}, Mode{"top_p=0.9", 1.f, 0, 0.9f},
+                         Mode{"top_k=50", 1.f, 50, 1.f}})
       for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
         const double bytes = double(R) * double(V) * 4.0;
-        const double g = time_gpu([&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, 1.f, m.top_k, m.top_p); }, reps);
-        const double c = time_cpu([&] { cpu.sample_rows(tok.data(), lp.data(), logits.data(), u.data(), R, V, V, 1.f, m.top_k, m.top_p); });
+        const double g = time_gpu([&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, m.temperature, m.top_k, m.top_p); }, reps);
+        const double c = time_cpu([&] { cpu.sample_rows(tok.data(), lp.data(), logits.data(), u.data(), R, V, V, m.temperature, m.top_k, m.top_p); });
         rows.push_back({"sample_rows", std::to_string(R) + " rows x 151936, " + m.label, "GB/s", bytes / g / 1e9,
                         bytes / c / 1e9, bytes / g / peak_bw});
       }

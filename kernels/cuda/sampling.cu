@@ -12,7 +12,8 @@
 //
 // One kernel per mode, the mode being the same for every row of a call:
 // - greedy: block argmax (ties: lowest id, as std::max_element), then the winner's log-softmax at
-//   temperature 1.
+//   temperature 1 (sampling_greedy.cuh): a block per row, or, with too few rows to fill the GPU,
+//   each row split over up to 128 blocks.
 // - unfiltered: inverse CDF in id order, like the CPU (sampling_unfiltered.cuh): a block per row,
 //   or, with too few rows to fill the GPU, each row split over up to 128 blocks.
 // - filtered (top-k, top-p): the CPU walks the candidates by descending probability. Here the
@@ -24,14 +25,13 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/sampling_greedy.cuh"
 #include "kernels/cuda/sampling_unfiltered.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
 
-using sampling::block_inclusive_scan;
 using sampling::kThreads;
-using sampling::kWarps;
 using sampling::prob;
 using sampling::SampleArgs;
 
@@ -39,50 +39,6 @@ constexpr int kChunk = 2048;  // candidates sorted at a time: 2048 keys + their 
 constexpr int kRadixBits = 8;
 constexpr int kBins = 1 << kRadixBits;
 constexpr uint64_t kNoCursor = ~uint64_t(0);  // above every key: the walk starts at the top
-
-// The largest value and, among equal ones, the lowest index; every thread gets both.
-__device__ void block_argmax(float& v, int64_t& at, float* shared_v, int64_t* shared_at) {
-  auto merge = [&] {
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o /= 2) {
-      const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-      const int64_t at2 = __shfl_xor_sync(0xffffffffu, at, o);
-      if (v2 > v || (v2 == v && at2 < at)) v = v2, at = at2;
-    }
-  };
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  merge();
-  if (lane == 0) shared_v[warp] = v, shared_at[warp] = at;
-  __syncthreads();
-  v = lane < warps ? shared_v[lane] : -INFINITY;
-  at = lane < warps ? shared_at[lane] : INT64_MAX;
-  merge();
-  __syncthreads();
-}
-
-// ---- greedy ---------------------------------------------------------------------------------
-
-__global__ void __launch_bounds__(kThreads) greedy_kernel(SampleArgs a) {
-  __shared__ float shared_v[32];
-  __shared__ int64_t shared_at[32];
-  __shared__ double shared_d[32];
-  const int64_t r = blockIdx.x;
-  const float* z = a.logits + r * a.V;
-  float best = -INFINITY;
-  int64_t at = INT64_MAX;
-  // Ascending j: strict > keeps the first maximum; a thread's first entry is taken whatever it
-  // is, so that even an all -inf row gives std::max_element's answer, id 0.
-  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x)
-    if (z[j] > best || at == INT64_MAX) best = z[j], at = j;
-  block_argmax(best, at, shared_v, shared_at);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) sum += exp(double(z[j]) - double(best));
-  sum = block_sum(sum, shared_d);
-  if (threadIdx.x == 0) {
-    a.tokens[r] = int32_t(at);
-    a.logprobs[r] = float(-log(sum));
-  }
-}
 
 // ---- filtered: top-k and top-p --------------------------------------------------------------
 
@@ -310,12 +266,24 @@ __global__ void __launch_bounds__(kThreads) filtered_kernel(SampleArgs a) {
   }
 }
 
-// Unfiltered sampling (sampling_unfiltered.cuh): a block per row, or with few rows each row split
-// over blocks so that the whole GPU reads it.
-DeviceScratch<float> g_part_max;
-DeviceScratch<double> g_part_mass;
+// Greedy and unfiltered sampling (sampling_greedy.cuh, sampling_unfiltered.cuh): a block per row,
+// or with few rows each row split over blocks so that the whole GPU reads it.
+DeviceScratch<float> g_part_value;
+DeviceScratch<int64_t> g_part_at;
+DeviceScratch<double> g_part_sum;
 DeviceScratch<unsigned> g_tickets;
 int64_t g_tickets_zeroed = 0;
+
+// The per-row tickets of the split kernels, zero: a grown buffer is cleared once, and after that
+// each row's last block leaves its ticket at zero.
+unsigned* zeroed_tickets(int64_t R) {
+  unsigned* tickets = g_tickets.get(size_t(R));
+  if (R > g_tickets_zeroed) {
+    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R)));
+    g_tickets_zeroed = R;
+  }
+  return tickets;
+}
 
 int multiprocessors() {
   static int cached[64] = {};
@@ -332,17 +300,29 @@ void unfiltered(const SampleArgs& a, int64_t R) {
     sampling::unfiltered_kernel<<<unsigned(R), kThreads>>>(a);
     return;
   }
-  float* part_max = g_part_max.get(size_t(R * parts));
-  double* part_mass = g_part_mass.get(size_t(R * parts));
-  unsigned* tickets = g_tickets.get(size_t(R));
-  if (R > g_tickets_zeroed) {  // a grown buffer starts zeroed; after that each call leaves it so
-    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R)));
-    g_tickets_zeroed = R;
-  }
+  float* part_max = g_part_value.get(size_t(R * parts));
+  double* part_mass = g_part_sum.get(size_t(R * parts));
+  unsigned* tickets = zeroed_tickets(R);
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
   sampling::part_max_kernel<<<grid, kThreads>>>(a, part_max);
   AZR_CUDA_LAUNCHED();
   sampling::part_mass_kernel<<<grid, kThreads>>>(a, part_max, part_mass, tickets);
+}
+
+void greedy(const SampleArgs& a, int64_t R) {
+  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
+  if (parts == 1) {
+    sampling::greedy_kernel<<<unsigned(R), kThreads>>>(a);
+    return;
+  }
+  float* part_v = g_part_value.get(size_t(R * parts));
+  int64_t* part_at = g_part_at.get(size_t(R * parts));
+  double* part_sum = g_part_sum.get(size_t(R * parts));
+  unsigned* tickets = zeroed_tickets(R);
+  const dim3 grid{unsigned(parts), unsigned(R), 1u};
+  sampling::part_argmax_kernel<<<grid, kThreads>>>(a, part_v, part_at);
+  AZR_CUDA_LAUNCHED();
+  sampling::part_expsum_kernel<<<grid, kThreads>>>(a, part_v, part_at, part_sum, tickets);
 }
 
 }  // namespace
@@ -353,7 +333,7 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
   const SampleArgs a{tokens, logprobs, logits, u, V, V_limit, temperature == 0.f ? 0.0 : 1.0 / temperature,
                      top_k, top_p};
   if (temperature == 0.f)
-    greedy_kernel<<<unsigned(R), kThreads>>>(a);
+    greedy(a, R);
   else if ((top_k > 0 && top_k < V_limit) || top_p < 1.f)
     filtered_kernel<<<unsigned(R), kThreads>>>(a);
   else

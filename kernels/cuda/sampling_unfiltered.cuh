@@ -23,27 +23,9 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/sampling_common.cuh"
 
 namespace azr::kernels::cuda_detail::sampling {
-
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / kWarp;
-
-struct SampleArgs {
-  int32_t* tokens;
-  float* logprobs;
-  const float* logits;
-  const double* u;
-  int64_t V, n;  // row stride; candidates are ids < n (V_limit)
-  double inv_t;  // 1 / temperature, as the CPU computes it (unused by greedy)
-  int32_t top_k;
-  float top_p;
-};
-
-__device__ __forceinline__ double prob(float z, double inv_t, double mx) {
-  return exp(__dsub_rn(__dmul_rn(double(z), inv_t), mx));
-}
 
 // Inclusive prefix sum over the block in thread order; *total gets the block's sum. `shared`
 // holds 32 values; the call ends with a barrier.
@@ -70,9 +52,6 @@ __device__ inline double block_inclusive_scan(double v, double* shared, double* 
   __syncthreads();
   return v;
 }
-
-// Part `part` of `parts` of a row of n: [from, to).
-__device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { return (n + parts - 1) / parts; }
 
 // mass[w] = the mass of warp w's segment of [from, to), kWarps contiguous segments of `seg`
 // tokens, lanes striding within each; returns seg. Ends with a barrier.
@@ -156,18 +135,18 @@ __global__ void __launch_bounds__(kThreads) unfiltered_kernel(SampleArgs a) {
 // (blockIdx.x = p, blockIdx.y = r, gridDim.x = parts).
 __global__ void __launch_bounds__(kThreads) part_max_kernel(SampleArgs a, float* part_max) {
   __shared__ float shared_f[32];
-  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x, len = part_length(a.n, parts);
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
-  const int64_t from = p * len, to = from + len < a.n ? from + len : a.n;
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
   float m = -INFINITY;
   for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) m = fmaxf(m, z[j]);
   m = block_max(m, shared_f);
   if (threadIdx.x == 0) part_max[r * parts + p] = m;
 }
 
-// Few rows, second kernel: each part's mass into part_mass; the row's last block picks the token.
-// tickets[r] counts the row's finished blocks; it is 0 before the launch, and the last block puts
-// it back to 0.
+// Few rows, second kernel: each part's mass into part_mass; the row's last block (by tickets,
+// last_block_of_row) picks the token.
 __global__ void __launch_bounds__(kThreads)
     part_mass_kernel(SampleArgs a, const float* part_max, double* part_mass, unsigned* tickets) {
   __shared__ float shared_f[32];
@@ -177,27 +156,22 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double total_s, target_s, carry_s;
   __shared__ int64_t from_s, part_end_s;
   __shared__ bool last_s;
-  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x, len = part_length(a.n, parts);
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
 
   float m = -INFINITY;
   for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) m = fmaxf(m, part_max[r * parts + q]);
   const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
-  const int64_t from = p * len, to = from + len < a.n ? from + len : a.n;
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
   double s = 0;
   for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) s += prob(z[j], a.inv_t, mx);
   s = block_sum(s, shared_d);
-  if (threadIdx.x == 0) {
-    part_mass[r * parts + p] = s;
-    __threadfence();  // the mass is visible to every block before the ticket that announces it
-    last_s = atomicAdd(&tickets[r], 1u) == unsigned(parts - 1);
-  }
-  __syncthreads();
-  if (!last_s) return;
+  if (threadIdx.x == 0) part_mass[r * parts + p] = s;
+  if (!last_block_of_row(tickets, r, parts, &last_s)) return;
 
   // The row's last block: every part's mass is in (read past the L1 cache, hence volatile).
   if (threadIdx.x == 0) {
-    __threadfence();
     const volatile double* pm = part_mass + r * parts;
     double total = 0;
     for (int64_t q = 0; q < parts; q++) total += pm[q];
@@ -205,26 +179,14 @@ __global__ void __launch_bounds__(kThreads)
     int64_t q = 0;
     double before = 0;
     while (q < parts - 1 && !(before + pm[q] > target)) before += pm[q++];
-    total_s = total, target_s = target, carry_s = before, from_s = q * len;
-    part_end_s = from_s + len < a.n ? from_s + len : a.n;
-    tickets[r] = 0;  // ready for the next call
+    total_s = total, target_s = target, carry_s = before;
+    part_range(a.n, parts, q, &from_s, &part_end_s);
   }
   __syncthreads();
   const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
   if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
   __syncthreads();
   finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
-}
-
-// The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about two blocks
-// per multiprocessor in all, each part at least two tokens per thread, at most kMaxParts. 1 means
-// one block per row (unfiltered_kernel).
-constexpr int64_t kMaxParts = 128;
-inline int64_t parts_for(int64_t R, int64_t n, int sms) {
-  int64_t parts = 2 * int64_t(sms) / (R > 0 ? R : 1);
-  if (parts > kMaxParts) parts = kMaxParts;
-  if (parts > n / (2 * kThreads)) parts = n / (2 * kThreads);
-  return parts < 2 ? 1 : parts;
 }
 
 }  // namespace azr::kernels::cuda_detail::sampling

@@ -1,16 +1,18 @@
-// The CUDA backend's unfiltered sampler (kernels/cuda/sampling_unfiltered.cuh) on the CPU, through
-// tests/kernels/cuda_emulation.h, a stand-in for the device, so that it runs in CI, where there is
-// no GPU: a block per row, and the few-rows path that splits each row over blocks (the parts'
-// maxima, their masses, the ticket that elects each row's last block, the choice of part, then of
-// warp segment, then the scan), against the CPU backend's sampler (model::sample_token, row by
-// row) on the same rows and uniforms: the same tokens, log-probs to float rounding. The GPU test
-// (CudaSampling) checks the same on the hardware, every mode and the full vocabulary; and only
-// there do a row's blocks run at once, which the ticket that elects the last block exists for
-// (here blocks run one after another, so any block that closes the row sees every part's mass).
+// The CUDA backend's unfiltered and greedy samplers (kernels/cuda/sampling_unfiltered.cuh,
+// sampling_greedy.cuh) on the CPU, through tests/kernels/cuda_emulation.h, a stand-in for the
+// device, so that they run in CI, where there is no GPU: a block per row, and the few-rows path
+// that splits each row over blocks (the parts' maxima or first maxima, their masses, the ticket
+// that elects each row's last block, the choice of part, then of warp segment, then the scan),
+// against the CPU backend's sampler (model::sample_token, row by row) on the same rows and
+// uniforms: the same tokens, log-probs to float rounding. The GPU test (CudaSampling) checks the
+// same on the hardware, every mode and the full vocabulary; and only there do a row's blocks run
+// at once, which the ticket that elects the last block exists for (here blocks run one after
+// another, so any block that closes the row sees every part's result).
 //
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
+#include "kernels/cuda/sampling_greedy.cuh"
 #include "kernels/cuda/sampling_unfiltered.cuh"
 
 #include <gtest/gtest.h>
@@ -105,6 +107,76 @@ TEST(SamplingEmulated, UnfilteredFallbackTakesTheLastTokenWithMass) {
   for (const int64_t parts : {int64_t(1), int64_t(2)}) {
     const Result got = run(logits, u, R, V, V, 1.f, parts);
     EXPECT_EQ(got.tokens, want) << "parts " << parts;
+  }
+}
+
+// Greedy as sampling.cu launches it; parts == 1: a block per row.
+Result run_greedy(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit, int64_t parts) {
+  Result out{std::vector<int32_t>(size_t(R), -1), std::vector<float>(size_t(R), NAN)};
+  const SampleArgs a{out.tokens.data(), out.logprobs.data(), logits.data(), nullptr, V, limit, 0.0, 0, 1.f};
+  if (parts == 1) {
+    emu::launch({unsigned(R), 1, 1}, kThreads, 0, greedy_kernel, a);
+    return out;
+  }
+  std::vector<float> part_v(size_t(R * parts), NAN);
+  std::vector<int64_t> part_at(size_t(R * parts), -1);
+  std::vector<double> part_sum(size_t(R * parts), NAN);
+  std::vector<unsigned> tickets(size_t(R), 0);
+  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_argmax_kernel, a, part_v.data(), part_at.data());
+  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_expsum_kernel, a,
+              static_cast<const float*>(part_v.data()), static_cast<const int64_t*>(part_at.data()), part_sum.data(),
+              tickets.data());
+  for (int64_t r = 0; r < R; r++) EXPECT_EQ(tickets[size_t(r)], 0u) << "row " << r << "'s tickets not reset";
+  return out;
+}
+
+void expect_greedy_matches_cpu(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit, int64_t parts) {
+  std::vector<int32_t> want(static_cast<size_t>(R));
+  std::vector<float> want_lp(static_cast<size_t>(R));
+  const std::vector<double> u(static_cast<size_t>(R), 0.5);  // unused by greedy
+  cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, 0.f, 0, 1.f);
+  const Result got = run_greedy(logits, R, V, limit, parts);
+  for (int64_t r = 0; r < R; r++) {
+    EXPECT_EQ(got.tokens[size_t(r)], want[size_t(r)]) << "row " << r;
+    EXPECT_NEAR(got.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
+        << "row " << r;
+  }
+}
+
+// The GPU test's greedy cases (awkward rows: -inf runs, a tied maximum at V/3 and V/2, which the
+// split puts in different parts, -0 beside +0).
+TEST(SamplingEmulated, GreedyTokensAreTheCpusOnEverySplit) {
+  const int64_t R = 4;
+  for (const int64_t V : {int64_t(263), int64_t(24000)}) {
+    const std::vector<float> base = randn(size_t(R * V), 73);
+    for (const SampleCase& c : kSampleCases) {
+      if (c.temperature != 0.f) continue;
+      std::vector<float> logits(base.size());
+      for (size_t i = 0; i < base.size(); i++) logits[i] = base[i] * c.scale;
+      make_awkward(logits, R, V);
+      for (const int64_t parts : {int64_t(1), int64_t(3)}) {
+        SCOPED_TRACE(std::string(c.name) + " V " + std::to_string(V) + " parts " + std::to_string(parts));
+        expect_greedy_matches_cpu(logits, R, V, V - c.limit_short, parts);
+      }
+    }
+  }
+}
+
+// Rows built for the split into 3 parts of 1,000: a first part that is all -inf (its own answer
+// is its first id, which must lose to any finite value); the same maximum at 1100 and 1612 (one
+// thread's, 512 apart, in one part) and at 2200 (another part): the lowest id wins. Against the
+// CPU and by hand, split and not.
+TEST(SamplingEmulated, GreedySplitRowsTakeTheFirstMaximum) {
+  const int64_t R = 2, V = 3000;
+  std::vector<float> logits = randn(size_t(R * V), 74);
+  for (int64_t j = 0; j < 1000; j++) logits[size_t(j)] = -INFINITY;
+  logits[size_t(2500)] = 50.f;
+  logits[size_t(V + 1100)] = logits[size_t(V + 1612)] = logits[size_t(V + 2200)] = 40.f;
+  for (const int64_t parts : {int64_t(1), int64_t(3)}) {
+    const Result got = run_greedy(logits, R, V, V, parts);
+    EXPECT_EQ(got.tokens[0], 2500) << "parts " << parts;
+    EXPECT_EQ(got.tokens[1], 1100) << "parts " << parts;
+    expect_greedy_matches_cpu(logits, R, V, V, parts);
   }
 }
 

@@ -1,0 +1,67 @@
+#pragma once
+// What the CUDA sampler's kernels share (sampling.cu, sampling_unfiltered.cuh, sampling_greedy.cuh):
+// the call's arguments, the block size, and how a row is split over blocks when the rows are too
+// few to fill the GPU.
+#include <cstdint>
+
+#include "kernels/cuda/reductions.cuh"
+
+namespace azr::kernels::cuda_detail::sampling {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kWarp;
+
+struct SampleArgs {
+  int32_t* tokens;
+  float* logprobs;
+  const float* logits;
+  const double* u;
+  int64_t V, n;  // row stride; candidates are ids < n (V_limit)
+  double inv_t;  // 1 / temperature, as the CPU computes it (unused by greedy)
+  int32_t top_k;
+  float top_p;
+};
+
+__device__ __forceinline__ double prob(float z, double inv_t, double mx) {
+  return exp(__dsub_rn(__dmul_rn(double(z), inv_t), mx));
+}
+
+// The length of each of `parts` parts of a row of n candidates (the last may be shorter).
+__device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { return (n + parts - 1) / parts; }
+
+// The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about two blocks
+// per multiprocessor in all, each part at least two tokens per thread, at most kMaxParts. 1 means
+// one block per row (unfiltered_kernel).
+constexpr int64_t kMaxParts = 128;
+inline int64_t parts_for(int64_t R, int64_t n, int sms) {
+  int64_t parts = 2 * int64_t(sms) / (R > 0 ? R : 1);
+  if (parts > kMaxParts) parts = kMaxParts;
+  if (parts > n / (2 * kThreads)) parts = n / (2 * kThreads);
+  return parts < 2 ? 1 : parts;
+}
+
+// Part p of a row of n split into parts: [*from, *to).
+__device__ __forceinline__ void part_range(int64_t n, int64_t parts, int64_t p, int64_t* from, int64_t* to) {
+  const int64_t len = part_length(n, parts);
+  *from = p * len;
+  *to = *from + len < n ? *from + len : n;
+}
+
+// Called by every thread of each of a row's `parts` blocks after thread 0 wrote the block's
+// partial result: true in the block that finishes the row last (tickets[r] counts the row's
+// finished blocks; 0 before the launch, and the last block puts it back to 0), which may then read
+// every part's result. `last` is a __shared__ flag of the block.
+__device__ inline bool last_block_of_row(unsigned* tickets, int64_t r, int64_t parts, bool* last) {
+  if (threadIdx.x == 0) {
+    __threadfence();  // the block's result is visible to every block before its ticket
+    *last = atomicAdd(&tickets[r], 1u) == unsigned(parts - 1);
+    if (*last) {
+      __threadfence();  // and the other blocks' results to this one
+      tickets[r] = 0;   // ready for the next call
+    }
+  }
+  __syncthreads();
+  return *last;
+}
+
+}  // namespace azr::kernels::cuda_detail::sampling

@@ -1,0 +1,124 @@
+// Greedy decoding on the CUDA backend (temperature 0: evaluation): the first maximum of each row,
+// as std::max_element, and its log-prob at temperature 1, -log sum_j exp(z_j - max) in double, as
+// the CPU (kernels/cpu/sampling.cpp) computes it.
+//
+// Two ways to cover a row, as for unfiltered sampling (sampling_unfiltered.cuh):
+// - greedy_kernel, one block per row (many rows);
+// - few rows (the tail of a batch, where most sequences have finished): each row split into
+//   gridDim.x parts, a block each. part_argmax_kernel finds each part's first maximum;
+//   part_expsum_kernel takes the row's from them (ties to the lowest id), sums its part's
+//   exp(z - max), and the row's last block to finish adds the parts' sums in part order.
+//
+// The kernels are in this header, apart from their launches (sampling.cu), so that
+// tests/kernels/sampling_emulated_test.cpp can also run them on the CPU through
+// tests/kernels/cuda_emulation.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/sampling_common.cuh"
+
+namespace azr::kernels::cuda_detail::sampling {
+
+// The largest value and, among equal ones, the lowest index; every thread gets both.
+__device__ inline void block_argmax(float& v, int64_t& at, float* shared_v, int64_t* shared_at) {
+  auto merge = [&] {
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+      const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+      const int64_t at2 = __shfl_xor_sync(0xffffffffu, at, o);
+      if (v2 > v || (v2 == v && at2 < at)) v = v2, at = at2;
+    }
+  };
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp, warps = int(blockDim.x) / kWarp;
+  merge();
+  if (lane == 0) shared_v[warp] = v, shared_at[warp] = at;
+  __syncthreads();
+  v = lane < warps ? shared_v[lane] : -INFINITY;
+  at = lane < warps ? shared_at[lane] : INT64_MAX;
+  merge();
+  __syncthreads();
+}
+
+// The first maximum of z[from, to) over the block; every thread gets it. Ascending j: strict >
+// keeps the first maximum; a thread's first entry is taken whatever it is, so that even an all
+// -inf range gives std::max_element's answer, its first id.
+__device__ inline void range_argmax(const float* z, int64_t from, int64_t to, float& best, int64_t& at,
+                                    float* shared_v, int64_t* shared_at) {
+  best = -INFINITY, at = INT64_MAX;
+  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x)
+    if (z[j] > best || at == INT64_MAX) best = z[j], at = j;
+  block_argmax(best, at, shared_v, shared_at);
+}
+
+// One block per row.
+__global__ void __launch_bounds__(kThreads) greedy_kernel(SampleArgs a) {
+  __shared__ float shared_v[32];
+  __shared__ int64_t shared_at[32];
+  __shared__ double shared_d[32];
+  const int64_t r = blockIdx.x;
+  const float* z = a.logits + r * a.V;
+  float best;
+  int64_t at;
+  range_argmax(z, 0, a.n, best, at, shared_v, shared_at);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x) sum += exp(double(z[j]) - double(best));
+  sum = block_sum(sum, shared_d);
+  if (threadIdx.x == 0) {
+    a.tokens[r] = int32_t(at);
+    a.logprobs[r] = float(-log(sum));
+  }
+}
+
+// Few rows, first kernel: part p of row r's first maximum, into part_v and part_at [R, parts]
+// (blockIdx.x = p, blockIdx.y = r, gridDim.x = parts).
+__global__ void __launch_bounds__(kThreads) part_argmax_kernel(SampleArgs a, float* part_v, int64_t* part_at) {
+  __shared__ float shared_v[32];
+  __shared__ int64_t shared_at[32];
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
+  float best;
+  int64_t at;
+  range_argmax(a.logits + r * a.V, from, to, best, at, shared_v, shared_at);
+  if (threadIdx.x == 0) part_v[r * parts + p] = best, part_at[r * parts + p] = at;
+}
+
+// Few rows, second kernel: each part's sum of exp(z - max) into part_sum; the row's last block (by
+// tickets, last_block_of_row) adds them in part order and writes the token and its log-prob.
+__global__ void __launch_bounds__(kThreads)
+    part_expsum_kernel(SampleArgs a, const float* part_v, const int64_t* part_at, double* part_sum,
+                       unsigned* tickets) {
+  __shared__ float shared_v[32];
+  __shared__ int64_t shared_at[32];
+  __shared__ double shared_d[32];
+  __shared__ bool last_s;
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
+  const float* z = a.logits + r * a.V;
+  // The row's first maximum from the parts' (a part's is its own first maximum, so the lowest id
+  // among the parts holding the largest value is the row's).
+  float best = -INFINITY;
+  int64_t at = INT64_MAX;
+  for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) {
+    const float v = part_v[r * parts + q];
+    const int64_t i = part_at[r * parts + q];
+    if (v > best || (v == best && i < at) || at == INT64_MAX) best = v, at = i;
+  }
+  block_argmax(best, at, shared_v, shared_at);
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
+  double sum = 0;
+  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) sum += exp(double(z[j]) - double(best));
+  sum = block_sum(sum, shared_d);
+  if (threadIdx.x == 0) part_sum[r * parts + p] = sum;
+  if (!last_block_of_row(tickets, r, parts, &last_s)) return;
+  if (threadIdx.x == 0) {
+    const volatile double* ps = part_sum + r * parts;  // read past the L1 cache
+    double total = 0;
+    for (int64_t q = 0; q < parts; q++) total += ps[q];
+    a.tokens[r] = int32_t(at);
+    a.logprobs[r] = float(-log(total));
+  }
+}
+
+}  // namespace azr::kernels::cuda_detail::sampling
