@@ -772,10 +772,14 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
         *att = take(R * qd), *k = take(R * kd), *v = take(R * kd), *gate = take(R * I), *up = take(R * I),
         *rstd = take(R), *out = take(R * V);
-  step_idx_.ensure(size_t(3 * R));
-  step_idx_.upload(tokens.data(), size_t(R), 0);
-  step_idx_.upload(slot.data(), size_t(R), size_t(R));
-  step_idx_.upload(pos.data(), size_t(R), size_t(2 * R));
+  // One upload, not three: on a GPU each is a synchronous copy, where the host waits for the
+  // device to drain.
+  std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
+  std::copy(tokens.begin(), tokens.end(), step_host.begin());
+  std::copy(slot.begin(), slot.end(), step_host.begin() + R);
+  std::copy(pos.begin(), pos.end(), step_host.begin() + 2 * R);
+  step_idx_.ensure(step_host.size());
+  step_idx_.upload(step_host.data(), step_host.size());
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   const kernels::Ops& o = *ops_;
   o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
