@@ -57,10 +57,7 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
 
 CudaAttentionKernel attention_from_environment() {
   const char* e = std::getenv("AZR_CUDA_ATTENTION");
-  const std::string value = e ? e : "";
-  if (value.empty() || value == "simt") return CudaAttentionKernel::Simt;
-  if (value == "tensor") return CudaAttentionKernel::TensorCore;
-  throw std::invalid_argument("AZR_CUDA_ATTENTION=" + value + ": expected simt or tensor");
+  return parse_cuda_attention(e ? e : "");
 }
 
 CudaAttentionKernel& attention_choice() {

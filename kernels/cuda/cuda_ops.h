@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/cuda_attention_choice.h"
 #include "kernels/ops.h"
 
 namespace azr::kernels {
@@ -49,8 +50,8 @@ std::string cuda_compiled_architectures();
 //   shapes run Simt.
 // The default is Simt until the tensor-core kernels have passed their GPU tests; the environment
 // variable AZR_CUDA_ATTENTION=tensor (or simt) sets the starting choice, and an unknown value is an
-// std::invalid_argument at the first attention call. Decode is unaffected.
-enum class CudaAttentionKernel { Simt, TensorCore };
+// std::invalid_argument at the first attention call (kernels/cuda_attention_choice.h: the enum and
+// the parsing). Decode is unaffected.
 void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
 

@@ -17,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/bf16_matmul.h"
+#include "kernels/cuda_attention_choice.h"
 #include "kernels/guarded/guarded_ops.h"
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
@@ -312,6 +313,23 @@ double relative_l2(std::span<const float> a, std::span<const float> b) {
 
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
 // not equal. (Both models start from the same seed, so the weights are identical.)
+// AZR_CUDA_ATTENTION's spellings (read by the CUDA backend at its first Bf16 attention, or when a
+// command resolves the backend): unset and "simt" keep the Simt kernels, "tensor" selects the
+// tensor-core ones, anything else stops with the variable and the values it takes.
+TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
+  EXPECT_EQ(parse_cuda_attention(""), CudaAttentionKernel::Simt);
+  EXPECT_EQ(parse_cuda_attention("simt"), CudaAttentionKernel::Simt);
+  EXPECT_EQ(parse_cuda_attention("tensor"), CudaAttentionKernel::TensorCore);
+  for (const char* bad : {"Tensor", "tensor ", "tc", "1"}) {
+    try {
+      parse_cuda_attention(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_ATTENTION=") + bad + ": expected simt or tensor");
+    }
+  }
+}
+
 TEST(CpuBf16Matmul, TheModelStaysNearTheFp32ModelButIsNotIt) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7, 7, 1, 30, 31}, {3, 3, 200}, {8, 1, 4, 4}});
