@@ -437,15 +437,6 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 namespace {
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0;
-    AZR_CUDA_CHECK(cudaGetDevice(&device));
-    return device_attribute(cudaDevAttrMultiProcessorCount, device);
-  }();
-  return count;
-}
-
 // Head dims 32, 64 and 128 take attention_decode.cuh's lane-group kernel unless a benchmark or a
 // test asks for the one-position-per-warp kernel (cuda_set_decode_lane_groups).
 bool g_decode_lane_groups = true;

@@ -18,6 +18,17 @@ inline int device_attribute(cudaDeviceAttr a, int device) {
   return v;
 }
 
+// The current device's multiprocessor count, which launches size their grids by; cached per device
+// (a query is a driver call, and a launch asks on every call).
+inline int multiprocessors() {
+  static int cached[64] = {};
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 64) return device_attribute(cudaDevAttrMultiProcessorCount, device);
+  if (cached[device] == 0) cached[device] = device_attribute(cudaDevAttrMultiProcessorCount, device);
+  return cached[device];
+}
+
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;

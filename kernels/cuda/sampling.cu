@@ -285,15 +285,6 @@ unsigned* zeroed_tickets(int64_t R) {
   return tickets;
 }
 
-int multiprocessors() {
-  static int cached[64] = {};
-  int device = 0;
-  AZR_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 64) return device_attribute(cudaDevAttrMultiProcessorCount, device);
-  if (cached[device] == 0) cached[device] = device_attribute(cudaDevAttrMultiProcessorCount, device);
-  return cached[device];
-}
-
 void unfiltered(const SampleArgs& a, int64_t R) {
   const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
   if (parts == 1) {
