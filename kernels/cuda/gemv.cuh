@@ -26,6 +26,7 @@
 #pragma once
 
 #include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/reductions.cuh"
 
 #include <cstdint>
 #include <stdexcept>
@@ -33,11 +34,9 @@
 
 namespace azr::kernels::cuda_detail::gemv {
 
-constexpr int kWarp = 32;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kMaxRows = 8;  // ops.h's kDecodeFusedMaxRows
-constexpr unsigned kFull = 0xffffffffu;
 
 // Shared memory for the partial sums: [kWarps][J][kRows] floats.
 template <int J, int kRows>
@@ -113,9 +112,7 @@ __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* cons
   for (int j = 0; j < J; j++)
 #pragma unroll
     for (int r = 0; r < kRows; r++) {
-      float v = acc[j][r];
-#pragma unroll
-      for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFull, v, o);
+      const float v = warp_sum(acc[j][r]);
       if (lane == 0) smem[(warp * J + j) * kRows + r] = v;
     }
   __syncthreads();
