@@ -299,28 +299,10 @@ void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const 
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
   if (ops_->decode_qkv_w16 && ln1.x16 && cache.bf16 && R <= kernels::kDecodeFusedMaxRows) {
-    kernels::DecodeQkv a;
-    a.x16 = ln1.x16;
-    a.wq = weights16(w.wq);
-    a.wk = weights16(w.wk);
-    a.wv = weights16(w.wv);
-    a.bq = w.bq;
-    a.bk = w.bk;
-    a.bv = w.bv;
-    a.cos = rope_cos_.data();
-    a.sin = rope_sin_.data();
-    a.slot = slot;
-    a.pos = pos;
-    a.q = q;
-    a.kcache = cache.k16_at(l);
-    a.vcache = cache.v16_at(l);
-    a.R = R;
-    a.H = H;
-    a.heads = nh;
-    a.kv_heads = nkv;
-    a.d = d;
-    a.slot_stride = cache.slot_stride();
-    ops_->decode_qkv_w16(a);
+    ops_->decode_qkv_w16({.x16 = ln1.x16, .wq = weights16(w.wq), .wk = weights16(w.wk), .wv = weights16(w.wv),
+                          .bq = w.bq, .bk = w.bk, .bv = w.bv, .cos = rope_cos_.data(), .sin = rope_sin_.data(),
+                          .slot = slot, .pos = pos, .q = q, .kcache = cache.k16_at(l), .vcache = cache.v16_at(l),
+                          .R = R, .H = H, .heads = nh, .kv_heads = nkv, .d = d, .slot_stride = cache.slot_stride()});
     return;
   }
   gemm_forward(q, ln1, w.wq, w.bq, R, H, nh * d);
