@@ -317,38 +317,55 @@ int main(int argc, char** argv) {
       if (o.decode) {
         const int64_t P = o.prompt_len, N = o.new_tokens;
         const double mean_pos = double(P) + double(N - 1) / 2.0;
-        for (const int64_t G : o.decode_batches) {
-          const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
-          const double t_n = timed_generate(model, prompts, N);
-          const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
-          const double step_s = (t_n - t_1) / double(N - 1);
-          const double tps = double(G * N) / t_n;
-          // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
-          const int value_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
-          const double bytes = decode_step_bytes(sh, G, mean_pos, value_bytes, value_bytes);
-          const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
-          const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
-          json j = {{"config", name},         {"workload", "decode"},       {"batch", G},
-                    {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
-                    {"prompt_len", P},        {"new_tokens", N},            {"azr_tokens_per_s", tps},
-                    {"azr_seconds", t_n},     {"azr_seconds_one_token", t_1}, {"azr_decode_step_ms", 1e3 * step_s},
-                    {"azr_step_bytes", bytes}, {"azr_bandwidth_fraction", bw}, {"bf16_bound_tokens_per_s", bf16_bound_tps}};
-          const json h = hf_decode(G);
-          double ratio = 0;
-          if (h.is_object()) {
-            j["hf"] = h;
-            if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
-            j["azr_over_hf"] = ratio;
+        // Each batch eagerly, and where the table can record (a GPU) also with the decode step recorded
+        // and replayed (CUDA graphs, Transformer::set_decode_graphs): the same process, the same prompts.
+        std::vector<bool> graph_modes = {false};
+        if (precision_ops.recorder.begin) graph_modes.push_back(true);
+        for (const int64_t G : o.decode_batches)
+          for (const bool graphs : graph_modes) {
+            model.set_decode_graphs(graphs);
+            const std::string mode = tag + (graphs ? " graphs" : "");
+            const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
+            const double t_n = timed_generate(model, prompts, N);
+            const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
+            const double step_s = (t_n - t_1) / double(N - 1);
+            const double tps = double(G * N) / t_n;
+            // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
+            const int value_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
+            const double bytes = decode_step_bytes(sh, G, mean_pos, value_bytes, value_bytes);
+            const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
+            const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
+            json j = {{"config", name},
+                      {"workload", "decode"},
+                      {"batch", G},
+                      {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
+                      {"prompt_len", P},
+                      {"new_tokens", N},
+                      {"azr_tokens_per_s", tps},
+                      {"azr_seconds", t_n},
+                      {"azr_seconds_one_token", t_1},
+                      {"azr_decode_step_ms", 1e3 * step_s},
+                      {"azr_step_bytes", bytes},
+                      {"azr_bandwidth_fraction", bw},
+                      {"bf16_bound_tokens_per_s", bf16_bound_tps},
+                      {"decode_graphs", graphs}};
+            const json h = hf_decode(G);
+            double ratio = 0;
+            if (h.is_object()) {
+              j["hf"] = h;
+              if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
+              j["azr_over_hf"] = ratio;
+            }
+            results.push_back(j);
+            char notes[160];
+            std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
+                          100 * bw, bf16_bound_tps);
+            table.push_back({name, "decode G=" + std::to_string(G) + mode, fmt(tps),
+                             h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
+            std::printf("  %-27s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G) + mode).c_str(), tps, notes);
+            std::fflush(stdout);
           }
-          results.push_back(j);
-          char notes[160];
-          std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
-                        100 * bw, bf16_bound_tps);
-          table.push_back({name, "decode G=" + std::to_string(G) + tag, fmt(tps),
-                           h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
-          std::printf("  %-20s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G) + tag).c_str(), tps, notes);
-          std::fflush(stdout);
-        }
+        model.set_decode_graphs(false);
       }
 
       if (o.train) {

@@ -77,11 +77,12 @@ namespace azr::cli {
 struct DeviceOptions {
   std::string device = "cpu";             // --device
   std::string matmul_precision = "fp32";  // --matmul-precision
+  bool decode_graphs = false;             // --decode-graphs (Transformer::set_decode_graphs)
 };
 // The model in the memory of the device; an unusable device or an unknown precision is a
 // UsageError saying why.
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device = {});
-// --device and --matmul-precision, for the commands that run a model.
+// --device, --matmul-precision and --decode-graphs, for the commands that run a model.
 void add_device_option(CLI::App* command, DeviceOptions& device);
 // --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
 std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);

@@ -43,6 +43,28 @@ struct DecodeQkv {
 // past it a decode step runs the unfused ops, whose GEMMs reuse weights across rows on tensor cores.
 constexpr int64_t kDecodeFusedMaxRows = 8;
 
+// A recording of ops (OpRecorder below): opaque, each backend casts its own type.
+struct OpGraph;
+
+// Recording a sequence of ops to replay it (CUDA graphs), where a backend can: a decode step at a
+// few rows is hundreds of launches that each cost more than their work, and a replay is one. While
+// recording (between begin() and end()), the ops called are recorded with their arguments, not
+// run; replay() runs them as recorded, the same kernels on the same pointers and sizes, reading
+// what the buffers hold at that time. The caller's duties: while recording, nothing uploads,
+// downloads, allocates, frees or returns a value to the host (sum_squares); the backend then fails
+// the recording with an exception, after which abandon() discards it. A recording holds every
+// pointer it was made with, the ops' own scratch included: it must be made anew after any of them
+// is freed, which generation() tells of for the scratch.
+struct OpRecorder {
+  void (*begin)() = nullptr;
+  OpGraph* (*end)() = nullptr;  // the recording, to replay() until release()
+  void (*abandon)() = nullptr;  // ends a recording that an exception interrupted, discarding it
+  void (*replay)(OpGraph* g) = nullptr;
+  void (*release)(OpGraph* g) = nullptr;  // g may be null
+  // Changes whenever an op reallocates its own scratch.
+  uint64_t (*generation)() = nullptr;
+};
+
 struct Ops {
   const char* name;
   // True when the backend's memory is host memory the program may read directly (kernels/cpu).
@@ -203,6 +225,10 @@ struct Ops {
   void (*decode_qkv_w16)(const DecodeQkv& a);
   void (*gate_up_swiglu_w16)(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
                              const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
+
+  // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
+  // cannot record (kernels/cpu, whose ops are not launch-bound).
+  OpRecorder recorder;
 };
 
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:

@@ -128,7 +128,8 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       head_entropy_(ops),
       head_logits_(ops),
       head_scratch_(ops),
-      prefill_logits_(ops) {
+      prefill_logits_(ops),
+      decode_graphs_(ops) {
   build_layout();
 }
 
@@ -744,7 +745,9 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
       throw std::invalid_argument("decode(): slot or position outside the KV cache");
     if (tokens[r] < 0 || tokens[r] >= c.vocab_size) throw std::invalid_argument("decode(): token id out of range");
   }
-  ensure_rope(int64_t(*std::max_element(pos.begin(), pos.end())) + 1);
+  // The whole cache's positions, not this step's: the tables then stay put while a generation runs,
+  // and so does a recording of the step that points at them.
+  ensure_rope(cache.capacity);
   fwd_kept_ = false;
   // Small per-step buffers: x, ln, q, k, v, att, tmp, gate, up, rstd, the logits; the step's
   // tokens, slots and positions on the backend.
@@ -763,22 +766,72 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   step_idx_.ensure(step_host.size());
   step_idx_.upload(step_host.data(), step_host.size());
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
-  const kernels::Ops& o = *ops_;
-  o.embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
-  // Each residual add is fused with the norm after it, the next layer's (or the final one).
-  GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
-  for (int64_t l = 0; l < c.num_hidden_layers; l++) {
-    const LayerWeights w = layer_weights(l, false);
-    decode_qkv(q, k, v, ln1, w, cache, l, slot_d, pos_d, R);
-    gemm_forward(tmp, attend_cache(att, q, cache, l, slot_d, pos_d, R), w.wo, w.bo, R, qd, H);
-    const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
-    gemm_forward(tmp, decode_gate_up(gate, up, ln2, w, R), w.wd, w.bd, R, I, H);
-    const float* next_norm =
-        l + 1 < c.num_hidden_layers ? layer_weights(l + 1, false).ln1 : params_.data() + norm_off_;
-    ln1 = residual_norm_for_gemms(x, ln, rstd, h, tmp, next_norm, R);
+  // The step's ops, from the token embeddings to the logits: everything a recording replays. Each
+  // residual add is fused with the norm after it, the next layer's (or the final one).
+  const auto step = [&] {
+    ops_->embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
+    GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
+    for (int64_t l = 0; l < c.num_hidden_layers; l++) {
+      const LayerWeights w = layer_weights(l, false);
+      decode_qkv(q, k, v, ln1, w, cache, l, slot_d, pos_d, R);
+      gemm_forward(tmp, attend_cache(att, q, cache, l, slot_d, pos_d, R), w.wo, w.bo, R, qd, H);
+      const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
+      gemm_forward(tmp, decode_gate_up(gate, up, ln2, w, R), w.wd, w.bd, R, I, H);
+      const float* next_norm =
+          l + 1 < c.num_hidden_layers ? layer_weights(l + 1, false).ln1 : params_.data() + norm_off_;
+      ln1 = residual_norm_for_gemms(x, ln, rstd, h, tmp, next_norm, R);
+    }
+    gemm_forward(out, ln1, params_.data() + head_off_, nullptr, R, H, V);
+  };
+  const kernels::OpRecorder& recorder = ops_->recorder;
+  if (!decode_graphs_on_ || !recorder.begin) {
+    step();
+    return out;
   }
-  gemm_forward(out, ln1, params_.data() + head_off_, nullptr, R, H, V);
+  // A stale bf16 copy of the weights is rounded here, before a recording or replay reads it: inside
+  // a recording the rounding would be recorded too and rerun on every replay.
+  if (ops_->to_bf16) weights16(params_.data());
+  decode_graphs_.use_key(decode_graph_key(cache));
+  if (kernels::OpGraph* g = decode_graphs_.find(R)) {
+    recorder.replay(g);
+    decode_graphs_.note_replay();
+    return out;
+  }
+  if (decode_graphs_.ready_to_record(R)) {
+    kernels::OpGraph* g = nullptr;
+    try {
+      recorder.begin();
+      step();
+      g = recorder.end();
+    } catch (const std::exception& e) {
+      recorder.abandon();
+      throw std::runtime_error("decode(): recording the step of " + std::to_string(R) +
+                               " rows failed (model.decode_graphs = false runs it without): " + e.what());
+    }
+    decode_graphs_.add(R, g);
+    recorder.replay(g);  // a recording runs nothing: this is the step
+    decode_graphs_.note_replay();
+    return out;
+  }
+  step();
+  decode_graphs_.use_key(decode_graph_key(cache));  // the step may have grown a buffer or an op's scratch
+  decode_graphs_.note_eager_step(R);
   return out;
+}
+
+DecodeGraphs::Key Transformer::decode_graph_key(const KVCache& cache) const {
+  const auto at = [](const void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); };
+  return {at(acts_.data()),     acts_.size(),      at(step_idx_.data()), step_idx_.size(),  // step buffers
+          at(params_.data()),   at(params16_.data()), at(gemm_in16_.data()), gemm_in16_.size(),  // weights, GEMM inputs
+          at(rope_cos_.data()), at(rope_sin_.data()), uint64_t(rope_positions_),                // RoPE tables
+          at(cache.k.data()),   at(cache.v.data()),   at(cache.k16.data()), at(cache.v16.data()),  // the KV cache
+          uint64_t(cache.slots), uint64_t(cache.capacity),
+          ops_->recorder.generation ? ops_->recorder.generation() : 0};  // the ops' own scratch
+}
+
+void Transformer::set_decode_graphs(bool on) {
+  decode_graphs_on_ = on;
+  if (!on) decode_graphs_.clear();
 }
 
 }  // namespace azr::model

@@ -25,6 +25,7 @@
 
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
+#include "model/decode_graphs.h"
 #include "model/hf_config.h"
 #include "model/memory_plan.h"
 
@@ -144,6 +145,15 @@ class Transformer {
   const float* decode_on_backend(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
                                  std::span<const int32_t> pos);
 
+  // Decode steps recorded once and replayed (model/decode_graphs.h) where the table can record
+  // (kernels::Ops::recorder: CUDA graphs), for the launch latency a step at a few rows is made of.
+  // A replay runs the recorded kernels on the same inputs, so its logits are the eager step's bit for
+  // bit. Off by default until it has been measured on a GPU; model.decode_graphs in a run config.
+  // No effect on a table that cannot record (the CPU).
+  void set_decode_graphs(bool on);
+  bool decode_graphs() const { return decode_graphs_on_; }
+  const DecodeGraphs& decode_graph_cache() const { return decode_graphs_; }
+
   // Bytes held by activations and buffers for the largest batch seen (for memory reports).
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
   size_t backward_scratch_bytes() const { return bwd_.size() * sizeof(float); }
@@ -206,6 +216,9 @@ class Transformer {
   // over gate's storage), the two GEMMs and SwiGLU otherwise.
   GemmInput decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w, int64_t R);
 
+  // Every address and size a decode step's recording holds, for DecodeGraphs::use_key.
+  DecodeGraphs::Key decode_graph_key(const KVCache& cache) const;
+
   ModelConfig config_;
   const kernels::Ops* ops_;
   std::vector<ParamTensor> tensors_;
@@ -249,6 +262,8 @@ class Transformer {
   kernels::Buffer<float> head_scratch_;  // a chunk's gathered rows, their gradients, dlogp/dent, logits
   bool head_logits_kept_ = false;
   kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill
+  bool decode_graphs_on_ = false;
+  DecodeGraphs decode_graphs_;
 };
 
 }  // namespace azr::model

@@ -99,6 +99,7 @@ model::Transformer initial_model(const TrainConfig& c, const kernels::Ops& ops) 
   };
   model::Transformer m = made();
   m.set_recompute(c.model.recompute);
+  m.set_decode_graphs(c.model.decode_graphs);
   return m;
 }
 

@@ -193,6 +193,7 @@ int train(const TrainOptions& opt) {
                     std::to_string(cfg.run.seed));
   model::Transformer m = ckpt ? load_model_dir(*ckpt, backend) : initial_model(cfg, backend);
   m.set_recompute(cfg.model.recompute);
+  m.set_decode_graphs(cfg.model.decode_graphs);
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   model::AdamWSettings aw;
   aw.lr = cfg.algorithm.lr;

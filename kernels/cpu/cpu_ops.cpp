@@ -510,6 +510,7 @@ const Ops kCpuOps = {
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
+    /*recorder=*/{},
 };
 
 }  // namespace

@@ -389,7 +389,7 @@ void simt_attention_forward(float* out, float* lse, const float* q, const float*
   if (shape.B == 0 || s.T == 0) return;
   const dim3 grid(unsigned((s.T + kRows - 1) / kRows), unsigned(s.H), unsigned(shape.B));
   const size_t smem = sizeof(float) * size_t(kRows * s.d + kTile * (s.d + 1) + kTile * s.d);
-  attention_forward_kernel<<<grid, kRows * kWarp, smem>>>(out, lse, q, k, v, s);
+  attention_forward_kernel<<<grid, kRows * kWarp, smem, op_stream()>>>(out, lse, q, k, v, s);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -404,12 +404,12 @@ void simt_attention_backward(float* dq, float* dk, float* dv, const float* dout,
 
   const dim3 qgrid(unsigned((s.T + kRows - 1) / kRows), unsigned(s.H), unsigned(B));
   const size_t qsmem = sizeof(float) * size_t(2 * kRows * s.d + 2 * kTile * (s.d + 1));
-  attention_dq_kernel<<<qgrid, kRows * kWarp, qsmem>>>(dq, dout, lse, D, q, k, v, s);
+  attention_dq_kernel<<<qgrid, kRows * kWarp, qsmem, op_stream()>>>(dq, dout, lse, D, q, k, v, s);
   AZR_CUDA_LAUNCHED();
 
   const dim3 kgrid(unsigned((s.T + kRows - 1) / kRows), unsigned(shape.kv_heads), unsigned(B));
   const size_t ksmem = sizeof(float) * size_t(2 * kRows * s.d + 2 * kTile * (s.d + 1) + 2 * kTile);
-  attention_dkdv_kernel<<<kgrid, kRows * kWarp, ksmem>>>(dk, dv, dout, lse, D, q, k, v, s);
+  attention_dkdv_kernel<<<kgrid, kRows * kWarp, ksmem, op_stream()>>>(dk, dv, dout, lse, D, q, k, v, s);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -420,7 +420,7 @@ const float* attention_row_dots(const float* dout, const float* out, const Atten
   const int64_t rows = shape.B * s.T * s.H;
   float* D = rowdot_scratch(size_t(std::max<int64_t>(rows, 1)));
   if (rows == 0) return D;
-  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256>>>(D, dout, out, s, shape.B);
+  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256, 0, op_stream()>>>(D, dout, out, s, shape.B);
   AZR_CUDA_LAUNCHED();
   return D;
 }
@@ -452,8 +452,8 @@ void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* pa
                           const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks,
                           int64_t chunk) {
   const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
-  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem>>>(out, out16, part, q, kcache, vcache,
-                                                                            slot, pos, s, head_chunks, chunk);
+  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
+      out, out16, part, q, kcache, vcache, slot, pos, s, head_chunks, chunk);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -476,7 +476,7 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
     const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
     const size_t smem = decode::decode_smem_bytes(s.d);
     auto launch = [&](auto lp) {
-      decode::decode_lane_groups_kernel<decltype(lp)::value, KV><<<grid, kDecodeWarps * kWarp, smem>>>(
+      decode::decode_lane_groups_kernel<decltype(lp)::value, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
           out, out16, part, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
     };
     if (s.d == 32)
@@ -504,8 +504,8 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
   if (splits > 1) {
     const int64_t rows = R * s.H;
     constexpr int kWarpsPerBlock = 8;
-    decode::decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp>>>(
-        out, out16, part, rows, s.d, splits);
+    decode::decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
+                                    op_stream()>>>(out, out16, part, rows, s.d, splits);
     AZR_CUDA_LAUNCHED();
   }
 }
@@ -519,7 +519,7 @@ __global__ void round_through_bf16_kernel(float* dst, const float* src, int64_t 
 const float* rounded_through_bf16(DeviceScratch<>& scratch, const float* src, int64_t n) {
   float* dst = scratch.get(size_t(n));
   if (n > 0) {
-    round_through_bf16_kernel<<<grid_for(n), 256>>>(dst, src, n);
+    round_through_bf16_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dst, src, n);
     AZR_CUDA_LAUNCHED();
   }
   return dst;

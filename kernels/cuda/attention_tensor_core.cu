@@ -34,7 +34,7 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
   allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   constexpr size_t smem = kForwardSmem<D>;
-  tc_forward_kernel<D><<<grid, kWarps * kWarp, smem>>>(out, lse, q, k, v, tc_dims_of(shape));
+  tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
   AZR_CUDA_LAUNCHED();
 }
 
@@ -47,11 +47,12 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
   const float* Drow = attention_row_dots(dout, out, shape);
   const unsigned tiles = unsigned((shape.T + kBlockRows - 1) / kBlockRows);
   constexpr size_t dq_smem = kDqSmem<D>, dkdv_smem = kDkDvSmem<D>;
-  tc_dq_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dq_smem>>>(
+  tc_dq_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dq_smem, op_stream()>>>(
       dq, dout, lse, Drow, q, k, v, s);
   AZR_CUDA_LAUNCHED();
-  tc_dkdv_kernel<D><<<dim3(tiles, unsigned(shape.kv_heads), unsigned(shape.B)), kWarps * kWarp, dkdv_smem>>>(
-      dk, dv, dout, lse, Drow, q, k, v, s);
+  tc_dkdv_kernel<D>
+      <<<dim3(tiles, unsigned(shape.kv_heads), unsigned(shape.B)), kWarps * kWarp, dkdv_smem, op_stream()>>>(
+          dk, dv, dout, lse, Drow, q, k, v, s);
   AZR_CUDA_LAUNCHED();
 }
 

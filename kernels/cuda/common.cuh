@@ -29,6 +29,28 @@ inline int multiprocessors() {
   return cached[device];
 }
 
+// The stream every op runs on, one per device, created on first use. A stream of its own rather
+// than the legacy default stream, because only such a stream can be recorded into a CUDA graph
+// (graphs.cu); a blocking one (cudaStreamDefault), so the table's synchronous upload, download and
+// allocation, which run on the legacy stream, still wait for the ops queued before them and the
+// ops after them wait for those: outside a recording, the order is the one stream's of before.
+inline cudaStream_t op_stream() {
+  static cudaStream_t streams[64] = {};
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 64) return cudaStreamLegacy;
+  if (!streams[device]) AZR_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[device], cudaStreamDefault));
+  return streams[device];
+}
+
+// Counts every reallocation of an op's scratch (DeviceScratch below). A recorded graph holds the
+// scratch pointers of its ops, so one recorded before a reallocation would use freed memory: the
+// model records anew when this has changed (kernels/ops.h, Ops::scratch_generation).
+inline uint64_t& scratch_generation() {
+  static uint64_t generation = 0;
+  return generation;
+}
+
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;
@@ -49,6 +71,7 @@ class DeviceScratch {
       capacity_ = 0;
       AZR_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
       capacity_ = n;
+      scratch_generation()++;
     }
     return ptr_;
   }

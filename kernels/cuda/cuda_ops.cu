@@ -28,10 +28,10 @@ void download(void* host, const void* src, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
 void copy(void* dst, const void* src, size_t bytes) {
-  if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, op_stream()));
 }
 void fill_zero(float* x, int64_t n) {
-  if (n > 0) AZR_CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * size_t(n)));
+  if (n > 0) AZR_CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * size_t(n), op_stream()));
 }
 
 const Ops kCudaOps = {
@@ -78,6 +78,7 @@ const Ops kCudaOps = {
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
+    /*recorder=*/{graph_begin, graph_end, graph_abandon, graph_replay, graph_release, graph_scratch_generation},
 };
 
 }  // namespace

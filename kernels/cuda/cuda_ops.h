@@ -6,8 +6,10 @@
 // CPU's bf16 table.
 //
 // Every pointer an op takes is a DEVICE pointer, the index arrays (ids, pos, slot, targets,
-// AttentionShape::lengths) included. Ops run on the current device's legacy default stream, in
-// order; an op that returns a value to the host (sum_squares) synchronises.
+// AttentionShape::lengths) included. Ops run in order on one stream per device (common.cuh,
+// op_stream()), which the table's synchronous upload and download wait for; an op that returns a
+// value to the host (sum_squares) synchronises. The tables record and replay ops as CUDA graphs
+// (Ops::recorder, kernels/cuda/graphs.cu).
 //
 // Only compiled where nvcc exists (AZR_HAVE_CUDA); this header needs no CUDA headers.
 #include <cstddef>

@@ -141,14 +141,14 @@ __global__ void kv_store_kernel(KV* kcache, KV* vcache, const float* k, const fl
 void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
               int64_t R, int64_t row, int64_t slot_stride) {
   if (R * row == 0) return;
-  kv_store_kernel<<<grid_for(R * row), 256>>>(kcache, vcache, k, v, slot, pos, R, row, slot_stride);
+  kv_store_kernel<<<grid_for(R * row), 256, 0, op_stream()>>>(kcache, vcache, k, v, slot, pos, R, row, slot_stride);
   AZR_CUDA_LAUNCHED();
 }
 
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
   if (R * row == 0) return;
-  kv_store_kernel<<<grid_for(R * row), 256>>>(reinterpret_cast<__nv_bfloat16*>(kcache),
+  kv_store_kernel<<<grid_for(R * row), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(kcache),
                                               reinterpret_cast<__nv_bfloat16*>(vcache), k, v, slot, pos, R, row,
                                               slot_stride);
   AZR_CUDA_LAUNCHED();
@@ -156,76 +156,77 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
 
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
   if (n * C == 0) return;
-  gather_rows_kernel<<<grid_for(n * C), 256>>>(out, src, rows, n, C);
+  gather_rows_kernel<<<grid_for(n * C), 256, 0, op_stream()>>>(out, src, rows, n, C);
   AZR_CUDA_LAUNCHED();
 }
 
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C) {
   if (n * C == 0) return;
-  scatter_add_rows_kernel<<<grid_for(n * C), 256>>>(dst, src, rows, n, C);
+  scatter_add_rows_kernel<<<grid_for(n * C), 256, 0, op_stream()>>>(dst, src, rows, n, C);
   AZR_CUDA_LAUNCHED();
 }
 
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
   if (N * C == 0) return;
-  embedding_forward_kernel<<<grid_for(N * C), 256>>>(out, ids, wte, N, C);
+  embedding_forward_kernel<<<grid_for(N * C), 256, 0, op_stream()>>>(out, ids, wte, N, C);
   AZR_CUDA_LAUNCHED();
 }
 
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
   if (N * C == 0) return;
-  embedding_backward_kernel<<<grid_for(N * C), 256>>>(dwte, dout, ids, N, C);
+  embedding_backward_kernel<<<grid_for(N * C), 256, 0, op_stream()>>>(dwte, dout, ids, N, C);
   AZR_CUDA_LAUNCHED();
 }
 
 void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                   int64_t d) {
   if (N * heads * (d / 2) == 0) return;
-  rope_kernel<1><<<grid_for(N * heads * (d / 2)), 256>>>(x, pos, cos, sin, N, heads, d);
+  rope_kernel<1><<<grid_for(N * heads * (d / 2)), 256, 0, op_stream()>>>(x, pos, cos, sin, N, heads, d);
   AZR_CUDA_LAUNCHED();
 }
 
 void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                    int64_t d) {
   if (N * heads * (d / 2) == 0) return;
-  rope_kernel<-1><<<grid_for(N * heads * (d / 2)), 256>>>(dx, pos, cos, sin, N, heads, d);
+  rope_kernel<-1><<<grid_for(N * heads * (d / 2)), 256, 0, op_stream()>>>(dx, pos, cos, sin, N, heads, d);
   AZR_CUDA_LAUNCHED();
 }
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, nullptr, gate, up, n);
+  swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, nullptr, gate, up, n);
   AZR_CUDA_LAUNCHED();
 }
 
 void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  swiglu_forward_kernel<<<grid_for(n), 256>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), gate, up, n);
+  swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), gate, up,
+                                                              n);
   AZR_CUDA_LAUNCHED();
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  swiglu_backward_kernel<<<grid_for(n), 256>>>(dgate, dup, dout, gate, up, n);
+  swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
   AZR_CUDA_LAUNCHED();
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n), 256>>>(out, a, b, n);
+  add_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, a, b, n);
   AZR_CUDA_LAUNCHED();
 }
 
 void scale(float* x, float factor, int64_t n) {
   if (n == 0) return;
-  scale_kernel<<<grid_for(n), 256>>>(x, factor, n);
+  scale_kernel<<<grid_for(n), 256, 0, op_stream()>>>(x, factor, n);
   AZR_CUDA_LAUNCHED();
 }
 
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
            float weight_decay, float bc1, float bc2) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n), 256>>>(p, g, m, v, n, beta1, beta2, eps, lr / bc1, std::sqrt(bc2),
+  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, g, m, v, n, beta1, beta2, eps, lr / bc1, std::sqrt(bc2),
                                       1.f - lr * weight_decay);
   AZR_CUDA_LAUNCHED();
 }
@@ -239,8 +240,8 @@ double sum_squares(const float* x, int64_t n) {
     AZR_CUDA_CHECK(cudaMalloc(&p, sizeof(double)));
     return p;
   }();
-  AZR_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double)));
-  sum_squares_kernel<<<std::min(grid_for(n), 1024u), 256>>>(total, x, n);
+  AZR_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), op_stream()));
+  sum_squares_kernel<<<std::min(grid_for(n), 1024u), 256, 0, op_stream()>>>(total, x, n);
   AZR_CUDA_LAUNCHED();
   double host = 0.0;
   AZR_CUDA_CHECK(cudaMemcpy(&host, total, sizeof(double), cudaMemcpyDeviceToHost));
@@ -252,7 +253,7 @@ void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C) 
   constexpr int64_t kRowsPerChunk = 64;
   const dim3 grid(unsigned((C + 255) / 256), unsigned(std::min<int64_t>((N + kRowsPerChunk - 1) / kRowsPerChunk, 65535)));
   const int64_t rows = (N + grid.y - 1) / grid.y;
-  column_sums_kernel<<<grid, 256>>>(dst, src, N, C, rows);
+  column_sums_kernel<<<grid, 256, 0, op_stream()>>>(dst, src, N, C, rows);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -26,8 +26,8 @@ void gemv_linear(float* out, const uint16_t* x16, const uint16_t* w16, const flo
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<1, kRows>;
-    gemv_linear_kernel<kRows, kVec><<<blocks_for(OC, split), kThreads, smem>>>(out, x16, w16, bias, int(R), IC, OC,
-                                                                              split);
+    gemv_linear_kernel<kRows, kVec>
+        <<<blocks_for(OC, split), kThreads, smem, op_stream()>>>(out, x16, w16, bias, int(R), IC, OC, split);
   });
   AZR_CUDA_LAUNCHED();
 }
@@ -44,7 +44,7 @@ void decode_qkv_w16(const DecodeQkv& a) {
   dispatch(a.R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<2, kRows>;
-    gemv_qkv_kernel<kRows, kVec><<<blocks_for(items, split), kThreads, smem>>>(args, int(a.R), split);
+    gemv_qkv_kernel<kRows, kVec><<<blocks_for(items, split), kThreads, smem, op_stream()>>>(args, int(a.R), split);
   });
   AZR_CUDA_LAUNCHED();
 }
@@ -58,7 +58,7 @@ void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<2, kRows>;
-    gemv_gate_up_kernel<kRows, kVec><<<blocks_for(I, split), kThreads, smem>>>(
+    gemv_gate_up_kernel<kRows, kVec><<<blocks_for(I, split), kThreads, smem, op_stream()>>>(
         reinterpret_cast<__nv_bfloat16*>(out16), x16, wg, bg, wu, bu, int(R), IC, I, split);
   });
   AZR_CUDA_LAUNCHED();

@@ -118,4 +118,12 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
 void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
                  int64_t V_limit, float temperature, int32_t top_k, float top_p);
 
+// graphs.cu: Ops::recorder, CUDA graphs of op_stream() (kernels/ops.h, OpRecorder).
+void graph_begin();
+OpGraph* graph_end();
+void graph_abandon();
+void graph_replay(OpGraph* g);
+void graph_release(OpGraph* g);
+uint64_t graph_scratch_generation();
+
 }  // namespace azr::kernels::cuda_detail

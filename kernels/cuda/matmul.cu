@@ -150,7 +150,7 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
         cublasLtMatmulDescSetAttribute(plan.d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.f;
   AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan.d.op, &alpha, A, plan.d.a, B, plan.d.b, &beta, C, plan.d.c, C,
-                                  plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, /*stream=*/0));
+                                  plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, op_stream()));
 }
 
 // Scratch for rounded operands (common.cuh): ops run on one stream, so one buffer per operand of
@@ -166,7 +166,7 @@ __global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64
 const __nv_bfloat16* rounded(Bf16Scratch& scratch, const float* src, int64_t n) {
   __nv_bfloat16* dst = scratch.get(size_t(n));
   if (n > 0) {
-    round_to_bf16_kernel<<<grid_for(n), 256>>>(dst, src, n);
+    round_to_bf16_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dst, src, n);
     AZR_CUDA_LAUNCHED();
   }
   return dst;
@@ -192,7 +192,7 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
 
 void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   if (n <= 0) return;
-  round_to_bf16_kernel<<<grid_for(n), 256>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  round_to_bf16_kernel<<<grid_for(n), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -72,35 +72,35 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const f
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, nullptr, rstd, x, w, C, eps, nullptr, nullptr);
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, nullptr, rstd, x, w, C, eps, nullptr, nullptr);
   AZR_CUDA_LAUNCHED();
 }
 
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C,
-                                                    eps, nullptr, nullptr);
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd,
+                                                                    x, w, C, eps, nullptr, nullptr);
   AZR_CUDA_LAUNCHED();
 }
 
 void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
                                   const float* delta, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C,
-                                                    eps, delta, res_out);
+  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd,
+                                                                    x, w, C, eps, delta, res_out);
   AZR_CUDA_LAUNCHED();
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C) {
   if (N == 0) return;
-  rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads>>>(dx, dout, x, w, rstd, C);
+  rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(dx, dout, x, w, rstd, C);
   AZR_CUDA_LAUNCHED();
   constexpr int64_t kRowsPerChunk = 64;
   const dim3 grid(unsigned((C + kThreads - 1) / kThreads),
                   unsigned(std::min<int64_t>((N + kRowsPerChunk - 1) / kRowsPerChunk, 65535)));
-  rmsnorm_backward_dw_kernel<<<grid, kThreads>>>(dw, dout, x, rstd, N, C, (N + grid.y - 1) / grid.y);
+  rmsnorm_backward_dw_kernel<<<grid, kThreads, 0, op_stream()>>>(dw, dout, x, rstd, N, C, (N + grid.y - 1) / grid.y);
   AZR_CUDA_LAUNCHED();
 }
 

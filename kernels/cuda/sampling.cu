@@ -279,7 +279,7 @@ int64_t g_tickets_zeroed = 0;
 unsigned* zeroed_tickets(int64_t R) {
   unsigned* tickets = g_tickets.get(size_t(R));
   if (R > g_tickets_zeroed) {
-    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R)));
+    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R), op_stream()));
     g_tickets_zeroed = R;
   }
   return tickets;
@@ -288,22 +288,22 @@ unsigned* zeroed_tickets(int64_t R) {
 void unfiltered(const SampleArgs& a, int64_t R) {
   const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
   if (parts == 1) {
-    sampling::unfiltered_kernel<<<unsigned(R), kThreads>>>(a);
+    sampling::unfiltered_kernel<<<unsigned(R), kThreads, 0, op_stream()>>>(a);
     return;
   }
   float* part_max = g_part_value.get(size_t(R * parts));
   double* part_mass = g_part_sum.get(size_t(R * parts));
   unsigned* tickets = zeroed_tickets(R);
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
-  sampling::part_max_kernel<<<grid, kThreads>>>(a, part_max);
+  sampling::part_max_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_max);
   AZR_CUDA_LAUNCHED();
-  sampling::part_mass_kernel<<<grid, kThreads>>>(a, part_max, part_mass, tickets);
+  sampling::part_mass_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_max, part_mass, tickets);
 }
 
 void greedy(const SampleArgs& a, int64_t R) {
   const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
   if (parts == 1) {
-    sampling::greedy_kernel<<<unsigned(R), kThreads>>>(a);
+    sampling::greedy_kernel<<<unsigned(R), kThreads, 0, op_stream()>>>(a);
     return;
   }
   float* part_v = g_part_value.get(size_t(R * parts));
@@ -311,9 +311,9 @@ void greedy(const SampleArgs& a, int64_t R) {
   double* part_sum = g_part_sum.get(size_t(R * parts));
   unsigned* tickets = zeroed_tickets(R);
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
-  sampling::part_argmax_kernel<<<grid, kThreads>>>(a, part_v, part_at);
+  sampling::part_argmax_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at);
   AZR_CUDA_LAUNCHED();
-  sampling::part_expsum_kernel<<<grid, kThreads>>>(a, part_v, part_at, part_sum, tickets);
+  sampling::part_expsum_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at, part_sum, tickets);
 }
 
 }  // namespace
@@ -326,7 +326,7 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
   if (temperature == 0.f)
     greedy(a, R);
   else if ((top_k > 0 && top_k < V_limit) || top_p < 1.f)
-    filtered_kernel<<<unsigned(R), kThreads>>>(a);
+    filtered_kernel<<<unsigned(R), kThreads, 0, op_stream()>>>(a);
   else
     unfiltered(a, R);
   AZR_CUDA_LAUNCHED();

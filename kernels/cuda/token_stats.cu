@@ -68,7 +68,7 @@ __global__ void token_stats_backward_kernel(float* dlogits, const float* logits,
 void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
                  int64_t V, float inv_temp) {
   if (n == 0) return;
-  token_stats_kernel<<<unsigned(n), kThreads>>>(lse, logp, entropy, logits, targets, V, inv_temp);
+  token_stats_kernel<<<unsigned(n), kThreads, 0, op_stream()>>>(lse, logp, entropy, logits, targets, V, inv_temp);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -76,8 +76,8 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
                           const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
                           float inv_temp) {
   if (n == 0) return;
-  token_stats_backward_kernel<<<unsigned(n), kThreads>>>(dlogits, logits, targets, lse, entropy, dlogp, dent, V,
-                                                         inv_temp);
+  token_stats_backward_kernel<<<unsigned(n), kThreads, 0, op_stream()>>>(dlogits, logits, targets, lse, entropy, dlogp,
+                                                                         dent, V, inv_temp);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -158,6 +159,42 @@ TEST_P(CudaModel, TensorCoreAttentionBf16GenerationLogProbsEqualTheTrainingForwa
     GTEST_SKIP() << "head dim " << c.head_dim << ": the tensor-core attention takes 64 and 128";
   const AttentionChoice tensor(kernels::CudaAttentionKernel::TensorCore);
   expect_bf16_sampler_matches_learner(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
+}
+
+// CUDA graphs of the decode step (Transformer::set_decode_graphs; model/decode_graphs.h): a replay
+// launches the kernels the eager steps launched, with the same arguments, on the same buffers, so a
+// generation with them is the one without, bit for bit. At batch 1 (one row count throughout) and
+// at a batch whose row count falls as sequences stop; both tables (the fp32 one runs cuBLASLt at
+// every row count, the bf16 one the GEMV and the fused decode ops too).
+TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
+  const ModelConfig c = config_named(GetParam());
+  for (const kernels::Ops* ops : {&cuda_ops(), &kernels::cuda_bf16_matmul_ops()}) {
+    Transformer eager = Transformer::random(c, 14, 0.05f, *ops);
+    Transformer recorded = eager.copy_to(*ops);
+    recorded.set_decode_graphs(true);
+    SamplingParams sp;
+    sp.temperature = 1.f, sp.max_new_tokens = 24, sp.seed = 8;
+    const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+    const std::vector<std::vector<int32_t>> four = {{1, 2, 3}, {9}, {7, 7, 7, 7, 7, 7}, {30, 31}};
+    for (const auto* prompts : {&one, &four}) {
+      SamplingParams p = sp;
+      if (prompts->size() > 1) {  // stop tokens from a free run, so that sequences stop at different steps
+        const auto free_run = generate(eager, *prompts, p);
+        p.stop_token_ids = {free_run[1].tokens[4], free_run[3].tokens[9]};
+      }
+      const int64_t replays_before = recorded.decode_graph_cache().replays();
+      const auto want = generate(eager, *prompts, p);
+      const auto got = generate(recorded, *prompts, p);
+      for (size_t b = 0; b < prompts->size(); b++) {
+        EXPECT_EQ(got[b].tokens, want[b].tokens) << ops->name << " sequence " << b;
+        ASSERT_EQ(got[b].logprobs.size(), want[b].logprobs.size());
+        EXPECT_EQ(std::memcmp(got[b].logprobs.data(), want[b].logprobs.data(), sizeof(float) * want[b].logprobs.size()),
+                  0)
+            << ops->name << " sequence " << b;
+      }
+      EXPECT_GT(recorded.decode_graph_cache().replays(), replays_before) << ops->name;
+    }
+  }
 }
 
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
