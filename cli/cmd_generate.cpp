@@ -18,7 +18,7 @@ namespace azr::cli {
 
 using nlohmann::json;
 
-void add_device_option(CLI::App* c, DeviceOptions& device) {
+void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
   std::string known;
   for (const std::string& name : kernels::backend_names()) known += (known.empty() ? "" : ", ") + name;
   c->add_option("--device", device.device, "where the model runs: " + known)->capture_default_str();
@@ -30,9 +30,10 @@ void add_device_option(CLI::App* c, DeviceOptions& device) {
                     " (bf16: operands rounded to bfloat16, fp32 sums; tensor-core speed on a GPU, a reference on "
                     "the CPU)")
       ->capture_default_str();
-  c->add_flag("--decode-graphs", device.decode_graphs,
-              "record each decode step once and replay it (CUDA graphs: one launch per step instead of hundreds; "
-              "no effect on the CPU)");
+  if (generates)
+    c->add_flag("--decode-graphs", device.decode_graphs,
+                "record each decode step once and replay it (CUDA graphs: one launch per step instead of "
+                "hundreds; no effect on the CPU)");
 }
 
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {

@@ -25,7 +25,7 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
   c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
-  add_device_option(c, o.device);
+  add_device_option(c, o.device, /*generates=*/false);
   return c;
 }
 

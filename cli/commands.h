@@ -82,8 +82,9 @@ struct DeviceOptions {
 // The model in the memory of the device; an unusable device or an unknown precision is a
 // UsageError saying why.
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device = {});
-// --device, --matmul-precision and --decode-graphs, for the commands that run a model.
-void add_device_option(CLI::App* command, DeviceOptions& device);
+// --device and --matmul-precision, for the commands that run a model; --decode-graphs too for
+// those that generate.
+void add_device_option(CLI::App* command, DeviceOptions& device, bool generates = true);
 // --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
 std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);
 
