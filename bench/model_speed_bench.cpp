@@ -31,7 +31,7 @@
 //   model_speed_bench [--device cuda] [--configs a.json,b.json|preset] [--decode-batches 1,64,256]
 //                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
-//                     [--no-train] [--no-baseline]
+//                     [--no-train] [--no-baseline] [--no-graphs]
 //                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
 // Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
@@ -73,6 +73,7 @@ struct Options {
   int64_t train_batch = 4, seq = 1024;
   int steps = 3, warmup = 1;
   bool recompute = false, decode = true, train = true, baseline = true;
+  bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
   std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
                                                            azr::kernels::MatmulPrecision::Bf16};
   double peak_tflops = 0, peak_gbs = 0;
@@ -160,7 +161,7 @@ int usage() {
                "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
                "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
                "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
-               "  [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
+               "  [--no-graphs] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
   return 2;
 }
 
@@ -198,6 +199,7 @@ int main(int argc, char** argv) {
       else if (a == "--no-decode") o.decode = false;
       else if (a == "--no-train") o.train = false;
       else if (a == "--no-baseline") o.baseline = false;
+      else if (a == "--no-graphs") o.graphs = false;
       else if (a == "--python") o.python = val();
       else if (a == "--peak-tflops") o.peak_tflops = std::stod(val());
       else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
@@ -320,7 +322,7 @@ int main(int argc, char** argv) {
         // Each batch eagerly, and where the table can record (a GPU) also with the decode step recorded
         // and replayed (CUDA graphs, Transformer::set_decode_graphs): the same process, the same prompts.
         std::vector<bool> graph_modes = {false};
-        if (precision_ops.recorder.begin) graph_modes.push_back(true);
+        if (o.graphs && precision_ops.recorder.begin) graph_modes.push_back(true);
         for (const int64_t G : o.decode_batches)
           for (const bool graphs : graph_modes) {
             model.set_decode_graphs(graphs);

@@ -64,12 +64,13 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
 fi
 status=0
 if [[ "$STAGE" == profile ]]; then
-  # Skips the launches of start-up, prefill and the first steps; the rest are decode steps.
+  # Skips the launches of start-up, prefill and the first steps; the rest are decode steps, eager
+  # (--no-graphs: a replay runs the same kernels, and the launch counts stay those of one step).
   for G in ${PROFILE_BATCHES:-1 256}; do
     rep="$BUILD/profile_decode_G$G"
     ncu --metrics gpu__time_duration.sum -f -o "$rep" --launch-skip "${PROFILE_SKIP:-3000}" \
       --launch-count "${PROFILE_COUNT:-1200}" "$BUILD/bin/model_speed_bench" --device cuda \
-      --configs tests/model/configs/qwen2.5-0.5b.json --decode-batches "$G" --new 32 --no-train --no-baseline \
+      --configs tests/model/configs/qwen2.5-0.5b.json --decode-batches "$G" --new 32 --no-train --no-baseline --no-graphs \
       --matmul-precision bf16 > "$BUILD/profile_decode_G$G.log" 2>&1 || status=$?
     ncu -i "$rep.ncu-rep" --csv --page raw > "$BUILD/profile_decode_G$G.csv" || status=$?
     { echo "decode at batch $G, qwen2.5-0.5b, bf16:"; python3 bench/kernel_profile.py "$BUILD/profile_decode_G$G.csv"; } \
