@@ -42,19 +42,20 @@ bool DecodeGraphs::ready_to_record(int64_t R) const {
 }
 
 void DecodeGraphs::add(int64_t R, kernels::OpGraph* g) {
-  if (graphs_.size() >= kMaxRecordings) {
-    for (auto& [rows, graph] : graphs_) ops_->recorder.release(graph);
-    graphs_.clear();
-  }
+  if (graphs_.size() >= kMaxRecordings) release_recordings();
   kernels::OpGraph*& slot = graphs_[R];
   if (slot) ops_->recorder.release(slot);
   slot = g;
   recordings_made_++;
 }
 
-void DecodeGraphs::clear() {
+void DecodeGraphs::release_recordings() {
   for (auto& [rows, graph] : graphs_) ops_->recorder.release(graph);
   graphs_.clear();
+}
+
+void DecodeGraphs::clear() {
+  release_recordings();
   eager_steps_.clear();
 }
 

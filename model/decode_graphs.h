@@ -49,6 +49,8 @@ class DecodeGraphs {
   int64_t replays() const { return replays_; }
 
  private:
+  void release_recordings();  // the recordings only; the eager-step counts stay
+
   const kernels::Ops* ops_;
   Key key_;
   std::map<int64_t, kernels::OpGraph*> graphs_;

@@ -171,6 +171,31 @@ TEST(DecodeGraphs, AFailedRecordingIsReportedAndAbandoned) {
   EXPECT_EQ(m.recorded.decode_graph_cache().recordings_made(), 1);
 }
 
+// Past kMaxRecordings row counts every recording is released, so their device memory stays bounded.
+TEST(DecodeGraphs, AtMostKMaxRecordingsAreKept) {
+  const ModelConfig c = tiny_config();
+  Transformer m = Transformer::random(c, 5, 0.05f, recording_ops());
+  m.set_decode_graphs(true);
+  const int64_t rows_max = int64_t(DecodeGraphs::kMaxRecordings) + 1;
+  KVCache cache(c, rows_max, 8, recording_ops());
+  const int64_t tapes_before = recording_state().live_tapes;
+  std::vector<float> logits;
+  const auto step = [&](int64_t R) {
+    std::vector<int32_t> tokens(size_t(R), 3), pos(size_t(R), 0), slot(size_t(R), 0);
+    for (int64_t r = 0; r < R; r++) slot[size_t(r)] = int32_t(r);
+    m.decode(cache, tokens, slot, pos, logits);
+  };
+  step(rows_max);  // sizes the step's buffers for every R below, so that the key stays put
+  for (int64_t R = 1; R <= rows_max; R++) {
+    const DecodeGraphs& g = m.decode_graph_cache();
+    for (int i = 0; i < 2 * DecodeGraphs::kEagerStepsBeforeRecording + 2 && g.recordings_made() < R; i++) step(R);
+    EXPECT_EQ(g.recordings_made(), R);
+    // R recordings made; the one that would have been the 65th released the 64 before it.
+    const int64_t live = R <= int64_t(DecodeGraphs::kMaxRecordings) ? R : 1;
+    EXPECT_EQ(recording_state().live_tapes - tapes_before, live) << "R=" << R;
+  }
+}
+
 // The double enforces what a CUDA recording does, or the tests above would prove less.
 TEST(DecodeGraphs, TheRecordingDoubleRefusesTransfersAndReadbacks) {
   const kernels::Ops& o = recording_ops();
