@@ -31,8 +31,14 @@
 //   model_speed_bench [--device cuda] [--configs a.json,b.json|preset] [--decode-batches 1,64,256]
 //                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
-//                     [--no-train] [--no-baseline] [--no-graphs]
+//                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile]
 //                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
+// --op-profile: the models run on the op table's profiled twin (kernels/op_profile.h), and after
+// each timed workload one more decode run, or one more training step, is split by op: calls, ms
+// and share per op. Each op is then timed alone (the profile waits for the device after each), so
+// the split is exact for a training step's large ops and overstates small ones (a batch-1 decode
+// step's kernels: Nsight Compute measures those, scripts/gpu_check.sh profile); the profiled
+// table cannot record, so there are no graphs rows.
 // Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
 #include <stdlib.h>  // mkdtemp
@@ -48,6 +54,7 @@
 #include "bench/model_workloads.h"
 #include "kernels/backend.h"
 #include "kernels/buffer.h"
+#include "kernels/op_profile.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
 #ifdef AZR_HAVE_CUDA_KERNELS
@@ -74,6 +81,7 @@ struct Options {
   int steps = 3, warmup = 1;
   bool recompute = false, decode = true, train = true, baseline = true;
   bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
+  bool op_profile = false;
   std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
                                                            azr::kernels::MatmulPrecision::Bf16};
   double peak_tflops = 0, peak_gbs = 0;
@@ -156,12 +164,29 @@ std::string fmt(double v, const char* f = "%.1f") {
 
 std::string pct(double fraction) { return fraction > 0 ? fmt(100 * fraction) + "%" : "n/a"; }
 
+// One workload's op split: each op's calls and time per step (per decode run for decode), its share
+// of the ops' summed time, and the share of the step's wall time the ops account for (the rest is
+// host code between ops). Returns the JSON rows.
+json print_op_profile(const std::string& title, const std::vector<azr::kernels::OpTime>& ops, double wall_s) {
+  double sum = 0;
+  for (const auto& t : ops) sum += t.seconds;
+  std::printf("    op profile, %s: %.2f ms in ops of %.2f ms wall (%s)\n", title.c_str(), 1e3 * sum, 1e3 * wall_s,
+              pct(wall_s > 0 ? sum / wall_s : 0).c_str());
+  json rows = json::array();
+  for (const auto& t : ops) {
+    std::printf("      %-30s %7lld calls %10.3f ms %6s\n", t.op.c_str(), (long long)t.calls, 1e3 * t.seconds,
+                pct(sum > 0 ? t.seconds / sum : 0).c_str());
+    rows.push_back({{"op", t.op}, {"calls", t.calls}, {"ms", 1e3 * t.seconds}});
+  }
+  return rows;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
                "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
                "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
-               "  [--no-graphs] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
+               "  [--no-graphs] [--op-profile] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
   return 2;
 }
 
@@ -200,6 +225,7 @@ int main(int argc, char** argv) {
       else if (a == "--no-train") o.train = false;
       else if (a == "--no-baseline") o.baseline = false;
       else if (a == "--no-graphs") o.graphs = false;
+      else if (a == "--op-profile") o.op_profile = true;
       else if (a == "--python") o.python = val();
       else if (a == "--peak-tflops") o.peak_tflops = std::stod(val());
       else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
@@ -311,7 +337,9 @@ int main(int argc, char** argv) {
     // onto each precision's table.
     const m::Transformer initial = m::Transformer::random(cfg, 0, 0.02f);
     for (const azr::kernels::MatmulPrecision precision : o.precisions) {
-      const azr::kernels::Ops& precision_ops = azr::kernels::backend_ops(o.device, 0, precision);
+      const azr::kernels::Ops& device_ops = azr::kernels::backend_ops(o.device, 0, precision);
+      // Outside an OpProfile the profiled table only forwards each call (kernels/op_profile.h).
+      const azr::kernels::Ops& precision_ops = o.op_profile ? azr::kernels::profiled_ops(device_ops) : device_ops;
       const std::string tag = std::string(" [") + azr::kernels::matmul_precision_name(precision) + "]";
       m::Transformer model = initial.copy_to(precision_ops);
       model.set_recompute(o.recompute);
@@ -357,6 +385,12 @@ int main(int argc, char** argv) {
               j["hf"] = h;
               if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
               j["azr_over_hf"] = ratio;
+            }
+            if (o.op_profile) {
+              azr::kernels::OpProfile profile;
+              const double wall = timed_generate(model, prompts, N, /*warm_up=*/false);
+              j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
+                                                         std::to_string(N) + " new tokens", profile.take(), wall);
             }
             results.push_back(j);
             char notes[160];
@@ -406,9 +440,14 @@ int main(int argc, char** argv) {
         if (!hf_train("fp32").is_object() && !hf_train("bf16-autocast").is_object())
           table.push_back({name, wl, fmt(tr.tokens_per_s), "n/a", "n/a",
                            "MFU azr " + pct(mfu(tr.tokens_per_s))});
-        results.push_back(j);
         std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
                     pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
+        if (o.op_profile) {
+          azr::kernels::OpProfile profile;
+          const TrainResult one = train_steps(model, opt, o.train_batch, o.seq, /*warmup=*/0, /*steps=*/1);
+          j["azr_op_profile"] = print_op_profile("one training step", profile.take(), one.seconds);
+        }
+        results.push_back(j);
         std::fflush(stdout);
       }
     }

@@ -231,6 +231,25 @@ struct Ops {
   OpRecorder recorder;
 };
 
+// Every function of Ops, in declaration order, for the tables that wrap another table's ops
+// (kernels/guarded, kernels/op_profile.h). A function added to Ops but not here fails the
+// static_assert below, so no wrapper can leave it unwrapped by accident.
+#define AZR_OPS_FUNCTIONS(X)                                                                                  \
+  X(alloc_zeroed) X(release) X(upload) X(download) X(copy) X(fill_zero) X(gather_rows) X(scatter_add_rows)   \
+  X(embedding_forward) X(embedding_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(matmul_forward)        \
+  X(matmul_backward) X(rope_forward) X(rope_backward) X(attention_forward) X(attention_backward)             \
+  X(attention_decode) X(kv_store) X(swiglu_forward) X(swiglu_backward) X(add) X(token_stats)                 \
+  X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)   \
+  X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
+  X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
+  X(decode_qkv_w16) X(gate_up_swiglu_w16)
+
+#define AZR_OPS_COUNT_ONE(field) +1
+constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);
+#undef AZR_OPS_COUNT_ONE
+static_assert(offsetof(Ops, recorder) - offsetof(Ops, alloc_zeroed) == size_t(kOpsFunctionCount) * sizeof(void*),
+              "AZR_OPS_FUNCTIONS must list every function of Ops");
+
 // How a table's GEMMs (matmul_forward, matmul_backward) multiply. Fp32: exactly, in fp32. Bf16:
 // each operand of each product (inp and w forward; dout and w for dinp; dout and inp for dw) is
 // rounded to bfloat16 (to nearest, ties to even) and the products are summed in fp32, which is

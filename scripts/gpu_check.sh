@@ -21,7 +21,9 @@
 #          tensor-core kernels (kernels/cuda/cuda_ops.h; the tests stage checks both kernels anyway)
 #   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
 #          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
-#          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py)
+#          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py);
+#          then a 1.5B training step in bf16 split by op (model_speed_bench --op-profile), with the
+#          SIMT and the tensor-core training attention
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -75,6 +77,12 @@ if [[ "$STAGE" == profile ]]; then
     ncu -i "$rep.ncu-rep" --csv --page raw > "$BUILD/profile_decode_G$G.csv" || status=$?
     { echo "decode at batch $G, qwen2.5-0.5b, bf16:"; python3 bench/kernel_profile.py "$BUILD/profile_decode_G$G.csv"; } \
       2>&1 | tee "$OUT/profile_decode_G$G.txt" || status=$?
+  done
+  # A training step of the 1.5B config split by op (kernels/op_profile.h), with each training attention.
+  for attention in simt tensor; do
+    AZR_CUDA_ATTENTION=$attention "$BUILD/bin/model_speed_bench" --device cuda \
+      --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
+      --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$attention.txt" || status=$?
   done
   echo "gpu_check: profile: outputs in $OUT (exit $status)"
   exit "$status"

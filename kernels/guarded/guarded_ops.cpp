@@ -170,57 +170,21 @@ struct Guarded<Base, Member, R (*)(A...)> {
   }
 };
 
-#define AZR_GUARD(field) t.field = Guarded<Base, &Ops::field, decltype(Ops::field)>::call
+// Null fields (the Fp32 table's bf16 ops) stay null.
+#define AZR_GUARD(field) \
+  if (t.field) t.field = Guarded<Base, &Ops::field, decltype(Ops::field)>::call;
 
 template <const Ops& (*Base)()>
 Ops make_table(const char* name) {
-  // Start from the CPU table so the layout is right; every field is then replaced. A field left
-  // unwrapped would run a CPU op on PROT_NONE memory and stop with the handler's message.
+  // Start from the CPU table so the layout is right; every function is then replaced
+  // (AZR_OPS_FUNCTIONS lists them all). An op left unwrapped would run on PROT_NONE memory and
+  // stop with the handler's message.
   Ops t = Base();
   t.name = name;
   t.host_memory = false;
+  AZR_OPS_FUNCTIONS(AZR_GUARD)
   t.alloc_zeroed = alloc_zeroed;
   t.release = release;
-  AZR_GUARD(upload);
-  AZR_GUARD(download);
-  AZR_GUARD(copy);
-  AZR_GUARD(fill_zero);
-  AZR_GUARD(gather_rows);
-  AZR_GUARD(scatter_add_rows);
-  AZR_GUARD(embedding_forward);
-  AZR_GUARD(embedding_backward);
-  AZR_GUARD(rmsnorm_forward);
-  AZR_GUARD(rmsnorm_backward);
-  AZR_GUARD(matmul_forward);
-  AZR_GUARD(matmul_backward);
-  AZR_GUARD(rope_forward);
-  AZR_GUARD(rope_backward);
-  AZR_GUARD(attention_forward);
-  AZR_GUARD(attention_backward);
-  AZR_GUARD(attention_decode);
-  AZR_GUARD(kv_store);
-  AZR_GUARD(swiglu_forward);
-  AZR_GUARD(swiglu_backward);
-  AZR_GUARD(add);
-  AZR_GUARD(token_stats);
-  AZR_GUARD(token_stats_backward);
-  AZR_GUARD(sample_rows);
-  AZR_GUARD(sum_squares);
-  AZR_GUARD(scale);
-  AZR_GUARD(adamw);
-  // The Bf16 table's GEMMs on bf16 weights; null in the Fp32 table, and so here.
-  if (t.to_bf16) AZR_GUARD(to_bf16);
-  if (t.matmul_forward_w16) AZR_GUARD(matmul_forward_w16);
-  if (t.matmul_backward_w16) AZR_GUARD(matmul_backward_w16);
-  if (t.kv_store_w16) AZR_GUARD(kv_store_w16);
-  if (t.attention_decode_w16) AZR_GUARD(attention_decode_w16);
-  if (t.rmsnorm_forward_w16) AZR_GUARD(rmsnorm_forward_w16);
-  if (t.matmul_forward_a16w16) AZR_GUARD(matmul_forward_a16w16);
-  if (t.matmul_backward_a16w16) AZR_GUARD(matmul_backward_a16w16);
-  if (t.residual_rmsnorm_forward_w16) AZR_GUARD(residual_rmsnorm_forward_w16);
-  if (t.swiglu_forward_w16) AZR_GUARD(swiglu_forward_w16);
-  if (t.decode_qkv_w16) AZR_GUARD(decode_qkv_w16);
-  if (t.gate_up_swiglu_w16) AZR_GUARD(gate_up_swiglu_w16);
   install_handler();
   return t;
 }

@@ -120,48 +120,13 @@ inline const kernels::Ops& recording_ops() {
   static const Ops table = [] {
     Ops t = inner();
     t.name = "cpu+bf16 recording";
+#define AZR_RECORDED(f) t.f = &Recorded<&Ops::f, decltype(Ops::f)>::call;
+    AZR_OPS_FUNCTIONS(AZR_RECORDED)
+    // Memory and transfers are not recorded: they refuse while recording (as under CUDA capture).
     t.alloc_zeroed = recording_detail::alloc_zeroed;
     t.release = recording_detail::release;
     t.upload = recording_detail::upload;
     t.download = recording_detail::download;
-#define AZR_RECORDED(f) t.f = &Recorded<&Ops::f, decltype(Ops::f)>::call
-    AZR_RECORDED(copy);
-    AZR_RECORDED(fill_zero);
-    AZR_RECORDED(gather_rows);
-    AZR_RECORDED(scatter_add_rows);
-    AZR_RECORDED(embedding_forward);
-    AZR_RECORDED(embedding_backward);
-    AZR_RECORDED(rmsnorm_forward);
-    AZR_RECORDED(rmsnorm_backward);
-    AZR_RECORDED(matmul_forward);
-    AZR_RECORDED(matmul_backward);
-    AZR_RECORDED(rope_forward);
-    AZR_RECORDED(rope_backward);
-    AZR_RECORDED(attention_forward);
-    AZR_RECORDED(attention_backward);
-    AZR_RECORDED(attention_decode);
-    AZR_RECORDED(kv_store);
-    AZR_RECORDED(swiglu_forward);
-    AZR_RECORDED(swiglu_backward);
-    AZR_RECORDED(add);
-    AZR_RECORDED(token_stats);
-    AZR_RECORDED(token_stats_backward);
-    AZR_RECORDED(sample_rows);
-    AZR_RECORDED(sum_squares);
-    AZR_RECORDED(scale);
-    AZR_RECORDED(adamw);
-    AZR_RECORDED(to_bf16);
-    AZR_RECORDED(matmul_forward_w16);
-    AZR_RECORDED(matmul_backward_w16);
-    AZR_RECORDED(kv_store_w16);
-    AZR_RECORDED(attention_decode_w16);
-    AZR_RECORDED(rmsnorm_forward_w16);
-    AZR_RECORDED(matmul_forward_a16w16);
-    AZR_RECORDED(matmul_backward_a16w16);
-    AZR_RECORDED(residual_rmsnorm_forward_w16);
-    AZR_RECORDED(swiglu_forward_w16);
-    AZR_RECORDED(decode_qkv_w16);
-    AZR_RECORDED(gate_up_swiglu_w16);
 #undef AZR_RECORDED
     t.recorder = {begin, end, abandon, replay, release_graph, generation};
     return t;
