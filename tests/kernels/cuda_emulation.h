@@ -4,9 +4,10 @@
 // runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
 // attention_tensor_core.cuh), the few-row decode products (gemv.cuh), the unfiltered sampler
 // (sampling_unfiltered.cuh) and the lane-group decode attention (attention_decode.cuh). A test
-// double, and only for those headers: what it cannot show is the hardware's side (WMMA's real
-// fragment layouts, alignment faults, shared-memory limits, blocks running at once, speed), which
-// the GPU tests and benchmarks check.
+// double, and only for those headers. It checks what CUDA documents of the hardware: WMMA's tile
+// alignment, 16-byte alignment of the kernels' vector loads (with -fsanitize=alignment), and the
+// launch limits of sm_80; what it cannot show (WMMA's real fragment layouts, blocks running at
+// once, speed) the GPU tests and benchmarks check.
 //
 // The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
@@ -23,6 +24,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -44,10 +47,13 @@ struct __nv_bfloat16 {
   uint16_t bits;
 };
 
-struct uint4 {
+// 16-byte aligned, as CUDA's are: a kernel's 16-byte load through a pointer that is not is a
+// misaligned-address fault on a GPU, and here (the emulated tests build with
+// -fsanitize=alignment, tests/CMakeLists.txt) a runtime error that stops the test.
+struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
-struct float4 {
+struct alignas(16) float4 {
   float x, y, z, w;
 };
 
@@ -79,8 +85,19 @@ inline void warp_barrier() { t_state->warps[t_thread.x / 32]->arrive_and_wait();
 // Runs kernel(args...) over grid x block threads, block after block: one std::thread per CUDA
 // thread of a block, reused for every block (a barrier between blocks, shared memory poisoned
 // again before each).
+// The launch limits of every GPU the build targets (sm_80 and up): 1,024 threads per block, and
+// 163 KiB of dynamic shared memory per block with the kernel's opt-in (an A100's; an H100 allows
+// 227 KiB). A launch past them fails on a GPU; here it stops the test.
+constexpr unsigned kMaxThreadsPerBlock = 1024;
+constexpr size_t kMaxDynamicSharedBytes = 166912;
+
 template <class Kernel, class... Args>
 void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
+  if (threads == 0 || threads > kMaxThreadsPerBlock || threads % 32 != 0 || smem_bytes > kMaxDynamicSharedBytes) {
+    std::fprintf(stderr, "cuda_emulation: a launch of %u threads with %zu bytes of shared memory is past sm_80's limits\n",
+                 threads, smem_bytes);
+    std::abort();
+  }
   BlockState state(threads, smem_bytes);
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; t++)
@@ -187,8 +204,21 @@ struct fragment {
   float x[16 * 16];
 };
 
+// WMMA's requirements of a tile in memory (CUDA C++ Programming Guide, "Warp Matrix Functions"):
+// the pointer 256-bit aligned, the stride a multiple of 16 bytes. A GPU does not check them all
+// (a misaligned tile may load wrong values rather than fault), so the stand-in stops here.
+template <class T>
+void check_tile(const T* p, unsigned ldm, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0 || (size_t(ldm) * sizeof(T)) % 16 != 0) {
+    std::fprintf(stderr, "cuda_emulation: %s: tile at %p (stride %u elements of %zu bytes) breaks WMMA's alignment\n",
+                 what, static_cast<const void*>(p), ldm, sizeof(T));
+    std::abort();
+  }
+}
+
 template <class Use, class T, class Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
+  check_tile(p, ldm, "load_matrix_sync");
   ::azr::emu::warp_barrier();
   if (::azr::emu::lane() != 0) return;
   for (int i = 0; i < 16; i++)
@@ -217,6 +247,7 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix
 
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm,
                               layout_t layout) {
+  check_tile(p, ldm, "store_matrix_sync");
   ::azr::emu::warp_barrier();
   if (::azr::emu::lane() != 0) return;
   for (int i = 0; i < 16; i++)
