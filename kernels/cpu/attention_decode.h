@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/ops.h"
 
 namespace azr::kernels::cpu_detail {
@@ -57,11 +58,7 @@ void attention_decode_rows(float* out, const float* q, const KV* kcache, const K
           sc[j] = dot_kv(qh, kb + j * kv_row, d) * scale;
           mx = std::max(mx, sc[j]);
         }
-        float sum = 0.f;
-        for (int64_t j = 0; j < n; j++) {
-          sc[j] = std::exp(sc[j] - mx);
-          sum += sc[j];
-        }
+        const float sum = exp_shifted_sum(sc, n, mx);
         float* o = out + (r * H + h) * d;
         std::memset(o, 0, sizeof(float) * size_t(d));
         const float inv = 1.f / sum;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_decode.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/ops.h"
 
@@ -232,13 +233,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
           for (int64_t r = 0; r < M; r++) {
             const int64_t t = t0 + r;
             float* row = S + r * n;
-            float mx = row[0];
-            for (int64_t j = 1; j <= t; j++) mx = std::max(mx, row[j]);
-            float sum = 0.f;
-            for (int64_t j = 0; j <= t; j++) {
-              row[j] = std::exp(row[j] - mx);
-              sum += row[j];
-            }
+            const float mx = cpu_detail::max_of(row, t + 1);
+            const float sum = cpu_detail::exp_shifted_sum(row, t + 1, mx);
             const float inv = 1.f / sum;
             for (int64_t j = 0; j <= t; j++) row[j] *= inv;
             for (int64_t j = t + 1; j < n; j++) row[j] = 0.f;
@@ -249,6 +245,22 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
         }
       }
     }
+  }
+}
+
+// Row t of a query block in backward: p[j] = exp(s_j - lse_t) over its m visible keys (the
+// scores s in, the probabilities out) and dp[j] = p[j] (dp[j] - D), in lanes.
+void probabilities_and_score_grads(float* p, float* dp, int64_t m, float lse_t, float D) {
+  using cpu_detail::kLanes, cpu_detail::load4, cpu_detail::store4, cpu_detail::f32x4;
+  int64_t j = 0;
+  for (; j + kLanes <= m; j += kLanes) {
+    const f32x4 pv = cpu_detail::exp_of(load4(p + j) - lse_t);
+    store4(p + j, pv);
+    store4(dp + j, pv * (load4(dp + j) - D));
+  }
+  for (; j < m; j++) {
+    p[j] = cpu_detail::fast_exp(p[j] - lse_t);
+    dp[j] = p[j] * (dp[j] - D);
   }
 }
 
@@ -302,10 +314,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
               const float* o_t = ob + r * q_row;
               const float* do_t = dob + r * q_row;
               const float D = dot(do_t, o_t, d);
-              for (int64_t j = 0; j <= t; j++) {
-                p[j] = std::exp(p[j] - lse_bh[t]);
-                dp[j] = p[j] * (dp[j] - D);
-              }
+              probabilities_and_score_grads(p, dp, t + 1, lse_bh[t], D);
               for (int64_t j = t + 1; j < n; j++) p[j] = dp[j] = 0.f;
             }
             // dq = scale dS k; dk += scale dS^T q; dv += P^T dout (keys 0..e-1 only: the rest got
@@ -328,24 +337,43 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
   cpu_detail::attention_decode_rows(out, q, kcache, vcache, slot, pos, R, s, 16 * kParallelMin);
 }
 
+// SwiGLU in lanes of cpu_detail::exp_of: F is a float or a vector of them, the same arithmetic.
+template <class F>
+F swiglu_of(F g, F up) {
+  return g / (1.f + cpu_detail::exp_of(-g)) * up;
+}
+
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  using cpu_detail::kLanes;
+  const int64_t vecs = n / kLanes;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; i++) {
-    const float g = gate[i];
-    out[i] = g / (1.f + std::exp(-g)) * up[i];
+  for (int64_t c = 0; c < vecs; c++) {
+    const int64_t i = c * kLanes;
+    cpu_detail::store4(out + i, swiglu_of(cpu_detail::load4(gate + i), cpu_detail::load4(up + i)));
   }
+  for (int64_t i = vecs * kLanes; i < n; i++) out[i] = swiglu_of(gate[i], up[i]);
 }
 
 // silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
+template <class F>
+void swiglu_grads_of(F& dgate, F& dup, F dy, F g, F up) {
+  const F sig = 1.f / (1.f + cpu_detail::exp_of(-g));
+  dup = dy * g * sig;
+  dgate = dy * up * sig * (1.f + g * (1.f - sig));
+}
+
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
+  using cpu_detail::kLanes, cpu_detail::load4, cpu_detail::f32x4;
+  const int64_t vecs = n / kLanes;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; i++) {
-    const float g = gate[i];
-    const float sig = 1.f / (1.f + std::exp(-g));
-    const float dy = dout[i];
-    dup[i] = dy * g * sig;
-    dgate[i] = dy * up[i] * sig * (1.f + g * (1.f - sig));
+  for (int64_t c = 0; c < vecs; c++) {
+    const int64_t i = c * kLanes;
+    f32x4 dg, du;
+    swiglu_grads_of(dg, du, load4(dout + i), load4(gate + i), load4(up + i));
+    cpu_detail::store4(dgate + i, dg);
+    cpu_detail::store4(dup + i, du);
   }
+  for (int64_t i = vecs * kLanes; i < n; i++) swiglu_grads_of(dgate[i], dup[i], dout[i], gate[i], up[i]);
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {

@@ -422,11 +422,15 @@ TEST(CpuBf16Matmul, AKvCacheOfTheOtherTableIsRefused) {
 }
 
 // The sampler and the learner run the same bf16 GEMMs, so the sampler's log-probs are the
-// learner's: almost all to fp32's 1e-5, as without bf16. Not all: a decode step computes a row's
+// learner's: many to fp32's 1e-5, as without bf16. Not all: a decode step computes a row's
 // activations in another order than the training forward, and where an fp32 value lies within
-// that difference of a bf16 rounding tie the two round it one bf16 step (2^-8) apart. On this
-// case one token in 36 moves by 1.9e-3 (the GPU has the same effect, which vLLM-based trainers
-// have at 1e-1 between two engines).
+// that difference of a bf16 rounding tie the two round it one bf16 step (2^-8) apart. How often
+// depends on the CPU, since OpenBLAS picks its kernels by CPU and shape: on this case 35 tokens of
+// 36 agreed to 1e-5 on an AMD EPYC (one moved by 1.9e-3), 17 of 36 on an Intel Xeon with AVX-512
+// (median 1.1e-4, worst 3.5e-3). A real mismatch is of another kind: decode attending with
+// unrounded queries (a mutation of attention_decode_w16) moved a quarter of the tokens by 2e-4 or
+// more, the median by 1.3e-3 and the worst by 1.1e-2, and fails both bounds. (The GPU has the same
+// rounding effect, which vLLM-based trainers have at 1e-1 between two engines.)
 TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
   model::ModelConfig c = model::preset_config("azr-tiny");
   for (const Ops* ops : {&cpu_bf16_matmul_ops(), &guarded_cpu_ops(MatmulPrecision::Bf16)}) {
@@ -448,7 +452,7 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
       }
     }
     EXPECT_LT(worst, 5e-3) << ops->name;
-    EXPECT_GE(double(exact), 0.9 * double(tokens)) << ops->name << ": " << exact << " of " << tokens;
+    EXPECT_GE(double(exact), 0.25 * double(tokens)) << ops->name << ": " << exact << " of " << tokens;
   }
 }
 

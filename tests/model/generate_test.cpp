@@ -129,6 +129,12 @@ TEST(GenerateTest, GreedyFollowsTheFullForwardArgmax) {
   }
 }
 
+// To float rounding: decode multiplies one row at a time and the training forward whole blocks,
+// in other summation orders (which OpenBLAS also chooses by CPU and shape), and this model's
+// logits (weights of std 0.5) reach tens, whose rounding is ~1e-5 absolute: the worst token
+// differed by 9.6e-6 with libm's exp and 1.3e-5 with the vectorised one (kernels/cpu/fast_exp.h)
+// on an Intel Xeon (AVX-512). A real mismatch (another temperature, a missed rounding) is 1e-3 or
+// more.
 TEST(GenerateTest, SamplerLogProbsEqualTheLearnersAtTheSameTemperature) {
   Transformer m = make_model();
   SamplingParams p;
@@ -137,7 +143,7 @@ TEST(GenerateTest, SamplerLogProbsEqualTheLearnersAtTheSameTemperature) {
   for (size_t b = 0; b < kPrompts.size(); b++) {
     const TokenScores s = m.score(SequenceBatch::from({concat(kPrompts[b], out[b].tokens)}), 0.7f);
     for (size_t i = 0; i < out[b].tokens.size(); i++)
-      EXPECT_NEAR(out[b].logprobs[i], s.logp[kPrompts[b].size() + i], 1e-5) << "b=" << b << " i=" << i;
+      EXPECT_NEAR(out[b].logprobs[i], s.logp[kPrompts[b].size() + i], 3e-5) << "b=" << b << " i=" << i;
   }
 }
 
