@@ -85,6 +85,11 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(run, threads), int_min(0), "CPU threads for the model; 0 = all cores", {"num_threads"}},
       {AZR_KEY(run, check_replicas), Any{},
        "after every step, check that every rank holds bit-identical weights (a hash; stops the run if not)"},
+      {AZR_KEY(run, profile_step), i64_min(0),
+       "profile this step op by op: each op of the model timed alone, the device waited for after each (the step "
+       "runs slower, and the run without decode graphs); the split goes to op_profile_step<N>.json in the run "
+       "directory and the log. 0 = none",
+       {"profile", "profile_ops"}},
       // [model]
       {AZR_KEY(model, path), Any{}, "a Hugging Face checkpoint directory (exactly one of path / preset)", {"model_path", "checkpoint"}},
       {AZR_KEY(model, preset), Any{},

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "eval/model_eval.h"
 #include "eval/task_eval.h"
 #include "kernels/buffer.h"
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
@@ -51,6 +54,31 @@ extern "C" void on_stop_signal(int sig) {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// run.profile_step: the step's op split, to op_profile_step<N>.json (rank k > 0:
+// op_profile_step<N>_rank<k>.json) in the run directory; returns the log's line about it.
+std::string write_op_profile(const fs::path& run_dir, int64_t step, int rank, const std::string& device,
+                             const std::vector<kernels::OpTime>& ops, double step_seconds) {
+  const std::string name =
+      "op_profile_step" + std::to_string(step) + (rank > 0 ? "_rank" + std::to_string(rank) : "") + ".json";
+  double in_ops = 0;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const kernels::OpTime& t : ops) {
+    in_ops += t.seconds;
+    rows.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
+  }
+  const nlohmann::ordered_json doc = {{"step", step},          {"rank", rank},        {"device", device},
+                                      {"step_seconds", step_seconds}, {"op_seconds", in_ops}, {"ops", rows}};
+  const fs::path file = run_dir / name;
+  std::ofstream out(file);
+  out << doc.dump(1) << "\n";
+  if (!out.flush()) throw std::runtime_error(file.string() + ": cannot write the op profile");
+  std::string top;
+  for (size_t i = 0; i < ops.size() && i < 5; i++)
+    top += fmt::format("{}{} {:.0f}%", i ? ", " : "", ops[i].op, in_ops > 0 ? 100 * ops[i].seconds / in_ops : 0.0);
+  return fmt::format("op profile of step {}: {:.2f} s in ops of the step's {:.2f} s; {} ({})", step, in_ops,
+                     step_seconds, top, name);
 }
 
 // The run's log: log.txt in the run dir (rank 0), and the console above the progress line.
@@ -141,7 +169,10 @@ int train(const TrainOptions& opt) {
   }
   if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
   // The device too, before anything is written: a run dir left behind would refuse the rerun.
-  const kernels::Ops& backend = model_backend(cfg, launch.local_rank);
+  // With run.profile_step, the model runs on the table's profiled twin, which only forwards each
+  // call until that step (kernels/op_profile.h).
+  const kernels::Ops& device_ops = model_backend(cfg, launch.local_rank);
+  const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
   const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank);
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
@@ -421,8 +452,13 @@ int train(const TrainOptions& opt) {
       for (auto& sink : sinks) sink->write(0, unix_now(), metrics);
   }
   for (int64_t s = first_step; s <= cfg.run.steps; s++) {
+    std::optional<kernels::OpProfile> profile;
+    if (s == cfg.run.profile_step) profile.emplace();
     StepResult r = run_step(ctx, s);
     step = s;
+    if (profile)
+      log(write_op_profile(run_dir, s, comm->rank(), device_ops.name, profile->take(), r.times.total));
+    profile.reset();
     Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).

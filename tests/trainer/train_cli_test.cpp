@@ -23,6 +23,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -255,6 +256,40 @@ TEST(TrainCli, Bf16MatmulPrecisionRunsTheSameStepOnTheGuardedDevice) {
   ASSERT_FALSE(got.empty());
   ASSERT_FALSE(want.empty());
   EXPECT_NE(got[0], want[0]) << "bf16 GEMMs left step 1's metrics exactly fp32's";
+}
+
+// run.profile_step: the step's ops, each timed alone, go to op_profile_step<N>.json and a line of
+// the log; the model runs on the profiled twin of its op table, so the run is still the reference
+// run bit for bit, before and after the profiled step. The counts follow from the architecture:
+// every training forward and backward of azr-tiny (4 layers) runs 7 linear maps per layer and the
+// LM head, 29 matmul_backward calls, and a step ends with one AdamW update.
+TEST(TrainCli, ProfiledStepWritesItsOpSplitAndChangesNothingElse) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("profile");
+  auto args = train_args(run.string());
+  args.insert(args.end(), {"--set", "run.profile_step=2"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_run(run, ref);
+  EXPECT_NE(slurp(run / "log.txt").find("op profile of step 2: "), std::string::npos) << slurp(run / "log.txt");
+  int profiles = 0;
+  for (const auto& e : fs::directory_iterator(run)) profiles += e.path().filename().string().rfind("op_profile", 0) == 0;
+  EXPECT_EQ(profiles, 1) << "only the named step is profiled";
+  const json p = json::parse(slurp(run / "op_profile_step2.json"));
+  EXPECT_EQ(p.at("step"), 2);
+  EXPECT_EQ(p.at("device"), "cpu");
+  std::map<std::string, int64_t> calls;
+  double sum = 0;
+  for (const json& o : p.at("ops")) {
+    calls[o.at("op").get<std::string>()] = o.at("calls").get<int64_t>();
+    sum += o.at("seconds").get<double>();
+  }
+  EXPECT_GT(calls["matmul_backward"], 0);
+  EXPECT_EQ(calls["matmul_backward"] % 29, 0) << calls["matmul_backward"];
+  EXPECT_EQ(calls["adamw"], 1);
+  EXPECT_GT(calls["sample_rows"], 0);  // the step generated
+  EXPECT_NEAR(p.at("op_seconds").get<double>(), sum, 1e-9);
+  EXPECT_LE(sum, p.at("step_seconds").get<double>());
 }
 
 // algorithm.micro_batch_size = 0: the trainer takes the largest micro-batch that `azr memory`
