@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
                       "GB/s", cache_bytes / lg / 1e9, cache_bytes / warp / 1e9, cache_bytes / lg / peak_bw});
     }
   }
-  {  // token statistics over the full vocabulary, 512 rows
+  {  // token statistics: whole rows (512 x 151,936), and one LM-head tile (4,096 rows x 4,096 columns
+     // of 151,936, the training head's tile at 4,096 rows: memory_plan.h), each read once
     const int64_t n = 512;
     auto logits = randn(n * V, 9, 3.f);
     std::vector<int32_t> targets(n);
@@ -312,11 +313,38 @@ int main(int argc, char** argv) {
     Buffer<int32_t> dt(cuda_ops(), n);
     Buffer<float> lse(cuda_ops(), n), lp(cuda_ops(), n), ent(cuda_ops(), n);
     dt.upload(targets.data(), n);
-    const double bytes = 2.0 * double(n) * double(V) * 4.0;  // two passes over the logits
-    const double g = time_gpu([&] { gpu.token_stats(lse.data(), lp.data(), ent.data(), dl.data(), dt.data(), n, V, 1.f); }, reps);
+    const double bytes = double(n) * double(V) * 4.0;
+    const double g = time_gpu(
+        [&] { gpu.token_stats(lse.data(), lp.data(), ent.data(), nullptr, dl.data(), dt.data(), n, 0, V, V, 1.f); },
+        reps);
     std::vector<float> hl(n), hp(n), he(n);
-    const double c = time_cpu([&] { cpu.token_stats(hl.data(), hp.data(), he.data(), logits.data(), targets.data(), n, V, 1.f); });
+    const double c = time_cpu([&] {
+      cpu.token_stats(hl.data(), hp.data(), he.data(), nullptr, logits.data(), targets.data(), n, 0, V, V, 1.f);
+    });
     rows.push_back({"token_stats", "512 rows x 151936", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
+
+    const int64_t tr = 4096, tc = 4096, col0 = 8 * tc;  // a middle block: it joins and carries the state
+    auto tile = randn(tr * tc, 10, 3.f);
+    std::vector<int32_t> tt(tr);
+    for (int64_t r = 0; r < tr; r++) tt[r] = int32_t((r * 7919) % V);
+    auto d_tile = upload(tile);
+    Buffer<int32_t> d_tt(cuda_ops(), tr);
+    d_tt.upload(tt.data(), tr);
+    Buffer<float> tl(cuda_ops(), tr), tp(cuda_ops(), tr), te(cuda_ops(), tr);
+    Buffer<double> st(cuda_ops(), 4 * tr);
+    std::vector<double> st_host(4 * tr, 0.0);
+    for (int64_t r = 0; r < tr; r++) st_host[4 * r + 1] = 1.0;  // a started row: max 0, one e^0
+    st.upload(st_host.data(), st_host.size());
+    const double tile_bytes = double(tr) * double(tc) * 4.0;
+    const double tg = time_gpu([&] {
+      gpu.token_stats(tl.data(), tp.data(), te.data(), st.data(), d_tile.data(), d_tt.data(), tr, col0, tc, V, 1.f);
+    }, reps);
+    std::vector<float> thl(tr), thp(tr), the(tr);
+    const double tcpu = time_cpu([&] {
+      cpu.token_stats(thl.data(), thp.data(), the.data(), st_host.data(), tile.data(), tt.data(), tr, col0, tc, V, 1.f);
+    });
+    rows.push_back({"token_stats, a head tile", "4096 rows x 4096 of 151936 columns", "GB/s", tile_bytes / tg / 1e9,
+                    tile_bytes / tcpu / 1e9, tile_bytes / tg / peak_bw});
   }
   {  // sampling over the full vocabulary, the logits read once at least: R rows of a decode step
     const int64_t R_max = 256;

@@ -5,3 +5,8 @@ add_executable(model_speed_bench ${CMAKE_SOURCE_DIR}/bench/model_speed_bench.cpp
 target_link_libraries(model_speed_bench PRIVATE azr_model azr_backend nlohmann_json::nlohmann_json)
 target_include_directories(model_speed_bench PRIVATE ${CMAKE_SOURCE_DIR})
 target_compile_definitions(model_speed_bench PRIVATE AZR_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+
+# The LM head's column-block tiles against the row blocks azr used before, on any device.
+add_executable(lm_head_bench ${CMAKE_SOURCE_DIR}/bench/lm_head_bench.cpp)
+target_link_libraries(lm_head_bench PRIVATE azr_model azr_backend nlohmann_json::nlohmann_json)
+target_include_directories(lm_head_bench PRIVATE ${CMAKE_SOURCE_DIR})

@@ -141,16 +141,21 @@ struct Ops {
   // out = a + b (out may alias a or b).
   void (*add)(float* out, const float* a, const float* b, int64_t n);
 
-  // Token statistics of logits [n, V] at temperature 1/inv_temp: z = logits * inv_temp,
-  // lse[r] = logsumexp(z_r), logp[r] = z_r[target[r]] - lse[r] (0 when target[r] < 0),
-  // entropy[r] = -sum p log p. Any of logp/entropy may be null.
-  void (*token_stats)(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
-                      int64_t V, float inv_temp);
-  // Overwrites dlogits [n, V] with d/dlogits of sum_r (dlogp[r] * logp[r] + dent[r] * entropy[r]).
-  // dlogits may alias logits.
+  // Token statistics of logits at temperature 1/inv_temp, for an LM head that makes its logits a
+  // block of the vocabulary at a time (so that n x V logits never exist at once): logits [n, cols]
+  // are the columns col0 .. col0 + cols - 1 of rows V wide. Over each whole row, with z = logits *
+  // inv_temp: lse[r] = logsumexp(z_r), logp[r] = z_r[targets[r]] - lse[r] (0 when targets[r] < 0),
+  // entropy[r] = -sum p log p. state [n, 4] carries each row's running maximum, sum e^(z - max),
+  // sum e^(z - max) (z - max) and target logit from block to block, in column order: the block at
+  // col0 = 0 starts it (whatever state held), the one that ends at V writes lse, logp and entropy
+  // (logp, entropy may be null). state may be null when one block covers the rows (cols = V).
+  void (*token_stats)(float* lse, float* logp, float* entropy, double* state, const float* logits,
+                      const int32_t* targets, int64_t n, int64_t col0, int64_t cols, int64_t V, float inv_temp);
+  // Overwrites dlogits [n, cols], the same block of columns, with d/dlogits of sum_r (dlogp[r] *
+  // logp[r] + dent[r] * entropy[r]), from the whole rows' lse and entropy. dlogits may alias logits.
   void (*token_stats_backward)(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
-                               const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
-                               float inv_temp);
+                               const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                               int64_t cols, float inv_temp);
 
   // One sampling decision per row of logits [R, V], so that generation downloads R tokens and R
   // log-probs instead of R x V logits. In model/generate.h's order: temperature (0 = greedy),

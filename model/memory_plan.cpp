@@ -39,11 +39,19 @@ PerToken layer_acts(const ModelConfig& c) {
 
 }  // namespace
 
+HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward) {
+  R = std::max<int64_t>(R, 1);
+  if (for_backward && R * V <= kHeadKeepFloats) return {R, V, true};
+  if (R * V <= kHeadTileFloats) return {R, V, false};
+  const int64_t cols = kHeadTileFloats / R / kHeadColAlign * kHeadColAlign;
+  if (cols >= kHeadMinCols) return {R, cols, false};
+  const int64_t min_cols = std::min(V, kHeadMinCols);
+  return {kHeadTileFloats / min_cols, min_cols, false};
+}
+
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
-  if (s.seq_len < 1 || s.micro_batch < 0 || s.head_chunk_rows < 1 || s.kv_slots < 0 || s.kv_capacity < 0 ||
-      s.prefill_group_tokens < 1)
-    throw std::invalid_argument(
-        "memory plan: seq_len, head_chunk_rows and prefill_group_tokens must be >= 1, the rest >= 0");
+  if (s.seq_len < 1 || s.micro_batch < 0 || s.kv_slots < 0 || s.kv_capacity < 0 || s.prefill_group_tokens < 1)
+    throw std::invalid_argument("memory plan: seq_len and prefill_group_tokens must be >= 1, the rest >= 0");
   const bool mixed = s.precision == Precision::Bf16Mixed;
   const double a = mixed ? 2.0 : 4.0;  // bytes per activation / compute-weight element
   const double P = double(parameter_count(c));
@@ -71,9 +79,17 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   p.activations = N * (residual_bytes + slots * layer_bytes + tail_bytes);
   // dres, dln [H]; datt, dq [q_dim]; dk, dv [kv_dim]; dact, dgate, dup [I]
   p.backward_scratch = N * (2 * H + 2 * qd + 2 * kd + 3 * I) * a;
-  // fp32 logits of one chunk of rows, and the chunk's gathered inputs and their gradients
-  const double rows = std::min(double(s.head_chunk_rows), std::max(N, 1.0));
-  p.lm_head = N > 0 ? rows * V * 4.0 + 2 * rows * H * 4.0 : 0.0;
+  // The LM head (Transformer::score, backward): each sequence's seq_len - 1 rows that predict a
+  // token. Its logits tile (or the kept logits) in fp32; a tile's gathered rows and their
+  // gradients [rows, H]; per head row, the row index and target (int32), lse, logp, entropy and
+  // the gradients dlogp, dentropy (fp32), and with column blocks the running statistics (4 doubles).
+  const int64_t head_rows = s.micro_batch * (s.seq_len - 1);
+  const HeadTiles tiles = plan_head_tiles(head_rows, c.vocab_size, /*for_backward=*/true);
+  const double R = double(std::max<int64_t>(head_rows, 1));
+  const double head_logits = tiles.keep ? R * V : double(tiles.rows) * double(tiles.cols);
+  if (head_rows > 0)
+    p.lm_head = head_logits * 4.0 + 2.0 * double(tiles.rows) * H * 4.0 + R * (2 * 4.0 + 5 * 4.0) +
+                (tiles.cols < c.vocab_size ? R * 4 * 8.0 : 0.0);
 
   p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
   // one decode step: Transformer::decode's buffers plus the fp32 next-token logits
@@ -91,14 +107,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   if (s.precision == Precision::Fp32Bf16Gemm) {
     // The fp32 model is the master; the GEMMs read a bf16 copy of it and round their other
     // operands into two scratch buffers that keep their largest size: a GEMM input (a layer's
-    // N x max(H, q_dim, I), or a head chunk's rows x H) and an output gradient (the same, or a
-    // head chunk's rows x V in backward).
+    // N x max(H, q_dim, I); the head's come rounded, below) and an output gradient (the same, or
+    // the head's logits tile in backward).
     p.master_weights = p.weights;
     p.weights = 2.0 * P;
     // A prefill group's forward rounds its inputs into the same scratch (no backward).
     const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
-    p.gemm_scratch =
-        2.0 * (std::max(forward_rows * widest, rows * H) + std::max(N * widest, N > 0 ? rows * V : 0.0));
+    p.gemm_scratch = 2.0 * (forward_rows * widest + std::max(N * widest, head_rows > 0 ? head_logits : 0.0));
     // The Simt attention (the CUDA default) reads its keys and values rounded to bf16 from two
     // fp32 copies [N, kv_dim] and rounds its queries as it reads them; the tensor-core kernels
     // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.
@@ -149,7 +164,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   if (p.gemm_scratch > 0) line("bf16 GEMM scratch", p.gemm_scratch);
   line("activations", p.activations);
   line("backward scratch", p.backward_scratch);
-  line("LM head (chunked)", p.lm_head);
+  line("LM head (tiles)", p.lm_head);
   line("KV cache", p.kv_cache);
   line("decode buffers", p.decode_buffers);
   if (s.kv_slots > 0) {

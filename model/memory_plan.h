@@ -35,12 +35,32 @@ const char* precision_name(Precision p);
 // about 2.5 GiB at Qwen2.5-1.5B.
 inline constexpr int64_t kDefaultPrefillGroupTokens = 16384;
 
+// The LM head's tiles (Transformer::score and backward): the logits of `rows` head rows (tokens
+// that predict a token) by `cols` columns of the vocabulary exist at once, never R x V unless
+// `keep`. The vocabulary is split before the rows, so that each GEMM of the head runs over every
+// row: the head's weight gradient is then written once per column block, where row blocks would
+// read and write all of it (V x H fp32) once per block.
+// - keep: for backward, while R x V logits fit kHeadKeepFloats, they are kept from score() to
+//   backward() (no second GEMM to make them again);
+// - else tiles of at most kHeadTileFloats: the whole rows when they fit, else column blocks of a
+//   multiple of kHeadColAlign columns, and only when even kHeadMinCols columns of every row do
+//   not fit, row blocks too.
+inline constexpr int64_t kHeadKeepFloats = int64_t(64) << 20;  // 256 MiB of fp32 logits
+inline constexpr int64_t kHeadTileFloats = int64_t(16) << 20;  // 64 MiB
+inline constexpr int64_t kHeadMinCols = 1024;
+inline constexpr int64_t kHeadColAlign = 256;
+struct HeadTiles {
+  int64_t rows = 0, cols = 0;
+  bool keep = false;
+  bool operator==(const HeadTiles&) const = default;
+};
+HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward);
+
 struct MemoryPlanSettings {
   Precision precision = Precision::Bf16Mixed;
   int64_t seq_len = 4096;      // tokens per training sequence (prompt + response)
   int64_t micro_batch = 1;     // sequences per training micro-batch
   bool recompute = false;      // keep each layer's input only; recompute the layer in backward
-  int64_t head_chunk_rows = 1024;  // LM-head rows whose fp32 logits exist at once (never B x T x V)
   int64_t kv_slots = 0;        // generation: sequences decoded together (0 = no generation phase)
   int64_t kv_capacity = 0;     // positions per sequence in the KV cache
   // Padded prompt tokens a prefill runs at once (Transformer::set_prefill_group_tokens); the plan
@@ -53,7 +73,8 @@ struct MemoryPlan {
   int64_t parameters = 0;
   // persistent
   double weights = 0, master_weights = 0, gradients = 0, adam = 0, gemm_scratch = 0;
-  // training phase
+  // training phase; lm_head: the head's logits tile (or kept logits), gathered rows and their
+  // gradients, and per-row statistics (plan_head_tiles)
   double activations = 0, backward_scratch = 0, lm_head = 0;
   // generation phase: prefill's activations (one layer, one group of prompts) and decode's
   // buffers share one arena, so the larger of the two counts; prefill's logits [slots, V] stay

@@ -12,12 +12,6 @@ namespace azr::model {
 
 namespace {
 
-// The LM head's logits are kept between score() and backward() while they fit this budget
-// (floats); past it they are recomputed chunk by chunk (one extra GEMM, bounded memory: a
-// 152k-entry vocabulary costs 0.6 MB of logits per row).
-constexpr size_t kKeepLogitsFloats = size_t(64) << 20;
-constexpr size_t kChunkFloats = size_t(16) << 20;
-
 // splitmix64 + Box-Muller: a normal stream that is the same on every platform and compiler
 // (std::normal_distribution is not), so a seed names one model everywhere.
 struct NormalStream {
@@ -128,6 +122,7 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       head_entropy_(ops),
       head_logits_(ops),
       head_scratch_(ops),
+      head_state_(ops),
       prefill_logits_(ops),
       decode_graphs_(ops) {
   build_layout();
@@ -547,14 +542,32 @@ void Transformer::lm_head_rows(const SequenceBatch& batch) {
   head_targets_dev_.upload(head_targets_.data(), head_targets_.size());
 }
 
-// One chunk's LM-head scratch: the gathered rows x and their gradients dx [chunk, H], dlogp and
-// dentropy [chunk], and (when the logits are not kept) the chunk's logits [chunk, V].
-float* Transformer::take_head_scratch(int64_t chunk) {
-  const int64_t H = config_.hidden_size, V = config_.vocab_size;
-  head_scratch_.ensure(size_t(chunk * (2 * H + 2) + (head_logits_kept_ ? 0 : chunk * V)));
+HeadTiles Transformer::head_tiles(int64_t R, bool for_backward) const {
+  if (head_tiles_override_.rows > 0)
+    return {std::min(head_tiles_override_.rows, std::max<int64_t>(R, 1)),
+            std::min(head_tiles_override_.cols, config_.vocab_size), false};
+  return plan_head_tiles(R, config_.vocab_size, for_backward);
+}
+
+// The head's scratch for tiles t (memory_plan.h): a row block's gathered rows x and their
+// gradients dx [t.rows, H], every head row's dlogp and dentropy [R], and the logits tile
+// [t.rows, t.cols] unless the logits are kept (head_logits_). Returns x.
+float* Transformer::take_head_scratch(const HeadTiles& t, int64_t R) {
+  const int64_t H = config_.hidden_size;
+  head_scratch_.ensure(size_t(2 * t.rows * H + 2 * std::max<int64_t>(R, 1) + (t.keep ? 0 : t.rows * t.cols)));
+  if (t.cols < config_.vocab_size) head_state_.ensure(size_t(4 * R));
   return head_scratch_.data();
 }
 
+size_t Transformer::head_bytes() const {
+  return sizeof(float) * (head_scratch_.size() + head_logits_.size() + head_lse_.size() + head_logp_.size() +
+                          head_entropy_.size()) +
+         sizeof(double) * head_state_.size() + sizeof(int32_t) * (head_rows_dev_.size() + head_targets_dev_.size());
+}
+
+// The LM head over the vocabulary's column blocks (the tiles of memory_plan.h): for each row
+// block, its rows gathered (and rounded for the GEMMs once, with a Bf16 table), then per column
+// block the logits of every row of the block, whose statistics token_stats carries to the next.
 TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bool for_backward) {
   if (!(temperature > 0.f)) throw std::invalid_argument("scoring temperature must be > 0");
   forward_layers(batch, !for_backward ? Keep::Nothing : recompute_ ? Keep::LayerInputs : Keep::Everything);
@@ -564,19 +577,24 @@ TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bo
   head_lse_.ensure(size_t(std::max<int64_t>(R, 1)));
   head_logp_.ensure(size_t(std::max<int64_t>(R, 1)));
   head_entropy_.ensure(size_t(std::max<int64_t>(R, 1)));
-  head_logits_kept_ = for_backward && size_t(R * V) <= kKeepLogitsFloats;
-  const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
-                                          : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
-  if (head_logits_kept_) head_logits_.ensure(size_t(std::max<int64_t>(R * V, 1)));
-  float* x = take_head_scratch(chunk);
-  float* local = x + chunk * (2 * H + 2);
-  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
-    const int64_t n = std::min(chunk, R - r0);
+  const HeadTiles tiles = head_tiles(R, for_backward);
+  head_logits_kept_ = tiles.keep;
+  if (tiles.keep) head_logits_.ensure(size_t(std::max<int64_t>(R * V, 1)));
+  float* x = take_head_scratch(tiles, R);
+  float* tile = x + 2 * tiles.rows * H + 2 * std::max<int64_t>(R, 1);
+  const float* head_w = params_.data() + head_off_;
+  for (int64_t r0 = 0; r0 < R; r0 += tiles.rows) {
+    const int64_t n = std::min(tiles.rows, R - r0);
     ops_->gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
-    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
-    gemm_forward(lg, x, params_.data() + head_off_, nullptr, n, H, V);
-    ops_->token_stats(head_lse_.data() + r0, head_logp_.data() + r0, head_entropy_.data() + r0, lg,
-                      head_targets_dev_.data() + r0, n, V, fwd_inv_temp_);
+    const GemmInput in = rounded_for_gemms(x, n * H);
+    for (int64_t v0 = 0; v0 < V; v0 += tiles.cols) {
+      const int64_t cols = std::min(tiles.cols, V - v0);
+      float* lg = tiles.keep ? head_logits_.data() : tile;
+      gemm_forward(lg, in, head_w + v0 * H, nullptr, n, H, cols);
+      ops_->token_stats(head_lse_.data() + r0, head_logp_.data() + r0, head_entropy_.data() + r0,
+                        cols < V ? head_state_.data() + 4 * r0 : nullptr, lg, head_targets_dev_.data() + r0, n, v0,
+                        cols, V, fwd_inv_temp_);
+    }
   }
   std::vector<float> logp(static_cast<size_t>(R)), entropy(static_cast<size_t>(R));
   head_logp_.download(logp.data(), size_t(R));
@@ -610,31 +628,37 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   float *dres = take(N * H), *dln = take(N * H), *datt = take(N * qd), *dq = take(N * qd), *dk = take(N * kd),
         *dv = take(N * kd), *dact = take(N * I), *dgate = take(N * I), *dup = take(N * I);
 
-  // LM head, chunk by chunk: dlogits -> d(final norm output) and the head's weight gradient.
+  // LM head, tile by tile as in score(): dlogits -> d(final norm output) and the head's weight
+  // gradient, each column block's written once per row block (once, unless the rows are split).
   o.fill_zero(dln, N * H);
-  const int64_t chunk = head_logits_kept_ ? std::max<int64_t>(R, 1)
-                                          : std::max<int64_t>(1, std::min<int64_t>(R, int64_t(kChunkFloats) / V));
-  float* x = take_head_scratch(chunk);
-  float *dx = x + chunk * H, *gl = dx + chunk * H, *ge = gl + chunk, *local = ge + chunk;
-  std::vector<float> gl_host(static_cast<size_t>(chunk)), ge_host(static_cast<size_t>(chunk));
-  float* head_w = params_.data() + head_off_;
+  HeadTiles tiles = head_tiles(R, /*for_backward=*/true);  // score()'s
+  tiles.keep = head_logits_kept_;  // false in a second backward(): the kept logits hold dlogits now
+  float* x = take_head_scratch(tiles, R);
+  float *dx = x + tiles.rows * H, *gl = dx + tiles.rows * H, *ge = gl + std::max<int64_t>(R, 1);
+  float* tile = ge + std::max<int64_t>(R, 1);
+  std::vector<float> gl_host(static_cast<size_t>(R)), ge_host(static_cast<size_t>(R));
+  for (int64_t i = 0; i < R; i++) {
+    const int64_t row = head_rows_[i];
+    gl_host[i] = dlogp.empty() ? 0.f : dlogp[row + 1];
+    ge_host[i] = dentropy.empty() ? 0.f : dentropy[row + 1];
+  }
+  o.upload(gl, gl_host.data(), sizeof(float) * size_t(R));
+  o.upload(ge, ge_host.data(), sizeof(float) * size_t(R));
+  const float* head_w = params_.data() + head_off_;
   float* head_g = grads_.data() + head_off_;
-  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
-    const int64_t n = std::min(chunk, R - r0);
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t row = head_rows_[r0 + i];
-      gl_host[i] = dlogp.empty() ? 0.f : dlogp[row + 1];
-      ge_host[i] = dentropy.empty() ? 0.f : dentropy[row + 1];
-    }
-    o.upload(gl, gl_host.data(), sizeof(float) * size_t(n));
-    o.upload(ge, ge_host.data(), sizeof(float) * size_t(n));
+  for (int64_t r0 = 0; r0 < R; r0 += tiles.rows) {
+    const int64_t n = std::min(tiles.rows, R - r0);
     o.gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
-    float* lg = head_logits_kept_ ? head_logits_.data() + r0 * V : local;
-    if (!head_logits_kept_) gemm_forward(lg, x, head_w, nullptr, n, H, V);
-    o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0, head_entropy_.data() + r0,
-                           gl, ge, n, V, fwd_inv_temp_);
+    const GemmInput in = rounded_for_gemms(x, n * H);
     o.fill_zero(dx, n * H);
-    gemm_backward(dx, head_g, nullptr, lg, x, head_w, n, H, V);
+    for (int64_t v0 = 0; v0 < V; v0 += tiles.cols) {
+      const int64_t cols = std::min(tiles.cols, V - v0);
+      float* lg = tiles.keep ? head_logits_.data() : tile;
+      if (!tiles.keep) gemm_forward(lg, in, head_w + v0 * H, nullptr, n, H, cols);
+      o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,
+                             head_entropy_.data() + r0, gl + r0, ge + r0, n, v0, cols, fwd_inv_temp_);
+      gemm_backward(dx, head_g + v0 * H, nullptr, lg, in, head_w + v0 * H, n, H, cols);
+    }
     o.scatter_add_rows(dln, dx, head_rows_dev_.data() + r0, n, H);
   }
   head_logits_kept_ = false;  // overwritten by dlogits; a second backward recomputes

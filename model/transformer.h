@@ -157,6 +157,12 @@ class Transformer {
   // Bytes held by activations and buffers for the largest batch seen (for memory reports).
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
   size_t backward_scratch_bytes() const { return bwd_.size() * sizeof(float); }
+  size_t head_bytes() const;  // the LM head's logits, scratch and per-row statistics
+
+  // The LM head's tiles (memory_plan.h, plan_head_tiles) are planned from the number of rows
+  // unless set here: logits of `rows` x `cols` at a time, never kept for backward. For tests and
+  // benchmarks (other tilings must give the same scores and gradients); rows = 0 restores the plan.
+  void set_head_tiles(int64_t rows, int64_t cols) { head_tiles_override_ = {rows, std::max<int64_t>(cols, 1), false}; }
 
  private:
   struct LayerWeights;
@@ -172,7 +178,8 @@ class Transformer {
   void forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache = nullptr, int64_t first_slot = 0);
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
   void lm_head_rows(const SequenceBatch& batch);
-  float* take_head_scratch(int64_t chunk);
+  HeadTiles head_tiles(int64_t R, bool for_backward) const;
+  float* take_head_scratch(const HeadTiles& t, int64_t R);
   // The GEMMs on a weight w of params_: through the table's bf16-weight ops and the bf16 copy
   // when the table has them (MatmulPrecision::Bf16), else the table's plain GEMMs.
   void gemm_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,
@@ -255,12 +262,14 @@ class Transformer {
   float fwd_inv_temp_ = 1.f;
   SequenceBatch fwd_batch_;
   // LM-head rows of the last score(): rows that predict a token, their targets, lse and entropy,
-  // and their logits when they fit the budget (else recomputed in backward).
+  // and their logits when the plan keeps them (else made again, tile by tile, in backward).
   std::vector<int32_t> head_rows_, head_targets_;          // host
   kernels::Buffer<int32_t> head_rows_dev_, head_targets_dev_;  // the same on the backend
   kernels::Buffer<float> head_lse_, head_logp_, head_entropy_, head_logits_;
-  kernels::Buffer<float> head_scratch_;  // a chunk's gathered rows, their gradients, dlogp/dent, logits
+  kernels::Buffer<float> head_scratch_;  // a tile's gathered rows and their gradients, dlogp/dent, the logits tile
+  kernels::Buffer<double> head_state_;   // [R, 4] token_stats' running statistics across column blocks
   bool head_logits_kept_ = false;
+  HeadTiles head_tiles_override_;  // rows 0: planned
   kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill
   bool decode_graphs_on_ = false;
   DecodeGraphs decode_graphs_;

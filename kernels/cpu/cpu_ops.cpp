@@ -381,46 +381,67 @@ void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
-                 int64_t V, float inv_temp) {
-#pragma omp parallel for schedule(static) if (n * V >= kParallelMin)
+// One block of columns per call (ops.h). Within the block, as over a whole row: the maximum in
+// float, then sum e^(z - max) and sum e^(z - max) (z - max) in double; a later block's sums join
+// the running ones rescaled to the larger maximum. Over one block the result is the single pass's
+// bit for bit (the merge is skipped), so splitting the vocabulary changes the statistics only by
+// the rounding of the rescaling.
+void token_stats(float* lse, float* logp, float* entropy, double* state, const float* logits, const int32_t* targets,
+                 int64_t n, int64_t col0, int64_t cols, int64_t V, float inv_temp) {
+  const bool first = col0 == 0, last = col0 + cols == V;
+#pragma omp parallel for schedule(static) if (n * cols >= kParallelMin)
   for (int64_t r = 0; r < n; r++) {
-    const float* z = logits + r * V;
+    const float* z = logits + r * cols;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < V; j++) mx = std::max(mx, z[j] * inv_temp);
-    // sum e^(z - mx) and sum e^(z - mx) (z - mx): entropy = log(sum) - (the second) / sum.
+    for (int64_t j = 0; j < cols; j++) mx = std::max(mx, z[j] * inv_temp);
     double sum = 0.0, wsum = 0.0;
-    for (int64_t j = 0; j < V; j++) {
+    for (int64_t j = 0; j < cols; j++) {
       const float zj = z[j] * inv_temp - mx;
       const float e = std::exp(zj);
       sum += e;
       wsum += double(e) * zj;
     }
-    const float l = mx + float(std::log(sum));
+    const int64_t t = targets ? targets[r] : -1;
+    double m = mx, target_z = t >= col0 && t < col0 + cols ? double(z[t - col0] * inv_temp) : 0.0;
+    if (!first) {  // join the running sums of the earlier blocks
+      const double* st = state + 4 * r;
+      const double M = std::max(st[0], m), a = std::exp(st[0] - M), b = std::exp(m - M);
+      wsum = a * (st[2] + (st[0] - M) * st[1]) + b * (wsum + (m - M) * sum);
+      sum = a * st[1] + b * sum;
+      m = M;
+      if (!(t >= col0 && t < col0 + cols)) target_z = st[3];
+    }
+    if (!last) {
+      double* st = state + 4 * r;
+      st[0] = m, st[1] = sum, st[2] = wsum, st[3] = target_z;
+      continue;
+    }
+    const float l = float(m) + float(std::log(sum));
     lse[r] = l;
-    if (logp) logp[r] = targets && targets[r] >= 0 ? z[targets[r]] * inv_temp - l : 0.f;
+    if (logp) logp[r] = t >= 0 ? float(target_z) - l : 0.f;
     if (entropy) entropy[r] = float(std::log(sum) - wsum / sum);
   }
 }
 
 // d logp_t / dz_j = [j == t] - p_j;  d H / dz_j = -p_j (log p_j + H);  z = logits * inv_temp.
 void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
-                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
-                          float inv_temp) {
-#pragma omp parallel for schedule(static) if (n * V >= kParallelMin)
+                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                          int64_t cols, float inv_temp) {
+#pragma omp parallel for schedule(static) if (n * cols >= kParallelMin)
   for (int64_t r = 0; r < n; r++) {
-    const float* z = logits + r * V;
-    float* dz = dlogits + r * V;
-    const float gl = dlogp ? dlogp[r] : 0.f;
+    const float* z = logits + r * cols;
+    float* dz = dlogits + r * cols;
+    const int64_t t = targets ? targets[r] : -1;
+    const float gl = dlogp && t >= 0 ? dlogp[r] : 0.f;  // a masked row's logp is the constant 0
     const float ge = dent ? dent[r] : 0.f;
     const float H = entropy ? entropy[r] : 0.f;
     const float l = lse[r];
-    for (int64_t j = 0; j < V; j++) {
+    for (int64_t j = 0; j < cols; j++) {
       const float lp = z[j] * inv_temp - l;
       const float p = std::exp(lp);
       dz[j] = (-gl * p - ge * p * (lp + H)) * inv_temp;
     }
-    if (targets && targets[r] >= 0) dz[targets[r]] += gl * inv_temp;
+    if (t >= col0 && t < col0 + cols) dz[t - col0] += gl * inv_temp;
   }
 }
 

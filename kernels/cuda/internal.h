@@ -108,11 +108,11 @@ void tensor_core_attention_backward(float* dq, float* dk, float* dv, const float
                                     const AttentionShape& s);
 
 // token_stats.cu
-void token_stats(float* lse, float* logp, float* entropy, const float* logits, const int32_t* targets, int64_t n,
-                 int64_t V, float inv_temp);
+void token_stats(float* lse, float* logp, float* entropy, double* state, const float* logits, const int32_t* targets,
+                 int64_t n, int64_t col0, int64_t cols, int64_t V, float inv_temp);
 void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
-                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t V,
-                          float inv_temp);
+                          const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                          int64_t cols, float inv_temp);
 
 // sampling.cu
 void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,

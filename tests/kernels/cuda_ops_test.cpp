@@ -28,6 +28,7 @@
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/sampling_cases.h"
 #include "tests/kernels/tensor_core_reference.h"
+#include "tests/kernels/token_stats_cases.h"
 
 namespace azr::kernels {
 namespace {
@@ -637,37 +638,49 @@ TEST_F(CudaOps, SumSquaresMatchesCpu) {
   }
 }
 
-// The vocabulary sizes of azr-tiny (263) and Qwen2.5 (151,936); temperature != 1; a masked row.
+// The vocabulary sizes of azr-tiny (263) and Qwen2.5 (151,936); temperature != 1; a masked row;
+// the whole row in one block, and column blocks as the LM head makes them (4,096 columns at
+// 151,936: 38 blocks, the last one shorter), against the CPU's whole rows.
 class CudaTokenStats : public CudaOps, public ::testing::WithParamInterface<int64_t> {};
 
 TEST_P(CudaTokenStats, StatsAndBackwardMatchCpu) {
   const int64_t V = GetParam(), n = 7;
   const float inv_temp = 1.f / 0.7f;
   const auto logits = randn(n * V, 60, 4.f), dlogp = randn(n, 61), dent = randn(n, 62);
-  std::vector<int32_t> targets(n);
-  for (int64_t r = 0; r < n; r++) targets[r] = int32_t((r * 7919) % V);
-  targets[3] = -1;
+  const std::vector<int32_t> targets = testing::spread_targets(n, V);
   std::vector<float> lse(n), logp(n), ent(n), dlogits(n * V);
-  cpu.token_stats(lse.data(), logp.data(), ent.data(), logits.data(), targets.data(), n, V, inv_temp);
+  cpu.token_stats(lse.data(), logp.data(), ent.data(), nullptr, logits.data(), targets.data(), n, 0, V, V, inv_temp);
   cpu.token_stats_backward(dlogits.data(), logits.data(), targets.data(), lse.data(), ent.data(), dlogp.data(),
-                           dent.data(), n, V, inv_temp);
-
-  auto d_logits = to_device(logits), d_dlogp = to_device(dlogp), d_dent = to_device(dent);
+                           dent.data(), n, 0, V, inv_temp);
+  auto d_dlogp = to_device(dlogp), d_dent = to_device(dent);
   auto d_t = to_device(targets);
-  Buffer<float> d_lse(cuda_ops(), n), d_logp(cuda_ops(), n), d_ent(cuda_ops(), n), d_dlogits(cuda_ops(), n * V);
-  gpu.token_stats(d_lse.data(), d_logp.data(), d_ent.data(), d_logits.data(), d_t.data(), n,
-                  V, inv_temp);
-  gpu.token_stats_backward(d_dlogits.data(), d_logits.data(), d_t.data(), d_lse.data(),
-                           d_ent.data(), d_dlogp.data(), d_dent.data(), n, V, inv_temp);
-  expect_close(to_host<float>(d_lse, n), lse, 1e-4f, 1e-5f, "lse");
-  expect_close(to_host<float>(d_logp, n), logp, 1e-4f, 1e-5f, "logp");
-  expect_close(to_host<float>(d_ent, n), ent, 1e-4f, 1e-4f, "entropy");
-  expect_close(to_host<float>(d_dlogits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits");
-
-  // dlogits may alias logits (the model reuses the logits buffer).
-  gpu.token_stats_backward(d_logits.data(), d_logits.data(), d_t.data(), d_lse.data(),
-                           d_ent.data(), d_dlogp.data(), d_dent.data(), n, V, inv_temp);
-  expect_close(to_host<float>(d_logits, dlogits.size()), dlogits, 1e-6f, 1e-4f, "dlogits in place");
+  for (const int64_t block : {V, V > 4096 ? int64_t(4096) : int64_t(100)}) {
+    SCOPED_TRACE("blocks of " + std::to_string(block));
+    Buffer<float> d_lse(cuda_ops(), n), d_logp(cuda_ops(), n), d_ent(cuda_ops(), n);
+    Buffer<double> d_state(cuda_ops(), 4 * n);
+    std::vector<Buffer<float>> d_blocks;
+    for (int64_t col0 = 0; col0 < V; col0 += block) {
+      const int64_t cols = std::min(block, V - col0);
+      d_blocks.push_back(to_device(testing::column_block(logits, n, V, col0, cols)));
+      gpu.token_stats(d_lse.data(), d_logp.data(), d_ent.data(), block < V ? d_state.data() : nullptr,
+                      d_blocks.back().data(), d_t.data(), n, col0, cols, V, inv_temp);
+    }
+    expect_close(to_host<float>(d_lse, n), lse, 1e-4f, 1e-5f, "lse");
+    expect_close(to_host<float>(d_logp, n), logp, 1e-4f, 1e-5f, "logp");
+    expect_close(to_host<float>(d_ent, n), ent, 1e-4f, 1e-4f, "entropy");
+    // The backward in place (dlogits aliasing logits, as the model runs it), block by block.
+    std::vector<float> got(size_t(n * V));
+    int64_t b = 0;
+    for (int64_t col0 = 0; col0 < V; col0 += block, b++) {
+      const int64_t cols = std::min(block, V - col0);
+      float* d = d_blocks[size_t(b)].data();
+      gpu.token_stats_backward(d, d, d_t.data(), d_lse.data(), d_ent.data(), d_dlogp.data(), d_dent.data(), n, col0,
+                               cols, inv_temp);
+      const std::vector<float> h = to_host<float>(d_blocks[size_t(b)], size_t(n * cols));
+      for (int64_t r = 0; r < n; r++) std::copy_n(h.data() + r * cols, cols, got.data() + r * V + col0);
+    }
+    expect_close(got, dlogits, 1e-6f, 1e-4f, "dlogits");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, CudaTokenStats, ::testing::Values<int64_t>(263, 151936));

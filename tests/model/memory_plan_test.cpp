@@ -130,9 +130,10 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 // fp32+bf16-gemm (model.matmul_precision = "bf16" on a GPU): the fp32 plan, plus the bf16 copy
 // of the weights, the two bf16 rounding buffers, attention's rounded k and v and the norms'
 // rounded outputs, with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
-// tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values; the
-// widest output gradient the LM head's chunk, 1024 rows x 151,936 = 155,582,464; k and v are
-// 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's, SwiGLU's) 4096 x 8960.
+// tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values, and so
+// is the widest output gradient (the LM head's tile, its 4,095 rows x 4,096 columns = 16,773,120,
+// is narrower); k and v are 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's,
+// SwiGLU's) 4096 x 8960.
 TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const ModelConfig c = qwen("1.5b");
   const double P = 1543714304.0;
@@ -145,7 +146,7 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 155582464.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2);
+  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 36700160.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
   EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
@@ -183,6 +184,47 @@ TEST(MemoryPlan, Fp32PlanPredictsThePrefillsAllocationExactly) {
   const MemoryPlan p = plan_memory(c, s);
   EXPECT_EQ(p.prefill_activations, double(m.activation_bytes()));
   EXPECT_EQ(p.prefill_logits, double(slots * c.vocab_size * 4));
+}
+
+// The head's tiles by hand (memory_plan.h): kept while R x V <= 64Mi floats; else whole rows in a
+// 16Mi-float tile; else column blocks, a multiple of 256 wide; rows split only below 1,024 columns.
+TEST(MemoryPlan, HeadTilesByHand) {
+  EXPECT_EQ(plan_head_tiles(4095, 151936, true), (HeadTiles{4095, 4096, false}));   // 16Mi / 4095 = 4096.9
+  EXPECT_EQ(plan_head_tiles(441, 151936, true), (HeadTiles{441, 151936, true}));    // 67.0M floats: kept
+  EXPECT_EQ(plan_head_tiles(442, 151936, true), (HeadTiles{442, 37888, false}));    // 16Mi / 442 = 37,957.5
+  EXPECT_EQ(plan_head_tiles(110, 151936, false), (HeadTiles{110, 151936, false}));  // 16.7M floats: one tile
+  EXPECT_EQ(plan_head_tiles(32768, 151936, true), (HeadTiles{16384, 1024, false})); // 512 columns: too few
+  EXPECT_EQ(plan_head_tiles(100000, 263, false), (HeadTiles{63791, 263, false}));   // 16Mi / 263
+  EXPECT_EQ(plan_head_tiles(0, 263, true), (HeadTiles{1, 263, true}));
+}
+
+// The fp32 plan's LM head is the transformer's head buffers to the byte (Transformer::head_bytes)
+// after score(for_backward) and backward(), for sequences of seq_len tokens: kept logits (azr-tiny),
+// column blocks (a vocabulary of 140,000 and 599 head rows: 83.9M logits), and row blocks too
+// (4,200 columns and 16,400 head rows: 68.9M logits, and 768 columns would fit a tile, fewer than
+// 1,024).
+TEST(MemoryPlan, Fp32PlanPredictsTheLmHeadsAllocationExactly) {
+  struct Shape {
+    int64_t vocab, hidden, B, T;
+    HeadTiles tiles;
+  };
+  for (const Shape& sh : {Shape{263, 128, 3, 17, {48, 263, true}}, Shape{140000, 16, 1, 600, {599, 27904, false}},
+                          Shape{4200, 16, 4, 4101, {16384, 1024, false}}}) {
+    SCOPED_TRACE("vocabulary " + std::to_string(sh.vocab));
+    ModelConfig c = preset_config("azr-tiny");
+    c.vocab_size = sh.vocab, c.hidden_size = sh.hidden, c.intermediate_size = 32, c.num_hidden_layers = 1;
+    c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 8;
+    EXPECT_EQ(plan_head_tiles(sh.B * (sh.T - 1), sh.vocab, true), sh.tiles);
+    Transformer m = Transformer::random(c, 1);
+    const SequenceBatch batch = SequenceBatch::from(
+        std::vector<std::vector<int32_t>>(size_t(sh.B), std::vector<int32_t>(size_t(sh.T), 3)));
+    m.score(batch, 1.f, /*for_backward=*/true);
+    m.backward(std::vector<float>(size_t(sh.B * sh.T), 1.f), {});
+    MemoryPlanSettings s;
+    s.precision = Precision::Fp32;
+    s.micro_batch = sh.B, s.seq_len = sh.T;
+    EXPECT_EQ(plan_memory(c, s).lm_head, double(m.head_bytes()));
+  }
 }
 
 // Qwen2.5-1.5B, 256 slots of 4096 positions: groups of 16384 / 4096 = 4 prompts, 16,384 tokens.

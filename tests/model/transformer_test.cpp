@@ -342,25 +342,39 @@ TEST(TransformerTest, GradientAccumulationOverMicroBatchesEqualsOneBatch) {
   EXPECT_LE(rel_err(m.gradients(), one), 1e-5);
 }
 
+// Normal(0, 1) per-token gradients dlogp and dentropy for a batch.
+std::pair<std::vector<float>, std::vector<float>> random_token_grads(const SequenceBatch& batch, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> dlogp(size_t(batch.B * batch.T)), dent(dlogp.size());
+  for (size_t i = 0; i < dlogp.size(); i++) dlogp[i] = n(rng), dent[i] = n(rng);
+  return {dlogp, dent};
+}
+
+// score(batch, 0.7, for_backward) then backward(dlogp, dent) on m: its gradients, then the
+// log-probs and entropies, in one vector.
+std::vector<float> scores_and_gradients(Transformer& m, const SequenceBatch& batch, std::span<const float> dlogp,
+                                        std::span<const float> dent) {
+  const TokenScores s = m.score(batch, 0.7f, true);
+  m.backward(dlogp, dent);
+  std::vector<float> out(m.gradients().begin(), m.gradients().end());
+  out.insert(out.end(), s.logp.begin(), s.logp.end());
+  out.insert(out.end(), s.entropy.begin(), s.entropy.end());
+  return out;
+}
+
 // Recomputation runs the same ops on the same inputs, so on the CPU backend its scores and
 // gradients are those of the kept-activations path bit for bit, while the arena shrinks.
 TEST(TransformerTest, ActivationRecomputationGivesTheSameGradientsBitForBit) {
   for (bool tied : {true, false}) {
     for (int64_t kv : {1, 4}) {
       const SequenceBatch batch = SequenceBatch::from(random_seqs({9, 1, 14, 6}, 61, 21));
-      std::mt19937 rng(3);
-      std::normal_distribution<float> n(0.f, 1.f);
-      std::vector<float> dlogp(size_t(batch.B * batch.T)), dent(dlogp.size());
-      for (size_t i = 0; i < dlogp.size(); i++) dlogp[i] = n(rng), dent[i] = n(rng);
+      const auto [dlogp, dent] = random_token_grads(batch, 3);
       auto run = [&](bool recompute, size_t* arena) {
         Transformer m = random_model(tied, kv);
         m.set_recompute(recompute);
-        const TokenScores s = m.score(batch, 0.7f, true);
-        m.backward(dlogp, dent);
+        std::vector<float> out = scores_and_gradients(m, batch, dlogp, dent);
         *arena = m.activation_bytes();
-        std::vector<float> out(m.gradients().begin(), m.gradients().end());
-        out.insert(out.end(), s.logp.begin(), s.logp.end());
-        out.insert(out.end(), s.entropy.begin(), s.entropy.end());
         return out;
       };
       size_t kept_bytes = 0, recomputed_bytes = 0;
@@ -383,6 +397,37 @@ TEST(TransformerTest, ActivationRecomputationGivesTheSameGradientsBitForBit) {
     const int64_t row = b * 8 + int64_t(seqs[b].size()) - 1;
     EXPECT_LE(rel_err(std::span<const float>(last.data() + b * 61, 61), std::span<const float>(full.data() + row * 61, 61)),
               1e-5);
+  }
+}
+
+// The LM head's tiling (memory_plan.h) changes no score and no gradient beyond rounding: the
+// planned tiles (here the kept logits), the whole rows made again in backward, row blocks, column
+// blocks (61 = 3 x 16 + 13: a shorter last one) and both, on the fp32 and bf16 tables. A second
+// backward() after one score() (the kept logits then hold dlogits, so it makes them again)
+// accumulates the same gradients again: twice the first (up to the order of the GEMMs' sums).
+TEST(TransformerTest, LmHeadTilesGiveTheSameScoresAndGradients) {
+  const SequenceBatch batch = SequenceBatch::from(random_seqs({9, 1, 14, 6}, 61, 23));
+  const auto [dlogp, dent] = random_token_grads(batch, 4);
+  for (const kernels::Ops* ops : {&kernels::cpu_ops(), &kernels::cpu_bf16_matmul_ops()}) {
+    SCOPED_TRACE(ops->name);
+    auto run = [&](int64_t rows, int64_t cols) {
+      Transformer m = random_model(false).copy_to(*ops);
+      m.set_head_tiles(rows, cols);
+      return scores_and_gradients(m, batch, dlogp, dent);
+    };
+    const std::vector<float> planned = run(0, 0);
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1000, 61}, {5, 61}, {1000, 16}, {4, 16}, {3, 7}}) {
+      const std::vector<float> tiled = run(rows, cols);
+      EXPECT_LE(rel_err(tiled, planned), 1e-6) << rows << " x " << cols;
+    }
+    Transformer m = random_model(false).copy_to(*ops);
+    m.score(batch, 0.7f, true);
+    m.backward(dlogp, dent);
+    const std::vector<float> once(m.gradients().begin(), m.gradients().end());
+    m.backward(dlogp, dent);
+    std::vector<float> twice(once.size());
+    for (size_t i = 0; i < once.size(); i++) twice[i] = 2 * once[i];
+    EXPECT_LE(rel_err(m.gradients(), twice), 1e-6);
   }
 }
 
