@@ -57,11 +57,16 @@ std::map<std::string, json> by_bench(const json& summary) {
   return m;
 }
 
+// Every item of every benchmark but HumanEval+ and MBPP+, whose first 30 items stand for them here:
+// their gold solutions run every EvalPlus extra input (most of this test's sandbox work, minutes on
+// a slow VM), and code_bench_test already grades all of them, and two wrong answers per item,
+// through the same graders.
 TEST_F(EvalCli, GoldAnswersScoreFullAndWrongAnswersZeroOnEveryBenchmark) {
   std::string gold, wrong;
   std::map<std::string, size_t> counts;
   for (const auto& info : benchmark_registry()) {
     Benchmark b = load_benchmark(info.name, data_);
+    if (info.name == "humanevalplus" || info.name == "mbppplus") b.items.resize(std::min<size_t>(b.items.size(), 30));
     counts[info.name] = b.items.size();
     for (const auto& it : b.items) {
       gold += json{{"bench", info.name}, {"id", it.id}, {"response", gold_response(b, it)}}.dump() + "\n";
