@@ -76,7 +76,10 @@ TEST_F(EvalCli, GoldAnswersScoreFullAndWrongAnswersZeroOnEveryBenchmark) {
   for (bool is_gold : {true, false}) {
     std::string answers = write(is_gold ? "gold.jsonl" : "wrong.jsonl", is_gold ? gold : wrong);
     std::string out = (dir_ / "results.jsonl").string();
-    auto r = run_process({bin_, "eval", "--answers", answers, "--data", data_, "--json", "--out", out});
+    // 20 s of CPU per job, not the default 5: Mbpp/123's canonical solution takes 2-3 s, and a
+    // slow or busy machine must not turn a gold answer into a timeout.
+    auto r = run_process(
+        {bin_, "eval", "--answers", answers, "--data", data_, "--json", "--out", out, "--timeout", "20"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     json s = json::parse(r.out);
     auto m = by_bench(s);

@@ -62,6 +62,17 @@ Limits cpu_bomb_limits() {
   return l;
 }
 
+// Attacks on a guard other than the CPU limit whose programs allocate a lot first (a million nested
+// lists, a million frames, 256 MiB of strings): their CPU time is mostly page faults, whose cost varies by an order of
+// magnitude between VMs (on a 2-core AMD EPYC VM where a fork took 17 ms, building the nested lists
+// alone took more than fast_limits()' 1 s of CPU, a CpuTimeout instead of the outcome under test).
+Limits allocation_heavy_limits() {
+  Limits l = fast_limits();
+  l.cpu_seconds = 20;
+  l.wall_seconds = 30;
+  return l;
+}
+
 // Jobs that burn no CPU: only the wall clock can end them.
 Limits idle_limits() {
   Limits l = fast_limits();
@@ -637,7 +648,7 @@ TEST_F(SandboxAttack, MemoryBombBytearray) {
 
 // A list growing forever hits RLIMIT_AS: MemoryError -> status memory.
 TEST_F(SandboxAttack, MemoryBombGrowingList) {
-  auto r = run("def f():\n    l = []\n    while True:\n        l.append('x' * 1000000)\n");
+  auto r = run("def f():\n    l = []\n    while True:\n        l.append('x' * 1000000)\n", "", allocation_heavy_limits());
   EXPECT_TRUE(Outcome(r, Status::Memory, "MemoryError"));
 }
 
@@ -1390,19 +1401,16 @@ TEST_F(SandboxAttack, RecursionPython) {
 // matters: not ok, not internal, and the pool survives (TearDown).
 // The CPU and wall limits are generous so the outcome is decided by memory, not by the machine's
 // speed or how busy it is: with fast_limits()' 2 s wall, a loaded machine (ctest -j) ended it as a
-// wall-clock timeout before the stack ran out of memory, and on a 2-core AMD EPYC VM the frames
-// took more than fast_limits()' 1 s of CPU to fill its 256 MiB (a CPU timeout).
+// wall-clock timeout before the stack ran out of memory, and with its 1 s of CPU a slow VM ended it
+// as a CPU timeout.
 TEST_F(SandboxAttack, RecursionUnlimited) {
-  Limits limits = fast_limits();
-  limits.cpu_seconds = 20;
-  limits.wall_seconds = 30;
   auto r = run(
       "import sys\n"
       "def f():\n"
       "    sys.setrecursionlimit(10 ** 6)\n"
       "    def g(n): return g(n + 1) + 1\n"
       "    return g(0)\n",
-      "", limits);
+      "", allocation_heavy_limits());
   ASSERT_EQ(r.calls.size(), 1u);
   const Status s = r.calls[0].status;
   EXPECT_TRUE(s == Status::Error || s == Status::Memory || s == Status::Crashed) << describe(r.calls[0]);
@@ -1410,21 +1418,24 @@ TEST_F(SandboxAttack, RecursionUnlimited) {
 
 // C-level recursion: repr of a list nested 10**6 deep -> RecursionError (CPython guards repr).
 TEST_F(SandboxAttack, DeepNestingRepr) {
-  auto r = run("def f():\n    x = []\n    for _ in range(10 ** 6):\n        x = [x]\n    return len(repr(x))\n");
+  auto r = run("def f():\n    x = []\n    for _ in range(10 ** 6):\n        x = [x]\n    return len(repr(x))\n", "",
+               allocation_heavy_limits());
   EXPECT_TRUE(Outcome(r, Status::Error, "RecursionError"));
 }
 
 // C-level recursion: == of two lists nested 10**6 deep -> RecursionError.
 TEST_F(SandboxAttack, DeepNestingEquality) {
   auto r = run(
-      "def f():\n    x, y = [], []\n    for _ in range(10 ** 6):\n        x, y = [x], [y]\n    return x == y\n");
+      "def f():\n    x, y = [], []\n    for _ in range(10 ** 6):\n        x, y = [x], [y]\n    return x == y\n", "",
+      allocation_heavy_limits());
   EXPECT_TRUE(Outcome(r, Status::Error, "RecursionError"));
 }
 
 // Returning the 10**6-deep list: the serializer refuses past 900 levels (no C-stack overflow in
 // the child, none in the supervisor's decoder).
 TEST_F(SandboxAttack, DeepNestingResult) {
-  auto r = run("def f():\n    x = []\n    for _ in range(10 ** 6):\n        x = [x]\n    return x\n");
+  auto r = run("def f():\n    x = []\n    for _ in range(10 ** 6):\n        x = [x]\n    return x\n", "",
+               allocation_heavy_limits());
   EXPECT_TRUE(Outcome(r, Status::Error, kUnrepresentable));
 }
 
