@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     float sync = 0;
     ops.download(&sync, m.gradients().data(), sizeof sync);
     const double b = bench::secs_since(t0);
-    if (out) out->fwd.push_back(f), out->bwd.push_back(b), out->bytes = m.head_bytes();
+    if (out) out->fwd.push_back(f), out->bwd.push_back(b);
   };
   // Each head's buffers only grow, so each design's own size comes from a model that ran only it.
   auto bytes_of = [&](const model::HeadTiles& t) {

@@ -193,8 +193,10 @@ int train(const TrainOptions& opt) {
                       " or choose another --run-dir");
   }
   if (root) {
-    fs::create_directories(run_dir / "checkpoints");
-    // Atomically: --resume reads it back, so a kill mid-write must not leave half a config.
+    fs::create_directories(run_dir);
+    // Atomically, and before anything else of the run: config.toml is what --resume reads back
+    // and what marks the directory as holding a run, so a kill before its rename leaves a
+    // directory that a plain rerun accepts, and a kill after it leaves one --resume continues.
     const fs::path tmp = run_dir / ".config.toml.tmp";
     {
       std::ofstream out(tmp);
@@ -203,6 +205,7 @@ int train(const TrainOptions& opt) {
     }
     sync_path(tmp);
     fs::rename(tmp, run_dir / "config.toml");
+    fs::create_directories(run_dir / "checkpoints");
   }
   comm->barrier();
   cfg.algorithm.micro_batch_size = micro.size;

@@ -3,7 +3,7 @@
 // buffer, real checkpoints):
 //   - resume: 3 steps in one go == 1 step, then --resume for 2 more (bit for bit: metrics apart
 //     from timings, weights, optimizer state, the buffer's tasks);
-//   - kill -9 at several moments (seeding, mid-step, inside a checkpoint write), resuming each
+//   - kill -9 at several moments (at once, seeding, mid-step, inside a checkpoint write), resuming each
 //     time, ends exactly where the uninterrupted run does, and the buffer always opens;
 //   - Ctrl-C (SIGINT) finishes the step, checkpoints and exits 130; resuming finishes the run;
 //   - mpirun -np 2 gives every rank identical weights after every step and matches one process
@@ -324,11 +324,25 @@ TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("kill");
   const fs::path log = run.string() + ".log";
-  // Kill points: during start-up/seeding, inside the write of checkpoint step-1 (the moment the
-  // temporary directory appears), and in the middle of a later step.
+  // Kill points: at once (before the run's config is written), during start-up/seeding, inside
+  // the write of checkpoint step-1 (the moment the temporary directory appears), and in the
+  // middle of a later step. The points are found by watching the run directory, not by timing,
+  // so a slow machine moves them only within their phase.
   pid_t pid = start(train_args(run.string()), log);
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  // Killed before config.toml (the run's commit point) was renamed into place, the directory is
+  // no run yet and a plain rerun takes it; killed after, --resume continues it. Which one
+  // happened depends on how far the process got in its first instants, so both are accepted.
+  const bool config_written = fs::exists(run / "config.toml");
+  pid = start(config_written ? resume_args(run.string()) : train_args(run.string()), log);
+  for (int i = 0; i < 120000 && !fs::exists(run / "config.toml"); i++) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(fs::exists(run / "config.toml")) << slurp(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into start-up/seeding
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
 
