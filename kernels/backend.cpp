@@ -52,6 +52,14 @@ double device_memory_bytes(std::string_view device, int device_index) {
   return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
 }
 
+void* device_stream(std::string_view device) {
+#ifdef AZR_HAVE_CUDA_KERNELS
+  if (device == "cuda") return cuda_op_stream();
+#endif
+  (void)backend_ops(device);  // the same errors for an unknown device, or "cuda" without the backend
+  return nullptr;
+}
+
 std::vector<std::string> matmul_precision_names() { return {"fp32", "bf16"}; }
 
 MatmulPrecision parse_matmul_precision(std::string_view name) {

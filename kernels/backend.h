@@ -26,6 +26,12 @@ const Ops& backend_ops(std::string_view device, int device_index = 0,
 // GPUs) for "cuda", this machine's physical memory for the CPU devices. Throws as backend_ops.
 double device_memory_bytes(std::string_view device, int device_index = 0);
 
+// The stream `device`'s ops run on, for work that must be ordered with them (the NCCL
+// all-reduce of a GPU run's gradients, trainer/dist.h): the cudaStream_t of this thread's
+// current GPU for "cuda" (call after backend_ops), nullptr for the host devices. Throws as
+// backend_ops.
+void* device_stream(std::string_view device);
+
 // "fp32" | "bf16", the names of `--matmul-precision` and `model.matmul_precision`. parse throws
 // std::invalid_argument naming the known ones.
 MatmulPrecision parse_matmul_precision(std::string_view name);

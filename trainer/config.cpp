@@ -90,6 +90,11 @@ const std::vector<KeySpec>& schema() {
        "runs slower, and the run without decode graphs); the split goes to op_profile_step<N>.json in the run "
        "directory and the log. 0 = none",
        {"profile", "profile_ops"}},
+      {AZR_KEY(run, gradient_allreduce), one_of({"host", "nccl"}),
+       "how the ranks of a model.device = \"cuda\" run sum their gradients: \"host\" (through a host copy and the "
+       "launch's MPI or TCP communicator, in rank order) or \"nccl\" (on the GPUs, no copy; needs a build with "
+       "NCCL; opt-in until it has run on several GPUs). Runs on the CPU and single-rank runs ignore it",
+       {"allreduce", "dist_backend", "nccl"}},
       // [model]
       {AZR_KEY(model, path), Any{}, "a Hugging Face checkpoint directory (exactly one of path / preset)", {"model_path", "checkpoint"}},
       {AZR_KEY(model, preset), Any{},

@@ -29,6 +29,7 @@ struct RunSection {
   int threads = 0;                // CPU threads for the model; 0 = all cores
   bool check_replicas = false;    // after every step, compare a hash of every rank's weights
   int64_t profile_step = 0;       // time this step's ops one by one (kernels/op_profile.h); 0 = none
+  std::string gradient_allreduce = "host";  // "host" | "nccl": how a GPU run's ranks sum gradients
   bool operator==(const RunSection&) const = default;
 };
 

@@ -1,6 +1,11 @@
-// Launch detection, the single-process communicator, and backend selection. The MPI and TCP
-// communicators live in dist_mpi.cpp and dist_tcp.cpp.
+// Launch detection, the single-process communicator, backend selection, and the NCCL gradient
+// reducer's factory. The MPI and TCP communicators live in dist_mpi.cpp and dist_tcp.cpp, NCCL's
+// wrapper in dist_nccl.cpp.
 #include "trainer/dist.h"
+
+#ifdef AZR_HAVE_NCCL
+#include "trainer/dist_nccl.h"
+#endif
 
 #include <charconv>
 #include <optional>
@@ -207,5 +212,38 @@ std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch,
   if (chosen == "mpi") return std::make_unique<MpiCommunicator>(launch);
   return std::make_unique<TcpCommunicator>(launch);
 }
+
+#ifdef AZR_HAVE_NCCL
+namespace {
+
+class NcclReducer final : public DeviceReducer {
+ public:
+  NcclReducer(Communicator& host, int device, cudaStream_t stream) : nccl_(host, device), stream_(stream) {}
+  void allreduce_sum(std::span<float> device_data) override {
+    if (!device_data.empty()) nccl_.allreduce_sum(device_data.data(), device_data.size(), stream_);
+  }
+
+ private:
+  NcclCommunicator nccl_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+bool nccl_compiled() { return true; }
+
+std::unique_ptr<DeviceReducer> make_nccl_reducer(Communicator& host, void* cuda_stream) {
+  int device = 0;
+  if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess)
+    throw std::runtime_error(std::string("nccl: no current CUDA device: ") + cudaGetErrorString(rc));
+  return std::make_unique<NcclReducer>(host, device, static_cast<cudaStream_t>(cuda_stream));
+}
+#else
+bool nccl_compiled() { return false; }
+
+std::unique_ptr<DeviceReducer> make_nccl_reducer(Communicator&, void*) {
+  throw std::runtime_error("this build of azr has no NCCL (it needs CUDA and NCCL at build time; set NCCL_HOME)");
+}
+#endif
 
 }  // namespace azr::trainer::dist

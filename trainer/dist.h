@@ -158,4 +158,29 @@ std::string resolve_backend(const LaunchInfo& launch, const std::string& backend
 std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch,
                                                 const std::string& backend = "auto");
 
+// Sums float buffers that live on a GPU across ranks, without a copy through the host (NCCL).
+// The host communicators above sum host memory; a GPU run without a DeviceReducer sends its
+// gradients through one download and one upload per step (trainer/policy.cpp).
+//
+// Unlike the host communicators, the summation order is NCCL's (ring position, chunking), not
+// rank order: every rank still ends with bitwise-identical sums (each element is reduced once and
+// copied), which is what the trainer's replica check needs, but the sums equal the host
+// backends' only up to float rounding beyond 2 ranks.
+class DeviceReducer {
+ public:
+  virtual ~DeviceReducer() = default;
+  // In place over `device_data`, a device pointer of the reducer's GPU; enqueued on the stream it
+  // was made with, so it runs after the work already queued there and before what follows.
+  // Errors of earlier asynchronous work surface here as std::runtime_error.
+  virtual void allreduce_sum(std::span<float> device_data) = 0;
+};
+
+// Whether this build has NCCL (trainer/dist.cmake: CUDA and NCCL found).
+bool nccl_compiled();
+// NCCL over this thread's current CUDA device, ordered on `cuda_stream` (a cudaStream_t, passed
+// opaquely so this header needs no CUDA headers). Collective over `host`, which hands rank 0's
+// NCCL id to the others: every rank must call it. Throws std::runtime_error naming the failure,
+// or saying the build has no NCCL.
+std::unique_ptr<DeviceReducer> make_nccl_reducer(Communicator& host, void* cuda_stream);
+
 }  // namespace azr::trainer::dist

@@ -27,14 +27,17 @@ std::vector<model::Completion> Policy::generate(const std::vector<std::vector<in
 }
 
 // The communicators sum host memory. A backend whose memory the host cannot read (a GPU) sends
-// its gradients through a host copy: one download and one upload of the gradient per step.
-// Gradients already on the GPU could go through NCCL instead (trainer/dist_nccl.h), which is not
-// wired here yet.
+// its gradients through a host copy, one download and one upload of the gradient per step,
+// unless it was given a DeviceReducer (NCCL), which sums them where they are.
 void Policy::allreduce_gradients(std::span<float> grads, dist::Communicator& comm) {
   if (comm.size() == 1) return;
   const kernels::Ops& ops = model_.ops();
   if (ops.host_memory) {
     comm.allreduce_sum(grads);
+    return;
+  }
+  if (device_reducer_) {
+    device_reducer_->allreduce_sum(grads);
     return;
   }
   host_grads_.resize(grads.size());

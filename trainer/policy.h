@@ -64,6 +64,10 @@ class Policy {
   UpdateStats update(const std::vector<TrainSequence>& seqs, double global_tokens, dist::Communicator& comm,
                      const UpdateSettings& settings);
 
+  // Sums the gradients of a model on a GPU with `reducer` (NCCL) instead of through the host
+  // communicator's host copy; nullptr goes back to the host copy.
+  void set_device_reducer(std::unique_ptr<dist::DeviceReducer> reducer) { device_reducer_ = std::move(reducer); }
+
  private:
   void allreduce_gradients(std::span<float> grads, dist::Communicator& comm);
 
@@ -71,6 +75,7 @@ class Policy {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   model::AdamW optimizer_;
   std::vector<float> host_grads_;  // the all-reduce's host copy, for backends without host memory
+  std::unique_ptr<dist::DeviceReducer> device_reducer_;  // or no copy: NCCL on the GPU
 };
 
 }  // namespace azr::trainer

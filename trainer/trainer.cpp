@@ -20,6 +20,7 @@
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
 #include "eval/task_eval.h"
+#include "kernels/backend.h"
 #include "kernels/buffer.h"
 #include "kernels/op_profile.h"
 #include "kernels/ops.h"
@@ -168,6 +169,12 @@ int train(const TrainOptions& opt) {
     }
   }
   if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
+  if (cfg.run.gradient_allreduce == "nccl" && cfg.model.device != "cuda")
+    throw UserError("run.gradient_allreduce = \"nccl\" sums gradients on GPUs: it needs model.device = \"cuda\" (the "
+                    "run has \"" + cfg.model.device + "\"); use \"host\"");
+  if (cfg.run.gradient_allreduce == "nccl" && !dist::nccl_compiled())
+    throw UserError("run.gradient_allreduce = \"nccl\": this build of azr has no NCCL (CUDA and NCCL must be found "
+                    "when it is configured; set NCCL_HOME); use \"host\"");
   // The device too, before anything is written: a run dir left behind would refuse the rerun.
   // With run.profile_step, the model runs on the table's profiled twin, which only forwards each
   // call until that step (kernels/op_profile.h).
@@ -234,6 +241,9 @@ int train(const TrainOptions& opt) {
   aw.beta1 = cfg.algorithm.beta1, aw.beta2 = cfg.algorithm.beta2, aw.eps = cfg.algorithm.adam_eps;
   aw.weight_decay = cfg.algorithm.weight_decay;
   Policy policy(std::move(m), std::move(tok), aw);
+  // Collective: every rank makes its NCCL communicator here, on the GPU model_backend selected.
+  const bool nccl_gradients = cfg.run.gradient_allreduce == "nccl" && comm->size() > 1;
+  if (nccl_gradients) policy.set_device_reducer(dist::make_nccl_reducer(*comm, kernels::device_stream(cfg.model.device)));
   if (ckpt) {
     policy.optimizer().load(*ckpt / "optimizer.safetensors");
     policy.optimizer().set_lr(cfg.algorithm.lr);
@@ -294,6 +304,9 @@ int train(const TrainOptions& opt) {
   log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() : std::string()));
+  if (comm->size() > 1 && !backend.host_memory)
+    log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"
+                       : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));
   if (!micro.note.empty()) log(micro.note);
   if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
 

@@ -162,6 +162,8 @@ std::string cuda_compiled_architectures() {
 #endif
 }
 
+void* cuda_op_stream() { return static_cast<void*>(op_stream()); }
+
 void cuda_synchronize() { AZR_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 }  // namespace azr::kernels

@@ -57,6 +57,10 @@ std::string cuda_compiled_architectures();
 void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
 
+// The stream this thread's current device runs the ops on (a cudaStream_t, opaque here), for
+// work outside the table that must be ordered with them: NCCL's all-reduce of the gradients.
+void* cuda_op_stream();
+
 // Waits for every op queued so far; throws std::runtime_error naming a failed kernel's error.
 void cuda_synchronize();
 

@@ -1,5 +1,7 @@
 // Launch detection, backend choice, and the TCP communicator with real forked processes on
-// localhost. The MPI backend is checked by trainer_dist_mpi_check under mpirun.
+// localhost. The MPI backend is checked by trainer_dist_mpi_check under mpirun. NCCL's gradient
+// reducer runs where the build has NCCL and the machine two GPUs (skipped with a message
+// otherwise); a build without NCCL checks that asking for it says so.
 #include "trainer/dist.h"
 #include "tests/trainer/dist_values.h"
 
@@ -11,6 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef AZR_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -602,3 +609,62 @@ TEST(DistTcp, DuplicateRankIsRefused) {
   });
   expect_all_zero(codes);
 }
+
+#ifdef AZR_HAVE_NCCL
+namespace {
+// Counted in a child: CUDA initialised in this process would not survive into the forked ranks.
+int gpus_seen_by_a_child() {
+  const auto codes = run_ranks(1, [](int) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? std::min(n, 100) : 0;
+  });
+  return std::max(codes[0], 0);
+}
+}  // namespace
+
+// Two ranks, one GPU each, sum device buffers with NCCL: both end with the host communicators'
+// sum bit for bit (with two terms every summation order gives the same float), on the stream the
+// reducer was made with; an empty buffer is a no-op.
+TEST(DistNccl, TwoGpusSumDeviceBuffersLikeTheHostCommunicators) {
+  const int gpus = gpus_seen_by_a_child();
+  if (gpus < 2)
+    GTEST_SKIP() << "NCCL needs one GPU per rank and this machine shows " << gpus
+                 << "; this check runs on a machine with 2 or more";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto codes = run_ranks(2, [port](int r) {
+    d::TcpCommunicator host(tcp_launch(r, 2, port));
+    if (cudaSetDevice(r) != cudaSuccess) return 20;
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreate(&stream) != cudaSuccess) return 21;
+    const std::unique_ptr<d::DeviceReducer> reducer = d::make_nccl_reducer(host, stream);
+    int failures = 0;
+    for (const std::size_t n : {std::size_t{10007}, (std::size_t{1} << 20) + 3, std::size_t{0}}) {
+      std::vector<float> data = rank_values<float>(r, n);
+      void* raw = nullptr;
+      if (cudaMalloc(&raw, (n + 1) * sizeof(float)) != cudaSuccess) return 22;
+      float* device = static_cast<float*>(raw);
+      cudaMemcpy(device, data.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+      reducer->allreduce_sum(std::span<float>(device, n));
+      if (cudaStreamSynchronize(stream) != cudaSuccess) return 23;
+      cudaMemcpy(data.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost);
+      cudaFree(device);
+      const std::vector<float> want = expected_sum<float>(2, n);
+      if (n > 0 && std::memcmp(data.data(), want.data(), n * sizeof(float)) != 0) {
+        std::fprintf(stderr, "rank %d: NCCL's sum of %zu floats differs from the host sum\n", r, n);
+        failures++;
+      }
+    }
+    cudaStreamDestroy(stream);
+    return failures;
+  });
+  expect_all_zero(codes);
+}
+#else
+TEST(DistNccl, ABuildWithoutNcclSaysSo) {
+  EXPECT_FALSE(d::nccl_compiled());
+  d::SingleCommunicator host;
+  expect_throw_with<std::runtime_error>([&] { (void)d::make_nccl_reducer(host, nullptr); },
+                                        {"this build of azr has no NCCL", "NCCL_HOME"});
+}
+#endif

@@ -472,6 +472,18 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
                    "model.matmul_precision=fp16"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("model.matmul_precision"), std::string::npos) << r.err;
+  // NCCL sums GPU buffers: asked for on the CPU, the run stops before its directory exists.
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set",
+                   "run.gradient_allreduce=nccl"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("run.gradient_allreduce = \"nccl\" sums gradients on GPUs: it needs model.device = \"cuda\" "
+                       "(the run has \"cpu\")"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set",
+                   "run.gradient_allreduce=gloo"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("run.gradient_allreduce"), std::string::npos) << r.err;
   // A device the machine cannot use stops the run before its directory exists.
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=cuda",
                    "--set", "run.steps=0"});
