@@ -11,6 +11,20 @@
 
 namespace azr::kernels {
 
+#ifdef AZR_HAVE_CUDA_KERNELS
+namespace {
+
+// The GPUs this process can use; none is the usage error every "cuda" entry point gives.
+int usable_gpus() {
+  std::string why;
+  const int n = cuda_device_count(&why);
+  if (n == 0) throw std::invalid_argument("device 'cuda': no usable GPU (" + why + ")");
+  return n;
+}
+
+}  // namespace
+#endif
+
 std::vector<std::string> backend_names() {
 #ifdef AZR_HAVE_CUDA_KERNELS
   return {"cpu", "cuda", "cpu-guarded"};
@@ -25,10 +39,7 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   if (device == "cpu-guarded") return guarded_cpu_ops(precision);
   if (device == "cuda") {
 #ifdef AZR_HAVE_CUDA_KERNELS
-    std::string why;
-    const int n = cuda_device_count(&why);
-    if (n == 0) throw std::invalid_argument("device 'cuda': no usable GPU (" + why + ")");
-    cuda_select_device(device_index % n);
+    cuda_select_device(device_index % usable_gpus());
     // AZR_CUDA_ATTENTION is read here, so a bad value stops the command before any work, not at
     // its first attention call.
     if (bf16) (void)cuda_attention_kernel();
@@ -54,7 +65,11 @@ double device_memory_bytes(std::string_view device, int device_index) {
 
 void* device_stream(std::string_view device) {
 #ifdef AZR_HAVE_CUDA_KERNELS
-  if (device == "cuda") return cuda_op_stream();
+  // Not through backend_ops: that would make GPU 0 current, and a rank runs on its local GPU.
+  if (device == "cuda") {
+    (void)usable_gpus();
+    return cuda_op_stream();
+  }
 #endif
   (void)backend_ops(device);  // the same errors for an unknown device, or "cuda" without the backend
   return nullptr;

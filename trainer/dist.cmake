@@ -8,7 +8,9 @@ target_include_directories(azr_trainer_dist PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(azr_trainer_dist PUBLIC MPI::MPI_C Threads::Threads)
 
 # NCCL ships outside the CUDA toolkit (pip wheels, NGC images, /usr/lib), so look in the usual
-# places and NCCL_HOME / NCCL_ROOT. Consumers test AZR_HAVE_NCCL before including dist_nccl.h.
+# places and NCCL_HOME / NCCL_ROOT. Consumers test AZR_HAVE_NCCL before including dist_nccl.h;
+# the CMake variable of the same name (0/1) tells the test tree what `azr --version` should list.
+set(AZR_HAVE_NCCL 0 CACHE INTERNAL "whether azr_trainer_dist has the NCCL all-reduce")
 if(AZR_HAVE_CUDA)
   find_package(CUDAToolkit)
   find_path(AZR_NCCL_INCLUDE_DIR nccl.h
@@ -22,6 +24,7 @@ if(AZR_HAVE_CUDA)
     target_include_directories(azr_trainer_dist PUBLIC ${AZR_NCCL_INCLUDE_DIR})
     target_link_libraries(azr_trainer_dist PUBLIC CUDA::cudart ${AZR_NCCL_LIBRARY})
     target_compile_definitions(azr_trainer_dist PUBLIC AZR_HAVE_NCCL=1)
+    set(AZR_HAVE_NCCL 1 CACHE INTERNAL "whether azr_trainer_dist has the NCCL all-reduce")
     message(STATUS "azr: NCCL found (${AZR_NCCL_LIBRARY})")
   else()
     message(WARNING "azr: CUDA found but NCCL (nccl.h / libnccl) or the CUDA runtime was not; "

@@ -1,4 +1,5 @@
-// Distributed runtime of the trainer: which rank am I, and the host-side collectives.
+// Distributed runtime of the trainer: which rank am I, the host-side collectives, and the
+// device-side gradient sum (DeviceReducer, NCCL) a GPU run may use instead of a host copy.
 //
 // The trainer is data parallel: every rank holds the whole model, gradients are summed with
 // allreduce_sum, and rank 0 broadcasts each step's tasks. The trainer asserts that all ranks

@@ -243,7 +243,8 @@ int train(const TrainOptions& opt) {
   Policy policy(std::move(m), std::move(tok), aw);
   // Collective: every rank makes its NCCL communicator here, on the GPU model_backend selected.
   const bool nccl_gradients = cfg.run.gradient_allreduce == "nccl" && comm->size() > 1;
-  if (nccl_gradients) policy.set_device_reducer(dist::make_nccl_reducer(*comm, kernels::device_stream(cfg.model.device)));
+  if (nccl_gradients)
+    policy.set_device_reducer(dist::make_nccl_reducer(*comm, kernels::device_stream(cfg.model.device)));
   if (ckpt) {
     policy.optimizer().load(*ckpt / "optimizer.safetensors");
     policy.optimizer().set_lr(cfg.algorithm.lr);

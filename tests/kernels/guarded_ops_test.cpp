@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,7 @@ class TwoIdenticalRanks final : public trainer::dist::Communicator {
   int size() const override { return 2; }
   std::string backend() const override { return "test"; }
   void allreduce_sum(std::span<float> d) override {
+    float_sums++;
     for (float& x : d) x += x;
   }
   void allreduce_sum(std::span<double> d) override {
@@ -122,6 +124,27 @@ class TwoIdenticalRanks final : public trainer::dist::Communicator {
   void broadcast(std::string&, int) override {}
   std::vector<std::string> allgather(const std::string& b) override { return {b, b}; }
   void barrier() override {}
+  int float_sums = 0;  // the gradients are the only floats the update sums
+};
+
+// A stand-in for NCCL, which needs GPUs: the same doubling, on the backend's memory through the
+// op table's copies; it keeps what it was given.
+class DoublingDeviceReducer final : public trainer::dist::DeviceReducer {
+ public:
+  explicit DoublingDeviceReducer(const kernels::Ops& ops) : ops_(ops) {}
+  void allreduce_sum(std::span<float> d) override {
+    calls++;
+    given = d;
+    std::vector<float> host(d.size());
+    ops_.download(host.data(), d.data(), d.size_bytes());
+    for (float& x : host) x += x;
+    ops_.upload(d.data(), host.data(), d.size_bytes());
+  }
+  int calls = 0;
+  std::span<float> given;
+
+ private:
+  const kernels::Ops& ops_;
 };
 
 // The host communicators read host memory, so a backend without it stages the gradients through
@@ -144,33 +167,77 @@ TEST(GuardedOps, PolicyUpdateAcrossRanksStagesGradientsThroughTheHost) {
   EXPECT_EQ(differing(guarded, cpu), 0u);
 }
 
+// With a DeviceReducer (NCCL on a GPU), the gradients are summed where they are, once per update,
+// over exactly the model's gradient buffer, and never pass through the host communicator; the
+// update is the CPU backend's.
+TEST(GuardedOps, PolicyUpdateAcrossRanksSumsDeviceGradientsWithTheDeviceReducer) {
+  std::vector<trainer::TrainSequence> seqs = {{{5, 9, 2}, {7, 1, 4}, {-1.2f, -0.7f, -2.0f}, 0.8f},
+                                              {{3, 3}, {8, 8, 8, 8}, {-0.1f, -0.3f, -0.2f, -0.9f}, -0.5f}};
+  trainer::UpdateSettings s;
+  s.micro_batch_size = 1;
+  auto policy = [](const kernels::Ops& ops) {
+    return trainer::Policy(model::Transformer::random(model::preset_config("azr-tiny"), 9, 0.05f, ops),
+                           std::make_unique<model::ByteTokenizer>(), {1e-3, 0.9, 0.999, 1e-8, 0.0});
+  };
+  trainer::Policy cpu = policy(cpu_ops());
+  TwoIdenticalRanks cpu_comm;
+  const double cpu_norm = cpu.update(seqs, 7.0, cpu_comm, s).grad_norm;
+
+  trainer::Policy guarded = policy(guarded_cpu_ops());
+  auto reducer = std::make_unique<DoublingDeviceReducer>(guarded_cpu_ops());
+  DoublingDeviceReducer* seen = reducer.get();
+  guarded.set_device_reducer(std::move(reducer));
+  TwoIdenticalRanks comm;
+  const double norm = guarded.update(seqs, 7.0, comm, s).grad_norm;
+  EXPECT_EQ(seen->calls, 1);
+  EXPECT_EQ(seen->given.data(), guarded.model().gradients().data());
+  EXPECT_EQ(seen->given.size(), guarded.model().gradients().size());
+  EXPECT_EQ(comm.float_sums, 0);
+  EXPECT_EQ(cpu_comm.float_sums, 1);
+  EXPECT_EQ(norm, cpu_norm);
+  EXPECT_EQ(differing(host_copy(guarded_cpu_ops(), guarded.model().parameters()),
+                      host_copy(cpu_ops(), cpu.model().parameters())),
+            0u);
+}
+
 TEST(Backends, NamesResolveAndUnusableDevicesSayWhy) {
   EXPECT_EQ(&kernels::backend_ops("cpu"), &cpu_ops());
   EXPECT_EQ(&kernels::backend_ops("cpu-guarded"), &guarded_cpu_ops());
   EXPECT_TRUE(cpu_ops().host_memory);
   EXPECT_FALSE(guarded_cpu_ops().host_memory);
-  try {
-    kernels::backend_ops("tpu");
-    ADD_FAILURE() << "an unknown device was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown device 'tpu' (known: cpu, "), std::string::npos) << e.what();
+  // Host devices have no stream to order work with.
+  EXPECT_EQ(kernels::device_stream("cpu"), nullptr);
+  EXPECT_EQ(kernels::device_stream("cpu-guarded"), nullptr);
+  for (const auto& call : std::vector<std::function<void()>>{[] { kernels::backend_ops("tpu"); },
+                                                              [] { kernels::device_stream("tpu"); }}) {
+    try {
+      call();
+      ADD_FAILURE() << "an unknown device was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("unknown device 'tpu' (known: cpu, "), std::string::npos) << e.what();
+    }
   }
 #ifdef AZR_HAVE_CUDA_KERNELS
   std::string why;
   if (kernels::cuda_device_count(&why) > 0) {
     EXPECT_EQ(&kernels::backend_ops("cuda"), &kernels::cuda_ops());
     EXPECT_FALSE(kernels::cuda_ops().host_memory);
+    EXPECT_NE(kernels::device_stream("cuda"), nullptr);
+    EXPECT_EQ(kernels::device_stream("cuda"), kernels::cuda_op_stream());
     return;
   }
   const std::string expected = "device 'cuda': no usable GPU (" + why + ")";
 #else
   const std::string expected = "built without the CUDA backend";
 #endif
-  try {
-    kernels::backend_ops("cuda");
-    ADD_FAILURE() << "cuda was accepted without a usable GPU";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  for (const auto& call : std::vector<std::function<void()>>{[] { kernels::backend_ops("cuda"); },
+                                                              [] { kernels::device_stream("cuda"); }}) {
+    try {
+      call();
+      ADD_FAILURE() << "cuda was accepted without a usable GPU";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -107,6 +107,10 @@ TEST(ExecCli, VersionListsTheBackendsCompiledIn) {
   if (AZR_EXPECT_CUDA) {
     EXPECT_NE(r.out.find("sm_90"), std::string::npos) << r.out;  // the default architectures
   }
+  EXPECT_NE(r.out.find(AZR_EXPECT_NCCL ? "\ngradient all-reduce: host (mpi, tcp), nccl\n"
+                                       : "\ngradient all-reduce: host (mpi, tcp)\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(ExecCli, UsageConventions) {
