@@ -51,8 +51,18 @@ struct Worker {
   bool alive = false;
 };
 
-// epoll user data: worker index * 2 (+1 for its pidfd); the wake-up eventfd is ~0.
+// epoll user data: the worker's generation (its restarts) in the high 32 bits, then its index * 2
+// (+1 for its pidfd); the wake-up eventfd is ~0. The generation matters because one epoll_wait
+// can return both the socket's hang-up and the pidfd of a dying worker: the first replaces it,
+// and the second, read as the replacement's, would replace a healthy worker too.
 constexpr uint64_t kWakeTag = ~0ull;
+
+uint64_t epoll_tag(const Worker& w, bool pidfd) {
+  return (uint64_t(uint32_t(w.restarts)) << 32) | (uint64_t(uint32_t(w.index)) << 1) | (pidfd ? 1u : 0u);
+}
+int tag_index(uint64_t tag) { return int(uint32_t(tag) >> 1); }
+bool tag_is_pidfd(uint64_t tag) { return (tag & 1u) != 0; }
+bool tag_is_current(uint64_t tag, const Worker& w) { return uint32_t(tag >> 32) == uint32_t(w.restarts); }
 
 }  // namespace
 
@@ -96,11 +106,11 @@ struct Pool::Impl {
     publish_info(w);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.u64 = static_cast<uint64_t>(w.index) * 2;
+    ev.data.u64 = epoll_tag(w, false);
     epoll_ctl(epfd, EPOLL_CTL_ADD, w.z.socket, &ev);
     if (w.z.pidfd >= 0) {
       ev.events = EPOLLIN;
-      ev.data.u64 = static_cast<uint64_t>(w.index) * 2 + 1;
+      ev.data.u64 = epoll_tag(w, true);
       epoll_ctl(epfd, EPOLL_CTL_ADD, w.z.pidfd, &ev);
     }
   }
@@ -252,7 +262,7 @@ struct Pool::Impl {
     }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | (w.outbox.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
-    ev.data.u64 = static_cast<uint64_t>(w.index) * 2;
+    ev.data.u64 = epoll_tag(w, false);
     epoll_ctl(epfd, EPOLL_CTL_MOD, w.z.socket, &ev);
   }
 
@@ -325,9 +335,9 @@ struct Pool::Impl {
           [[maybe_unused]] ssize_t r = read(wakefd, &v, sizeof v);
           continue;
         }
-        Worker& w = workers[tag / 2];
-        if (!w.alive) continue;
-        if (tag % 2 == 1) {  // pidfd: the zygote exited. Take what it sent before it died.
+        Worker& w = workers[static_cast<size_t>(tag_index(tag))];
+        if (!w.alive || !tag_is_current(tag, w)) continue;  // from the worker this one replaced
+        if (tag_is_pidfd(tag)) {  // the zygote exited. Take what it sent before it died.
           read_socket(w);
           handle_messages(w);
           replace_worker(w, "the worker process exited");

@@ -397,6 +397,28 @@ TEST(SandboxPoolTest, LostWorkerIsReplacedAndItsJobReported) {
   EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
 }
 
+// A dying worker's socket hang-up and its pidfd can reach the pool in one epoll batch. The first
+// replaces the worker; the second must not be read as the replacement's, which would replace a
+// healthy worker too (seen in CI: worker_restarts 2 for one kill). Killing the second worker while
+// the pool is still starting the first one's replacement (tens of ms) puts both of its events in
+// one batch.
+TEST(SandboxPoolTest, EachLostWorkerIsReplacedOnce) {
+  PoolOptions o;
+  o.workers = 2;
+  o.alternate_workers = 0;
+  Pool pool(o);
+  const int a = pool.workers().at(0).pid, b = pool.workers().at(1).pid;
+  ASSERT_EQ(kill(a, SIGKILL), 0);
+  usleep(5 * 1000);  // the pool wakes and starts a's replacement
+  ASSERT_EQ(kill(b, SIGKILL), 0);
+  for (int i = 0; i < 3000 && pool.stats().worker_restarts < 2; i++) usleep(10 * 1000);
+  // A job's result comes after the pool has handled the whole batch its worker was lost in.
+  for (int i = 0; i < 4; i++) EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
+  EXPECT_EQ(pool.stats().worker_restarts, 2u);
+  EXPECT_NE(pool.workers().at(0).pid, a);
+  EXPECT_NE(pool.workers().at(1).pid, b);
+}
+
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
   PoolOptions o;
   o.workers = 1;
