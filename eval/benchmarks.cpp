@@ -95,6 +95,7 @@ void load_code(Benchmark& b, const fs::path& data_dir) {
     it.code_index = i;
     b.items.push_back(std::move(it));
   }
+  b.canonical = std::make_shared<CanonicalResults>();
 }
 
 }  // namespace

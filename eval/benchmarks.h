@@ -17,6 +17,7 @@
 //   cruxeval_o: the output, cruxeval_i: the input (the argument list).
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -58,6 +59,10 @@ struct Benchmark {
   BenchmarkInfo info;
   std::vector<BenchItem> items;
   std::vector<CodeProblem> code;  // code benchmarks: what grade_code needs, one per item
+  // Code benchmarks: the canonical solutions' plus-input results, filled by grading and reused by
+  // every later grading of this benchmark (a training run's periodic evaluation). Shared by the
+  // copies of a Benchmark, which hold the same problems.
+  std::shared_ptr<CanonicalResults> canonical;
   std::optional<size_t> index_of(const std::string& id) const;
 };
 

@@ -482,8 +482,53 @@ std::vector<CodeProblem> load_code_benchmark(const std::string& name, const std:
   return out;
 }
 
+namespace {
+
+// FNV-1a over the canonical program, the plus inputs and the output caps, each string
+// length-prefixed so that no two different lists hash the same bytes.
+uint64_t canonical_fingerprint(const CodeProblem& p, const sandbox::Limits& ran_under) {
+  uint64_t h = 1469598103934665603ull;
+  auto add_u64 = [&](uint64_t v) {
+    for (size_t i = 0; i < sizeof v; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  auto add = [&](std::string_view s) {
+    add_u64(s.size());
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  };
+  add(p.canonical_solution);
+  add(p.entry_point);
+  for (const std::string& in : p.plus_inputs) add(in);
+  add_u64(ran_under.max_result_bytes);
+  add_u64(ran_under.max_output_bytes);
+  return h;
+}
+
+}  // namespace
+
+sandbox::Limits canonical_run_limits(const sandbox::Limits& limits) {
+  return plus_limits(limits, std::max(60.0, limits.cpu_seconds));
+}
+
+const sandbox::JobResult* CanonicalResults::find(const CodeProblem& p, const sandbox::Limits& ran_under) const {
+  auto it = by_id_.find(p.id);
+  if (it == by_id_.end() || it->second.fingerprint != canonical_fingerprint(p, ran_under)) return nullptr;
+  return &it->second.result;
+}
+
+bool CanonicalResults::keep(const CodeProblem& p, const sandbox::Limits& ran_under, const sandbox::JobResult& r) {
+  // A returned value, a raised exception or an output over a cap follow from the program, the
+  // input and the caps; anything else may be the machine's (a busy machine's timeout, a lost
+  // worker) and is asked again next time.
+  if (r.calls.size() != p.plus_inputs.size()) return false;
+  for (const sandbox::CallResult& c : r.calls)
+    if (c.status != Status::Ok && c.status != Status::Error && c.status != Status::OutputLimit) return false;
+  by_id_[p.id] = {canonical_fingerprint(p, ran_under), r};
+  return true;
+}
+
 std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
-                                    const std::vector<std::string>& completions, const sandbox::Limits& limits) {
+                                    const std::vector<std::string>& completions, const sandbox::Limits& limits,
+                                    CanonicalResults* kept) {
   if (problems.size() != completions.size())
     throw std::invalid_argument("grade_code: problems and completions differ in size");
   const size_t n = problems.size();
@@ -493,9 +538,15 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
   // per distinct problem id) are computed only once some candidate of that problem passes its
   // base tests: most failing candidates never need them, and they are most of the work.
   std::unordered_map<uint64_t, size_t> base_job;            // job id -> candidate index
-  std::unordered_map<uint64_t, std::string> canon_job;      // job id -> problem id
-  std::unordered_map<std::string, sandbox::JobResult> canon;  // problem id -> canonical result
+  std::unordered_map<uint64_t, size_t> canon_job;           // job id -> index of a problem with that id
+  const sandbox::Limits canonical_limits = canonical_run_limits(limits);
+  std::unordered_map<std::string, sandbox::JobResult> computed;  // problem id -> canonical result run here
   std::unordered_map<std::string, bool> canon_submitted;
+  // Problem i's canonical result: run by this call, or kept from an earlier one; nullptr if neither.
+  auto canonical_of = [&](size_t i) -> const sandbox::JobResult* {
+    if (auto it = computed.find(problems[i].id); it != computed.end()) return &it->second;
+    return kept ? kept->find(problems[i], canonical_limits) : nullptr;
+  };
   for (size_t i = 0; i < n; ++i) {
     sandbox::Job job;
     job.program = base_test_program(completions[i], problems[i]);
@@ -506,22 +557,23 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
   }
   std::vector<bool> base_ok(n, false);
   size_t outstanding = base_job.size();
-  auto submit_canon = [&](const CodeProblem& p) {
+  auto submit_canon = [&](size_t i) {
+    const CodeProblem& p = problems[i];
     if (canon_submitted[p.id]) return;
     canon_submitted[p.id] = true;
     sandbox::Job cj;
     cj.program = p.canonical_solution;
     cj.entry = p.entry_point;
     cj.inputs = p.plus_inputs;
-    cj.limits = plus_limits(limits, std::max(60.0, limits.cpu_seconds));
-    canon_job[pool.submit(std::move(cj))] = p.id;
+    cj.limits = canonical_limits;
+    canon_job[pool.submit(std::move(cj))] = i;
     ++outstanding;
   };
   std::unordered_map<uint64_t, size_t> plus_job;  // job id -> candidate index
   std::vector<size_t> waiting_for_canon;
   auto submit_plus = [&](size_t i) {
     const auto& p = problems[i];
-    const auto& c = canon.at(p.id);
+    const sandbox::JobResult& c = *canonical_of(i);
     sandbox::Job job;
     job.program = completions[i];
     job.entry = p.entry_point;
@@ -544,15 +596,16 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
       base_ok[i] = true;
       if (problems[i].plus_inputs.empty()) {
         verdicts[i] = {true, "ok", ""};
-      } else if (canon.count(problems[i].id)) {
+      } else if (canonical_of(i)) {
         submit_plus(i);
       } else {
         waiting_for_canon.push_back(i);
-        submit_canon(problems[i]);
+        submit_canon(i);
       }
     } else if (auto ct = canon_job.find(r.id); ct != canon_job.end()) {
-      std::string pid = ct->second;
-      canon[pid] = std::move(r);
+      const std::string pid = problems[ct->second].id;
+      if (kept) kept->keep(problems[ct->second], canonical_limits, r);
+      computed[pid] = std::move(r);
       std::vector<size_t> still;
       for (size_t i : waiting_for_canon) {
         if (problems[i].id == pid) submit_plus(i);
@@ -562,7 +615,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     } else if (auto pt = plus_job.find(r.id); pt != plus_job.end()) {
       size_t i = pt->second;
       const auto& p = problems[i];
-      const auto& c = canon.at(p.id);
+      const sandbox::JobResult& c = *canonical_of(i);
       CodeVerdict v{true, "ok", ""};
       for (size_t k = 0; k < p.plus_inputs.size(); ++k) {
         const sandbox::CallResult* got = k < r.calls.size() ? &r.calls[k] : nullptr;

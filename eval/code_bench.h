@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sandbox/limits.h"
 #include "sandbox/pool.h"
+#include "sandbox/result.h"
 
 namespace azr::eval {
 
@@ -37,10 +39,42 @@ struct CodeVerdict {
   std::string detail;
 };
 
+// The limits grade_code runs a canonical solution under, on all plus inputs in one job, when
+// candidates are graded under `limits`: at least 60 s of CPU, 2 GiB and 128 MiB of result.
+sandbox::Limits canonical_run_limits(const sandbox::Limits& limits);
+
+// What the canonical solutions return on the plus inputs, kept from one grade_code to the next.
+// Those runs are half the plus-input work when candidates pass (MBPP+: 58 CPU-seconds of Python
+// for all 378 problems), and a training run's periodic evaluation grades the same problems every
+// time (eval::Benchmark holds one per code benchmark). Keyed by problem id and checked against the
+// problem's program and inputs and the output caps it ran under, so a different problem under the
+// same id, or other caps, run it again. Kept: the answers that follow from the program, its inputs
+// and those caps (a value, an exception, an output over a cap: HumanEval/15's results pass 128
+// MiB). Not kept, so run again next time: what may be the machine's (a timeout, a memory limit, a
+// crash, a sandbox failure). One grade_code at a time may use it.
+class CanonicalResults {
+ public:
+  // The kept result for p run under `ran_under` (canonical_run_limits), or nullptr.
+  const sandbox::JobResult* find(const CodeProblem& p, const sandbox::Limits& ran_under) const;
+  // Keeps r as p's result where it is one to keep (above); returns whether it did.
+  bool keep(const CodeProblem& p, const sandbox::Limits& ran_under, const sandbox::JobResult& r);
+  size_t size() const { return by_id_.size(); }
+
+ private:
+  struct Entry {
+    uint64_t fingerprint;  // of the canonical program, the plus inputs and the output caps
+    sandbox::JobResult result;
+  };
+  std::unordered_map<std::string, Entry> by_id_;
+};
+
 // completions[i] is a full program for problems[i]. `limits` applies to the base-test job; the
 // plus-input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time.
+// The canonical results come from `canonical` where it has them, and what is computed goes into
+// it; without one, they are computed for this call alone.
 std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
-                                    const std::vector<std::string>& completions, const sandbox::Limits& limits = {});
+                                    const std::vector<std::string>& completions, const sandbox::Limits& limits = {},
+                                    CanonicalResults* canonical = nullptr);
 
 // The last ```python (or bare ```) block of a response (the whole response if none); for
 // HumanEval problems the prompt is prepended when the block does not define the entry point.

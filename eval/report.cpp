@@ -54,7 +54,7 @@ std::vector<Verdict> grade_samples(sandbox::Pool& pool, const Benchmark& bench, 
         problems.push_back(p);
         completions.push_back(out[i].extracted);
       }
-      std::vector<CodeVerdict> v = grade_code(pool, problems, completions, limits);
+      std::vector<CodeVerdict> v = grade_code(pool, problems, completions, limits, bench.canonical.get());
       for (size_t i = 0; i < v.size(); ++i) {
         out[i].correct = v[i].passed;
         out[i].reason = std::move(v[i].reason);

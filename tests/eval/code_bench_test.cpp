@@ -106,6 +106,126 @@ INSTANTIATE_TEST_SUITE_P(All, CodeBench,
                                            std::make_pair(std::string("mbppplus"), size_t{378})),
                          [](const auto& info) { return info.param.first; });
 
+// A canonical result of `n` calls that each returned `status`.
+sandbox::JobResult canonical_result(size_t n, sandbox::Status status) {
+  sandbox::JobResult r;
+  for (size_t i = 0; i < n; ++i) {
+    sandbox::CallResult c;
+    c.status = status;
+    if (status == sandbox::Status::Ok) {
+      c.value = sandbox::Value::integer(int64_t(i));
+      c.repr = std::to_string(i);
+    } else {
+      c.error_type = "ValueError";
+    }
+    r.calls.push_back(std::move(c));
+  }
+  return r;
+}
+
+TEST(CanonicalResults, KeepsTheProgramsAnswersNotTheMachinesStates) {
+  CodeProblem p;
+  p.id = "Mbpp/2";
+  p.entry_point = "f";
+  p.canonical_solution = "def f(x):\n    return x\n";
+  p.plus_inputs = {"1", "2", "3"};
+  const sandbox::Limits caps = canonical_run_limits({});
+  CanonicalResults kept;
+  EXPECT_EQ(kept.find(p, caps), nullptr);
+  // A result per input, each returned, raised or over an output cap: what the program, its
+  // inputs and the caps decide.
+  sandbox::JobResult answers = canonical_result(3, sandbox::Status::Ok);
+  answers.calls[1] = canonical_result(1, sandbox::Status::Error).calls[0];
+  answers.calls[0] = canonical_result(1, sandbox::Status::OutputLimit).calls[0];
+  ASSERT_TRUE(kept.keep(p, caps, answers));
+  ASSERT_NE(kept.find(p, caps), nullptr);
+  EXPECT_EQ(kept.find(p, caps)->calls[0].status, sandbox::Status::OutputLimit);
+  EXPECT_EQ(kept.find(p, caps)->calls[1].error_type, "ValueError");
+  EXPECT_EQ(kept.find(p, caps)->calls[2].repr, "2");
+  // Under other output caps the answers may differ.
+  sandbox::Limits larger_result = caps, larger_output = caps, more_cpu = caps;
+  larger_result.max_result_bytes *= 2;
+  larger_output.max_output_bytes *= 2;
+  more_cpu.cpu_seconds *= 2;
+  EXPECT_EQ(kept.find(p, larger_result), nullptr);
+  EXPECT_EQ(kept.find(p, larger_output), nullptr);
+  EXPECT_NE(kept.find(p, more_cpu), nullptr) << "a kept answer never depended on the CPU budget";
+  // What a busy or failing machine can produce is asked again next time.
+  for (auto st : {sandbox::Status::Timeout, sandbox::Status::Memory, sandbox::Status::Violation,
+                  sandbox::Status::Crashed, sandbox::Status::Internal}) {
+    CanonicalResults fresh;
+    sandbox::JobResult r = canonical_result(3, sandbox::Status::Ok);
+    r.calls[2] = canonical_result(1, st).calls[0];
+    EXPECT_FALSE(fresh.keep(p, caps, r)) << sandbox::status_name(st);
+    EXPECT_EQ(fresh.find(p, caps), nullptr) << sandbox::status_name(st);
+  }
+  CanonicalResults short_result;
+  EXPECT_FALSE(short_result.keep(p, caps, canonical_result(2, sandbox::Status::Ok))) << "a call missing";
+  // The same id with another program or other inputs is another problem.
+  CodeProblem other_program = p, other_inputs = p, other_entry = p, inputs_joined = p;
+  other_program.canonical_solution += "# changed\n";
+  other_inputs.plus_inputs[2] = "4";
+  other_entry.entry_point = "g";
+  inputs_joined.plus_inputs = {"1", "23"};  // the same characters, split elsewhere
+  for (const CodeProblem* q : {&other_program, &other_inputs, &other_entry, &inputs_joined})
+    EXPECT_EQ(kept.find(*q, caps), nullptr);
+  EXPECT_EQ(kept.size(), 1u);
+}
+
+// A second grading with the kept canonical results runs no canonical solution again and grades
+// alike; the candidates are compared with exactly the kept results (tampered ones fail the gold
+// answers), and a problem changed under the same id is run again.
+TEST(CanonicalResults, ASecondGradingUsesTheKeptResults) {
+  std::vector<CodeProblem> ps = load_code_benchmark("humanevalplus", data_dir());
+  ps.resize(8);
+  std::vector<std::string> gold;
+  for (const CodeProblem& p : ps) gold.push_back(p.canonical_solution);
+  sandbox::Limits limits;
+  limits.cpu_seconds = 30;
+  const size_t n = ps.size();
+  auto jobs_of = [&](auto grade) {
+    const uint64_t before = pool().stats().submitted;
+    std::vector<CodeVerdict> v = grade();
+    return std::make_pair(v, pool().stats().submitted - before);
+  };
+
+  CanonicalResults kept;
+  auto [first, first_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits, &kept); });
+  EXPECT_EQ(first_jobs, 3 * n) << "base tests, canonical and candidate on the plus inputs";
+  EXPECT_EQ(kept.size(), n);
+  auto [second, second_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits, &kept); });
+  EXPECT_EQ(second_jobs, 2 * n) << "no canonical solution runs again";
+  auto [alone, alone_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits); });
+  EXPECT_EQ(alone_jobs, 3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(first[i].passed) << ps[i].id << ": " << first[i].reason << " " << first[i].detail;
+    EXPECT_EQ(second[i].passed, first[i].passed) << ps[i].id;
+    EXPECT_EQ(alone[i].passed, first[i].passed) << ps[i].id;
+  }
+
+  CanonicalResults tampered;
+  for (const CodeProblem& p : ps) {
+    sandbox::JobResult r = *kept.find(p, canonical_run_limits(limits));
+    r.calls[0].status = sandbox::Status::Ok;
+    r.calls[0].value = sandbox::Value::str("tampered");
+    r.calls[0].repr = "'tampered'";
+    ASSERT_TRUE(tampered.keep(p, canonical_run_limits(limits), r));
+  }
+  auto [against_tampered, tampered_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits, &tampered); });
+  EXPECT_EQ(tampered_jobs, 2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_FALSE(against_tampered[i].passed) << ps[i].id;
+    EXPECT_NE(against_tampered[i].detail.find("plus input 0 "), std::string::npos) << against_tampered[i].detail;
+  }
+
+  std::vector<CodeProblem> changed = ps;
+  changed[0].plus_inputs.pop_back();
+  auto [regraded, regraded_jobs] = jobs_of([&] { return grade_code(pool(), changed, gold, limits, &kept); });
+  EXPECT_EQ(regraded_jobs, 2 * n + 1) << "only the changed problem's canonical solution runs again";
+  EXPECT_TRUE(regraded[0].passed) << regraded[0].reason << " " << regraded[0].detail;
+  EXPECT_EQ(kept.find(changed[0], canonical_run_limits(limits))->calls.size(), changed[0].plus_inputs.size());
+}
+
 CodeProblem he_problem() {
   CodeProblem p;
   p.id = "HumanEval/0";
