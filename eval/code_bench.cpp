@@ -540,9 +540,10 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
   std::unordered_map<uint64_t, size_t> base_job;            // job id -> candidate index
   std::unordered_map<uint64_t, size_t> canon_job;           // job id -> index of a problem with that id
   const sandbox::Limits canonical_limits = canonical_run_limits(limits);
-  std::unordered_map<std::string, sandbox::JobResult> computed;  // problem id -> canonical result run here
+  std::unordered_map<std::string, sandbox::JobResult> computed;  // problem id -> canonical result run here, not kept
   std::unordered_map<std::string, bool> canon_submitted;
-  // Problem i's canonical result: run by this call, or kept from an earlier one; nullptr if neither.
+  // Problem i's canonical result: run by this call, or kept (by this call or an earlier one);
+  // nullptr if neither.
   auto canonical_of = [&](size_t i) -> const sandbox::JobResult* {
     if (auto it = computed.find(problems[i].id); it != computed.end()) return &it->second;
     return kept ? kept->find(problems[i], canonical_limits) : nullptr;
@@ -604,8 +605,8 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
       }
     } else if (auto ct = canon_job.find(r.id); ct != canon_job.end()) {
       const std::string pid = problems[ct->second].id;
-      if (kept) kept->keep(problems[ct->second], canonical_limits, r);
-      computed[pid] = std::move(r);
+      // Held once: by `kept` where it takes the result, else here.
+      if (!kept || !kept->keep(problems[ct->second], canonical_limits, r)) computed[pid] = std::move(r);
       std::vector<size_t> still;
       for (size_t i : waiting_for_canon) {
         if (problems[i].id == pid) submit_plus(i);
