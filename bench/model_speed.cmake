@@ -10,3 +10,9 @@ target_compile_definitions(model_speed_bench PRIVATE AZR_SOURCE_DIR="${CMAKE_SOU
 add_executable(lm_head_bench ${CMAKE_SOURCE_DIR}/bench/lm_head_bench.cpp)
 target_link_libraries(lm_head_bench PRIVATE azr_model azr_backend nlohmann_json::nlohmann_json)
 target_include_directories(lm_head_bench PRIVATE ${CMAKE_SOURCE_DIR})
+
+# Generation of identical prompts (learnability rollouts, pass@k): each distinct prompt prefilled
+# once against every copy computed, on any device.
+add_executable(duplicate_prompts_bench ${CMAKE_SOURCE_DIR}/bench/duplicate_prompts_bench.cpp)
+target_link_libraries(duplicate_prompts_bench PRIVATE azr_model azr_backend nlohmann_json::nlohmann_json)
+target_include_directories(duplicate_prompts_bench PRIVATE ${CMAKE_SOURCE_DIR})

@@ -1,7 +1,8 @@
 #pragma once
-// Batched sampling with a KV cache: prefill every prompt once, then one decode step per new
-// token for the sequences still running (finished ones drop out of the batch, so the step's
-// GEMMs only carry live rows).
+// Batched sampling with a KV cache: prefill every distinct prompt once (copies of a prompt, such as
+// a task's learnability rollouts, share its computation: Transformer::prefill_stats), then one
+// decode step per new token for the sequences still running (finished ones drop out of the batch,
+// so the step's GEMMs only carry live rows).
 //
 // Sampling order is transformers' and vLLM's: temperature, then top-k, then top-p (the smallest
 // set of most likely tokens whose probability reaches top_p), renormalised. The log-prob

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "model/safetensors.h"
@@ -94,6 +95,24 @@ KVCache::KVCache(const ModelConfig& c, int64_t slots_, int64_t capacity_, const 
       v(ops, bf16 ? 0 : size_t(layers * slots * capacity * row)),
       k16(ops, bf16 ? size_t(layers * slots * capacity * row) : 0),
       v16(ops, bf16 ? size_t(layers * slots * capacity * row) : 0) {}
+
+void KVCache::copy_positions(int64_t from, int64_t to, int64_t n) {
+  if (from < 0 || from >= slots || to < 0 || to >= slots || n < 0 || n > capacity)
+    throw std::invalid_argument("KVCache::copy_positions: slot or length outside the cache");
+  if (from == to || n == 0) return;
+  // [layer][slot][position][row]: one contiguous run of n rows per layer, keys and values.
+  const auto copy_runs = [&](auto& kb, auto& vb) {
+    const kernels::Ops& ops = kb.ops();
+    const size_t bytes = size_t(n * row) * sizeof(*kb.data());
+    for (int64_t l = 0; l < layers; l++) {
+      const int64_t src = (l * slots + from) * slot_stride(), dst = (l * slots + to) * slot_stride();
+      ops.copy(kb.data() + dst, kb.data() + src, bytes);
+      ops.copy(vb.data() + dst, vb.data() + src, bytes);
+    }
+  };
+  if (bf16) copy_runs(k16, v16);
+  else copy_runs(k, v);
+}
 
 // Pointers to one layer's weights (or their gradients) in the flat buffer; null for absent biases.
 struct Transformer::LayerWeights {
@@ -409,7 +428,8 @@ void Transformer::ensure_rope(int64_t positions) {
   rope_positions_ = positions;
 }
 
-void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache, int64_t first_slot) {
+void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache,
+                                 std::span<const int32_t> cache_slots) {
   const ModelConfig& c = config_;
   const int64_t B = batch.B, T = batch.T, N = B * T, H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
@@ -463,11 +483,12 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   fwd_recomputes_ = keep == Keep::LayerInputs;
   fwd_batch_ = batch;
 
-  if (cache) {  // row b*T + t to slot first_slot + b, position t; padding skipped
+  if (cache) {  // row b*T + t to slot cache_slots[b], position t; padding skipped
+    if (int64_t(cache_slots.size()) != B) throw std::invalid_argument("forward_layers: one cache slot per sequence");
     std::vector<int32_t> where(static_cast<size_t>(2 * N));
     for (int64_t b = 0; b < B; b++)
       for (int64_t t = 0; t < T; t++) {
-        where[b * T + t] = int32_t(first_slot + b);
+        where[b * T + t] = cache_slots[size_t(b)];
         where[N + b * T + t] = t < batch.lengths[b] ? int32_t(t) : -1;
       }
     step_idx_.ensure(where.size());
@@ -727,13 +748,62 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   if (prompts.B > cache.slots) throw std::invalid_argument("more prompts than KV-cache slots");
   for (int32_t len : prompts.lengths)
     if (len > cache.capacity) throw std::invalid_argument("a prompt is longer than the KV-cache capacity");
-  const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size;
+  const int64_t B = prompts.B, T = prompts.T, V = config_.vocab_size;
   if (int64_t(prompts.ids.size()) != B * T || int64_t(prompts.lengths.size()) != B)
     throw std::invalid_argument("batch ids/lengths do not match B x T");
   for (int32_t len : prompts.lengths)
     if (len < 1 || len > T) throw std::invalid_argument("a sequence length is outside 1..T");
-  const kernels::Ops& o = *ops_;
+  const auto prompt = [&](int64_t b) {
+    const auto begin = prompts.ids.begin() + b * T;
+    return std::vector<int32_t>(begin, begin + prompts.lengths[size_t(b)]);
+  };
+  // first[b]: the first prompt of the batch equal to prompt b (b itself when it is the first).
+  std::vector<int32_t> first(static_cast<size_t>(B));
+  std::vector<int32_t> distinct;  // the first copies, in batch order
+  {
+    std::map<std::vector<int32_t>, int32_t> seen;
+    for (int64_t b = 0; b < B; b++) {
+      const int32_t at = prefill_duplicates_once_ ? seen.emplace(prompt(b), int32_t(b)).first->second : int32_t(b);
+      first[size_t(b)] = at;
+      if (at == b) distinct.push_back(int32_t(b));
+    }
+  }
+  const int64_t D = int64_t(distinct.size());
+  prefill_stats_ = {B, D, 0, 0};
+  for (int64_t b = 0; b < B; b++) {
+    prefill_stats_.tokens += prompts.lengths[size_t(b)];
+    if (first[size_t(b)] == b) prefill_stats_.computed_tokens += prompts.lengths[size_t(b)];
+  }
   prefill_logits_.ensure(size_t(B * V));
+  if (D == B) {
+    prefill_rows(cache, prompts, distinct, prefill_logits_.data());
+  } else {
+    // The distinct prompts into their first copies' slots, their logits into rows 0..D-1; then
+    // every other copy's keys and values from its first copy's slot.
+    std::vector<std::vector<int32_t>> rows;
+    for (int32_t b : distinct) rows.push_back(prompt(b));
+    prefill_rows(cache, SequenceBatch::from(rows), distinct, prefill_logits_.data());
+    std::vector<int64_t> row_of(static_cast<size_t>(B));  // prompt b's logits row among the distinct ones
+    for (int64_t u = 0; u < D; u++) row_of[size_t(distinct[size_t(u)])] = u;
+    for (int64_t b = 0; b < B; b++) {
+      row_of[size_t(b)] = row_of[size_t(first[size_t(b)])];
+      if (first[size_t(b)] != b) cache.copy_positions(first[size_t(b)], b, prompts.lengths[size_t(b)]);
+    }
+    // Spread the rows out in place, last row first: row b's source row_of[b] <= b has not been
+    // written yet, since every row written so far is above b.
+    for (int64_t b = B - 1; b >= 0; b--)
+      if (row_of[size_t(b)] != b)
+        ops_->copy(prefill_logits_.data() + b * V, prefill_logits_.data() + row_of[size_t(b)] * V,
+                   sizeof(float) * size_t(V));
+  }
+  fwd_kept_ = false;  // the activations are not a training forward
+  return prefill_logits_.data();
+}
+
+void Transformer::prefill_rows(KVCache& cache, const SequenceBatch& prompts, std::span<const int32_t> slots,
+                               float* logits) {
+  const int64_t B = prompts.B, T = prompts.T, H = config_.hidden_size, V = config_.vocab_size;
+  const kernels::Ops& o = *ops_;
   // Groups of prompts, each padded to its own longest prompt.
   const int64_t per_group = std::max<int64_t>(1, prefill_group_tokens_ / std::max<int64_t>(T, 1));
   for (int64_t b0 = 0; b0 < B; b0 += per_group) {
@@ -742,7 +812,7 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
     for (int64_t b = b0; b < b1; b++)
       group.emplace_back(prompts.ids.begin() + b * T, prompts.ids.begin() + b * T + prompts.lengths[size_t(b)]);
     const SequenceBatch g = SequenceBatch::from(group);
-    forward_layers(g, Keep::Nothing, &cache, b0);
+    forward_layers(g, Keep::Nothing, &cache, slots.subspan(size_t(b0), size_t(b1 - b0)));
     // Each prompt's last row, gathered, through the LM head.
     std::vector<int32_t> last_rows(static_cast<size_t>(g.B));
     for (int64_t b = 0; b < g.B; b++) last_rows[size_t(b)] = int32_t(b * g.T + g.lengths[size_t(b)] - 1);
@@ -750,10 +820,8 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
     step_idx_.upload(last_rows.data(), size_t(g.B));
     kernels::Buffer<float> last(o, size_t(g.B * H));
     o.gather_rows(last.data(), lnf_, step_idx_.data(), g.B, H);
-    gemm_forward(prefill_logits_.data() + b0 * V, last.data(), params_.data() + head_off_, nullptr, g.B, H, V);
+    gemm_forward(logits + b0 * V, last.data(), params_.data() + head_off_, nullptr, g.B, H, V);
   }
-  fwd_kept_ = false;  // the activations are not a training forward
-  return prefill_logits_.data();
 }
 
 const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int32_t> tokens,

@@ -72,6 +72,17 @@ struct KVCache {
   uint16_t* k16_at(int64_t layer) { return k16.data() + layer * slots * capacity * row; }
   uint16_t* v16_at(int64_t layer) { return v16.data() + layer * slots * capacity * row; }
   int64_t slot_stride() const { return capacity * row; }
+  // Positions 0..n-1 of every layer's keys and values, from slot `from` into slot `to` (a
+  // duplicate prompt's cache, which then diverges as its sequence samples its own tokens).
+  void copy_positions(int64_t from, int64_t to, int64_t n);
+};
+
+// What the last prefill computed: prompts that appear more than once in a batch (a task's
+// learnability rollouts, pass@k samples, a solver batch topped up with repeats) run through the
+// layers once and their keys, values and last-token logits are copied to the others.
+struct PrefillStats {
+  int64_t prompts = 0, distinct_prompts = 0;
+  int64_t tokens = 0, computed_tokens = 0;  // prompt tokens, and those the layers ran on
 };
 
 class Transformer {
@@ -136,6 +147,16 @@ class Transformer {
   // slot slot[r] and returns the next-token logits [R, V].
   void set_prefill_group_tokens(int64_t n) { prefill_group_tokens_ = std::max<int64_t>(1, n); }
   int64_t prefill_group_tokens() const { return prefill_group_tokens_; }
+  //
+  // Identical prompts are computed once (PrefillStats): the first copy runs through the layers in
+  // a batch of the distinct prompts, and its keys, values and logits row are copied (bytes, through
+  // the op table) to the other copies' slots and rows. On the CPU the samples are those of
+  // computing every copy (generate_test); a KV copy is 2 x layers device-to-device copies.
+  // set_prefill_duplicates_once(false) computes every copy (bench/duplicate_prompts_bench.cpp's
+  // baseline).
+  void set_prefill_duplicates_once(bool on) { prefill_duplicates_once_ = on; }
+  bool prefill_duplicates_once() const { return prefill_duplicates_once_; }
+  const PrefillStats& prefill_stats() const { return prefill_stats_; }
   std::vector<float> prefill(KVCache& cache, const SequenceBatch& prompts);
   void decode(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
               std::span<const int32_t> pos, std::vector<float>& logits);
@@ -174,8 +195,12 @@ class Transformer {
   // What forward_layers keeps for backward (see set_recompute).
   enum class Keep { Nothing, LayerInputs, Everything };
   // With `cache`, each layer's keys and values go into it as the layer finishes (row b of the
-  // batch to slot first_slot + b), so a prefill keeps one layer's activations, not every layer's.
-  void forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache = nullptr, int64_t first_slot = 0);
+  // batch to slot cache_slots[b]), so a prefill keeps one layer's activations, not every layer's.
+  void forward_layers(const SequenceBatch& batch, Keep keep, KVCache* cache = nullptr,
+                      std::span<const int32_t> cache_slots = {});
+  // Prefills `prompts` (prompt b into cache slot slots[b]), writing the logits at each prompt's
+  // last token to logits [B, V]: in groups of prefill_group_tokens_ padded tokens.
+  void prefill_rows(KVCache& cache, const SequenceBatch& prompts, std::span<const int32_t> slots, float* logits);
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
   void lm_head_rows(const SequenceBatch& batch);
   HeadTiles head_tiles(int64_t R, bool for_backward) const;
@@ -271,6 +296,8 @@ class Transformer {
   bool head_logits_kept_ = false;
   HeadTiles head_tiles_override_;  // rows 0: planned
   kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill
+  bool prefill_duplicates_once_ = true;
+  PrefillStats prefill_stats_;
   bool decode_graphs_on_ = false;
   DecodeGraphs decode_graphs_;
 };

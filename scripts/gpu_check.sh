@@ -14,7 +14,8 @@
 #   tests  the op-by-op kernel tests, the whole model on the GPU against the CPU model, and the
 #          real Qwen2.5 0.5B/1.5B configs against Hugging Face transformers where python3 has it
 #   bench  bench/cuda_ops_bench (kernels against the CPU backend and the peaks), bench/lm_head_bench
-#          (the LM head's column-block tiles against row blocks, 1.5B's shape), then
+#          (the LM head's column-block tiles against row blocks, 1.5B's shape),
+#          bench/duplicate_prompts_bench (identical prompts prefilled once, 1.5B), then
 #          bench/model_speed_bench (decode at batch 1/64/256 and a training step with MFU, 0.5B and
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
 #          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json");
@@ -108,6 +109,11 @@ if [[ "$STAGE" != tests ]]; then
   # the row blocks of before.
   "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025 \
     2>&1 | tee "$OUT/lm_head_bench.txt" || true
+  # Learnability-shaped generation at 1.5B: 8 prompts x 8 copies, each distinct prompt prefilled
+  # once against every copy computed.
+  "$BUILD/bin/duplicate_prompts_bench" --device cuda --matmul-precision bf16 \
+    --config tests/model/configs/qwen2.5-1.5b.json --prompts 8 --copies 8 --prompt-len 1024 --new 128 \
+    2>&1 | tee "$OUT/duplicate_prompts_bench.txt" || true
   speed=0
   # shellcheck disable=SC2086  # MODEL_SPEED_ARGS is a list of options
   "$BUILD/bin/model_speed_bench" --device cuda ${MODEL_SPEED_ARGS:-} 2>&1 | tee "$OUT/model_speed_bench.txt" || speed=$?

@@ -56,6 +56,9 @@ class Policy {
   std::vector<model::Completion> generate(const std::vector<std::vector<int32_t>>& prompts,
                                           const std::vector<uint64_t>& seeds, model::SamplingParams params,
                                           int batch);
+  // The prefills of every generate() so far, summed: prompt tokens, and those the layers ran on
+  // (identical prompts within one generate() call are computed once: model::PrefillStats).
+  const model::PrefillStats& prefill_totals() const { return prefill_totals_; }
 
   // One optimizer step: PPO-clip loss over this rank's sequences, normalised by the response
   // tokens of the whole global batch (`global_tokens`), so the accumulated gradient is the
@@ -76,6 +79,7 @@ class Policy {
   model::AdamW optimizer_;
   std::vector<float> host_grads_;  // the all-reduce's host copy, for backends without host memory
   std::unique_ptr<dist::DeviceReducer> device_reducer_;  // or no copy: NCCL on the GPU
+  model::PrefillStats prefill_totals_;
 };
 
 }  // namespace azr::trainer

@@ -192,6 +192,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   const double t_start = now_s();
   const uint64_t jobs_before = ctx.pool.stats().completed;
   const model::SamplingParams sampling = sampling_of(ctx);
+  const model::PrefillStats prefill_before = ctx.policy.prefill_totals();
   const sandbox::Limits limits = limits_of(cfg);
   const rewards::RewardSettings rs = reward_settings(cfg);
 
@@ -489,6 +490,12 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   for (const rewards::Sequence& s : seqs) global_tokens += double(s.tokens);
   for (const ProposerOutcome& o : res.proposer) res.generated_tokens += o.response_tokens + o.learn_tokens;
   for (const SolverOutcome& o : res.solver) res.generated_tokens += o.response_tokens;
+  {
+    const model::PrefillStats& now = ctx.policy.prefill_totals();
+    double t[2] = {double(now.tokens - prefill_before.tokens), double(now.computed_tokens - prefill_before.computed_tokens)};
+    ctx.comm.allreduce_sum(std::span<double>(t));
+    res.prompt_tokens = int64_t(t[0]), res.prefilled_tokens = int64_t(t[1]);
+  }
 
   // ---- the update on the own share -------------------------------------------------------
   phase("updating the policy");
@@ -605,6 +612,12 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   add("optim/lr", lr);
   add("tokens/trained", r.update.tokens);
   add("tokens/generated", double(r.generated_tokens));
+  // How a batch falls into generate() calls and ranks decides which copies meet, so this one is
+  // under perf/, beside the other figures that may differ between layouts of the same run.
+  if (r.prompt_tokens > 0) {
+    add("tokens/prompt", double(r.prompt_tokens));
+    add("perf/prefilled_fraction", double(r.prefilled_tokens) / double(r.prompt_tokens));
+  }
   add("time/plan_s", r.times.plan);
   add("time/generate_s", r.times.generate);
   add("time/sandbox_s", r.times.sandbox);

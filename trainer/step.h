@@ -68,6 +68,9 @@ struct StepResult {
   int64_t buffer_tasks[3] = {0, 0, 0};    // after the step (rank 0's view, broadcast)
   uint64_t sandbox_jobs = 0;              // this rank
   int64_t generated_tokens = 0;           // all ranks
+  // Prompt tokens of the sequences the policy generated, and those its layers ran on (identical
+  // prompts in one generate() call are prefilled once), all ranks.
+  int64_t prompt_tokens = 0, prefilled_tokens = 0;
 };
 
 // Where completions come from: (prompts, one seed each, sampling) -> one completion per prompt.

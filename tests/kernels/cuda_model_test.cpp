@@ -128,13 +128,16 @@ TEST_P(CudaModel, TensorCoreAttentionBf16ModelMatchesTheCpuBf16Model) {
 
 // The sampler's log-probs (prefill + decode on the KV cache) are the training forward's
 // log-probs of the same tokens (score() at the same temperature): no sampler/learner mismatch.
+// The last prompt repeats the first, so its cache and first logits are device copies of the first's.
 TEST_P(CudaModel, GenerationLogProbsEqualTheTrainingForward) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 12, 0.05f, cuda_ops());
-  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11}, {1, 2, 3, 4, 5}};
   SamplingParams sp;
   sp.temperature = 0.9f, sp.max_new_tokens = 40, sp.seed = 3;
   const std::vector<Completion> out = generate(gpu, prompts, sp);
+  EXPECT_EQ(gpu.prefill_stats().computed_tokens, 5 + 1 + 11);
   for (size_t i = 0; i < prompts.size(); i++) {
     std::vector<int32_t> full = prompts[i];
     full.insert(full.end(), out[i].tokens.begin(), out[i].tokens.end());

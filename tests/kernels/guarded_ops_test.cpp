@@ -83,7 +83,8 @@ TEST(GuardedOps, TheModelRunsThroughTheOpTableAloneAndMatchesTheCpuBitForBit) {
     o.m = host_copy(ops, opt.m());
     model::SamplingParams sp;
     sp.temperature = 0.8f, sp.top_p = 0.9f, sp.max_new_tokens = 6, sp.seed = 11;
-    for (const model::Completion& comp : model::generate(m, {{5, 9, 2}, {3}}, sp)) {
+    // A prompt twice: its second copy's keys, values and logits are copied through the op table.
+    for (const model::Completion& comp : model::generate(m, {{5, 9, 2}, {3}, {5, 9, 2}}, sp)) {
       o.tokens.insert(o.tokens.end(), comp.tokens.begin(), comp.tokens.end());
       o.sampled_logp.insert(o.sampled_logp.end(), comp.logprobs.begin(), comp.logprobs.end());
     }
@@ -96,6 +97,7 @@ TEST(GuardedOps, TheModelRunsThroughTheOpTableAloneAndMatchesTheCpuBitForBit) {
   EXPECT_EQ(differing(guarded.params, cpu.params), 0u);
   EXPECT_EQ(differing(guarded.m, cpu.m), 0u);
   EXPECT_EQ(guarded.tokens, cpu.tokens);
+  EXPECT_EQ(cpu.tokens.size(), 18u);  // 3 sequences of 6 new tokens
   EXPECT_EQ(differing(guarded.sampled_logp, cpu.sampled_logp), 0u);
   // The guarded checkpoint loads on either backend and holds the updated weights.
   for (const kernels::Ops* ops : {&cpu_ops(), &guarded_cpu_ops()}) {

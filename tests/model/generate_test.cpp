@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "model/byte_tokenizer.h"
 #include "model/generate.h"
@@ -197,6 +198,53 @@ TEST(GenerateTest, StopStringCutsTheText) {
   EXPECT_EQ(out[0].finish, FinishReason::StopString);
   EXPECT_EQ(out[0].text, full.substr(0, at));
   EXPECT_EQ(out[0].tokens.size(), at + stop.size());  // generation ends on the token completing the match
+}
+
+// Identical prompts (a task's learnability rollouts, pass@k samples) run through the layers once;
+// the other copies get the first copy's keys, values and logits. Each sequence must then sample
+// exactly what it samples alone, its log-probs must be the learner's on its own sequence (so every
+// copy's cache holds its prompt), and the count of computed tokens is the distinct prompts'.
+TEST(GenerateTest, IdenticalPromptsArePrefilledOnceAndSampleAsIfAlone) {
+  const std::vector<int32_t>& a = kPrompts[0];  // 5 tokens
+  const std::vector<int32_t>& b = kPrompts[1];  // 1
+  const std::vector<int32_t>& c = kPrompts[2];  // 3
+  const std::vector<std::vector<int32_t>> prompts = {a, b, a, c, c, a};
+  SamplingParams p;
+  p.temperature = 0.8f, p.max_new_tokens = 12;
+  p.sequence_seeds = {11, 12, 13, 14, 15, 16};
+  Transformer m = make_model();
+  const std::vector<Completion> out = generate(m, prompts, p);
+  const PrefillStats st = m.prefill_stats();
+  EXPECT_EQ(st.prompts, 6);
+  EXPECT_EQ(st.distinct_prompts, 3);
+  EXPECT_EQ(st.tokens, 3 * 5 + 1 + 2 * 3);
+  EXPECT_EQ(st.computed_tokens, 5 + 1 + 3);
+
+  Transformer every_copy = make_model();
+  every_copy.set_prefill_duplicates_once(false);
+  const std::vector<Completion> computed = generate(every_copy, prompts, p);
+  EXPECT_EQ(every_copy.prefill_stats().computed_tokens, st.tokens);
+
+  std::set<std::vector<int32_t>> samples_of_a;
+  for (size_t i = 0; i < prompts.size(); i++) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    SamplingParams one = p;
+    one.sequence_seeds = {p.sequence_seeds[i]};
+    const Completion alone = generate(m, {prompts[i]}, one)[0];
+    EXPECT_EQ(out[i].tokens, alone.tokens);
+    EXPECT_EQ(out[i].tokens, computed[i].tokens);
+    // Log-probs to float rounding only: the decode steps' GEMMs run on as many rows as there are
+    // live sequences, and OpenBLAS sums by shape (SamplerLogProbsEqualTheLearners... above).
+    for (size_t t = 0; t < out[i].tokens.size(); t++) {
+      EXPECT_NEAR(out[i].logprobs[t], alone.logprobs[t], 3e-5) << "token " << t;
+      EXPECT_NEAR(out[i].logprobs[t], computed[i].logprobs[t], 3e-5) << "token " << t;
+    }
+    const TokenScores s = m.score(SequenceBatch::from({concat(prompts[i], out[i].tokens)}), p.temperature);
+    for (size_t t = 0; t < out[i].tokens.size(); t++)
+      EXPECT_NEAR(out[i].logprobs[t], s.logp[prompts[i].size() + t], 3e-5) << "token " << t;
+    if (prompts[i] == a) samples_of_a.insert(out[i].tokens);
+  }
+  EXPECT_EQ(samples_of_a.size(), 3u);  // the copies share a prompt, not a sample
 }
 
 TEST(GenerateTest, BadParametersAreRefused) {

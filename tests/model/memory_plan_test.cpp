@@ -177,7 +177,10 @@ TEST(MemoryPlan, Fp32PlanPredictsThePrefillsAllocationExactly) {
   Transformer m = Transformer::random(c, 1);
   m.set_prefill_group_tokens(30);
   KVCache cache(c, slots, capacity);
-  m.prefill(cache, SequenceBatch::from(std::vector<std::vector<int32_t>>(size_t(slots), std::vector<int32_t>(12, 3))));
+  // Distinct prompts: the plan is for the worst case, and identical ones would be computed once.
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t b = 0; b < slots; b++) prompts.push_back(std::vector<int32_t>(12, 3 + b));
+  m.prefill(cache, SequenceBatch::from(prompts));
   MemoryPlanSettings s;
   s.precision = Precision::Fp32;
   s.kv_slots = slots, s.kv_capacity = capacity, s.prefill_group_tokens = 30;

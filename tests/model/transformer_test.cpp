@@ -297,6 +297,45 @@ TEST(TransformerTest, KvStoreWritesRowsToTheirSlotsAndSkipsPadding) {
   EXPECT_EQ(vc, (std::vector<float>{30, 40, -2, -2, -2, -2, -2, -2, -2, -2, 10, 20}));
 }
 
+// copy_positions moves positions 0..n-1 of every layer's keys and values from one slot to another,
+// in the cache's own type, and nothing else: checked against the layout by hand
+// ([layer][slot][position][row]) on an fp32 cache and on the Bf16 table's bf16 one.
+TEST(TransformerTest, KvCacheCopiesAPrefixOfOneSlotIntoAnother) {
+  ModelConfig c;
+  c.num_hidden_layers = 2, c.num_key_value_heads = 1, c.head_dim = 2;
+  for (const kernels::Ops* ops : {&kernels::cpu_ops(), &kernels::cpu_bf16_matmul_ops()}) {
+    SCOPED_TRACE(ops->name);
+    KVCache cache(c, /*slots=*/3, /*capacity=*/4, *ops);
+    const size_t n = size_t(cache.layers * cache.slots * cache.slot_stride());
+    std::vector<float> kf(n), vf(n);
+    std::vector<uint16_t> kh(n), vh(n);
+    for (size_t i = 0; i < n; i++) kf[i] = float(i), vf[i] = -float(i), kh[i] = uint16_t(i), vh[i] = uint16_t(1000 + i);
+    if (cache.bf16) cache.k16.upload(kh.data(), n), cache.v16.upload(vh.data(), n);
+    else cache.k.upload(kf.data(), n), cache.v.upload(vf.data(), n);
+    cache.copy_positions(/*from=*/2, /*to=*/0, /*n=*/3);
+    // Every element of slot 0's first 3 positions (3 x row 2 = 6 values) is slot 2's, per layer.
+    for (int64_t l = 0; l < cache.layers; l++)
+      for (int64_t i = 0; i < 6; i++) {
+        const size_t dst = size_t(l * 3 * 8 + i), src = size_t(l * 3 * 8 + 2 * 8 + i);
+        kf[dst] = kf[src], vf[dst] = vf[src], kh[dst] = kh[src], vh[dst] = vh[src];
+      }
+    if (cache.bf16) {
+      std::vector<uint16_t> k(n), v(n);
+      cache.k16.download(k.data(), n), cache.v16.download(v.data(), n);
+      EXPECT_EQ(k, kh);
+      EXPECT_EQ(v, vh);
+    } else {
+      std::vector<float> k(n), v(n);
+      cache.k.download(k.data(), n), cache.v.download(v.data(), n);
+      EXPECT_EQ(k, kf);
+      EXPECT_EQ(v, vf);
+    }
+    EXPECT_THROW(cache.copy_positions(0, 3, 1), std::invalid_argument);   // no slot 3
+    EXPECT_THROW(cache.copy_positions(-1, 0, 1), std::invalid_argument);
+    EXPECT_THROW(cache.copy_positions(0, 1, 5), std::invalid_argument);   // past the capacity
+  }
+}
+
 TEST(TransformerTest, PaddingNeverChangesRealRows) {
   Transformer m = random_model(false);
   auto seqs = random_seqs({7}, 61, 3);

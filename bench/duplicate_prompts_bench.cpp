@@ -1,0 +1,144 @@
+// Generation of identical prompts, the shape of a self-play step's learnability rollouts (each
+// valid proposal's solver prompt sampled n times: the paper's n = 8 is 24 of every 30 sequences a
+// step generates) and of pass@k evaluation. The model prefills each distinct prompt once and copies
+// its keys, values and logits to the other copies (Transformer::set_prefill_duplicates_once); the
+// baseline, in the same process on the same prompts and seeds, computes every copy, as azr did
+// before. Reports generate() wall time, prompt tokens the layers ran on, and whether both modes
+// sampled the same tokens (they must: a copy's cache is its first copy's bytes). Median of
+// alternating repeats. Never asserts on time.
+//
+//   duplicate_prompts_bench [--device cpu] [--matmul-precision fp32] [--config azr-25m|path.json]
+//                           [--prompts 4] [--copies 8] [--prompt-len 512] [--new 32] [--repeats 3]
+//                           [--threads 0]
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "model/generate.h"
+#include "model/hf_config.h"
+#include "model/presets.h"
+#include "model/transformer.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace azr;
+  std::string device = "cpu", precision = "fp32", config = "azr-25m";
+  int64_t prompts = 4, copies = 8, prompt_len = 512, new_tokens = 32;
+  int repeats = 3, threads = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {  // no CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) lacks it
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--device") device = v;
+    else if (a == "--matmul-precision") precision = v;
+    else if (a == "--config") config = v;
+    else if (a == "--prompts") prompts = std::stoll(v);
+    else if (a == "--copies") copies = std::stoll(v);
+    else if (a == "--prompt-len") prompt_len = std::stoll(v);
+    else if (a == "--new") new_tokens = std::stoll(v);
+    else if (a == "--repeats") repeats = std::stoi(v);
+    else if (a == "--threads") threads = std::stoi(v);
+    else {
+      std::fprintf(stderr, "duplicate_prompts_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "duplicate_prompts_bench: option %s has no value\n", argv[argc - 1]);
+    return 2;
+  }
+  if (prompts < 1 || copies < 1 || prompt_len < 1 || new_tokens < 1 || repeats < 1) {
+    std::fprintf(stderr, "duplicate_prompts_bench: --prompts, --copies, --prompt-len, --new, --repeats >= 1\n");
+    return 2;
+  }
+  kernels::set_cpu_threads(threads);
+  model::ModelConfig c;
+  try {
+    const bool path = config.find('/') != std::string::npos || config.find(".json") != std::string::npos;
+    c = path ? model::load_config(config) : model::preset_config(config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "duplicate_prompts_bench: --config: %s\n", e.what());
+    return 2;
+  }
+  const kernels::Ops& ops = kernels::backend_ops(device, 0, kernels::parse_matmul_precision(precision));
+  model::Transformer m = model::Transformer::random(c, 1, 0.02f, ops);
+
+  // Copies of a prompt side by side, as the trainer lays out a proposal's rollouts.
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> batch;
+  std::vector<uint64_t> seeds;
+  for (int64_t p = 0; p < prompts; p++) {
+    std::vector<int32_t> ids(static_cast<size_t>(prompt_len));
+    for (int32_t& id : ids) id = int32_t(rng() % uint32_t(c.vocab_size));
+    for (int64_t k = 0; k < copies; k++) {
+      batch.push_back(ids);
+      seeds.push_back(uint64_t(p * copies + k + 1));
+    }
+  }
+  model::SamplingParams sp;
+  sp.temperature = 1.f, sp.max_new_tokens = int32_t(new_tokens), sp.sequence_seeds = seeds;
+
+  struct Mode {
+    const char* name;
+    bool once;
+    std::vector<double> secs;
+    model::PrefillStats stats;
+    std::vector<std::vector<int32_t>> tokens;
+  };
+  Mode modes[2] = {{"every copy (baseline)", false, {}, {}, {}}, {"each distinct prompt once", true, {}, {}, {}}};
+  auto run = [&](Mode& md) {
+    m.set_prefill_duplicates_once(md.once);
+    const auto t0 = bench::Clock::now();
+    const std::vector<model::Completion> out = model::generate(m, batch, sp);
+    md.secs.push_back(bench::secs_since(t0));
+    md.stats = m.prefill_stats();
+    md.tokens.clear();
+    for (const model::Completion& o : out) md.tokens.push_back(o.tokens);
+  };
+  for (Mode& md : modes) run(md);  // warm-up: sizes the buffers of both
+  for (Mode& md : modes) md.secs.clear();
+  for (int r = 0; r < repeats; r++)
+    for (Mode& md : modes) run(md);
+  const bool same = modes[0].tokens == modes[1].tokens;
+  const double base = median(modes[0].secs), once = median(modes[1].secs);
+  const int64_t generated = int64_t(batch.size()) * new_tokens;
+
+  std::printf("duplicate_prompts_bench: %s on %s (%s), %lld prompts x %lld copies, %lld prompt + %lld new tokens, "
+              "median of %d\n",
+              config.c_str(), ops.name, precision.c_str(), (long long)prompts, (long long)copies,
+              (long long)prompt_len, (long long)new_tokens, repeats);
+  for (const Mode& md : modes)
+    std::printf("  %-28s %8.3f s   %9.1f new tok/s   prefilled %lld of %lld prompt tokens\n", md.name,
+                median(md.secs), double(generated) / median(md.secs), (long long)md.stats.computed_tokens,
+                (long long)md.stats.tokens);
+  std::printf("  speed-up x%.2f; the same samples in both: %s\n", base / once, same ? "yes" : "NO");
+  const nlohmann::json out = {{"bench", "duplicate_prompts"},
+                              {"config", config},
+                              {"device", ops.name},
+                              {"precision", precision},
+                              {"prompts", prompts},
+                              {"copies", copies},
+                              {"prompt_len", prompt_len},
+                              {"new_tokens", new_tokens},
+                              {"threads", kernels::cpu_threads()},
+                              {"baseline_s", base},
+                              {"once_s", once},
+                              {"speedup", base / once},
+                              {"baseline_prefilled_tokens", modes[0].stats.computed_tokens},
+                              {"once_prefilled_tokens", modes[1].stats.computed_tokens},
+                              {"same_samples", same}};
+  std::printf("%s\n", out.dump().c_str());
+  return same ? 0 : 1;
+}
