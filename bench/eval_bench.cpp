@@ -9,6 +9,7 @@
 //
 //   eval_bench [--data DIR] [--bench A,B] [--baseline-all]
 // By default the one-worker baseline skips humanevalplus and mbppplus (minutes each on 2 cores).
+#include <algorithm>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -68,11 +69,26 @@ int main(int argc, char** argv) {
   app.add_flag("--baseline-all", baseline_all, "also run the one-worker baseline on humanevalplus and mbppplus");
   CLI11_PARSE(app, argc, argv);
 
-  const std::filesystem::path dir = ev::resolve_data_dir(data);
+  std::filesystem::path dir;
+  try {
+    dir = ev::resolve_data_dir(data);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "eval_bench: %s\n", e.what());
+    return 2;
+  }
   std::set<std::string> wanted;
   std::stringstream ss(benches);
   for (std::string name; std::getline(ss, name, ',');)
     if (!name.empty()) wanted.insert(name);
+  std::string known;
+  for (const ev::BenchmarkInfo& info : ev::benchmark_registry()) known += (known.empty() ? "" : ", ") + std::string(info.name);
+  for (const std::string& name : wanted) {
+    const auto& reg = ev::benchmark_registry();
+    if (std::none_of(reg.begin(), reg.end(), [&](const ev::BenchmarkInfo& i) { return i.name == name; })) {
+      std::fprintf(stderr, "eval_bench: --bench: unknown benchmark '%s' (%s)\n", name.c_str(), known.c_str());
+      return 2;
+    }
+  }
 
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-14s %6s %8s %10s %12s %12s %8s %9s %8s\n", "benchmark", "items", "correct", "seconds", "items/s",
