@@ -2,6 +2,7 @@
 // Small helpers the benchmarks share.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,14 @@ namespace azr::bench {
 using Clock = std::chrono::steady_clock;
 
 inline double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The middle value (the mean of the two middle ones of an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 inline std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

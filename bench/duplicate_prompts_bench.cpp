@@ -25,15 +25,6 @@
 #include "model/presets.h"
 #include "model/transformer.h"
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace azr;
   std::string device = "cpu", precision = "fp32", config = "azr-25m";
@@ -112,7 +103,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; r++)
     for (Mode& md : modes) run(md);
   const bool same = modes[0].tokens == modes[1].tokens;
-  const double base = median(modes[0].secs), once = median(modes[1].secs);
+  const double base = bench::median(modes[0].secs), once = bench::median(modes[1].secs);
   const int64_t generated = int64_t(batch.size()) * new_tokens;
 
   std::printf("duplicate_prompts_bench: %s on %s (%s), %lld prompts x %lld copies, %lld prompt + %lld new tokens, "
@@ -121,7 +112,7 @@ int main(int argc, char** argv) {
               (long long)prompt_len, (long long)new_tokens, repeats);
   for (const Mode& md : modes)
     std::printf("  %-28s %8.3f s   %9.1f new tok/s   prefilled %lld of %lld prompt tokens\n", md.name,
-                median(md.secs), double(generated) / median(md.secs), (long long)md.stats.computed_tokens,
+                bench::median(md.secs), double(generated) / bench::median(md.secs), (long long)md.stats.computed_tokens,
                 (long long)md.stats.tokens);
   std::printf("  speed-up x%.2f; the same samples in both: %s\n", base / once, same ? "yes" : "NO");
   const nlohmann::json out = {{"bench", "duplicate_prompts"},

@@ -127,11 +127,4 @@ inline double timed_generate(model::Transformer& m, const std::vector<std::vecto
   return sec;
 }
 
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace azr::bench

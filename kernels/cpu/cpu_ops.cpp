@@ -170,8 +170,8 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
 
 // A dot product over 8 independent partial sums. Without -ffast-math the compiler keeps a plain
 // `acc += a[i] * b[i]` loop in source order, one dependent add after another (scalar, bound by add
-// latency); the 8 lanes vectorise and run in parallel. Decode spends most of its time here at
-// long contexts (one query row against every cached key); backward uses it for rowsum(dout * out).
+// latency); the 8 lanes vectorise and run in parallel. Attention's backward uses it for
+// rowsum(dout * out).
 float dot(const float* a, const float* b, int64_t n) {
   float acc[8] = {};
   int64_t i = 0;

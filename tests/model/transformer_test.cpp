@@ -297,6 +297,52 @@ TEST(TransformerTest, KvStoreWritesRowsToTheirSlotsAndSkipsPadding) {
   EXPECT_EQ(vc, (std::vector<float>{30, 40, -2, -2, -2, -2, -2, -2, -2, -2, 10, 20}));
 }
 
+// The CPU decode attention against the softmax written out in double: each row's query heads over
+// its slot's cached keys 0..pos[r], with GQA groups of 1, 3 and 7 heads, head dims that are and are
+// not a multiple of the vector width, rows of one slot at several positions (a prompt's tokens
+// decoded together), and position 0 (one key).
+TEST(TransformerTest, DecodeAttentionIsTheSoftmaxOverTheCachedPositions) {
+  struct Shape {
+    int64_t heads, kv_heads, d, capacity;
+  };
+  for (const Shape& sh : {Shape{4, 4, 8, 9}, Shape{6, 2, 12, 40}, Shape{14, 2, 64, 300}}) {
+    SCOPED_TRACE("heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " d " + std::to_string(sh.d));
+    const int64_t slots = 3, kv_row = sh.kv_heads * sh.d, stride = sh.capacity * kv_row, cap = sh.capacity;
+    const std::vector<int32_t> slot = {2, 0, 0, 0, 1}, pos = {int32_t(cap - 1), 0, 1, int32_t(cap / 2), 3};
+    const int64_t R = int64_t(slot.size());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> q(size_t(R * sh.heads * sh.d)), kc(size_t(slots * stride)), vc(kc.size());
+    for (float& x : q) x = 2 * normal(rng);
+    for (float& x : kc) x = normal(rng);
+    for (float& x : vc) x = normal(rng);
+    const kernels::AttentionShape shape{0, 0, sh.heads, sh.kv_heads, sh.d, stride, nullptr};
+    std::vector<float> out(q.size(), -7.f);
+    kernels::cpu_ops().attention_decode(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), R, shape);
+    const int64_t group = sh.heads / sh.kv_heads;
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t h = 0; h < sh.heads; h++) {
+        const float* qh = &q[size_t((r * sh.heads + h) * sh.d)];
+        const float* k = &kc[size_t(slot[r] * stride + (h / group) * sh.d)];
+        const float* v = &vc[size_t(slot[r] * stride + (h / group) * sh.d)];
+        std::vector<double> w(size_t(pos[r] + 1));
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j <= pos[r]; j++) {
+          double dot = 0;
+          for (int64_t i = 0; i < sh.d; i++) dot += double(qh[i]) * k[j * kv_row + i];
+          w[size_t(j)] = dot / std::sqrt(double(sh.d));
+          mx = std::max(mx, w[size_t(j)]);
+        }
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < sh.d; i++) {
+          double o = 0;
+          for (int64_t j = 0; j <= pos[r]; j++) o += w[size_t(j)] / sum * v[j * kv_row + i];
+          ASSERT_NEAR(out[size_t((r * sh.heads + h) * sh.d + i)], o, 2e-5) << "row " << r << " head " << h << " dim " << i;
+        }
+      }
+  }
+}
+
 // copy_positions moves positions 0..n-1 of every layer's keys and values from one slot to another,
 // in the cache's own type, and nothing else: checked against the layout by hand
 // ([layer][slot][position][row]) on an fp32 cache and on the Bf16 table's bf16 one.
