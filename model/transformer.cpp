@@ -760,20 +760,19 @@ const float* Transformer::prefill_on_backend(KVCache& cache, const SequenceBatch
   // first[b]: the first prompt of the batch equal to prompt b (b itself when it is the first).
   std::vector<int32_t> first(static_cast<size_t>(B));
   std::vector<int32_t> distinct;  // the first copies, in batch order
+  prefill_stats_ = {B, 0, 0, 0};
   {
     std::map<std::vector<int32_t>, int32_t> seen;
     for (int64_t b = 0; b < B; b++) {
       const int32_t at = prefill_duplicates_once_ ? seen.emplace(prompt(b), int32_t(b)).first->second : int32_t(b);
       first[size_t(b)] = at;
-      if (at == b) distinct.push_back(int32_t(b));
+      prefill_stats_.tokens += prompts.lengths[size_t(b)];
+      if (at != b) continue;
+      distinct.push_back(at);
+      prefill_stats_.computed_tokens += prompts.lengths[size_t(b)];
     }
   }
-  const int64_t D = int64_t(distinct.size());
-  prefill_stats_ = {B, D, 0, 0};
-  for (int64_t b = 0; b < B; b++) {
-    prefill_stats_.tokens += prompts.lengths[size_t(b)];
-    if (first[size_t(b)] == b) prefill_stats_.computed_tokens += prompts.lengths[size_t(b)];
-  }
+  const int64_t D = prefill_stats_.distinct_prompts = int64_t(distinct.size());
   prefill_logits_.ensure(size_t(B * V));
   if (D == B) {
     prefill_rows(cache, prompts, distinct, prefill_logits_.data());

@@ -83,6 +83,11 @@ struct KVCache {
 struct PrefillStats {
   int64_t prompts = 0, distinct_prompts = 0;
   int64_t tokens = 0, computed_tokens = 0;  // prompt tokens, and those the layers ran on
+  PrefillStats& operator+=(const PrefillStats& o) {
+    prompts += o.prompts, distinct_prompts += o.distinct_prompts;
+    tokens += o.tokens, computed_tokens += o.computed_tokens;
+    return *this;
+  }
 };
 
 class Transformer {

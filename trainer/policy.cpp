@@ -22,9 +22,7 @@ std::vector<model::Completion> Policy::generate(const std::vector<std::vector<in
     std::vector<std::vector<int32_t>> chunk(prompts.begin() + long(begin), prompts.begin() + long(end));
     params.sequence_seeds.assign(seeds.begin() + long(begin), seeds.begin() + long(end));
     for (model::Completion& c : model::generate(model_, chunk, params, tokenizer_.get())) out.push_back(std::move(c));
-    const model::PrefillStats& s = model_.prefill_stats();
-    prefill_totals_.prompts += s.prompts, prefill_totals_.distinct_prompts += s.distinct_prompts;
-    prefill_totals_.tokens += s.tokens, prefill_totals_.computed_tokens += s.computed_tokens;
+    prefill_totals_ += model_.prefill_stats();
   }
   return out;
 }
