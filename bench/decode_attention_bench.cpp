@@ -7,6 +7,8 @@
 // Never asserts on time.
 //
 //   decode_attention_bench [--rows 24] [--context 512] [--repeats 5] [--threads 0]
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -78,21 +80,14 @@ int main(int argc, char** argv) {
   using namespace azr;
   int64_t rows = 24, context = 512;
   int repeats = 5, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--rows") rows = std::stoll(v);
-    else if (a == "--context") context = std::stoll(v);
-    else if (a == "--repeats") repeats = std::stoi(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else {
-      std::fprintf(stderr, "decode_attention_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (argc % 2 == 0 || rows < 1 || context < 1 || repeats < 1) {
-    std::fprintf(stderr, "decode_attention_bench: --rows, --context, --repeats take values >= 1\n");
-    return 2;
-  }
+  CLI::App app{"The CPU decode attention against the per-head kernel it replaced"};
+  app.add_option("--rows", rows, "rows, each in its own cache slot")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("--context", context, "cached positions each row attends to")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--repeats", repeats, "timed repeats (median)")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("--threads", threads, "threads; 0 = all cores")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   kernels::set_cpu_threads(threads);
   struct Shape {
     const char* name;
