@@ -147,9 +147,14 @@ TEST_P(CudaModel, GenerationLogProbsEqualTheTrainingForward) {
   }
 }
 
+// The worst token below the learner's own worst distance from the fp32 model, as with the
+// tensor-core attention below. A fixed 1e-2 failed on an H200 (2026-11-26, untied config: mean
+// |dlogp| 1.7e-3, worst 1.19e-2, the learner 6.2e-3 from fp32 on average): the sampler now runs
+// the fused decode ops, whose sums differ from the learner's GEMMs more than cuBLASLt's did.
 TEST_P(CudaModel, Bf16GenerationLogProbsEqualTheTrainingForward) {
   const AttentionChoice simt(kernels::CudaAttentionKernel::Simt);
-  expect_bf16_sampler_matches_learner(config_named(GetParam()), kernels::cuda_bf16_matmul_ops(), cuda_ops(), 1e-2);
+  expect_bf16_sampler_matches_learner(config_named(GetParam()), kernels::cuda_bf16_matmul_ops(), cuda_ops(),
+                                      std::nullopt);
 }
 
 // The learner on tensor-core attention, the sampler on the decode kernel. On the CPU emulation of

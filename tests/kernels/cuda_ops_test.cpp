@@ -559,8 +559,9 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
                                        to_host<float>(d_dq, size_t(q_n)), to_host<float>(d_dk, size_t(kv_n)),
                                        to_host<float>(d_dv, size_t(kv_n)));
 
-  // The Simt kernels keep P in fp32: if the outputs agreed to fp32 rounding, the choice did not
-  // reach the tensor-core kernels.
+  // The Simt kernels keep P in fp32: had the choice not reached the tensor-core kernels, both
+  // outputs would be the Simt kernel's, bit for bit. (A floor of 1e-5 failed on an H200 at head
+  // dim 128, where the two differ by 6e-6 to 1e-5 and the outputs match the emulated arithmetic.)
   {
     const AttentionChoice simt(CudaAttentionKernel::Simt);
     dev.attention_forward(d_simt.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
@@ -568,7 +569,7 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const auto a = to_host<float>(d_out, size_t(q_n)), b = to_host<float>(d_simt, size_t(q_n));
   double worst = 0;
   for (size_t i = 0; i < a.size(); i++) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
-  EXPECT_GT(worst, 1e-5) << "the tensor-core kernels did not run";
+  EXPECT_GT(worst, 0.0) << "the tensor-core kernels did not run";
 }
 
 INSTANTIATE_TEST_SUITE_P(
