@@ -101,7 +101,8 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
 }
 
 // bf16(silu(gate) * up) from the two products in one launch, against the CPU table's GEMMs and
-// swiglu_forward_w16: each output the same bf16 or its neighbour, nearly all identical.
+// swiglu_forward_w16: each output within a bf16 step and the sums' error of the CPU's
+// (expect_bf16_within), nearly all identical.
 TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
   const std::pair<GateUpCase, bool> cases[] = {{{1, 24, 37, true}, true}, {{2, 20, 11, true}, false},
                                                {{5, 64, 9, false}, true}, {{8, 16, 16, true}, true}};
@@ -117,8 +118,8 @@ TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()), in.x16.data(),
                     in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
       });
-      expect_bf16_neighbours(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, 0.95,
-                             "output");
+      expect_bf16_within(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, in.slack, 0.95,
+                         "output");
       for (size_t i = in.ref.size(); i < out.size(); i++) ASSERT_EQ(out[i], 0xFFFF) << "row R written";
     }
 }
