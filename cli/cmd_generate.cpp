@@ -31,9 +31,9 @@ void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
                     "the CPU)")
       ->capture_default_str();
   if (generates)
-    c->add_flag("--decode-graphs", device.decode_graphs,
+    c->add_flag("--decode-graphs,!--no-decode-graphs", device.decode_graphs,
                 "record each decode step once and replay it (CUDA graphs: one launch per step instead of "
-                "hundreds; no effect on the CPU)");
+                "hundreds; the default; no effect on the CPU)");
 }
 
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {

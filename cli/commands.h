@@ -77,7 +77,7 @@ namespace azr::cli {
 struct DeviceOptions {
   std::string device = "cpu";             // --device
   std::string matmul_precision = "fp32";  // --matmul-precision
-  bool decode_graphs = false;             // --decode-graphs (Transformer::set_decode_graphs)
+  bool decode_graphs = true;              // --no-decode-graphs (Transformer::set_decode_graphs)
 };
 // The model in the memory of the device; an unusable device or an unknown precision is a
 // UsageError saying why.

@@ -174,8 +174,8 @@ class Transformer {
   // Decode steps recorded once and replayed (model/decode_graphs.h) where the table can record
   // (kernels::Ops::recorder: CUDA graphs), for the launch latency a step at a few rows is made of.
   // A replay runs the recorded kernels on the same inputs, so its logits are the eager step's bit for
-  // bit. Off by default until it has been measured on a GPU; model.decode_graphs in a run config.
-  // No effect on a table that cannot record (the CPU).
+  // bit. On by default (on an H200 it made decode 6-13% faster); model.decode_graphs in a run
+  // config. No effect on a table that cannot record (the CPU).
   void set_decode_graphs(bool on);
   bool decode_graphs() const { return decode_graphs_on_; }
   const DecodeGraphs& decode_graph_cache() const { return decode_graphs_; }
@@ -303,7 +303,7 @@ class Transformer {
   kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill
   bool prefill_duplicates_once_ = true;
   PrefillStats prefill_stats_;
-  bool decode_graphs_on_ = false;
+  bool decode_graphs_on_ = true;
   DecodeGraphs decode_graphs_;
 };
 

@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench|profile]   a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile|quick]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -19,21 +19,25 @@
 #          bench/model_speed_bench (decode at batch 1/64/256 and a training step with MFU, 0.5B and
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
 #          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json");
-#          AZR_CUDA_ATTENTION=tensor in the environment runs its bf16 training attention on the
-#          tensor-core kernels (kernels/cuda/cuda_ops.h; the tests stage checks both kernels anyway)
+#          AZR_CUDA_ATTENTION=simt in the environment runs its bf16 training attention on the Simt
+#          kernels, not the default tensor-core ones (kernels/cuda/cuda_ops.h; the tests stage checks
+#          both kernels anyway)
 #   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
 #          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
 #          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py);
 #          then a 1.5B training step in bf16 split by op (model_speed_bench --op-profile), with the
 #          SIMT and the tensor-core training attention
+#   quick  (not part of all) for a session with minutes of device time, in order of what is least
+#          known: tests, then the 1.5B training step split by op (default attention), then
+#          cuda_ops_bench under a time limit (QUICK_BENCH_SECONDS, default 150)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench | profile) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile]" >&2; exit 2 ;;
+  all | tests | bench | profile | quick) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -67,6 +71,13 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
   exit 3
 fi
 status=0
+# A training step of the 1.5B config split by op (kernels/op_profile.h), with the training
+# attention $1 (simt or tensor).
+op_profile_train() {
+  AZR_CUDA_ATTENTION=$1 "$BUILD/bin/model_speed_bench" --device cuda \
+    --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
+    --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$1.txt"
+}
 if [[ "$STAGE" == profile ]]; then
   # Skips the launches of start-up, prefill and the first steps; the rest are decode steps, eager
   # (--no-graphs: a replay runs the same kernels, and the launch counts stay those of one step).
@@ -80,12 +91,7 @@ if [[ "$STAGE" == profile ]]; then
     { echo "decode at batch $G, qwen2.5-0.5b, bf16:"; python3 bench/kernel_profile.py "$BUILD/profile_decode_G$G.csv"; } \
       2>&1 | tee "$OUT/profile_decode_G$G.txt" || status=$?
   done
-  # A training step of the 1.5B config split by op (kernels/op_profile.h), with each training attention.
-  for attention in simt tensor; do
-    AZR_CUDA_ATTENTION=$attention "$BUILD/bin/model_speed_bench" --device cuda \
-      --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
-      --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$attention.txt" || status=$?
-  done
+  for attention in simt tensor; do op_profile_train "$attention" || status=$?; done
   echo "gpu_check: profile: outputs in $OUT (exit $status)"
   exit "$status"
 fi
@@ -103,7 +109,10 @@ if [[ "$STAGE" != bench ]]; then
   (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout "${CTEST_TIMEOUT:-300}") 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
   rm -rf "${AZR_HF_REFERENCE_DIR:-/nonexistent}"   # 8 GB of random weights; reference.json is in the test log
 fi
-if [[ "$STAGE" != tests ]]; then
+if [[ "$STAGE" == quick ]]; then
+  op_profile_train tensor || status=$?
+  timeout "${QUICK_BENCH_SECONDS:-150}" "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
+elif [[ "$STAGE" != tests ]]; then
   "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
   # The LM head at 1.5B's training shape (4 x 1024 tokens, bf16 GEMMs): column-block tiles against
   # the row blocks of before.

@@ -110,7 +110,7 @@ const std::vector<KeySpec>& schema() {
        "more forward)", {"gradient_checkpointing", "activation_checkpointing"}},
       {AZR_KEY(model, decode_graphs), Any{},
        "record each decode step once per batch size and replay it: CUDA graphs, one launch per step instead of "
-       "hundreds, for rollouts at small batches (no effect on the CPU; off until measured on a GPU)",
+       "hundreds, for rollouts at small batches (no effect on the CPU)",
        {"cuda_graphs", "use_cuda_graphs"}},
       {AZR_KEY(model, matmul_precision), one_of({"fp32", "bf16"}),
        "how the GEMMs multiply: \"fp32\", or \"bf16\" (each operand rounded to bfloat16, sums in fp32: the GPU's "

@@ -314,10 +314,10 @@ double relative_l2(std::span<const float> a, std::span<const float> b) {
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
 // not equal. (Both models start from the same seed, so the weights are identical.)
 // AZR_CUDA_ATTENTION's spellings (read by the CUDA backend at its first Bf16 attention, or when a
-// command resolves the backend): unset and "simt" keep the Simt kernels, "tensor" selects the
-// tensor-core ones, anything else stops with the variable and the values it takes.
+// command resolves the backend): unset and "tensor" select the tensor-core kernels, "simt" the
+// Simt ones, anything else stops with the variable and the values it takes.
 TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
-  EXPECT_EQ(parse_cuda_attention(""), CudaAttentionKernel::Simt);
+  EXPECT_EQ(parse_cuda_attention(""), CudaAttentionKernel::TensorCore);
   EXPECT_EQ(parse_cuda_attention("simt"), CudaAttentionKernel::Simt);
   EXPECT_EQ(parse_cuda_attention("tensor"), CudaAttentionKernel::TensorCore);
   for (const char* bad : {"Tensor", "tensor ", "tc", "1"}) {

@@ -178,6 +178,7 @@ TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
   const ModelConfig c = config_named(GetParam());
   for (const kernels::Ops* ops : {&cuda_ops(), &kernels::cuda_bf16_matmul_ops()}) {
     Transformer eager = Transformer::random(c, 14, 0.05f, *ops);
+    eager.set_decode_graphs(false);  // on by default
     Transformer recorded = eager.copy_to(*ops);
     recorded.set_decode_graphs(true);
     SamplingParams sp;

@@ -213,21 +213,24 @@ TEST_F(GenerateCli, DeviceOptionGuardedMatchesCpuAndUnusableDevicesAreUsageError
   const ProcessResult bogus = on("tpu");
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_NE(bogus.err.find("--device: unknown device 'tpu' (known: cpu"), std::string::npos) << bogus.err;
-  // --decode-graphs: no effect where the table cannot record (the CPU), and on a GPU the same
-  // output (a replay runs the eager step's kernels); logprobs generates nothing and has no such flag.
-  auto with_graphs = [&](const std::string& device) {
+  // Decode graphs (on by default; --no-decode-graphs turns them off, --decode-graphs says the
+  // default): no effect where the table cannot record (the CPU), and on a GPU the same output (a
+  // replay runs the eager step's kernels); logprobs generates nothing and has no such flags.
+  auto with_graphs_flag = [&](const std::string& device, const std::string& flag) {
     auto args = sample;
-    args.insert(args.end(), {"--device", device, "--decode-graphs"});
+    args.insert(args.end(), {"--device", device, flag});
     return generate(args);
   };
-  const ProcessResult cpu_graphs = with_graphs("cpu");
-  ASSERT_EQ(cpu_graphs.exit_code, 0) << cpu_graphs.err;
-  EXPECT_EQ(cpu_graphs.out, cpu.out);
-  EXPECT_EQ(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", "--decode-graphs"}, lines).exit_code, 2);
+  for (const std::string flag : {"--decode-graphs", "--no-decode-graphs"}) {
+    const ProcessResult cpu_flag = with_graphs_flag("cpu", flag);
+    ASSERT_EQ(cpu_flag.exit_code, 0) << flag << ": " << cpu_flag.err;
+    EXPECT_EQ(cpu_flag.out, cpu.out) << flag;
+    EXPECT_EQ(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", flag}, lines).exit_code, 2) << flag;
+  }
 
   const ProcessResult cuda = on("cuda");
   if (cuda.exit_code == 0) {
-    EXPECT_EQ(with_graphs("cuda").out, cuda.out);
+    EXPECT_EQ(with_graphs_flag("cuda", "--no-decode-graphs").out, cuda.out);
   } else {  // a machine without a usable GPU, or a build without CUDA
     EXPECT_EQ(cuda.exit_code, 2);
     EXPECT_TRUE(cuda.err.find("no usable GPU") != std::string::npos ||
