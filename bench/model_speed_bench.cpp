@@ -165,8 +165,9 @@ std::string fmt(double v, const char* f = "%.1f") {
 std::string pct(double fraction) { return fraction > 0 ? fmt(100 * fraction) + "%" : "n/a"; }
 
 // One workload's op split: each op's calls and time per step (per decode run for decode), its share
-// of the ops' summed time, and the share of the step's wall time the ops account for (the rest is
-// host code between ops). Returns the JSON rows.
+// of the ops' summed time, for the products their achieved TFLOP/s (kernels/op_profile.h counts
+// their FLOPs), and the share of the step's wall time the ops account for (the rest is host code
+// between ops). Returns the JSON rows.
 json print_op_profile(const std::string& title, const std::vector<azr::kernels::OpTime>& ops, double wall_s) {
   double sum = 0;
   for (const auto& t : ops) sum += t.seconds;
@@ -174,9 +175,14 @@ json print_op_profile(const std::string& title, const std::vector<azr::kernels::
               pct(wall_s > 0 ? sum / wall_s : 0).c_str());
   json rows = json::array();
   for (const auto& t : ops) {
-    std::printf("      %-30s %7lld calls %10.3f ms %6s\n", t.op.c_str(), (long long)t.calls, 1e3 * t.seconds,
+    const double tflops = t.flops > 0 && t.seconds > 0 ? t.flops / t.seconds / 1e12 : 0;
+    std::printf("      %-30s %7lld calls %10.3f ms %6s", t.op.c_str(), (long long)t.calls, 1e3 * t.seconds,
                 pct(sum > 0 ? t.seconds / sum : 0).c_str());
-    rows.push_back({{"op", t.op}, {"calls", t.calls}, {"ms", 1e3 * t.seconds}});
+    if (tflops > 0) std::printf(" %9.2f TFLOP/s", tflops);
+    std::printf("\n");
+    json row = {{"op", t.op}, {"calls", t.calls}, {"ms", 1e3 * t.seconds}};
+    if (t.flops > 0) row["flops"] = t.flops, row["tflops"] = tflops;
+    rows.push_back(row);
   }
   return rows;
 }

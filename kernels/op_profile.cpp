@@ -7,6 +7,8 @@
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace azr::kernels {
@@ -38,7 +40,25 @@ std::mutex g_slots_mutex;
 std::atomic<bool> g_collecting{false};
 std::mutex g_times_mutex;
 std::array<int64_t, kOpCount> g_calls{};
-std::array<double, kOpCount> g_seconds{};
+std::array<double, kOpCount> g_seconds{}, g_flops{};
+
+// The FLOPs of a call of op Op (op_profile.h says how they are counted), from its arguments.
+template <int Op, class... A>
+double flops_of(const A&... a) {
+  const auto args = std::forward_as_tuple(a...);
+  if constexpr (Op == k_matmul_forward || Op == k_matmul_forward_w16 || Op == k_matmul_forward_a16w16) {
+    return gemm_flops(std::get<4>(args), std::get<5>(args), std::get<6>(args));
+  } else if constexpr (Op == k_matmul_backward || Op == k_matmul_backward_w16 || Op == k_matmul_backward_a16w16) {
+    const int products = (std::get<0>(args) != nullptr) + (std::get<1>(args) != nullptr);
+    return products * gemm_flops(std::get<6>(args), std::get<7>(args), std::get<8>(args));
+  } else if constexpr (Op == k_attention_forward) {
+    return attention_forward_flops(std::get<5>(args));
+  } else if constexpr (Op == k_attention_backward) {
+    return attention_backward_flops(std::get<9>(args));
+  } else {
+    return 0.0;
+  }
+}
 
 // Waits until the backend has run every op queued so far. A host-memory backend (the CPU) has
 // finished an op when the call returns.
@@ -48,12 +68,13 @@ void wait_for_backend(const Slot& s) {
   s.base->download(&sink, s.barrier_word, sizeof sink);
 }
 
-void add_time(const Slot& s, int op, Clock::time_point start) {
+void add_time(const Slot& s, int op, Clock::time_point start, double flops) {
   wait_for_backend(s);
   const double sec = std::chrono::duration<double>(Clock::now() - start).count();
   std::lock_guard<std::mutex> lock(g_times_mutex);
   g_calls[size_t(op)] += 1;
   g_seconds[size_t(op)] += sec;
+  g_flops[size_t(op)] += flops;
 }
 
 template <int S, int Op, auto Member, class F>
@@ -63,13 +84,14 @@ struct Timed<S, Op, Member, R (*)(A...)> {
   static R call(A... args) {
     const Slot& s = g_slots[S];
     if (!g_collecting.load(std::memory_order_relaxed)) return (s.base->*Member)(args...);
+    const double flops = flops_of<Op>(args...);
     const Clock::time_point start = Clock::now();
     if constexpr (std::is_void_v<R>) {
       (s.base->*Member)(args...);
-      add_time(s, Op, start);
+      add_time(s, Op, start, flops);
     } else {
       R r = (s.base->*Member)(args...);
-      add_time(s, Op, start);
+      add_time(s, Op, start, flops);
       return r;
     }
   }
@@ -98,6 +120,15 @@ void build_table_at(int slot, std::integer_sequence<int, S...>) {
 }
 
 }  // namespace
+
+double gemm_flops(int64_t N, int64_t IC, int64_t OC) { return 2.0 * double(N) * double(IC) * double(OC); }
+
+double attention_forward_flops(const AttentionShape& s) {
+  const double T = double(s.T);
+  return 2.0 * 2.0 * double(s.B) * double(s.heads) * double(s.d) * T * (T + 1) / 2;
+}
+
+double attention_backward_flops(const AttentionShape& s) { return 2.5 * attention_forward_flops(s); }
 
 const Ops& profiled_ops(const Ops& base) {
   std::lock_guard<std::mutex> lock(g_slots_mutex);
@@ -130,12 +161,14 @@ std::vector<OpTime> OpProfile::take() {
   std::lock_guard<std::mutex> lock(g_times_mutex);
   std::vector<OpTime> out;
   for (int i = 0; i < kOpCount; i++)
-    if (g_calls[size_t(i)] > 0) out.push_back({kOpNames[i], g_calls[size_t(i)], g_seconds[size_t(i)]});
+    if (g_calls[size_t(i)] > 0)
+      out.push_back({kOpNames[i], g_calls[size_t(i)], g_seconds[size_t(i)], g_flops[size_t(i)]});
   std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) {
     return a.seconds != b.seconds ? a.seconds > b.seconds : a.op < b.op;
   });
   g_calls.fill(0);
   g_seconds.fill(0);
+  g_flops.fill(0);
   return out;
 }
 

@@ -30,7 +30,22 @@ struct OpTime {
   std::string op;  // the Ops field: "matmul_backward_a16w16", "attention_forward", ...
   int64_t calls = 0;
   double seconds = 0;
+  // The products' FLOPs of the calls (op_flops below); 0 for the ops that are not products. With
+  // seconds, the op's achieved FLOP/s: which products run below the device's peak, and by how much.
+  double flops = 0;
 };
+
+// FLOPs a call of a product op does, counted as a model counts them (2 per multiply-add, nothing
+// recomputed or padded away), from its arguments:
+// - the GEMMs (matmul_forward and its _w16, _a16w16 twins): 2 N IC OC; their backward, 2 N IC OC
+//   for each of dinp and dw asked for (the bias gradient is a sum, not counted);
+// - attention_forward: q k^T and p v over the causal triangle of every sequence at full length T
+//   (the shape's lengths live on the device), 2 products x 2 B heads d T(T+1)/2; its backward
+//   has five such products (s again for p, dv, dp, dq, dk), 2.5 times the forward's.
+// Every other op (decode's fused products included: they are bound by reading the weights) is 0.
+double gemm_flops(int64_t N, int64_t IC, int64_t OC);
+double attention_forward_flops(const AttentionShape& s);
+double attention_backward_flops(const AttentionShape& s);
 
 // Collects the times of every op called through a profiled table, on any thread, from its
 // construction to take(). One at a time in a process: a second throws std::logic_error.

@@ -67,7 +67,9 @@ std::string write_op_profile(const fs::path& run_dir, int64_t step, int rank, co
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const kernels::OpTime& t : ops) {
     in_ops += t.seconds;
-    rows.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
+    nlohmann::ordered_json row = {{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}};
+    if (t.flops > 0) row["flops"] = t.flops;  // the products' (kernels/op_profile.h)
+    rows.push_back(row);
   }
   const nlohmann::ordered_json doc = {{"step", step},          {"rank", rank},        {"device", device},
                                       {"step_seconds", step_seconds}, {"op_seconds", in_ops}, {"ops", rows}};

@@ -125,6 +125,64 @@ TEST(OpProfile, CountsEachOpAsOftenAsTheArchitectureCallsIt) {
   }
 }
 
+std::map<std::string, double> flops_by_op(const std::vector<OpTime>& t) {
+  std::map<std::string, double> m;
+  for (const OpTime& o : t) m[o.op] = o.flops;
+  return m;
+}
+
+// The FLOPs of single calls, by hand: a 3 x 5 by 5 x 7 product is 105 multiply-adds; its backward
+// does one such product per gradient asked for; causal attention over B = 2 sequences of T = 4
+// with 2 heads of d = 8 takes q.k over 1 + 2 + 3 + 4 = 10 (query, key) pairs per head, 8
+// multiply-adds each, and as many for p v: 2 x 2 x 2 x 10 x 8 x 2 = 1,280; backward five products.
+TEST(OpProfile, CountsTheFlopsOfProductsFromTheirArguments) {
+  const kernels::Ops& ops = profiled_ops(kernels::cpu_ops());
+  kernels::Buffer<float> x(ops, 64), w(ops, 64), y(ops, 64), dx(ops, 64), dw(ops, 64), db(ops, 64);
+  const auto one = [&](auto call) {
+    OpProfile profile;
+    call();
+    const std::vector<OpTime> t = profile.take();
+    EXPECT_EQ(t.size(), 1u);
+    return t.empty() ? -1.0 : t[0].flops;
+  };
+  EXPECT_EQ(one([&] { ops.matmul_forward(y.data(), x.data(), w.data(), nullptr, 3, 5, 7); }), 210.0);
+  EXPECT_EQ(one([&] { ops.matmul_backward(dx.data(), nullptr, nullptr, y.data(), x.data(), w.data(), 3, 5, 7); }),
+            210.0);
+  EXPECT_EQ(one([&] { ops.matmul_backward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), 3, 5, 7); }),
+            420.0);
+  EXPECT_EQ(one([&] { ops.matmul_backward(nullptr, nullptr, db.data(), y.data(), x.data(), w.data(), 3, 5, 7); }), 0.0);
+  EXPECT_EQ(one([&] { ops.fill_zero(x.data(), 64); }), 0.0);
+
+  const int64_t B = 2, T = 4, heads = 2, d = 8;
+  kernels::Buffer<float> q(ops, B * T * heads * d), k(ops, B * T * d), v(ops, B * T * d), out(ops, B * T * heads * d),
+      lse(ops, B * heads * T), dq(ops, B * T * heads * d), dk(ops, B * T * d), dv(ops, B * T * d);
+  const kernels::AttentionShape s{B, T, heads, 1, d, T * d, nullptr};
+  EXPECT_EQ(one([&] { ops.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s); }), 1280.0);
+  EXPECT_EQ(one([&] {
+              ops.attention_backward(dq.data(), dk.data(), dv.data(), out.data(), out.data(), lse.data(), q.data(),
+                                     k.data(), v.data(), s);
+            }),
+            3200.0);
+}
+
+// A training forward's GEMM FLOPs are the architecture's: 2 per multiply-add of the seven linear
+// maps of each layer over all B x T rows, and of the LM head over the rows that have a next token.
+TEST(OpProfile, AForwardsGemmFlopsAreTheArchitecturesMultiplyAdds) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const kernels::Ops& ops = profiled_ops(kernels::cpu_ops());
+  model::Transformer m = model::Transformer::random(c, 3, 0.05f, ops);
+  OpProfile profile;
+  m.score(batch(), 1.f, true);
+  const double H = double(c.hidden_size), I = double(c.intermediate_size);
+  const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
+  const double per_row = H * qd + 2 * H * kd + qd * H + 3 * H * I;  // q, k, v, o, gate, up, down
+  const double rows = double(batch().B * batch().T);  // padding rows run through the layers too
+  double head_rows = 0;
+  for (int32_t len : batch().lengths) head_rows += len - 1;
+  const double want = 2 * rows * per_row * double(c.num_hidden_layers) + 2 * head_rows * H * double(c.vocab_size);
+  EXPECT_EQ(flops_by_op(profile.take()).at("matmul_forward"), want);
+}
+
 TEST(OpProfile, CountsOnlyWhileCollectingAndTakeStartsAfresh) {
   const kernels::Ops& ops = profiled_ops(kernels::cpu_ops());
   kernels::Buffer<float> x(ops, 1000);

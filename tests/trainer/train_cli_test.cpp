@@ -281,8 +281,13 @@ TEST(TrainCli, ProfiledStepWritesItsOpSplitAndChangesNothingElse) {
   std::map<std::string, int64_t> calls;
   double sum = 0;
   for (const json& o : p.at("ops")) {
-    calls[o.at("op").get<std::string>()] = o.at("calls").get<int64_t>();
+    const std::string op = o.at("op").get<std::string>();
+    calls[op] = o.at("calls").get<int64_t>();
     sum += o.at("seconds").get<double>();
+    // FLOPs for the products only (kernels/op_profile.h; their values: op_profile_test)
+    EXPECT_EQ(o.contains("flops"), op.rfind("matmul_", 0) == 0 || op.rfind("attention_forward", 0) == 0 ||
+                                       op.rfind("attention_backward", 0) == 0)
+        << op;
   }
   EXPECT_GT(calls["matmul_backward"], 0);
   EXPECT_EQ(calls["matmul_backward"] % 29, 0) << calls["matmul_backward"];
