@@ -8,8 +8,8 @@
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
-// against their fp32 / Simt counterparts, and its few-row decode products and fused decode ops
-// against cuBLASLt and the unfused ops.
+// against their fp32 / Simt counterparts, a 1.5B training step's GEMMs forward and backward,
+// and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -130,6 +130,29 @@ int main(int argc, char** argv) {
         time_gpu([&] { gpu16.matmul_forward(dout.data(), dx.data(), dw.data(), nullptr, N, H, I); }, reps);
     rows.push_back({"matmul_fwd bf16", "same; baseline = the fp32 GPU GEMM", "TFLOP/s",
                     2.0 * N * H * I / g16 / 1e12, 2.0 * N * H * I / g / 1e12, -1});
+  }
+  {  // A 1.5B training step's GEMMs as the Bf16 model calls them (bf16 activations and weights, fp32
+     // results and gradients: matmul_*_a16w16), 4,096 rows: the forward, and the backward's dinp
+     // and dW (both accumulated, as Transformer::backward asks) in TFLOP/s, against the forward on
+     // the same shape (the baseline, in the "cpu" column's place: both rates are printed). A
+     // backward slower per FLOP than its forward shows here, shape by shape.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    struct Gemm {
+      const char* what;
+      int64_t N, IC, OC;
+    };
+    for (const Gemm m : {Gemm{"q, o", 4096, H, H}, Gemm{"k, v", 4096, H, nkv * d}, Gemm{"gate, up", 4096, H, I},
+                         Gemm{"down", 4096, I, H}, Gemm{"LM head block", 4092, H, 2048}}) {
+      auto x = upload16(randn(size_t(m.N * m.IC), 31)), w = upload16(randn(size_t(m.OC * m.IC), 32, 0.02f));
+      auto dout = upload(randn(size_t(m.N * m.OC), 33));
+      Buffer<float> out(cuda_ops(), size_t(m.N * m.OC)), dx(cuda_ops(), size_t(m.N * m.IC)),
+          dw(cuda_ops(), size_t(m.OC * m.IC));
+      const double flops = 2.0 * double(m.N) * double(m.IC) * double(m.OC);
+      const double fwd = time_gpu([&] { gpu16.matmul_forward_a16w16(out.data(), x.data(), w.data(), nullptr, m.N, m.IC, m.OC); }, reps);
+      const double bwd = time_gpu([&] { gpu16.matmul_backward_a16w16(dx.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), m.N, m.IC, m.OC); }, reps);
+      const std::string shape = std::to_string(m.N) + "x" + std::to_string(m.IC) + "x" + std::to_string(m.OC) + " " + m.what;
+      rows.push_back({"gemm bwd bf16", shape + "; base = its fwd", "TFLOP/s", 2 * flops / bwd / 1e12, flops / fwd / 1e12, -1});
+    }
   }
   {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
     auto run = [&](const Ops& ops, int64_t B, int64_t T, bool on_gpu) {
