@@ -114,10 +114,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     // A prefill group's forward rounds its inputs into the same scratch (no backward).
     const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
     p.gemm_scratch = 2.0 * (forward_rows * widest + std::max(N * widest, head_rows > 0 ? head_logits : 0.0));
-    // The Simt attention (the CUDA default) reads its keys and values rounded to bf16 from two
-    // fp32 copies [N, kv_dim] and rounds its queries as it reads them; the tensor-core kernels
+    // The Simt attention reads its keys and values rounded to bf16 from two fp32 copies [N,
+    // kv_dim] and rounds its queries as it reads them; the tensor-core kernels (the CUDA default)
     // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.
     p.gemm_scratch += 2.0 * forward_rows * kd * 4.0;
+    // The tensor-core attention's backward keeps each query head's share of dK and dV before
+    // adding each group's ([2, N, q_dim] fp32, kernels/cuda/attention_tensor_core.cu).
+    p.gemm_scratch += 2.0 * N * qd * 4.0;
     // A GEMM input rounded once by its producer for the GEMMs it feeds (Transformer::GemmInput):
     // a norm's output or SwiGLU's, for the rows of a training batch, a prefill group or a decode
     // step, in bf16.

@@ -447,6 +447,9 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   // Carve the arena. Everything: a slot per layer and the whole residual stream. LayerInputs: the
   // residual stream (each layer's input, and the last output) and ONE layer slot that backward
   // refills layer by layer. Nothing: one layer slot and two residual buffers that ping-pong.
+  // The [N, width] tensors come first and the per-row statistics (rstd, lse: N and N x heads
+  // floats) last, so every tensor starts 16 bytes into alignment whatever N is (the widths are
+  // multiples of 4 in every Qwen2 and preset config), which the GPU kernels' 16-byte loads need.
   const int64_t per_layer = N * (3 * H + 2 + 2 * qd + 2 * kd + nh + 2 * I);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
   const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1 + I));
@@ -458,17 +461,22 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   layer_acts_.assign(size_t(L), {});
   for (int64_t l = 0; l < layer_slots; l++) {
     LayerActs& a = layer_acts_[size_t(l)];
-    a.ln1 = take(N * H), a.rstd1 = take(N), a.q = take(N * qd), a.k = take(N * kd), a.v = take(N * kd);
-    a.att = take(N * qd), a.lse = take(N * nh), a.h = take(N * H), a.ln2 = take(N * H), a.rstd2 = take(N);
+    a.ln1 = take(N * H), a.q = take(N * qd), a.k = take(N * kd), a.v = take(N * kd);
+    a.att = take(N * qd), a.h = take(N * H), a.ln2 = take(N * H);
     a.gate = take(N * I), a.up = take(N * I);
   }
+  lnf_ = take(N * H), act_ = take(N * I), tmp_ = take(N * H);
+  for (int64_t l = 0; l < layer_slots; l++) {
+    LayerActs& a = layer_acts_[size_t(l)];
+    a.rstd1 = take(N), a.lse = take(N * nh), a.rstd2 = take(N);
+  }
+  rstdf_ = take(N);
   for (int64_t l = 0; l < L; l++) {
     LayerActs& a = layer_acts_[size_t(l)];
     if (layer_slots == 1) a = layer_acts_[0];
     a.res_in = res_slots == 2 ? res[size_t(l % 2)] : res[size_t(l)];
     a.res_out = res_slots == 2 ? res[size_t((l + 1) % 2)] : res[size_t(l + 1)];
   }
-  lnf_ = take(N * H), rstdf_ = take(N), act_ = take(N * I), tmp_ = take(N * H);
 
   // The batch's indices on the backend: positions, ids (embedding forward and backward), lengths.
   std::vector<int32_t> pos(static_cast<size_t>(N));

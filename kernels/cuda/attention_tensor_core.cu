@@ -38,6 +38,13 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
   AZR_CUDA_LAUNCHED();
 }
 
+// Backward's per-query-head dK and dV shares [2, B, T, heads, D]: grow-only, one per process (ops
+// run on one stream). model/memory_plan.cpp counts it.
+float* head_shares_scratch(size_t n) {
+  static DeviceScratch<> scratch;
+  return scratch.get(n);
+}
+
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
                 const float* k, const float* v, const AttentionShape& shape) {
@@ -50,9 +57,15 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
   tc_dq_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dq_smem, op_stream()>>>(
       dq, dout, lse, Drow, q, k, v, s);
   AZR_CUDA_LAUNCHED();
-  tc_dkdv_kernel<D>
-      <<<dim3(tiles, unsigned(shape.kv_heads), unsigned(shape.B)), kWarps * kWarp, dkdv_smem, op_stream()>>>(
-          dk, dv, dout, lse, Drow, q, k, v, s);
+  // Each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
+  const size_t share = size_t(shape.B * shape.T * shape.heads * D);
+  float* dk_h = head_shares_scratch(2 * share);
+  float* dv_h = dk_h + share;
+  tc_dkdv_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dkdv_smem, op_stream()>>>(
+      dk_h, dv_h, dout, lse, Drow, q, k, v, s);
+  AZR_CUDA_LAUNCHED();
+  tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h, s,
+                                                                                               shape.B, D);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -21,8 +21,13 @@
 //   round as coarsely.
 // - Backward is FlashAttention-2's: P from the saved lse, dP = dout v^T, dS = P (dP - D) in
 //   fp32 with D = rowsum(dout * out); dV += bf16(P)^T bf16(dout), dK += bf16(dS)^T q,
-//   dQ += bf16(dS) k. dK and dV are one kernel (a block owns 64 keys and loops over the queries
-//   of every head of its group, so no atomics); dQ is another (a block owns 64 queries).
+//   dQ += bf16(dS) k. dK and dV are one kernel (a block owns 64 keys of one query head and loops
+//   over its queries, writing that head's share), then a second adds the shares of each kv
+//   head's group in head order (no atomics: the sums do not depend on scheduling); dQ is
+//   another (a block owns 64 queries).
+// - Blocks are numbered longest first: under the causal mask a block's work grows with its
+//   queries' positions (forward, dQ) or falls with its keys' (dK, dV), and the GPU starts blocks
+//   roughly in index order, so the longest start first and the short ones fill the tail.
 //
 // Layout: a block is 4 warps; each warp owns 16 rows of the block's 64 (queries, or keys in
 // dK/dV) and scores them against a tile of 64 rows of the other side staged in shared memory as
@@ -84,8 +89,38 @@ __device__ __forceinline__ int64_t tc_seq_len(const TcDims& s, int64_t b) { retu
 // The block copies rows first .. first + kTileRows - 1 of an fp32 tensor (row stride `stride`,
 // head offset applied) into a bf16 tile; rows at or past `end` become zeros, so they add nothing
 // and never carry NaN into a product. The caller synchronises.
+//
+// Where the rows are 16-byte aligned (the model's activations: the arena's q, k, v and gradients
+// start at multiples of four floats whenever B x T is even), each thread issues kLoadBatch float4
+// loads before it converts any, so a tile's loads are in flight together. One float per thread per
+// step, as the fallback for unaligned rows does, waits out the memory latency 64 x D / 128 times a
+// tile, and the products between two tiles are a small fraction of that wait.
+constexpr int kLoadBatch = 8;  // float4s in flight per thread: 32 registers
 template <int D>
 __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t stride, int64_t first, int64_t end) {
+  constexpr int kRowVecs = D / 4, kVecs = kTileRows * kRowVecs, kThreads = kWarps * kWarp;
+  static_assert(kVecs % (kThreads * kLoadBatch) == 0, "whole batches of loads per thread");
+  if ((reinterpret_cast<uintptr_t>(src) % 16 == 0) && stride % 4 == 0) {
+#pragma unroll
+    for (int e0 = 0; e0 < kVecs; e0 += kThreads * kLoadBatch) {
+      float4 x[kLoadBatch];
+#pragma unroll
+      for (int i = 0; i < kLoadBatch; i++) {
+        const int e = e0 + i * kThreads + int(threadIdx.x);
+        const int64_t row = first + e / kRowVecs;
+        x[i] = row < end ? *reinterpret_cast<const float4*>(src + row * stride + (e % kRowVecs) * 4)
+                         : float4{0.f, 0.f, 0.f, 0.f};
+      }
+#pragma unroll
+      for (int i = 0; i < kLoadBatch; i++) {
+        const int e = e0 + i * kThreads + int(threadIdx.x);
+        bf16* out = dst + (e / kRowVecs) * kLd<D> + (e % kRowVecs) * 4;
+        out[0] = __float2bfloat16_rn(x[i].x), out[1] = __float2bfloat16_rn(x[i].y);
+        out[2] = __float2bfloat16_rn(x[i].z), out[3] = __float2bfloat16_rn(x[i].w);
+      }
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < kTileRows * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
     const int64_t row = first + r;
@@ -175,6 +210,9 @@ static_assert(kStageBytes<64> <= 2 * kTileBytes<64> && kStageBytes<128> <= 2 * k
 static_assert(kTileBytes<64> % 32 == 0 && kTileBytes<128> % 32 == 0 && kScoreBytes % 32 == 0 &&
               kProbBytes % 32 == 0 && kStageBytes<64> % 32 == 0 && kStageBytes<128> % 32 == 0);
 
+// The first query of block x of n when the last queries come first (they see the most keys).
+__device__ __forceinline__ int64_t last_first(unsigned n, unsigned x) { return int64_t(n - 1 - x) * kBlockRows; }
+
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T].
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
@@ -191,7 +229,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   P += warp * kRowsPerWarp * kPLd;
   P_lo += warp * kRowsPerWarp * kPLd;
 
-  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = last_first(gridDim.x, blockIdx.x);
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
   const float* qb = q + b * s.T * q_row + h * D;
   float* ob = out + b * s.T * q_row + h * D;
@@ -286,7 +324,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   dP += warp * kRowsPerWarp * kSLd;
   dS += warp * kRowsPerWarp * kPLd;
 
-  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = last_first(gridDim.x, blockIdx.x);
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
   float* dqb = dq + b * s.T * q_row + h * D;
   if (t0 >= L) {
@@ -329,11 +367,14 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   warp_store_rows<D>(dqb, q_row, w0, L, s.T, acc, s.scale, stage);
 }
 
-// dk_j = scale sum_{h in group, t >= j} bf16(dS_tj) q_t, dv_j = sum bf16(P_tj) bf16(dout_t).
-// grid (ceil(T / 64), kv_heads, B), 4 warps; a block owns 64 keys of one kv head.
+// Query head h's share of its kv head's gradients: dk_j = scale sum_{t >= j} bf16(dS_tj) q_t,
+// dv_j = sum bf16(P_tj) bf16(dout_t), into dk_h and dv_h [B, T, H, D] (the queries' layout; rows
+// past a sequence's length are zeros). grid (ceil(T / 64), heads, B), 4 warps; a block owns 64
+// keys (the first block the first keys, which the most queries see). tc_group_sum_kernel then
+// adds each group's shares.
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    tc_dkdv_kernel(float* dk, float* dv, const float* dout, const float* lse, const float* Drow, const float* q,
+    tc_dkdv_kernel(float* dk_h, float* dv_h, const float* dout, const float* lse, const float* Drow, const float* q,
                    const float* k, const float* v, TcDims s) {
   AZR_DYNAMIC_SHARED(smem);
   bf16* Kb = reinterpret_cast<bf16*>(smem);
@@ -352,13 +393,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   PT += warp * kRowsPerWarp * kPLd;
   dST += warp * kRowsPerWarp * kPLd;
 
-  const int64_t b = blockIdx.z, g = blockIdx.y, j0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t b = blockIdx.z, h = blockIdx.y, g = h / s.group, j0 = int64_t(blockIdx.x) * kBlockRows;
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
-  float* dkb = dk + b * s.kv_seq_stride + g * D;
-  float* dvb = dv + b * s.kv_seq_stride + g * D;
+  float* dkb = dk_h + b * s.T * q_row + h * D;
+  float* dvb = dv_h + b * s.T * q_row + h * D;
   if (j0 >= L) {
-    zero_rows<D>(dkb, s.kv_row, j0, s.T);
-    zero_rows<D>(dvb, s.kv_row, j0, s.T);
+    zero_rows<D>(dkb, q_row, j0, s.T);
+    zero_rows<D>(dvb, q_row, j0, s.T);
     return;
   }
   const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
@@ -370,7 +411,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   FragC dk_acc[D / 16], dv_acc[D / 16];
   zero_fragments(dk_acc);
   zero_fragments(dv_acc);
-  for (int64_t h = g * s.group; h < (g + 1) * s.group; h++) {
+  {
     const float* qb = q + b * s.T * q_row + h * D;
     const float* gb = dout + b * s.T * q_row + h * D;
     const float* lse_bh = lse + (b * s.H + h) * s.T;
@@ -407,8 +448,23 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   __syncthreads();
   float* stage_k = reinterpret_cast<float*>(Kb) + warp * kRowsPerWarp * (D + 4);
   float* stage_v = reinterpret_cast<float*>(Kb) + kWarps * kRowsPerWarp * (D + 4) + warp * kRowsPerWarp * (D + 4);
-  warp_store_rows<D>(dkb, s.kv_row, w0, L, s.T, dk_acc, s.scale, stage_k);
-  warp_store_rows<D>(dvb, s.kv_row, w0, L, s.T, dv_acc, 1.f, stage_v);
+  warp_store_rows<D>(dkb, q_row, w0, L, s.T, dk_acc, s.scale, stage_k);
+  warp_store_rows<D>(dvb, q_row, w0, L, s.T, dv_acc, 1.f, stage_v);
+}
+
+// dk [B, T, kv_heads, D] (at kv_seq_stride, kv_row) = the sum of its group's shares dk_h (and dv
+// likewise), in head order. A grid-stride loop over B x T x kv_heads x D.
+__global__ void tc_group_sum_kernel(float* dk, float* dv, const float* dk_h, const float* dv_h, TcDims s, int64_t B,
+                                    int64_t D) {
+  const int64_t kv_heads = s.H / s.group, n = B * s.T * kv_heads * D;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % D, g = e / D % kv_heads, t = e / D / kv_heads % s.T, b = e / D / kv_heads / s.T;
+    const int64_t from = ((b * s.T + t) * s.H + g * s.group) * D + i;
+    float sk = 0.f, sv = 0.f;
+    for (int64_t h = 0; h < s.group; h++) sk += dk_h[from + h * D], sv += dv_h[from + h * D];
+    const int64_t to = b * s.kv_seq_stride + t * s.kv_row + g * D + i;
+    dk[to] = sk, dv[to] = sv;
+  }
 }
 
 }  // namespace azr::kernels::cuda_detail::tensor_core

@@ -17,7 +17,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -64,8 +67,12 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
   const unsigned tiles = unsigned((sh.T + kBlockRows - 1) / kBlockRows), threads = kWarps * kWarp;
   emu::launch({tiles, unsigned(sh.heads), unsigned(sh.B)}, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q,
               k, v, s);
-  emu::launch({tiles, unsigned(sh.kv_heads), unsigned(sh.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, dk, dv, dout,
-              lse, D_, q, k, v, s);
+  const size_t share = size_t(sh.B * sh.T * sh.heads * D);
+  std::vector<float> shares(2 * share, NAN);  // every element the sum reads must be written
+  emu::launch({tiles, unsigned(sh.heads), unsigned(sh.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(),
+              shares.data() + share, dout, lse, D_, q, k, v, s);
+  emu::launch({4, 1, 1}, 64, 0, tc_group_sum_kernel, dk, dv, shares.data(), shares.data() + share, s, sh.B,
+              int64_t(D));
 }
 
 struct Outputs {
@@ -75,16 +82,14 @@ struct Outputs {
 // Forward, then backward on the forward's outputs, with the launch geometry of
 // attention_tensor_core.cu. Outputs start as garbage (7), so every element must be written.
 template <int D>
-Outputs run_kernels(const AttnCase& c, const std::vector<float>& q, const std::vector<float>& k,
-                    const std::vector<float>& v, const std::vector<float>& dout) {
+Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const float* v, const float* dout) {
   const int64_t qn = c.B * c.T * c.H * D, kvn = c.B * c.T * c.KV * D;
   Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
             std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(kvn), 7.f),
             std::vector<float>(size_t(kvn), 7.f)};
   const AttentionShape s{c.B, c.T, c.H, c.KV, D, c.T * c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data()};
-  emulated_forward<D>(o.out.data(), o.lse.data(), q.data(), k.data(), v.data(), s);
-  emulated_backward<D>(o.dq.data(), o.dk.data(), o.dv.data(), dout.data(), o.out.data(), o.lse.data(), q.data(),
-                       k.data(), v.data(), s);
+  emulated_forward<D>(o.out.data(), o.lse.data(), q, k, v, s);
+  emulated_backward<D>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
   return o;
 }
 
@@ -120,8 +125,37 @@ TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
              v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
   const testing::TensorCoreReference want =
       testing::emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
-  const Outputs got = c.d == 64 ? run_kernels<64>(c, q, k, v, dout) : run_kernels<128>(c, q, k, v, dout);
+  const Outputs got = c.d == 64 ? run_kernels<64>(c, q.data(), k.data(), v.data(), dout.data())
+                                : run_kernels<128>(c, q.data(), k.data(), v.data(), dout.data());
   testing::expect_matches_tensor_core_reference(want, got.out, got.lse, got.dq, got.dk, got.dv);
+}
+
+// The tiles load 16-byte aligned rows four floats at a time and other rows one float at a time
+// (load_tile); the same values rounded the same way, so both give the same outputs bit for bit.
+// Inputs one float past alignment take the scalar path (a float4 load there would stop the test:
+// the emulated tests build with -fsanitize=alignment).
+TEST(TensorCoreEmulated, UnalignedInputsGiveTheAlignedOutputsBitForBit) {
+  const AttnCase c{2, 70, 4, 2, 64, {70, 5}};
+  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
+  const auto q = testing::randn(size_t(qn), 71), k = testing::randn(size_t(kvn), 72), v = testing::randn(size_t(kvn), 73),
+             dout = testing::randn(size_t(qn), 74);
+  auto shifted = [](const std::vector<float>& x) {
+    std::vector<float> y(x.size() + 4);
+    std::copy(x.begin(), x.end(), y.begin() + 1);
+    return y;
+  };
+  const auto q1 = shifted(q), k1 = shifted(k), v1 = shifted(v), d1 = shifted(dout);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(q.data()) % 16, 0u);  // the vector path, for the reference
+  const Outputs aligned = run_kernels<64>(c, q.data(), k.data(), v.data(), dout.data());
+  const Outputs unaligned = run_kernels<64>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same_bits(aligned.out, unaligned.out));
+  EXPECT_TRUE(same_bits(aligned.lse, unaligned.lse));
+  EXPECT_TRUE(same_bits(aligned.dq, unaligned.dq));
+  EXPECT_TRUE(same_bits(aligned.dk, unaligned.dk));
+  EXPECT_TRUE(same_bits(aligned.dv, unaligned.dv));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -129,11 +129,12 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 
 // fp32+bf16-gemm (model.matmul_precision = "bf16" on a GPU): the fp32 plan, plus the bf16 copy
 // of the weights, the two bf16 rounding buffers, attention's rounded k and v and the norms'
-// rounded outputs, with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
+// rounded outputs, the tensor-core attention's per-query-head shares of dK and dV (2 x N x q_dim
+// fp32), with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
 // tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values, and so
 // is the widest output gradient (the LM head's tile, its 4,095 rows x 4,096 columns = 16,773,120,
 // is narrower); k and v are 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's,
-// SwiGLU's) 4096 x 8960.
+// SwiGLU's) 4096 x 8960; q_dim 1536.
 TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const ModelConfig c = qwen("1.5b");
   const double P = 1543714304.0;
@@ -146,7 +147,8 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * (36700160.0 + 36700160.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2);
+  EXPECT_EQ(g.gemm_scratch,
+            2.0 * (36700160.0 + 36700160.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
   EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
@@ -154,18 +156,18 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(fp32.kv_cache, 2 * g.kv_cache);
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
   EXPECT_STREQ(precision_name(Precision::Fp32Bf16Gemm), "fp32+bf16-gemm");
-  // azr-tiny (hidden size 128), 2 x 64 tokens: the MLP's 128 x 352 is the widest input and output
-  // gradient (the head's 128 x 263 is narrower).
+  // azr-tiny (hidden size 128, q_dim 128), 2 x 64 tokens: the MLP's 128 x 352 is the widest input
+  // and output gradient (the head's 128 x 263 is narrower).
   s.seq_len = 64;
   s.micro_batch = 2;
   s.kv_slots = 0;
   EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
-            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2);
+            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4);
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
   s.kv_slots = 8;
   EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
-            2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2);
+            2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 2.0 * 128 * 128 * 4);
 }
 
 // Prefill keeps one layer's activations for one group of prompts (Transformer::prefill_on_backend):
