@@ -28,8 +28,9 @@
 #          then a 1.5B training step in bf16 split by op (model_speed_bench --op-profile), with the
 #          SIMT and the tensor-core training attention
 #   quick  (not part of all) for a session with minutes of device time, in order of what is least
-#          known: tests, then the 1.5B training step split by op (default attention), then
-#          cuda_ops_bench under a time limit (QUICK_BENCH_SECONDS, default 150)
+#          known: tests, then the 1.5B training step split by op (default attention) and 32 decode
+#          steps at batch 256 split by op, then cuda_ops_bench under a time limit
+#          (QUICK_BENCH_SECONDS, default 150)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -111,6 +112,10 @@ if [[ "$STAGE" != bench ]]; then
 fi
 if [[ "$STAGE" == quick ]]; then
   op_profile_train tensor || status=$?
+  # Decode at batch 256, 1.5B: where a step's time goes beyond the GEMMs (issue 9's 10x target).
+  "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-1.5b.json --no-train \
+    --no-baseline --matmul-precision bf16 --decode-batches 256 --new 32 --op-profile 2>&1 |
+    tee "$OUT/op_profile_decode_G256.txt" || status=$?
   timeout "${QUICK_BENCH_SECONDS:-150}" "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
 elif [[ "$STAGE" != tests ]]; then
   "$BUILD/bin/cuda_ops_bench" 2>&1 | tee "$OUT/cuda_ops_bench.txt" || true
