@@ -90,11 +90,12 @@ __device__ __forceinline__ int64_t tc_seq_len(const TcDims& s, int64_t b) { retu
 // head offset applied) into a bf16 tile; rows at or past `end` become zeros, so they add nothing
 // and never carry NaN into a product. The caller synchronises.
 //
-// Where the rows are 16-byte aligned (the model's activations: the arena's q, k, v and gradients
-// start at multiples of four floats whenever B x T is even), each thread issues kLoadBatch float4
-// loads before it converts any, so a tile's loads are in flight together. One float per thread per
-// step, as the fallback for unaligned rows does, waits out the memory latency 64 x D / 128 times a
-// tile, and the products between two tiles are a small fraction of that wait.
+// Where the rows are 16-byte aligned (the model's activations are: Transformer::forward_layers
+// carves them so, and backward's gradient buffers are all widths of four floats), each thread
+// issues kLoadBatch float4 loads before it converts any, so a tile's loads are in flight together.
+// One float per thread per step, as the fallback for unaligned rows does, waits out the memory
+// latency 64 x D / 128 times a tile, and the products between two tiles are a small fraction of
+// that wait.
 constexpr int kLoadBatch = 8;  // float4s in flight per thread: 32 registers
 template <int D>
 __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t stride, int64_t first, int64_t end) {
