@@ -397,6 +397,20 @@ int main(int argc, char** argv) {
         rows.push_back({"sample_rows", std::to_string(R) + " rows x 151936, " + m.label, "GB/s", bytes / g / 1e9,
                         bytes / c / 1e9, bytes / g / peak_bw});
       }
+    // The samplers that split rows into parts (t=1 and greedy) aiming at 8 blocks per
+    // multiprocessor instead of 2 (parts_for): at 64 and 256 rows, against the default (the
+    // baseline, in the "cpu" column's place).
+    for (const Mode m : {Mode{"t=1", 1.f, 0, 1.f}, Mode{"greedy", 0.f, 0, 1.f}})
+      for (const int64_t R : {int64_t(64), R_max}) {
+        const double bytes = double(R) * double(V) * 4.0;
+        auto run = [&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, m.temperature, m.top_k, m.top_p); };
+        const double base = time_gpu(run, reps);
+        cuda_detail::cuda_set_sampling_blocks_per_sm(8);
+        const double eight = time_gpu(run, reps);
+        cuda_detail::cuda_set_sampling_blocks_per_sm(2);
+        rows.push_back({"sample_rows 8/SM", std::to_string(R) + " rows, " + m.label + "; base = 2/SM", "GB/s",
+                        bytes / eight / 1e9, bytes / base / 1e9, bytes / eight / peak_bw});
+      }
   }
   {  // AdamW over 1.5B-model-sized state: 4 reads + 3 writes of fp32 per parameter (64M here)
     const int64_t n = int64_t(64) << 20;

@@ -94,6 +94,9 @@ void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uin
 // Decode attention's kernel for head dims 32, 64 and 128: attention_decode.cuh's lane groups (true,
 // the default) or attention.cu's one position per warp (false), for benchmarks and tests.
 void cuda_set_decode_lane_groups(bool on);
+// The blocks per multiprocessor the temperature and greedy samplers aim for when they split rows
+// into parts (sampling_common.cuh, parts_for; default 2, at least 1), for benchmarks.
+void cuda_set_sampling_blocks_per_sm(int n);
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);

@@ -285,8 +285,11 @@ unsigned* zeroed_tickets(int64_t R) {
   return tickets;
 }
 
+// sampling::parts_for's target; cuda_set_sampling_blocks_per_sm.
+int g_sampling_blocks_per_sm = 2;
+
 void unfiltered(const SampleArgs& a, int64_t R) {
-  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
+  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors(), g_sampling_blocks_per_sm);
   if (parts == 1) {
     sampling::unfiltered_kernel<<<unsigned(R), kThreads, 0, op_stream()>>>(a);
     return;
@@ -301,7 +304,7 @@ void unfiltered(const SampleArgs& a, int64_t R) {
 }
 
 void greedy(const SampleArgs& a, int64_t R) {
-  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors());
+  const int64_t parts = sampling::parts_for(R, a.n, multiprocessors(), g_sampling_blocks_per_sm);
   if (parts == 1) {
     sampling::greedy_kernel<<<unsigned(R), kThreads, 0, op_stream()>>>(a);
     return;
@@ -331,5 +334,7 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
     unfiltered(a, R);
   AZR_CUDA_LAUNCHED();
 }
+
+void cuda_set_sampling_blocks_per_sm(int n) { g_sampling_blocks_per_sm = n < 1 ? 1 : n; }
 
 }  // namespace azr::kernels::cuda_detail

@@ -29,12 +29,14 @@ __device__ __forceinline__ double prob(float z, double inv_t, double mx) {
 // The length of each of `parts` parts of a row of n candidates (the last may be shorter).
 __device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { return (n + parts - 1) / parts; }
 
-// The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about two blocks
-// per multiprocessor in all, each part at least two tokens per thread, at most kMaxParts. 1 means
-// one block per row (unfiltered_kernel).
+// The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about
+// `blocks_per_sm` blocks per multiprocessor in all, each part at least two tokens per thread, at
+// most kMaxParts. 1 means one block per row (unfiltered_kernel). The CUDA table takes 2 unless a
+// benchmark sets another (cuda_set_sampling_blocks_per_sm: a decode step's 256 rows are one block
+// each at 2, and more parts may read the logits faster; not yet measured).
 constexpr int64_t kMaxParts = 128;
-inline int64_t parts_for(int64_t R, int64_t n, int sms) {
-  int64_t parts = 2 * int64_t(sms) / (R > 0 ? R : 1);
+inline int64_t parts_for(int64_t R, int64_t n, int sms, int blocks_per_sm = 2) {
+  int64_t parts = int64_t(blocks_per_sm) * int64_t(sms) / (R > 0 ? R : 1);
   if (parts > kMaxParts) parts = kMaxParts;
   if (parts > n / (2 * kThreads)) parts = n / (2 * kThreads);
   return parts < 2 ? 1 : parts;

@@ -186,6 +186,10 @@ TEST(SamplingEmulated, PartsFillTheGpuAndKeepPartsLong) {
   EXPECT_EQ(parts_for(256, 151936, 132), 1);  // a block per row fills the GPU
   EXPECT_EQ(parts_for(2, 5000, 132), 4);      // parts of at least 1,024 tokens (two per thread)
   EXPECT_EQ(parts_for(1, 263, 132), 1);       // too short to split
+  // Aiming at 8 blocks per multiprocessor: 1,056 blocks
+  EXPECT_EQ(parts_for(256, 151936, 132, 8), 4);
+  EXPECT_EQ(parts_for(64, 151936, 132, 8), 16);
+  EXPECT_EQ(parts_for(1, 151936, 132, 8), 128);
 }
 
 }  // namespace
