@@ -4,7 +4,10 @@
 // sampling: logits bytes over time, although a filtered row reads them several times) in GB/s
 // and as a fraction of the peak memory bandwidth.
 //
-//   build/bin/cuda_ops_bench [--reps N]
+//   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
+//
+// SECTION: gemm, gemm_bwd, attention, decode_products, decode_attention, token_stats, sampling or
+// adamw (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
@@ -96,8 +99,19 @@ struct Row {
 
 int main(int argc, char** argv) {
   int reps = 20;
-  for (int i = 1; i + 1 < argc; i++)
+  std::string only;  // one section, for a device session with minutes to spend
+  for (int i = 1; i + 1 < argc; i++) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--only") == 0) only = argv[++i];
+  }
+  const std::vector<std::string> sections = {"gemm", "gemm_bwd", "attention", "decode_products", "decode_attention",
+                                             "token_stats", "sampling", "adamw"};
+  if (!only.empty() && std::find(sections.begin(), sections.end(), only) == sections.end()) {
+    std::fprintf(stderr, "cuda_ops_bench: --only %s: no such section (gemm, gemm_bwd, attention, decode_products, "
+                         "decode_attention, token_stats, sampling, adamw)\n", only.c_str());
+    return 2;
+  }
+  const auto want = [&](const char* section) { return only.empty() || only == section; };
   std::string why;
   if (cuda_device_count(&why) == 0) {
     std::printf("cuda_ops_bench: no CUDA device (%s); nothing measured\n", why.c_str());
@@ -113,7 +127,7 @@ int main(int argc, char** argv) {
   // Qwen2.5-1.5B: hidden 1536, MLP 8960, 12 heads of 128 (2 KV heads), vocabulary 151,936.
   const int64_t H = 1536, I = 8960, nh = 12, nkv = 2, d = 128, V = 151936;
 
-  {  // MLP up-projection GEMM: 4096 tokens on the GPU, 256 on the CPU (same rate measure)
+  if (want("gemm")) {  // MLP up-projection GEMM: 4096 tokens on the GPU, 256 on the CPU (same rate measure)
     const int64_t N = 4096, Nc = 256;
     auto x = randn(N * H, 1), w = randn(I * H, 2, 0.02f);
     auto dx = upload(x), dw = upload(w);
@@ -131,7 +145,7 @@ int main(int argc, char** argv) {
     rows.push_back({"matmul_fwd bf16", "same; baseline = the fp32 GPU GEMM", "TFLOP/s",
                     2.0 * N * H * I / g16 / 1e12, 2.0 * N * H * I / g / 1e12, -1});
   }
-  {  // A 1.5B training step's GEMMs as the Bf16 model calls them (bf16 activations and weights, fp32
+  if (want("gemm_bwd")) {  // A 1.5B training step's GEMMs as the Bf16 model calls them (bf16 activations and weights, fp32
      // results and gradients: matmul_*_a16w16), 4,096 rows: the forward, and the backward's dinp
      // and dW (both accumulated, as Transformer::backward asks) in TFLOP/s, against the forward on
      // the same shape (the baseline, in the "cpu" column's place: both rates are printed). A
@@ -154,7 +168,7 @@ int main(int argc, char** argv) {
       rows.push_back({"gemm bwd bf16", shape + "; base = its fwd", "TFLOP/s", 2 * flops / bwd / 1e12, flops / fwd / 1e12, -1});
     }
   }
-  {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
+  if (want("attention")) {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
     auto run = [&](const Ops& ops, int64_t B, int64_t T, bool on_gpu) {
       const int64_t qn = B * T * nh * d, kn = B * T * nkv * d;
       auto q = randn(qn, 3), k = randn(kn, 4), v = randn(kn, 5);
@@ -206,7 +220,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same
+  if (want("decode_products")) {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same
      // product (the baseline, in the "cpu" column's place), back to back as in a decode step: weight
      // bytes over time. Then the fused decode ops against the ops they fuse, on cuBLASLt (what a
      // step ran before them).
@@ -275,7 +289,7 @@ int main(int argc, char** argv) {
                       mlp_bytes / fused_mlp / 1e9, mlp_bytes / unfused_mlp / 1e9, mlp_bytes / fused_mlp / peak_bw});
     }
   }
-  {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
+  if (want("decode_attention")) {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
     const int64_t R = 64, cap = 2048, stride = cap * nkv * d;
     auto kc = randn(R * stride, 6), vc = randn(R * stride, 7), q = randn(R * nh * d, 8);
     std::vector<int32_t> slot(R), pos(R, int32_t(cap - 1));
@@ -293,14 +307,16 @@ int main(int argc, char** argv) {
     rows.push_back({"attention_decode", "64 rows x 2048 cached positions", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
                     bytes / g / peak_bw});
 
-    // The Bf16 table's decode over a bf16 cache: the lane-group kernel (attention_decode.cuh)
-    // against one position per warp (the baseline, in the "cpu" column's place), at 1.5B's heads
-    // with long rows and at 0.5B's with the short rows of model_speed_bench's batch 256.
+    // The Bf16 table's decode over a bf16 cache: the shared-memory tiles (attention_decode_tiles.cuh,
+    // the default) and the lane-group kernel (attention_decode.cuh), each against one position per
+    // warp (the baseline, in the "cpu" column's place), at 1.5B's heads with long rows and at the
+    // last step of model_speed_bench's batch 256 (256 positions a row), and at 0.5B's there too.
     const Ops& gpu16 = cuda_bf16_matmul_ops();
     struct DecodeShape {
       int64_t R, cap, H, KV, d;
     };
-    for (const DecodeShape ds : {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64}}) {
+    for (const DecodeShape ds :
+         {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64}}) {
       const int64_t st = ds.cap * ds.KV * ds.d;
       auto k16 = upload16(randn(size_t(ds.R * st), 6)), v16 = upload16(randn(size_t(ds.R * st), 7));
       auto q16 = upload(randn(size_t(ds.R * ds.H * ds.d), 8));
@@ -313,20 +329,25 @@ int main(int argc, char** argv) {
       Buffer<uint16_t> o16(cuda_ops(), size_t(ds.R * ds.H * ds.d));
       const AttentionShape sh{0, 0, ds.H, ds.KV, ds.d, st, nullptr};
       const double cache_bytes = 2.0 * double(ds.R) * double(ds.cap) * double(ds.KV * ds.d) * 2.0;
-      auto time_kernel = [&](bool lane_groups) {
-        cuda_detail::cuda_set_decode_lane_groups(lane_groups);
+      using cuda_detail::CudaDecodeKernel;
+      auto time_kernel = [&](CudaDecodeKernel kernel) {
+        cuda_detail::cuda_set_decode_kernel(kernel);
         const double t = time_gpu_queued([&] { gpu16.attention_decode_w16(o.data(), o16.data(), q16.data(), k16.data(), v16.data(), dsl.data(), dps.data(), ds.R, sh); }, reps, 20);
-        cuda_detail::cuda_set_decode_lane_groups(true);
+        cuda_detail::cuda_set_decode_kernel(CudaDecodeKernel::Tiles);
         return t;
       };
-      const double lg = time_kernel(true), warp = time_kernel(false);
-      rows.push_back({"attn_decode bf16", std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) + ", " +
-                                              std::to_string(ds.H) + "/" + std::to_string(ds.KV) + " x " +
-                                              std::to_string(ds.d) + "; base = warp per position",
-                      "GB/s", cache_bytes / lg / 1e9, cache_bytes / warp / 1e9, cache_bytes / lg / peak_bw});
+      const double tiles = time_kernel(CudaDecodeKernel::Tiles), lg = time_kernel(CudaDecodeKernel::LaneGroups),
+                   warp = time_kernel(CudaDecodeKernel::WarpPerPosition);
+      const std::string shape = std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) + ", " +
+                                std::to_string(ds.H) + "/" + std::to_string(ds.KV) + " x " + std::to_string(ds.d) +
+                                "; base = warp per position";
+      rows.push_back({"attn_decode tiles", shape, "GB/s", cache_bytes / tiles / 1e9, cache_bytes / warp / 1e9,
+                      cache_bytes / tiles / peak_bw});
+      rows.push_back({"attn_decode lanes", shape, "GB/s", cache_bytes / lg / 1e9, cache_bytes / warp / 1e9,
+                      cache_bytes / lg / peak_bw});
     }
   }
-  {  // token statistics: whole rows (512 x 151,936), and one LM-head tile (4,096 rows x 4,096 columns
+  if (want("token_stats")) {  // token statistics: whole rows (512 x 151,936), and one LM-head tile (4,096 rows x 4,096 columns
      // of 151,936, the training head's tile at 4,096 rows: memory_plan.h), each read once
     const int64_t n = 512;
     auto logits = randn(n * V, 9, 3.f);
@@ -369,7 +390,7 @@ int main(int argc, char** argv) {
     rows.push_back({"token_stats, a head tile", "4096 rows x 4096 of 151936 columns", "GB/s", tile_bytes / tg / 1e9,
                     tile_bytes / tcpu / 1e9, tile_bytes / tg / peak_bw});
   }
-  {  // sampling over the full vocabulary, the logits read once at least: R rows of a decode step
+  if (want("sampling")) {  // sampling over the full vocabulary, the logits read once at least: R rows of a decode step
     const int64_t R_max = 256;
     auto logits = randn(R_max * V, 12, 3.f);
     std::vector<double> u(R_max);
@@ -412,7 +433,7 @@ int main(int argc, char** argv) {
                         bytes / eight / 1e9, bytes / base / 1e9, bytes / eight / peak_bw});
       }
   }
-  {  // AdamW over 1.5B-model-sized state: 4 reads + 3 writes of fp32 per parameter (64M here)
+  if (want("adamw")) {  // AdamW over 1.5B-model-sized state: 4 reads + 3 writes of fp32 per parameter (64M here)
     const int64_t n = int64_t(64) << 20;
     auto p = randn(n, 10), gr = randn(n, 11);
     std::vector<float> m(n, 0.f), v(n, 0.f);

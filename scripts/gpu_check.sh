@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench|profile|quick]   a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -31,14 +31,21 @@
 #          known: tests, then the 1.5B training step split by op (default attention) and 32 decode
 #          steps at batch 256 split by op, then cuda_ops_bench under a time limit
 #          (QUICK_BENCH_SECONDS, default 150)
+#   decode (not part of all) the decode attention's checks alone, for a session with two or three
+#          minutes of device time: builds only cuda_ops_test, cuda_model_test, cuda_ops_bench and
+#          model_speed_bench; runs the decode kernel tests (CudaDecode, the fused decode ops, the
+#          samplers) and
+#          every whole-model test (generation against the training forward, recorded steps), then
+#          cuda_ops_bench's decode attention rows, then decode at batch 64 and 256 of the 0.5B and
+#          1.5B configs in bf16 (no HF baseline: compare with a run of the same device)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench | profile | quick) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick]" >&2; exit 2 ;;
+  all | tests | bench | profile | quick | decode) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -62,7 +69,9 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
   -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
-cmake --build "$BUILD" -j"$(nproc)" 2>&1 | tee "$OUT/build.txt"
+targets=()
+[[ "$STAGE" == decode ]] && targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
+cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
 
 # Every GPU test skips without a device; here that is a failed check, not a pass.
 probe=$("$BUILD/bin/cuda_ops_test" --gtest_filter='CudaDevice.*' 2>&1 || true)
@@ -79,6 +88,15 @@ op_profile_train() {
     --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
     --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$1.txt"
 }
+if [[ "$STAGE" == decode ]]; then
+  { "$BUILD/bin/cuda_ops_test" --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:*CudaSampling.*' &&
+    "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
+  "$BUILD/bin/cuda_ops_bench" --only decode_attention 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
+  "$BUILD/bin/model_speed_bench" --device cuda --no-train --no-baseline --matmul-precision bf16 \
+    --decode-batches 64,256 2>&1 | tee "$OUT/model_speed_decode.txt" || status=$?
+  echo "gpu_check: decode: outputs in $OUT (exit $status)"
+  exit "$status"
+fi
 if [[ "$STAGE" == profile ]]; then
   # Skips the launches of start-up, prefill and the first steps; the rest are decode steps, eager
   # (--no-graphs: a replay runs the same kernels, and the launch counts stay those of one step).

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_decode_tiles.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 
@@ -437,9 +438,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 namespace {
 
-// Head dims 32, 64 and 128 take attention_decode.cuh's lane-group kernel unless a benchmark or a
-// test asks for the one-position-per-warp kernel (cuda_set_decode_lane_groups).
-bool g_decode_lane_groups = true;
+// Which decode kernel runs where it applies (cuda_set_decode_kernel): over a bf16 cache at head
+// dims 32, 64 and 128 the shared-memory tiles (attention_decode_tiles.cuh); over an fp32 cache at
+// those head dims the lane groups (attention_decode.cuh); else one position per warp.
+CudaDecodeKernel g_decode_kernel = CudaDecodeKernel::Tiles;
 
 // The splits' partials: grow-only, one per process (ops run on one stream).
 float* decode_partials(size_t n) {
@@ -468,23 +470,45 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
   // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
   const int64_t capacity = std::max<int64_t>(1, s.kv_seq_stride / s.kv_row);
   const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
-  const int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
-  const int64_t chunk = (capacity + splits - 1) / splits;
+  int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
+  int64_t chunk = (capacity + splits - 1) / splits;
+  const bool lane_dims = s.d == 32 || s.d == 64 || s.d == 128;
+  const bool tiles = g_decode_kernel == CudaDecodeKernel::Tiles && lane_dims && std::is_same_v<KV, __nv_bfloat16>;
+  if (tiles) {  // whole tiles per split: a split's last tile is then the row's last
+    const int64_t tile = decode_tiles::kTile;
+    chunk = (chunk + tile - 1) / tile * tile;
+    splits = int((capacity + chunk - 1) / chunk);
+  }
   float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
   const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));
-  if (g_decode_lane_groups && (s.d == 32 || s.d == 64 || s.d == 128)) {
-    const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
-    const size_t smem = decode::decode_smem_bytes(s.d);
-    auto launch = [&](auto lp) {
-      decode::decode_lane_groups_kernel<decltype(lp)::value, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
-          out, out16, part, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
-    };
+  const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
+  // f(std::integral_constant<int, D>{}) for the head dim D = 32, 64 or 128.
+  auto with_head_dim = [&](auto f) {
     if (s.d == 32)
-      launch(std::integral_constant<int, 4>{});
+      f(std::integral_constant<int, 32>{});
     else if (s.d == 64)
-      launch(std::integral_constant<int, 8>{});
+      f(std::integral_constant<int, 64>{});
     else
-      launch(std::integral_constant<int, 16>{});
+      f(std::integral_constant<int, 128>{});
+  };
+  if (tiles) {
+    if constexpr (std::is_same_v<KV, __nv_bfloat16>) {
+      with_head_dim([&](auto dim) {
+        constexpr int D = decltype(dim)::value;
+        static_assert(decode_tiles::smem_bytes<D>() <= 48 * 1024, "no opt-in to more shared memory needed");
+        decode_tiles::decode_tiles_kernel<D><<<grid, decode_tiles::kThreads, decode_tiles::smem_bytes<D>(),
+                                               op_stream()>>>(out, out16, part, q, kcache, vcache, slot, pos, dd,
+                                                              head_chunks, chunk);
+      });
+      AZR_CUDA_LAUNCHED();
+    }
+  } else if (g_decode_kernel != CudaDecodeKernel::WarpPerPosition && lane_dims) {
+    const size_t smem = decode::decode_smem_bytes(s.d);
+    with_head_dim([&](auto dim) {
+      constexpr int LP = decltype(dim)::value / 8;  // lanes per position
+      decode::decode_lane_groups_kernel<LP, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
+          out, out16, part, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
+    });
     AZR_CUDA_LAUNCHED();
   } else {
     const int E = int((s.d + kWarp - 1) / kWarp);
@@ -529,7 +553,7 @@ DeviceScratch<> g_k16, g_v16;
 
 }  // namespace
 
-void cuda_set_decode_lane_groups(bool on) { g_decode_lane_groups = on; }
+void cuda_set_decode_kernel(CudaDecodeKernel kernel) { g_decode_kernel = kernel; }
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& shape) {

@@ -92,6 +92,26 @@ __global__ void decode_combine_kernel(float* out, __nv_bfloat16* out16, const fl
   }
 }
 
+// What a decode block of the grid (R, kv_heads * head_chunks, splits) works on: row r, query heads
+// h0 .. h0 + nh - 1 (of kv head kvh, at most kDecodeHeads), positions begin .. end - 1 (split z of
+// `splits`, `chunk` positions each; the last split runs to the row's end).
+struct DecodeBlock {
+  int64_t r, kvh, h0, begin, end;
+  int nh, splits, z;
+};
+__device__ __forceinline__ DecodeBlock decode_block(const int32_t* pos, int64_t group, int head_chunks,
+                                                    int64_t chunk) {
+  DecodeBlock b;
+  b.r = blockIdx.x, b.kvh = blockIdx.y / head_chunks;
+  b.h0 = b.kvh * group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
+  b.nh = int(min(int64_t(kDecodeHeads), (b.kvh + 1) * group - b.h0));
+  b.splits = int(gridDim.z), b.z = int(blockIdx.z);
+  const int64_t n = int64_t(pos[b.r]) + 1;
+  b.begin = int64_t(b.z) * chunk;
+  b.end = b.z == b.splits - 1 ? n : min(n, b.begin + chunk);
+  return b;
+}
+
 __device__ __forceinline__ float bf16_bits_value(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
 // x[0..8) = p[0..8) as fp32; p 16-byte aligned (bf16) or 32-byte aligned (fp32).
@@ -126,12 +146,9 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
   __shared__ __align__(16) float q_s[kDecodeHeads * d];
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, group = lane / LP;
   const int64_t e0 = int64_t(lane % LP) * 8;
-  const int64_t r = blockIdx.x, kvh = blockIdx.y / head_chunks;
-  const int64_t h0 = kvh * s.group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
-  const int nh = int(min(int64_t(kDecodeHeads), (kvh + 1) * s.group - h0));
-  const int splits = int(gridDim.z), z = int(blockIdx.z);
-  const int64_t n = int64_t(pos[r]) + 1, begin = int64_t(z) * chunk;
-  const int64_t end = z == splits - 1 ? n : min(n, begin + chunk);
+  const DecodeBlock blk = decode_block(pos, s.group, head_chunks, chunk);
+  const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
+  const int nh = blk.nh, splits = blk.splits, z = blk.z;
 
   // The block's nh query heads are adjacent in q's row.
   for (int64_t i = threadIdx.x; i < nh * d; i += blockDim.x) {

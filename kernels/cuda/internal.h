@@ -91,9 +91,12 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
                           const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
                           const AttentionShape& s);
-// Decode attention's kernel for head dims 32, 64 and 128: attention_decode.cuh's lane groups (true,
-// the default) or attention.cu's one position per warp (false), for benchmarks and tests.
-void cuda_set_decode_lane_groups(bool on);
+// Decode attention's kernel for head dims 32, 64 and 128, for benchmarks and tests: Tiles (the
+// default; attention_decode_tiles.cuh, over a bf16 cache; an fp32 cache takes the lane groups),
+// LaneGroups (attention_decode.cuh) or WarpPerPosition (attention.cu). Other head dims always run
+// one position per warp.
+enum class CudaDecodeKernel { Tiles, LaneGroups, WarpPerPosition };
+void cuda_set_decode_kernel(CudaDecodeKernel kernel);
 // The blocks per multiprocessor the temperature and greedy samplers aim for when they split rows
 // into parts (sampling_common.cuh, parts_for; default 2, at least 1), for benchmarks.
 void cuda_set_sampling_blocks_per_sm(int n);

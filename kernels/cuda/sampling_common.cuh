@@ -30,13 +30,18 @@ __device__ __forceinline__ double prob(float z, double inv_t, double mx) {
 __device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { return (n + parts - 1) / parts; }
 
 // The parts per row for R rows of n candidates on a GPU of `sms` multiprocessors: about
-// `blocks_per_sm` blocks per multiprocessor in all, each part at least two tokens per thread, at
-// most kMaxParts. 1 means one block per row (unfiltered_kernel). The CUDA table takes 2 unless a
-// benchmark sets another (cuda_set_sampling_blocks_per_sm: a decode step's 256 rows are one block
-// each at 2, and more parts may read the logits faster; not yet measured).
+// `blocks_per_sm` blocks per multiprocessor in all but at least kMinParts a row, each part at
+// least two tokens per thread, at most kMaxParts. 1 means one block per row (unfiltered_kernel).
+// The CUDA table takes 2 blocks per multiprocessor unless a benchmark sets another
+// (cuda_set_sampling_blocks_per_sm). The floor of 4 parts: at a decode step's 256 rows of the
+// 151,936-token vocabulary, 4 parts a row read the logits 1.2x (t = 1) and 1.5x (greedy) faster
+// than 1 on an H200 (cuda_ops_bench, 2026-11-26), while 16 parts at 64 rows, where 2 blocks per
+// multiprocessor give 4, was 0.8x for greedy: parts beyond 4 are not what helps.
 constexpr int64_t kMaxParts = 128;
+constexpr int64_t kMinParts = 4;
 inline int64_t parts_for(int64_t R, int64_t n, int sms, int blocks_per_sm = 2) {
   int64_t parts = int64_t(blocks_per_sm) * int64_t(sms) / (R > 0 ? R : 1);
+  if (parts < kMinParts) parts = kMinParts;
   if (parts > kMaxParts) parts = kMaxParts;
   if (parts > n / (2 * kThreads)) parts = n / (2 * kThreads);
   return parts < 2 ? 1 : parts;

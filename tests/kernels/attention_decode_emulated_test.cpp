@@ -1,15 +1,20 @@
-// The CUDA backend's lane-group decode attention (kernels/cuda/attention_decode.cuh) on the CPU,
-// through tests/kernels/cuda_emulation.h, a stand-in for the device, so that it runs in CI, where
-// there is no GPU: positions scored by groups of d / 8 lanes (d = 32, 64, 128), the groups' and
-// warps' softmax merges, query heads in chunks of 8 (group 10), positions split across blocks and
-// merged by the combine kernel, positions 0 and capacity - 1, fp32 and bf16 caches. Against the
-// CPU backend's attention_decode and the Bf16 table's attention_decode_w16 (kernels/cpu), as the
-// GPU test (CudaDecode) checks it on the hardware.
+// The CUDA backend's decode attentions on the CPU, through tests/kernels/cuda_emulation.h, a
+// stand-in for the device, so that they run in CI, where there is no GPU:
+//   - the lane groups (kernels/cuda/attention_decode.cuh): positions scored by groups of d / 8
+//     lanes (d = 32, 64, 128), the groups' and warps' softmax merges, query heads in chunks of 8
+//     (group 10), positions split across blocks and merged by the combine kernel, positions 0 and
+//     capacity - 1, fp32 and bf16 caches;
+//   - the shared-memory tiles (kernels/cuda/attention_decode_tiles.cuh), bf16 caches: several
+//     tiles a row and a partial last one, tiles split across blocks (whole tiles a split, as
+//     attention.cu launches them, and splits with no positions), two chunks of query heads.
+// Against the CPU backend's attention_decode and the Bf16 table's attention_decode_w16
+// (kernels/cpu), as the GPU test (CudaDecode) checks them on the hardware.
 //
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_decode_tiles.cuh"
 
 #include <gtest/gtest.h>
 
@@ -58,15 +63,39 @@ void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const K
   }
 }
 
-TEST(DecodeEmulated, LaneGroupsMatchTheCpuDecode) {
-  const Case cases[] = {
-      {3, 14, 2, 64, 40, true, 1},    // 0.5B's heads: 4 positions per warp step
-      {3, 14, 2, 64, 40, true, 3},    // the same, positions split over 3 blocks
-      {2, 12, 2, 128, 21, false, 1},  // 1.5B's heads, an fp32 cache: 2 positions per step
-      {2, 12, 2, 128, 21, true, 2},
-      {2, 20, 2, 32, 9, true, 1},     // group 10: two chunks of query heads; 8 positions per step
-      {4, 4, 4, 32, 3, false, 1},     // no GQA, fewer positions than a step covers
+// The tiles kernel as attention.cu launches it over a bf16 cache: `splits` asks for that many
+// blocks over each row's positions, rounded to whole tiles a split.
+void run_tiles(float* out, __nv_bfloat16* out16, const float* q, const __nv_bfloat16* kc, const __nv_bfloat16* vc,
+               const int32_t* slot, const int32_t* pos, const Case& c) {
+  const int64_t group = c.H / c.KV, head_chunks = (group + decode_tiles::kHeads - 1) / decode_tiles::kHeads;
+  const int64_t tile = decode_tiles::kTile;
+  const int64_t chunk = ((c.capacity + c.splits - 1) / c.splits + tile - 1) / tile * tile;
+  const int64_t splits = (c.capacity + chunk - 1) / chunk;
+  const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
+  std::vector<float> part(size_t(c.R * c.H * splits * (c.d + 2)), NAN);
+  const EmuDim3 grid{unsigned(c.R), unsigned(c.KV * head_chunks), unsigned(splits)};
+  auto launch = [&](auto kernel, size_t smem) {
+    emu::launch(grid, decode_tiles::kThreads, smem, kernel, out, out16, part.data(), q, kc, vc, slot, pos, s,
+                int(head_chunks), chunk);
   };
+  if (c.d == 32) launch(decode_tiles::decode_tiles_kernel<32>, decode_tiles::smem_bytes<32>());
+  if (c.d == 64) launch(decode_tiles::decode_tiles_kernel<64>, decode_tiles::smem_bytes<64>());
+  if (c.d == 128) launch(decode_tiles::decode_tiles_kernel<128>, decode_tiles::smem_bytes<128>());
+  if (splits > 1) {
+    const int64_t rows = c.R * c.H;
+    emu::launch({unsigned((rows + 7) / 8), 1, 1}, 8 * kWarp, 0, decode_combine_kernel, out, out16,
+                static_cast<const float*>(part.data()), rows, c.d, int(splits));
+  }
+}
+// An fp32 cache: attention.cu never gives it to the tiles kernel.
+void run_tiles(float*, __nv_bfloat16*, const float*, const float*, const float*, const int32_t*, const int32_t*,
+               const Case&) {
+  ADD_FAILURE() << "the tiles kernel reads bf16 caches only";
+}
+
+// Runs `kernels` (run or run_tiles) on each case and compares with the CPU's decode.
+template <class Runner>
+void expect_cpu_decode(const std::vector<Case>& cases, Runner kernels) {
   for (const Case& c : cases) {
     SCOPED_TRACE("R " + std::to_string(c.R) + " H " + std::to_string(c.H) + "/" + std::to_string(c.KV) + " d " +
                  std::to_string(c.d) + " capacity " + std::to_string(c.capacity) + (c.bf16 ? " bf16" : " fp32") +
@@ -87,18 +116,43 @@ TEST(DecodeEmulated, LaneGroupsMatchTheCpuDecode) {
       const std::vector<uint16_t> k16 = bf16_bits(kc), v16 = bf16_bits(vc);
       cpu_bf16_matmul_ops().attention_decode_w16(want.data(), nullptr, q.data(), k16.data(), v16.data(), slot.data(),
                                                  pos.data(), c.R, shape);
-      run(got.data(), reinterpret_cast<__nv_bfloat16*>(got16.data()), q.data(),
-          reinterpret_cast<const __nv_bfloat16*>(k16.data()), reinterpret_cast<const __nv_bfloat16*>(v16.data()),
-          slot.data(), pos.data(), c);
+      kernels(got.data(), reinterpret_cast<__nv_bfloat16*>(got16.data()), q.data(),
+              reinterpret_cast<const __nv_bfloat16*>(k16.data()), reinterpret_cast<const __nv_bfloat16*>(v16.data()),
+              slot.data(), pos.data(), c);
       EXPECT_EQ(got16, bf16_bits(got)) << "out16 is not out rounded";
     } else {
       cpu_ops().attention_decode(want.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), c.R, shape);
-      run(got.data(), static_cast<__nv_bfloat16*>(nullptr), q.data(), kc.data(), vc.data(), slot.data(), pos.data(),
-          c);
+      kernels(got.data(), static_cast<__nv_bfloat16*>(nullptr), q.data(), kc.data(), vc.data(), slot.data(),
+              pos.data(), c);
     }
     for (size_t i = 0; i < n; i++)
       ASSERT_NEAR(got[i], want[i], 1e-5 + 1e-4 * std::fabs(want[i])) << "element " << i;
   }
+}
+
+TEST(DecodeEmulated, LaneGroupsMatchTheCpuDecode) {
+  expect_cpu_decode(
+      {
+          {3, 14, 2, 64, 40, true, 1},    // 0.5B's heads: 4 positions per warp step
+          {3, 14, 2, 64, 40, true, 3},    // the same, positions split over 3 blocks
+          {2, 12, 2, 128, 21, false, 1},  // 1.5B's heads, an fp32 cache: 2 positions per step
+          {2, 12, 2, 128, 21, true, 2},
+          {2, 20, 2, 32, 9, true, 1},     // group 10: two chunks of query heads; 8 positions per step
+          {4, 4, 4, 32, 3, false, 1},     // no GQA, fewer positions than a step covers
+      },
+      [](auto... args) { run(args...); });
+}
+
+TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
+  expect_cpu_decode(
+      {
+          {3, 12, 2, 128, 150, true, 1},  // 1.5B's heads: rows of 1, 144 (3 tiles, a partial one) and 150 positions
+          {3, 14, 2, 64, 200, true, 2},   // 0.5B's heads, two splits of two tiles: row 1's second split is empty
+          {2, 14, 2, 64, 40, true, 1},    // fewer positions than a tile
+          {2, 20, 2, 32, 70, true, 1},    // group 10: two chunks of query heads, the second of 2 heads
+          {2, 4, 4, 32, 129, true, 3},    // no GQA; three splits of one tile, the last holding one position
+      },
+      [](auto... args) { run_tiles(args...); });
 }
 
 }  // namespace

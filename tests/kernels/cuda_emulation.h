@@ -3,11 +3,11 @@
 // masking, shared-memory staging, warp synchronisation, the split of rows over warps and blocks)
 // runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
 // attention_tensor_core.cuh), the few-row decode products (gemv.cuh), the unfiltered sampler
-// (sampling_unfiltered.cuh) and the lane-group decode attention (attention_decode.cuh). A test
-// double, and only for those headers. It checks what CUDA documents of the hardware: WMMA's tile
-// alignment, 16-byte alignment of the kernels' vector loads (with -fsanitize=alignment), and the
-// launch limits of sm_80; what it cannot show (WMMA's real fragment layouts, blocks running at
-// once, speed) the GPU tests and benchmarks check.
+// (sampling_unfiltered.cuh) and the two decode attentions (attention_decode.cuh,
+// attention_decode_tiles.cuh). A test double, and only for those headers. It checks what CUDA
+// documents of the hardware: WMMA's tile alignment, 16-byte alignment of the kernels' vector loads
+// (with -fsanitize=alignment), and the launch limits of sm_80; what it cannot show (WMMA's real
+// fragment layouts, blocks running at once, speed) the GPU tests and benchmarks check.
 //
 // The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
@@ -55,6 +55,9 @@ struct alignas(16) uint4 {
 };
 struct alignas(16) float4 {
   float x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
 };
 
 #define __align__(n) __attribute__((aligned(n)))

@@ -323,12 +323,17 @@ void PrintTo(const DecodeCase& c, std::ostream* os) { *os << decode_case_name({c
 
 class CudaDecode : public CudaOps, public ::testing::WithParamInterface<DecodeCase> {};
 
-// Head dims 32, 64 and 128 run both kernels: the lane groups (the default) and one position per warp.
+// Head dims 32, 64 and 128 run every kernel: the tiles (the default; a bf16 cache), the lane groups
+// and one position per warp.
 TEST_P(CudaDecode, MatchesCpu) {
   const DecodeCase c = GetParam();
-  for (const bool lane_groups : {true, false}) {
-    SCOPED_TRACE(lane_groups ? "lane-group kernel" : "one position per warp");
-    cuda_detail::cuda_set_decode_lane_groups(lane_groups);
+  using cuda_detail::CudaDecodeKernel;
+  for (const CudaDecodeKernel kernel :
+       {CudaDecodeKernel::Tiles, CudaDecodeKernel::LaneGroups, CudaDecodeKernel::WarpPerPosition}) {
+    SCOPED_TRACE(kernel == CudaDecodeKernel::Tiles        ? "shared-memory tiles"
+                 : kernel == CudaDecodeKernel::LaneGroups ? "lane-group kernel"
+                                                          : "one position per warp");
+    cuda_detail::cuda_set_decode_kernel(kernel);
     const int64_t slots = c.R + 2, stride = c.capacity * c.KV * c.d;
     std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
     for (int64_t r = 0; r < c.R; r++) {
@@ -360,7 +365,7 @@ TEST_P(CudaDecode, MatchesCpu) {
     }
     expect_close(to_host<float>(d_out, out.size()), out, 1e-5f, 1e-4f, "decode out");
   }
-  cuda_detail::cuda_set_decode_lane_groups(true);
+  cuda_detail::cuda_set_decode_kernel(CudaDecodeKernel::Tiles);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,
@@ -373,6 +378,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,
                                            DecodeCase{3, 20, 2, 40, 50, true},
                                            DecodeCase{4, 6, 6, 16, 33, false},     // no GQA; half the lanes idle
                                            DecodeCase{2, 12, 2, 96, 300, true},    // three elements per lane
+                                           DecodeCase{256, 12, 2, 128, 200, true},  // 1.5B's heads at batch 256
+                                           DecodeCase{1, 12, 2, 128, 1000, true},   // batch 1: 16 splits of a tile
+                                           DecodeCase{3, 20, 2, 32, 150, true},     // group 10: two head chunks
                                            DecodeCase{7, 2, 1, 32, 1, false}),     // one position, one per lane
                          decode_case_name);
 
