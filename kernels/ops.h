@@ -216,7 +216,8 @@ struct Ops {
                                  const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
   // The other producers of GEMM inputs, fused likewise: res_out = x + delta (add) and then
   // rmsnorm_forward_w16 of res_out (a residual add and the norm after it, one pass; res_out may
-  // alias x or delta); swiglu_forward that also writes out16 = to_bf16(out) (out may alias gate).
+  // alias x or delta); swiglu_forward that also writes out16 = to_bf16(out) (out may alias gate, or
+  // be null where only the bf16 result is read: a bf16 model's down projection reads nothing else).
   void (*residual_rmsnorm_forward_w16)(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
                                        const float* delta, const float* w, int64_t N, int64_t C, float eps);
   void (*swiglu_forward_w16)(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n);

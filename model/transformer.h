@@ -229,7 +229,8 @@ class Transformer {
   // res_out = x + delta (a residual add), then its rmsnorm into out, in one op where the table has it.
   GemmInput residual_norm_for_gemms(float* res_out, float* out, float* rstd, const float* x, const float* delta,
                                     const float* w, int64_t N);
-  // out = silu(gate) * up over n values.
+  // out = silu(gate) * up over n values; a Bf16 table writes only its bf16 rounding (x null), which
+  // is all the down projection reads.
   GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
   // x [n] rounded to bf16 once (backward's dw products on a kept norm output).
   GemmInput rounded_for_gemms(const float* x, int64_t n);

@@ -138,8 +138,15 @@ void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, f
 }
 
 void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
-  cpu_ops().swiglu_forward(out, gate, up, n);
-  to_bf16(out16, out, n);
+  if (out) {
+    cpu_ops().swiglu_forward(out, gate, up, n);
+    to_bf16(out16, out, n);
+    return;
+  }
+  static thread_local std::vector<float> y;  // the fp32 result nobody reads: the same rounding, in scratch
+  y.resize(size_t(n));
+  cpu_ops().swiglu_forward(y.data(), gate, up, n);
+  to_bf16(out16, y.data(), n);
 }
 
 // Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the

@@ -49,7 +49,7 @@ __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, const fl
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = gate[i];
     const float y = g / (1.f + expf(-g)) * up[i];
-    out[i] = y;
+    if (out) out[i] = y;
     if (out16) out16[i] = __float2bfloat16_rn(y);
   }
 }

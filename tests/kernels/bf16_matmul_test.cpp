@@ -216,6 +216,10 @@ TEST(CpuBf16Matmul, FusedProducersAreTheOpsTheyFuse) {
   bf.swiglu_forward_w16(act_b.data(), out16.data(), act_b.data(), delta.data(), N * C);
   EXPECT_EQ(act_b, act);
   for (size_t i = 0; i < act.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(act[i]))) << i;
+  // Without the fp32 output (what a bf16 model's forward asks): the same rounding.
+  std::vector<uint16_t> only16(x.size(), 0xFFFF);
+  bf.swiglu_forward_w16(nullptr, only16.data(), x.data(), delta.data(), N * C);
+  EXPECT_EQ(only16, out16);
 }
 
 // rmsnorm_forward_w16 is rmsnorm_forward, bit for bit, plus its output rounded as to_bf16 rounds.

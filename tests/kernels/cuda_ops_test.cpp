@@ -619,6 +619,11 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   dev.to_bf16(d_want16.data(), d_out.data(), n);
   EXPECT_EQ(to_host<float>(d_g2, size_t(n)), to_host<float>(d_out, size_t(n)));
   EXPECT_EQ(to_host<uint16_t>(d_out16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
+  // Without the fp32 output (a bf16 model's forward): the same rounding.
+  auto d_g3 = to_device(gate);  // d_gate holds gate + up by now
+  Buffer<uint16_t> d_only16(cuda_ops(), size_t(n));
+  dev.swiglu_forward_w16(nullptr, d_only16.data(), d_g3.data(), d_up.data(), n);
+  EXPECT_EQ(to_host<uint16_t>(d_only16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
 }
 
 TEST_F(CudaOps, AdamWStepsMatchCpu) {
