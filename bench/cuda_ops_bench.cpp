@@ -222,8 +222,9 @@ int main(int argc, char** argv) {
   }
   if (want("decode_products")) {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same
      // product (the baseline, in the "cpu" column's place), back to back as in a decode step: weight
-     // bytes over time. Then the fused decode ops against the ops they fuse, on cuBLASLt (what a
-     // step ran before them).
+     // bytes over time, at 1, 2, 4 and 8 rows (kDecodeFusedMaxRows: where the crossover lies decides
+     // how many rows the fused ops should take). Then the fused decode ops against the ops they
+     // fuse, on cuBLASLt (what a step ran before them), at 1, 4 and 8 rows.
     const Ops& gpu16 = cuda_bf16_matmul_ops();
     struct Gemv {
       const char* what;
@@ -231,7 +232,7 @@ int main(int argc, char** argv) {
     };
     for (const Gemv m : {Gemv{"0.5B q/o", 896, 896}, Gemv{"0.5B down", 4864, 896}, Gemv{"1.5B gate/up", 1536, 8960},
                          Gemv{"1.5B down", 8960, 1536}, Gemv{"0.5B LM head", 896, 151936}})
-      for (const int64_t R : {int64_t(1), int64_t(8)}) {
+      for (const int64_t R : {int64_t(1), int64_t(2), int64_t(4), int64_t(8)}) {
         auto x = upload16(randn(size_t(R * m.IC), 20)), w = upload16(randn(size_t(m.OC * m.IC), 21, 0.02f));
         Buffer<float> out(cuda_ops(), size_t(R * m.OC));
         const double bytes = 2.0 * double(m.IC) * double(m.OC);
@@ -244,50 +245,53 @@ int main(int argc, char** argv) {
       const char* what;
       int64_t H, I, heads, kv, d;
     };
-    for (const Layer L : {Layer{"0.5B", 896, 4864, 14, 2, 64}, Layer{"1.5B", 1536, 8960, 12, 2, 128}}) {
-      const int64_t R = 1, qd = L.heads * L.d, kd = L.kv * L.d, cap = 64, slots = 4;
-      auto x = upload16(randn(size_t(R * L.H), 22)), wq = upload16(randn(size_t(qd * L.H), 23, 0.02f)),
-           wk = upload16(randn(size_t(kd * L.H), 24, 0.02f)), wv = upload16(randn(size_t(kd * L.H), 25, 0.02f)),
-           wg = upload16(randn(size_t(L.I * L.H), 26, 0.02f)), wu = upload16(randn(size_t(L.I * L.H), 27, 0.02f));
-      auto bq = upload(randn(size_t(qd), 28)), bk = upload(randn(size_t(kd), 29)), bv = upload(randn(size_t(kd), 30));
-      auto cosv = upload(std::vector<float>(size_t(cap * L.d / 2), 0.6f)),
-           sinv = upload(std::vector<float>(size_t(cap * L.d / 2), 0.8f));
-      Buffer<int32_t> slot(cuda_ops(), 1), pos(cuda_ops(), 1);
-      const int32_t one = 1, at = 17;
-      slot.upload(&one, 1);
-      pos.upload(&at, 1);
-      Buffer<uint16_t> kc(cuda_ops(), size_t(slots * cap * kd)), vc(cuda_ops(), size_t(slots * cap * kd)),
-          out16(cuda_ops(), size_t(R * L.I));
-      Buffer<float> q(cuda_ops(), size_t(R * qd)), k(cuda_ops(), size_t(R * kd)), v(cuda_ops(), size_t(R * kd)),
-          gate(cuda_ops(), size_t(R * L.I)), up(cuda_ops(), size_t(R * L.I));
-      DecodeQkv a;
-      a.x16 = x.data(), a.wq = wq.data(), a.wk = wk.data(), a.wv = wv.data(), a.bq = bq.data(), a.bk = bk.data(),
-      a.bv = bv.data(), a.cos = cosv.data(), a.sin = sinv.data(), a.slot = slot.data(), a.pos = pos.data(),
-      a.q = q.data(), a.kcache = kc.data(), a.vcache = vc.data(), a.R = R, a.H = L.H, a.heads = L.heads,
-      a.kv_heads = L.kv, a.d = L.d, a.slot_stride = cap * kd;
-      const double qkv_bytes = 2.0 * double(qd + 2 * kd) * double(L.H), mlp_bytes = 2.0 * 2.0 * double(L.I) * double(L.H);
-      const double fused = time_gpu_queued([&] { gpu16.decode_qkv_w16(a); }, reps);
-      const double unfused = time_gpu_queued([&] {
-        cuda_detail::matmul_forward_a16w16_cublaslt(q.data(), x.data(), wq.data(), bq.data(), R, L.H, qd);
-        cuda_detail::matmul_forward_a16w16_cublaslt(k.data(), x.data(), wk.data(), bk.data(), R, L.H, kd);
-        cuda_detail::matmul_forward_a16w16_cublaslt(v.data(), x.data(), wv.data(), bv.data(), R, L.H, kd);
-        gpu16.rope_forward(q.data(), pos.data(), cosv.data(), sinv.data(), R, L.heads, L.d);
-        gpu16.rope_forward(k.data(), pos.data(), cosv.data(), sinv.data(), R, L.kv, L.d);
-        gpu16.kv_store_w16(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), R, kd, cap * kd);
-      }, reps);
-      rows.push_back({"decode_qkv_w16", std::string(L.what) + ", 1 row; base = 6 unfused ops", "GB/s",
-                      qkv_bytes / fused / 1e9, qkv_bytes / unfused / 1e9, qkv_bytes / fused / peak_bw});
-      const double fused_mlp = time_gpu_queued([&] {
-        gpu16.gate_up_swiglu_w16(out16.data(), x.data(), wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I);
-      }, reps);
-      const double unfused_mlp = time_gpu_queued([&] {
-        cuda_detail::matmul_forward_a16w16_cublaslt(gate.data(), x.data(), wg.data(), nullptr, R, L.H, L.I);
-        cuda_detail::matmul_forward_a16w16_cublaslt(up.data(), x.data(), wu.data(), nullptr, R, L.H, L.I);
-        gpu16.swiglu_forward_w16(gate.data(), out16.data(), gate.data(), up.data(), R * L.I);
-      }, reps);
-      rows.push_back({"gate_up_swiglu_w16", std::string(L.what) + ", 1 row; base = 3 unfused ops", "GB/s",
-                      mlp_bytes / fused_mlp / 1e9, mlp_bytes / unfused_mlp / 1e9, mlp_bytes / fused_mlp / peak_bw});
-    }
+    for (const Layer L : {Layer{"0.5B", 896, 4864, 14, 2, 64}, Layer{"1.5B", 1536, 8960, 12, 2, 128}})
+      for (const int64_t R : {int64_t(1), int64_t(4), int64_t(8)}) {
+        const int64_t qd = L.heads * L.d, kd = L.kv * L.d, cap = 64, slots = 9;
+        auto x = upload16(randn(size_t(R * L.H), 22)), wq = upload16(randn(size_t(qd * L.H), 23, 0.02f)),
+             wk = upload16(randn(size_t(kd * L.H), 24, 0.02f)), wv = upload16(randn(size_t(kd * L.H), 25, 0.02f)),
+             wg = upload16(randn(size_t(L.I * L.H), 26, 0.02f)), wu = upload16(randn(size_t(L.I * L.H), 27, 0.02f));
+        auto bq = upload(randn(size_t(qd), 28)), bk = upload(randn(size_t(kd), 29)), bv = upload(randn(size_t(kd), 30));
+        auto cosv = upload(std::vector<float>(size_t(cap * L.d / 2), 0.6f)),
+             sinv = upload(std::vector<float>(size_t(cap * L.d / 2), 0.8f));
+        Buffer<int32_t> slot(cuda_ops(), size_t(R)), pos(cuda_ops(), size_t(R));
+        std::vector<int32_t> slots_h(static_cast<size_t>(R)), at(static_cast<size_t>(R), 17);
+        for (int64_t r = 0; r < R; r++) slots_h[size_t(r)] = int32_t(r + 1);
+        slot.upload(slots_h.data(), slots_h.size());
+        pos.upload(at.data(), at.size());
+        Buffer<uint16_t> kc(cuda_ops(), size_t(slots * cap * kd)), vc(cuda_ops(), size_t(slots * cap * kd)),
+            out16(cuda_ops(), size_t(R * L.I));
+        Buffer<float> q(cuda_ops(), size_t(R * qd)), k(cuda_ops(), size_t(R * kd)), v(cuda_ops(), size_t(R * kd)),
+            gate(cuda_ops(), size_t(R * L.I)), up(cuda_ops(), size_t(R * L.I));
+        DecodeQkv a;
+        a.x16 = x.data(), a.wq = wq.data(), a.wk = wk.data(), a.wv = wv.data(), a.bq = bq.data(), a.bk = bk.data(),
+        a.bv = bv.data(), a.cos = cosv.data(), a.sin = sinv.data(), a.slot = slot.data(), a.pos = pos.data(),
+        a.q = q.data(), a.kcache = kc.data(), a.vcache = vc.data(), a.R = R, a.H = L.H, a.heads = L.heads,
+        a.kv_heads = L.kv, a.d = L.d, a.slot_stride = cap * kd;
+        const double qkv_bytes = 2.0 * double(qd + 2 * kd) * double(L.H), mlp_bytes = 2.0 * 2.0 * double(L.I) * double(L.H);
+        const double fused = time_gpu_queued([&] { gpu16.decode_qkv_w16(a); }, reps);
+        const double unfused = time_gpu_queued([&] {
+          cuda_detail::matmul_forward_a16w16_cublaslt(q.data(), x.data(), wq.data(), bq.data(), R, L.H, qd);
+          cuda_detail::matmul_forward_a16w16_cublaslt(k.data(), x.data(), wk.data(), bk.data(), R, L.H, kd);
+          cuda_detail::matmul_forward_a16w16_cublaslt(v.data(), x.data(), wv.data(), bv.data(), R, L.H, kd);
+          gpu16.rope_forward(q.data(), pos.data(), cosv.data(), sinv.data(), R, L.heads, L.d);
+          gpu16.rope_forward(k.data(), pos.data(), cosv.data(), sinv.data(), R, L.kv, L.d);
+          gpu16.kv_store_w16(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), R, kd, cap * kd);
+        }, reps);
+        const std::string rows_label = ", " + std::to_string(R) + (R == 1 ? " row" : " rows");
+        rows.push_back({"decode_qkv_w16", std::string(L.what) + rows_label + "; base = 6 unfused ops", "GB/s",
+                        qkv_bytes / fused / 1e9, qkv_bytes / unfused / 1e9, qkv_bytes / fused / peak_bw});
+        const double fused_mlp = time_gpu_queued([&] {
+          gpu16.gate_up_swiglu_w16(out16.data(), x.data(), wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I);
+        }, reps);
+        const double unfused_mlp = time_gpu_queued([&] {
+          cuda_detail::matmul_forward_a16w16_cublaslt(gate.data(), x.data(), wg.data(), nullptr, R, L.H, L.I);
+          cuda_detail::matmul_forward_a16w16_cublaslt(up.data(), x.data(), wu.data(), nullptr, R, L.H, L.I);
+          gpu16.swiglu_forward_w16(gate.data(), out16.data(), gate.data(), up.data(), R * L.I);
+        }, reps);
+        rows.push_back({"gate_up_swiglu_w16", std::string(L.what) + rows_label + "; base = 3 unfused ops", "GB/s",
+                        mlp_bytes / fused_mlp / 1e9, mlp_bytes / unfused_mlp / 1e9, mlp_bytes / fused_mlp / peak_bw});
+      }
   }
   if (want("decode_attention")) {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
     const int64_t R = 64, cap = 2048, stride = cap * nkv * d;
