@@ -56,6 +56,7 @@
 #include "kernels/buffer.h"
 #include "kernels/op_profile.h"
 #include "model/hf_config.h"
+#include "model/memory_plan.h"
 #include "model/presets.h"
 #ifdef AZR_HAVE_CUDA_KERNELS
 #include "kernels/cuda/cuda_ops.h"
@@ -347,6 +348,13 @@ int main(int argc, char** argv) {
       // Outside an OpProfile the profiled table only forwards each call (kernels/op_profile.h).
       const azr::kernels::Ops& precision_ops = o.op_profile ? azr::kernels::profiled_ops(device_ops) : device_ops;
       const std::string tag = std::string(" [") + azr::kernels::matmul_precision_name(precision) + "]";
+#ifdef AZR_HAVE_CUDA_KERNELS
+      // The peak of azr's device allocations from here (the model, its decode and training), for
+      // the memory plan's check: the ops' grow-only scratch of earlier rows stays counted, so that
+      // check runs one config and one precision (bench/RESULTS.md, the 3B plan).
+      const bool metered = o.device == "cuda";
+      if (metered) azr::kernels::cuda_reset_memory_peak();
+#endif
       m::Transformer model = initial.copy_to(precision_ops);
       model.set_recompute(o.recompute);
 
@@ -448,6 +456,25 @@ int main(int argc, char** argv) {
                            "MFU azr " + pct(mfu(tr.tokens_per_s))});
         std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
                     pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
+#ifdef AZR_HAVE_CUDA_KERNELS
+        if (metered) {
+          // The plan's training peak less its reserve (the CUDA context, fragmentation), which the
+          // meter does not see: what azr's own allocations should come to.
+          m::MemoryPlanSettings ps;
+          ps.precision = precision == azr::kernels::MatmulPrecision::Bf16 ? m::Precision::Fp32Bf16Gemm : m::Precision::Fp32;
+          ps.seq_len = o.seq;
+          ps.micro_batch = o.train_batch;
+          ps.recompute = o.recompute;
+          const m::MemoryPlan plan = m::plan_memory(cfg, ps);
+          const double peak = double(azr::kernels::cuda_memory_peak()), planned = plan.training_peak() - plan.reserve;
+          j["azr_peak_device_bytes"] = peak;
+          j["azr_peak_includes_decode"] = o.decode;
+          j["plan_training_bytes"] = planned;
+          std::printf("  %-20s device memory: peak of azr's allocations %.2f GiB%s; plan (%s, less its reserve) %.2f GiB\n",
+                      "", peak / double(1ull << 30), o.decode ? " (decode included)" : "", m::precision_name(ps.precision),
+                      planned / double(1ull << 30));
+        }
+#endif
         if (o.op_profile) {
           azr::kernels::OpProfile profile;
           const TrainResult one = train_steps(model, opt, o.train_batch, o.seq, /*warmup=*/0, /*steps=*/1);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/memory_meter.h"
 #include "kernels/cuda/reductions.cuh"
 
 namespace azr::kernels::cuda_detail {
@@ -51,6 +52,26 @@ inline uint64_t& scratch_generation() {
   return generation;
 }
 
+// Every device allocation azr makes goes through these two, so that the meter (cuda_ops.h,
+// cuda_memory_meter) sees the process's peak; the devices of the process share one meter.
+inline MemoryMeter& device_memory_meter() {
+  // Never destroyed: a static buffer released at exit may outlive any static meter.
+  static MemoryMeter* meter = new MemoryMeter;
+  return *meter;
+}
+inline void* device_malloc(size_t bytes) {
+  void* p = nullptr;
+  AZR_CUDA_CHECK(cudaMalloc(&p, bytes));
+  device_memory_meter().allocated(p, bytes);
+  return p;
+}
+// Returns cudaFree's error rather than throwing: release() runs in destructors.
+inline cudaError_t device_free(void* p) {
+  if (!p) return cudaSuccess;
+  device_memory_meter().released(p);
+  return cudaFree(p);
+}
+
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;
@@ -66,10 +87,10 @@ class DeviceScratch {
   T* get(size_t n) {
     if (n > capacity_) {
       // cudaFree waits for the device: the ops queued before, which used the old buffer, finish first
-      if (ptr_) AZR_CUDA_CHECK(cudaFree(ptr_));
+      if (ptr_) AZR_CUDA_CHECK(device_free(ptr_));
       ptr_ = nullptr;
       capacity_ = 0;
-      AZR_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
+      ptr_ = static_cast<T*>(device_malloc(n * sizeof(T)));
       capacity_ = n;
       scratch_generation()++;
     }

@@ -13,13 +13,12 @@ namespace {
 using namespace cuda_detail;
 
 void* alloc_zeroed(size_t bytes) {
-  void* p = nullptr;
-  AZR_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+  void* p = device_malloc(std::max<size_t>(bytes, 1));
   AZR_CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(bytes, 1)));
   return p;
 }
 void release(void* p) {
-  if (p) cudaFree(p);  // no throw: called from destructors
+  (void)device_free(p);  // no throw: called from destructors
 }
 void upload(void* dst, const void* host, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
@@ -165,5 +164,9 @@ std::string cuda_compiled_architectures() {
 void* cuda_op_stream() { return static_cast<void*>(op_stream()); }
 
 void cuda_synchronize() { AZR_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+size_t cuda_memory_in_use() { return device_memory_meter().in_use(); }
+size_t cuda_memory_peak() { return device_memory_meter().peak(); }
+void cuda_reset_memory_peak() { device_memory_meter().reset_peak(); }
 
 }  // namespace azr::kernels

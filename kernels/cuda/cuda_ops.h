@@ -64,4 +64,11 @@ void* cuda_op_stream();
 // Waits for every op queued so far; throws std::runtime_error naming a failed kernel's error.
 void cuda_synchronize();
 
+// The bytes of device memory azr's allocations hold now and at most since cuda_reset_memory_peak()
+// (kernels/memory_meter.h): the op table's buffers, the ops' grow-only scratch and cuBLASLt's
+// workspace, on every device of the process; not the CUDA context or NCCL's own buffers.
+size_t cuda_memory_in_use();
+size_t cuda_memory_peak();
+void cuda_reset_memory_peak();
+
 }  // namespace azr::kernels

@@ -236,9 +236,7 @@ double sum_squares(const float* x, int64_t n) {
   // One device scalar for the process: ops run in order on one stream, and this call waits for
   // its result before returning, so the next call cannot race it.
   static double* total = [] {
-    double* p = nullptr;
-    AZR_CUDA_CHECK(cudaMalloc(&p, sizeof(double)));
-    return p;
+    return static_cast<double*>(device_malloc(sizeof(double)));
   }();
   AZR_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), op_stream()));
   sum_squares_kernel<<<std::min(grid_for(n), 1024u), 256, 0, op_stream()>>>(total, x, n);

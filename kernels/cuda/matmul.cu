@@ -32,7 +32,7 @@ LtContext& lt() {
   static LtContext ctx = [] {
     LtContext c;
     AZR_CUBLAS_CHECK(cublasLtCreate(&c.handle));
-    AZR_CUDA_CHECK(cudaMalloc(&c.workspace, c.workspace_bytes));
+    c.workspace = device_malloc(c.workspace_bytes);
     return c;
   }();
   return ctx;

@@ -626,6 +626,21 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   EXPECT_EQ(to_host<uint16_t>(d_only16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
 }
 
+// The meter of azr's device allocations (cuda_memory_in_use, cuda_memory_peak): a buffer of the
+// op table adds exactly its bytes while it lives, and the peak keeps them after it is gone.
+TEST_F(CudaOps, MemoryMeterCountsTheTablesAllocations) {
+  cuda_synchronize();
+  const size_t before = cuda_memory_in_use();
+  cuda_reset_memory_peak();
+  EXPECT_EQ(cuda_memory_peak(), before);
+  {
+    Buffer<float> a(cuda_ops(), 1000), b(cuda_ops(), 24);
+    EXPECT_EQ(cuda_memory_in_use(), before + 4096);
+  }
+  EXPECT_EQ(cuda_memory_in_use(), before);
+  EXPECT_EQ(cuda_memory_peak(), before + 4096);
+}
+
 TEST_F(CudaOps, AdamWStepsMatchCpu) {
   const int64_t n = 5000;
   std::vector<float> p = randn(n, 31), m(n, 0.f), v(n, 0.f);
