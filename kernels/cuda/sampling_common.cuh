@@ -39,7 +39,9 @@ __device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { retur
 // multiprocessor give 4, was 0.8x for greedy: parts beyond 4 are not what helps.
 constexpr int64_t kMaxParts = 128;
 constexpr int64_t kMinParts = 4;
+constexpr int64_t kMaxSplitRows = 65535;  // the split kernels' grid holds the rows in y
 inline int64_t parts_for(int64_t R, int64_t n, int sms, int blocks_per_sm = 2) {
+  if (R > kMaxSplitRows) return 1;
   int64_t parts = int64_t(blocks_per_sm) * int64_t(sms) / (R > 0 ? R : 1);
   if (parts < kMinParts) parts = kMinParts;
   if (parts > kMaxParts) parts = kMaxParts;

@@ -186,6 +186,8 @@ TEST(SamplingEmulated, PartsFillTheGpuAndKeepPartsLong) {
   EXPECT_EQ(parts_for(256, 151936, 132), 4);  // 264 blocks would be one a row: 4 parts a row at least
   EXPECT_EQ(parts_for(1000, 151936, 132), 4);
   EXPECT_EQ(parts_for(1000, 2048, 132), 2);   // a row long enough for 2 parts of 1,024 tokens, not 4
+  EXPECT_EQ(parts_for(65535, 151936, 132), 4);
+  EXPECT_EQ(parts_for(65536, 151936, 132), 1);  // past the grid's 65,535 rows in y: a block a row
   EXPECT_EQ(parts_for(2, 5000, 132), 4);      // parts of at least 1,024 tokens (two per thread)
   EXPECT_EQ(parts_for(1, 263, 132), 1);       // too short to split
   // Aiming at 8 blocks per multiprocessor: 1,056 blocks
