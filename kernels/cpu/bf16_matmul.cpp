@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -143,10 +144,16 @@ void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const fl
     to_bf16(out16, out, n);
     return;
   }
-  static thread_local std::vector<float> y;  // the fp32 result nobody reads: the same rounding, in scratch
-  y.resize(size_t(n));
-  cpu_ops().swiglu_forward(y.data(), gate, up, n);
-  to_bf16(out16, y.data(), n);
+  // The fp32 result nobody reads, a chunk at a time in scratch: the same values (chunks of whole
+  // 4-lane vectors leave the vector and tail split of swiglu_forward as it was), 4 MB held.
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  static thread_local std::vector<float> y;
+  y.resize(size_t(std::min(n, kChunk)));
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    cpu_ops().swiglu_forward(y.data(), gate + i, up + i, len);
+    to_bf16(out16 + i, y.data(), len);
+  }
 }
 
 // Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the

@@ -220,6 +220,14 @@ TEST(CpuBf16Matmul, FusedProducersAreTheOpsTheyFuse) {
   std::vector<uint16_t> only16(x.size(), 0xFFFF);
   bf.swiglu_forward_w16(nullptr, only16.data(), x.data(), delta.data(), N * C);
   EXPECT_EQ(only16, out16);
+  // Past its scratch's chunk of 2^20 values, with a tail that is not a whole vector.
+  const int64_t n = (int64_t(1) << 20) + 7;
+  const auto g = randn(size_t(n), 91), u = randn(size_t(n), 92);
+  std::vector<float> y(static_cast<size_t>(n));
+  std::vector<uint16_t> with_out(static_cast<size_t>(n)), without(static_cast<size_t>(n), 0xFFFF);
+  bf.swiglu_forward_w16(y.data(), with_out.data(), g.data(), u.data(), n);
+  bf.swiglu_forward_w16(nullptr, without.data(), g.data(), u.data(), n);
+  EXPECT_EQ(without, with_out);
 }
 
 // rmsnorm_forward_w16 is rmsnorm_forward, bit for bit, plus its output rounded as to_bf16 rounds.
