@@ -41,10 +41,25 @@ struct DecodeDims {
 // Shared memory of a decode block: each warp's accumulators [kDecodeWarps][kDecodeHeads][d].
 inline size_t decode_smem_bytes(int64_t d) { return sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * d); }
 
+// Element i of output row `row` (of d) from its merged softmax state (max M, sum L, unnormalised
+// O): out (and out16, its bf16 rounding, unless null) when splits == 1; otherwise split z's record
+// of (max, sum, acc[d]) in part, [R, H, splits] records, for decode_combine_kernel.
+__device__ __forceinline__ void decode_write_element(int64_t row, int64_t i, int64_t d, float M, float L, float O,
+                                                     int splits, int z, float* out, __nv_bfloat16* out16,
+                                                     float* part) {
+  if (splits == 1) {
+    out[row * d + i] = O / L;
+    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
+  } else {
+    float* rec = part + (row * splits + z) * (d + 2);
+    if (i == 0) rec[0] = M, rec[1] = L;
+    rec[2 + i] = O;
+  }
+}
+
 // The block's last step: the warps' softmax states (running max m_s, sum l_s, accumulators acc_s)
-// merged, then the output rows h0 .. h0 + nh - 1 of row r written: out (and out16, its bf16 rounding,
-// unless null) when splits == 1; otherwise split z's record of (max, sum, acc[d]) in part, [R, H,
-// splits] records, for decode_combine_kernel. Called after the barrier that follows the stores.
+// merged, then the output rows h0 .. h0 + nh - 1 of row r written (decode_write_element). Called
+// after the barrier that follows the stores.
 __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s)[kDecodeHeads],
                                            const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
                                            int64_t r, int64_t h0, int splits, int z, float* out,
@@ -60,15 +75,7 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
       L += l_s[w][g] * c;
       O += acc_s[(w * kDecodeHeads + g) * d + i] * c;
     }
-    const int64_t row = r * H + h0 + g;
-    if (splits == 1) {
-      out[row * d + i] = O / L;
-      if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
-    } else {
-      float* rec = part + (row * splits + z) * (d + 2);
-      if (i == 0) rec[0] = M, rec[1] = L;
-      rec[2 + i] = O;
-    }
+    decode_write_element(r * H + h0 + g, i, d, M, L, O, splits, z, out, out16, part);
   }
 }
 

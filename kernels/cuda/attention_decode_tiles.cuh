@@ -245,15 +245,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float o = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; w++) o += sum_s[(w * kHeads + h) * D + e];
-    const int64_t row = r * s.H + h0 + h;
-    if (splits == 1) {
-      out[row * D + e] = o / l_s[h];
-      if (out16) out16[row * D + e] = __float2bfloat16_rn(o / l_s[h]);
-    } else {
-      float* rec = part + (row * splits + z) * (D + 2);
-      if (e == 0) rec[0] = m_s[h], rec[1] = l_s[h];
-      rec[2 + e] = o;
-    }
+    decode::decode_write_element(r * s.H + h0 + h, e, D, m_s[h], l_s[h], o, splits, z, out, out16, part);
   }
 }
 
