@@ -27,22 +27,18 @@
 // attention_decode_emulated_test.cpp can run it on the CPU through tests/kernels/cuda_emulation.h.
 #pragma once
 
-#ifndef AZR_CUDA_EMULATION
-#include <mma.h>
-#endif
 #include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/wmma_tiles.cuh"
 
 namespace azr::kernels::cuda_detail::decode_tiles {
 
 using decode::DecodeDims;
-using bf16 = __nv_bfloat16;
 namespace wmma = nvcuda::wmma;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-template <int D>
-constexpr int kLd = D + 8;  // bf16 stride of a Q, K or V tile row: 16-byte aligned rows, fewer bank conflicts
+using wmma_tiles::bf16;
+using wmma_tiles::FragA;
+using wmma_tiles::FragBCol;
+using wmma_tiles::FragC;
+using wmma_tiles::kLd;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;

@@ -39,10 +39,8 @@
 // the few CUDA features they use (tests/kernels/cuda_emulation.h), where CI has no GPU.
 #pragma once
 
-#ifndef AZR_CUDA_EMULATION
-#include <mma.h>
-#endif
 #include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/wmma_tiles.cuh"
 
 #include <cmath>
 #include <cstddef>
@@ -51,7 +49,7 @@
 namespace azr::kernels::cuda_detail::tensor_core {
 
 namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
+using wmma_tiles::bf16;
 
 constexpr int kWarp = 32;
 
@@ -64,13 +62,11 @@ constexpr int kPLd = kTileRows + 8;                // bf16 probability tile stri
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kBlockRows == kTileRows, "the tile loader and the output staging assume square tiles");
 
-template <int D>
-constexpr int kLd = D + 8;  // bf16 stride of a Q/K/V/dO tile row: 16-byte aligned rows, fewer bank conflicts
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+using wmma_tiles::FragA;
+using wmma_tiles::FragBCol;
+using wmma_tiles::FragBRow;
+using wmma_tiles::FragC;
+using wmma_tiles::kLd;
 
 template <int N>
 __device__ __forceinline__ void zero_fragments(FragC (&acc)[N]) {
