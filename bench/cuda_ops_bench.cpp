@@ -6,8 +6,8 @@
 //
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
-// SECTION: gemm, gemm_bwd, attention, decode_products, decode_attention, token_stats, sampling or
-// adamw (default: all).
+// SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, token_stats,
+// sampling or adamw (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -100,16 +101,32 @@ struct Row {
 int main(int argc, char** argv) {
   int reps = 20;
   std::string only;  // one section, for a device session with minutes to spend
-  for (int i = 1; i + 1 < argc; i++) {
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--only") == 0) only = argv[++i];
-  }
-  const std::vector<std::string> sections = {"gemm", "gemm_bwd", "attention", "decode_products", "decode_attention",
-                                             "token_stats", "sampling", "adamw"};
-  if (!only.empty() && std::find(sections.begin(), sections.end(), only) == sections.end()) {
-    std::fprintf(stderr, "cuda_ops_bench: --only %s: no such section (gemm, gemm_bwd, attention, decode_products, "
-                         "decode_attention, token_stats, sampling, adamw)\n", only.c_str());
+  const std::vector<std::string> sections = {"gemm",       "gemm_bwd",         "grads16",     "attention",
+                                             "decode_products", "decode_attention", "token_stats", "sampling",
+                                             "adamw"};
+  // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
+  // option wants a value; anything else is an error, named, with a non-zero exit.
+  auto usage = [&](const std::string& why) {
+    std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
+                         "SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, "
+                         "token_stats, sampling, adamw\n", why.c_str());
     return 2;
+  };
+  for (int i = 1; i < argc; i += 2) {
+    const std::string opt = argv[i];
+    if (opt != "--reps" && opt != "--only") return usage("unknown option '" + opt + "'");
+    if (i + 1 >= argc) return usage("option " + opt + " wants a value");
+    const std::string value = argv[i + 1];
+    if (opt == "--only") {
+      if (std::find(sections.begin(), sections.end(), value) == sections.end())
+        return usage("--only " + value + ": no such section");
+      only = value;
+      continue;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || n < 1 || n > 1000000) return usage("--reps " + value + ": not 1..1000000");
+    reps = int(n);
   }
   const auto want = [&](const char* section) { return only.empty() || only == section; };
   std::string why;
@@ -167,6 +184,49 @@ int main(int argc, char** argv) {
       const std::string shape = std::to_string(m.N) + "x" + std::to_string(m.IC) + "x" + std::to_string(m.OC) + " " + m.what;
       rows.push_back({"gemm bwd bf16", shape + "; base = its fwd", "TFLOP/s", 2 * flops / bwd / 1e12, flops / fwd / 1e12, -1});
     }
+  }
+  if (want("grads16")) {  // A 1.5B layer's backward with the GEMM output gradients in bf16 (Transformer::
+     // layer_backward_grads16) against the fp32 gradients' ops it replaces, in the same process:
+     // the MLP's gate and up (SwiGLU's backward writing dgate and dup rounded; the first product
+     // writing dln) against swiglu_backward, a fill_zero and two GEMMs that each round their fp32
+     // dout; the down projection (dres rounded once, dact written) against a fill_zero and a GEMM
+     // that rounds dres. Rates are the GEMMs' FLOPs over the whole sequence's time.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    const int64_t N = 4096;
+    auto gate = upload(randn(size_t(N * I), 41, 3.f)), up = upload(randn(size_t(N * I), 42));
+    auto dact = upload(randn(size_t(N * I), 43)), dres = upload(randn(size_t(N * H), 44));
+    auto ln2 = upload16(randn(size_t(N * H), 45)), act = upload16(randn(size_t(N * I), 46));
+    auto wg = upload16(randn(size_t(I * H), 47, 0.02f)), wu = upload16(randn(size_t(I * H), 48, 0.02f));
+    auto wd = upload16(randn(size_t(H * I), 49, 0.02f));
+    Buffer<float> dgate(cuda_ops(), size_t(N * I)), dup(cuda_ops(), size_t(N * I)), dln(cuda_ops(), size_t(N * H));
+    Buffer<float> dwg(cuda_ops(), size_t(I * H)), dwu(cuda_ops(), size_t(I * H)), dwd(cuda_ops(), size_t(H * I));
+    Buffer<float> dact_out(cuda_ops(), size_t(N * I));
+    Buffer<uint16_t> g16(cuda_ops(), size_t(N * I)), u16(cuda_ops(), size_t(N * I)), dres16(cuda_ops(), size_t(N * H));
+    const double mlp_flops = 2 * 2 * 2.0 * double(N) * double(H) * double(I);  // two GEMMs, dinp and dW each
+    const double old_mlp = time_gpu([&] {
+      gpu16.swiglu_backward(dgate.data(), dup.data(), dact.data(), gate.data(), up.data(), N * I);
+      gpu16.fill_zero(dln.data(), N * H);
+      gpu16.matmul_backward_a16w16(dln.data(), dwg.data(), nullptr, dgate.data(), ln2.data(), wg.data(), N, H, I);
+      gpu16.matmul_backward_a16w16(dln.data(), dwu.data(), nullptr, dup.data(), ln2.data(), wu.data(), N, H, I);
+    }, reps);
+    const double new_mlp = time_gpu([&] {
+      gpu16.swiglu_backward_w16(g16.data(), u16.data(), dact.data(), gate.data(), up.data(), N * I);
+      gpu16.matmul_backward_g16(dln.data(), dwg.data(), g16.data(), ln2.data(), wg.data(), N, H, I, true);
+      gpu16.matmul_backward_g16(dln.data(), dwu.data(), u16.data(), ln2.data(), wu.data(), N, H, I, false);
+    }, reps);
+    rows.push_back({"grads16 gate, up", "4096 rows, SwiGLU bwd + 2 GEMMs; base = fp32 grads", "TFLOP/s",
+                    mlp_flops / new_mlp / 1e12, mlp_flops / old_mlp / 1e12, -1});
+    const double down_flops = 2 * 2.0 * double(N) * double(H) * double(I);
+    const double old_down = time_gpu([&] {
+      gpu16.fill_zero(dact_out.data(), N * I);
+      gpu16.matmul_backward_a16w16(dact_out.data(), dwd.data(), nullptr, dres.data(), act.data(), wd.data(), N, I, H);
+    }, reps);
+    const double new_down = time_gpu([&] {
+      gpu16.to_bf16(dres16.data(), dres.data(), N * H);
+      gpu16.matmul_backward_g16(dact_out.data(), dwd.data(), dres16.data(), act.data(), wd.data(), N, I, H, true);
+    }, reps);
+    rows.push_back({"grads16 down", "4096 rows, dact written; base = fill + add", "TFLOP/s",
+                    down_flops / new_down / 1e12, down_flops / old_down / 1e12, -1});
   }
   if (want("attention")) {  // causal attention forward, 4 sequences of 1024 (GPU) / 1 of 256 (CPU)
     auto run = [&](const Ops& ops, int64_t B, int64_t T, bool on_gpu) {
@@ -443,9 +503,25 @@ int main(int argc, char** argv) {
     std::vector<float> m(n, 0.f), v(n, 0.f);
     auto dp = upload(p), dg = upload(gr), dm = upload(m), dv = upload(v);
     const double bytes = 7.0 * 4.0 * double(n);
-    const double g = time_gpu([&] { gpu.adamw(dp.data(), dg.data(), dm.data(), dv.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); }, reps);
-    const double c = time_cpu([&] { cpu.adamw(p.data(), gr.data(), m.data(), v.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f); });
+    const double g = time_gpu([&] { gpu.adamw(dp.data(), dg.data(), dm.data(), dv.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, 1.f); }, reps);
+    const double c = time_cpu([&] { cpu.adamw(p.data(), gr.data(), m.data(), v.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, 1.f); });
     rows.push_back({"adamw", "64M parameters", "GB/s", bytes / g / 1e9, bytes / c / 1e9, bytes / g / peak_bw});
+    // The Bf16 model's step: AdamW that writes the bf16 copy of the weights as it goes (adamw_w16)
+    // against adamw and then to_bf16 over the weights (a second pass), both on the GPU: the fused
+    // op's bytes (7 fp32 and one bf16 per parameter) over each one's time.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    Buffer<uint16_t> p16(cuda_ops(), size_t(n));
+    const double bytes16 = (7.0 * 4.0 + 2.0) * double(n);
+    const double two_pass = time_gpu([&] {
+      gpu16.adamw(dp.data(), dg.data(), dm.data(), dv.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, 1.f);
+      gpu16.to_bf16(p16.data(), dp.data(), n);
+    }, reps);
+    const double fused = time_gpu([&] {
+      gpu16.adamw_w16(dp.data(), p16.data(), dg.data(), dm.data(), dv.data(), n, 1e-6f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                      0.1f, 0.001f, 1.f);
+    }, reps);
+    rows.push_back({"adamw_w16", "64M parameters; base = adamw + to_bf16", "GB/s", bytes16 / fused / 1e9,
+                    bytes16 / two_pass / 1e9, bytes16 / fused / peak_bw});
   }
 
   std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",

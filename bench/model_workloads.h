@@ -76,9 +76,9 @@ inline TrainResult train_steps(model::Transformer& m, model::AdamW& opt, int64_t
     m.backward(loss.dlogp, loss.dentropy);
     lap(3);
     auto grads = m.gradients();
-    model::clip_grad_norm(m.ops(), grads, 1.0);
+    const model::GradClip clip = model::measure_grad_clip(m.ops(), grads, 1.0);  // applied inside the step
     lap(4);
-    opt.step(m.parameters(), grads);
+    opt.step(m, grads, clip.scale);
     lap(5);
     if (timed)
       for (int i = 0; i < 6; ++i) acc[i] += ph[i];

@@ -109,11 +109,12 @@ WarmStartStats warm_start(model::Transformer& m, const model::Tokenizer& tok, co
     }
     st.trained_tokens += static_cast<int64_t>(normalizer);
     grads = m.gradients();
-    const double gn = model::clip_grad_norm(m.ops(), grads,
-                                            s.grad_clip > 0 ? s.grad_clip : std::numeric_limits<double>::infinity());
+    const model::GradClip clip = model::measure_grad_clip(
+        m.ops(), grads, s.grad_clip > 0 ? s.grad_clip : std::numeric_limits<double>::infinity());
+    const double gn = clip.norm;
     const double lr = warm_start_lr(s, step);
     opt.set_lr(lr);
-    opt.step(m.parameters(), grads);
+    opt.step(m, grads, clip.scale);
     st.loss.push_back(loss);
     st.lr.push_back(lr);
     st.grad_norm.push_back(gn);

@@ -179,9 +179,11 @@ struct Ops {
   double (*sum_squares)(const float* x, int64_t n);
   void (*scale)(float* x, float factor, int64_t n);
   // torch.optim.AdamW, step already counted: p *= 1 - lr*wd; m, v updated;
-  // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), with bc_i = 1 - beta_i^step.
+  // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps), with bc_i = 1 - beta_i^step. Each g[i] is
+  // read as the fp32 product g[i] * grad_scale: a gradient-norm clip's coefficient folded into
+  // the update, the values scale() would have stored, without its pass over the gradients (1: g).
   void (*adamw)(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-                float weight_decay, float bc1, float bc2);
+                float weight_decay, float bc1, float bc2, float grad_scale);
 
   // MatmulPrecision::Bf16 tables only (null in the Fp32 ones): the GEMMs with the weight operand
   // already in bf16 (bit patterns, as to_bf16 writes them), so a model that keeps a bf16 copy of
@@ -205,7 +207,8 @@ struct Ops {
                                const AttentionShape& s);
   // GEMM inputs rounded once, by their producer (Bf16 tables only, null in the Fp32 ones). A norm's
   // output feeds three GEMMs (q, k, v) or two (gate, up); each _w16 GEMM would round it again.
-  // rmsnorm_forward_w16 is rmsnorm_forward that also writes out16 = to_bf16(out); the _a16w16
+  // rmsnorm_forward_w16 is rmsnorm_forward that also writes out16 = to_bf16(out) (out may be null
+  // where only the rounding is read: a bf16 model keeps its norm outputs in bf16); the _a16w16
   // GEMMs take that rounding as their activation operand, and their results are the _w16 GEMMs'
   // on any fp32 inp that rounds to inp16.
   void (*rmsnorm_forward_w16)(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
@@ -232,6 +235,24 @@ struct Ops {
   void (*gate_up_swiglu_w16)(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
                              const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
 
+  // Training's backward and update with bf16 where the next reader only wants bf16 (Bf16 tables
+  // only). A GEMM output's gradient is rounded to bf16 by the GEMMs that read it (dout16 below);
+  // written rounded by its producer instead, the N x I gradients of the MLP are never written or
+  // read in fp32 at all, as the forward's GEMM inputs are not (rmsnorm_forward_w16 and the rest).
+  // swiglu_backward_w16 is swiglu_backward with dgate and dup written only as their bf16 roundings.
+  void (*swiglu_backward_w16)(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
+                              const float* up, int64_t n);
+  // matmul_backward_a16w16 on dout16 = to_bf16(dout), without dbias (its column sums want the
+  // fp32 dout: matmul_backward_a16w16 with dinp and dw null gives them). With overwrite_dinp,
+  // dinp = dout16 w instead of dinp += dout16 w: the first product into a gradient buffer needs
+  // no fill_zero before it and reads nothing. dw always accumulates (micro-batches add up).
+  void (*matmul_backward_g16)(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                              const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp);
+  // adamw that also writes p16 = to_bf16(p) of the updated p: a model's bf16 copy of its weights
+  // refreshed in the pass that updates them, not in a second pass that reads them all again.
+  void (*adamw_w16)(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale);
+
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
   // cannot record (kernels/cpu, whose ops are not launch-bound).
   OpRecorder recorder;
@@ -248,7 +269,7 @@ struct Ops {
   X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)   \
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
-  X(decode_qkv_w16) X(gate_up_swiglu_w16)
+  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

@@ -4,20 +4,26 @@
 #include <stdexcept>
 
 #include "model/safetensors.h"
+#include "model/transformer.h"
 
 namespace azr::model {
 
-double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double max_norm) {
+GradClip measure_grad_clip(const kernels::Ops& ops, std::span<const float> grads, double max_norm) {
   const double norm = std::sqrt(ops.sum_squares(grads.data(), int64_t(grads.size())));
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) ops.scale(grads.data(), float(coef), int64_t(grads.size()));
-  return norm;
+  return {norm, coef < 1.0 ? float(coef) : 1.f};
+}
+
+double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double max_norm) {
+  const GradClip clip = measure_grad_clip(ops, grads, max_norm);
+  if (clip.scale < 1.f) ops.scale(grads.data(), clip.scale, int64_t(grads.size()));
+  return clip.norm;
 }
 
 AdamW::AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings)
     : ops_(&ops), settings_(settings), m_(ops, num_params), v_(ops, num_params) {}
 
-void AdamW::step(std::span<float> params, std::span<const float> grads) {
+void AdamW::step(std::span<float> params, std::span<const float> grads, float grad_scale) {
   if (params.size() != m_.size() || grads.size() != m_.size())
     throw std::invalid_argument("AdamW::step: parameter count differs from the optimizer's");
   step_++;
@@ -25,7 +31,21 @@ void AdamW::step(std::span<float> params, std::span<const float> grads) {
   const double bc2 = 1.0 - std::pow(settings_.beta2, double(step_));
   ops_->adamw(params.data(), grads.data(), m_.data(), v_.data(), int64_t(m_.size()), float(settings_.lr),
               float(settings_.beta1), float(settings_.beta2), float(settings_.eps), float(settings_.weight_decay),
-              float(bc1), float(bc2));
+              float(bc1), float(bc2), grad_scale);
+}
+
+void AdamW::step(Transformer& model, std::span<const float> grads, float grad_scale) {
+  std::span<float> params = model.parameters();
+  uint16_t* params16 = ops_->adamw_w16 ? model.weights16_for_writing() : nullptr;
+  if (!params16) return step(params, grads, grad_scale);
+  if (params.size() != m_.size() || grads.size() != m_.size())
+    throw std::invalid_argument("AdamW::step: parameter count differs from the optimizer's");
+  step_++;
+  const double bc1 = 1.0 - std::pow(settings_.beta1, double(step_));
+  const double bc2 = 1.0 - std::pow(settings_.beta2, double(step_));
+  ops_->adamw_w16(params.data(), params16, grads.data(), m_.data(), v_.data(), int64_t(m_.size()),
+                  float(settings_.lr), float(settings_.beta1), float(settings_.beta2), float(settings_.eps),
+                  float(settings_.weight_decay), float(bc1), float(bc2), grad_scale);
 }
 
 void AdamW::save(const std::filesystem::path& file) const {

@@ -27,12 +27,25 @@ struct AdamWSettings {
 // max_norm / (norm + 1e-6), applied only when below 1). Returns the norm before clipping.
 double clip_grad_norm(const kernels::Ops& ops, std::span<float> grads, double max_norm);
 
+// The same clip, measured but not applied: the norm, and the coefficient clip_grad_norm would
+// scale by (1 where it would not). AdamW::step takes the coefficient and reads each gradient times
+// it, the values clip_grad_norm would have stored, without a pass that reads and writes them all.
+struct GradClip {
+  double norm = 0;
+  float scale = 1.f;
+};
+GradClip measure_grad_clip(const kernels::Ops& ops, std::span<const float> grads, double max_norm);
+
 class AdamW {
  public:
   AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings = {});
 
-  // One update of params by grads (same flat layout). Increments step() first, as torch does.
-  void step(std::span<float> params, std::span<const float> grads);
+  // One update of params by grads * grad_scale (same flat layout; grad_scale: measure_grad_clip's).
+  // Increments step() first, as torch does.
+  void step(std::span<float> params, std::span<const float> grads, float grad_scale = 1.f);
+  // The same update of model's parameters; where the table has adamw_w16, it also writes the
+  // model's bf16 copy of them in the same pass (Transformer::weights16_for_writing).
+  void step(Transformer& model, std::span<const float> grads, float grad_scale = 1.f);
 
   int64_t step_count() const { return step_; }
   const AdamWSettings& settings() const { return settings_; }

@@ -1,5 +1,7 @@
 #include "model/memory_plan.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -26,15 +28,18 @@ namespace {
 
 // Elements each token keeps per layer slot for backward, as Transformer::forward_layers carves
 // them (LayerActs, the layer's input aside): ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate,
-// up [I] in the activation dtype, and rstd1, rstd2, lse (one per head) in fp32.
+// up [I] in the activation dtype, and rstd1, rstd2, lse (one per head) in fp32. With bf16 GEMMs
+// and bf16 training buffers (bf16_training_buffers), ln1 and ln2 are kept in bf16 only.
 struct PerToken {
-  double act_elems, fp32_elems;
+  double act_elems, bf16_elems, fp32_elems;
 };
 
-PerToken layer_acts(const ModelConfig& c) {
+PerToken layer_acts(const ModelConfig& c, bool norms16) {
   const double H = double(c.hidden_size), I = double(c.intermediate_size);
   const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
-  return {3 * H + 2 * qd + 2 * kd + 2 * I, 2 + double(c.num_attention_heads)};
+  const double rest = 2 * qd + 2 * kd + 2 * I, stats = 2 + double(c.num_attention_heads);
+  if (norms16) return {H + rest, 2 * H, stats};
+  return {3 * H + rest, 0, stats};
 }
 
 }  // namespace
@@ -47,6 +52,11 @@ HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward) {
   if (cols >= kHeadMinCols) return {R, cols, false};
   const int64_t min_cols = std::min(V, kHeadMinCols);
   return {kHeadTileFloats / min_cols, min_cols, false};
+}
+
+bool bf16_training_buffers(const ModelConfig& c) {
+  const int64_t qd = c.num_attention_heads * c.head_dim, kd = c.num_key_value_heads * c.head_dim;
+  return !c.mlp_bias && std::max(c.hidden_size, qd + 2 * kd) <= 2 * c.intermediate_size && c.hidden_size % 8 == 0;
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
@@ -68,17 +78,24 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   p.reserve = s.reserve_bytes;
 
   const double N = double(s.micro_batch) * double(s.seq_len);  // tokens in a micro-batch
-  const PerToken per = layer_acts(c);
-  const double layer_bytes = per.act_elems * a + per.fp32_elems * 4.0;
+  const bool gemm16 = s.precision == Precision::Fp32Bf16Gemm;
+  const PerToken per = layer_acts(c, gemm16 && bf16_training_buffers(c));
+  const double layer_bytes = per.act_elems * a + per.bf16_elems * 2.0 + per.fp32_elems * 4.0;
   // The residual stream: every layer's input and the last layer's output. The layer slots: every
   // layer's set when kept, one set (refilled layer by layer in backward) with recomputation. Once:
-  // the final norm's output and rstd, and the MLP / projection scratch (act [I], tmp [H]).
+  // the final norm's output and rstd, and the MLP / projection scratch (act [I], tmp [H]). With
+  // bf16 GEMMs SwiGLU writes only its bf16 rounding (in the GEMM-input scratch, below): no act.
   const double residual_bytes = (L + 1) * H * a;
   const double slots = s.recompute ? 1.0 : L;
-  const double tail_bytes = (2 * H + I) * a + 4.0;
+  const double tail_bytes = (2 * H + (gemm16 ? 0 : I)) * a + 4.0;
   p.activations = N * (residual_bytes + slots * layer_bytes + tail_bytes);
-  // dres, dln [H]; datt, dq [q_dim]; dk, dv [kv_dim]; dact, dgate, dup [I]
+  // dres, dln [H]; datt, dq [q_dim]; dk, dv [kv_dim]; dact, dgate, dup [I]. With bf16 GEMMs and
+  // bf16 output gradients (bf16_training_buffers), dgate and dup are bf16 and so are the other
+  // products' output gradients [max(H, q_dim + 2 kv_dim)], in whole floats.
   p.backward_scratch = N * (2 * H + 2 * qd + 2 * kd + 3 * I) * a;
+  if (gemm16 && bf16_training_buffers(c))
+    p.backward_scratch = N * (2 * H + 2 * qd + 2 * kd + I) * a +
+                         4.0 * std::ceil(N * (2 * I + std::max(H, qd + 2 * kd)) / 2.0);
   // The LM head (Transformer::score, backward): each sequence's seq_len - 1 rows that predict a
   // token. Its logits tile (or the kept logits) in fp32; a tile's gathered rows and their
   // gradients [rows, H]; per head row, the row index and target (int32), lse, logp, entropy and
@@ -112,8 +129,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     p.master_weights = p.weights;
     p.weights = 2.0 * P;
     // A prefill group's forward rounds its inputs into the same scratch (no backward).
+    // With bf16 output gradients (bf16_training_buffers) the layers' GEMMs round no gradient: the
+    // second buffer rounds the LM head's logits tile alone.
     const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
-    p.gemm_scratch = 2.0 * (forward_rows * widest + std::max(N * widest, head_rows > 0 ? head_logits : 0.0));
+    const double head_grad = head_rows > 0 ? head_logits : 0.0;
+    p.gemm_scratch = 2.0 * (forward_rows * widest + (bf16_training_buffers(c) ? head_grad : std::max(N * widest, head_grad)));
     // The Simt attention reads its keys and values rounded to bf16 from two fp32 copies [N,
     // kv_dim] and rounds its queries as it reads them; the tensor-core kernels (the CUDA default)
     // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.
@@ -122,9 +142,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     // adding each group's ([2, N, q_dim] fp32, kernels/cuda/attention_tensor_core.cu).
     p.gemm_scratch += 2.0 * N * qd * 4.0;
     // A GEMM input rounded once by its producer for the GEMMs it feeds (Transformer::GemmInput):
-    // a norm's output or SwiGLU's, for the rows of a training batch, a prefill group or a decode
-    // step, in bf16.
-    p.gemm_scratch += std::max(forward_rows, double(s.kv_slots)) * std::max(H, I) * 2.0;
+    // a norm's output (unless the layer keeps it in bf16) or SwiGLU's, or in backward attention's,
+    // for the rows of a training batch, a prefill group or a decode step, in bf16.
+    p.gemm_scratch += std::max(forward_rows, double(s.kv_slots)) * std::max({H, I, qd}) * 2.0;
     p.kv_cache /= 2.0;
   }
   return p;

@@ -202,6 +202,13 @@ std::span<float> Transformer::grad(std::string_view name) {
 
 void Transformer::zero_grad() { ops_->fill_zero(grads_.data(), int64_t(grads_.size())); }
 
+uint16_t* Transformer::weights16_for_writing() {
+  if (!ops_->to_bf16) return nullptr;
+  if (params16_.size() != params_.size()) params16_.assign_zero(params_.size());
+  weights16_stale_ = false;
+  return params16_.data();
+}
+
 const uint16_t* Transformer::weights16(const float* w) {
   if (weights16_stale_) {
     if (params16_.size() != params_.size()) params16_.assign_zero(params_.size());
@@ -227,13 +234,23 @@ void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const floa
     ops_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
 }
 
+bool Transformer::bf16_training() const {
+  const kernels::Ops& o = *ops_;
+  return o.rmsnorm_forward_w16 && o.residual_rmsnorm_forward_w16 && o.swiglu_backward_w16 && o.matmul_backward_g16 &&
+         bf16_training_buffers(config_);
+}
+
 Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, const float* x, const float* w,
-                                                  int64_t N) {
+                                                  int64_t N, uint16_t* keep16) {
   const int64_t H = config_.hidden_size;
   const float eps = float(config_.rms_norm_eps);
   if (!ops_->rmsnorm_forward_w16) {
     ops_->rmsnorm_forward(out, rstd, x, w, N, H, eps);
     return {out, nullptr};
+  }
+  if (keep16) {
+    ops_->rmsnorm_forward_w16(nullptr, keep16, rstd, x, w, N, H, eps);
+    return {nullptr, keep16};
   }
   gemm_in16_.ensure(size_t(N * H));
   ops_->rmsnorm_forward_w16(out, gemm_in16_.data(), rstd, x, w, N, H, eps);
@@ -241,16 +258,21 @@ Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, cons
 }
 
 Transformer::GemmInput Transformer::residual_norm_for_gemms(float* res_out, float* out, float* rstd, const float* x,
-                                                           const float* delta, const float* w, int64_t N) {
+                                                           const float* delta, const float* w, int64_t N,
+                                                           uint16_t* keep16) {
   const int64_t H = config_.hidden_size;
   if (!ops_->residual_rmsnorm_forward_w16) {
     ops_->add(res_out, x, delta, N * H);
-    return norm_for_gemms(out, rstd, res_out, w, N);
+    return norm_for_gemms(out, rstd, res_out, w, N, keep16);
   }
-  gemm_in16_.ensure(size_t(N * H));
-  ops_->residual_rmsnorm_forward_w16(res_out, out, gemm_in16_.data(), rstd, x, delta, w, N, H,
+  uint16_t* out16 = keep16;
+  if (!out16) {
+    gemm_in16_.ensure(size_t(N * H));
+    out16 = gemm_in16_.data();
+  }
+  ops_->residual_rmsnorm_forward_w16(res_out, keep16 ? nullptr : out, out16, rstd, x, delta, w, N, H,
                                      float(config_.rms_norm_eps));
-  return {out, gemm_in16_.data()};
+  return {keep16 ? nullptr : out, out16};
 }
 
 Transformer::GemmInput Transformer::swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n) {
@@ -452,9 +474,16 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   // The [N, width] tensors come first and the per-row statistics (rstd, lse: N and N x heads
   // floats) last, so every tensor starts 16 bytes into alignment whatever N is (the widths are
   // multiples of 4 in every Qwen2 and preset config), which the GPU kernels' 16-byte loads need.
-  const int64_t per_layer = N * (3 * H + 2 + 2 * qd + 2 * kd + nh + 2 * I);
+  // act [N, I] holds SwiGLU's fp32 output for the down projection, which a Bf16 table's SwiGLU
+  // writes only in bf16 (swiglu_for_gemm): such a model has none.
+  // With bf16_training(), ln1 and ln2 are kept as their bf16 roundings only, N x H / 2 floats each
+  // (H a multiple of 8: the tensors after them stay 16-byte aligned).
+  const bool norms16 = bf16_training();
+  const int64_t ln = norms16 ? H / 2 : H;
+  const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + 2 * I);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
-  const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1 + I));
+  const int64_t act = ops_->swiglu_forward_w16 ? 0 : N * I;
+  const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1) + act);
   acts_.ensure(need);
   float* p = acts_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
@@ -463,11 +492,15 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   layer_acts_.assign(size_t(L), {});
   for (int64_t l = 0; l < layer_slots; l++) {
     LayerActs& a = layer_acts_[size_t(l)];
-    a.ln1 = take(N * H), a.q = take(N * qd), a.k = take(N * kd), a.v = take(N * kd);
-    a.att = take(N * qd), a.h = take(N * H), a.ln2 = take(N * H);
+    a.ln1 = take(N * ln), a.q = take(N * qd), a.k = take(N * kd), a.v = take(N * kd);
+    a.att = take(N * qd), a.h = take(N * H), a.ln2 = take(N * ln);
+    if (norms16) {
+      a.ln1_16 = reinterpret_cast<uint16_t*>(a.ln1), a.ln2_16 = reinterpret_cast<uint16_t*>(a.ln2);
+      a.ln1 = a.ln2 = nullptr;
+    }
     a.gate = take(N * I), a.up = take(N * I);
   }
-  lnf_ = take(N * H), act_ = take(N * I), tmp_ = take(N * H);
+  lnf_ = take(N * H), act_ = act ? take(act) : nullptr, tmp_ = take(N * H);
   for (int64_t l = 0; l < layer_slots; l++) {
     LayerActs& a = layer_acts_[size_t(l)];
     a.rstd1 = take(N), a.lse = take(N * nh), a.rstd2 = take(N);
@@ -528,7 +561,7 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   const kernels::AttentionShape shape{fwd_B_, fwd_T_, nh, nkv, d, fwd_T_ * kd, lengths_.data()};
   const LayerWeights w = layer_weights(l, false);
   const LayerActs& a = layer_acts_[size_t(l)];
-  const GemmInput ln1 = norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N);
+  const GemmInput ln1 = norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N, a.ln1_16);
   gemm_forward(a.q, ln1, w.wq, w.bq, N, H, qd);
   gemm_forward(a.k, ln1, w.wk, w.bk, N, H, kd);
   gemm_forward(a.v, ln1, w.wv, w.bv, N, H, kd);
@@ -536,7 +569,7 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
   o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
   gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
-  const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N);
+  const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N, a.ln2_16);
   gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
   gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
   if (!through_mlp) return;
@@ -652,12 +685,20 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   gradients();
   const kernels::Ops& o = *ops_;
 
-  // Scratch: dres, dlnf [N,H]; datt, dq [N,qd]; dk, dv [N,kd]; dact, dgate, dup [N,I].
-  bwd_.ensure(size_t(N * (2 * H + 2 * qd + 2 * kd + 3 * I)));
+  // Scratch: dres, dlnf [N,H]; datt, dq [N,qd]; dk, dv [N,kd]; dact [N,I]; then dgate, dup [N,I]
+  // in fp32, or with a Bf16 table the layers' GEMM output gradients in bf16 (layer_backward_grads16):
+  // dgate16, dup16 [N, I] and dout16, the other products' [N, max(H, qd + 2 kd)], in whole floats
+  // (model/memory_plan.cpp's backward_scratch).
+  const bool grads16 = bf16_training();
+  const int64_t grads16_floats = (N * (2 * I + std::max(H, qd + 2 * kd)) + 1) / 2;
+  bwd_.ensure(size_t(N * (2 * H + 2 * qd + 2 * kd + I) + (grads16 ? grads16_floats : 2 * N * I)));
   float* p = bwd_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
   float *dres = take(N * H), *dln = take(N * H), *datt = take(N * qd), *dq = take(N * qd), *dk = take(N * kd),
-        *dv = take(N * kd), *dact = take(N * I), *dgate = take(N * I), *dup = take(N * I);
+        *dv = take(N * kd), *dact = take(N * I);
+  float *dgate = grads16 ? nullptr : take(N * I), *dup = grads16 ? nullptr : take(N * I);
+  uint16_t* dgate16 = grads16 ? reinterpret_cast<uint16_t*>(p) : nullptr;
+  uint16_t *dup16 = grads16 ? dgate16 + N * I : nullptr, *dout16 = grads16 ? dup16 + N * I : nullptr;
 
   // LM head, tile by tile as in score(): dlogits -> d(final norm output) and the head's weight
   // gradient, each column block's written once per row block (once, unless the rows are split).
@@ -699,11 +740,18 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
                      params_.data() + norm_off_, rstdf_, N, H);
 
   const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, lengths_.data()};
+  // With a Bf16 table, the layers' GEMM output gradients go to the GEMMs in bf16, rounded by their
+  // producers (kernels::Ops::swiglu_backward_w16, to_bf16). A model with MLP biases keeps the fp32
+  // path: their gradients are column sums of fp32 dgate and dup (bf16_training_buffers).
   for (int64_t l = L - 1; l >= 0; l--) {
     const LayerWeights w = layer_weights(l, false);
     const LayerWeights g = layer_weights(l, true);
     if (fwd_recomputes_) layer_forward(l, N, /*through_mlp=*/false);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
+    if (grads16) {
+      layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, shape);
+      continue;
+    }
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
     const GemmInput act = swiglu_for_gemm(act_, a.gate, a.up, N * I);  // recomputed rather than stored
     o.fill_zero(dact, N * I);
@@ -728,6 +776,53 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
   }
   o.embedding_backward(grads_.data() + embed_off_, dres, ids_.data(), N, H);
+}
+
+// backward()'s layer with the GEMM output gradients in bf16: the same products on the same bf16
+// operands as the fp32 path's (whose GEMMs round dout as they read it), so the same gradients,
+// but no fp32 dgate or dup is written or read, no GEMM rounds a gradient, and the first product
+// into each of dact, dln and datt writes it rather than adding to a zero fill.
+void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
+                                         float* dln, float* datt, float* dq, float* dk, float* dv, float* dact,
+                                         uint16_t* dgate16, uint16_t* dup16, uint16_t* dout16,
+                                         const kernels::AttentionShape& shape) {
+  const ModelConfig& c = config_;
+  const kernels::Ops& o = *ops_;
+  const int64_t N = fwd_B_ * fwd_T_, H = c.hidden_size, I = c.intermediate_size, nh = c.num_attention_heads;
+  const int64_t nkv = c.num_key_value_heads, d = c.head_dim, qd = nh * d, kd = nkv * d;
+  // A bias's gradient: the column sums of the fp32 dout, the only part of the product that wants it.
+  auto bias_grad = [&](float* dbias, const float* dout, int64_t IC, int64_t OC) {
+    if (dbias) o.matmul_backward_a16w16(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, IC, OC);
+  };
+  constexpr bool kWrite = true, kAdd = false;
+  // MLP branch: res_out = h + down(silu(gate) * up); dres holds d(res_out).
+  const GemmInput act = swiglu_for_gemm(act_, a.gate, a.up, N * I);  // recomputed rather than stored
+  o.to_bf16(dout16, dres, N * H);
+  o.matmul_backward_g16(dact, g.wd, dout16, act.x16, weights16(w.wd), N, I, H, kWrite);
+  bias_grad(g.bd, dres, I, H);
+  o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);
+  o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, I, kWrite);  // ln2 as kept
+  o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
+  o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
+  // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
+  const GemmInput att = rounded_for_gemms(a.att, N * qd);
+  o.to_bf16(dout16, dres, N * H);
+  o.matmul_backward_g16(datt, g.wo, dout16, att.x16, weights16(w.wo), N, qd, H, kWrite);
+  bias_grad(g.bo, dres, qd, H);
+  o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
+  o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
+  o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+  uint16_t *dq16 = dout16, *dk16 = dq16 + N * qd, *dv16 = dk16 + N * kd;
+  o.to_bf16(dq16, dq, N * qd);
+  o.to_bf16(dk16, dk, N * kd);
+  o.to_bf16(dv16, dv, N * kd);
+  bias_grad(g.bq, dq, H, qd);
+  bias_grad(g.bk, dk, H, kd);
+  bias_grad(g.bv, dv, H, kd);
+  o.matmul_backward_g16(dln, g.wq, dq16, a.ln1_16, weights16(w.wq), N, H, qd, kWrite);  // ln1 as kept
+  o.matmul_backward_g16(dln, g.wk, dk16, a.ln1_16, weights16(w.wk), N, H, kd, kAdd);
+  o.matmul_backward_g16(dln, g.wv, dv16, a.ln1_16, weights16(w.wv), N, H, kd, kAdd);
+  o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
 }
 
 std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& prompts) {

@@ -117,6 +117,11 @@ class Transformer {
     return params_.span();
   }
   std::span<const float> parameters() const { return params_.span(); }
+  // The bf16 copy of the weights for an optimizer that writes it as it updates them (AdamW::step
+  // through kernels::Ops::adamw_w16), so no second pass rounds them again: the copy counts as
+  // fresh from this call on, and the caller writes to_bf16 of every parameter into it before the
+  // model next runs. Null where the table has no bf16 copy (an Fp32 table).
+  uint16_t* weights16_for_writing();
   // Allocated (zeroed) on first use.
   std::span<float> gradients();
   std::span<float> param(std::string_view name);  // throws std::out_of_range
@@ -207,6 +212,11 @@ class Transformer {
   // last token to logits [B, V]: in groups of prefill_group_tokens_ padded tokens.
   void prefill_rows(KVCache& cache, const SequenceBatch& prompts, std::span<const int32_t> slots, float* logits);
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
+  struct LayerActs;
+  // One layer of backward() with a Bf16 table's bf16 output gradients (kernels::Ops::matmul_backward_g16).
+  void layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
+                              float* dln, float* datt, float* dq, float* dk, float* dv, float* dact, uint16_t* dgate16,
+                              uint16_t* dup16, uint16_t* dout16, const kernels::AttentionShape& shape);
   void lm_head_rows(const SequenceBatch& batch);
   HeadTiles head_tiles(int64_t R, bool for_backward) const;
   float* take_head_scratch(const HeadTiles& t, int64_t R);
@@ -224,11 +234,17 @@ class Transformer {
     const float* x;
     const uint16_t* x16;  // null: the GEMM rounds x itself (or the table is fp32)
   };
-  // rmsnorm of N rows of the hidden size into out.
-  GemmInput norm_for_gemms(float* out, float* rstd, const float* x, const float* w, int64_t N);
-  // res_out = x + delta (a residual add), then its rmsnorm into out, in one op where the table has it.
+  // rmsnorm of N rows of the hidden size into out; with keep16 (a layer's bf16 norm output,
+  // bf16_training_buffers) into keep16 only, its bf16 rounding, and out is not written.
+  GemmInput norm_for_gemms(float* out, float* rstd, const float* x, const float* w, int64_t N,
+                           uint16_t* keep16 = nullptr);
+  // res_out = x + delta (a residual add), then its rmsnorm into out (or keep16), in one op where
+  // the table has it.
   GemmInput residual_norm_for_gemms(float* res_out, float* out, float* rstd, const float* x, const float* delta,
-                                    const float* w, int64_t N);
+                                    const float* w, int64_t N, uint16_t* keep16 = nullptr);
+  // Whether this model on this table keeps its bf16-only training buffers in bf16 (the norm
+  // outputs, the backward's GEMM output gradients: model/memory_plan.h's bf16_training_buffers).
+  bool bf16_training() const;
   // out = silu(gate) * up over n values; a Bf16 table writes only its bf16 rounding (x null), which
   // is all the down projection reads.
   GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
@@ -278,6 +294,7 @@ class Transformer {
   // also ping-pongs between two buffers.
   struct LayerActs {
     float *res_in, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *res_out;
+    uint16_t *ln1_16 = nullptr, *ln2_16 = nullptr;  // with bf16_training(), ln1 and ln2 as kept (and null)
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;

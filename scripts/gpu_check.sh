@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode]   a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -38,14 +38,20 @@
 #          every whole-model test (generation against the training forward, recorded steps), then
 #          cuda_ops_bench's decode attention rows, then decode at batch 64 and 256 of the 0.5B and
 #          1.5B configs in bf16 (no HF baseline: compare with a run of the same device)
+#   train  (not part of all) the training step's checks alone, for a session with three or four
+#          minutes of device time: builds the same four targets as decode; runs the op tests of
+#          CudaOps (element-wise ops, AdamW, the ops with bf16 gradients) and every whole-model
+#          test (the bf16 model's forward, gradients and AdamW against the CPU's), then
+#          cuda_ops_bench's grads16 and adamw rows, then a training step of the 0.5B and 1.5B
+#          configs in bf16 against torch's in the same run
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench | profile | quick | decode) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode]" >&2; exit 2 ;;
+  all | tests | bench | profile | quick | decode | train) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -70,7 +76,8 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
   -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
 targets=()
-[[ "$STAGE" == decode ]] && targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
+[[ "$STAGE" == decode || "$STAGE" == train ]] &&
+  targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
 cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
 
 # Every GPU test skips without a device; here that is a failed check, not a pass.
@@ -95,6 +102,16 @@ if [[ "$STAGE" == decode ]]; then
   "$BUILD/bin/model_speed_bench" --device cuda --no-train --no-baseline --matmul-precision bf16 \
     --decode-batches 64,256 2>&1 | tee "$OUT/model_speed_decode.txt" || status=$?
   echo "gpu_check: decode: outputs in $OUT (exit $status)"
+  exit "$status"
+fi
+if [[ "$STAGE" == train ]]; then
+  { "$BUILD/bin/cuda_ops_test" --gtest_filter='CudaOps.*' && "$BUILD/bin/cuda_model_test"; } 2>&1 |
+    tee "$OUT/gpu_tests.txt" || status=$?
+  { "$BUILD/bin/cuda_ops_bench" --only grads16 && "$BUILD/bin/cuda_ops_bench" --only adamw; } 2>&1 |
+    tee "$OUT/cuda_ops_bench.txt" || status=$?
+  "$BUILD/bin/model_speed_bench" --device cuda --no-decode --matmul-precision bf16 2>&1 |
+    tee "$OUT/model_speed_train.txt" || status=$?
+  echo "gpu_check: train: outputs in $OUT (exit $status)"
   exit "$status"
 fi
 if [[ "$STAGE" == profile ]]; then

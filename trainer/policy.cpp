@@ -86,9 +86,10 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
   comm.allreduce_sum(std::span<double>(sums));
   st.loss = sums[0], st.pg_loss = sums[1], st.entropy = sums[2], st.clip_fraction = sums[3], st.approx_kl = sums[4];
   st.tokens = sums[5];
-  // clip_grad_norm with an infinite bound only measures.
-  st.grad_norm = model::clip_grad_norm(model_.ops(), grads, s.grad_clip > 0 ? s.grad_clip : 1e300);
-  optimizer_.step(model_.parameters(), grads);
+  // An infinite bound only measures; the clip's coefficient goes into the update, not the gradients.
+  const model::GradClip clip = model::measure_grad_clip(model_.ops(), grads, s.grad_clip > 0 ? s.grad_clip : 1e300);
+  st.grad_norm = clip.norm;
+  optimizer_.step(model_, grads, clip.scale);
   return st;
 }
 

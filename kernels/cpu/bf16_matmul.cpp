@@ -128,8 +128,21 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
 
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps) {
-  cpu_ops().rmsnorm_forward(out, rstd, x, w, N, C, eps);
-  to_bf16(out16, out, N * C);
+  if (out) {
+    cpu_ops().rmsnorm_forward(out, rstd, x, w, N, C, eps);
+    to_bf16(out16, out, N * C);
+    return;
+  }
+  // The fp32 rows nobody reads, whole rows at a time through scratch (each row's norm is its own:
+  // the same values), about 4 MB held.
+  const int64_t rows = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(C, 1));
+  static thread_local std::vector<float> y;
+  y.resize(size_t(std::min(N, rows) * C));
+  for (int64_t r = 0; r < N; r += rows) {
+    const int64_t n = std::min(rows, N - r);
+    cpu_ops().rmsnorm_forward(y.data(), rstd + r, x + r * C, w, n, C, eps);
+    to_bf16(out16 + r * C, y.data(), n * C);
+  }
 }
 
 void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
@@ -154,6 +167,41 @@ void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const fl
     cpu_ops().swiglu_forward(y.data(), gate + i, up + i, len);
     to_bf16(out16 + i, y.data(), len);
   }
+}
+
+// swiglu_backward's values, then rounded: a chunk at a time through scratch, as the forward's.
+void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate, const float* up,
+                         int64_t n) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  static thread_local std::vector<float> dg, du;
+  dg.resize(size_t(std::min(n, kChunk)));
+  du.resize(dg.size());
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    cpu_ops().swiglu_backward(dg.data(), du.data(), dout + i, gate + i, up + i, len);
+    to_bf16(dgate16 + i, dg.data(), len);
+    to_bf16(dup16 + i, du.data(), len);
+  }
+}
+
+// The fp32 products on the widened operands; overwrite_dinp as a zero fill before the sum, which
+// adds to exactly 0 (the same values as a product that writes).
+void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
+                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
+  if (!dinp && !dw) return;
+  const Ops& fp32 = cpu_ops();
+  const float* dout = widened(t_scratch.a, dout16, N * OC);
+  if (dinp) {
+    if (overwrite_dinp) fp32.fill_zero(dinp, N * IC);
+    fp32.matmul_backward(dinp, nullptr, nullptr, dout, nullptr, widened(t_scratch.b, w16, OC * IC), N, IC, OC);
+  }
+  if (dw) fp32.matmul_backward(nullptr, dw, nullptr, dout, widened(t_scratch.b, inp16, N * IC), nullptr, N, IC, OC);
+}
+
+void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale) {
+  cpu_ops().adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);
+  to_bf16(p16, p, n);
 }
 
 // Attention on queries, keys and values rounded to bf16 (the operands a tensor core reads; the
@@ -245,6 +293,9 @@ Ops make_table() {
   t.swiglu_forward_w16 = swiglu_forward_w16;
   t.decode_qkv_w16 = decode_qkv_w16;
   t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
+  t.swiglu_backward_w16 = swiglu_backward_w16;
+  t.matmul_backward_g16 = matmul_backward_g16;
+  t.adamw_w16 = adamw_w16;
   return t;
 }
 

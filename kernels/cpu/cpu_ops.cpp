@@ -466,15 +466,16 @@ void scale(float* x, float factor, int64_t n) {
 }
 
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, float bc1, float bc2) {
+           float weight_decay, float bc1, float bc2, float grad_scale) {
   const float step_size = lr / bc1;
   const float bc2_sqrt = std::sqrt(bc2);
   const float decay = 1.f - lr * weight_decay;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; i++) {
+    const float gi = g[i] * grad_scale;  // rounded to fp32 here, as scale() stores it
     p[i] *= decay;
-    m[i] = beta1 * m[i] + (1.f - beta1) * g[i];
-    v[i] = beta2 * v[i] + (1.f - beta2) * g[i] * g[i];
+    m[i] = beta1 * m[i] + (1.f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.f - beta2) * gi * gi;
     p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
   }
 }
@@ -559,6 +560,9 @@ const Ops kCpuOps = {
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
+    /*swiglu_backward_w16=*/nullptr,
+    /*matmul_backward_g16=*/nullptr,
+    /*adamw_w16=*/nullptr,
     /*recorder=*/{},
 };
 

@@ -54,13 +54,19 @@ __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, const fl
   }
 }
 
-// silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
-__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dout, const float* gate,
-                                       const float* up, int64_t n) {
+// A value stored as fp32, or rounded to bf16 (nearest even, the bits to_bf16 writes).
+__device__ __forceinline__ void store_as(float* dst, float x) { *dst = x; }
+__device__ __forceinline__ void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
+
+// silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))). G: float, or __nv_bfloat16
+// for swiglu_backward_w16 (the same fp32 values, rounded as stored).
+template <class G>
+__global__ void swiglu_backward_kernel(G* dgate, G* dup, const float* dout, const float* gate, const float* up,
+                                       int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = gate[i], sig = 1.f / (1.f + expf(-g)), dy = dout[i];
-    dup[i] = dy * g * sig;
-    dgate[i] = dy * up[i] * sig * (1.f + g * (1.f - sig));
+    store_as(dup + i, dy * g * sig);
+    store_as(dgate + i, dy * up[i] * sig * (1.f + g * (1.f - sig)));
   }
 }
 
@@ -74,15 +80,19 @@ __global__ void scale_kernel(float* x, float factor, int64_t n) {
     x[i] *= factor;
 }
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float beta1, float beta2,
-                             float eps, float step_size, float bc2_sqrt, float decay) {
+// p16 (may be null): the updated p rounded to bf16 as well, the model's bf16 copy (adamw_w16).
+// g_scale: a clip's coefficient; g * g_scale is a product alone (nothing to contract it into an
+// FMA with), so it rounds to fp32 exactly as scale_kernel's stored value does.
+__global__ void adamw_kernel(float* p, __nv_bfloat16* p16, const float* g, float* m, float* v, int64_t n, float beta1,
+                             float beta2, float eps, float step_size, float bc2_sqrt, float decay, float g_scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
+    const float gi = __fmul_rn(g[i], g_scale);
     float pi = p[i] * decay;
     const float mi = beta1 * m[i] + (1.f - beta1) * gi;
     const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
     pi -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
     p[i] = pi, m[i] = mi, v[i] = vi;
+    if (p16) p16[i] = __float2bfloat16_rn(pi);
   }
 }
 
@@ -120,9 +130,7 @@ __global__ void scatter_add_rows_kernel(float* dst, const float* src, const int3
 
 // One thread per float of k (and the same float of v): rows of a decode step are few and short, so
 // one flat launch for the layer beats R copies.
-// KV: float, or __nv_bfloat16 for a bf16 cache (rounded to nearest even).
-__device__ __forceinline__ void store_as(float* dst, float x) { *dst = x; }
-__device__ __forceinline__ void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
+// KV: float, or __nv_bfloat16 for a bf16 cache (store_as above).
 
 template <class KV>
 __global__ void kv_store_kernel(KV* kcache, KV* vcache, const float* k, const float* v, const int32_t* slot,
@@ -211,6 +219,15 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
   AZR_CUDA_LAUNCHED();
 }
 
+void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate, const float* up,
+                         int64_t n) {
+  if (n == 0) return;
+  swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(dgate16),
+                                                               reinterpret_cast<__nv_bfloat16*>(dup16), dout, gate,
+                                                               up, n);
+  AZR_CUDA_LAUNCHED();
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   if (n == 0) return;
   add_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, a, b, n);
@@ -224,10 +241,19 @@ void scale(float* x, float factor, int64_t n) {
 }
 
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, float bc1, float bc2) {
+           float weight_decay, float bc1, float bc2, float grad_scale) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, g, m, v, n, beta1, beta2, eps, lr / bc1, std::sqrt(bc2),
-                                      1.f - lr * weight_decay);
+  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, nullptr, g, m, v, n, beta1, beta2, eps, lr / bc1,
+                                                     std::sqrt(bc2), 1.f - lr * weight_decay, grad_scale);
+  AZR_CUDA_LAUNCHED();
+}
+
+void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale) {
+  if (n == 0) return;
+  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, reinterpret_cast<__nv_bfloat16*>(p16), g, m, v, n, beta1,
+                                                     beta2, eps, lr / bc1, std::sqrt(bc2), 1.f - lr * weight_decay,
+                                                     grad_scale);
   AZR_CUDA_LAUNCHED();
 }
 

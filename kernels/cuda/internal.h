@@ -16,10 +16,14 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
 void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n);
+void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate, const float* up,
+                         int64_t n);
 void add(float* out, const float* a, const float* b, int64_t n);
 void scale(float* x, float factor, int64_t n);
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
-           float weight_decay, float bc1, float bc2);
+           float weight_decay, float bc1, float bc2, float grad_scale);
+void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale);
 double sum_squares(const float* x, int64_t n);
 // dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
 void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
@@ -60,6 +64,8 @@ void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w1
                            int64_t IC, int64_t OC);
 void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
                             const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
+                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp);
 
 // The same product on cuBLASLt whatever the row count (matmul_forward_a16w16 takes gemv_linear
 // for a few rows): the baseline the GEMV is measured against.

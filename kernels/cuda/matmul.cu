@@ -248,6 +248,17 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
                OC);
 }
 
+// dout rounded by its producer (ops.h): no rounding pass here; overwrite_dinp as beta = 0, which
+// cuBLASLt reads no C for.
+void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
+                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
+  if (dinp && OC == 0 && overwrite_dinp && N * IC > 0)  // an empty sum, which lt_gemm leaves to its caller
+    AZR_CUDA_CHECK(cudaMemsetAsync(dinp, 0, sizeof(float) * size_t(N * IC), op_stream()));
+  else if (dinp)
+    lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, overwrite_dinp ? 0.f : 1.f, dinp, IC, nullptr, CUDA_R_16BF);
+  if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp16, IC, dout16, OC, 1.f, dw, IC, nullptr, CUDA_R_16BF);
+}
+
 // The same products on fp32 weights: rounded first into their own scratch (the w16 functions
 // use the other two).
 void matmul_forward_bf16(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t IC,

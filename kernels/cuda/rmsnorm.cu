@@ -13,7 +13,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds. delta (may be
+// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds; out (may be null
+// where out16 is not): the fp32 output, which a bf16 model does not keep. delta (may be
 // null): the row is x + delta, a residual add fused in front, written to res (which may alias x or
 // delta: each thread rereads only what it wrote). The sums run in the same order either way, so
 // the fused call is the add and the norm bit for bit.
@@ -33,10 +34,9 @@ __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* 
   ss = block_sum(ss, shared);
   const float r = rsqrtf(ss / float(C) + eps);
   if (threadIdx.x == 0) rstd[n] = r;
-  float* o = out + n * C;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const float y = xr[c] * r * w[c];
-    o[c] = y;
+    if (out) out[n * C + c] = y;
     if (out16) out16[n * C + c] = __float2bfloat16_rn(y);
   }
 }

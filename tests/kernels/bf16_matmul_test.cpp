@@ -243,6 +243,21 @@ TEST(CpuBf16Matmul, NormWithBf16OutputIsTheNormAndItsRounding) {
   EXPECT_EQ(out_b, out);
   EXPECT_EQ(rstd_b, rstd);
   for (size_t i = 0; i < out.size(); i++) EXPECT_EQ(uint32_t(out16[i]) << 16, bits_of(round_to_bf16(out[i]))) << i;
+  // Without the fp32 output (a bf16 model's kept norm outputs): the same rounding and rstd; and
+  // past its scratch's 2^20 values (rows of 1,000: 1,048 rows a chunk), with a ragged last chunk.
+  std::vector<uint16_t> only16(out.size(), 0xFFFF);
+  std::vector<float> rstd_o(rstd.size(), 9.f);
+  bf.rmsnorm_forward_w16(nullptr, only16.data(), rstd_o.data(), x.data(), w.data(), N, C, 1e-6f);
+  EXPECT_EQ(only16, out16);
+  EXPECT_EQ(rstd_o, rstd);
+  const int64_t Nb = 2200, Cb = 1000;
+  const auto xb = randn(size_t(Nb * Cb), 33), wb = randn(size_t(Cb), 34);
+  std::vector<float> yb(size_t(Nb * Cb)), rb(static_cast<size_t>(Nb)), rb_o(rb.size(), 9.f);
+  std::vector<uint16_t> with_out(yb.size()), without(yb.size(), 0xFFFF);
+  bf.rmsnorm_forward_w16(yb.data(), with_out.data(), rb.data(), xb.data(), wb.data(), Nb, Cb, 1e-6f);
+  bf.rmsnorm_forward_w16(nullptr, without.data(), rb_o.data(), xb.data(), wb.data(), Nb, Cb, 1e-6f);
+  EXPECT_EQ(without, with_out);
+  EXPECT_EQ(rb_o, rb);
 }
 
 // Attention in a Bf16 table is the fp32 attention on queries, keys and values rounded to bf16, bit
@@ -386,6 +401,13 @@ TEST(CpuBf16Matmul, TheModelsBf16WeightsFollowEveryWrite) {
   const std::vector<float> after = m.score(batch).logp;
   EXPECT_NE(after, before) << "the step did not reach the bf16 weights";
   EXPECT_EQ(after, scores_of_a_copy());
+  // A step through the model writes the bf16 copy as it updates (adamw_w16): the same copy.
+  m.score(batch, 1.f, true);
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
+  opt.step(m, m.gradients());
+  const std::vector<float> fused = m.score(batch).logp;
+  EXPECT_NE(fused, after) << "the fused step did not reach the bf16 weights";
+  EXPECT_EQ(fused, scores_of_a_copy());
   for (float& x : m.param("model.norm.weight")) x *= 1.5f;
   const std::vector<float> rescaled = m.score(batch).logp;
   EXPECT_NE(rescaled, after);
@@ -472,7 +494,8 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 // round a GEMM input inside the GEMM (_w16) against taking a norm's rounding (_a16w16).
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
-      back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0;
+      back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
+      to_bf16 = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -524,6 +547,20 @@ const Ops& counting_bf16_ops() {
                                   const uint16_t* w16, int64_t N, int64_t IC, int64_t OC) {
       g_counts.back_a16++;
       cpu_bf16_matmul_ops().matmul_backward_a16w16(dinp, dw, dbias, dout, inp16, w16, N, IC, OC);
+    };
+    t.matmul_backward_g16 = [](float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
+      g_counts.back_g16++;
+      cpu_bf16_matmul_ops().matmul_backward_g16(dinp, dw, dout16, inp16, w16, N, IC, OC, overwrite_dinp);
+    };
+    t.swiglu_backward_w16 = [](uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
+                               const float* up, int64_t n) {
+      g_counts.swiglu_back16++;
+      cpu_bf16_matmul_ops().swiglu_backward_w16(dgate16, dup16, dout, gate, up, n);
+    };
+    t.to_bf16 = [](uint16_t* dst, const float* src, int64_t n) {
+      g_counts.to_bf16++;
+      cpu_bf16_matmul_ops().to_bf16(dst, src, n);
     };
     t.rope_forward = [](float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                         int64_t d) {
@@ -596,20 +633,158 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
-  // SwiGLU; backward recomputes SwiGLU and rounds each kept norm output once for the dw products
-  // of the GEMMs it fed; o rounds its own; the LM head's gathered rows are rounded once for all
-  // its GEMMs (here one column block, kept from score() to backward()).
+  // SwiGLU; the two norm outputs are kept in bf16 only, for the dw products of the GEMMs they fed;
+  // backward recomputes SwiGLU and rounds attention's output once for o's; the LM head's gathered
+  // rows are rounded once for all its GEMMs (here one column block, kept from score() to backward()).
+  // Each GEMM output's gradient reaches its GEMM in bf16 (matmul_backward_g16), rounded once by
+  // its producer: SwiGLU's backward for gate and up, a to_bf16 for down and o (dres) and for q, k
+  // and v; matmul_backward_a16w16 is left the bias sums of q, k and v and the LM head.
+  ASSERT_TRUE(c.qkv_bias);
+  ASSERT_FALSE(c.mlp_bias);
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3}});
   g_counts = {};
   m.score(batch, 1.f, true);
+  EXPECT_EQ(g_counts.to_bf16, 1);  // the LM head's rows (the weights' copy is fresh since decode)
+  g_counts = {};
   m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
+  EXPECT_EQ(g_counts.swiglu16, L);
+  EXPECT_EQ(g_counts.swiglu, 0);
+  EXPECT_EQ(g_counts.swiglu_back16, L);
+  EXPECT_EQ(g_counts.back_g16, 7 * L);      // q, k, v, o, gate, up, down
+  EXPECT_EQ(g_counts.back_a16, 3 * L + 1);  // the q, k and v bias sums; the LM head
+  EXPECT_EQ(g_counts.back_w16, 0);
+  EXPECT_EQ(g_counts.to_bf16, 6 * L + 1);   // dres twice, dq, dk, dv, att; the head's rows (ln1, ln2 kept in bf16)
+  // An optimizer step through the model writes the bf16 copy in its own pass (adamw_w16): the
+  // next forward rounds no weight.
+  model::AdamW opt(m.ops(), m.parameters().size());
+  opt.step(m, m.gradients());
+  g_counts = {};
+  m.score(batch, 1.f, true);
   EXPECT_EQ(g_counts.norm16, L);
   EXPECT_EQ(g_counts.residual_norm16, L);
-  EXPECT_EQ(g_counts.swiglu16, 2 * L);
-  EXPECT_EQ(g_counts.swiglu, 0);
+  EXPECT_EQ(g_counts.swiglu16, L);
   EXPECT_EQ(g_counts.gemm_a16, 6 * L + 1);
-  EXPECT_EQ(g_counts.back_a16, 6 * L + 1);
-  EXPECT_EQ(g_counts.back_w16, L);
+  EXPECT_EQ(g_counts.to_bf16, 1);  // the head's rows
+}
+
+// The training ops with bf16 gradients are the ops they replace, bit for bit: swiglu_backward_w16
+// is swiglu_backward rounded (past its scratch's chunk, with a ragged tail); matmul_backward_g16 is
+// matmul_backward_a16w16 on the rounded dout, adding into dinp or writing it over whatever it held;
+// adamw_w16 is adamw and then to_bf16 of the updated weights.
+TEST(CpuBf16Matmul, OpsWithBf16GradientsAreTheOpsTheyReplace) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  EXPECT_EQ(cpu_ops().swiglu_backward_w16, nullptr);
+  EXPECT_EQ(cpu_ops().matmul_backward_g16, nullptr);
+  EXPECT_EQ(cpu_ops().adamw_w16, nullptr);
+  auto bf16_bits = [](const std::vector<float>& x) {
+    std::vector<uint16_t> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = uint16_t(bits_of(round_to_bf16(x[i])) >> 16);
+    return r;
+  };
+
+  const int64_t n = (int64_t(1) << 20) + 7;
+  const auto dy = randn(size_t(n), 51), g = randn(size_t(n), 52), u = randn(size_t(n), 53);
+  std::vector<float> dg(static_cast<size_t>(n)), du(static_cast<size_t>(n));
+  cpu_ops().swiglu_backward(dg.data(), du.data(), dy.data(), g.data(), u.data(), n);
+  std::vector<uint16_t> dg16(static_cast<size_t>(n), 0xFFFF), du16(static_cast<size_t>(n), 0xFFFF);
+  bf.swiglu_backward_w16(dg16.data(), du16.data(), dy.data(), g.data(), u.data(), n);
+  EXPECT_EQ(dg16, bf16_bits(dg));
+  EXPECT_EQ(du16, bf16_bits(du));
+
+  const int64_t N = 7, IC = 19, OC = 13;
+  const auto dout = randn(size_t(N * OC), 61), inp = randn(size_t(N * IC), 62), w = randn(size_t(OC * IC), 63);
+  const std::vector<uint16_t> dout16 = bf16_bits(dout), inp16 = bf16_bits(inp), w16 = bf16_bits(w);
+  const auto dinp0 = randn(size_t(N * IC), 64), dw0 = randn(size_t(OC * IC), 65);
+  std::vector<float> dinp_a = dinp0, dw_a = dw0;  // a16w16: adds into both
+  bf.matmul_backward_a16w16(dinp_a.data(), dw_a.data(), nullptr, dout.data(), inp16.data(), w16.data(), N, IC, OC);
+  std::vector<float> dinp_g = dinp0, dw_g = dw0;
+  bf.matmul_backward_g16(dinp_g.data(), dw_g.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, false);
+  EXPECT_EQ(dinp_g, dinp_a);
+  EXPECT_EQ(dw_g, dw_a);
+  std::vector<float> dinp_zero(dinp0.size(), 0.f), dw_z = dw0;
+  bf.matmul_backward_a16w16(dinp_zero.data(), dw_z.data(), nullptr, dout.data(), inp16.data(), w16.data(), N, IC, OC);
+  std::vector<float> dinp_w = dinp0, dw_w = dw0;  // written over dinp0, dw still added to
+  bf.matmul_backward_g16(dinp_w.data(), dw_w.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, true);
+  EXPECT_EQ(dinp_w, dinp_zero);
+  EXPECT_EQ(dw_w, dw_z);
+  // dinp alone, and an empty sum written as zeros.
+  std::vector<float> only = dinp0;
+  bf.matmul_backward_g16(only.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, true);
+  EXPECT_EQ(only, dinp_zero);
+  bf.matmul_backward_g16(only.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, true);
+  EXPECT_EQ(only, std::vector<float>(only.size(), 0.f));
+
+  const auto p0 = randn(4099, 71), grad = randn(4099, 72), m0 = randn(4099, 73);
+  std::vector<float> v0 = randn(4099, 74);
+  for (float& x : v0) x = x * x;  // a second moment is not negative
+  // adamw on g (its p, m, v) against adamw_w16 on g_w16 with grad_scale (its p, m, v and p16).
+  struct State {
+    std::vector<float> p, m, v;
+  };
+  auto both = [&](const std::vector<float>& g, const std::vector<float>& g_w16, float grad_scale) {
+    State a{p0, m0, v0}, b{p0, m0, v0};
+    std::vector<uint16_t> p16(p0.size(), 0xFFFF);
+    bf.adamw(a.p.data(), g.data(), a.m.data(), a.v.data(), 4099, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.19f, 0.002f, 1.f);
+    bf.adamw_w16(b.p.data(), p16.data(), g_w16.data(), b.m.data(), b.v.data(), 4099, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f,
+                 0.19f, 0.002f, grad_scale);
+    EXPECT_EQ(b.p, a.p);
+    EXPECT_EQ(b.m, a.m);
+    EXPECT_EQ(b.v, a.v);
+    EXPECT_EQ(p16, bf16_bits(a.p));
+    return a.p;
+  };
+  const std::vector<float> unscaled = both(grad, grad, 1.f);
+  // A clip's coefficient read into the update (grad_scale) is scale() on the gradients first.
+  std::vector<float> scaled = grad;
+  bf.scale(scaled.data(), 0.3712f, 4099);
+  EXPECT_NE(both(scaled, grad, 0.3712f), unscaled);
+}
+
+// A model's backward with bf16 gradients (layer_backward_grads16) gives the gradients of the fp32
+// gradients' path bit for bit, with every bias in play (q, k, v and o random), kept activations
+// and recomputed ones, two micro-batches, and the AdamW step after them (adamw_w16 against adamw
+// and a later rounding of the weights).
+TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
+  static const Ops fp32_grads = [] {
+    Ops t = cpu_bf16_matmul_ops();
+    t.name = "cpu+bf16 fp32 gradients";
+    t.swiglu_backward_w16 = nullptr;
+    t.matmul_backward_g16 = nullptr;
+    t.adamw_w16 = nullptr;
+    return t;
+  }();
+  model::ModelConfig c = model::preset_config("azr-tiny");
+  c.o_bias = true;
+  const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7, 1, 3}, {3, 3, 8}, {4}});
+  const std::vector<float> dlogp = randn(size_t(batch.B * batch.T), 81), dent = randn(size_t(batch.B * batch.T), 82);
+  for (bool recompute : {false, true}) {
+    std::vector<float> grads[2], params[2];
+    int i = 0;
+    for (const Ops* ops : {&cpu_bf16_matmul_ops(), &fp32_grads}) {
+      model::Transformer m = model::Transformer::random(c, 17, 0.05f, *ops);
+      m.set_recompute(recompute);
+      std::mt19937 rng(5);
+      std::normal_distribution<float> normal(0.f, 0.1f);
+      for (const model::ParamTensor& t : m.tensors())
+        if (t.name.ends_with(".bias"))
+          for (float& b : m.param(t.name)) b = normal(rng);
+      m.score(batch, 1.f, true);
+      m.backward(dlogp, dent);
+      m.score(batch, 1.f, true);  // a second micro-batch adds to the first's gradients
+      m.backward(dlogp, {});
+      const std::span<const float> gr = m.gradients();
+      grads[i].assign(gr.begin(), gr.end());
+      model::AdamW opt(m.ops(), m.parameters().size(), {1e-2, 0.9, 0.999, 1e-8, 0.1});
+      opt.step(m, m.gradients());
+      const std::vector<float> after = m.score(batch).logp;  // through the bf16 copy the step left
+      params[i] = after;
+      i++;
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), sizeof(float) * grads[0].size()), 0)
+        << "recompute " << recompute;
+    EXPECT_EQ(params[0], params[1]) << "recompute " << recompute;
+  }
 }
 
 // The fused decode ops replace the ops they fuse in the model's decode step without changing a

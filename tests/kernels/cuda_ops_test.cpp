@@ -147,6 +147,18 @@ TEST_F(CudaOps, RmsNormForwardAndBackward) {
   EXPECT_EQ(to_host<float>(d_out_f, out.size()), to_host<float>(d_out_s, out.size()));
   EXPECT_EQ(to_host<float>(d_rstd_f, size_t(N)), to_host<float>(d_rstd, size_t(N)));
   EXPECT_EQ(to_host<uint16_t>(d_out16, out.size()), to_host<uint16_t>(d_want16, out.size()));
+  // Without the fp32 output (a bf16 model's kept norm outputs): the same rounding and rstd.
+  auto d_res2 = to_device(dout);
+  Buffer<uint16_t> d_only16(cuda_ops(), out.size());
+  Buffer<float> d_rstd_o(cuda_ops(), N);
+  dev.residual_rmsnorm_forward_w16(d_res2.data(), nullptr, d_only16.data(), d_rstd_o.data(), d_res2.data(),
+                                   d_x.data(), d_w.data(), N, C, 1e-6f);
+  EXPECT_EQ(to_host<uint16_t>(d_only16, out.size()), to_host<uint16_t>(d_want16, out.size()));
+  EXPECT_EQ(to_host<float>(d_rstd_o, size_t(N)), to_host<float>(d_rstd, size_t(N)));
+  EXPECT_EQ(to_host<float>(d_res2, out.size()), to_host<float>(d_sum, out.size()));
+  dev.rmsnorm_forward_w16(nullptr, d_only16.data(), d_rstd_o.data(), d_x.data(), d_w.data(), N, C, 1e-6f);
+  dev.to_bf16(d_want16.data(), d_out.data(), int64_t(out.size()));
+  EXPECT_EQ(to_host<uint16_t>(d_only16, out.size()), to_host<uint16_t>(d_want16, out.size()));
 }
 
 // Offsets of one float into each buffer: the model's weights are slices of one flat buffer, so
@@ -626,6 +638,96 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   EXPECT_EQ(to_host<uint16_t>(d_only16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
 }
 
+// The ops of backward with bf16 gradients are, on the GPU, the GPU ops they replace bit for bit:
+// swiglu_backward_w16 is swiglu_backward rounded by to_bf16; matmul_backward_g16 is
+// matmul_backward_a16w16 on the same dout (dinp added to, or written over a buffer of garbage as
+// beta = 0 writes it; dw added to); adamw_w16 is adamw and then to_bf16 of the weights. Each is
+// also the CPU table's within the tolerances of the ops it replaces.
+TEST_F(CudaOps, OpsWithBf16GradientsMatchTheOpsTheyReplace) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  const Ops& host = cpu_bf16_matmul_ops();
+  const int64_t n = 100003;
+  const auto gate = randn(n, 28, 3.f), up = randn(n, 29), dout = randn(n, 30);
+  auto d_gate = to_device(gate), d_up = to_device(up), d_dout = to_device(dout);
+  Buffer<float> d_dgate(cuda_ops(), n), d_dup(cuda_ops(), n);
+  Buffer<uint16_t> d_dg16(cuda_ops(), n), d_du16(cuda_ops(), n), d_want_g(cuda_ops(), n), d_want_u(cuda_ops(), n);
+  dev.swiglu_backward(d_dgate.data(), d_dup.data(), d_dout.data(), d_gate.data(), d_up.data(), n);
+  dev.to_bf16(d_want_g.data(), d_dgate.data(), n);
+  dev.to_bf16(d_want_u.data(), d_dup.data(), n);
+  dev.swiglu_backward_w16(d_dg16.data(), d_du16.data(), d_dout.data(), d_gate.data(), d_up.data(), n);
+  EXPECT_EQ(to_host<uint16_t>(d_dg16, n), to_host<uint16_t>(d_want_g, n));
+  EXPECT_EQ(to_host<uint16_t>(d_du16, n), to_host<uint16_t>(d_want_u, n));
+  std::vector<uint16_t> cg(n), cu(n);
+  host.swiglu_backward_w16(cg.data(), cu.data(), dout.data(), gate.data(), up.data(), n);
+  auto widen = [](const std::vector<uint16_t>& x) {
+    std::vector<float> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+      const uint32_t bits = uint32_t(x[i]) << 16;
+      std::memcpy(&r[i], &bits, sizeof bits);
+    }
+    return r;
+  };
+  // fp32 within 1e-5 of the CPU's, then each rounded: at most one bf16 step (2^-7 relative) apart.
+  expect_close(widen(to_host<uint16_t>(d_dg16, n)), widen(cg), 1e-6f, 1.f / 64, "dgate16");
+  expect_close(widen(to_host<uint16_t>(d_du16, n)), widen(cu), 1e-6f, 1.f / 64, "dup16");
+
+  const int64_t N = 96, IC = 64, OC = 80;
+  const auto dy = randn(size_t(N * OC), 61), x = randn(size_t(N * IC), 62), w = randn(size_t(OC * IC), 63);
+  const auto dinp0 = randn(size_t(N * IC), 64), dw0 = randn(size_t(OC * IC), 65);
+  std::vector<uint16_t> dy16(dy.size()), x16(x.size()), w16(w.size());
+  host.to_bf16(dy16.data(), dy.data(), int64_t(dy.size()));
+  host.to_bf16(x16.data(), x.data(), int64_t(x.size()));
+  host.to_bf16(w16.data(), w.data(), int64_t(w.size()));
+  auto d_dy = to_device(dy), d_dinp_a = to_device(dinp0), d_dw_a = to_device(dw0);
+  auto d_dy16 = to_device(dy16), d_x16 = to_device(x16), d_w16 = to_device(w16);
+  dev.matmul_backward_a16w16(d_dinp_a.data(), d_dw_a.data(), nullptr, d_dy.data(), d_x16.data(), d_w16.data(), N, IC,
+                             OC);
+  auto d_dinp_g = to_device(dinp0), d_dw_g = to_device(dw0);
+  dev.matmul_backward_g16(d_dinp_g.data(), d_dw_g.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC, false);
+  EXPECT_EQ(to_host<float>(d_dinp_g, size_t(N * IC)), to_host<float>(d_dinp_a, size_t(N * IC)));
+  EXPECT_EQ(to_host<float>(d_dw_g, size_t(OC * IC)), to_host<float>(d_dw_a, size_t(OC * IC)));
+  Buffer<float> d_dinp_z(cuda_ops(), size_t(N * IC));  // zeroed
+  auto d_dw_z = to_device(dw0), d_dinp_w = to_device(dinp0), d_dw_w = to_device(dw0);
+  dev.matmul_backward_a16w16(d_dinp_z.data(), d_dw_z.data(), nullptr, d_dy.data(), d_x16.data(), d_w16.data(), N, IC,
+                             OC);
+  dev.matmul_backward_g16(d_dinp_w.data(), d_dw_w.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC, true);
+  const std::vector<float> written = to_host<float>(d_dinp_w, size_t(N * IC));
+  EXPECT_EQ(written, to_host<float>(d_dinp_z, size_t(N * IC)));
+  EXPECT_EQ(to_host<float>(d_dw_w, size_t(OC * IC)), to_host<float>(d_dw_z, size_t(OC * IC)));
+  std::vector<float> cpu_dinp(size_t(N * IC), 0.f), cpu_dw = dw0;
+  host.matmul_backward_g16(cpu_dinp.data(), cpu_dw.data(), dy16.data(), x16.data(), w16.data(), N, IC, OC, true);
+  expect_close(written, cpu_dinp, 1e-4f, 1e-4f, "g16 dinp");
+  expect_close(to_host<float>(d_dw_w, size_t(OC * IC)), cpu_dw, 1e-4f, 1e-4f, "g16 dw");
+  dev.matmul_backward_g16(d_dinp_w.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, true);  // an empty sum
+  EXPECT_EQ(to_host<float>(d_dinp_w, size_t(N * IC)), std::vector<float>(size_t(N * IC), 0.f));
+
+  const int64_t np = 5000;
+  const auto p = randn(np, 31), g = randn(np, 41);
+  auto d_p_a = to_device(p), d_p_b = to_device(p), d_g = to_device(g);
+  Buffer<float> d_m_a(cuda_ops(), np), d_v_a(cuda_ops(), np), d_m_b(cuda_ops(), np), d_v_b(cuda_ops(), np);
+  Buffer<uint16_t> d_p16(cuda_ops(), np), d_want16(cuda_ops(), np);
+  dev.adamw(d_p_a.data(), d_g.data(), d_m_a.data(), d_v_a.data(), np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f, 0.001f,
+            1.f);
+  dev.to_bf16(d_want16.data(), d_p_a.data(), np);
+  dev.adamw_w16(d_p_b.data(), d_p16.data(), d_g.data(), d_m_b.data(), d_v_b.data(), np, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                0.01f, 0.1f, 0.001f, 1.f);
+  EXPECT_EQ(to_host<float>(d_p_b, np), to_host<float>(d_p_a, np));
+  EXPECT_EQ(to_host<float>(d_m_b, np), to_host<float>(d_m_a, np));
+  EXPECT_EQ(to_host<float>(d_v_b, np), to_host<float>(d_v_a, np));
+  EXPECT_EQ(to_host<uint16_t>(d_p16, np), to_host<uint16_t>(d_want16, np));
+  // A clip's coefficient read into the update (grad_scale) is scale() on the gradients first.
+  auto d_p_c = to_device(p), d_p_d = to_device(p), d_scaled = to_device(g);
+  Buffer<float> d_m_c(cuda_ops(), np), d_v_c(cuda_ops(), np), d_m_d(cuda_ops(), np), d_v_d(cuda_ops(), np);
+  dev.scale(d_scaled.data(), 0.3712f, np);
+  dev.adamw(d_p_c.data(), d_scaled.data(), d_m_c.data(), d_v_c.data(), np, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.1f,
+            0.001f, 1.f);
+  dev.adamw_w16(d_p_d.data(), d_p16.data(), d_g.data(), d_m_d.data(), d_v_d.data(), np, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                0.01f, 0.1f, 0.001f, 0.3712f);
+  EXPECT_EQ(to_host<float>(d_p_d, np), to_host<float>(d_p_c, np));
+  EXPECT_EQ(to_host<float>(d_m_d, np), to_host<float>(d_m_c, np));
+  EXPECT_EQ(to_host<float>(d_v_d, np), to_host<float>(d_v_c, np));
+}
+
 // The meter of azr's device allocations (cuda_memory_in_use, cuda_memory_peak): a buffer of the
 // op table adds exactly its bytes while it lives, and the peak keeps them after it is gone.
 TEST_F(CudaOps, MemoryMeterCountsTheTablesAllocations) {
@@ -648,10 +750,10 @@ TEST_F(CudaOps, AdamWStepsMatchCpu) {
   for (int step = 1; step <= 3; step++) {
     const auto g = randn(n, 40 + step);
     const float bc1 = 1.f - std::pow(0.9f, float(step)), bc2 = 1.f - std::pow(0.999f, float(step));
-    cpu.adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2);
+    cpu.adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2, 1.f);
     auto d_g = to_device(g);
     gpu.adamw(d_p.data(), d_g.data(), d_m.data(), d_v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
-              0.01f, bc1, bc2);
+              0.01f, bc1, bc2, 1.f);
   }
   expect_close(to_host<float>(d_p, n), p, 1e-6f, 1e-5f, "adamw p");
   expect_close(to_host<float>(d_m, n), m, 1e-7f, 1e-5f, "adamw m");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "kernels/ops.h"
 #include "model/hf_config.h"
 #include "model/memory_plan.h"
 #include "model/presets.h"
@@ -148,26 +149,72 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
   EXPECT_EQ(g.gemm_scratch,
-            2.0 * (36700160.0 + 36700160.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4);
+            2.0 * (36700160.0 + 16773120.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
-  EXPECT_EQ(g.activations, fp32.activations);  // activations stay fp32
-  EXPECT_EQ(g.backward_scratch, fp32.backward_scratch);
+  // Activations stay fp32, less SwiGLU's fp32 output (4096 x 8960), which a bf16 model never
+  // writes, and with each layer's two norm outputs (4096 x 1536 each) kept in bf16 only.
+  EXPECT_EQ(g.activations, fp32.activations - 36700160.0 * 4 - 28 * 2 * 4096.0 * 1536 * 2);
+  // Backward: dres, dln, datt, dq [1536], dk, dv [256] and dact [8960] in fp32; fp32 dgate and dup
+  // [2 x 8960], or bf16 dgate, dup and the other products' gradients [2 x 8960 + max(1536, 1536 + 2 x 256)].
+  EXPECT_EQ(fp32.backward_scratch, 4096.0 * (2 * 1536 + 2 * 1536 + 2 * 256 + 3 * 8960) * 4);
+  EXPECT_EQ(g.backward_scratch, 4096.0 * (2 * 1536 + 2 * 1536 + 2 * 256 + 8960) * 4 + 4096.0 * (2 * 8960 + 2048) * 2);
   EXPECT_EQ(g.kv_cache, 2.0 * 28 * 8 * 500 * 256 * 2);  // k and v, 28 layers, 8 x 500 positions, bf16
   EXPECT_EQ(fp32.kv_cache, 2 * g.kv_cache);
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
   EXPECT_STREQ(precision_name(Precision::Fp32Bf16Gemm), "fp32+bf16-gemm");
-  // azr-tiny (hidden size 128, q_dim 128), 2 x 64 tokens: the MLP's 128 x 352 is the widest input
-  // and output gradient (the head's 128 x 263 is narrower).
+  // azr-tiny (hidden size 128, q_dim 128), 2 x 64 tokens: the MLP's 128 x 352 is the widest
+  // input; the only output gradient a GEMM rounds is the LM head's, its 2 x 63 rows x 263 kept
+  // logits. With MLP biases the layers' fp32 output gradients are rounded too, the widest 128 x 352.
   s.seq_len = 64;
   s.micro_batch = 2;
   s.kv_slots = 0;
-  EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
+  ModelConfig tiny = preset_config("azr-tiny");
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
+            2.0 * (45056.0 + 126 * 263) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4);
+  tiny.mlp_bias = true;
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
             2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4);
+  tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
   s.kv_slots = 8;
-  EXPECT_EQ(plan_memory(preset_config("azr-tiny"), s).gemm_scratch,
-            2.0 * (4000.0 * 352 + 45056.0) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 2.0 * 128 * 128 * 4);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
+            2.0 * (4000.0 * 352 + 126 * 263) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 2.0 * 128 * 128 * 4);
+}
+
+// With bf16 GEMMs the plan is the CPU Bf16 table's transformer to the byte as well (the table the
+// GPU's is checked against, with the same arena and scratch): no fp32 SwiGLU output, the norm
+// outputs and the backward's output gradients in bf16; with MLP biases, or a hidden size that is
+// not a multiple of 8, the fp32 norm outputs, dgate and dup.
+TEST(MemoryPlan, Bf16GemmPlanPredictsTheBf16TransformersAllocationsExactly) {
+  const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(17, 5), std::vector<int32_t>(9, 7),
+                                                   std::vector<int32_t>(13, 3)});
+  for (int variant : {0, 1, 2})
+    for (bool recompute : {false, true}) {
+      ModelConfig c = preset_config("azr-tiny");
+      const bool mlp_bias = variant == 1;
+      c.mlp_bias = mlp_bias;
+      if (variant == 2) c.hidden_size = 132, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 66;
+      EXPECT_EQ(bf16_training_buffers(c), variant == 0);
+      Transformer m = Transformer::random(c, 1, 0.02f, kernels::cpu_bf16_matmul_ops());
+      m.set_recompute(recompute);
+      m.score(batch, 1.f, /*for_backward=*/true);
+      m.backward(std::vector<float>(size_t(batch.B * batch.T), 1.f), {});
+      MemoryPlanSettings s;
+      s.precision = Precision::Fp32Bf16Gemm;
+      s.micro_batch = batch.B;
+      s.seq_len = batch.T;
+      s.recompute = recompute;
+      const MemoryPlan p = plan_memory(c, s);
+      s.precision = Precision::Fp32;
+      const MemoryPlan fp32 = plan_memory(c, s);
+      const std::string what = "variant " + std::to_string(variant) + ", recompute " + (recompute ? "on" : "off");
+      EXPECT_EQ(p.activations, double(m.activation_bytes())) << what;
+      EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes())) << what;
+      EXPECT_LT(p.activations, fp32.activations) << what;
+      if (variant != 0) EXPECT_EQ(p.backward_scratch, fp32.backward_scratch) << what;
+      else EXPECT_LT(p.backward_scratch, fp32.backward_scratch) << what;
+    }
 }
 
 // Prefill keeps one layer's activations for one group of prompts (Transformer::prefill_on_backend):

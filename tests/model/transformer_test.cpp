@@ -139,16 +139,29 @@ TEST_P(ReferenceTest, ForwardBackwardPolicyLossAndAdamWMatchPyTorch) {
   const double max_norm = std::stod(c.meta("max_grad_norm"));
   AdamW adam(m.ops(), m.parameters().size(), opt);
   Transformer fresh = Transformer::from_pretrained(dir / "model");
+  // The trainer's way: the clip measured, and its coefficient applied inside the update
+  // (measure_grad_clip, AdamW::step's grad_scale): the same parameters, bit for bit.
+  AdamW adam_folded(m.ops(), m.parameters().size(), opt);
+  Transformer folded = Transformer::from_pretrained(dir / "model");
   const std::vector<float> norms = c.get("adam.grad_norm");
+  int clipped = 0;
   for (size_t step = 1; step <= norms.size(); step++) {
-    for (const ParamTensor& t : fresh.tensors()) {
-      const std::vector<float> g = c.get("adam.step" + std::to_string(step) + ".grad." + t.name);
-      std::copy(g.begin(), g.end(), fresh.grad(t.name).begin());
-    }
+    for (Transformer* t_model : {&fresh, &folded})
+      for (const ParamTensor& t : t_model->tensors()) {
+        const std::vector<float> g = c.get("adam.step" + std::to_string(step) + ".grad." + t.name);
+        std::copy(g.begin(), g.end(), t_model->grad(t.name).begin());
+      }
     const double norm = clip_grad_norm(fresh.ops(), fresh.gradients(), max_norm);
     EXPECT_NEAR(norm, norms[step - 1], 1e-6 * norms[step - 1]) << "grad norm, step " << step;
     adam.step(fresh.parameters(), fresh.gradients());
+    const GradClip clip = measure_grad_clip(folded.ops(), folded.gradients(), max_norm);
+    EXPECT_EQ(clip.norm, norm) << "step " << step;
+    clipped += clip.scale < 1.f;
+    adam_folded.step(folded, folded.gradients(), clip.scale);
   }
+  EXPECT_GT(clipped, 0) << "the case must clip at least one step";
+  EXPECT_EQ(std::vector<float>(folded.parameters().begin(), folded.parameters().end()),
+            std::vector<float>(fresh.parameters().begin(), fresh.parameters().end()));
   double adam_err = 0;
   for (const ParamTensor& t : fresh.tensors()) {
     const double err = rel_err(fresh.param(t.name), c.get("adam." + t.name));
