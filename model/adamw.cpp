@@ -24,28 +24,33 @@ AdamW::AdamW(const kernels::Ops& ops, size_t num_params, AdamWSettings settings)
     : ops_(&ops), settings_(settings), m_(ops, num_params), v_(ops, num_params) {}
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, float grad_scale) {
-  if (params.size() != m_.size() || grads.size() != m_.size())
-    throw std::invalid_argument("AdamW::step: parameter count differs from the optimizer's");
-  step_++;
-  const double bc1 = 1.0 - std::pow(settings_.beta1, double(step_));
-  const double bc2 = 1.0 - std::pow(settings_.beta2, double(step_));
-  ops_->adamw(params.data(), grads.data(), m_.data(), v_.data(), int64_t(m_.size()), float(settings_.lr),
-              float(settings_.beta1), float(settings_.beta2), float(settings_.eps), float(settings_.weight_decay),
-              float(bc1), float(bc2), grad_scale);
+  check_sizes(params, grads);
+  update(params, nullptr, grads, grad_scale);
 }
 
 void AdamW::step(Transformer& model, std::span<const float> grads, float grad_scale) {
   std::span<float> params = model.parameters();
-  uint16_t* params16 = ops_->adamw_w16 ? model.weights16_for_writing() : nullptr;
-  if (!params16) return step(params, grads, grad_scale);
+  check_sizes(params, grads);  // before the model's bf16 copy counts as written
+  update(params, ops_->adamw_w16 ? model.weights16_for_writing() : nullptr, grads, grad_scale);
+}
+
+void AdamW::check_sizes(std::span<const float> params, std::span<const float> grads) const {
   if (params.size() != m_.size() || grads.size() != m_.size())
     throw std::invalid_argument("AdamW::step: parameter count differs from the optimizer's");
+}
+
+void AdamW::update(std::span<float> params, uint16_t* params16, std::span<const float> grads, float grad_scale) {
   step_++;
   const double bc1 = 1.0 - std::pow(settings_.beta1, double(step_));
   const double bc2 = 1.0 - std::pow(settings_.beta2, double(step_));
-  ops_->adamw_w16(params.data(), params16, grads.data(), m_.data(), v_.data(), int64_t(m_.size()),
-                  float(settings_.lr), float(settings_.beta1), float(settings_.beta2), float(settings_.eps),
-                  float(settings_.weight_decay), float(bc1), float(bc2), grad_scale);
+  const AdamWSettings& s = settings_;
+  if (params16)
+    ops_->adamw_w16(params.data(), params16, grads.data(), m_.data(), v_.data(), int64_t(m_.size()), float(s.lr),
+                    float(s.beta1), float(s.beta2), float(s.eps), float(s.weight_decay), float(bc1), float(bc2),
+                    grad_scale);
+  else
+    ops_->adamw(params.data(), grads.data(), m_.data(), v_.data(), int64_t(m_.size()), float(s.lr), float(s.beta1),
+                float(s.beta2), float(s.eps), float(s.weight_decay), float(bc1), float(bc2), grad_scale);
 }
 
 void AdamW::save(const std::filesystem::path& file) const {

@@ -61,6 +61,10 @@ class AdamW {
   void load(const std::filesystem::path& file);
 
  private:
+  void check_sizes(std::span<const float> params, std::span<const float> grads) const;
+  // The update (params16: the model's bf16 copy, written in the same pass where not null).
+  void update(std::span<float> params, uint16_t* params16, std::span<const float> grads, float grad_scale);
+
   const kernels::Ops* ops_;
   AdamWSettings settings_;
   kernels::Buffer<float> m_, v_;

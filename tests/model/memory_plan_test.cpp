@@ -45,26 +45,34 @@ TEST(MemoryPlan, PersistentStateIs18BytesPerParameterMixedAnd16Fp32) {
   EXPECT_EQ(plan_memory(c, s).persistent(), 16 * P);
 }
 
-// The fp32 plan is the CPU transformer's allocation: score(for_backward) carves the activation
-// arena for exactly this batch shape, and backward() its scratch; with and without recomputation.
-TEST(MemoryPlan, Fp32PlanPredictsTheTransformersAllocationsExactly) {
-  const ModelConfig c = preset_config("azr-tiny");
+// A training step's allocations against the plan for its batch shape: a model of config c on
+// `ops` scores `batch` for backward (which carves the activation arena for exactly this shape) and
+// runs backward (which carves its scratch); the plan of `precision` for the same shape.
+struct Carved {
+  double activations, backward_scratch;
+  MemoryPlan plan;
+};
+Carved carve_and_plan(const ModelConfig& c, const kernels::Ops& ops, Precision precision, bool recompute) {
   const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(17, 5), std::vector<int32_t>(9, 7),
                                                    std::vector<int32_t>(13, 3)});
+  Transformer m = Transformer::random(c, 1, 0.02f, ops);
+  m.set_recompute(recompute);
+  m.score(batch, 1.f, /*for_backward=*/true);
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), 1.f), {});
+  MemoryPlanSettings s;
+  s.precision = precision;
+  s.micro_batch = batch.B;
+  s.seq_len = batch.T;
+  s.recompute = recompute;
+  return {double(m.activation_bytes()), double(m.backward_scratch_bytes()), plan_memory(c, s)};
+}
+
+// The fp32 plan is the CPU transformer's allocation, with and without recomputation.
+TEST(MemoryPlan, Fp32PlanPredictsTheTransformersAllocationsExactly) {
   for (bool recompute : {false, true}) {
-    Transformer m = Transformer::random(c, 1);
-    m.set_recompute(recompute);
-    m.score(batch, 1.f, /*for_backward=*/true);
-    std::vector<float> dlogp(size_t(batch.B * batch.T), 1.f);
-    m.backward(dlogp, {});
-    MemoryPlanSettings s;
-    s.precision = Precision::Fp32;
-    s.micro_batch = batch.B;
-    s.seq_len = batch.T;
-    s.recompute = recompute;
-    const MemoryPlan p = plan_memory(c, s);
-    EXPECT_EQ(p.activations, double(m.activation_bytes())) << "recompute " << recompute;
-    EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes())) << "recompute " << recompute;
+    const Carved m = carve_and_plan(preset_config("azr-tiny"), kernels::cpu_ops(), Precision::Fp32, recompute);
+    EXPECT_EQ(m.plan.activations, m.activations) << "recompute " << recompute;
+    EXPECT_EQ(m.plan.backward_scratch, m.backward_scratch) << "recompute " << recompute;
   }
 }
 
@@ -187,33 +195,21 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
 // outputs and the backward's output gradients in bf16; with MLP biases, or a hidden size that is
 // not a multiple of 8, the fp32 norm outputs, dgate and dup.
 TEST(MemoryPlan, Bf16GemmPlanPredictsTheBf16TransformersAllocationsExactly) {
-  const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(17, 5), std::vector<int32_t>(9, 7),
-                                                   std::vector<int32_t>(13, 3)});
   for (int variant : {0, 1, 2})
     for (bool recompute : {false, true}) {
       ModelConfig c = preset_config("azr-tiny");
-      const bool mlp_bias = variant == 1;
-      c.mlp_bias = mlp_bias;
+      c.mlp_bias = variant == 1;
       if (variant == 2) c.hidden_size = 132, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 66;
       EXPECT_EQ(bf16_training_buffers(c), variant == 0);
-      Transformer m = Transformer::random(c, 1, 0.02f, kernels::cpu_bf16_matmul_ops());
-      m.set_recompute(recompute);
-      m.score(batch, 1.f, /*for_backward=*/true);
-      m.backward(std::vector<float>(size_t(batch.B * batch.T), 1.f), {});
-      MemoryPlanSettings s;
-      s.precision = Precision::Fp32Bf16Gemm;
-      s.micro_batch = batch.B;
-      s.seq_len = batch.T;
-      s.recompute = recompute;
-      const MemoryPlan p = plan_memory(c, s);
-      s.precision = Precision::Fp32;
-      const MemoryPlan fp32 = plan_memory(c, s);
+      const Carved m = carve_and_plan(c, kernels::cpu_bf16_matmul_ops(), Precision::Fp32Bf16Gemm, recompute);
+      const Carved fp32 = carve_and_plan(c, kernels::cpu_ops(), Precision::Fp32, recompute);
       const std::string what = "variant " + std::to_string(variant) + ", recompute " + (recompute ? "on" : "off");
-      EXPECT_EQ(p.activations, double(m.activation_bytes())) << what;
-      EXPECT_EQ(p.backward_scratch, double(m.backward_scratch_bytes())) << what;
-      EXPECT_LT(p.activations, fp32.activations) << what;
-      if (variant != 0) EXPECT_EQ(p.backward_scratch, fp32.backward_scratch) << what;
-      else EXPECT_LT(p.backward_scratch, fp32.backward_scratch) << what;
+      EXPECT_EQ(m.plan.activations, m.activations) << what;
+      EXPECT_EQ(m.plan.backward_scratch, m.backward_scratch) << what;
+      EXPECT_EQ(fp32.plan.activations, fp32.activations) << what;
+      EXPECT_LT(m.activations, fp32.activations) << what;
+      if (variant != 0) EXPECT_EQ(m.backward_scratch, fp32.backward_scratch) << what;
+      else EXPECT_LT(m.backward_scratch, fp32.backward_scratch) << what;
     }
 }
 
