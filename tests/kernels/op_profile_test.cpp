@@ -152,6 +152,17 @@ TEST(OpProfile, CountsTheFlopsOfProductsFromTheirArguments) {
             420.0);
   EXPECT_EQ(one([&] { ops.matmul_backward(nullptr, nullptr, db.data(), y.data(), x.data(), w.data(), 3, 5, 7); }), 0.0);
   EXPECT_EQ(one([&] { ops.fill_zero(x.data(), 64); }), 0.0);
+  // The Bf16 table's product on a bf16 output gradient: the same count, from its own arguments.
+  const kernels::Ops& ops16 = profiled_ops(kernels::cpu_bf16_matmul_ops());
+  kernels::Buffer<uint16_t> y16(ops16, 64), x16(ops16, 64), w16(ops16, 64);
+  EXPECT_EQ(one([&] {
+              ops16.matmul_backward_g16(dx.data(), dw.data(), y16.data(), x16.data(), w16.data(), 3, 5, 7, true);
+            }),
+            420.0);
+  EXPECT_EQ(one([&] {
+              ops16.matmul_backward_g16(dx.data(), nullptr, y16.data(), nullptr, w16.data(), 3, 5, 7, false);
+            }),
+            210.0);
 
   const int64_t B = 2, T = 4, heads = 2, d = 8;
   kernels::Buffer<float> q(ops, B * T * heads * d), k(ops, B * T * d), v(ops, B * T * d), out(ops, B * T * heads * d),
