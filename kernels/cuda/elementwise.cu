@@ -242,10 +242,7 @@ void scale(float* x, float factor, int64_t n) {
 
 void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2, float eps,
            float weight_decay, float bc1, float bc2, float grad_scale) {
-  if (n == 0) return;
-  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, nullptr, g, m, v, n, beta1, beta2, eps, lr / bc1,
-                                                     std::sqrt(bc2), 1.f - lr * weight_decay, grad_scale);
-  AZR_CUDA_LAUNCHED();
+  adamw_w16(p, nullptr, g, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);  // no bf16 copy
 }
 
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,

@@ -227,10 +227,10 @@ namespace {
 template <class Input16>
 void backward_w16(float* dinp, float* dw, float* dbias, const float* dout, Input16 inp16, const uint16_t* w16,
                   int64_t N, int64_t IC, int64_t OC) {
-  if (dinp || (dw && N > 0)) {
-    const __nv_bfloat16* dout16 = rounded(g_scratch_a, dout, N * OC);  // both products use it
-    if (dinp) lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, 1.f, dinp, IC, nullptr, CUDA_R_16BF);
-    if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp16(), IC, dout16, OC, 1.f, dw, IC, nullptr, CUDA_R_16BF);
+  if (dinp || (dw && N > 0)) {  // the products of matmul_backward_g16 on dout rounded here, once for both
+    const auto* dout16 = reinterpret_cast<const uint16_t*>(rounded(g_scratch_a, dout, N * OC));
+    const uint16_t* in16 = dw && N > 0 ? reinterpret_cast<const uint16_t*>(inp16()) : nullptr;
+    matmul_backward_g16(dinp, in16 ? dw : nullptr, dout16, in16, w16, N, IC, OC, /*overwrite_dinp=*/false);
   }
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
