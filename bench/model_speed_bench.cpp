@@ -269,9 +269,11 @@ int main(int argc, char** argv) {
     device_name = azr::kernels::cuda_device_description(0);
     if (peak_bw == 0) peak_bw = azr::kernels::cuda_peak_bandwidth(0);
     // The bf16 rows' training attention (AZR_CUDA_ATTENTION, kernels/cuda/cuda_ops.h).
-    device_name += azr::kernels::cuda_attention_kernel() == azr::kernels::CudaAttentionKernel::TensorCore
-                       ? "; bf16 attention: tensor cores"
-                       : "; bf16 attention: simt";
+    switch (azr::kernels::cuda_attention_kernel()) {
+      case azr::kernels::CudaAttentionKernel::TensorCore: device_name += "; bf16 attention: tensor cores"; break;
+      case azr::kernels::CudaAttentionKernel::Mma: device_name += "; bf16 attention: mma.sync forward"; break;
+      case azr::kernels::CudaAttentionKernel::Simt: device_name += "; bf16 attention: simt"; break;
+    }
   }
 #endif
   if (peak_bw == 0) peak_bw = measured_bw;

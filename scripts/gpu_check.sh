@@ -20,13 +20,13 @@
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
 #          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json");
 #          AZR_CUDA_ATTENTION=simt in the environment runs its bf16 training attention on the Simt
-#          kernels, not the default tensor-core ones (kernels/cuda/cuda_ops.h; the tests stage checks
-#          both kernels anyway)
+#          kernels, not the default tensor-core ones, and =mma its forward on mma.sync
+#          (kernels/cuda/cuda_ops.h; the tests stage checks every kernel anyway)
 #   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
 #          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
 #          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py);
 #          then a 1.5B training step in bf16 split by op (model_speed_bench --op-profile), with the
-#          SIMT and the tensor-core training attention
+#          SIMT, the tensor-core and the mma.sync-forward training attention
 #   quick  (not part of all) for a session with minutes of device time, in order of what is least
 #          known: tests, then the 1.5B training step split by op (default attention) and 32 decode
 #          steps at batch 256 split by op, then cuda_ops_bench under a time limit
@@ -41,9 +41,10 @@
 #   train  (not part of all) the training step's checks alone, for a session with three or four
 #          minutes of device time: builds the same four targets as decode; runs the op tests of
 #          CudaOps (element-wise ops, AdamW, the ops with bf16 gradients) and every whole-model
-#          test (the bf16 model's forward, gradients and AdamW against the CPU's), then
-#          cuda_ops_bench's grads16 and adamw rows, then a training step of the 0.5B and 1.5B
-#          configs in bf16 against torch's in the same run
+#          test (the bf16 model's forward, gradients and AdamW against the CPU's) and the tensor-core
+#          attention tests (both forwards), then cuda_ops_bench's grads16, adamw and attention rows,
+#          then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the same
+#          run, and the 1.5B step again with the forward on mma.sync (AZR_CUDA_ATTENTION=mma)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -89,7 +90,7 @@ if ! grep -q "PASSED  \] 1 test" <<<"$probe"; then
 fi
 status=0
 # A training step of the 1.5B config split by op (kernels/op_profile.h), with the training
-# attention $1 (simt or tensor).
+# attention $1 (simt, tensor or mma).
 op_profile_train() {
   AZR_CUDA_ATTENTION=$1 "$BUILD/bin/model_speed_bench" --device cuda \
     --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
@@ -105,11 +106,13 @@ if [[ "$STAGE" == decode ]]; then
   exit "$status"
 fi
 if [[ "$STAGE" == train ]]; then
-  { "$BUILD/bin/cuda_ops_test" --gtest_filter='CudaOps.*' && "$BUILD/bin/cuda_model_test"; } 2>&1 |
-    tee "$OUT/gpu_tests.txt" || status=$?
-  { "$BUILD/bin/cuda_ops_bench" --only grads16 && "$BUILD/bin/cuda_ops_bench" --only adamw; } 2>&1 |
-    tee "$OUT/cuda_ops_bench.txt" || status=$?
-  "$BUILD/bin/model_speed_bench" --device cuda --no-decode --matmul-precision bf16 2>&1 |
+  { "$BUILD/bin/cuda_ops_test" --gtest_filter='CudaOps.*:*CudaTensorCoreAttention*' &&
+    "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
+  { "$BUILD/bin/cuda_ops_bench" --only grads16 && "$BUILD/bin/cuda_ops_bench" --only adamw &&
+    "$BUILD/bin/cuda_ops_bench" --only attention; } 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
+  { "$BUILD/bin/model_speed_bench" --device cuda --no-decode --matmul-precision bf16 &&
+    AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --no-decode --no-baseline \
+      --matmul-precision bf16 --configs tests/model/configs/qwen2.5-1.5b.json; } 2>&1 |
     tee "$OUT/model_speed_train.txt" || status=$?
   echo "gpu_check: train: outputs in $OUT (exit $status)"
   exit "$status"
@@ -127,7 +130,7 @@ if [[ "$STAGE" == profile ]]; then
     { echo "decode at batch $G, qwen2.5-0.5b, bf16:"; python3 bench/kernel_profile.py "$BUILD/profile_decode_G$G.csv"; } \
       2>&1 | tee "$OUT/profile_decode_G$G.txt" || status=$?
   done
-  for attention in simt tensor; do op_profile_train "$attention" || status=$?; done
+  for attention in simt tensor mma; do op_profile_train "$attention" || status=$?; done
   echo "gpu_check: profile: outputs in $OUT (exit $status)"
   exit "$status"
 fi

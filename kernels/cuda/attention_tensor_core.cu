@@ -1,10 +1,12 @@
-// Launches of the tensor-core attention kernels (attention_tensor_core.cuh, which describes them)
-// and the choice between them and the Simt ones (cuda_ops.h: CudaAttentionKernel).
+// Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, for the forward on
+// mma.sync, attention_mma.cuh, which describe them) and the choice between them and the Simt ones
+// (cuda_ops.h: CudaAttentionKernel).
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/attention_tensor_core.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -29,12 +31,20 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
   AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+CudaAttentionKernel& attention_choice();
+
 template <int D>
 void forward_d(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape) {
-  allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
-  constexpr size_t smem = kForwardSmem<D>;
-  tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+  if (attention_choice() == CudaAttentionKernel::Mma) {
+    allow_shared_memory(mma_forward_kernel<D>, kMmaForwardSmem<D>);
+    constexpr size_t smem = kMmaForwardSmem<D>;
+    mma_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+  } else {
+    allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
+    constexpr size_t smem = kForwardSmem<D>;
+    tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+  }
   AZR_CUDA_LAUNCHED();
 }
 
@@ -82,7 +92,7 @@ CudaAttentionKernel& attention_choice() {
 }  // namespace
 
 bool tensor_core_attention_applies(const AttentionShape& s) {
-  return attention_choice() == CudaAttentionKernel::TensorCore && (s.d == 64 || s.d == 128) && s.kv_heads > 0 &&
+  return attention_choice() != CudaAttentionKernel::Simt && (s.d == 64 || s.d == 128) && s.kv_heads > 0 &&
          s.heads % s.kv_heads == 0;
 }
 

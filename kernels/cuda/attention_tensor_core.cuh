@@ -188,6 +188,15 @@ __device__ __forceinline__ void zero_rows(float* dst, int64_t stride, int64_t fi
   }
 }
 
+// A forward block whose queries are all padding (t0 at or past the sequence's length; uniform
+// across the block): zero outputs and lse for the rows below T.
+template <int D>
+__device__ __forceinline__ void padding_forward_block(float* ob, float* lse_bh, int64_t q_row, int64_t t0, int64_t T) {
+  zero_rows<D>(ob, q_row, t0, T);
+  for (int e = threadIdx.x; e < kBlockRows; e += blockDim.x)
+    if (t0 + e < T) lse_bh[t0 + e] = 0.f;
+}
+
 // Shared memory of each kernel, in bytes; every region's size is a multiple of 32 bytes, so each
 // starts 256-bit aligned as WMMA's loads and stores require.
 template <int D>
@@ -231,12 +240,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const float* qb = q + b * s.T * q_row + h * D;
   float* ob = out + b * s.T * q_row + h * D;
   float* lse_bh = lse + (b * s.H + h) * s.T;
-  if (t0 >= L) {  // only padding rows: zeros (uniform across the block)
-    zero_rows<D>(ob, q_row, t0, s.T);
-    for (int e = threadIdx.x; e < kBlockRows; e += blockDim.x)
-      if (t0 + e < s.T) lse_bh[t0 + e] = 0.f;
-    return;
-  }
+  if (t0 >= L) return padding_forward_block<D>(ob, lse_bh, q_row, t0, s.T);
   const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
   const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;  // this warp's first query

@@ -342,17 +342,19 @@ double relative_l2(std::span<const float> a, std::span<const float> b) {
 // not equal. (Both models start from the same seed, so the weights are identical.)
 // AZR_CUDA_ATTENTION's spellings (read by the CUDA backend at its first Bf16 attention, or when a
 // command resolves the backend): unset and "tensor" select the tensor-core kernels, "simt" the
-// Simt ones, anything else stops with the variable and the values it takes.
+// Simt ones, "mma" the forward on mma.sync, anything else stops with the variable and the values
+// it takes.
 TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
   EXPECT_EQ(parse_cuda_attention(""), CudaAttentionKernel::TensorCore);
   EXPECT_EQ(parse_cuda_attention("simt"), CudaAttentionKernel::Simt);
   EXPECT_EQ(parse_cuda_attention("tensor"), CudaAttentionKernel::TensorCore);
-  for (const char* bad : {"Tensor", "tensor ", "tc", "1"}) {
+  EXPECT_EQ(parse_cuda_attention("mma"), CudaAttentionKernel::Mma);
+  for (const char* bad : {"Tensor", "tensor ", "tc", "1", "MMA"}) {
     try {
       parse_cuda_attention(bad);
       ADD_FAILURE() << "'" << bad << "' accepted";
     } catch (const std::invalid_argument& e) {
-      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_ATTENTION=") + bad + ": expected simt or tensor");
+      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_ATTENTION=") + bad + ": expected simt, tensor or mma");
     }
   }
 }

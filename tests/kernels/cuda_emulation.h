@@ -2,9 +2,9 @@
 // A CPU stand-in for the CUDA device features that some kernels use, so that their logic (tiling,
 // masking, shared-memory staging, warp synchronisation, the split of rows over warps and blocks)
 // runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
-// attention_tensor_core.cuh), the few-row decode products (gemv.cuh), the unfiltered sampler
-// (sampling_unfiltered.cuh) and the two decode attentions (attention_decode.cuh,
-// attention_decode_tiles.cuh). A test double, and only for those headers. It checks what CUDA
+// attention_tensor_core.cuh, and its forward on mma.sync, attention_mma.cuh), the few-row decode
+// products (gemv.cuh), the unfiltered sampler (sampling_unfiltered.cuh) and the two decode
+// attentions (attention_decode.cuh, attention_decode_tiles.cuh). A test double, and only for those headers. It checks what CUDA
 // documents of the hardware: WMMA's tile alignment, 16-byte alignment of the kernels' vector loads
 // (with -fsanitize=alignment), and the launch limits of sm_80; what it cannot show (WMMA's real
 // fragment layouts, blocks running at once, speed) the GPU tests and benchmarks check.
@@ -13,12 +13,15 @@
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
 // the warp. A WMMA fragment is opaque to the kernels, so here lane 0 of the warp holds the whole
 // 16 x 16 tile and does the warp's work (loads, products in fp32 with k ascending, stores) after
-// the warp's barrier; the other lanes hold nothing. Shared memory starts filled with 0xFF bytes
-// (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
+// the warp's barrier; the other lanes hold nothing. The mma.sync instructions' fragments are
+// documented, so their stand-ins (kernels/cuda/mma_sync.cuh's functions) keep each lane's own
+// registers, exchanged through the warp's shuffle slots. Shared memory starts filled with 0xFF
+// bytes (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
 // results. Blocks run one after another, on the same threads.
 #define AZR_CUDA_EMULATION 1
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -190,6 +193,80 @@ inline float emu_value(float x) { return x; }
 inline float __bfloat162float(__nv_bfloat16 x) { return emu_value(x); }
 
 inline int64_t min(int64_t a, int64_t b) { return b < a ? b : a; }
+
+namespace azr::emu {
+// Every lane posts v, then reads every lane's value: what a warp-level instruction that mixes
+// lanes' registers sees.
+template <class T>
+std::array<T, 32> gather_warp(T v) {
+  static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
+  uint64_t* slots = t_state->shuffle.data() + (t_thread.x / 32) * 32;
+  std::memcpy(&slots[lane()], &v, sizeof v);
+  warp_barrier();
+  std::array<T, 32> all;
+  for (unsigned l = 0; l < 32; l++) std::memcpy(&all[l], &slots[l], sizeof(T));
+  warp_barrier();
+  return all;
+}
+}  // namespace azr::emu
+
+// kernels/cuda/mma_sync.cuh's instructions, lane by lane from the layouts PTX documents (that
+// header's comment); a wrong reading of them in a kernel gives wrong products here.
+namespace azr::kernels::cuda_detail::mma {
+
+inline uint32_t emu_pair(const __nv_bfloat16& lo, const __nv_bfloat16& hi) {
+  return uint32_t(lo.bits) | uint32_t(hi.bits) << 16;
+}
+inline float emu_half(uint32_t r, int which) { return emu_value(__nv_bfloat16{uint16_t(which ? r >> 16 : r & 0xffffu)}); }
+
+// ldmatrix requires each row address 16-byte aligned.
+inline std::array<const __nv_bfloat16*, 32> emu_matrix_rows(const __nv_bfloat16* row) {
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+    std::fprintf(stderr, "cuda_emulation: ldmatrix: row address %p is not 16-byte aligned\n", static_cast<const void*>(row));
+    std::abort();
+  }
+  return ::azr::emu::gather_warp(row);
+}
+
+inline void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  const auto rows = emu_matrix_rows(row);
+  const unsigned g = ::azr::emu::lane() / 4, t = ::azr::emu::lane() % 4;
+  for (unsigned i = 0; i < 4; i++) r[i] = emu_pair(rows[8 * i + g][2 * t], rows[8 * i + g][2 * t + 1]);
+}
+
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  const auto rows = emu_matrix_rows(row);
+  const unsigned g = ::azr::emu::lane() / 4, t = ::azr::emu::lane() % 4;
+  for (unsigned i = 0; i < 4; i++) r[i] = emu_pair(rows[8 * i + 2 * t][g], rows[8 * i + 2 * t + 1][g]);
+}
+
+// d += a b with the products added to d one at a time, k ascending, in fp32.
+inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const auto a01 = ::azr::emu::gather_warp(uint64_t(a[0]) | uint64_t(a[1]) << 32);
+  const auto a23 = ::azr::emu::gather_warp(uint64_t(a[2]) | uint64_t(a[3]) << 32);
+  const auto b = ::azr::emu::gather_warp(uint64_t(b0) | uint64_t(b1) << 32);
+  float A[16][16], B[16][8];
+  for (unsigned l = 0; l < 32; l++) {
+    const unsigned g = l / 4, t = l % 4;
+    const uint32_t r[4] = {uint32_t(a01[l]), uint32_t(a01[l] >> 32), uint32_t(a23[l]), uint32_t(a23[l] >> 32)};
+    for (int e = 0; e < 2; e++) {
+      A[g][2 * t + e] = emu_half(r[0], e), A[g + 8][2 * t + e] = emu_half(r[1], e);
+      A[g][2 * t + 8 + e] = emu_half(r[2], e), A[g + 8][2 * t + 8 + e] = emu_half(r[3], e);
+      B[2 * t + e][g] = emu_half(uint32_t(b[l]), e), B[2 * t + 8 + e][g] = emu_half(uint32_t(b[l] >> 32), e);
+    }
+  }
+  const unsigned g = ::azr::emu::lane() / 4, t = ::azr::emu::lane() % 4;
+  for (unsigned i = 0; i < 4; i++) {
+    const unsigned row = i < 2 ? g : g + 8, col = 2 * t + i % 2;
+    float acc = d[i];
+    for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+    d[i] = acc;
+  }
+}
+
+inline uint32_t pack_bf16x2(float lo, float hi) { return emu_pair(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi)); }
+
+}  // namespace azr::kernels::cuda_detail::mma
 
 namespace nvcuda::wmma {
 

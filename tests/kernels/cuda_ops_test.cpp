@@ -555,6 +555,8 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
 
 class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
+// Both tensor-core forwards (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh)
+// with the backward on their outputs, against the same emulated arithmetic.
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
@@ -565,31 +567,35 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
   auto d_len = to_device(c.lengths);
   auto garbage = [](size_t n) { return to_device(std::vector<float>(n, 7.f)); };  // every element written
-  auto d_out = garbage(size_t(q_n)), d_lse = garbage(want.lse.size()), d_dq = garbage(size_t(q_n)),
-       d_dk = garbage(size_t(kv_n)), d_dv = garbage(size_t(kv_n)), d_simt = garbage(size_t(q_n));
   AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * c.KV * c.d, c.lengths.empty() ? nullptr : d_len.data()};
   const Ops& dev = cuda_bf16_matmul_ops();
-  {
-    const AttentionChoice tensor(CudaAttentionKernel::TensorCore);
-    dev.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
-    dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(),
-                           d_q.data(), d_k.data(), d_v.data(), s);
-  }
-  expect_matches_tensor_core_reference(want, to_host<float>(d_out, size_t(q_n)), to_host<float>(d_lse, want.lse.size()),
-                                       to_host<float>(d_dq, size_t(q_n)), to_host<float>(d_dk, size_t(kv_n)),
-                                       to_host<float>(d_dv, size_t(kv_n)));
-
-  // The Simt kernels keep P in fp32: had the choice not reached the tensor-core kernels, both
-  // outputs would be the Simt kernel's, bit for bit. (A floor of 1e-5 failed on an H200 at head
-  // dim 128, where the two differ by 6e-6 to 1e-5 and the outputs match the emulated arithmetic.)
+  auto d_simt = garbage(size_t(q_n)), d_simt_lse = garbage(want.lse.size());
   {
     const AttentionChoice simt(CudaAttentionKernel::Simt);
-    dev.attention_forward(d_simt.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
+    dev.attention_forward(d_simt.data(), d_simt_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
   }
-  const auto a = to_host<float>(d_out, size_t(q_n)), b = to_host<float>(d_simt, size_t(q_n));
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); i++) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
-  EXPECT_GT(worst, 0.0) << "the tensor-core kernels did not run";
+  const auto simt_out = to_host<float>(d_simt, size_t(q_n));
+  for (const CudaAttentionKernel kernel : {CudaAttentionKernel::TensorCore, CudaAttentionKernel::Mma}) {
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "forward on mma.sync" : "forward on WMMA");
+    auto d_out = garbage(size_t(q_n)), d_lse = garbage(want.lse.size()), d_dq = garbage(size_t(q_n)),
+         d_dk = garbage(size_t(kv_n)), d_dv = garbage(size_t(kv_n));
+    {
+      const AttentionChoice choice(kernel);
+      dev.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
+      dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(),
+                             d_q.data(), d_k.data(), d_v.data(), s);
+    }
+    const auto out = to_host<float>(d_out, size_t(q_n));
+    expect_matches_tensor_core_reference(want, out, to_host<float>(d_lse, want.lse.size()),
+                                         to_host<float>(d_dq, size_t(q_n)), to_host<float>(d_dk, size_t(kv_n)),
+                                         to_host<float>(d_dv, size_t(kv_n)));
+    // The Simt kernels keep P in fp32: had the choice not reached the tensor-core kernels, both
+    // outputs would be the Simt kernel's, bit for bit. (A floor of 1e-5 failed on an H200 at head
+    // dim 128, where the two differ by 6e-6 to 1e-5 and the outputs match the emulated arithmetic.)
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); i++) worst = std::max(worst, std::fabs(double(out[i]) - simt_out[i]));
+    EXPECT_GT(worst, 0.0) << "the tensor-core kernels did not run";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

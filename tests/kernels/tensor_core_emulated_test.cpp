@@ -13,7 +13,9 @@
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/attention_tensor_core.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 
 #include <gtest/gtest.h>
 
@@ -38,13 +40,19 @@ using testing::attn_case_name;
 
 // The kernels launched as attention_tensor_core.cu launches them, through the emulation, with the
 // op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
-template <int D>
+// Forward: the WMMA kernel, or with Mma the one on mma.sync (attention_mma.cuh).
+enum class Forward { Wmma, Mma };
+
+template <int D, Forward F = Forward::Wmma>
 void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                       const AttentionShape& sh) {
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
-  emu::launch({unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)}, kWarps * kWarp,
-              kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
+  const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
+  if constexpr (F == Forward::Mma)
+    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q, k, v, s);
+  else
+    emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
 }
 
 template <int D>
@@ -81,23 +89,25 @@ struct Outputs {
 
 // Forward, then backward on the forward's outputs, with the launch geometry of
 // attention_tensor_core.cu. Outputs start as garbage (7), so every element must be written.
-template <int D>
+template <int D, Forward F = Forward::Wmma>
 Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const float* v, const float* dout) {
   const int64_t qn = c.B * c.T * c.H * D, kvn = c.B * c.T * c.KV * D;
   Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
             std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(kvn), 7.f),
             std::vector<float>(size_t(kvn), 7.f)};
   const AttentionShape s{c.B, c.T, c.H, c.KV, D, c.T * c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data()};
-  emulated_forward<D>(o.out.data(), o.lse.data(), q, k, v, s);
+  emulated_forward<D, F>(o.out.data(), o.lse.data(), q, k, v, s);
   emulated_backward<D>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
   return o;
 }
 
+template <Forward F>
 const Ops& emulated_tensor_core_ops() {
   static const Ops table = [] {
     Ops t = cpu_bf16_matmul_ops();
-    t.name = "cpu+bf16, tensor-core attention emulated";
-    t.attention_forward = emulated_forward<64>;
+    t.name = F == Forward::Mma ? "cpu+bf16, mma.sync forward and tensor-core backward emulated"
+                               : "cpu+bf16, tensor-core attention emulated";
+    t.attention_forward = emulated_forward<64, F>;
     t.attention_backward = emulated_backward<64>;
     return t;
   }();
@@ -108,26 +118,52 @@ const Ops& emulated_tensor_core_ops() {
 TEST(TensorCoreEmulatedModel, ComputesTheBf16Model) {
   const model::ModelConfig c = model::testing::config_named("untied");
   ASSERT_EQ(c.head_dim, 64);
-  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops(), cpu_ops(), std::nullopt);
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Forward::Wmma>(), cpu_ops(), std::nullopt);
 }
 
 TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearners) {
   const model::ModelConfig c = model::testing::config_named("untied");
-  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops(), cpu_ops(), std::nullopt);
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Forward::Wmma>(), cpu_ops(),
+                                                      std::nullopt);
+}
+
+// The same with the forward on mma.sync: its one pass rounds p against the running max, not the
+// final lse, so its output differs from the WMMA forward's, within the same bounds.
+TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMmaForward) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Forward::Mma>(), cpu_ops(), std::nullopt);
+}
+
+TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithTheMmaForward) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Forward::Mma>(), cpu_ops(),
+                                                      std::nullopt);
 }
 
 class TensorCoreEmulated : public ::testing::TestWithParam<AttnCase> {};
 
-TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
-  const AttnCase c = GetParam();
+// The case's kernels (forward F, then the backward on its outputs) against the emulated arithmetic.
+template <Forward F>
+void expect_kernels_match_the_emulated_arithmetic(const AttnCase& c) {
   const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
   const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
              v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
   const testing::TensorCoreReference want =
       testing::emulate_tensor_core_attention(q, k, v, dout, c.B, c.T, c.H, c.KV, c.d, c.lengths);
-  const Outputs got = c.d == 64 ? run_kernels<64>(c, q.data(), k.data(), v.data(), dout.data())
-                                : run_kernels<128>(c, q.data(), k.data(), v.data(), dout.data());
+  const Outputs got = c.d == 64 ? run_kernels<64, F>(c, q.data(), k.data(), v.data(), dout.data())
+                                : run_kernels<128, F>(c, q.data(), k.data(), v.data(), dout.data());
   testing::expect_matches_tensor_core_reference(want, got.out, got.lse, got.dq, got.dk, got.dv);
+}
+
+TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
+  expect_kernels_match_the_emulated_arithmetic<Forward::Wmma>(GetParam());
+}
+
+// The forward on mma.sync, then the same backward on its out and lse, against the same emulated
+// arithmetic: its masks, online rescaling, the two-term P, and every fragment it builds from
+// mma_sync.cuh's layouts.
+TEST_P(TensorCoreEmulated, MmaForwardMatchesTheEmulatedArithmetic) {
+  expect_kernels_match_the_emulated_arithmetic<Forward::Mma>(GetParam());
 }
 
 // The tiles load 16-byte aligned rows four floats at a time and other rows one float at a time
@@ -156,6 +192,73 @@ TEST(TensorCoreEmulated, UnalignedInputsGiveTheAlignedOutputsBitForBit) {
   EXPECT_TRUE(same_bits(aligned.dq, unaligned.dq));
   EXPECT_TRUE(same_bits(aligned.dk, unaligned.dk));
   EXPECT_TRUE(same_bits(aligned.dv, unaligned.dv));
+  // The forward on mma.sync reads its tiles through the same load_tile.
+  const Outputs mma_aligned = run_kernels<64, Forward::Mma>(c, q.data(), k.data(), v.data(), dout.data());
+  const Outputs mma_unaligned = run_kernels<64, Forward::Mma>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
+  EXPECT_TRUE(same_bits(mma_aligned.out, mma_unaligned.out));
+  EXPECT_TRUE(same_bits(mma_aligned.lse, mma_unaligned.lse));
+}
+
+// mma_sync.cuh's stand-ins compose into matrix products: A (16 x 16) times B given as rows of
+// k (B^T, read as attention_mma.cuh reads k) and as rows of n (read with .trans, as it reads v),
+// each into two 16 x 8 C tiles, against the host's products of the same bf16 values. A wrong
+// lane mapping in the stand-in scrambles rows or columns here.
+constexpr int kProdLd = 24;  // bf16 stride: 48 bytes, rows 16-byte aligned as ldmatrix requires
+
+void mma_product_kernel(float* c_bt, float* c_b, const bf16* a, const bf16* bt, const bf16* b) {
+  const int lane = int(threadIdx.x), g = lane / 4, t = lane % 4, mat = lane / 8, mat_row = lane % 8;
+  uint32_t af[4], kf[4], vf[4];
+  mma::ldmatrix_x4(af, a + ((mat % 2) * 8 + mat_row) * kProdLd + (mat / 2) * 8);
+  mma::ldmatrix_x4(kf, bt + ((mat / 2) * 8 + mat_row) * kProdLd + (mat % 2) * 8);
+  mma::ldmatrix_x4_trans(vf, b + ((mat % 2) * 8 + mat_row) * kProdLd + (mat / 2) * 8);
+  float c[2][4] = {}, d[2][4] = {};
+  mma::mma_bf16(c[0], af, kf[0], kf[1]);
+  mma::mma_bf16(c[1], af, kf[2], kf[3]);
+  mma::mma_bf16(d[0], af, vf[0], vf[1]);
+  mma::mma_bf16(d[1], af, vf[2], vf[3]);
+  for (int n = 0; n < 2; n++)
+    for (int e = 0; e < 4; e++) {
+      const int row = g + (e / 2) * 8, col = 8 * n + 2 * t + e % 2;
+      c_bt[row * 16 + col] = c[n][e];
+      c_b[row * 16 + col] = d[n][e];
+    }
+}
+
+TEST(MmaSyncEmulation, LdmatrixAndMmaFormMatrixProducts) {
+  struct alignas(16) Tile {
+    bf16 x[16 * kProdLd];
+  };
+  Tile a{}, bt{}, b{};
+  const auto av = testing::randn(256, 81), bv = testing::randn(256, 82);
+  std::vector<float> a16(256), b16(256);  // b16[k * 16 + n]: B's element (k, n)
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      a16[size_t(i * 16 + j)] = round_to_bf16(av[size_t(i * 16 + j)]);
+      b16[size_t(i * 16 + j)] = round_to_bf16(bv[size_t(i * 16 + j)]);
+      a.x[i * kProdLd + j] = __float2bfloat16_rn(a16[size_t(i * 16 + j)]);
+      b.x[i * kProdLd + j] = __float2bfloat16_rn(b16[size_t(i * 16 + j)]);  // row k holds (k, 0..15)
+      bt.x[j * kProdLd + i] = __float2bfloat16_rn(b16[size_t(i * 16 + j)]);  // row n holds (0..15, n)
+    }
+  std::vector<float> c_bt(256, NAN), c_b(256, NAN);
+  emu::launch({1, 1, 1}, 32, 0, mma_product_kernel, c_bt.data(), c_b.data(), a.x, bt.x, b.x);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      double want = 0, mag = 0;
+      for (int kk = 0; kk < 16; kk++) {
+        want += double(a16[size_t(i * 16 + kk)]) * b16[size_t(kk * 16 + j)];
+        mag += std::fabs(double(a16[size_t(i * 16 + kk)]) * b16[size_t(kk * 16 + j)]);
+      }
+      EXPECT_NEAR(c_bt[size_t(i * 16 + j)], want, 1e-6 * mag) << "B read as rows of k, C(" << i << ", " << j << ")";
+      EXPECT_NEAR(c_b[size_t(i * 16 + j)], want, 1e-6 * mag) << "B read with .trans, C(" << i << ", " << j << ")";
+    }
+}
+
+// pack_bf16x2 puts its first value in the low half (PTX: the lower column's element), rounded
+// to nearest even: 1 is 0x3F80; -2 is 0xC000; 1 + 2^-8 is halfway between 1 and 1 + 2^-7 and
+// goes to 1's even mantissa.
+TEST(MmaSyncEmulation, PackPutsTheFirstValueInTheLowHalf) {
+  EXPECT_EQ(mma::pack_bf16x2(1.f, -2.f), 0xC0003F80u);
+  EXPECT_EQ(mma::pack_bf16x2(1.f + 0x1p-8f, 0.f), 0x00003F80u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -163,7 +266,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AttnCase{2, 70, 4, 2, 64, {70, 5}},       // GQA 2:1, ragged: two query tiles, a partial one
                       AttnCase{1, 65, 2, 1, 128, {}},           // head dim 128, one row past a tile
                       AttnCase{3, 20, 2, 2, 64, {20, 1, 0}},    // no GQA; a 1-token and an empty sequence
-                      AttnCase{1, 70, 2, 1, 64, {}, 4.f}),      // peaked softmax: the online max matters
+                      AttnCase{1, 70, 2, 1, 64, {}, 4.f},       // peaked softmax: the online max matters
+                      AttnCase{1, 200, 2, 1, 64, {}, 4.f}),     // 4 key tiles: the running max rescales 3 times
     attn_case_name);
 
 }  // namespace
