@@ -278,12 +278,16 @@ int main(int argc, char** argv) {
         rows.push_back({backward ? "attn_bwd bf16 tc" : "attn_fwd bf16 tc", shape, "TFLOP/s", f / tc / 1e12,
                         f / simt / 1e12, -1});
       }
-      // The forward on mma.sync (attention_mma.cuh) against the WMMA forward, in the base column.
-      const double mma = time_with(CudaAttentionKernel::Mma, false),
-                   wmma = time_with(CudaAttentionKernel::TensorCore, false);
-      rows.push_back({"attn_fwd bf16 mma", "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) +
-                                               " heads x " + std::to_string(hd.d) + "; base = WMMA forward",
-                      "TFLOP/s", fwd_flops / mma / 1e12, fwd_flops / wmma / 1e12, -1});
+      // The kernels on mma.sync (attention_mma.cuh) against the WMMA ones, in the base column.
+      for (const bool backward : {false, true}) {
+        const double f = backward ? 2.5 * fwd_flops : fwd_flops;
+        const double mma = time_with(CudaAttentionKernel::Mma, backward),
+                     wmma = time_with(CudaAttentionKernel::TensorCore, backward);
+        rows.push_back({backward ? "attn_bwd bf16 mma" : "attn_fwd bf16 mma",
+                        "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) + " heads x " +
+                            std::to_string(hd.d) + "; base = WMMA",
+                        "TFLOP/s", f / mma / 1e12, f / wmma / 1e12, -1});
+      }
     }
   }
   if (want("decode_products")) {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same

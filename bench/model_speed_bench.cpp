@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     // The bf16 rows' training attention (AZR_CUDA_ATTENTION, kernels/cuda/cuda_ops.h).
     switch (azr::kernels::cuda_attention_kernel()) {
       case azr::kernels::CudaAttentionKernel::TensorCore: device_name += "; bf16 attention: tensor cores"; break;
-      case azr::kernels::CudaAttentionKernel::Mma: device_name += "; bf16 attention: mma.sync forward"; break;
+      case azr::kernels::CudaAttentionKernel::Mma: device_name += "; bf16 attention: mma.sync"; break;
       case azr::kernels::CudaAttentionKernel::Simt: device_name += "; bf16 attention: simt"; break;
     }
   }

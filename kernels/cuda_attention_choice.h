@@ -10,7 +10,7 @@ namespace azr::kernels {
 enum class CudaAttentionKernel { Simt, TensorCore, Mma };
 
 // "" (unset) or "tensor": TensorCore (the default since its GPU tests passed on an H200, where it
-// made a 1.5B training step 1.6x faster); "simt": Simt; "mma": Mma (the forward on mma.sync, not
+// made a 1.5B training step 1.6x faster); "simt": Simt; "mma": Mma (the kernels on mma.sync, not
 // yet run on a GPU, so not the default); anything else is an std::invalid_argument that names the
 // variable, the value and the values it takes.
 inline CudaAttentionKernel parse_cuda_attention(const std::string& value) {

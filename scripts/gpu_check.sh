@@ -20,13 +20,13 @@
 #          1.5B, against HF generate and a PyTorch step in the same run; MODEL_SPEED_ARGS adds
 #          options, e.g. "--recompute" or "--configs tests/model/configs/qwen2.5-3b.json");
 #          AZR_CUDA_ATTENTION=simt in the environment runs its bf16 training attention on the Simt
-#          kernels, not the default tensor-core ones, and =mma its forward on mma.sync
+#          kernels, not the default tensor-core ones, and =mma on the mma.sync ones
 #          (kernels/cuda/cuda_ops.h; the tests stage checks every kernel anyway)
 #   profile (not part of all) Nsight Compute's GPU time per kernel over decode steps of the 0.5B
 #          config at batch 1 and 256 in bf16 (PROFILE_BATCHES, PROFILE_SKIP and PROFILE_COUNT
 #          choose the batches and the launches measured), summed by kernel (bench/kernel_profile.py);
 #          then a 1.5B training step in bf16 split by op (model_speed_bench --op-profile), with the
-#          SIMT, the tensor-core and the mma.sync-forward training attention
+#          SIMT, the tensor-core (WMMA) and the mma.sync training attention
 #   quick  (not part of all) for a session with minutes of device time, in order of what is least
 #          known: tests, then the 1.5B training step split by op (default attention) and 32 decode
 #          steps at batch 256 split by op, then cuda_ops_bench under a time limit
@@ -42,9 +42,9 @@
 #          minutes of device time: builds the same four targets as decode; runs the op tests of
 #          CudaOps (element-wise ops, AdamW, the ops with bf16 gradients) and every whole-model
 #          test (the bf16 model's forward, gradients and AdamW against the CPU's) and the tensor-core
-#          attention tests (both forwards), then cuda_ops_bench's grads16, adamw and attention rows,
-#          then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the same
-#          run, and the 1.5B step again with the forward on mma.sync (AZR_CUDA_ATTENTION=mma)
+#          attention tests (WMMA and mma.sync), then cuda_ops_bench's grads16, adamw and attention
+#          rows, then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the
+#          same run, and the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail

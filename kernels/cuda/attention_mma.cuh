@@ -30,6 +30,78 @@
 
 namespace azr::kernels::cuda_detail::tensor_core {
 
+// The 16 x Cols scores of a warp's 16 rows against Cols rows of a tile, as Cols / 8 C tiles:
+// a_frag is this lane's ldmatrix address in the warp's rows (A), b_rows the tile's first row.
+// B = the tile's rows^T: matrix m of an ldmatrix covers rows (m / 2) * 8.. and columns
+// (m % 2) * 8.., so registers 0, 1 are C tile 2p's b0, b1 and 2, 3 C tile 2p + 1's.
+template <int D, int Cols>
+__device__ __forceinline__ void mma_scores(float (&sc)[Cols / 8][4], const bf16* a_frag, const bf16* b_rows, int mat,
+                                           int mat_row) {
+#pragma unroll
+  for (int n = 0; n < Cols / 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    uint32_t a[4];
+    mma::ldmatrix_x4(a, a_frag + kk * 16);
+#pragma unroll
+    for (int p = 0; p < Cols / 16; p++) {
+      uint32_t bf[4];
+      mma::ldmatrix_x4(bf, b_rows + (p * 16 + (mat / 2) * 8 + mat_row) * kLd<D> + kk * 16 + (mat % 2) * 8);
+      mma::mma_bf16(sc[2 * p], a, bf[0], bf[1]);
+      mma::mma_bf16(sc[2 * p + 1], a, bf[2], bf[3]);
+    }
+  }
+}
+
+// acc [16 x D] += X [16 x Cols] Y [Cols x D]: X in C tiles, rounded to one bf16 term here, or
+// with Split to two (hi = bf16(x), lo = bf16(x - hi), each its own product). C tiles 2kk and
+// 2kk + 1 are step kk's A fragment: registers (row g, tile 2kk), (g + 8, 2kk), (g, 2kk + 1),
+// (g + 8, 2kk + 1). Y is a bf16 tile from y_rows, read with .trans: matrix m covers its rows
+// (m % 2) * 8.. and columns (m / 2) * 8.., so registers 0, 1 are column tile 2c's b0, b1 and 2, 3
+// column tile 2c + 1's.
+template <int D, int Cols, bool Split = false>
+__device__ __forceinline__ void mma_accumulate(float (&acc)[D / 8][4], const float (&x)[Cols / 8][4], const bf16* y_rows,
+                                               int mat, int mat_row) {
+#pragma unroll
+  for (int kk = 0; kk < Cols / 16; kk++) {
+    uint32_t hi[4], lo[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float x0 = x[2 * kk + i / 2][(i % 2) * 2], x1 = x[2 * kk + i / 2][(i % 2) * 2 + 1];
+      hi[i] = mma::pack_bf16x2(x0, x1);
+      if constexpr (Split)
+        lo[i] = mma::pack_bf16x2(x0 - __bfloat162float(__float2bfloat16_rn(x0)),
+                                 x1 - __bfloat162float(__float2bfloat16_rn(x1)));
+    }
+#pragma unroll
+    for (int c = 0; c < D / 16; c++) {
+      uint32_t yf[4];
+      mma::ldmatrix_x4_trans(yf, y_rows + (kk * 16 + (mat % 2) * 8 + mat_row) * kLd<D> + c * 16 + (mat / 2) * 8);
+      mma::mma_bf16(acc[2 * c], hi, yf[0], yf[1]);
+      mma::mma_bf16(acc[2 * c + 1], hi, yf[2], yf[3]);
+      if constexpr (Split) {
+        mma::mma_bf16(acc[2 * c], lo, yf[0], yf[1]);
+        mma::mma_bf16(acc[2 * c + 1], lo, yf[2], yf[3]);
+      }
+    }
+  }
+}
+
+// Writes a warp's C tiles (rows row[0], row[1] of this lane) times factor to dst (row stride
+// `stride`): rows at or past `real_end` get zeros, rows at or past T do not exist.
+template <int D>
+__device__ __forceinline__ void mma_store_rows(float* dst, int64_t stride, const int64_t (&row)[2], int64_t real_end,
+                                               int64_t T, const float (&acc)[D / 8][4], float factor, int tq) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    if (row[r] >= T) continue;
+    const float f = row[r] < real_end ? factor : 0.f;
+    float* o = dst + row[r] * stride + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) o[8 * n] = acc[n][2 * r] * f, o[8 * n + 1] = acc[n][2 * r + 1] * f;
+  }
+}
+
 template <int D>
 constexpr size_t kMmaForwardSmem = 3 * kTileBytes<D>;  // q, k, v tiles
 
@@ -42,8 +114,6 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, TcDims s) {
   static_assert(D % 16 == 0 && kTileRows == 64, "16-column steps over 64-key tiles");
-  constexpr int kKeySteps = kTileRows / 16;  // 16-key steps of a tile (P V's k dimension)
-  constexpr int kDSteps = D / 16;            // 16-column steps of a head (q k^T's k dimension)
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
   bf16* Ks = Qs + kTileRows * kLd<D>;
@@ -84,24 +154,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     load_tile<D>(Vs, vb, s.kv_row, j0, kend);
     __syncthreads();
 
-    // Scores: 16 x 64 as 8 C tiles of 8 keys. B = k^T: matrix m of an ldmatrix covers keys
-    // (m / 2) * 8.. and columns (m % 2) * 8.., so registers 0, 1 are key tile 2p's b0, b1 and 2, 3
-    // key tile 2p + 1's.
-    float sc[kTileRows / 8][4];
-#pragma unroll
-    for (int n = 0; n < kTileRows / 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < kDSteps; kk++) {
-      uint32_t qa[4];
-      mma::ldmatrix_x4(qa, q_frag + kk * 16);
-#pragma unroll
-      for (int p = 0; p < kTileRows / 16; p++) {
-        uint32_t kf[4];
-        mma::ldmatrix_x4(kf, Ks + (p * 16 + (mat / 2) * 8 + mat_row) * kLd<D> + kk * 16 + (mat % 2) * 8);
-        mma::mma_bf16(sc[2 * p], qa, kf[0], kf[1]);
-        mma::mma_bf16(sc[2 * p + 1], qa, kf[2], kf[3]);
-      }
-    }
+    float sc[kTileRows / 8][4];  // scores: 16 x 64 as 8 C tiles of 8 keys
+    mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
 
     // Mask, scale, and the tile's max of each of the lane's two rows across the 4 lanes that share it.
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -137,31 +191,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         l[e / 2] += sc[n][e];
       }
 
-    // P V, 16 keys a step: key tiles 2kk and 2kk + 1 are the step's A fragment (mma_sync.cuh), in
-    // two bf16 terms. B = v: with .trans, matrix m covers keys (m % 2) * 8.. and columns (m / 2) * 8..,
-    // so registers 0, 1 are column tile 2c's b0, b1 and 2, 3 column tile 2c + 1's.
-#pragma unroll
-    for (int kk = 0; kk < kKeySteps; kk++) {
-      uint32_t hi[4], lo[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        // A's register order: (row g, key tile 2kk), (g + 8, 2kk), (g, 2kk + 1), (g + 8, 2kk + 1).
-        const float* pair = &sc[2 * kk + i / 2][(i % 2) * 2];
-        hi[i] = mma::pack_bf16x2(pair[0], pair[1]);
-        const float h0 = __bfloat162float(__float2bfloat16_rn(pair[0]));
-        const float h1 = __bfloat162float(__float2bfloat16_rn(pair[1]));
-        lo[i] = mma::pack_bf16x2(pair[0] - h0, pair[1] - h1);
-      }
-#pragma unroll
-      for (int c = 0; c < D / 16; c++) {
-        uint32_t vf[4];
-        mma::ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mat % 2) * 8 + mat_row) * kLd<D> + c * 16 + (mat / 2) * 8);
-        mma::mma_bf16(acc[2 * c], hi, vf[0], vf[1]);
-        mma::mma_bf16(acc[2 * c + 1], hi, vf[2], vf[3]);
-        mma::mma_bf16(acc[2 * c], lo, vf[0], vf[1]);
-        mma::mma_bf16(acc[2 * c + 1], lo, vf[2], vf[3]);
-      }
-    }
+    mma_accumulate<D, kTileRows, true>(acc, sc, Vs, mat, mat_row);  // P V, P in two bf16 terms
   }
 
   // The four lanes of each row add their sums; then out = acc / l, lse = m + log l.
@@ -179,6 +209,154 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     for (int n = 0; n < D / 8; n++) o[8 * n] = acc[n][2 * r] * inv, o[8 * n + 1] = acc[n][2 * r + 1] * inv;
     if (tq == 0) lse_bh[row[r]] = real[r] ? m[r] + logf(l[r]) : 0.f;
   }
+}
+
+
+// ---- Backward: the WMMA backward's arithmetic (attention_tensor_core.cuh: P from the saved lse,
+// dS = P (dP - D) in fp32, P and dS rounded to one bf16 term) with its scores, P and dS in
+// registers. Two kernels as there, so no atomics: dQ (a block owns 64 queries and walks the keys)
+// and each query head's share of dK and dV (a block owns 64 keys and walks the queries), then
+// tc_group_sum_kernel adds the shares.
+
+template <int D>
+constexpr size_t kMmaDqSmem = 4 * kTileBytes<D>;  // q, dout, k, v tiles
+
+// dq = scale sum_j bf16(dS_tj) k_j. grid (ceil(T / 64), heads, B), 4 warps; a block owns 64 queries.
+template <int D>
+__global__ void __launch_bounds__(kWarps * kWarp)
+    mma_dq_kernel(float* dq, const float* dout, const float* lse, const float* Drow, const float* q, const float* k,
+                  const float* v, TcDims s) {
+  AZR_DYNAMIC_SHARED(smem);
+  bf16* Qs = reinterpret_cast<bf16*>(smem);
+  bf16* dOs = Qs + kTileRows * kLd<D>;
+  bf16* Ks = dOs + kTileRows * kLd<D>;
+  bf16* Vs = Ks + kTileRows * kLd<D>;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
+
+  const int64_t b = blockIdx.z, h = blockIdx.y, t0 = last_first(gridDim.x, blockIdx.x);
+  const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
+  float* dqb = dq + b * s.T * q_row + h * D;
+  if (t0 >= L) return zero_rows<D>(dqb, q_row, t0, s.T);
+  const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
+  const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
+  const int64_t w0 = t0 + warp * kRowsPerWarp;
+  const int64_t row[2] = {w0 + g, w0 + g + 8};
+  float row_lse[2], row_D[2];
+  bool real[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    real[r] = row[r] < L;
+    row_lse[r] = real[r] ? lse[(b * s.H + h) * s.T + row[r]] : 0.f;
+    row_D[r] = real[r] ? Drow[(b * s.H + h) * s.T + row[r]] : 0.f;
+  }
+  const int64_t kend = min(t0 + kBlockRows, L);  // as in the forward: every tile has keys for every warp
+  load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
+  const int a_row = warp * kRowsPerWarp + (mat % 2) * 8 + mat_row, a_col = (mat / 2) * 8;
+  const bf16* q_frag = Qs + a_row * kLd<D> + a_col;
+  const bf16* do_frag = dOs + a_row * kLd<D> + a_col;
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
+    __syncthreads();
+    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
+    load_tile<D>(Vs, vb, s.kv_row, j0, kend);
+    __syncthreads();
+    float sc[kTileRows / 8][4], dp[kTileRows / 8][4];
+    mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
+    mma_scores<D, kTileRows>(dp, do_frag, Vs, mat, mat_row);
+#pragma unroll
+    for (int n = 0; n < kTileRows / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = e / 2;
+        const int64_t key = j0 + 8 * n + 2 * tq + e % 2;
+        sc[n][e] = real[r] && key <= row[r] ? expf(sc[n][e] * s.scale - row_lse[r]) * (dp[n][e] - row_D[r]) : 0.f;
+      }
+    mma_accumulate<D, kTileRows>(acc, sc, Ks, mat, mat_row);
+  }
+  mma_store_rows<D>(dqb, q_row, row, L, s.T, acc, s.scale, tq);
+}
+
+// The dK/dV kernel walks the queries 32 at a time: a warp's dK and dV accumulators (16 keys x D
+// each) take 128 registers a lane at D = 128, and 16 x 64 scores and dP another 64, past the 255
+// a thread may hold.
+constexpr int kMmaQueryTile = 32;
+template <int D>
+constexpr size_t kMmaQueryTileBytes = size_t(kMmaQueryTile) * kLd<D> * sizeof(bf16);
+template <int D>
+constexpr size_t kMmaDkDvSmem = 2 * kTileBytes<D> + 2 * kMmaQueryTileBytes<D> + 2 * kMmaQueryTile * sizeof(float);
+
+// Query head h's share of its kv head's gradients: dk_j = scale sum_{t >= j} bf16(dS_tj) q_t,
+// dv_j = sum bf16(P_tj) bf16(dout_t), into dk_h and dv_h [B, T, H, D], as tc_dkdv_kernel. grid
+// (ceil(T / 64), heads, B), 4 warps; a block owns 64 keys (the first block the first keys).
+template <int D>
+__global__ void __launch_bounds__(kWarps * kWarp)
+    mma_dkdv_kernel(float* dk_h, float* dv_h, const float* dout, const float* lse, const float* Drow, const float* q,
+                    const float* k, const float* v, TcDims s) {
+  AZR_DYNAMIC_SHARED(smem);
+  bf16* Kb = reinterpret_cast<bf16*>(smem);
+  bf16* Vb = Kb + kTileRows * kLd<D>;
+  bf16* Qs = Vb + kTileRows * kLd<D>;
+  bf16* dOs = Qs + kMmaQueryTile * kLd<D>;
+  float* lse_s = reinterpret_cast<float*>(dOs + kMmaQueryTile * kLd<D>);
+  float* D_s = lse_s + kMmaQueryTile;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
+
+  const int64_t b = blockIdx.z, h = blockIdx.y, j0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
+  float* dkb = dk_h + b * s.T * q_row + h * D;
+  float* dvb = dv_h + b * s.T * q_row + h * D;
+  if (j0 >= L) return padding_key_block<D>(dkb, dvb, q_row, j0, s.T);
+  const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
+  const int64_t key[2] = {w0 + g, w0 + g + 8};
+  load_tile<D>(Kb, k + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
+  load_tile<D>(Vb, v + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
+  const int a_row = warp * kRowsPerWarp + (mat % 2) * 8 + mat_row, a_col = (mat / 2) * 8;
+  const bf16* k_frag = Kb + a_row * kLd<D> + a_col;
+  const bf16* v_frag = Vb + a_row * kLd<D> + a_col;
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.f;
+  const float* qb = q + b * s.T * q_row + h * D;
+  const float* gb = dout + b * s.T * q_row + h * D;
+  const float* lse_bh = lse + (b * s.H + h) * s.T;
+  const float* D_bh = Drow + (b * s.H + h) * s.T;
+  for (int64_t i0 = j0; i0 < L; i0 += kMmaQueryTile) {  // the queries that see any key of the block
+    __syncthreads();
+    load_tile<D, kMmaQueryTile>(Qs, qb, q_row, i0, L);
+    load_tile<D, kMmaQueryTile>(dOs, gb, q_row, i0, L);
+    stage_row_stats<kMmaQueryTile>(lse_s, D_s, lse_bh, D_bh, i0, L);
+    __syncthreads();
+    if (i0 + kMmaQueryTile <= w0) continue;  // no query of the tile sees the warp's keys (uniform per warp)
+    float st[kMmaQueryTile / 8][4], dpt[kMmaQueryTile / 8][4];  // S^T and dP^T: 16 keys x 32 queries
+    mma_scores<D, kMmaQueryTile>(st, k_frag, Qs, mat, mat_row);
+    mma_scores<D, kMmaQueryTile>(dpt, v_frag, dOs, mat, mat_row);
+#pragma unroll
+    for (int n = 0; n < kMmaQueryTile / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int c = 8 * n + 2 * tq + e % 2;
+        const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
+        float p = 0.f, ds = 0.f;
+        if (t < L && key[e / 2] <= t) {
+          p = expf(st[n][e] * s.scale - lse_s[c]);
+          ds = p * (dpt[n][e] - D_s[c]);
+        }
+        st[n][e] = p, dpt[n][e] = ds;
+      }
+    mma_accumulate<D, kMmaQueryTile>(dv_acc, st, dOs, mat, mat_row);
+    mma_accumulate<D, kMmaQueryTile>(dk_acc, dpt, Qs, mat, mat_row);
+  }
+  mma_store_rows<D>(dkb, q_row, key, L, s.T, dk_acc, s.scale, tq);
+  mma_store_rows<D>(dvb, q_row, key, L, s.T, dv_acc, 1.f, tq);
 }
 
 }  // namespace azr::kernels::cuda_detail::tensor_core

@@ -58,22 +58,30 @@ float* head_shares_scratch(size_t n) {
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
                 const float* k, const float* v, const AttentionShape& shape) {
-  allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
-  allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>);
   const TcDims s = tc_dims_of(shape);
   const float* Drow = attention_row_dots(dout, out, shape);
-  const unsigned tiles = unsigned((shape.T + kBlockRows - 1) / kBlockRows);
-  constexpr size_t dq_smem = kDqSmem<D>, dkdv_smem = kDkDvSmem<D>;
-  tc_dq_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dq_smem, op_stream()>>>(
-      dq, dout, lse, Drow, q, k, v, s);
-  AZR_CUDA_LAUNCHED();
-  // Each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
+  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
+  // dQ, then each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
   const size_t share = size_t(shape.B * shape.T * shape.heads * D);
   float* dk_h = head_shares_scratch(2 * share);
   float* dv_h = dk_h + share;
-  tc_dkdv_kernel<D><<<dim3(tiles, unsigned(shape.heads), unsigned(shape.B)), kWarps * kWarp, dkdv_smem, op_stream()>>>(
-      dk_h, dv_h, dout, lse, Drow, q, k, v, s);
-  AZR_CUDA_LAUNCHED();
+  if (attention_choice() == CudaAttentionKernel::Mma) {
+    allow_shared_memory(mma_dq_kernel<D>, kMmaDqSmem<D>);
+    allow_shared_memory(mma_dkdv_kernel<D>, kMmaDkDvSmem<D>);
+    constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
+    mma_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, dout, lse, Drow, q, k, v, s);
+    AZR_CUDA_LAUNCHED();
+    mma_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, dout, lse, Drow, q, k, v, s);
+    AZR_CUDA_LAUNCHED();
+  } else {
+    allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
+    allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>);
+    constexpr size_t dq_smem = kDqSmem<D>, dkdv_smem = kDkDvSmem<D>;
+    tc_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, dout, lse, Drow, q, k, v, s);
+    AZR_CUDA_LAUNCHED();
+    tc_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, dout, lse, Drow, q, k, v, s);
+    AZR_CUDA_LAUNCHED();
+  }
   tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h, s,
                                                                                                shape.B, D);
   AZR_CUDA_LAUNCHED();

@@ -92,24 +92,26 @@ __device__ __forceinline__ int64_t tc_seq_len(const TcDims& s, int64_t b) { retu
 // One float per thread per step, as the fallback for unaligned rows does, waits out the memory
 // latency 64 x D / 128 times a tile, and the products between two tiles are a small fraction of
 // that wait.
+// Rows: the tile's rows (kTileRows, or fewer for the mma.sync backward's query tiles).
 constexpr int kLoadBatch = 8;  // float4s in flight per thread: 32 registers
-template <int D>
+template <int D, int Rows = kTileRows>
 __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t stride, int64_t first, int64_t end) {
-  constexpr int kRowVecs = D / 4, kVecs = kTileRows * kRowVecs, kThreads = kWarps * kWarp;
-  static_assert(kVecs % (kThreads * kLoadBatch) == 0, "whole batches of loads per thread");
+  constexpr int kRowVecs = D / 4, kVecs = Rows * kRowVecs, kThreads = kWarps * kWarp;
+  constexpr int kBatch = kVecs / kThreads < kLoadBatch ? kVecs / kThreads : kLoadBatch;
+  static_assert(kBatch > 0 && kVecs % (kThreads * kBatch) == 0, "whole batches of loads per thread");
   if ((reinterpret_cast<uintptr_t>(src) % 16 == 0) && stride % 4 == 0) {
 #pragma unroll
-    for (int e0 = 0; e0 < kVecs; e0 += kThreads * kLoadBatch) {
-      float4 x[kLoadBatch];
+    for (int e0 = 0; e0 < kVecs; e0 += kThreads * kBatch) {
+      float4 x[kBatch];
 #pragma unroll
-      for (int i = 0; i < kLoadBatch; i++) {
+      for (int i = 0; i < kBatch; i++) {
         const int e = e0 + i * kThreads + int(threadIdx.x);
         const int64_t row = first + e / kRowVecs;
         x[i] = row < end ? *reinterpret_cast<const float4*>(src + row * stride + (e % kRowVecs) * 4)
                          : float4{0.f, 0.f, 0.f, 0.f};
       }
 #pragma unroll
-      for (int i = 0; i < kLoadBatch; i++) {
+      for (int i = 0; i < kBatch; i++) {
         const int e = e0 + i * kThreads + int(threadIdx.x);
         bf16* out = dst + (e / kRowVecs) * kLd<D> + (e % kRowVecs) * 4;
         out[0] = __float2bfloat16_rn(x[i].x), out[1] = __float2bfloat16_rn(x[i].y);
@@ -118,7 +120,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t s
     }
     return;
   }
-  for (int e = threadIdx.x; e < kTileRows * D; e += blockDim.x) {
+  for (int e = threadIdx.x; e < Rows * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
     const int64_t row = first + r;
     dst[r * kLd<D> + c] = __float2bfloat16_rn(row < end ? src[row * stride + c] : 0.f);
@@ -195,6 +197,24 @@ __device__ __forceinline__ void padding_forward_block(float* ob, float* lse_bh, 
   zero_rows<D>(ob, q_row, t0, T);
   for (int e = threadIdx.x; e < kBlockRows; e += blockDim.x)
     if (t0 + e < T) lse_bh[t0 + e] = 0.f;
+}
+
+// A dK/dV block whose keys are all padding (j0 at or past the sequence's length): zero shares.
+template <int D>
+__device__ __forceinline__ void padding_key_block(float* dkb, float* dvb, int64_t q_row, int64_t j0, int64_t T) {
+  zero_rows<D>(dkb, q_row, j0, T);
+  zero_rows<D>(dvb, q_row, j0, T);
+}
+
+// The lse and D of queries i0 .. i0 + Rows - 1 into shared memory (zeros past L); the caller
+// synchronises.
+template <int Rows>
+__device__ __forceinline__ void stage_row_stats(float* lse_s, float* D_s, const float* lse_bh, const float* D_bh,
+                                                int64_t i0, int64_t L) {
+  for (int e = threadIdx.x; e < Rows; e += blockDim.x) {
+    lse_s[e] = i0 + e < L ? lse_bh[i0 + e] : 0.f;
+    D_s[e] = i0 + e < L ? D_bh[i0 + e] : 0.f;
+  }
 }
 
 // Shared memory of each kernel, in bytes; every region's size is a multiple of 32 bytes, so each
@@ -398,11 +418,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
   float* dkb = dk_h + b * s.T * q_row + h * D;
   float* dvb = dv_h + b * s.T * q_row + h * D;
-  if (j0 >= L) {
-    zero_rows<D>(dkb, q_row, j0, s.T);
-    zero_rows<D>(dvb, q_row, j0, s.T);
-    return;
-  }
+  if (j0 >= L) return padding_key_block<D>(dkb, dvb, q_row, j0, s.T);
   const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
   const int r = lane / 2, half = lane % 2;
   const int64_t j = w0 + r;  // this lane's key; its columns are queries
@@ -421,10 +437,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       __syncthreads();
       load_tile<D>(Qs, qb, q_row, i0, L);
       load_tile<D>(dOs, gb, q_row, i0, L);
-      for (int e = threadIdx.x; e < kTileRows; e += blockDim.x) {
-        lse_s[e] = i0 + e < L ? lse_bh[i0 + e] : 0.f;
-        D_s[e] = i0 + e < L ? D_bh[i0 + e] : 0.f;
-      }
+      stage_row_stats<kTileRows>(lse_s, D_s, lse_bh, D_bh, i0, L);
       __syncthreads();
       // i0 >= j0 and the warp's keys start at most 48 past j0: every warp has visible queries here.
       warp_scores<D>(ST, Kb + warp * kRowsPerWarp * kLd<D>, Qs);

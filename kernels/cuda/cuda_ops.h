@@ -50,9 +50,9 @@ std::string cuda_compiled_architectures();
 //   forward's probabilities enter P V as two bf16 terms, so its output is the Simt one to
 //   fp32-level noise; backward rounds P and dS to one bf16 term. For head dims 64 and 128; other
 //   shapes run Simt.
-// - Mma: TensorCore's backward, and its forward on mma.sync in one pass with the softmax in
-//   registers (kernels/cuda/attention_mma.cuh), under the same arithmetic bounds. Written without
-//   a GPU: opt-in until its GPU tests pass and it measures faster.
+// - Mma: TensorCore's arithmetic on mma.sync (kernels/cuda/attention_mma.cuh): scores, softmax and
+//   gradients in registers, the forward in one pass. Written without a GPU: opt-in until its GPU
+//   tests pass and it measures faster.
 // The default is TensorCore (its GPU tests passed on an H200, 2026-11-26, and a 1.5B training step
 // ran 1.6x faster with it); the environment variable AZR_CUDA_ATTENTION=simt (or tensor, or mma)
 // sets the starting choice, and an unknown value is an std::invalid_argument at the first attention call

@@ -342,7 +342,7 @@ double relative_l2(std::span<const float> a, std::span<const float> b) {
 // not equal. (Both models start from the same seed, so the weights are identical.)
 // AZR_CUDA_ATTENTION's spellings (read by the CUDA backend at its first Bf16 attention, or when a
 // command resolves the backend): unset and "tensor" select the tensor-core kernels, "simt" the
-// Simt ones, "mma" the forward on mma.sync, anything else stops with the variable and the values
+// Simt ones, "mma" the kernels on mma.sync, anything else stops with the variable and the values
 // it takes.
 TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
   EXPECT_EQ(parse_cuda_attention(""), CudaAttentionKernel::TensorCore);

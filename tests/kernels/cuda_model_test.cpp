@@ -126,11 +126,11 @@ TEST_P(CudaModel, TensorCoreAttentionBf16ModelMatchesTheCpuBf16Model) {
   expect_bf16_model_matches_cpu(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
 }
 
-// The same with the forward on mma.sync (CudaAttentionKernel::Mma, attention_mma.cuh), whose one
-// pass rounds p against the running max. On the CPU emulation of the device (2026-11-26, untied
-// config): log-probs 1.8e-3 from the CPU bf16 model on average, 8.0e-3 at worst, against 5.1e-3
-// and 1.6e-2 from fp32 (the WMMA forward's: 1.7e-3, 7.8e-3).
-TEST_P(CudaModel, MmaForwardBf16ModelMatchesTheCpuBf16Model) {
+// The same with the kernels on mma.sync (CudaAttentionKernel::Mma, attention_mma.cuh), whose
+// forward's one pass rounds p against the running max. On the CPU emulation of the device
+// (2026-11-26, untied config): log-probs 1.8e-3 from the CPU bf16 model on average, 8.0e-3 at
+// worst, against 5.1e-3 and 1.6e-2 from fp32 (the WMMA kernels': 1.7e-3, 7.8e-3).
+TEST_P(CudaModel, MmaAttentionBf16ModelMatchesTheCpuBf16Model) {
   const ModelConfig c = config_named(GetParam());
   if (c.head_dim != 64 && c.head_dim != 128)
     GTEST_SKIP() << "head dim " << c.head_dim << ": the tensor-core attention takes 64 and 128";
@@ -181,10 +181,10 @@ TEST_P(CudaModel, TensorCoreAttentionBf16GenerationLogProbsEqualTheTrainingForwa
   expect_bf16_sampler_matches_learner(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
 }
 
-// The learner's forward on mma.sync, the sampler on the decode kernel. On the CPU emulation of the
+// The learner's attention on mma.sync, the sampler on the decode kernel. On the CPU emulation of the
 // device (2026-11-26, untied config): mean |dlogp| 2.0e-3, worst 9.4e-3, against 5.9e-3 from the
 // fp32 model on average.
-TEST_P(CudaModel, MmaForwardBf16GenerationLogProbsEqualTheTrainingForward) {
+TEST_P(CudaModel, MmaAttentionBf16GenerationLogProbsEqualTheTrainingForward) {
   const ModelConfig c = config_named(GetParam());
   if (c.head_dim != 64 && c.head_dim != 128)
     GTEST_SKIP() << "head dim " << c.head_dim << ": the tensor-core attention takes 64 and 128";

@@ -555,8 +555,8 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
 
 class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
-// Both tensor-core forwards (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh)
-// with the backward on their outputs, against the same emulated arithmetic.
+// Both tensor-core kernel sets (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh),
+// forward and backward, against the same emulated arithmetic.
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
@@ -576,7 +576,7 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   }
   const auto simt_out = to_host<float>(d_simt, size_t(q_n));
   for (const CudaAttentionKernel kernel : {CudaAttentionKernel::TensorCore, CudaAttentionKernel::Mma}) {
-    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "forward on mma.sync" : "forward on WMMA");
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync kernels" : "WMMA kernels");
     auto d_out = garbage(size_t(q_n)), d_lse = garbage(want.lse.size()), d_dq = garbage(size_t(q_n)),
          d_dk = garbage(size_t(kv_n)), d_dv = garbage(size_t(kv_n));
     {

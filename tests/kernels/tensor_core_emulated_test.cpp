@@ -40,22 +40,22 @@ using testing::attn_case_name;
 
 // The kernels launched as attention_tensor_core.cu launches them, through the emulation, with the
 // op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
-// Forward: the WMMA kernel, or with Mma the one on mma.sync (attention_mma.cuh).
-enum class Forward { Wmma, Mma };
+// Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh).
+enum class Kernels { Wmma, Mma };
 
-template <int D, Forward F = Forward::Wmma>
+template <int D, Kernels F = Kernels::Wmma>
 void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                       const AttentionShape& sh) {
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
   const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
-  if constexpr (F == Forward::Mma)
+  if constexpr (F == Kernels::Mma)
     emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q, k, v, s);
   else
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
 }
 
-template <int D>
+template <int D, Kernels F = Kernels::Wmma>
 void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                        const float* q, const float* k, const float* v, const AttentionShape& sh) {
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
@@ -73,12 +73,18 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
       }
   const float* D_ = Drow.data();
   const unsigned tiles = unsigned((sh.T + kBlockRows - 1) / kBlockRows), threads = kWarps * kWarp;
-  emu::launch({tiles, unsigned(sh.heads), unsigned(sh.B)}, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q,
-              k, v, s);
+  const EmuDim3 grid{tiles, unsigned(sh.heads), unsigned(sh.B)};
   const size_t share = size_t(sh.B * sh.T * sh.heads * D);
   std::vector<float> shares(2 * share, NAN);  // every element the sum reads must be written
-  emu::launch({tiles, unsigned(sh.heads), unsigned(sh.B)}, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(),
-              shares.data() + share, dout, lse, D_, q, k, v, s);
+  if constexpr (F == Kernels::Mma) {
+    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
+    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_,
+                q, k, v, s);
+  } else {
+    emu::launch(grid, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
+    emu::launch(grid, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_, q,
+                k, v, s);
+  }
   emu::launch({4, 1, 1}, 64, 0, tc_group_sum_kernel, dk, dv, shares.data(), shares.data() + share, s, sh.B,
               int64_t(D));
 }
@@ -89,7 +95,7 @@ struct Outputs {
 
 // Forward, then backward on the forward's outputs, with the launch geometry of
 // attention_tensor_core.cu. Outputs start as garbage (7), so every element must be written.
-template <int D, Forward F = Forward::Wmma>
+template <int D, Kernels F = Kernels::Wmma>
 Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const float* v, const float* dout) {
   const int64_t qn = c.B * c.T * c.H * D, kvn = c.B * c.T * c.KV * D;
   Outputs o{std::vector<float>(size_t(qn), 7.f), std::vector<float>(size_t(c.B * c.H * c.T), 7.f),
@@ -97,18 +103,17 @@ Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const flo
             std::vector<float>(size_t(kvn), 7.f)};
   const AttentionShape s{c.B, c.T, c.H, c.KV, D, c.T * c.KV * D, c.lengths.empty() ? nullptr : c.lengths.data()};
   emulated_forward<D, F>(o.out.data(), o.lse.data(), q, k, v, s);
-  emulated_backward<D>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
+  emulated_backward<D, F>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
   return o;
 }
 
-template <Forward F>
+template <Kernels F>
 const Ops& emulated_tensor_core_ops() {
   static const Ops table = [] {
     Ops t = cpu_bf16_matmul_ops();
-    t.name = F == Forward::Mma ? "cpu+bf16, mma.sync forward and tensor-core backward emulated"
-                               : "cpu+bf16, tensor-core attention emulated";
+    t.name = F == Kernels::Mma ? "cpu+bf16, mma.sync attention emulated" : "cpu+bf16, tensor-core attention emulated";
     t.attention_forward = emulated_forward<64, F>;
-    t.attention_backward = emulated_backward<64>;
+    t.attention_backward = emulated_backward<64, F>;
     return t;
   }();
   return table;
@@ -118,32 +123,32 @@ const Ops& emulated_tensor_core_ops() {
 TEST(TensorCoreEmulatedModel, ComputesTheBf16Model) {
   const model::ModelConfig c = model::testing::config_named("untied");
   ASSERT_EQ(c.head_dim, 64);
-  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Forward::Wmma>(), cpu_ops(), std::nullopt);
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Kernels::Wmma>(), cpu_ops(), std::nullopt);
 }
 
 TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearners) {
   const model::ModelConfig c = model::testing::config_named("untied");
-  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Forward::Wmma>(), cpu_ops(),
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Kernels::Wmma>(), cpu_ops(),
                                                       std::nullopt);
 }
 
-// The same with the forward on mma.sync: its one pass rounds p against the running max, not the
-// final lse, so its output differs from the WMMA forward's, within the same bounds.
-TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMmaForward) {
+// The same with the kernels on mma.sync: the forward's one pass rounds p against the running
+// max, not the final lse, so its output differs from the WMMA forward's, within the same bounds.
+TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMmaKernels) {
   const model::ModelConfig c = model::testing::config_named("untied");
-  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Forward::Mma>(), cpu_ops(), std::nullopt);
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Kernels::Mma>(), cpu_ops(), std::nullopt);
 }
 
-TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithTheMmaForward) {
+TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithTheMmaKernels) {
   const model::ModelConfig c = model::testing::config_named("untied");
-  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Forward::Mma>(), cpu_ops(),
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Kernels::Mma>(), cpu_ops(),
                                                       std::nullopt);
 }
 
 class TensorCoreEmulated : public ::testing::TestWithParam<AttnCase> {};
 
-// The case's kernels (forward F, then the backward on its outputs) against the emulated arithmetic.
-template <Forward F>
+// The case's kernels (forward, then backward on its outputs) against the emulated arithmetic.
+template <Kernels F>
 void expect_kernels_match_the_emulated_arithmetic(const AttnCase& c) {
   const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
   const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
@@ -156,14 +161,14 @@ void expect_kernels_match_the_emulated_arithmetic(const AttnCase& c) {
 }
 
 TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
-  expect_kernels_match_the_emulated_arithmetic<Forward::Wmma>(GetParam());
+  expect_kernels_match_the_emulated_arithmetic<Kernels::Wmma>(GetParam());
 }
 
-// The forward on mma.sync, then the same backward on its out and lse, against the same emulated
-// arithmetic: its masks, online rescaling, the two-term P, and every fragment it builds from
-// mma_sync.cuh's layouts.
-TEST_P(TensorCoreEmulated, MmaForwardMatchesTheEmulatedArithmetic) {
-  expect_kernels_match_the_emulated_arithmetic<Forward::Mma>(GetParam());
+// The kernels on mma.sync against the same emulated arithmetic: their masks, the forward's online
+// rescaling and two-term P, the backward's recomputed P and dS, the dK/dV kernel's 32-query
+// tiles, and every fragment they build from mma_sync.cuh's layouts.
+TEST_P(TensorCoreEmulated, MmaKernelsMatchTheEmulatedArithmetic) {
+  expect_kernels_match_the_emulated_arithmetic<Kernels::Mma>(GetParam());
 }
 
 // The tiles load 16-byte aligned rows four floats at a time and other rows one float at a time
@@ -192,11 +197,14 @@ TEST(TensorCoreEmulated, UnalignedInputsGiveTheAlignedOutputsBitForBit) {
   EXPECT_TRUE(same_bits(aligned.dq, unaligned.dq));
   EXPECT_TRUE(same_bits(aligned.dk, unaligned.dk));
   EXPECT_TRUE(same_bits(aligned.dv, unaligned.dv));
-  // The forward on mma.sync reads its tiles through the same load_tile.
-  const Outputs mma_aligned = run_kernels<64, Forward::Mma>(c, q.data(), k.data(), v.data(), dout.data());
-  const Outputs mma_unaligned = run_kernels<64, Forward::Mma>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
+  // The kernels on mma.sync read their tiles through the same load_tile.
+  const Outputs mma_aligned = run_kernels<64, Kernels::Mma>(c, q.data(), k.data(), v.data(), dout.data());
+  const Outputs mma_unaligned = run_kernels<64, Kernels::Mma>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
   EXPECT_TRUE(same_bits(mma_aligned.out, mma_unaligned.out));
   EXPECT_TRUE(same_bits(mma_aligned.lse, mma_unaligned.lse));
+  EXPECT_TRUE(same_bits(mma_aligned.dq, mma_unaligned.dq));
+  EXPECT_TRUE(same_bits(mma_aligned.dk, mma_unaligned.dk));
+  EXPECT_TRUE(same_bits(mma_aligned.dv, mma_unaligned.dv));
 }
 
 // mma_sync.cuh's stand-ins compose into matrix products: A (16 x 16) times B given as rows of
