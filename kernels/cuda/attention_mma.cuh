@@ -14,6 +14,11 @@
 //   scores are sums of exact bf16 products in fp32.
 // - Online softmax per row: after each 64-key tile, m = max(m, tile max), the output and the
 //   lane's share of the sum of exponentials scaled by exp(m_old - m); p = exp(scale s - m).
+//   Exponentials in base 2, as FlashAttention-2 takes them: the scores are scaled by
+//   scale log2(e) (one multiply-add, then the hardware's exp2), where expf would add a range
+//   reduction to each, and at this kernel's rate the exponentials compete with the products for
+//   issue slots (32 a lane per tile). The lse written is in natural units, m ln 2 + log l. (The
+//   dK/dV kernel does the same; the dQ kernel keeps expf, see there.)
 // - p enters P V as two bf16 terms, hi = bf16(p), lo = bf16(p - hi), as in the WMMA forward and
 //   for the same reason (its header: the learner's log-probs stay at the sampler's). The lanes'
 //   sums meet once, at the end: out = acc / l, lse = m + log l.
@@ -29,6 +34,8 @@
 #include "kernels/cuda/mma_sync.cuh"
 
 namespace azr::kernels::cuda_detail::tensor_core {
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 // The 16 x Cols scores of a warp's 16 rows against Cols rows of a tile, as Cols / 8 C tiles:
 // a_frag is this lane's ldmatrix address in the warp's rows (A), b_rows the tile's first row.
@@ -105,8 +112,8 @@ __device__ __forceinline__ void mma_store_rows(float* dst, int64_t stride, const
 template <int D>
 constexpr size_t kMmaForwardSmem = 3 * kTileBytes<D>;  // q, k, v tiles
 
-// Registers (ptxas, sm_90): 254 at D = 128 (2 blocks, 8 warps a multiprocessor, as
-// FlashAttention-2's forward at this head size), 160 at D = 64 (3 blocks). Asking for 3 blocks at
+// Registers (ptxas, sm_90): 248 at D = 128 (2 blocks, 8 warps a multiprocessor, as
+// FlashAttention-2's forward at this head size), 140 at D = 64 (3 blocks). Asking for 3 blocks at
 // D = 128 (168 registers) spilled 64 bytes a thread.
 
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel.
@@ -134,6 +141,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t row[2] = {w0 + g, w0 + g + 8};
   const bool real[2] = {row[0] < L, row[1] < L};
   const int64_t kend = min(t0 + kBlockRows, L);  // as in tc_forward_kernel: every tile has keys for every warp
+  const float scale_log2 = s.scale * kLog2e;
   load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
   __syncthreads();
 
@@ -146,7 +154,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float acc[D / 8][4];  // the output's 16 x D, as D / 8 C tiles
 #pragma unroll
   for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's columns only, until the end
+  // m in units of log2: the max of scale log2(e) s. l: this lane's columns only, until the end.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
     __syncthreads();  // the last tiles are consumed (and every warp has its q, the first time)
@@ -165,7 +174,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       for (int e = 0; e < 4; e++) {
         const int r = e / 2;
         const int64_t key = j0 + 8 * n + 2 * tq + e % 2;
-        sc[n][e] = real[r] && key <= row[r] ? sc[n][e] * s.scale : -INFINITY;
+        sc[n][e] = real[r] && key <= row[r] ? sc[n][e] * scale_log2 : -INFINITY;
         tile_max[r] = fmaxf(tile_max[r], sc[n][e]);
       }
     float alpha[2], base[2];
@@ -175,7 +184,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFull, tile_max[r], 2));
       const float m_new = fmaxf(m[r], tile_max[r]);
       base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: every p and alpha is exp(-inf) = 0
-      alpha[r] = expf(m[r] - base[r]);
+      alpha[r] = exp2f(m[r] - base[r]);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -187,7 +196,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     for (int n = 0; n < kTileRows / 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        sc[n][e] = expf(sc[n][e] - base[e / 2]);
+        sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
         l[e / 2] += sc[n][e];
       }
 
@@ -207,7 +216,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     float* o = ob + row[r] * q_row + 2 * tq;
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[8 * n] = acc[n][2 * r] * inv, o[8 * n + 1] = acc[n][2 * r + 1] * inv;
-    if (tq == 0) lse_bh[row[r]] = real[r] ? m[r] + logf(l[r]) : 0.f;
+    if (tq == 0) lse_bh[row[r]] = real[r] ? m[r] * kLn2 + logf(l[r]) : 0.f;
   }
 }
 
@@ -242,6 +251,9 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;
   const int64_t row[2] = {w0 + g, w0 + g + 8};
+  // expf here, not the other kernels' exp2f: with exp2f, ptxas (CUDA 13, sm_80 and sm_90) spilled
+  // 20 to 92 bytes a thread at D = 128 in every arrangement tried (the 64 keys at once, two halves
+  // of 32, P before dP); with expf, 255 registers and none.
   float row_lse[2], row_D[2];
   bool real[2];
 #pragma unroll
@@ -312,6 +324,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float* dkb = dk_h + b * s.T * q_row + h * D;
   float* dvb = dv_h + b * s.T * q_row + h * D;
   if (j0 >= L) return padding_key_block<D>(dkb, dvb, q_row, j0, s.T);
+  const float scale_log2 = s.scale * kLog2e;
   const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
   const int64_t key[2] = {w0 + g, w0 + g + 8};
   load_tile<D>(Kb, k + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
@@ -347,7 +360,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
         float p = 0.f, ds = 0.f;
         if (t < L && key[e / 2] <= t) {
-          p = expf(st[n][e] * s.scale - lse_s[c]);
+          p = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
           ds = p * (dpt[n][e] - D_s[c]);
         }
         st[n][e] = p, dpt[n][e] = ds;

@@ -69,12 +69,13 @@ namespace azr::emu {
 
 struct BlockState {
   BlockState(unsigned threads, size_t smem_bytes)
-      : all(std::ptrdiff_t(threads)), shuffle(threads), smem(smem_bytes + 128, 0xFF) {
+      : all(std::ptrdiff_t(threads)), shuffle(threads), fragments(threads), smem(smem_bytes + 128, 0xFF) {
     for (unsigned w = 0; w < threads / 32; w++) warps.push_back(std::make_unique<std::barrier<>>(32));
   }
   std::barrier<> all;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<uint64_t> shuffle;  // one slot per thread, for values of up to 8 bytes
+  std::vector<std::array<uint32_t, 6>> fragments;  // one per thread: an mma's A and B registers
   std::vector<unsigned char> smem;
   unsigned char* dynamic_shared() {
     const auto p = reinterpret_cast<uintptr_t>(smem.data());
@@ -240,21 +241,26 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
   for (unsigned i = 0; i < 4; i++) r[i] = emu_pair(rows[8 * i + 2 * t][g], rows[8 * i + 2 * t + 1][g]);
 }
 
-// d += a b with the products added to d one at a time, k ascending, in fp32.
+// d += a b with the products added to d one at a time, k ascending, in fp32. The lanes' registers
+// meet in the block's fragment slots (one exchange, two warp barriers: the emulated kernels run
+// thousands of these).
 inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  const auto a01 = ::azr::emu::gather_warp(uint64_t(a[0]) | uint64_t(a[1]) << 32);
-  const auto a23 = ::azr::emu::gather_warp(uint64_t(a[2]) | uint64_t(a[3]) << 32);
-  const auto b = ::azr::emu::gather_warp(uint64_t(b0) | uint64_t(b1) << 32);
+  using ::azr::emu::t_state;
+  using ::azr::emu::t_thread;
+  std::array<uint32_t, 6>* slots = t_state->fragments.data() + (t_thread.x / 32) * 32;
+  slots[::azr::emu::lane()] = {a[0], a[1], a[2], a[3], b0, b1};
+  ::azr::emu::warp_barrier();
   float A[16][16], B[16][8];
   for (unsigned l = 0; l < 32; l++) {
     const unsigned g = l / 4, t = l % 4;
-    const uint32_t r[4] = {uint32_t(a01[l]), uint32_t(a01[l] >> 32), uint32_t(a23[l]), uint32_t(a23[l] >> 32)};
+    const std::array<uint32_t, 6>& r = slots[l];
     for (int e = 0; e < 2; e++) {
       A[g][2 * t + e] = emu_half(r[0], e), A[g + 8][2 * t + e] = emu_half(r[1], e);
       A[g][2 * t + 8 + e] = emu_half(r[2], e), A[g + 8][2 * t + 8 + e] = emu_half(r[3], e);
-      B[2 * t + e][g] = emu_half(uint32_t(b[l]), e), B[2 * t + 8 + e][g] = emu_half(uint32_t(b[l] >> 32), e);
+      B[2 * t + e][g] = emu_half(r[4], e), B[2 * t + 8 + e][g] = emu_half(r[5], e);
     }
   }
+  ::azr::emu::warp_barrier();
   const unsigned g = ::azr::emu::lane() / 4, t = ::azr::emu::lane() % 4;
   for (unsigned i = 0; i < 4; i++) {
     const unsigned row = i < 2 ? g : g + 8, col = 2 * t + i % 2;
