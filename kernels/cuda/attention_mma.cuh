@@ -25,9 +25,10 @@
 //
 // Layout: a block is 4 warps and 64 queries (the WMMA kernels' geometry and block order, so the
 // backward kernels and the launch code are shared); each warp owns 16 queries. Shared memory
-// holds the block's q tile for the whole loop and the current 64-key tiles of k and v, bf16 with
-// the padded stride kLd<D>: row starts 16-byte aligned as ldmatrix requires, and the 8 rows of a
-// matrix on different banks.
+// holds bf16 tiles with the padded stride kLd<D> (row starts 16-byte aligned as ldmatrix and
+// cp.async require, and the 8 rows of a matrix on different banks). The forward reads bf16
+// copies of q, k and v and double-buffers its k and v tiles with cp.async; the backward reads the
+// fp32 tensors as the WMMA kernels do (load_tile), one tile at a time.
 #pragma once
 
 #include "kernels/cuda/attention_tensor_core.cuh"
@@ -109,22 +110,42 @@ __device__ __forceinline__ void mma_store_rows(float* dst, int64_t stride, const
   }
 }
 
+// The block copies rows first .. first + Rows - 1 of a bf16 tensor (row stride `stride`, head
+// offset applied) into a tile with cp.async, 16 bytes a copy; rows at or past `end` are
+// zero-filled. The caller commits, waits and synchronises.
+template <int D, int Rows = kTileRows>
+__device__ __forceinline__ void load_tile16_async(bf16* dst, const bf16* src, int64_t stride, int64_t first,
+                                                  int64_t end) {
+  constexpr int kRowChunks = D / 8, kChunks = Rows * kRowChunks, kThreads = kWarps * kWarp;
+  static_assert(kChunks % kThreads == 0, "whole rounds of copies per thread");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; i++) {
+    const int e = i * kThreads + int(threadIdx.x), r = e / kRowChunks, c = (e % kRowChunks) * 8;
+    const int64_t row = first + r;
+    const bool valid = row < end;
+    mma::cp_async16(dst + r * kLd<D> + c, valid ? src + row * stride + c : src, valid);
+  }
+}
+
+// q, then two stages of k and v tiles: the next tile's copies run during this tile's products.
 template <int D>
-constexpr size_t kMmaForwardSmem = 3 * kTileBytes<D>;  // q, k, v tiles
+constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 
 // Registers (ptxas, sm_90): 248 at D = 128 (2 blocks, 8 warps a multiprocessor, as
 // FlashAttention-2's forward at this head size), 140 at D = 64 (3 blocks). Asking for 3 blocks at
 // D = 128 (168 registers) spilled 64 bytes a thread.
 
-// grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel.
+// grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel;
+// q, k and v are bf16 copies (attention_tensor_core.cu rounds them first: round_rows_kernel), so
+// tiles are copied, not converted, and with cp.async while the previous tile's products run.
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    mma_forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, TcDims s) {
+    mma_forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, TcDims s) {
   static_assert(D % 16 == 0 && kTileRows == 64, "16-column steps over 64-key tiles");
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
-  bf16* Ks = Qs + kTileRows * kLd<D>;
-  bf16* Vs = Ks + kTileRows * kLd<D>;
+  bf16* Kstage[2] = {Qs + kTileRows * kLd<D>, Qs + 3 * kTileRows * kLd<D>};
+  bf16* Vstage[2] = {Qs + 2 * kTileRows * kLd<D>, Qs + 4 * kTileRows * kLd<D>};
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4;  // this lane's rows g and g + 8 of the warp's 16; columns 2 tq, 2 tq + 1
   // ldmatrix: lane l addresses row l % 8 of 8 x 8 matrix l / 8.
@@ -135,15 +156,18 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float* ob = out + b * s.T * q_row + h * D;
   float* lse_bh = lse + (b * s.H + h) * s.T;
   if (t0 >= L) return padding_forward_block<D>(ob, lse_bh, q_row, t0, s.T);
-  const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
-  const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
+  const bf16* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
+  const bf16* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;
   const int64_t row[2] = {w0 + g, w0 + g + 8};
   const bool real[2] = {row[0] < L, row[1] < L};
   const int64_t kend = min(t0 + kBlockRows, L);  // as in tc_forward_kernel: every tile has keys for every warp
   const float scale_log2 = s.scale * kLog2e;
-  load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
-  __syncthreads();
+  // The first group of copies: q and the first tile of k and v.
+  load_tile16_async<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile16_async<D>(Kstage[0], kb, s.kv_row, 0, kend);
+  load_tile16_async<D>(Vstage[0], vb, s.kv_row, 0, kend);
+  mma::cp_async_commit();
 
   // This lane's row address in the warp's q for ldmatrix: matrix m covers rows (m % 2) * 8..,
   // columns (m / 2) * 8.. of each 16 x 16 block, so registers 0-3 come out in the A order of
@@ -157,11 +181,20 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   // m in units of log2: the max of scale log2(e) s. l: this lane's columns only, until the end.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
-    __syncthreads();  // the last tiles are consumed (and every warp has its q, the first time)
-    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
-    load_tile<D>(Vs, vb, s.kv_row, j0, kend);
-    __syncthreads();
+  for (int64_t j0 = 0, stage = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
+    // The next tile's copies into the other stage (last read in the previous iteration, which
+    // ended with a barrier), then wait for this tile's group only.
+    if (j0 + kTileRows < kend) {
+      load_tile16_async<D>(Kstage[stage ^ 1], kb, s.kv_row, j0 + kTileRows, kend);
+      load_tile16_async<D>(Vstage[stage ^ 1], vb, s.kv_row, j0 + kTileRows, kend);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();  // every thread's copies of this tile (and q, the first time) have landed
+    const bf16* Ks = Kstage[stage];
+    const bf16* Vs = Vstage[stage];
 
     float sc[kTileRows / 8][4];  // scores: 16 x 64 as 8 C tiles of 8 keys
     mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
@@ -201,6 +234,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       }
 
     mma_accumulate<D, kTileRows, true>(acc, sc, Vs, mat, mat_row);  // P V, P in two bf16 terms
+    __syncthreads();  // this stage is read before the next iteration's copies refill it
   }
 
   // The four lanes of each row add their sums; then out = acc / l, lse = m + log l.

@@ -33,26 +33,54 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 CudaAttentionKernel& attention_choice();
 
+// Scratch of the tensor-core attention: backward's per-query-head dK and dV shares [2, B, T,
+// heads, D] fp32, or the mma.sync forward's bf16 copies of q, k and v (fewer bytes: kv_heads <=
+// heads). Grow-only, one per process (ops run on one stream), never both at once: each op call
+// fills it before it reads it. model/memory_plan.cpp counts the larger.
+float* attention_scratch(size_t floats) {
+  static DeviceScratch<> scratch;
+  return scratch.get(floats);
+}
+
+// dst [B, T, row] bf16 = src's rows (sequence b's at b * seq_stride, `row` floats apart) rounded
+// to nearest even: the mma.sync forward's inputs.
+__global__ void round_rows_kernel(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int64_t row,
+                                  int64_t seq_stride) {
+  const int64_t n = B * T * row;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / (T * row), rest = i % (T * row);
+    dst[i] = __float2bfloat16_rn(src[b * seq_stride + rest]);
+  }
+}
+
+void round_rows(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int64_t row, int64_t seq_stride) {
+  round_rows_kernel<<<grid_for(B * T * row), 256, 0, op_stream()>>>(dst, src, B, T, row, seq_stride);
+  AZR_CUDA_LAUNCHED();
+}
+
 template <int D>
 void forward_d(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape) {
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   if (attention_choice() == CudaAttentionKernel::Mma) {
+    // bf16 copies first ([B, T, heads * D] and [B, T, kv_heads * D] x 2, 16-byte aligned: D is a
+    // multiple of 8), which the kernel copies into its tiles with cp.async.
+    const int64_t qn = shape.B * shape.T * shape.heads * D, kvn = shape.B * shape.T * shape.kv_heads * D;
+    auto* q16 = reinterpret_cast<__nv_bfloat16*>(attention_scratch(size_t(qn + 2 * kvn + 1) / 2));
+    __nv_bfloat16 *k16 = q16 + qn, *v16 = k16 + kvn;
+    round_rows(q16, q, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
+    round_rows(k16, k, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
+    round_rows(v16, v, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
+    TcDims s = tc_dims_of(shape);
+    s.kv_seq_stride = shape.T * shape.kv_heads * D;
     allow_shared_memory(mma_forward_kernel<D>, kMmaForwardSmem<D>);
     constexpr size_t smem = kMmaForwardSmem<D>;
-    mma_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+    mma_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q16, k16, v16, s);
   } else {
     allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
     constexpr size_t smem = kForwardSmem<D>;
     tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
   }
   AZR_CUDA_LAUNCHED();
-}
-
-// Backward's per-query-head dK and dV shares [2, B, T, heads, D]: grow-only, one per process (ops
-// run on one stream). model/memory_plan.cpp counts it.
-float* head_shares_scratch(size_t n) {
-  static DeviceScratch<> scratch;
-  return scratch.get(n);
 }
 
 template <int D>
@@ -63,7 +91,7 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   // dQ, then each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
   const size_t share = size_t(shape.B * shape.T * shape.heads * D);
-  float* dk_h = head_shares_scratch(2 * share);
+  float* dk_h = attention_scratch(2 * share);
   float* dv_h = dk_h + share;
   if (attention_choice() == CudaAttentionKernel::Mma) {
     allow_shared_memory(mma_dq_kernel<D>, kMmaDqSmem<D>);

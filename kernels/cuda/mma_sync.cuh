@@ -17,6 +17,11 @@
 // So two adjacent 16 x 8 C tiles are, once rounded and packed, the A fragment of a 16 x 16
 // product: FlashAttention-2's way of feeding the probabilities to P V without shared memory.
 //
+// And cp.async (sm_80): a 16-byte copy from global to shared memory that runs while the thread
+// goes on, zero-filled where the source is not valid; commit closes this thread's group of copies
+// so far, wait<N> waits until at most N of its groups are still in flight. A block still needs
+// __syncthreads after the wait to see the other threads' copies.
+//
 // tests/kernels/cuda_emulation.h defines the same functions for the CPU stand-in of the device,
 // lane by lane from the layouts above (MmaSyncEmulation.* checks that they compose into matrix
 // products); on a GPU, the attention test of the kernels that use them (CudaTensorCoreAttention
@@ -57,6 +62,19 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// src must be a valid global address even when !valid (no byte of it is read then).
+__device__ __forceinline__ void cp_async16(__nv_bfloat16* dst, const __nv_bfloat16* src, bool valid) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(at), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 #endif
 

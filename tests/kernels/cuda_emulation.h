@@ -272,6 +272,45 @@ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
 
 inline uint32_t pack_bf16x2(float lo, float hi) { return emu_pair(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi)); }
 
+// cp.async, deferred: a copy lands in shared memory only when a wait retires its group, so a
+// kernel that reads a tile before waiting for it reads the poisoned bytes (or the tile before).
+// The other hazard, a copy issued into a stage that another warp is still reading (a missing
+// barrier), cannot show here, where copies land late; that one is the GPU test's.
+struct EmuAsyncCopy {
+  __nv_bfloat16* dst;
+  const __nv_bfloat16* src;  // null: zero-fill
+};
+struct EmuAsyncCopies {
+  std::vector<std::vector<EmuAsyncCopy>> committed;  // oldest first
+  std::vector<EmuAsyncCopy> open;
+};
+inline thread_local EmuAsyncCopies t_async;
+
+inline void cp_async16(__nv_bfloat16* dst, const __nv_bfloat16* src, bool valid) {
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || (valid && reinterpret_cast<uintptr_t>(src) % 16 != 0)) {
+    std::fprintf(stderr, "cuda_emulation: cp.async: %p <- %p is not 16-byte aligned\n", static_cast<void*>(dst),
+                 static_cast<const void*>(src));
+    std::abort();
+  }
+  t_async.open.push_back({dst, valid ? src : nullptr});
+}
+
+inline void cp_async_commit() {
+  t_async.committed.push_back(std::move(t_async.open));
+  t_async.open.clear();
+}
+
+template <int N>
+void cp_async_wait() {
+  while (t_async.committed.size() > size_t(N)) {
+    for (const EmuAsyncCopy& c : t_async.committed.front()) {
+      if (c.src) std::memcpy(c.dst, c.src, 16);
+      else std::memset(c.dst, 0, 16);
+    }
+    t_async.committed.erase(t_async.committed.begin());
+  }
+}
+
 }  // namespace azr::kernels::cuda_detail::mma
 
 namespace nvcuda::wmma {

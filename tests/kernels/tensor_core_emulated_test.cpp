@@ -49,10 +49,24 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
   const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
-  if constexpr (F == Kernels::Mma)
-    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q, k, v, s);
-  else
+  if constexpr (F == Kernels::Mma) {
+    // attention_tensor_core.cu's round_rows: compact bf16 copies, the kernel's inputs.
+    auto round_rows = [&](const float* src, int64_t row, int64_t seq_stride) {
+      std::vector<bf16> dst(size_t(sh.B * sh.T * row));
+      for (int64_t b = 0; b < sh.B; b++)
+        for (int64_t i = 0; i < sh.T * row; i++)
+          dst[size_t(b * sh.T * row + i)] = __float2bfloat16_rn(src[b * seq_stride + i]);
+      return dst;
+    };
+    const auto q16 = round_rows(q, sh.heads * D, sh.T * sh.heads * D);
+    const auto k16 = round_rows(k, sh.kv_heads * D, sh.kv_seq_stride), v16 = round_rows(v, sh.kv_heads * D, sh.kv_seq_stride);
+    TcDims s16 = s;
+    s16.kv_seq_stride = sh.T * sh.kv_heads * D;
+    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q16.data(), k16.data(),
+                v16.data(), s16);
+  } else {
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
+  }
 }
 
 template <int D, Kernels F = Kernels::Wmma>

@@ -139,7 +139,8 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 // fp32+bf16-gemm (model.matmul_precision = "bf16" on a GPU): the fp32 plan, plus the bf16 copy
 // of the weights, the two bf16 rounding buffers, attention's rounded k and v and the norms'
 // rounded outputs, the tensor-core attention's per-query-head shares of dK and dV (2 x N x q_dim
-// fp32), with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
+// fp32; or, where larger, the mma.sync forward's bf16 q, k and v, rows x (q_dim + 2 kv_dim)), with
+// the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
 // tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values, and so
 // is the widest output gradient (the LM head's tile, its 4,095 rows x 4,096 columns = 16,773,120,
 // is narrower); k and v are 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's,
@@ -185,9 +186,11 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
+  // The mma.sync forward's bf16 q, k, v for those rows, 4000 x (128 + 2 x 64), outgrow the 128
+  // rows' dK/dV shares.
   s.kv_slots = 8;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (4000.0 * 352 + 126 * 263) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 2.0 * 128 * 128 * 4);
+            2.0 * (4000.0 * 352 + 126 * 263) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 4000.0 * 256 * 2);
 }
 
 // With bf16 GEMMs the plan is the CPU Bf16 table's transformer to the byte as well (the table the
