@@ -26,9 +26,10 @@
 // Layout: a block is 4 warps and 64 queries (the WMMA kernels' geometry and block order, so the
 // backward kernels and the launch code are shared); each warp owns 16 queries. Shared memory
 // holds bf16 tiles with the padded stride kLd<D> (row starts 16-byte aligned as ldmatrix and
-// cp.async require, and the 8 rows of a matrix on different banks). The forward reads bf16
-// copies of q, k and v and double-buffers its k and v tiles with cp.async; the backward reads the
-// fp32 tensors as the WMMA kernels do (load_tile), one tile at a time.
+// cp.async require, and the 8 rows of a matrix on different banks). Every kernel reads bf16
+// copies of its inputs (attention_tensor_core.cu rounds them first, one pass) and double-buffers
+// the tiles of the side it walks with cp.async: the next tile's copies run during this tile's
+// products.
 #pragma once
 
 #include "kernels/cuda/attention_tensor_core.cuh"
@@ -127,6 +128,24 @@ __device__ __forceinline__ void load_tile16_async(bf16* dst, const bf16* src, in
   }
 }
 
+// The forward's and dQ's double buffering of k and v, at the top of the tile loop: the next tile's
+// copies into the other stage (last read in the previous iteration, which ended with a barrier),
+// then a wait for this tile's group only, and a barrier after which every thread's copies of this
+// tile (and of the first group's other tiles) have landed.
+template <int D>
+__device__ __forceinline__ void kv_tile_ready(bf16* const (&Kstage)[2], bf16* const (&Vstage)[2], int stage,
+                                              const bf16* kb, const bf16* vb, int64_t kv_row, int64_t j0, int64_t kend) {
+  if (j0 + kTileRows < kend) {
+    load_tile16_async<D>(Kstage[stage ^ 1], kb, kv_row, j0 + kTileRows, kend);
+    load_tile16_async<D>(Vstage[stage ^ 1], vb, kv_row, j0 + kTileRows, kend);
+    mma::cp_async_commit();
+    mma::cp_async_wait<1>();
+  } else {
+    mma::cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // q, then two stages of k and v tiles: the next tile's copies run during this tile's products.
 template <int D>
 constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
@@ -136,8 +155,7 @@ constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 // D = 128 (168 registers) spilled 64 bytes a thread.
 
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel;
-// q, k and v are bf16 copies (attention_tensor_core.cu rounds them first: round_rows_kernel), so
-// tiles are copied, not converted, and with cp.async while the previous tile's products run.
+// q, k and v are the bf16 copies (k and v compact: s.kv_seq_stride = T x kv_row).
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, TcDims s) {
@@ -182,17 +200,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int64_t j0 = 0, stage = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
-    // The next tile's copies into the other stage (last read in the previous iteration, which
-    // ended with a barrier), then wait for this tile's group only.
-    if (j0 + kTileRows < kend) {
-      load_tile16_async<D>(Kstage[stage ^ 1], kb, s.kv_row, j0 + kTileRows, kend);
-      load_tile16_async<D>(Vstage[stage ^ 1], vb, s.kv_row, j0 + kTileRows, kend);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();  // every thread's copies of this tile (and q, the first time) have landed
+    kv_tile_ready<D>(Kstage, Vstage, int(stage), kb, vb, s.kv_row, j0, kend);
     const bf16* Ks = Kstage[stage];
     const bf16* Vs = Vstage[stage];
 
@@ -259,21 +267,22 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 // dS = P (dP - D) in fp32, P and dS rounded to one bf16 term) with its scores, P and dS in
 // registers. Two kernels as there, so no atomics: dQ (a block owns 64 queries and walks the keys)
 // and each query head's share of dK and dV (a block owns 64 keys and walks the queries), then
-// tc_group_sum_kernel adds the shares.
+// tc_group_sum_kernel adds the shares. Both read bf16 copies of q, k, v and dout, as the forward
+// does, and copy the next tile of the side they walk with cp.async during this tile's products.
 
 template <int D>
-constexpr size_t kMmaDqSmem = 4 * kTileBytes<D>;  // q, dout, k, v tiles
+constexpr size_t kMmaDqSmem = 6 * kTileBytes<D>;  // q, dout, and two stages of k and v
 
 // dq = scale sum_j bf16(dS_tj) k_j. grid (ceil(T / 64), heads, B), 4 warps; a block owns 64 queries.
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    mma_dq_kernel(float* dq, const float* dout, const float* lse, const float* Drow, const float* q, const float* k,
-                  const float* v, TcDims s) {
+    mma_dq_kernel(float* dq, const bf16* dout, const float* lse, const float* Drow, const bf16* q, const bf16* k,
+                  const bf16* v, TcDims s) {
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
   bf16* dOs = Qs + kTileRows * kLd<D>;
-  bf16* Ks = dOs + kTileRows * kLd<D>;
-  bf16* Vs = Ks + kTileRows * kLd<D>;
+  bf16* Kstage[2] = {dOs + kTileRows * kLd<D>, dOs + 3 * kTileRows * kLd<D>};
+  bf16* Vstage[2] = {dOs + 2 * kTileRows * kLd<D>, dOs + 4 * kTileRows * kLd<D>};
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
 
@@ -281,13 +290,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
   float* dqb = dq + b * s.T * q_row + h * D;
   if (t0 >= L) return zero_rows<D>(dqb, q_row, t0, s.T);
-  const float* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
-  const float* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
+  const bf16* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
+  const bf16* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;
   const int64_t row[2] = {w0 + g, w0 + g + 8};
   // expf here, not the other kernels' exp2f: with exp2f, ptxas (CUDA 13, sm_80 and sm_90) spilled
   // 20 to 92 bytes a thread at D = 128 in every arrangement tried (the 64 keys at once, two halves
-  // of 32, P before dP); with expf, 255 registers and none.
+  // of 32, P before dP); with expf, none.
   float row_lse[2], row_D[2];
   bool real[2];
 #pragma unroll
@@ -297,8 +306,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     row_D[r] = real[r] ? Drow[(b * s.H + h) * s.T + row[r]] : 0.f;
   }
   const int64_t kend = min(t0 + kBlockRows, L);  // as in the forward: every tile has keys for every warp
-  load_tile<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
-  load_tile<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile16_async<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile16_async<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
+  load_tile16_async<D>(Kstage[0], kb, s.kv_row, 0, kend);
+  load_tile16_async<D>(Vstage[0], vb, s.kv_row, 0, kend);
+  mma::cp_async_commit();
   const int a_row = warp * kRowsPerWarp + (mat % 2) * 8 + mat_row, a_col = (mat / 2) * 8;
   const bf16* q_frag = Qs + a_row * kLd<D> + a_col;
   const bf16* do_frag = dOs + a_row * kLd<D> + a_col;
@@ -306,14 +318,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float acc[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows) {
-    __syncthreads();
-    load_tile<D>(Ks, kb, s.kv_row, j0, kend);
-    load_tile<D>(Vs, vb, s.kv_row, j0, kend);
-    __syncthreads();
+  for (int64_t j0 = 0, stage = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
+    kv_tile_ready<D>(Kstage, Vstage, int(stage), kb, vb, s.kv_row, j0, kend);
+    const bf16* Ks = Kstage[stage];
     float sc[kTileRows / 8][4], dp[kTileRows / 8][4];
     mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
-    mma_scores<D, kTileRows>(dp, do_frag, Vs, mat, mat_row);
+    mma_scores<D, kTileRows>(dp, do_frag, Vstage[stage], mat, mat_row);
 #pragma unroll
     for (int n = 0; n < kTileRows / 8; n++)
 #pragma unroll
@@ -323,6 +333,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
         sc[n][e] = real[r] && key <= row[r] ? expf(sc[n][e] * s.scale - row_lse[r]) * (dp[n][e] - row_D[r]) : 0.f;
       }
     mma_accumulate<D, kTileRows>(acc, sc, Ks, mat, mat_row);
+    __syncthreads();  // this stage is read before the next iteration's copies refill it
   }
   mma_store_rows<D>(dqb, q_row, row, L, s.T, acc, s.scale, tq);
 }
@@ -333,23 +344,25 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 constexpr int kMmaQueryTile = 32;
 template <int D>
 constexpr size_t kMmaQueryTileBytes = size_t(kMmaQueryTile) * kLd<D> * sizeof(bf16);
+// k and v, then two stages of q, dout and their rows' lse and D.
 template <int D>
-constexpr size_t kMmaDkDvSmem = 2 * kTileBytes<D> + 2 * kMmaQueryTileBytes<D> + 2 * kMmaQueryTile * sizeof(float);
+constexpr size_t kMmaDkDvSmem = 2 * kTileBytes<D> + 2 * (2 * kMmaQueryTileBytes<D> + 2 * kMmaQueryTile * sizeof(float));
 
 // Query head h's share of its kv head's gradients: dk_j = scale sum_{t >= j} bf16(dS_tj) q_t,
 // dv_j = sum bf16(P_tj) bf16(dout_t), into dk_h and dv_h [B, T, H, D], as tc_dkdv_kernel. grid
 // (ceil(T / 64), heads, B), 4 warps; a block owns 64 keys (the first block the first keys).
 template <int D>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    mma_dkdv_kernel(float* dk_h, float* dv_h, const float* dout, const float* lse, const float* Drow, const float* q,
-                    const float* k, const float* v, TcDims s) {
+    mma_dkdv_kernel(float* dk_h, float* dv_h, const bf16* dout, const float* lse, const float* Drow, const bf16* q,
+                    const bf16* k, const bf16* v, TcDims s) {
   AZR_DYNAMIC_SHARED(smem);
+  // A stage: the query tile's q, then its dout (bf16), and apart its lse, then its D (fp32).
+  // Addressed as base + stage offset: eight stage pointers held across the loop spilled.
+  constexpr int kStage = 2 * kMmaQueryTile * kLd<D>, kStatsStage = 2 * kMmaQueryTile;
   bf16* Kb = reinterpret_cast<bf16*>(smem);
   bf16* Vb = Kb + kTileRows * kLd<D>;
-  bf16* Qs = Vb + kTileRows * kLd<D>;
-  bf16* dOs = Qs + kMmaQueryTile * kLd<D>;
-  float* lse_s = reinterpret_cast<float*>(dOs + kMmaQueryTile * kLd<D>);
-  float* D_s = lse_s + kMmaQueryTile;
+  bf16* stages = Vb + kTileRows * kLd<D>;
+  float* stats = reinterpret_cast<float*>(stages + 2 * kStage);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
 
@@ -361,8 +374,17 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const float scale_log2 = s.scale * kLog2e;
   const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
   const int64_t key[2] = {w0 + g, w0 + g + 8};
-  load_tile<D>(Kb, k + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
-  load_tile<D>(Vb, v + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
+  const bf16* qb = q + b * s.T * q_row + h * D;
+  const bf16* gb = dout + b * s.T * q_row + h * D;
+  const float* lse_bh = lse + (b * s.H + h) * s.T;
+  const float* D_bh = Drow + (b * s.H + h) * s.T;
+  // The first group of copies: the block's k and v, and the first query tile's q and dout.
+  load_tile16_async<D>(Kb, k + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
+  load_tile16_async<D>(Vb, v + b * s.kv_seq_stride + (h / s.group) * D, s.kv_row, j0, L);
+  load_tile16_async<D, kMmaQueryTile>(stages, qb, q_row, j0, L);
+  load_tile16_async<D, kMmaQueryTile>(stages + kMmaQueryTile * kLd<D>, gb, q_row, j0, L);
+  mma::cp_async_commit();
+  stage_row_stats<kMmaQueryTile>(stats, stats + kMmaQueryTile, lse_bh, D_bh, j0, L);
   const int a_row = warp * kRowsPerWarp + (mat % 2) * 8 + mat_row, a_col = (mat / 2) * 8;
   const bf16* k_frag = Kb + a_row * kLd<D> + a_col;
   const bf16* v_frag = Vb + a_row * kLd<D> + a_col;
@@ -372,35 +394,53 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   for (int n = 0; n < D / 8; n++)
 #pragma unroll
     for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.f;
-  const float* qb = q + b * s.T * q_row + h * D;
-  const float* gb = dout + b * s.T * q_row + h * D;
-  const float* lse_bh = lse + (b * s.H + h) * s.T;
-  const float* D_bh = Drow + (b * s.H + h) * s.T;
-  for (int64_t i0 = j0; i0 < L; i0 += kMmaQueryTile) {  // the queries that see any key of the block
-    __syncthreads();
-    load_tile<D, kMmaQueryTile>(Qs, qb, q_row, i0, L);
-    load_tile<D, kMmaQueryTile>(dOs, gb, q_row, i0, L);
-    stage_row_stats<kMmaQueryTile>(lse_s, D_s, lse_bh, D_bh, i0, L);
-    __syncthreads();
-    if (i0 + kMmaQueryTile <= w0) continue;  // no query of the tile sees the warp's keys (uniform per warp)
-    float st[kMmaQueryTile / 8][4], dpt[kMmaQueryTile / 8][4];  // S^T and dP^T: 16 keys x 32 queries
-    mma_scores<D, kMmaQueryTile>(st, k_frag, Qs, mat, mat_row);
-    mma_scores<D, kMmaQueryTile>(dpt, v_frag, dOs, mat, mat_row);
+  // The queries that see any key of the block: i0 from j0 to L, 32 a tile.
+  for (int64_t i0 = j0, stage = 0; i0 < L; i0 += kMmaQueryTile, stage ^= 1) {
+    const int64_t next = i0 + kMmaQueryTile;
+    // The next tile's lse and D, loaded into registers now and stored after this tile's products.
+    float next_lse = 0.f, next_D = 0.f;
+    if (next < L) {
+      bf16* other = stages + (stage ^ 1) * kStage;
+      load_tile16_async<D, kMmaQueryTile>(other, qb, q_row, next, L);
+      load_tile16_async<D, kMmaQueryTile>(other + kMmaQueryTile * kLd<D>, gb, q_row, next, L);
+      mma::cp_async_commit();
+      if (threadIdx.x < kMmaQueryTile && next + threadIdx.x < L)
+        next_lse = lse_bh[next + threadIdx.x], next_D = D_bh[next + threadIdx.x];
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile's copies and stats are in place
+    const bf16* Qs = stages + stage * kStage;
+    const bf16* dOs = Qs + kMmaQueryTile * kLd<D>;
+    const float* lse_s = stats + stage * kStatsStage;
+    const float* D_s = lse_s + kMmaQueryTile;
+    if (next > w0) {  // else no query of the tile sees the warp's keys (uniform per warp)
+      float st[kMmaQueryTile / 8][4], dpt[kMmaQueryTile / 8][4];  // S^T and dP^T: 16 keys x 32 queries
+      mma_scores<D, kMmaQueryTile>(st, k_frag, Qs, mat, mat_row);
+      mma_scores<D, kMmaQueryTile>(dpt, v_frag, dOs, mat, mat_row);
 #pragma unroll
-    for (int n = 0; n < kMmaQueryTile / 8; n++)
+      for (int n = 0; n < kMmaQueryTile / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int c = 8 * n + 2 * tq + e % 2;
-        const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
-        float p = 0.f, ds = 0.f;
-        if (t < L && key[e / 2] <= t) {
-          p = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
-          ds = p * (dpt[n][e] - D_s[c]);
+        for (int e = 0; e < 4; e++) {
+          const int c = 8 * n + 2 * tq + e % 2;
+          const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
+          float p = 0.f, ds = 0.f;
+          if (t < L && key[e / 2] <= t) {
+            p = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
+            ds = p * (dpt[n][e] - D_s[c]);
+          }
+          st[n][e] = p, dpt[n][e] = ds;
         }
-        st[n][e] = p, dpt[n][e] = ds;
-      }
-    mma_accumulate<D, kMmaQueryTile>(dv_acc, st, dOs, mat, mat_row);
-    mma_accumulate<D, kMmaQueryTile>(dk_acc, dpt, Qs, mat, mat_row);
+      mma_accumulate<D, kMmaQueryTile>(dv_acc, st, dOs, mat, mat_row);
+      mma_accumulate<D, kMmaQueryTile>(dk_acc, dpt, Qs, mat, mat_row);
+    }
+    // The other stage's stats were last read in the previous iteration, which ended with a barrier.
+    if (next < L && threadIdx.x < kMmaQueryTile) {
+      float* other = stats + (stage ^ 1) * kStatsStage;
+      other[threadIdx.x] = next_lse, other[kMmaQueryTile + threadIdx.x] = next_D;
+    }
+    __syncthreads();  // this stage is read before the next iteration's copies refill it
   }
   mma_store_rows<D>(dkb, q_row, key, L, s.T, dk_acc, s.scale, tq);
   mma_store_rows<D>(dvb, q_row, key, L, s.T, dv_acc, 1.f, tq);

@@ -34,9 +34,9 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 CudaAttentionKernel& attention_choice();
 
 // Scratch of the tensor-core attention: backward's per-query-head dK and dV shares [2, B, T,
-// heads, D] fp32, or the mma.sync forward's bf16 copies of q, k and v (fewer bytes: kv_heads <=
-// heads). Grow-only, one per process (ops run on one stream), never both at once: each op call
-// fills it before it reads it. model/memory_plan.cpp counts the larger.
+// heads, D] fp32, and the mma.sync kernels' bf16 copies of q, k, v (and in backward dout) after
+// them. Grow-only, one per process (ops run on one stream): each op call fills what it reads.
+// model/memory_plan.cpp counts the largest call.
 float* attention_scratch(size_t floats) {
   static DeviceScratch<> scratch;
   return scratch.get(floats);
@@ -90,16 +90,28 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
   const float* Drow = attention_row_dots(dout, out, shape);
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   // dQ, then each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
-  const size_t share = size_t(shape.B * shape.T * shape.heads * D);
-  float* dk_h = attention_scratch(2 * share);
-  float* dv_h = dk_h + share;
-  if (attention_choice() == CudaAttentionKernel::Mma) {
+  const int64_t qn = shape.B * shape.T * shape.heads * D, kvn = shape.B * shape.T * shape.kv_heads * D;
+  const bool mma = attention_choice() == CudaAttentionKernel::Mma;
+  // The shares, then for the mma.sync kernels bf16 copies of q, dout, k and v (16-byte aligned:
+  // qn is a multiple of 8).
+  float* dk_h = attention_scratch(2 * size_t(qn) + (mma ? size_t(2 * qn + 2 * kvn + 1) / 2 : 0));
+  float* dv_h = dk_h + qn;
+  if (mma) {
+    auto* q16 = reinterpret_cast<__nv_bfloat16*>(dv_h + qn);
+    __nv_bfloat16 *do16 = q16 + qn, *k16 = do16 + qn, *v16 = k16 + kvn;
+    round_rows(q16, q, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
+    round_rows(do16, dout, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
+    round_rows(k16, k, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
+    round_rows(v16, v, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
+    TcDims s16 = s;
+    s16.kv_seq_stride = shape.T * shape.kv_heads * D;
     allow_shared_memory(mma_dq_kernel<D>, kMmaDqSmem<D>);
     allow_shared_memory(mma_dkdv_kernel<D>, kMmaDkDvSmem<D>);
     constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
-    mma_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, dout, lse, Drow, q, k, v, s);
+    mma_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
     AZR_CUDA_LAUNCHED();
-    mma_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, dout, lse, Drow, q, k, v, s);
+    mma_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16,
+                                                                          s16);
     AZR_CUDA_LAUNCHED();
   } else {
     allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);

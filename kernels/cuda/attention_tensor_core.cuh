@@ -92,26 +92,24 @@ __device__ __forceinline__ int64_t tc_seq_len(const TcDims& s, int64_t b) { retu
 // One float per thread per step, as the fallback for unaligned rows does, waits out the memory
 // latency 64 x D / 128 times a tile, and the products between two tiles are a small fraction of
 // that wait.
-// Rows: the tile's rows (kTileRows, or fewer for the mma.sync backward's query tiles).
 constexpr int kLoadBatch = 8;  // float4s in flight per thread: 32 registers
-template <int D, int Rows = kTileRows>
+template <int D>
 __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t stride, int64_t first, int64_t end) {
-  constexpr int kRowVecs = D / 4, kVecs = Rows * kRowVecs, kThreads = kWarps * kWarp;
-  constexpr int kBatch = kVecs / kThreads < kLoadBatch ? kVecs / kThreads : kLoadBatch;
-  static_assert(kBatch > 0 && kVecs % (kThreads * kBatch) == 0, "whole batches of loads per thread");
+  constexpr int kRowVecs = D / 4, kVecs = kTileRows * kRowVecs, kThreads = kWarps * kWarp;
+  static_assert(kVecs % (kThreads * kLoadBatch) == 0, "whole batches of loads per thread");
   if ((reinterpret_cast<uintptr_t>(src) % 16 == 0) && stride % 4 == 0) {
 #pragma unroll
-    for (int e0 = 0; e0 < kVecs; e0 += kThreads * kBatch) {
-      float4 x[kBatch];
+    for (int e0 = 0; e0 < kVecs; e0 += kThreads * kLoadBatch) {
+      float4 x[kLoadBatch];
 #pragma unroll
-      for (int i = 0; i < kBatch; i++) {
+      for (int i = 0; i < kLoadBatch; i++) {
         const int e = e0 + i * kThreads + int(threadIdx.x);
         const int64_t row = first + e / kRowVecs;
         x[i] = row < end ? *reinterpret_cast<const float4*>(src + row * stride + (e % kRowVecs) * 4)
                          : float4{0.f, 0.f, 0.f, 0.f};
       }
 #pragma unroll
-      for (int i = 0; i < kBatch; i++) {
+      for (int i = 0; i < kLoadBatch; i++) {
         const int e = e0 + i * kThreads + int(threadIdx.x);
         bf16* out = dst + (e / kRowVecs) * kLd<D> + (e % kRowVecs) * 4;
         out[0] = __float2bfloat16_rn(x[i].x), out[1] = __float2bfloat16_rn(x[i].y);
@@ -120,7 +118,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const float* src, int64_t s
     }
     return;
   }
-  for (int e = threadIdx.x; e < Rows * D; e += blockDim.x) {
+  for (int e = threadIdx.x; e < kTileRows * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
     const int64_t row = first + r;
     dst[r * kLd<D> + c] = __float2bfloat16_rn(row < end ? src[row * stride + c] : 0.f);

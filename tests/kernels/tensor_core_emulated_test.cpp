@@ -43,6 +43,20 @@ using testing::attn_case_name;
 // Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh).
 enum class Kernels { Wmma, Mma };
 
+// attention_tensor_core.cu's round_rows: compact bf16 copies of the rows, the mma.sync kernels'
+// inputs; and their dims (k and v compact).
+std::vector<bf16> round_rows(const float* src, const AttentionShape& sh, int64_t row, int64_t seq_stride) {
+  std::vector<bf16> dst(size_t(sh.B * sh.T * row));
+  for (int64_t b = 0; b < sh.B; b++)
+    for (int64_t i = 0; i < sh.T * row; i++) dst[size_t(b * sh.T * row + i)] = __float2bfloat16_rn(src[b * seq_stride + i]);
+  return dst;
+}
+
+TcDims compact_kv(TcDims s, const AttentionShape& sh, int64_t D) {
+  s.kv_seq_stride = sh.T * sh.kv_heads * D;
+  return s;
+}
+
 template <int D, Kernels F = Kernels::Wmma>
 void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                       const AttentionShape& sh) {
@@ -50,20 +64,11 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
                  1.f / std::sqrt(float(D))};
   const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
   if constexpr (F == Kernels::Mma) {
-    // attention_tensor_core.cu's round_rows: compact bf16 copies, the kernel's inputs.
-    auto round_rows = [&](const float* src, int64_t row, int64_t seq_stride) {
-      std::vector<bf16> dst(size_t(sh.B * sh.T * row));
-      for (int64_t b = 0; b < sh.B; b++)
-        for (int64_t i = 0; i < sh.T * row; i++)
-          dst[size_t(b * sh.T * row + i)] = __float2bfloat16_rn(src[b * seq_stride + i]);
-      return dst;
-    };
-    const auto q16 = round_rows(q, sh.heads * D, sh.T * sh.heads * D);
-    const auto k16 = round_rows(k, sh.kv_heads * D, sh.kv_seq_stride), v16 = round_rows(v, sh.kv_heads * D, sh.kv_seq_stride);
-    TcDims s16 = s;
-    s16.kv_seq_stride = sh.T * sh.kv_heads * D;
+    const auto q16 = round_rows(q, sh, sh.heads * D, sh.T * sh.heads * D);
+    const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
+    const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q16.data(), k16.data(),
-                v16.data(), s16);
+                v16.data(), compact_kv(s, sh, D));
   } else {
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
   }
@@ -91,9 +96,15 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
   const size_t share = size_t(sh.B * sh.T * sh.heads * D);
   std::vector<float> shares(2 * share, NAN);  // every element the sum reads must be written
   if constexpr (F == Kernels::Mma) {
-    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
-    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_,
-                q, k, v, s);
+    const auto q16 = round_rows(q, sh, sh.heads * D, sh.T * sh.heads * D);
+    const auto do16 = round_rows(dout, sh, sh.heads * D, sh.T * sh.heads * D);
+    const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
+    const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
+    const TcDims s16 = compact_kv(s, sh, D);
+    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D>, dq, do16.data(), lse, D_, q16.data(), k16.data(),
+                v16.data(), s16);
+    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D>, shares.data(), shares.data() + share, do16.data(),
+                lse, D_, q16.data(), k16.data(), v16.data(), s16);
   } else {
     emu::launch(grid, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
     emu::launch(grid, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_, q,

@@ -139,8 +139,9 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 // fp32+bf16-gemm (model.matmul_precision = "bf16" on a GPU): the fp32 plan, plus the bf16 copy
 // of the weights, the two bf16 rounding buffers, attention's rounded k and v and the norms'
 // rounded outputs, the tensor-core attention's per-query-head shares of dK and dV (2 x N x q_dim
-// fp32; or, where larger, the mma.sync forward's bf16 q, k and v, rows x (q_dim + 2 kv_dim)), with
-// the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
+// fp32) with the mma.sync backward's bf16 q, dout, k and v after them (N x (2 q_dim + 2 kv_dim)),
+// or where larger the mma.sync forward's bf16 q, k and v (rows x (q_dim + 2 kv_dim)), with the KV
+// cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
 // tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values, and so
 // is the widest output gradient (the LM head's tile, its 4,095 rows x 4,096 columns = 16,773,120,
 // is narrower); k and v are 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's,
@@ -158,7 +159,8 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
   EXPECT_EQ(g.gemm_scratch,
-            2.0 * (36700160.0 + 16773120.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4);
+            2.0 * (36700160.0 + 16773120.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4 +
+                4096.0 * (2 * 1536 + 2 * 256) * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   // Activations stay fp32, less SwiGLU's fp32 output (4096 x 8960), which a bf16 model never
   // writes, and with each layer's two norm outputs (4096 x 1536 each) kept in bf16 only.
@@ -179,10 +181,12 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   s.kv_slots = 0;
   ModelConfig tiny = preset_config("azr-tiny");
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (45056.0 + 126 * 263) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4);
+            2.0 * (45056.0 + 126 * 263) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4 +
+                128.0 * (2 * 128 + 2 * 64) * 2);
   tiny.mlp_bias = true;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4);
+            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4 +
+                128.0 * (2 * 128 + 2 * 64) * 2);
   tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
