@@ -1,33 +1,34 @@
-// The training attention's forward on mma.sync (kernels/cuda/mma_sync.cuh): one pass over the
-// keys with the softmax in registers, FlashAttention-2's structure, in place of the WMMA
-// forward's two passes (attention_tensor_core.cuh).
+// The training attention on mma.sync (kernels/cuda/mma_sync.cuh), CudaAttentionKernel::Mma:
+// the WMMA kernels' arithmetic (attention_tensor_core.cuh) with scores, softmax and gradients in
+// registers, and the forward in one pass over the keys (FlashAttention-2's structure) in place of
+// two.
 //
 // Why: the op profile of a 1.5B training step on an H200 (bench/RESULTS.md, 2026-11-26) had the
-// WMMA forward at 30 TFLOP/s. WMMA's accumulators are opaque, so its scores make a round trip
-// through shared memory every tile (16 x 64 fp32 per warp, stored, then read by two lanes a row),
-// and its output cannot be rescaled when the running max moves, hence the second pass over the
-// keys. mma.sync's documented layouts let each lane keep its own scores, rescale its own part of
-// the output, and hand the probabilities to P V as an A fragment without touching shared memory.
+// WMMA forward at 30 TFLOP/s and backward at 37. WMMA's accumulators are opaque, so its scores
+// make a round trip through shared memory every tile (16 x 64 fp32 per warp, stored, then read by
+// two lanes a row), and its output cannot be rescaled when the running max moves, hence the
+// second forward pass. mma.sync's documented layouts let each lane keep its own scores, rescale
+// its own part of the output, and hand P (or dS) to the next product as an A fragment without
+// touching shared memory.
 //
-// The arithmetic, the one tests/kernels/tensor_core_reference.h holds every forward to:
-// - q, k and v rounded to bf16 as tiles are read (load_tile, shared with the WMMA kernels);
-//   scores are sums of exact bf16 products in fp32.
-// - Online softmax per row: after each 64-key tile, m = max(m, tile max), the output and the
-//   lane's share of the sum of exponentials scaled by exp(m_old - m); p = exp(scale s - m).
-//   Exponentials in base 2, as FlashAttention-2 takes them: the scores are scaled by
-//   scale log2(e) (one multiply-add, then the hardware's exp2), where expf would add a range
-//   reduction to each, and at this kernel's rate the exponentials compete with the products for
-//   issue slots (32 a lane per tile). The lse written is in natural units, m ln 2 + log l. (The
-//   dK/dV kernel does the same; the dQ kernel keeps expf, see there.)
+// The arithmetic, the one tests/kernels/tensor_core_reference.h holds the WMMA kernels to:
+// - q, k, v (and dout) rounded to bf16 (attention_tensor_core.cu's round_rows, one pass before
+//   the kernel); scores are sums of exact bf16 products in fp32.
+// - Forward: online softmax per row. After each 64-key tile, m = max(m, tile max), and the
+//   output and the lane's share of the sum of exponentials are scaled by exp(m_old - m);
+//   p = exp(scale s - m). Exponentials in base 2, as FlashAttention-2 takes them: the scores are
+//   scaled by scale log2(e) (one multiply-add, then the hardware's exp2), where expf would add a
+//   range reduction to each, and at this kernel's rate the exponentials compete with the products
+//   for issue slots (32 a lane per tile). The lanes' sums meet once, at the end: out = acc / l,
+//   lse = m ln 2 + log l (natural units, as the backward reads it).
 // - p enters P V as two bf16 terms, hi = bf16(p), lo = bf16(p - hi), as in the WMMA forward and
-//   for the same reason (its header: the learner's log-probs stay at the sampler's). The lanes'
-//   sums meet once, at the end: out = acc / l, lse = m + log l.
+//   for the same reason (its header: the learner's log-probs stay at the sampler's).
+// - Backward as the WMMA backward: P from the saved lse, dS = P (dP - D), one bf16 term each.
 //
-// Layout: a block is 4 warps and 64 queries (the WMMA kernels' geometry and block order, so the
-// backward kernels and the launch code are shared); each warp owns 16 queries. Shared memory
+// Layout: a block is 4 warps and 64 rows (the WMMA kernels' geometry and block order, so the
+// launch code and the group sum of dK/dV are shared); each warp owns 16 rows. Shared memory
 // holds bf16 tiles with the padded stride kLd<D> (row starts 16-byte aligned as ldmatrix and
-// cp.async require, and the 8 rows of a matrix on different banks). Every kernel reads bf16
-// copies of its inputs (attention_tensor_core.cu rounds them first, one pass) and double-buffers
+// cp.async require, and the 8 rows of a matrix on different banks). Each kernel double-buffers
 // the tiles of the side it walks with cp.async: the next tile's copies run during this tile's
 // products.
 #pragma once
