@@ -1,7 +1,9 @@
 // Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, for the forward on
 // mma.sync, attention_mma.cuh, which describe them) and the choice between them and the Simt ones
 // (cuda_ops.h: CudaAttentionKernel).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -43,18 +45,30 @@ float* attention_scratch(size_t floats) {
 }
 
 // dst [B, T, row] bf16 = src's rows (sequence b's at b * seq_stride, `row` floats apart) rounded
-// to nearest even: the mma.sync forward's inputs.
-__global__ void round_rows_kernel(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int64_t row,
-                                  int64_t seq_stride) {
-  const int64_t n = B * T * row;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = i / (T * row), rest = i % (T * row);
-    dst[i] = __float2bfloat16_rn(src[b * seq_stride + rest]);
+// to nearest even: the mma.sync kernels' inputs. A sequence a grid row (blockIdx.y), so no
+// element needs a 64-bit division to find it; four values a thread where the rows allow it (the
+// model's do: row = heads x head_dim, a multiple of 8, and 16-byte aligned activations).
+__global__ void round_rows_kernel(__nv_bfloat16* dst, const float* src, int64_t per_seq, int64_t seq_stride) {
+  const float* from = src + int64_t(blockIdx.y) * seq_stride;
+  __nv_bfloat16* to = dst + int64_t(blockIdx.y) * per_seq;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  if (per_seq % 4 == 0 && seq_stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    for (int64_t i = first; i < per_seq / 4; i += step) {
+      const float4 x = reinterpret_cast<const float4*>(from)[i];
+      __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<const uint32_t*>(&lo), packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+      reinterpret_cast<uint2*>(to)[i] = packed;  // dst: per_seq % 4 == 0 keeps it 8-byte aligned
+    }
+    return;
   }
+  for (int64_t i = first; i < per_seq; i += step) to[i] = __float2bfloat16_rn(from[i]);
 }
 
 void round_rows(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int64_t row, int64_t seq_stride) {
-  round_rows_kernel<<<grid_for(B * T * row), 256, 0, op_stream()>>>(dst, src, B, T, row, seq_stride);
+  if (B == 0 || T == 0) return;
+  const unsigned per_seq_blocks = std::max(1u, grid_for(B * T * row / 4) / unsigned(B));
+  round_rows_kernel<<<dim3(per_seq_blocks, unsigned(B)), 256, 0, op_stream()>>>(dst, src, T * row, seq_stride);
   AZR_CUDA_LAUNCHED();
 }
 
