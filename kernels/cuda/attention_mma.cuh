@@ -40,6 +40,10 @@ namespace azr::kernels::cuda_detail::tensor_core {
 
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
+// The column of register e of C tile n for lane group position tq (mma_sync.cuh's C layout: tile n
+// covers columns 8n.., registers 0, 1 and 2, 3 columns 2 tq, 2 tq + 1 of rows g and g + 8).
+__device__ __forceinline__ int c_col(int n, int e, int tq) { return 8 * n + 2 * tq + e % 2; }
+
 // The 16 x Cols scores of a warp's 16 rows against Cols rows of a tile, as Cols / 8 C tiles:
 // a_frag is this lane's ldmatrix address in the warp's rows (A), b_rows the tile's first row.
 // B = the tile's rows^T: matrix m of an ldmatrix covers rows (m / 2) * 8.. and columns
@@ -215,7 +219,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = e / 2;
-        const int64_t key = j0 + 8 * n + 2 * tq + e % 2;
+        const int64_t key = j0 + c_col(n, e, tq);
         sc[n][e] = real[r] && key <= row[r] ? sc[n][e] * scale_log2 : -INFINITY;
         tile_max[r] = fmaxf(tile_max[r], sc[n][e]);
       }
@@ -330,7 +334,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = e / 2;
-        const int64_t key = j0 + 8 * n + 2 * tq + e % 2;
+        const int64_t key = j0 + c_col(n, e, tq);
         sc[n][e] = real[r] && key <= row[r] ? expf(sc[n][e] * s.scale - row_lse[r]) * (dp[n][e] - row_D[r]) : 0.f;
       }
     mma_accumulate<D, kTileRows>(acc, sc, Ks, mat, mat_row);
@@ -424,7 +428,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       for (int n = 0; n < kMmaQueryTile / 8; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          const int c = 8 * n + 2 * tq + e % 2;
+          const int c = c_col(n, e, tq);
           const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
           float p = 0.f, ds = 0.f;
           if (t < L && key[e / 2] <= t) {
