@@ -1,5 +1,5 @@
-// Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, for the forward on
-// mma.sync, attention_mma.cuh, which describe them) and the choice between them and the Simt ones
+// Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, on mma.sync,
+// attention_mma.cuh, which describe them) and the choice between them and the Simt ones
 // (cuda_ops.h: CudaAttentionKernel).
 #include <algorithm>
 #include <cmath>
@@ -72,6 +72,19 @@ void round_rows(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int6
   AZR_CUDA_LAUNCHED();
 }
 
+// The mma.sync kernels' inputs: q, k and v rounded into q16 [B, T, heads * D] and k16, v16
+// [B, T, kv_heads * D] (compact), and the dims the kernels read them with.
+TcDims round_qkv(__nv_bfloat16* q16, __nv_bfloat16* k16, __nv_bfloat16* v16, const float* q, const float* k,
+                 const float* v, const AttentionShape& shape) {
+  const int64_t q_row = shape.heads * shape.d, kv_row = shape.kv_heads * shape.d;
+  round_rows(q16, q, shape.B, shape.T, q_row, shape.T * q_row);
+  round_rows(k16, k, shape.B, shape.T, kv_row, shape.kv_seq_stride);
+  round_rows(v16, v, shape.B, shape.T, kv_row, shape.kv_seq_stride);
+  TcDims s = tc_dims_of(shape);
+  s.kv_seq_stride = shape.T * kv_row;
+  return s;
+}
+
 template <int D>
 void forward_d(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape) {
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
@@ -81,11 +94,7 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
     const int64_t qn = shape.B * shape.T * shape.heads * D, kvn = shape.B * shape.T * shape.kv_heads * D;
     auto* q16 = reinterpret_cast<__nv_bfloat16*>(attention_scratch(size_t(qn + 2 * kvn + 1) / 2));
     __nv_bfloat16 *k16 = q16 + qn, *v16 = k16 + kvn;
-    round_rows(q16, q, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
-    round_rows(k16, k, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
-    round_rows(v16, v, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
-    TcDims s = tc_dims_of(shape);
-    s.kv_seq_stride = shape.T * shape.kv_heads * D;
+    const TcDims s = round_qkv(q16, k16, v16, q, k, v, shape);
     allow_shared_memory(mma_forward_kernel<D>, kMmaForwardSmem<D>);
     constexpr size_t smem = kMmaForwardSmem<D>;
     mma_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q16, k16, v16, s);
@@ -113,12 +122,8 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
   if (mma) {
     auto* q16 = reinterpret_cast<__nv_bfloat16*>(dv_h + qn);
     __nv_bfloat16 *do16 = q16 + qn, *k16 = do16 + qn, *v16 = k16 + kvn;
-    round_rows(q16, q, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
+    const TcDims s16 = round_qkv(q16, k16, v16, q, k, v, shape);
     round_rows(do16, dout, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
-    round_rows(k16, k, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
-    round_rows(v16, v, shape.B, shape.T, shape.kv_heads * D, shape.kv_seq_stride);
-    TcDims s16 = s;
-    s16.kv_seq_stride = shape.T * shape.kv_heads * D;
     allow_shared_memory(mma_dq_kernel<D>, kMmaDqSmem<D>);
     allow_shared_memory(mma_dkdv_kernel<D>, kMmaDkDvSmem<D>);
     constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
