@@ -12,14 +12,16 @@ the same shapes, on the same device, timed the way users of the Python reference
           fused on CUDA).step(), zero_grad(set_to_none=True), random ids [B, T]; in two
           precisions: "bf16-autocast" (torch.autocast bf16 over fp32 master weights, what FSDP
           mixed precision does in the reference) and "fp32" (TF32 off, like azr's fp32 GEMMs).
-          --recompute turns on transformers' gradient checkpointing. tokens_per_s = B*T*steps / s.
+          --recompute turns on transformers' gradient checkpointing. --micro-batches K: K forward/
+          backward passes of [B, T] per step, each loss divided by K, the gradients accumulating,
+          then one clip and AdamW step (model_speed_bench's). tokens_per_s = B*T*K*steps / s.
 
 Prints one JSON line: {"decode": [...], "train": [...], "versions": {...}}. A workload that fails
 (out of memory, say) reports {"error": ...} in its entry instead of stopping the others.
 
   hf_speed_baseline.py --config CONFIG.json [--device cuda] [--decode-batches 1,64,256]
                        [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
-                       [--warmup 1] [--recompute]
+                       [--micro-batches 1] [--warmup 1] [--recompute]
 """
 import argparse
 import json
@@ -105,19 +107,23 @@ def train(args, device, precision):
     fused = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, **fused)
     g = torch.Generator(device="cpu").manual_seed(0)
-    ids = torch.randint(0, cfg.vocab_size, (args.train_batch, args.seq), generator=g).to(device)
+    k = args.micro_batches
+    ids = [torch.randint(0, cfg.vocab_size, (args.train_batch, args.seq), generator=g).to(device) for _ in range(k)]
     autocast = precision == "bf16-autocast"
     loss_value = 0.0
 
     def step():
         nonlocal loss_value
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
+        total = 0.0
+        for batch in ids:  # the gradients accumulate over the micro-batches: their mean loss
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = model(input_ids=batch, labels=batch).loss
+            (loss / k).backward()
+            total += loss.detach()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss_value = loss.item()
+        loss_value = (total / k).item()
 
     for _ in range(args.warmup):
         step()
@@ -130,8 +136,8 @@ def train(args, device, precision):
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
     del model, opt
     free(device)
-    return {"precision": precision, "tokens_per_s": args.train_batch * args.seq * args.steps / sec, "seconds": sec,
-            "loss": loss_value, "recompute": args.recompute, "peak_memory_bytes": peak}
+    return {"precision": precision, "tokens_per_s": args.train_batch * args.seq * k * args.steps / sec, "seconds": sec,
+            "loss": loss_value, "recompute": args.recompute, "micro_batches": k, "peak_memory_bytes": peak}
 
 
 def main():
@@ -144,6 +150,8 @@ def main():
     p.add_argument("--train-batch", type=int, default=4, help="0 = no training step")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--micro-batches", type=int, default=1,
+                   help="forward/backward passes per optimizer step, gradients accumulated")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--recompute", action="store_true")
     args = p.parse_args()

@@ -14,11 +14,17 @@
 //           bytes per step / step time / the peak bandwidth: at batch 1
 //           this is the criterion ">= 60% of the HBM bandwidth bound". "bf16 bound" is the
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
+//           On a table that records (a GPU), each batch runs eagerly, with the step recorded as a
+//           CUDA graph ("graphs"), and where the GPU has it (sm_90) recorded with programmatic
+//           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
 //   sums, kernels/ops.h); the decode "bw" counts the weights and KV cache azr reads: fp32, or with
 //   bf16 the model's bf16 copy of the weights and its bf16 cache.
 //   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
-//           backward, clip, AdamW). MFU = model FLOPs per second / the device's dense bf16 peak,
+//           backward, clip, AdamW); --micro-batches K: K forward/backward passes of [B, T], the
+//           gradients accumulating, per clip and AdamW step (an RL step's shape: the update's cost
+//           shared by K micro-batches), the baseline likewise; tokens/s counts all K.
+//           MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
 //           12 * layers * q_dim * T (PaLM's appendix B; recomputation is not counted, so
 //           recompute runs report model FLOPs, not hardware FLOPs). The same formula is applied
@@ -30,6 +36,7 @@
 //
 //   model_speed_bench [--device cuda] [--configs a.json,b.json|preset] [--decode-batches 1,64,256]
 //                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
+//                     [--micro-batches 1]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
 //                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile]
 //                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
@@ -79,6 +86,7 @@ struct Options {
   std::vector<int64_t> decode_batches = {1, 64, 256};
   int64_t prompt_len = 128, new_tokens = 128;
   int64_t train_batch = 4, seq = 1024;
+  int micro_batches = 1;  // --micro-batches: forward/backward passes of [train_batch, seq] per optimizer step
   int steps = 3, warmup = 1;
   bool recompute = false, decode = true, train = true, baseline = true;
   bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
@@ -192,6 +200,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
                "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
+               "  [--micro-batches K]\n"
                "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
                "  [--no-graphs] [--op-profile] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
   return 2;
@@ -222,6 +231,10 @@ int main(int argc, char** argv) {
       else if (a == "--train-batch") o.train_batch = std::stoll(val());
       else if (a == "--seq") o.seq = std::stoll(val());
       else if (a == "--steps") o.steps = std::max(1, std::stoi(val()));
+      else if (a == "--micro-batches") {
+        o.micro_batches = std::stoi(val());
+        if (o.micro_batches < 1) throw std::invalid_argument("expected a count of 1 or more");
+      }
       else if (a == "--warmup") o.warmup = std::stoi(val());
       else if (a == "--recompute") o.recompute = true;
       else if (a == "--matmul-precision") {
@@ -324,7 +337,8 @@ int main(int argc, char** argv) {
           (o.decode ? " --decode-batches " + batches : std::string(" --decode-batches ''")) +
           " --prompt-len " + std::to_string(o.prompt_len) + " --new " + std::to_string(o.new_tokens) +
           (o.train ? " --train-batch " + std::to_string(o.train_batch) : std::string(" --train-batch 0")) +
-          " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --warmup " +
+          " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --micro-batches " +
+          std::to_string(o.micro_batches) + " --warmup " +
           std::to_string(o.warmup) + (o.recompute ? " --recompute" : "");
       hf = run_for_json_line(cmd, (tmp / "hf.json").string(), "model_speed_bench");
       if (!hf.is_object()) baseline_ok = false;
@@ -365,12 +379,29 @@ int main(int argc, char** argv) {
         const double mean_pos = double(P) + double(N - 1) / 2.0;
         // Each batch eagerly, and where the table can record (a GPU) also with the decode step recorded
         // and replayed (CUDA graphs, Transformer::set_decode_graphs): the same process, the same prompts.
-        std::vector<bool> graph_modes = {false};
-        if (o.graphs && precision_ops.recorder.begin) graph_modes.push_back(true);
+        // On a GPU with programmatic dependent launch (sm_90), the recorded step a third time with it
+        // (kernels/cuda/cuda_ops.h, cuda_set_programmatic_launch): "graphs pdl"; the other rows run
+        // without it whatever AZR_CUDA_PDL says.
+        struct DecodeMode {
+          bool graphs, pdl;
+        };
+        std::vector<DecodeMode> modes = {{false, false}};
+        if (o.graphs && precision_ops.recorder.begin) modes.push_back({true, false});
+#ifdef AZR_HAVE_CUDA_KERNELS
+        const bool pdl_choice = o.device == "cuda" && azr::kernels::cuda_programmatic_launch();
+        if (o.device == "cuda" && o.graphs && precision_ops.recorder.begin) {
+          azr::kernels::cuda_set_programmatic_launch(true);
+          if (azr::kernels::cuda_programmatic_launch_applies()) modes.push_back({true, true});
+        }
+#endif
         for (const int64_t G : o.decode_batches)
-          for (const bool graphs : graph_modes) {
+          for (const DecodeMode& dm : modes) {
+            const bool graphs = dm.graphs;
             model.set_decode_graphs(graphs);
-            const std::string mode = tag + (graphs ? " graphs" : "");
+#ifdef AZR_HAVE_CUDA_KERNELS
+            if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(dm.pdl);
+#endif
+            const std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "");
             const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
             const double t_n = timed_generate(model, prompts, N);
             const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
@@ -394,7 +425,8 @@ int main(int argc, char** argv) {
                       {"azr_step_bytes", bytes},
                       {"azr_bandwidth_fraction", bw},
                       {"bf16_bound_tokens_per_s", bf16_bound_tps},
-                      {"decode_graphs", graphs}};
+                      {"decode_graphs", graphs},
+                      {"programmatic_launch", dm.pdl}};
             const json h = hf_decode(G);
             double ratio = 0;
             if (h.is_object()) {
@@ -418,6 +450,9 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         model.set_decode_graphs(false);
+#ifdef AZR_HAVE_CUDA_KERNELS
+        if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(pdl_choice);
+#endif
       }
 
       if (o.train) {
@@ -425,7 +460,7 @@ int main(int argc, char** argv) {
         as.lr = 1e-5;
         as.weight_decay = 0.01;
         m::AdamW opt(model.ops(), model.parameters().size(), as);
-        const TrainResult tr = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps);
+        const TrainResult tr = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps, o.micro_batches);
         const double fpt = flops_per_token(sh, o.seq);
         auto mfu = [&](double tps) { return peak_flops > 0 ? tps * fpt / peak_flops : 0.0; };
         json j = {{"config", name},
@@ -434,13 +469,15 @@ int main(int argc, char** argv) {
                   {"batch", o.train_batch},
                   {"seq", o.seq},
                   {"steps", o.steps},
+                  {"micro_batches", o.micro_batches},
                   {"recompute", o.recompute},
                   {"flops_per_token", fpt},
                   {"azr_tokens_per_s", tr.tokens_per_s},
                   {"azr_mfu", mfu(tr.tokens_per_s)},
                   {"azr_loss", tr.loss},
                   {"azr_phase_ms_per_step", tr.phase_ms}};
-        const std::string wl = "train B=" + std::to_string(o.train_batch) + " T=" + std::to_string(o.seq) + tag;
+        const std::string wl = "train B=" + std::to_string(o.train_batch) + " T=" + std::to_string(o.seq) +
+                               (o.micro_batches > 1 ? " x" + std::to_string(o.micro_batches) : "") + tag;
         for (const char* precision : {"bf16-autocast", "fp32"}) {
           const json h = hf_train(precision);
           if (!h.is_object()) continue;

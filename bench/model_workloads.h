@@ -4,7 +4,11 @@
 // same work:
 //   train:    random ids [B, T]; one step = zero_grad -> score(batch, 1, true) ->
 //             cross_entropy_loss (mask t >= 1: token-mean over B*(T-1)) -> backward ->
-//             clip_grad_norm(1.0) -> AdamW.step. Phases are timed on the same steps.
+//             clip_grad_norm(1.0) -> AdamW.step. Phases are timed on the same steps. With K
+//             micro-batches, a step is K of score -> loss (scaled by 1/K) -> backward, each on its
+//             own random [B, T] ids, with the gradients accumulating, and then one clip and AdamW
+//             step: how an RL step trains (algorithm.micro_batch_size sequences at a time, one
+//             update per batch), where the update's fixed cost is shared by K micro-batches.
 //   generate: G prompts of P random tokens, N new tokens each at temperature 1, no stop tokens
 //             (every sequence runs N tokens), prefill included.
 // The op table has no barrier, so the timers end each phase with a one-float download, which
@@ -49,8 +53,9 @@ struct TrainResult {
 };
 
 inline TrainResult train_steps(model::Transformer& m, model::AdamW& opt, int64_t B, int64_t T, int warmup,
-                               int steps) {
-  const model::SequenceBatch batch = random_batch(B, T, m.config().vocab_size, 0);
+                               int steps, int micro_batches = 1) {
+  std::vector<model::SequenceBatch> batches;
+  for (int k = 0; k < micro_batches; ++k) batches.push_back(random_batch(B, T, m.config().vocab_size, uint64_t(k)));
   std::vector<float> mask(size_t(B * T), 0.f);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 1; t < T; ++t) mask[size_t(b * T + t)] = 1.f;
@@ -59,22 +64,28 @@ inline TrainResult train_steps(model::Transformer& m, model::AdamW& opt, int64_t
   const char* names[] = {"zero_grad", "forward", "loss", "backward", "clip", "adamw"};
   double acc[6] = {0, 0, 0, 0, 0, 0};
   auto step = [&](bool timed) {
-    double ph[6];
+    double ph[6] = {0, 0, 0, 0, 0, 0};
     auto t = Clock::now();
-    auto lap = [&](int i) {
+    auto lap = [&](int i) {  // a phase's time, summed over the micro-batches
       backend_barrier(m);
       const auto now = Clock::now();
-      ph[i] = std::chrono::duration<double>(now - t).count();
+      ph[i] += std::chrono::duration<double>(now - t).count();
       t = now;
     };
     m.zero_grad();
     lap(0);
-    model::TokenScores s = m.score(batch, 1.f, true);
-    lap(1);
-    model::LossResult loss = model::cross_entropy_loss(s, mask);
-    lap(2);
-    m.backward(loss.dlogp, loss.dentropy);
-    lap(3);
+    double loss_sum = 0;
+    for (const model::SequenceBatch& batch : batches) {
+      model::TokenScores s = m.score(batch, 1.f, true);
+      lap(1);
+      model::LossResult loss = model::cross_entropy_loss(s, mask);
+      if (micro_batches > 1)  // the mean over the step's micro-batches
+        for (float& g : loss.dlogp) g /= float(micro_batches);
+      loss_sum += loss.loss;
+      lap(2);
+      m.backward(loss.dlogp, loss.dentropy);
+      lap(3);
+    }
     auto grads = m.gradients();
     const model::GradClip clip = model::measure_grad_clip(m.ops(), grads, 1.0);  // applied inside the step
     lap(4);
@@ -82,7 +93,7 @@ inline TrainResult train_steps(model::Transformer& m, model::AdamW& opt, int64_t
     lap(5);
     if (timed)
       for (int i = 0; i < 6; ++i) acc[i] += ph[i];
-    r.loss = loss.loss;
+    r.loss = loss_sum / micro_batches;
   };
   for (int i = 0; i < warmup; ++i) step(false);
   backend_barrier(m);
@@ -90,7 +101,7 @@ inline TrainResult train_steps(model::Transformer& m, model::AdamW& opt, int64_t
   for (int i = 0; i < steps; ++i) step(true);
   backend_barrier(m);
   r.seconds = secs_since(t0);
-  r.tokens_per_s = double(B * T * steps) / r.seconds;
+  r.tokens_per_s = double(B * T * micro_batches * steps) / r.seconds;
   for (int i = 0; i < 6; ++i) r.phase_ms[names[i]] = 1e3 * acc[i] / steps;
   return r;
 }

@@ -35,16 +35,19 @@
 #          minutes of device time: builds only cuda_ops_test, cuda_model_test, cuda_ops_bench and
 #          model_speed_bench; runs the decode kernel tests (CudaDecode, the fused decode ops, the
 #          samplers) and
-#          every whole-model test (generation against the training forward, recorded steps), then
-#          cuda_ops_bench's decode attention rows, then decode at batch 64 and 256 of the 0.5B and
-#          1.5B configs in bf16 (no HF baseline: compare with a run of the same device)
+#          every whole-model test (generation against the training forward, recorded steps, with
+#          and without programmatic dependent launch), then cuda_ops_bench's decode attention rows,
+#          then decode at batch 1, 64 and 256 of the 0.5B and 1.5B configs in bf16, each eager,
+#          recorded, and recorded with programmatic dependent launch on sm_90 (the "graphs pdl"
+#          rows; no HF baseline: compare with a run of the same device)
 #   train  (not part of all) the training step's checks alone, for a session with three or four
 #          minutes of device time: builds the same four targets as decode; runs the op tests of
 #          CudaOps (element-wise ops, AdamW, the ops with bf16 gradients) and every whole-model
 #          test (the bf16 model's forward, gradients and AdamW against the CPU's) and the tensor-core
 #          attention tests (WMMA and mma.sync), then cuda_ops_bench's grads16, adamw and attention
 #          rows, then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the
-#          same run, and the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma)
+#          same run, the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma), and
+#          the 1.5B step of 8 micro-batches per AdamW step against torch's (--micro-batches 8)
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -101,7 +104,7 @@ if [[ "$STAGE" == decode ]]; then
     "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
   "$BUILD/bin/cuda_ops_bench" --only decode_attention 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
   "$BUILD/bin/model_speed_bench" --device cuda --no-train --no-baseline --matmul-precision bf16 \
-    --decode-batches 64,256 2>&1 | tee "$OUT/model_speed_decode.txt" || status=$?
+    --decode-batches 1,64,256 2>&1 | tee "$OUT/model_speed_decode.txt" || status=$?
   echo "gpu_check: decode: outputs in $OUT (exit $status)"
   exit "$status"
 fi
@@ -112,7 +115,9 @@ if [[ "$STAGE" == train ]]; then
     "$BUILD/bin/cuda_ops_bench" --only attention; } 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
   { "$BUILD/bin/model_speed_bench" --device cuda --no-decode --matmul-precision bf16 &&
     AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --no-decode --no-baseline \
-      --matmul-precision bf16 --configs tests/model/configs/qwen2.5-1.5b.json; } 2>&1 |
+      --matmul-precision bf16 --configs tests/model/configs/qwen2.5-1.5b.json &&
+    "$BUILD/bin/model_speed_bench" --device cuda --no-decode --matmul-precision bf16 \
+      --configs tests/model/configs/qwen2.5-1.5b.json --micro-batches 8 --steps 2; } 2>&1 |
     tee "$OUT/model_speed_train.txt" || status=$?
   echo "gpu_check: train: outputs in $OUT (exit $status)"
   exit "$status"

@@ -308,6 +308,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
   extern __shared__ float acc_s[];
   __shared__ float m_s[kDecodeWarps][kDecodeHeads], l_s[kDecodeWarps][kDecodeHeads];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  wait_for_prior_grids();  // q and this step's key and value come from the kernel before
+  release_next_grid();
   const int64_t r = blockIdx.x, d = s.d, kvh = blockIdx.y / head_chunks;
   const int64_t h0 = kvh * s.group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
   const int nh = int(min(int64_t(kDecodeHeads), (kvh + 1) * s.group - h0));
@@ -454,9 +456,8 @@ void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* pa
                           const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks,
                           int64_t chunk) {
   const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
-  attention_decode_kernel<E, FULL, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
-      out, out16, part, q, kcache, vcache, slot, pos, s, head_chunks, chunk);
-  AZR_CUDA_LAUNCHED();
+  launch_after_prior(attention_decode_kernel<E, FULL, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part, q,
+                     kcache, vcache, slot, pos, s, head_chunks, chunk);
 }
 
 template <class KV>
@@ -496,20 +497,18 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
       with_head_dim([&](auto dim) {
         constexpr int D = decltype(dim)::value;
         static_assert(decode_tiles::smem_bytes<D>() <= 48 * 1024, "no opt-in to more shared memory needed");
-        decode_tiles::decode_tiles_kernel<D><<<grid, decode_tiles::kThreads, decode_tiles::smem_bytes<D>(),
-                                               op_stream()>>>(out, out16, part, q, kcache, vcache, slot, pos, dd,
-                                                              head_chunks, chunk);
+        launch_after_prior(decode_tiles::decode_tiles_kernel<D>, grid, decode_tiles::kThreads,
+                           decode_tiles::smem_bytes<D>(), out, out16, part, q, kcache, vcache, slot, pos, dd,
+                           head_chunks, chunk);
       });
-      AZR_CUDA_LAUNCHED();
     }
   } else if (g_decode_kernel != CudaDecodeKernel::WarpPerPosition && lane_dims) {
     const size_t smem = decode::decode_smem_bytes(s.d);
     with_head_dim([&](auto dim) {
       constexpr int LP = decltype(dim)::value / 8;  // lanes per position
-      decode::decode_lane_groups_kernel<LP, KV><<<grid, kDecodeWarps * kWarp, smem, op_stream()>>>(
-          out, out16, part, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
+      launch_after_prior(decode::decode_lane_groups_kernel<LP, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part,
+                         q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
     });
-    AZR_CUDA_LAUNCHED();
   } else {
     const int E = int((s.d + kWarp - 1) / kWarp);
     const bool full = s.d == int64_t(kWarp) * E;
@@ -528,9 +527,8 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
   if (splits > 1) {
     const int64_t rows = R * s.H;
     constexpr int kWarpsPerBlock = 8;
-    decode::decode_combine_kernel<<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
-                                    op_stream()>>>(out, out16, part, rows, s.d, splits);
-    AZR_CUDA_LAUNCHED();
+    launch_after_prior(decode::decode_combine_kernel, unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                       kWarpsPerBlock * kWarp, 0, out, out16, part, rows, s.d, splits);
   }
 }
 

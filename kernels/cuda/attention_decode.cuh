@@ -84,6 +84,8 @@ __global__ void decode_combine_kernel(float* out, __nv_bfloat16* out16, const fl
                                       int splits) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = int(threadIdx.x) % kWarp;
+  wait_for_prior_grids();  // the partials come from the kernel before
+  release_next_grid();
   if (row >= rows) return;
   const float* rec = part + row * splits * (d + 2);
   float M = -INFINITY, L = 0.f;
@@ -153,6 +155,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
   __shared__ __align__(16) float q_s[kDecodeHeads * d];
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, group = lane / LP;
   const int64_t e0 = int64_t(lane % LP) * 8;
+  wait_for_prior_grids();  // q and this step's key and value come from the kernel before
+  release_next_grid();
   const DecodeBlock blk = decode_block(pos, s.group, head_chunks, chunk);
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;

@@ -139,6 +139,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* sum_s = reinterpret_cast<float*>(smem_raw);  // at the end: [kWarps][kHeads][D]
 
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+  wait_for_prior_grids();  // q and this step's key and value come from the kernel before
+  release_next_grid();
   const decode::DecodeBlock blk = decode::decode_block(pos, s.group, head_chunks, chunk);
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_or_emulation.cuh"
 #include "kernels/memory_meter.h"
 #include "kernels/cuda/reductions.cuh"
 
@@ -70,6 +71,37 @@ inline cudaError_t device_free(void* p) {
   if (!p) return cudaSuccess;
   device_memory_meter().released(p);
   return cudaFree(p);
+}
+
+// Whether launch_after_prior launches with programmatic dependent launch now: chosen
+// (cuda_set_programmatic_launch, AZR_CUDA_PDL; kernels/cuda/cuda_ops.h), and both the current
+// device and the code compiled for it are sm_90 or later (programmatic_launch.cu).
+bool programmatic_launch_applies();
+
+// kernel<<<grid, block, smem, op_stream()>>>(args...), or, where programmatic_launch_applies(),
+// the same launch allowed to start before the kernel ahead of it on the stream has finished
+// (cudaLaunchAttributeProgrammaticStreamSerialization; also in a recorded graph). Only for kernels
+// that call wait_for_prior_grids before they read what an earlier kernel wrote or write anything
+// (device_or_emulation.cuh): the decode step's kernels at few rows, whose weights then stream in
+// while the kernel before finishes, instead of after a launch gap.
+template <class... Params, class... Args>
+void launch_after_prior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args... args) {
+  if (!programmatic_launch_applies()) {
+    kernel<<<grid, block, smem, op_stream()>>>(args...);
+    AZR_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = op_stream();
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  AZR_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.

@@ -60,6 +60,19 @@ std::string cuda_compiled_architectures();
 void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
 
+// Programmatic dependent launch (PDL) of the decode step's kernels at few rows (the GEMV and the
+// fused decode ops, the decode attention and its combine, the norms): each may start while the
+// kernel before it finishes, prefetch its weights into L2 and wait on the device, not behind a
+// launch gap (kernels/cuda/device_or_emulation.cuh, common.cuh's launch_after_prior). At batch 1
+// a step is about 230 kernels of a few microseconds each, so the gaps are a large share of it.
+// Applies on sm_90 and later, with code compiled for it, inside recorded decode steps too. Off by
+// default: written without a GPU, on once it is measured faster; AZR_CUDA_PDL=1 (or on) sets the
+// starting choice, and an unknown value is an std::invalid_argument at the first launch that asks
+// (kernels/cuda_launch_choice.h). Changing it makes a model record its decode steps anew.
+void cuda_set_programmatic_launch(bool on);
+bool cuda_programmatic_launch();          // the choice
+bool cuda_programmatic_launch_applies();  // the choice, on a device and with code that have it
+
 // The stream this thread's current device runs the ops on (a cudaStream_t, opaque here), for
 // work outside the table that must be ordered with them: NCCL's all-reduce of the gradients.
 void* cuda_op_stream();

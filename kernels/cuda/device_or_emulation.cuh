@@ -1,8 +1,50 @@
 #pragma once
 // What the kernel headers that also run on the CPU stand-in for the device
 // (tests/kernels/cuda_emulation.h, which defines AZR_CUDA_EMULATION and these names) take from
-// CUDA: the bf16 type and its conversions, and the block's dynamic shared memory.
+// CUDA: the bf16 type and its conversions, and the block's dynamic shared memory; and the three
+// instructions of programmatic dependent launch below: the stand-in runs the wait and the release
+// as no-ops (its blocks run one kernel at a time) and keeps each prefetch for its tests.
+#include <cstdint>
+
 #ifndef AZR_CUDA_EMULATION
 #include <cuda_bf16.h>
 #define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#define AZR_DEVICE_INLINE __device__ __forceinline__
+#else
+#define AZR_DEVICE_INLINE inline
 #endif
+
+namespace azr::kernels::cuda_detail {
+
+// Programmatic dependent launch (PDL, sm_90 and later; launch_after_prior in common.cuh). A kernel
+// launched that way may start while the kernel before it on the stream is still running, so it
+// must call wait_for_prior_grids before it reads anything an earlier kernel wrote and before it
+// writes anything: the wait returns once every earlier grid has finished and its writes are
+// visible. What comes before the wait may only touch memory no kernel of the step writes (the
+// weights: prefetch_to_l2). release_next_grid lets the next PDL kernel start; every kernel calls
+// it right after its own wait, not earlier, so at most one kernel runs ahead of the one working,
+// and its prefetches do not evict what the working one reads. Launched the ordinary way, or
+// compiled for an architecture before sm_90, all three do nothing.
+AZR_DEVICE_INLINE void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+AZR_DEVICE_INLINE void release_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// A hint that `bytes` (a multiple of 16) from p (16-byte aligned) will be read soon: one
+// instruction that fetches the whole range into L2 in the background.
+AZR_DEVICE_INLINE void prefetch_to_l2([[maybe_unused]] const void* p, [[maybe_unused]] uint32_t bytes) {
+#if defined(AZR_CUDA_EMULATION)
+  ::azr::emu::note_prefetch(p, bytes);  // kept, for a test to check the contract and the range
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+}  // namespace azr::kernels::cuda_detail

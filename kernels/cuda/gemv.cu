@@ -1,5 +1,6 @@
 // Launches of the few-row kernels (gemv.cuh, which describes them): the shape of the launch (rows
-// rounded up to a compiled row count, 16-byte or scalar loads, warps per item) is chosen here.
+// rounded up to a compiled row count, 16-byte or scalar loads, warps per item) is chosen here. They
+// launch after the kernel before them where programmatic dependent launch is on (common.cuh).
 #include <stdexcept>
 
 #include "kernels/cuda/common.cuh"
@@ -26,10 +27,9 @@ void gemv_linear(float* out, const uint16_t* x16, const uint16_t* w16, const flo
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<1, kRows>;
-    gemv_linear_kernel<kRows, kVec>
-        <<<blocks_for(OC, split), kThreads, smem, op_stream()>>>(out, x16, w16, bias, int(R), IC, OC, split);
+    launch_after_prior(gemv_linear_kernel<kRows, kVec>, blocks_for(OC, split), kThreads, smem, out, x16, w16, bias,
+                       int(R), IC, OC, split);
   });
-  AZR_CUDA_LAUNCHED();
 }
 
 void decode_qkv_w16(const DecodeQkv& a) {
@@ -44,9 +44,8 @@ void decode_qkv_w16(const DecodeQkv& a) {
   dispatch(a.R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<2, kRows>;
-    gemv_qkv_kernel<kRows, kVec><<<blocks_for(items, split), kThreads, smem, op_stream()>>>(args, int(a.R), split);
+    launch_after_prior(gemv_qkv_kernel<kRows, kVec>, blocks_for(items, split), kThreads, smem, args, int(a.R), split);
   });
-  AZR_CUDA_LAUNCHED();
 }
 
 void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg, const uint16_t* wu,
@@ -58,10 +57,9 @@ void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     constexpr size_t smem = kSmemBytes<2, kRows>;
-    gemv_gate_up_kernel<kRows, kVec><<<blocks_for(I, split), kThreads, smem, op_stream()>>>(
-        reinterpret_cast<__nv_bfloat16*>(out16), x16, wg, bg, wu, bu, int(R), IC, I, split);
+    launch_after_prior(gemv_gate_up_kernel<kRows, kVec>, blocks_for(I, split), kThreads, smem,
+                       reinterpret_cast<__nv_bfloat16*>(out16), x16, wg, bg, wu, bu, int(R), IC, I, split);
   });
-  AZR_CUDA_LAUNCHED();
 }
 
 }  // namespace azr::kernels::cuda_detail

@@ -38,6 +38,18 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kMaxRows = 8;  // ops.h's kDecodeFusedMaxRows
 
+// What a block prefetches into L2 before its wait (programmatic dependent launch), split evenly
+// over its rows, in whole 16-byte units. Every block resident at once prefetches: at 16 KiB, at
+// most 8 blocks on each of an H100's 132 multiprocessors ask for 17 MB of its 50 MB L2, not the
+// whole of 1.5B's 55 MB gate/up matrix, whose first lines would be evicted before they were read.
+// The rows' rest streams in as it is read. A first guess, for the GPU to tune.
+constexpr int64_t kPrefetchBytesPerBlock = 16384;
+template <int J>
+AZR_DEVICE_INLINE uint32_t prefetch_bytes_per_row(int64_t row_bytes, int split) {
+  const int64_t share = kPrefetchBytesPerBlock * split / (kWarps * J) / 16 * 16;
+  return uint32_t(row_bytes < share ? row_bytes : share);
+}
+
 // Shared memory for the partial sums: [kWarps][J][kRows] floats.
 template <int J, int kRows>
 constexpr size_t kSmemBytes = sizeof(float) * kWarps * J * kRows;
@@ -102,6 +114,17 @@ template <int J, int kRows, int kVec>
 __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* const (&w)[J], const uint16_t* x,
                                           int64_t k, int rows, int split, bool active, float* smem) {
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
+  // Launched after the kernel before it (programmatic dependent launch, device_or_emulation.cuh),
+  // the start of the item's weight rows streams into L2 while that kernel finishes: no kernel of a
+  // decode step writes the weights. x, written by the kernel before, and every output wait.
+  if constexpr (kVec == 8)
+    if (active && warp % split == 0 && lane == 0) {
+      const uint32_t bytes = prefetch_bytes_per_row<J>(k * int64_t(sizeof(uint16_t)), split);
+#pragma unroll
+      for (int j = 0; j < J; j++) prefetch_to_l2(w[j], bytes);
+    }
+  wait_for_prior_grids();
+  release_next_grid();
   float acc[J][kRows];
 #pragma unroll
   for (int j = 0; j < J; j++)

@@ -21,6 +21,8 @@ constexpr int kThreads = 256;
 __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* rstd, const float* x, const float* w,
                                        int64_t C, float eps, const float* delta, float* res) {
   __shared__ float shared[32];
+  wait_for_prior_grids();  // x and delta come from the kernels before (launch_after_prior)
+  release_next_grid();
   const int64_t n = blockIdx.x;
   const float* xr = x + n * C;
   if (delta) {
@@ -72,24 +74,22 @@ __global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const f
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, nullptr, rstd, x, w, C, eps, nullptr, nullptr);
-  AZR_CUDA_LAUNCHED();
+  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, nullptr, rstd, x, w, C, eps, nullptr,
+                     nullptr);
 }
 
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd,
-                                                                    x, w, C, eps, nullptr, nullptr);
-  AZR_CUDA_LAUNCHED();
+  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, reinterpret_cast<__nv_bfloat16*>(out16),
+                     rstd, x, w, C, eps, nullptr, nullptr);
 }
 
 void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
                                   const float* delta, const float* w, int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  rmsnorm_forward_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), rstd,
-                                                                    x, w, C, eps, delta, res_out);
-  AZR_CUDA_LAUNCHED();
+  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, reinterpret_cast<__nv_bfloat16*>(out16),
+                     rstd, x, w, C, eps, delta, res_out);
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,

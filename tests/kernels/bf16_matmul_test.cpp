@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda_attention_choice.h"
+#include "kernels/cuda_launch_choice.h"
 #include "kernels/guarded/guarded_ops.h"
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
@@ -355,6 +356,25 @@ TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
       ADD_FAILURE() << "'" << bad << "' accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_ATTENTION=") + bad + ": expected simt, tensor or mma");
+    }
+  }
+}
+
+// AZR_CUDA_PDL's spellings (read by the CUDA backend when a command resolves it, or at its first
+// decode-step launch): unset, "0" and "off" launch the ordinary way, "1" and "on" with
+// programmatic dependent launch; anything else stops with the variable and the values it takes.
+TEST(CudaLaunchChoice, TheEnvironmentsSpellings) {
+  EXPECT_FALSE(parse_cuda_pdl(""));
+  EXPECT_FALSE(parse_cuda_pdl("0"));
+  EXPECT_FALSE(parse_cuda_pdl("off"));
+  EXPECT_TRUE(parse_cuda_pdl("1"));
+  EXPECT_TRUE(parse_cuda_pdl("on"));
+  for (const char* bad : {"yes", "true", "ON", "1 ", "2"}) {
+    try {
+      parse_cuda_pdl(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_PDL=") + bad + ": expected 1 or on, 0 or off");
     }
   }
 }

@@ -31,8 +31,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/bf16_matmul.h"
@@ -208,6 +210,33 @@ std::array<T, 32> gather_warp(T v) {
   for (unsigned l = 0; l < 32; l++) std::memcpy(&all[l], &slots[l], sizeof(T));
   warp_barrier();
   return all;
+}
+}  // namespace azr::emu
+
+namespace azr::emu {
+// Every prefetch_to_l2 (kernels/cuda/device_or_emulation.cuh) of the kernels run here, kept so that
+// a test can check cp.async.bulk.prefetch's contract (a 16-byte aligned address, a whole number of
+// 16 bytes) and that a kernel prefetches only what no kernel before it writes (the weights), the
+// one read allowed before its wait for the grids before it.
+struct Prefetch {
+  uintptr_t begin;
+  uint32_t bytes;
+};
+inline std::mutex& prefetch_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::vector<Prefetch>& prefetches() {
+  static std::vector<Prefetch> all;
+  return all;
+}
+inline void note_prefetch(const void* p, uint32_t bytes) {
+  const std::lock_guard<std::mutex> lock(prefetch_mutex());
+  prefetches().push_back({reinterpret_cast<uintptr_t>(p), bytes});
+}
+inline std::vector<Prefetch> take_prefetches() {
+  const std::lock_guard<std::mutex> lock(prefetch_mutex());
+  return std::exchange(prefetches(), {});
 }
 }  // namespace azr::emu
 

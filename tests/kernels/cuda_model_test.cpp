@@ -229,6 +229,79 @@ TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
   }
 }
 
+// Sets programmatic dependent launch (kernels/cuda/cuda_ops.h) for one scope, then restores it.
+class ProgrammaticLaunch {
+ public:
+  explicit ProgrammaticLaunch(bool on) : saved_(kernels::cuda_programmatic_launch()) {
+    kernels::cuda_set_programmatic_launch(on);
+  }
+  ~ProgrammaticLaunch() { kernels::cuda_set_programmatic_launch(saved_); }
+  ProgrammaticLaunch(const ProgrammaticLaunch&) = delete;
+  ProgrammaticLaunch& operator=(const ProgrammaticLaunch&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// Programmatic dependent launch changes when the decode step's kernels start, never what they
+// compute, so generation with it is generation without, bit for bit: eager and recorded, at batch
+// 1 and 4 (the GEMV and the fused decode ops, the norms, the decode attention; 150 positions split
+// it over blocks, so its combine runs too), repeated so that a kernel which read its input before
+// its wait would rarely go unseen; and a training forward, whose norms launch the same way, scores
+// the same. Before sm_90 both sides launch the ordinary way, and the test says so.
+TEST_P(CudaModel, ProgrammaticLaunchesComputeWhatOrdinaryLaunchesDo) {
+  const ModelConfig c = config_named(GetParam());
+  const kernels::Ops& ops = kernels::cuda_bf16_matmul_ops();
+  const ProgrammaticLaunch restore(kernels::cuda_programmatic_launch());
+  {
+    const ProgrammaticLaunch on(true);
+    if (!kernels::cuda_programmatic_launch_applies())
+      std::printf("note: this GPU or build has no programmatic dependent launch (sm_90): both runs are ordinary\n");
+  }
+  Transformer ordinary = Transformer::random(c, 15, 0.05f, ops);
+  Transformer early = ordinary.copy_to(ops);
+  SamplingParams sp;
+  sp.temperature = 1.f, sp.max_new_tokens = 150, sp.seed = 9;
+  const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+  const std::vector<std::vector<int32_t>> four = {{1, 2, 3}, {9}, {7, 7, 7, 7, 7, 7}, {30, 31}};
+  for (const bool graphs : {false, true})
+    for (const auto* prompts : {&one, &four})
+      for (int repeat = 0; repeat < 2; repeat++) {
+        ordinary.set_decode_graphs(graphs);
+        early.set_decode_graphs(graphs);
+        std::vector<Completion> want, got;
+        {
+          const ProgrammaticLaunch off(false);
+          want = generate(ordinary, *prompts, sp);
+        }
+        {
+          const ProgrammaticLaunch on(true);
+          got = generate(early, *prompts, sp);
+        }
+        for (size_t b = 0; b < prompts->size(); b++) {
+          const std::string where = std::string(graphs ? "recorded" : "eager") + ", " +
+                                    std::to_string(prompts->size()) + " prompts, sequence " + std::to_string(b);
+          EXPECT_EQ(got[b].tokens, want[b].tokens) << where;
+          ASSERT_EQ(got[b].logprobs.size(), want[b].logprobs.size()) << where;
+          EXPECT_EQ(
+              std::memcmp(got[b].logprobs.data(), want[b].logprobs.data(), sizeof(float) * want[b].logprobs.size()), 0)
+              << where;
+        }
+      }
+  const SequenceBatch batch = test_batch(c);
+  std::vector<float> want, got;
+  {
+    const ProgrammaticLaunch off(false);
+    want = ordinary.score(batch, 1.f).logp;
+  }
+  {
+    const ProgrammaticLaunch on(true);
+    got = early.score(batch, 1.f).logp;
+  }
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0) << "training forward";
+}
+
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 13, 0.05f, cuda_ops());

@@ -5,8 +5,10 @@
 // loads, rows below the compiled row count, and the epilogues (bias, RoPE, the bf16 cache store,
 // SwiGLU). Checked against independent truths: the GEMV against a double-precision product of its
 // bf16 operands, the fused ops against the CPU table's unfused ops (kernels/cpu/bf16_matmul.cpp).
-// What the emulation cannot show (alignment faults, speed) is for the GPU tests (CudaGemv) and
-// cuda_ops_bench.
+// And what each launch prefetches before its wait for the kernels before it (programmatic
+// dependent launch): each weight row once, nothing else. What the emulation cannot show (alignment
+// faults, speed, the launch overlap itself) is for the GPU tests (CudaGemv, CudaModel) and the
+// benchmarks.
 //
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
@@ -37,6 +39,47 @@ struct LinearCase {
   bool bias, vec8;
 };
 
+// A weight matrix a kernel reads: `rows` rows of `row_bytes` from `base`.
+struct WeightRows {
+  const void* base;
+  int64_t rows;
+};
+
+// What the launch prefetched before its wait (programmatic dependent launch): with 16-byte loads,
+// every row of every weight matrix exactly once, from its start, and whole (these rows are all
+// under 1 KiB, the smallest share of a block's prefetch budget), 16-byte aligned and a whole number
+// of 16 bytes (cp.async.bulk.prefetch's contract), and nothing outside the weights: the step's
+// activations are written by the kernels before, and may not be touched before the wait. With
+// scalar loads (rows not 16-byte aligned) nothing.
+void expect_weights_prefetched(const std::vector<emu::Prefetch>& got, std::vector<WeightRows> weights,
+                               int64_t row_bytes, bool vec8) {
+  if (!vec8) {
+    EXPECT_TRUE(got.empty()) << got.size() << " prefetches with scalar loads";
+    return;
+  }
+  ASSERT_LT(row_bytes, 1024);
+  std::vector<std::vector<int>> seen;
+  int64_t rows = 0;
+  for (const WeightRows& w : weights) seen.emplace_back(size_t(w.rows), 0), rows += w.rows;
+  EXPECT_EQ(int64_t(got.size()), rows) << "prefetches against weight rows";
+  for (const emu::Prefetch& p : got) {
+    EXPECT_EQ(p.begin % 16, 0u);
+    EXPECT_EQ(p.bytes % 16, 0u);
+    EXPECT_EQ(int64_t(p.bytes), row_bytes) << "a whole row";
+    bool inside = false;
+    for (size_t m = 0; m < weights.size(); m++) {
+      const auto base = reinterpret_cast<uintptr_t>(weights[m].base);
+      if (p.begin < base || p.begin >= base + uintptr_t(weights[m].rows * row_bytes)) continue;
+      inside = true;
+      EXPECT_EQ((p.begin - base) % uintptr_t(row_bytes), 0u) << "a row's start";
+      seen[m][size_t((p.begin - base) / uintptr_t(row_bytes))]++;
+    }
+    EXPECT_TRUE(inside) << "a prefetch outside the weights";
+  }
+  for (size_t m = 0; m < weights.size(); m++)
+    for (size_t r = 0; r < seen[m].size(); r++) EXPECT_EQ(seen[m][r], 1) << "matrix " << m << " row " << r;
+}
+
 // out = x w^T + bias on every split, against sum_k x[k] w[k] in double over the bf16 values: the
 // fp32 sums may differ from it by at most IC + 32 roundings of the sum of magnitudes.
 TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
@@ -57,6 +100,7 @@ TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
                     out.data(), x16.data(), w16.data(), c.bias ? bias.data() : nullptr, c.R, c.IC, c.OC, split);
       });
+      expect_weights_prefetched(emu::take_prefetches(), {{w16.data(), c.OC}}, c.IC * 2, c.vec8);
       for (int r = 0; r < c.R; r++)
         for (int64_t o = 0; o < c.OC; o++) {
           double ref = c.bias ? bias[size_t(o)] : 0.0, mag = std::fabs(ref);
@@ -96,6 +140,9 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
         emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows>, gemv_qkv_kernel<kRows, kVec>,
                     args, c.R, split);
       });
+      expect_weights_prefetched(emu::take_prefetches(),
+                                {{a.wq, c.heads * c.d}, {a.wk, c.kv_heads * c.d}, {a.wv, c.kv_heads * c.d}}, c.H * 2,
+                                vec8);
       in.expect_matches(q, kc, vc);
     }
 }
@@ -118,6 +165,7 @@ TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()), in.x16.data(),
                     in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
       });
+      expect_weights_prefetched(emu::take_prefetches(), {{in.wg.data(), c.I}, {in.wu.data(), c.I}}, c.IC * 2, vec8);
       expect_bf16_within(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, in.slack, 0.95,
                          "output");
       for (size_t i = in.ref.size(); i < out.size(); i++) ASSERT_EQ(out[i], 0xFFFF) << "row R written";
