@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train]   a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -48,14 +48,21 @@
 #          rows, then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the
 #          same run, the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma), and
 #          the 1.5B step of 8 micro-batches per AdamW step against torch's (--micro-batches 8)
+#   pending (not part of all) what was written without a GPU and never run on one, for a session
+#          with one command's worth of device time: builds the four targets of decode and train,
+#          then in order, each only while PENDING_SECONDS (default 420) after the build last: the
+#          GPU tests of the mma.sync attention, programmatic dependent launch and the decode
+#          kernels; a 1.5B training step with the WMMA and with the mma.sync attention; 1.5B decode
+#          at batch 1 and 256 against HF generate (eager, graphs, graphs pdl); cuda_ops_bench's
+#          attention rows; a 1.5B step of 8 micro-batches against torch's. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench | profile | quick | decode | train) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train]" >&2; exit 2 ;;
+  all | tests | bench | profile | quick | decode | train | pending) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -80,7 +87,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
   -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
 targets=()
-[[ "$STAGE" == decode || "$STAGE" == train ]] &&
+[[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending ]] &&
   targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
 cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
 
@@ -99,6 +106,32 @@ op_profile_train() {
     --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
     --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$1.txt"
 }
+if [[ "$STAGE" == pending ]]; then
+  deadline=$((SECONDS + ${PENDING_SECONDS:-420}))
+  # Runs "$@" with what is left of the deadline as its time limit; skips it when under 20 s remain.
+  step() {
+    local left=$((deadline - SECONDS))
+    if ((left < 20)); then echo "=== skipped (time): $*"; return 0; fi
+    echo "=== $* (limit ${left} s)"
+    timeout "$left" "$@" || { echo "=== exit $?: $*"; status=1; }
+  }
+  b15=tests/model/configs/qwen2.5-1.5b.json
+  {
+    step "$BUILD/bin/cuda_ops_test" --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:*CudaGemv*'
+    step "$BUILD/bin/cuda_model_test" --gtest_filter='*Mma*:*Programmatic*:*RecordedDecode*:*Bf16Generation*'
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 --steps 2
+    step env AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
+      --no-baseline --matmul-precision bf16 --steps 2
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
+      --decode-batches 1,256
+    step "$BUILD/bin/cuda_ops_bench" --only attention
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
+      --micro-batches 8 --steps 1
+  } 2>&1 | tee "$OUT/pending.txt"
+  grep -q "^=== exit" "$OUT/pending.txt" && status=1
+  echo "gpu_check: pending: outputs in $OUT (exit $status)"
+  exit "$status"
+fi
 if [[ "$STAGE" == decode ]]; then
   { "$BUILD/bin/cuda_ops_test" --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:*CudaSampling.*' &&
     "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
