@@ -260,7 +260,8 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
 // positions, each with its own online softmax, merged through shared memory at the end.
 // When the (row, kv head) blocks are too few to fill the GPU (batch 1), the positions are split
 // across blocks as well (flash-decoding): each split writes its unnormalised partial (max, sum,
-// acc) and decode_combine_kernel (attention_decode.cuh) merges them. Head dims 32, 64 and
+// acc), and the last split of a row to finish merges them (attention_decode.cuh,
+// merge_splits_if_last), in the same launch rather than a second kernel. Head dims 32, 64 and
 // 128 take attention_decode.cuh's lane-group kernel instead, which scores several positions per warp.
 using decode::kDecodeHeads;
 using decode::kDecodeWarps;
@@ -302,9 +303,9 @@ __device__ __forceinline__ void load_lane(float (&x)[E], const __nv_bfloat16* p,
 // sum, acc[d]).
 template <int E, bool FULL, class KV>
 __global__ void __launch_bounds__(kDecodeWarps * kWarp)
-    attention_decode_kernel(float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
-                            const KV* vcache, const int32_t* slot, const int32_t* pos, Dims s, int head_chunks,
-                            int64_t chunk) {
+    attention_decode_kernel(float* out, __nv_bfloat16* out16, float* part, unsigned* merge_counts, const float* q,
+                            const KV* kcache, const KV* vcache, const int32_t* slot, const int32_t* pos, Dims s,
+                            int head_chunks, int64_t chunk) {
   extern __shared__ float acc_s[];
   __shared__ float m_s[kDecodeWarps][kDecodeHeads], l_s[kDecodeWarps][kDecodeHeads];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -366,7 +367,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
     for (int u = 0; u < E; u++)
       if (g < nh && u < left) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
-  decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part);
+  decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
+                              merge_counts + decode::merge_count_index());
 }
 
 Dims dims_of(const AttentionShape& s) {
@@ -451,13 +453,27 @@ float* decode_partials(size_t n) {
   return scratch.get(n);
 }
 
+// The splits' merge counts, one per (row, kv head, head chunk) (decode::merge_splits_if_last):
+// zero between launches, since the block that merges sets its count back. Zeroed when they grow,
+// which happens in an eager step, never inside a recording (nothing is allocated there).
+unsigned* decode_merge_counts(size_t n) {
+  static DeviceScratch<unsigned> scratch;
+  static size_t zeroed = 0;
+  unsigned* p = scratch.get(n);
+  if (n > zeroed) {
+    AZR_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(unsigned), op_stream()));
+    zeroed = n;
+  }
+  return p;
+}
+
 template <int E, bool FULL, class KV>
-void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
-                          const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s, int head_chunks,
-                          int64_t chunk) {
+void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, unsigned* counts, const float* q,
+                          const KV* kcache, const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s,
+                          int head_chunks, int64_t chunk) {
   const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
-  launch_after_prior(attention_decode_kernel<E, FULL, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part, q,
-                     kcache, vcache, slot, pos, s, head_chunks, chunk);
+  launch_after_prior(attention_decode_kernel<E, FULL, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part,
+                     counts, q, kcache, vcache, slot, pos, s, head_chunks, chunk);
 }
 
 template <class KV>
@@ -481,6 +497,7 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
     splits = int((capacity + chunk - 1) / chunk);
   }
   float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
+  unsigned* counts = splits > 1 ? decode_merge_counts(size_t(R * shape.kv_heads * head_chunks)) : nullptr;
   const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));
   const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
   // f(std::integral_constant<int, D>{}) for the head dim D = 32, 64 or 128.
@@ -498,8 +515,8 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
         constexpr int D = decltype(dim)::value;
         static_assert(decode_tiles::smem_bytes<D>() <= 48 * 1024, "no opt-in to more shared memory needed");
         launch_after_prior(decode_tiles::decode_tiles_kernel<D>, grid, decode_tiles::kThreads,
-                           decode_tiles::smem_bytes<D>(), out, out16, part, q, kcache, vcache, slot, pos, dd,
-                           head_chunks, chunk);
+                           decode_tiles::smem_bytes<D>(), out, out16, part, counts, q, kcache, vcache, slot, pos,
+                           dd, head_chunks, chunk);
       });
     }
   } else if (g_decode_kernel != CudaDecodeKernel::WarpPerPosition && lane_dims) {
@@ -507,14 +524,14 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
     with_head_dim([&](auto dim) {
       constexpr int LP = decltype(dim)::value / 8;  // lanes per position
       launch_after_prior(decode::decode_lane_groups_kernel<LP, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part,
-                         q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
+                         counts, q, kcache, vcache, slot, pos, dd, head_chunks, chunk);
     });
   } else {
     const int E = int((s.d + kWarp - 1) / kWarp);
     const bool full = s.d == int64_t(kWarp) * E;
     auto launch = [&](auto e, auto f) {
-      launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, out16, part, q, kcache, vcache,
-                                                                       slot, pos, s, head_chunks, chunk);
+      launch_decode_kernel<decltype(e)::value, decltype(f)::value, KV>(grid, out, out16, part, counts, q, kcache,
+                                                                       vcache, slot, pos, s, head_chunks, chunk);
     };
     auto launch_e = [&](auto e) { full ? launch(e, std::true_type{}) : launch(e, std::false_type{}); };
     switch (E) {
@@ -523,12 +540,6 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
       case 3: launch_e(std::integral_constant<int, 3>{}); break;
       default: launch_e(std::integral_constant<int, 4>{}); break;
     }
-  }
-  if (splits > 1) {
-    const int64_t rows = R * s.H;
-    constexpr int kWarpsPerBlock = 8;
-    launch_after_prior(decode::decode_combine_kernel, unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                       kWarpsPerBlock * kWarp, 0, out, out16, part, rows, s.d, splits);
   }
 }
 

@@ -43,7 +43,7 @@ inline size_t decode_smem_bytes(int64_t d) { return sizeof(float) * size_t(kDeco
 
 // Element i of output row `row` (of d) from its merged softmax state (max M, sum L, unnormalised
 // O): out (and out16, its bf16 rounding, unless null) when splits == 1; otherwise split z's record
-// of (max, sum, acc[d]) in part, [R, H, splits] records, for decode_combine_kernel.
+// of (max, sum, acc[d]) in part, [R, H, splits] records, for merge_splits_if_last.
 __device__ __forceinline__ void decode_write_element(int64_t row, int64_t i, int64_t d, float M, float L, float O,
                                                      int splits, int z, float* out, __nv_bfloat16* out16,
                                                      float* part) {
@@ -57,13 +57,56 @@ __device__ __forceinline__ void decode_write_element(int64_t row, int64_t i, int
   }
 }
 
+// Output row `row`'s element i from the splits' records in part (decode_write_element's), merged
+// in split order: the max over the splits, then the sum and the element rescaled to it. Reads
+// through volatile, past L1: the records come from other blocks of the running grid.
+__device__ __forceinline__ void merge_split_element(int64_t row, int64_t i, int64_t d, int splits, const float* part,
+                                                    float* out, __nv_bfloat16* out16) {
+  const volatile float* rec = part + row * splits * (d + 2);
+  float M = -INFINITY, L = 0.f, O = 0.f;
+  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
+  for (int z = 0; z < splits; z++) {
+    const float m = rec[z * (d + 2)];
+    if (m == -INFINITY) continue;  // a split with no positions of this row
+    const float c = expf(m - M);
+    L += rec[z * (d + 2) + 1] * c;
+    O += rec[z * (d + 2) + 2 + i] * c;
+  }
+  out[row * d + i] = O / L;
+  if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
+}
+
+// A split decode block's last step, after its records are written (decode_write_element) and
+// every thread of the block has passed a barrier since: the count of the splits of its (row, kv
+// head, head chunk) that are done goes up by one, and the block that finds the others all done
+// merges the records of its rows h0 .. h0 + nh - 1 into out (flash-decoding's combine, in the same
+// launch: one kernel less per layer at batch 1) and sets the count back to zero for the next call,
+// a recorded one included. The writes are fenced before the count, as CUDA's threadFenceReduction
+// sample does, so the last block sees every record.
+__device__ inline void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
+                                            int splits, const float* part, float* out, __nv_bfloat16* out16) {
+  __shared__ unsigned arrived;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    arrived = atomicAdd(count, 1u);
+    if (arrived == unsigned(splits - 1)) *count = 0u;
+  }
+  __syncthreads();
+  if (arrived != unsigned(splits - 1)) return;
+  __threadfence();
+  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x)
+    merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, part, out, out16);
+}
+
 // The block's last step: the warps' softmax states (running max m_s, sum l_s, accumulators acc_s)
-// merged, then the output rows h0 .. h0 + nh - 1 of row r written (decode_write_element). Called
-// after the barrier that follows the stores.
+// merged, then the output rows h0 .. h0 + nh - 1 of row r written (decode_write_element), and with
+// splits, merged by the last of them (merge_splits_if_last; merge_count: the count of the block's
+// row and head chunk). Called after the barrier that follows the stores.
 __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s)[kDecodeHeads],
                                            const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
                                            int64_t r, int64_t h0, int splits, int z, float* out,
-                                           __nv_bfloat16* out16, float* part) {
+                                           __nv_bfloat16* out16, float* part, unsigned* merge_count) {
   for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
     const int g = int(idx / d);
     const int64_t i = idx % d;
@@ -77,28 +120,7 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
     }
     decode_write_element(r * H + h0 + g, i, d, M, L, O, splits, z, out, out16, part);
   }
-}
-
-// One warp per (row, head): merges the splits' partials into the output row.
-__global__ void decode_combine_kernel(float* out, __nv_bfloat16* out16, const float* part, int64_t rows, int64_t d,
-                                      int splits) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  const int lane = int(threadIdx.x) % kWarp;
-  wait_for_prior_grids();  // the partials come from the kernel before
-  release_next_grid();
-  if (row >= rows) return;
-  const float* rec = part + row * splits * (d + 2);
-  float M = -INFINITY, L = 0.f;
-  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
-  for (int z = 0; z < splits; z++)
-    if (rec[z * (d + 2)] != -INFINITY) L += rec[z * (d + 2) + 1] * expf(rec[z * (d + 2)] - M);
-  for (int64_t i = lane; i < d; i += kWarp) {
-    float O = 0.f;
-    for (int z = 0; z < splits; z++)
-      if (rec[z * (d + 2)] != -INFINITY) O += rec[z * (d + 2) + 2 + i] * expf(rec[z * (d + 2)] - M);
-    out[row * d + i] = O / L;
-    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
-  }
+  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, part, out, out16);
 }
 
 // What a decode block of the grid (R, kv_heads * head_chunks, splits) works on: row r, query heads
@@ -120,6 +142,9 @@ __device__ __forceinline__ DecodeBlock decode_block(const int32_t* pos, int64_t 
   b.end = b.z == b.splits - 1 ? n : min(n, b.begin + chunk);
   return b;
 }
+
+// The block's merge count (merge_splits_if_last): one per (row, kv head, head chunk), [R, gridDim.y].
+__device__ __forceinline__ int64_t merge_count_index() { return int64_t(blockIdx.x) * gridDim.y + blockIdx.y; }
 
 __device__ __forceinline__ float bf16_bits_value(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
@@ -143,9 +168,9 @@ __device__ __forceinline__ float round_through_bf16(float x) { return __bfloat16
 // hide the cache's latency. The queries sit in shared memory, not registers, for that.
 template <int LP, class KV>
 __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
-    decode_lane_groups_kernel(float* out, __nv_bfloat16* out16, float* part, const float* q, const KV* kcache,
-                              const KV* vcache, const int32_t* slot, const int32_t* pos, DecodeDims s,
-                              int head_chunks, int64_t chunk) {
+    decode_lane_groups_kernel(float* out, __nv_bfloat16* out16, float* part, unsigned* merge_counts, const float* q,
+                              const KV* kcache, const KV* vcache, const int32_t* slot, const int32_t* pos,
+                              DecodeDims s, int head_chunks, int64_t chunk) {
   static_assert(LP == 4 || LP == 8 || LP == 16, "head dims 32, 64, 128");
   constexpr int kGroups = kWarp / LP;  // positions a warp scores at once
   constexpr int64_t d = LP * 8;
@@ -229,7 +254,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
 #pragma unroll
         for (int u = 0; u < 8; u++) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
-  decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part);
+  decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
+                      merge_counts + merge_count_index());
 }
 
 }  // namespace azr::kernels::cuda_detail::decode

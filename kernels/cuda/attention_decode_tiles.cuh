@@ -21,7 +21,8 @@
 //   - at the end the warps' partial sums (same running max: the softmax state is the block's) add
 //     in warp order through shared memory, no atomics.
 // Same outputs as the lane-group kernel: out (and out16, its bf16 rounding) when the positions are
-// not split, else a (max, sum, acc[D]) record per split for decode_combine_kernel.
+// not split, else a (max, sum, acc[D]) record per split, which the last split of the row to finish
+// merges into out (decode::merge_splits_if_last: one atomic count per block).
 //
 // In a header, apart from its launch (attention.cu), so that tests/kernels/
 // attention_decode_emulated_test.cpp can run it on the CPU through tests/kernels/cuda_emulation.h.
@@ -123,8 +124,9 @@ __device__ __forceinline__ void load_values(float (&x)[E], const bf16* p) {
 // memory. Positions begin .. end - 1 of row r's slot: split z of `chunk` positions each.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
-    decode_tiles_kernel(float* out, bf16* out16, float* part, const float* q, const bf16* kcache, const bf16* vcache,
-                        const int32_t* slot, const int32_t* pos, DecodeDims s, int head_chunks, int64_t chunk) {
+    decode_tiles_kernel(float* out, bf16* out16, float* part, unsigned* merge_counts, const float* q,
+                        const bf16* kcache, const bf16* vcache, const int32_t* slot, const int32_t* pos, DecodeDims s,
+                        int head_chunks, int64_t chunk) {
   static_assert(D == 32 || D == 64 || D == 128, "head dims 32, 64, 128");
   constexpr int E = D / kWarp;  // value elements per lane in P V
   AZR_DYNAMIC_SHARED(smem_raw);
@@ -245,6 +247,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int w = 0; w < kWarps; w++) o += sum_s[(w * kHeads + h) * D + e];
     decode::decode_write_element(r * s.H + h0 + h, e, D, m_s[h], l_s[h], o, splits, z, out, out16, part);
   }
+  if (splits > 1)
+    decode::merge_splits_if_last(merge_counts + decode::merge_count_index(), r, h0, nh, D, s.H, splits, part, out,
+                                 out16);
 }
 
 }  // namespace azr::kernels::cuda_detail::decode_tiles

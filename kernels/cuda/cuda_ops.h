@@ -61,10 +61,10 @@ void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
 
 // Programmatic dependent launch (PDL) of the decode step's kernels at few rows (the GEMV and the
-// fused decode ops, the decode attention and its combine, the norms): each may start while the
+// fused decode ops, the decode attention, the norms): each may start while the
 // kernel before it finishes, prefetch its weights into L2 and wait on the device, not behind a
 // launch gap (kernels/cuda/device_or_emulation.cuh, common.cuh's launch_after_prior). At batch 1
-// a step is about 230 kernels of a few microseconds each, so the gaps are a large share of it.
+// a 1.5B step is about 200 kernels of a few microseconds each, so the gaps are a large share of it.
 // Applies on sm_90 and later, with code compiled for it, inside recorded decode steps too. Off by
 // default: written without a GPU, on once it is measured faster; AZR_CUDA_PDL=1 (or on) sets the
 // starting choice, and an unknown value is an std::invalid_argument at the first launch that asks

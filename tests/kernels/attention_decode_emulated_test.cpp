@@ -2,7 +2,8 @@
 // stand-in for the device, so that they run in CI, where there is no GPU:
 //   - the lane groups (kernels/cuda/attention_decode.cuh): positions scored by groups of d / 8
 //     lanes (d = 32, 64, 128), the groups' and warps' softmax merges, query heads in chunks of 8
-//     (group 10), positions split across blocks and merged by the combine kernel, positions 0 and
+//     (group 10), positions split across blocks and merged by the last of them (its merge count
+//     set back to zero), positions 0 and
 //     capacity - 1, fp32 and bf16 caches;
 //   - the shared-memory tiles (kernels/cuda/attention_decode_tiles.cuh), bf16 caches: several
 //     tiles a row and a partial last one, tiles split across blocks (whole tiles a split, as
@@ -39,7 +40,15 @@ struct Case {
   int splits;
 };
 
-// The kernels as attention.cu launches them, with `splits` blocks over each row's positions.
+// The splits' merge counts after a launch: each back at zero, set back by the block that merged its
+// row (decode::merge_splits_if_last), so the next launch, or the next replay of a recorded step,
+// starts from zero. Unsplit launches never touch them.
+void expect_counts_back_at_zero(const std::vector<unsigned>& counts) {
+  for (size_t i = 0; i < counts.size(); i++) EXPECT_EQ(counts[i], 0u) << "merge count " << i;
+}
+
+// The kernels as attention.cu launches them, with `splits` blocks over each row's positions; with
+// splits, the last of them merges the row in the same launch.
 template <class KV>
 void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const KV* vc, const int32_t* slot,
          const int32_t* pos, const Case& c) {
@@ -47,20 +56,17 @@ void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const K
   const int64_t chunk = (c.capacity + c.splits - 1) / c.splits;
   const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
   std::vector<float> part(size_t(c.R * c.H * c.splits * (c.d + 2)), NAN);
+  std::vector<unsigned> counts(size_t(c.R * c.KV * head_chunks), 0u);
   const EmuDim3 grid{unsigned(c.R), unsigned(c.KV * head_chunks), unsigned(c.splits)};
   const size_t smem = decode_smem_bytes(c.d);
   auto launch = [&](auto kernel) {
-    emu::launch(grid, kDecodeWarps * kWarp, smem, kernel, out, out16, part.data(), q, kc, vc, slot, pos, s,
-                int(head_chunks), chunk);
+    emu::launch(grid, kDecodeWarps * kWarp, smem, kernel, out, out16, part.data(), counts.data(), q, kc, vc, slot, pos,
+                s, int(head_chunks), chunk);
   };
   if (c.d == 32) launch(decode_lane_groups_kernel<4, KV>);
   if (c.d == 64) launch(decode_lane_groups_kernel<8, KV>);
   if (c.d == 128) launch(decode_lane_groups_kernel<16, KV>);
-  if (c.splits > 1) {
-    const int64_t rows = c.R * c.H;
-    emu::launch({unsigned((rows + 7) / 8), 1, 1}, 8 * kWarp, 0, decode_combine_kernel, out, out16,
-                static_cast<const float*>(part.data()), rows, c.d, c.splits);
-  }
+  expect_counts_back_at_zero(counts);
 }
 
 // The tiles kernel as attention.cu launches it over a bf16 cache: `splits` asks for that many
@@ -73,19 +79,16 @@ void run_tiles(float* out, __nv_bfloat16* out16, const float* q, const __nv_bflo
   const int64_t splits = (c.capacity + chunk - 1) / chunk;
   const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
   std::vector<float> part(size_t(c.R * c.H * splits * (c.d + 2)), NAN);
+  std::vector<unsigned> counts(size_t(c.R * c.KV * head_chunks), 0u);
   const EmuDim3 grid{unsigned(c.R), unsigned(c.KV * head_chunks), unsigned(splits)};
   auto launch = [&](auto kernel, size_t smem) {
-    emu::launch(grid, decode_tiles::kThreads, smem, kernel, out, out16, part.data(), q, kc, vc, slot, pos, s,
-                int(head_chunks), chunk);
+    emu::launch(grid, decode_tiles::kThreads, smem, kernel, out, out16, part.data(), counts.data(), q, kc, vc, slot,
+                pos, s, int(head_chunks), chunk);
   };
   if (c.d == 32) launch(decode_tiles::decode_tiles_kernel<32>, decode_tiles::smem_bytes<32>());
   if (c.d == 64) launch(decode_tiles::decode_tiles_kernel<64>, decode_tiles::smem_bytes<64>());
   if (c.d == 128) launch(decode_tiles::decode_tiles_kernel<128>, decode_tiles::smem_bytes<128>());
-  if (splits > 1) {
-    const int64_t rows = c.R * c.H;
-    emu::launch({unsigned((rows + 7) / 8), 1, 1}, 8 * kWarp, 0, decode_combine_kernel, out, out16,
-                static_cast<const float*>(part.data()), rows, c.d, int(splits));
-  }
+  expect_counts_back_at_zero(counts);
 }
 // An fp32 cache: attention.cu never gives it to the tiles kernel.
 void run_tiles(float*, __nv_bfloat16*, const float*, const float*, const float*, const int32_t*, const int32_t*,

@@ -246,7 +246,7 @@ class ProgrammaticLaunch {
 // Programmatic dependent launch changes when the decode step's kernels start, never what they
 // compute, so generation with it is generation without, bit for bit: eager and recorded, at batch
 // 1 and 4 (the GEMV and the fused decode ops, the norms, the decode attention; 150 positions split
-// it over blocks, so its combine runs too), repeated so that a kernel which read its input before
+// it over blocks, whose last one merges them), repeated so that a kernel which read its input before
 // its wait would rarely go unseen; and a training forward, whose norms launch the same way, scores
 // the same. Before sm_90 both sides launch the ordinary way, and the test says so.
 TEST_P(CudaModel, ProgrammaticLaunchesComputeWhatOrdinaryLaunchesDo) {
