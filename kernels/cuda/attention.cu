@@ -453,18 +453,10 @@ float* decode_partials(size_t n) {
   return scratch.get(n);
 }
 
-// The splits' merge counts, one per (row, kv head, head chunk) (decode::merge_splits_if_last):
-// zero between launches, since the block that merges sets its count back. Zeroed when they grow,
-// which happens in an eager step, never inside a recording (nothing is allocated there).
+// The splits' merge counts, one per (row, kv head, head chunk) (decode::merge_splits_if_last).
 unsigned* decode_merge_counts(size_t n) {
-  static DeviceScratch<unsigned> scratch;
-  static size_t zeroed = 0;
-  unsigned* p = scratch.get(n);
-  if (n > zeroed) {
-    AZR_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(unsigned), op_stream()));
-    zeroed = n;
-  }
-  return p;
+  static ZeroedCounts counts;
+  return counts.get(n);
 }
 
 template <int E, bool FULL, class KV>

@@ -76,25 +76,14 @@ __device__ __forceinline__ void merge_split_element(int64_t row, int64_t i, int6
   if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
 }
 
-// A split decode block's last step, after its records are written (decode_write_element) and
-// every thread of the block has passed a barrier since: the count of the splits of its (row, kv
-// head, head chunk) that are done goes up by one, and the block that finds the others all done
-// merges the records of its rows h0 .. h0 + nh - 1 into out (flash-decoding's combine, in the same
-// launch: one kernel less per layer at batch 1) and sets the count back to zero for the next call,
-// a recorded one included. The writes are fenced before the count, as CUDA's threadFenceReduction
-// sample does, so the last block sees every record.
+// A split decode block's last step, after its records are written (decode_write_element): the
+// last of the splits of its (row, kv head, head chunk) to finish (last_block_done, reductions.cuh;
+// count: theirs) merges the records of its rows h0 .. h0 + nh - 1 into out (flash-decoding's
+// combine, in the same launch: one kernel less per layer at batch 1).
 __device__ inline void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
                                             int splits, const float* part, float* out, __nv_bfloat16* out16) {
-  __shared__ unsigned arrived;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    arrived = atomicAdd(count, 1u);
-    if (arrived == unsigned(splits - 1)) *count = 0u;
-  }
-  __syncthreads();
-  if (arrived != unsigned(splits - 1)) return;
-  __threadfence();
+  __shared__ bool last;
+  if (!last_block_done(count, splits, &last)) return;
   for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x)
     merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, part, out, out16);
 }

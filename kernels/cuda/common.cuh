@@ -134,6 +134,25 @@ class DeviceScratch {
   size_t capacity_ = 0;
 };
 
+// The counts of last_block_done (reductions.cuh), one per merged item (a sampled row, a decode row
+// and head chunk): zero before every launch, since each item's last block sets its count back, so
+// only a grown buffer is cleared, once. Grows in an eager call, never inside a recording.
+class ZeroedCounts {
+ public:
+  unsigned* get(size_t n) {
+    unsigned* p = scratch_.get(n);
+    if (n > zeroed_) {
+      AZR_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(unsigned), op_stream()));
+      zeroed_ = n;
+    }
+    return p;
+  }
+
+ private:
+  DeviceScratch<unsigned> scratch_;
+  size_t zeroed_ = 0;
+};
+
 }  // namespace azr::kernels::cuda_detail
 
 // Checks a launch's configuration at once; errors inside the kernel surface at the next sync.

@@ -57,4 +57,25 @@ __device__ T block_sum(T v, T* shared) {
 
 __device__ __forceinline__ float block_max(float v, float* shared) { return block_reduce(v, -INFINITY, Max{}, shared); }
 
+// A grid-level merge of `blocks` blocks' parts (a sampled row split over blocks, a decode row's
+// positions split over blocks): called by every thread of each of them once the block has written
+// its part, it returns true in the block that finishes last, which may then read every part.
+// count: the blocks done so far, 0 before the launch; the last block puts it back to 0, for the
+// next launch or a recorded graph's next replay (common.cuh, ZeroedCounts). Every thread's writes
+// are fenced before the count, as CUDA's threadFenceReduction sample does. `last` is a __shared__
+// flag of the block.
+__device__ inline bool last_block_done(unsigned* count, int64_t blocks, bool* last) {
+  __threadfence();  // the block's part is visible to every block before the count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *last = atomicAdd(count, 1u) == unsigned(blocks - 1);
+    if (*last) {
+      __threadfence();  // and the other blocks' parts to this one
+      *count = 0u;      // ready for the next call
+    }
+  }
+  __syncthreads();
+  return *last;
+}
+
 }  // namespace azr::kernels::cuda_detail

@@ -271,19 +271,7 @@ __global__ void __launch_bounds__(kThreads) filtered_kernel(SampleArgs a) {
 DeviceScratch<float> g_part_value;
 DeviceScratch<int64_t> g_part_at;
 DeviceScratch<double> g_part_sum;
-DeviceScratch<unsigned> g_tickets;
-int64_t g_tickets_zeroed = 0;
-
-// The per-row tickets of the split kernels, zero: a grown buffer is cleared once, and after that
-// each row's last block leaves its ticket at zero.
-unsigned* zeroed_tickets(int64_t R) {
-  unsigned* tickets = g_tickets.get(size_t(R));
-  if (R > g_tickets_zeroed) {
-    AZR_CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned) * size_t(R), op_stream()));
-    g_tickets_zeroed = R;
-  }
-  return tickets;
-}
+ZeroedCounts g_tickets;  // the split kernels' per-row tickets (last_block_done)
 
 // sampling::parts_for's target; cuda_set_sampling_blocks_per_sm.
 int g_sampling_blocks_per_sm = 2;
@@ -296,7 +284,7 @@ void unfiltered(const SampleArgs& a, int64_t R) {
   }
   float* part_max = g_part_value.get(size_t(R * parts));
   double* part_mass = g_part_sum.get(size_t(R * parts));
-  unsigned* tickets = zeroed_tickets(R);
+  unsigned* tickets = g_tickets.get(size_t(R));
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
   sampling::part_max_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_max);
   AZR_CUDA_LAUNCHED();
@@ -312,7 +300,7 @@ void greedy(const SampleArgs& a, int64_t R) {
   float* part_v = g_part_value.get(size_t(R * parts));
   int64_t* part_at = g_part_at.get(size_t(R * parts));
   double* part_sum = g_part_sum.get(size_t(R * parts));
-  unsigned* tickets = zeroed_tickets(R);
+  unsigned* tickets = g_tickets.get(size_t(R));
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
   sampling::part_argmax_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at);
   AZR_CUDA_LAUNCHED();

@@ -56,21 +56,4 @@ __device__ __forceinline__ void part_range(int64_t n, int64_t parts, int64_t p, 
   *to = *from + len < n ? *from + len : n;
 }
 
-// Called by every thread of each of a row's `parts` blocks after thread 0 wrote the block's
-// partial result: true in the block that finishes the row last (tickets[r] counts the row's
-// finished blocks; 0 before the launch, and the last block puts it back to 0), which may then read
-// every part's result. `last` is a __shared__ flag of the block.
-__device__ inline bool last_block_of_row(unsigned* tickets, int64_t r, int64_t parts, bool* last) {
-  if (threadIdx.x == 0) {
-    __threadfence();  // the block's result is visible to every block before its ticket
-    *last = atomicAdd(&tickets[r], 1u) == unsigned(parts - 1);
-    if (*last) {
-      __threadfence();  // and the other blocks' results to this one
-      tickets[r] = 0;   // ready for the next call
-    }
-  }
-  __syncthreads();
-  return *last;
-}
-
 }  // namespace azr::kernels::cuda_detail::sampling

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) part_argmax_kernel(SampleArgs a, flo
 }
 
 // Few rows, second kernel: each part's sum of exp(z - max) into part_sum; the row's last block (by
-// tickets, last_block_of_row) adds them in part order and writes the token and its log-prob.
+// tickets, last_block_done) adds them in part order and writes the token and its log-prob.
 __global__ void __launch_bounds__(kThreads)
     part_expsum_kernel(SampleArgs a, const float* part_v, const int64_t* part_at, double* part_sum,
                        unsigned* tickets) {
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) sum += exp(double(z[j]) - double(best));
   sum = block_sum(sum, shared_d);
   if (threadIdx.x == 0) part_sum[r * parts + p] = sum;
-  if (!last_block_of_row(tickets, r, parts, &last_s)) return;
+  if (!last_block_done(tickets + r, parts, &last_s)) return;
   if (threadIdx.x == 0) {
     const volatile double* ps = part_sum + r * parts;  // read past the L1 cache
     double total = 0;

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) part_max_kernel(SampleArgs a, float*
 }
 
 // Few rows, second kernel: each part's mass into part_mass; the row's last block (by tickets,
-// last_block_of_row) picks the token.
+// last_block_done) picks the token.
 __global__ void __launch_bounds__(kThreads)
     part_mass_kernel(SampleArgs a, const float* part_max, double* part_mass, unsigned* tickets) {
   __shared__ float shared_f[32];
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) s += prob(z[j], a.inv_t, mx);
   s = block_sum(s, shared_d);
   if (threadIdx.x == 0) part_mass[r * parts + p] = s;
-  if (!last_block_of_row(tickets, r, parts, &last_s)) return;
+  if (!last_block_done(tickets + r, parts, &last_s)) return;
 
   // The row's last block: every part's mass is in (read past the L1 cache, hence volatile).
   if (threadIdx.x == 0) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -339,8 +340,20 @@ double relative_l2(std::span<const float> a, std::span<const float> b) {
   return std::sqrt(d / n);
 }
 
-// The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
-// not equal. (Both models start from the same seed, so the weights are identical.)
+// Each of `bad` makes parse throw std::invalid_argument saying "<variable>=<bad>: <expected>".
+template <class Parse>
+void expect_each_rejected(Parse parse, std::initializer_list<const char*> bad, const std::string& variable,
+                          const std::string& expected) {
+  for (const char* value : bad) {
+    try {
+      parse(value);
+      ADD_FAILURE() << "'" << value << "' accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), variable + "=" + value + ": " + expected);
+    }
+  }
+}
+
 // AZR_CUDA_ATTENTION's spellings (read by the CUDA backend at its first Bf16 attention, or when a
 // command resolves the backend): unset and "tensor" select the tensor-core kernels, "simt" the
 // Simt ones, "mma" the kernels on mma.sync, anything else stops with the variable and the values
@@ -350,14 +363,8 @@ TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
   EXPECT_EQ(parse_cuda_attention("simt"), CudaAttentionKernel::Simt);
   EXPECT_EQ(parse_cuda_attention("tensor"), CudaAttentionKernel::TensorCore);
   EXPECT_EQ(parse_cuda_attention("mma"), CudaAttentionKernel::Mma);
-  for (const char* bad : {"Tensor", "tensor ", "tc", "1", "MMA"}) {
-    try {
-      parse_cuda_attention(bad);
-      ADD_FAILURE() << "'" << bad << "' accepted";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_ATTENTION=") + bad + ": expected simt, tensor or mma");
-    }
-  }
+  expect_each_rejected(parse_cuda_attention, {"Tensor", "tensor ", "tc", "1", "MMA"}, "AZR_CUDA_ATTENTION",
+                       "expected simt, tensor or mma");
 }
 
 // AZR_CUDA_PDL's spellings (read by the CUDA backend when a command resolves it, or at its first
@@ -369,16 +376,11 @@ TEST(CudaLaunchChoice, TheEnvironmentsSpellings) {
   EXPECT_FALSE(parse_cuda_pdl("off"));
   EXPECT_TRUE(parse_cuda_pdl("1"));
   EXPECT_TRUE(parse_cuda_pdl("on"));
-  for (const char* bad : {"yes", "true", "ON", "1 ", "2"}) {
-    try {
-      parse_cuda_pdl(bad);
-      ADD_FAILURE() << "'" << bad << "' accepted";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_EQ(std::string(e.what()), std::string("AZR_CUDA_PDL=") + bad + ": expected 1 or on, 0 or off");
-    }
-  }
+  expect_each_rejected(parse_cuda_pdl, {"yes", "true", "ON", "1 ", "2"}, "AZR_CUDA_PDL", "expected 1 or on, 0 or off");
 }
 
+// The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
+// not equal. (Both models start from the same seed, so the weights are identical.)
 TEST(CpuBf16Matmul, TheModelStaysNearTheFp32ModelButIsNotIt) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7, 7, 1, 30, 31}, {3, 3, 200}, {8, 1, 4, 4}});
