@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
         Buffer<float> q(cuda_ops(), size_t(R * qd)), k(cuda_ops(), size_t(R * kd)), v(cuda_ops(), size_t(R * kd)),
             gate(cuda_ops(), size_t(R * L.I)), up(cuda_ops(), size_t(R * L.I));
         DecodeQkv a;
-        a.x16 = x.data(), a.wq = wq.data(), a.wk = wk.data(), a.wv = wv.data(), a.bq = bq.data(), a.bk = bk.data(),
+        a.in.x16 = x.data(), a.wq = wq.data(), a.wk = wk.data(), a.wv = wv.data(), a.bq = bq.data(), a.bk = bk.data(),
         a.bv = bv.data(), a.cos = cosv.data(), a.sin = sinv.data(), a.slot = slot.data(), a.pos = pos.data(),
         a.q = q.data(), a.kcache = kc.data(), a.vcache = vc.data(), a.R = R, a.H = L.H, a.heads = L.heads,
         a.kv_heads = L.kv, a.d = L.d, a.slot_stride = cap * kd;
@@ -352,7 +352,7 @@ int main(int argc, char** argv) {
         rows.push_back({"decode_qkv_w16", std::string(L.what) + rows_label + "; base = 6 unfused ops", "GB/s",
                         qkv_bytes / fused / 1e9, qkv_bytes / unfused / 1e9, qkv_bytes / fused / peak_bw});
         const double fused_mlp = time_gpu_queued([&] {
-          gpu16.gate_up_swiglu_w16(out16.data(), x.data(), wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I);
+          gpu16.gate_up_swiglu_w16(out16.data(), {.x16 = x.data()}, wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I);
         }, reps);
         const double unfused_mlp = time_gpu_queued([&] {
           cuda_detail::matmul_forward_a16w16_cublaslt(gate.data(), x.data(), wg.data(), nullptr, R, L.H, L.I);
@@ -361,6 +361,28 @@ int main(int argc, char** argv) {
         }, reps);
         rows.push_back({"gate_up_swiglu_w16", std::string(L.what) + rows_label + "; base = 3 unfused ops", "GB/s",
                         mlp_bytes / fused_mlp / 1e9, mlp_bytes / unfused_mlp / 1e9, mlp_bytes / fused_mlp / peak_bw});
+        // From attention's output to the down projection's input: the o projection, the residual
+        // add, the norm and gate/up. Folded (decode_linear_w16 adds the residual, the gate/up op
+        // normalizes its rows): 2 launches; the step before: o, the residual add with the norm, gate/up.
+        auto att16 = upload16(randn(size_t(R * qd), 31)), wo = upload16(randn(size_t(L.H * qd), 32, 0.02f));
+        auto stream = upload(randn(size_t(R * L.H), 33)), ln2 = upload(randn(size_t(L.H), 34));
+        Buffer<float> h(cuda_ops(), size_t(R * L.H)), tmp(cuda_ops(), size_t(R * L.H)), rstd(cuda_ops(), size_t(R));
+        Buffer<uint16_t> ln16(cuda_ops(), size_t(R * L.H));
+        const double o_bytes = 2.0 * double(qd) * double(L.H) + mlp_bytes;
+        const double folded = time_gpu_queued([&] {
+          gpu16.decode_linear_w16(h.data(), {.x16 = att16.data()}, wo.data(), nullptr, stream.data(), R, qd, L.H);
+          gpu16.gate_up_swiglu_w16(out16.data(), {.x = h.data(), .norm = ln2.data(), .eps = 1e-6f}, wg.data(), nullptr,
+                                   wu.data(), nullptr, R, L.H, L.I);
+        }, reps);
+        const double apart = time_gpu_queued([&] {
+          gpu16.matmul_forward_a16w16(tmp.data(), att16.data(), wo.data(), nullptr, R, qd, L.H);
+          gpu16.residual_rmsnorm_forward_w16(h.data(), nullptr, ln16.data(), rstd.data(), stream.data(), tmp.data(),
+                                             ln2.data(), R, L.H, 1e-6f);
+          gpu16.gate_up_swiglu_w16(out16.data(), {.x16 = ln16.data()}, wg.data(), nullptr, wu.data(), nullptr, R, L.H,
+                                   L.I);
+        }, reps);
+        rows.push_back({"o+norm+gate_up folded", std::string(L.what) + rows_label + "; base = norm apart (3 ops)",
+                        "GB/s", o_bytes / folded / 1e9, o_bytes / apart / 1e9, o_bytes / folded / peak_bw});
       }
   }
   if (want("decode_attention")) {  // decode attention: 64 sequences at position 2047, the KV cache read once per step

@@ -26,9 +26,23 @@ struct AttentionShape {
   const int32_t* lengths = nullptr;  // [B] real tokens per sequence; nullptr = all T
 };
 
+// The input rows [R, IC] of a decode step's few-row products (decode_qkv_w16, gate_up_swiglu_w16,
+// decode_linear_w16): x16, bf16; or, where norm is set, the op normalizes them itself, as
+// rmsnorm_forward_w16's out16 of x with weight norm and eps (x16 is then not read). On a GPU the
+// norm then costs no launch of its own: each block of the product normalizes the rows it reads, in
+// the norm kernel's arithmetic (the same bits). R * IC <= kDecodeNormedMaxElements.
+struct DecodeInput {
+  const uint16_t* x16 = nullptr;
+  const float* x = nullptr;  // the residual stream, fp32
+  const float* norm = nullptr;
+  float eps = 0.f;
+};
+// A GPU block keeps its normalized rows in shared memory, in bf16: at most 128 KiB of them.
+constexpr int64_t kDecodeNormedMaxElements = 65536;
+
 // The arguments of decode_qkv_w16 (below): one layer's q, k and v for R decode rows.
 struct DecodeQkv {
-  const uint16_t* x16 = nullptr;  // [R, H] the layer's first norm, in bf16
+  DecodeInput in;  // [R, H] the layer's first norm
   const uint16_t *wq = nullptr, *wk = nullptr, *wv = nullptr;  // bf16 [heads*d, H], [kv_heads*d, H] x2
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;     // may be null
   const float *cos = nullptr, *sin = nullptr;                  // RoPE tables [max_pos, d/2]
@@ -232,8 +246,14 @@ struct Ops {
   // gate_up_swiglu_w16's out16 [R, I] is swiglu_forward_w16's out16 for gate = x16 wg^T + bg and
   // up = x16 wu^T + bu. A backend may sum the products in another order than its GEMMs do.
   void (*decode_qkv_w16)(const DecodeQkv& a);
-  void (*gate_up_swiglu_w16)(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
+  void (*gate_up_swiglu_w16)(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
                              const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
+  // out [R, OC] = (in w16^T + bias) + residual: matmul_forward_a16w16 and then add (bias and
+  // residual may be null; residual may alias out, in.x may not). With the inputs normalized in the
+  // op (DecodeInput) and the residual add in it, a decode layer's two residual adds and two norms
+  // take no launches of their own: the o and down projections add, the next products normalize.
+  void (*decode_linear_w16)(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                            const float* residual, int64_t R, int64_t IC, int64_t OC);
 
   // Training's backward and update with bf16 where the next reader only wants bf16 (Bf16 tables
   // only). A GEMM output's gradient is rounded to bf16 by the GEMMs that read it (dout16 below);
@@ -269,7 +289,8 @@ struct Ops {
   X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)   \
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
-  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16)
+  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(decode_linear_w16) X(swiglu_backward_w16) X(matmul_backward_g16)  \
+  X(adamw_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

@@ -338,10 +338,7 @@ void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const 
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
   if (ops_->decode_qkv_w16 && ln1.x16 && cache.bf16 && R <= kernels::kDecodeFusedMaxRows) {
-    ops_->decode_qkv_w16({.x16 = ln1.x16, .wq = weights16(w.wq), .wk = weights16(w.wk), .wv = weights16(w.wv),
-                          .bq = w.bq, .bk = w.bk, .bv = w.bv, .cos = rope_cos_.data(), .sin = rope_sin_.data(),
-                          .slot = slot, .pos = pos, .q = q, .kcache = cache.k16_at(l), .vcache = cache.v16_at(l),
-                          .R = R, .H = H, .heads = nh, .kv_heads = nkv, .d = d, .slot_stride = cache.slot_stride()});
+    ops_->decode_qkv_w16(decode_qkv_args({.x16 = ln1.x16}, q, w, cache, l, slot, pos, R));
     return;
   }
   gemm_forward(q, ln1, w.wq, w.bq, R, H, nh * d);
@@ -352,6 +349,42 @@ void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const 
   store_kv(cache, l, k, v, slot, pos, R);
 }
 
+kernels::DecodeQkv Transformer::decode_qkv_args(const kernels::DecodeInput& in, float* q, const LayerWeights& w,
+                                                KVCache& cache, int64_t l, const int32_t* slot, const int32_t* pos,
+                                                int64_t R) {
+  const ModelConfig& c = config_;
+  return {.in = in, .wq = weights16(w.wq), .wk = weights16(w.wk), .wv = weights16(w.wv), .bq = w.bq, .bk = w.bk,
+          .bv = w.bv, .cos = rope_cos_.data(), .sin = rope_sin_.data(), .slot = slot, .pos = pos, .q = q,
+          .kcache = cache.k16_at(l), .vcache = cache.v16_at(l), .R = R, .H = c.hidden_size,
+          .heads = c.num_attention_heads, .kv_heads = c.num_key_value_heads, .d = c.head_dim,
+          .slot_stride = cache.slot_stride()};
+}
+
+bool Transformer::decode_norms_fold(const KVCache& cache, int64_t R) const {
+  const kernels::Ops& o = *ops_;
+  return o.decode_linear_w16 && o.decode_qkv_w16 && o.gate_up_swiglu_w16 && o.matmul_forward_a16w16 && cache.bf16 &&
+         R <= kernels::kDecodeFusedMaxRows && R * config_.hidden_size <= kernels::kDecodeNormedMaxElements;
+}
+
+void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* logits,
+                                       KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, qd = c.num_attention_heads * c.head_dim;
+  const float eps = float(c.rms_norm_eps);
+  auto* mlp16 = reinterpret_cast<uint16_t*>(gate);  // gate's R x I floats hold the R x I bf16 values
+  for (int64_t l = 0; l < c.num_hidden_layers; l++) {
+    const LayerWeights w = layer_weights(l, false);
+    ops_->decode_qkv_w16(decode_qkv_args({.x = x, .norm = w.ln1, .eps = eps}, q, w, cache, l, slot, pos, R));
+    const GemmInput a = attend_cache(att, q, cache, l, slot, pos, R);
+    ops_->decode_linear_w16(h, {.x16 = a.x16}, weights16(w.wo), w.bo, x, R, qd, H);
+    ops_->gate_up_swiglu_w16(mlp16, {.x = h, .norm = w.ln2, .eps = eps}, weights16(w.wg), w.bg, weights16(w.wu),
+                             w.bu, R, H, I);
+    ops_->decode_linear_w16(x, {.x16 = mlp16}, weights16(w.wd), w.bd, h, R, I, H);
+  }
+  ops_->decode_linear_w16(logits, {.x = x, .norm = params_.data() + norm_off_, .eps = eps},
+                          weights16(params_.data() + head_off_), nullptr, nullptr, R, H, c.vocab_size);
+}
+
 Transformer::GemmInput Transformer::decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w,
                                                    int64_t R) {
   const int64_t H = config_.hidden_size, I = config_.intermediate_size;
@@ -359,7 +392,7 @@ Transformer::GemmInput Transformer::decode_gate_up(float* gate, float* up, GemmI
     // gate's R x I floats hold the R x I bf16 result: storage the unfused path would use anyway,
     // and ln2.x16 (gemm_in16_) is this op's input, so the output cannot go there.
     auto* out16 = reinterpret_cast<uint16_t*>(gate);
-    ops_->gate_up_swiglu_w16(out16, ln2.x16, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I);
+    ops_->gate_up_swiglu_w16(out16, {.x16 = ln2.x16}, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I);
     return {nullptr, out16};
   }
   gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
@@ -963,9 +996,15 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   step_idx_.upload(step_host.data(), step_host.size());
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   // The step's ops, from the token embeddings to the logits: everything a recording replays. Each
-  // residual add is fused with the norm after it, the next layer's (or the final one).
+  // residual add is fused with the norm after it, the next layer's (or the final one); or, for a few
+  // rows, with the product before it and the norm with the products after it.
+  const bool fold_norms = decode_norms_fold(cache, R);
   const auto step = [&] {
     ops_->embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
+    if (fold_norms) {
+      decode_layers_folded(x, h, q, att, gate, out, cache, slot_d, pos_d, R);
+      return;
+    }
     GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
     for (int64_t l = 0; l < c.num_hidden_layers; l++) {
       const LayerWeights w = layer_weights(l, false);

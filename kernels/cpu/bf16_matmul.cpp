@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention_decode.h"
@@ -251,27 +253,50 @@ void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uin
 
 // Decode's fused ops, as the ops they fuse (their definition in kernels/ops.h). The fp32
 // intermediates the GPU keeps in registers live in scratch here.
-thread_local std::vector<float> t_k, t_v, t_gate, t_up;
+thread_local std::vector<float> t_k, t_v, t_gate, t_up, t_rstd;
+thread_local std::vector<uint16_t> t_in16;
+
+// The op's bf16 input rows: in.x16, or rmsnorm_forward_w16's out16 of in.x.
+const uint16_t* input_rows(const DecodeInput& in, int64_t R, int64_t IC) {
+  if (!in.norm) return in.x16;
+  if (R * IC > kDecodeNormedMaxElements)
+    throw std::invalid_argument("decode op: R * IC = " + std::to_string(R * IC) +
+                                " rows' elements to normalize, more than kDecodeNormedMaxElements");
+  t_in16.resize(size_t(R * IC));
+  t_rstd.resize(size_t(R));
+  rmsnorm_forward_w16(nullptr, t_in16.data(), t_rstd.data(), in.x, in.norm, R, IC, in.eps);
+  return t_in16.data();
+}
 
 void decode_qkv_w16(const DecodeQkv& a) {
   const int64_t qd = a.heads * a.d, kd = a.kv_heads * a.d;
   t_k.resize(size_t(a.R * kd));
   t_v.resize(size_t(a.R * kd));
-  matmul_forward_a16w16(a.q, a.x16, a.wq, a.bq, a.R, a.H, qd);
-  matmul_forward_a16w16(t_k.data(), a.x16, a.wk, a.bk, a.R, a.H, kd);
-  matmul_forward_a16w16(t_v.data(), a.x16, a.wv, a.bv, a.R, a.H, kd);
+  const uint16_t* x16 = input_rows(a.in, a.R, a.H);
+  matmul_forward_a16w16(a.q, x16, a.wq, a.bq, a.R, a.H, qd);
+  matmul_forward_a16w16(t_k.data(), x16, a.wk, a.bk, a.R, a.H, kd);
+  matmul_forward_a16w16(t_v.data(), x16, a.wv, a.bv, a.R, a.H, kd);
   cpu_ops().rope_forward(a.q, a.pos, a.cos, a.sin, a.R, a.heads, a.d);
   cpu_ops().rope_forward(t_k.data(), a.pos, a.cos, a.sin, a.R, a.kv_heads, a.d);
   kv_store_w16(a.kcache, a.vcache, t_k.data(), t_v.data(), a.slot, a.pos, a.R, kd, a.slot_stride);
 }
 
-void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg, const uint16_t* wu,
-                        const float* bu, int64_t R, int64_t IC, int64_t I) {
+void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
+                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
   t_gate.resize(size_t(R * I));
   t_up.resize(size_t(R * I));
+  const uint16_t* x16 = input_rows(in, R, IC);
   matmul_forward_a16w16(t_gate.data(), x16, wg, bg, R, IC, I);
   matmul_forward_a16w16(t_up.data(), x16, wu, bu, R, IC, I);
   swiglu_forward_w16(t_gate.data(), out16, t_gate.data(), t_up.data(), R * I);
+}
+
+// The product and then add(out, residual, out): the unfused path's residual_rmsnorm_forward_w16
+// adds x + delta, the same one fp32 addition.
+void decode_linear_w16(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                       const float* residual, int64_t R, int64_t IC, int64_t OC) {
+  matmul_forward_a16w16(out, input_rows(in, R, IC), w16, bias, R, IC, OC);
+  if (residual) cpu_ops().add(out, residual, out, R * OC);
 }
 
 Ops make_table() {
@@ -293,6 +318,7 @@ Ops make_table() {
   t.swiglu_forward_w16 = swiglu_forward_w16;
   t.decode_qkv_w16 = decode_qkv_w16;
   t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
+  t.decode_linear_w16 = decode_linear_w16;
   t.swiglu_backward_w16 = swiglu_backward_w16;
   t.matmul_backward_g16 = matmul_backward_g16;
   t.adamw_w16 = adamw_w16;

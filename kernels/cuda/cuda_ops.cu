@@ -77,6 +77,7 @@ const Ops kCudaOps = {
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
+    /*decode_linear_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
     /*adamw_w16=*/nullptr,
@@ -107,6 +108,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.swiglu_forward_w16 = swiglu_forward_w16;
     t.decode_qkv_w16 = decode_qkv_w16;
     t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
+    t.decode_linear_w16 = decode_linear_w16;
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;
     t.adamw_w16 = adamw_w16;

@@ -1,7 +1,11 @@
 // Launches of the few-row kernels (gemv.cuh, which describes them): the shape of the launch (rows
 // rounded up to a compiled row count, 16-byte or scalar loads, warps per item) is chosen here. They
 // launch after the kernel before them where programmatic dependent launch is on (common.cuh).
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.cuh"
@@ -15,51 +19,90 @@ static_assert(gemv::kMaxRows == kDecodeFusedMaxRows, "the fused decode ops take 
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The input rows allow 16-byte loads: normalized into shared memory (16-byte aligned, kSmemBytes)
+// or bf16 rows from a 16-byte boundary, k a multiple of 8 either way.
+bool input_vec8(const DecodeInput& in, int64_t k) { return k % 8 == 0 && (in.norm || aligned16(in.x16)); }
+
+void check_input(const char* op, const DecodeInput& in, int64_t R, int64_t k) {
+  if (!gemv_applies(R)) throw std::invalid_argument(std::string(op) + ": more rows than kDecodeFusedMaxRows");
+  if (in.norm && R * k > kDecodeNormedMaxElements)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(R * k) +
+                                " input elements to normalize, more than kDecodeNormedMaxElements");
+}
+
+// A launch after the kernel before it; past 48 KiB of shared memory (normalized rows of a wide
+// model) with the kernel's opt-in. The attribute belongs to the kernel in the current device's
+// context; it is set once per kernel and device, to the most any launch asked: so not while a
+// decode step is recorded (a CUDA graph), since eager steps of the same size come first
+// (model/decode_graphs.h), and a recording may not be the place for calls outside its stream.
+template <class Kernel, class... Args>
+void launch_gemv(Kernel kernel, unsigned blocks, size_t smem, Args... args) {
+  if (smem > 48 * 1024) {
+    static std::mutex mutex;
+    static std::map<std::pair<const void*, int>, size_t> allowed;
+    int device = 0;
+    AZR_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex);
+    size_t& most = allowed[{reinterpret_cast<const void*>(kernel), device}];
+    if (smem > most) {
+      AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      most = smem;
+    }
+  }
+  launch_after_prior(kernel, blocks, kThreads, smem, args...);
+}
+
 }  // namespace
 
 bool gemv_applies(int64_t rows) { return rows >= 1 && rows <= kMaxRows; }
 
-void gemv_linear(float* out, const uint16_t* x16, const uint16_t* w16, const float* bias, int64_t R, int64_t IC,
-                 int64_t OC) {
+void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias, const float* residual,
+                 int64_t R, int64_t IC, int64_t OC) {
+  check_input("decode_linear_w16", in, R, IC);
   if (OC == 0) return;
-  const bool vec8 = IC % 8 == 0 && aligned16(x16) && aligned16(w16);
+  const bool vec8 = input_vec8(in, IC) && aligned16(w16);
   const int split = split_for(OC, IC);
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    constexpr size_t smem = kSmemBytes<1, kRows>;
-    launch_after_prior(gemv_linear_kernel<kRows, kVec>, blocks_for(OC, split), kThreads, smem, out, x16, w16, bias,
-                       int(R), IC, OC, split);
+    launch_gemv(gemv_linear_kernel<kRows, kVec>, blocks_for(OC, split),
+                kSmemBytes<1, kRows> + input_smem_bytes(in, R, IC), out, in, w16, bias, residual, int(R), IC, OC,
+                split);
   });
 }
 
 void decode_qkv_w16(const DecodeQkv& a) {
-  if (!gemv_applies(a.R)) throw std::invalid_argument("decode_qkv_w16: more rows than kDecodeFusedMaxRows");
-  const QkvArgs args{a.x16, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
+  check_input("decode_qkv_w16", a.in, a.R, a.H);
+  const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
                      reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
                      a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
   const int64_t items = (a.heads + 2 * a.kv_heads) * (a.d / 2);
   if (items == 0) return;
-  const bool vec8 = a.H % 8 == 0 && aligned16(a.x16) && aligned16(a.wq) && aligned16(a.wk) && aligned16(a.wv);
+  const bool vec8 = input_vec8(a.in, a.H) && aligned16(a.wq) && aligned16(a.wk) && aligned16(a.wv);
   const int split = split_for(items, a.H);
   dispatch(a.R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    constexpr size_t smem = kSmemBytes<2, kRows>;
-    launch_after_prior(gemv_qkv_kernel<kRows, kVec>, blocks_for(items, split), kThreads, smem, args, int(a.R), split);
+    launch_gemv(gemv_qkv_kernel<kRows, kVec>, blocks_for(items, split),
+                kSmemBytes<2, kRows> + input_smem_bytes(a.in, a.R, a.H), args, int(a.R), split);
   });
 }
 
-void gate_up_swiglu_w16(uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg, const uint16_t* wu,
-                        const float* bu, int64_t R, int64_t IC, int64_t I) {
-  if (!gemv_applies(R)) throw std::invalid_argument("gate_up_swiglu_w16: more rows than kDecodeFusedMaxRows");
+void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
+                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
+  check_input("gate_up_swiglu_w16", in, R, IC);
   if (I == 0) return;
-  const bool vec8 = IC % 8 == 0 && aligned16(x16) && aligned16(wg) && aligned16(wu);
+  const bool vec8 = input_vec8(in, IC) && aligned16(wg) && aligned16(wu);
   const int split = split_for(I, IC);
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    constexpr size_t smem = kSmemBytes<2, kRows>;
-    launch_after_prior(gemv_gate_up_kernel<kRows, kVec>, blocks_for(I, split), kThreads, smem,
-                       reinterpret_cast<__nv_bfloat16*>(out16), x16, wg, bg, wu, bu, int(R), IC, I, split);
+    launch_gemv(gemv_gate_up_kernel<kRows, kVec>, blocks_for(I, split),
+                kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in, wg,
+                bg, wu, bu, int(R), IC, I, split);
   });
+}
+
+void decode_linear_w16(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                       const float* residual, int64_t R, int64_t IC, int64_t OC) {
+  gemv_linear(out, in, w16, bias, residual, R, IC, OC);
 }
 
 }  // namespace azr::kernels::cuda_detail

@@ -4,7 +4,8 @@
 // for a product whose weights stream in under 1 us. These kernels read each weight once, with
 // 16-byte loads where the rows allow, and do the work around the product in the same launch:
 //
-// - gemv_linear_kernel:  out[r, o] = x[r] . w[o] + bias[o]            (matmul_forward_a16w16)
+// - gemv_linear_kernel:  out[r, o] = x[r] . w[o] + bias[o] (+ residual[r, o])
+//                                                 (matmul_forward_a16w16, ops.h: decode_linear_w16)
 // - gemv_qkv_kernel:     q, k and v of a layer in one launch, bias added, RoPE applied to q and
 //                        k, k and v stored to the bf16 KV cache        (ops.h: decode_qkv_w16)
 // - gemv_gate_up_kernel: bf16(silu(x . wg[j] + bg[j]) * (x . wu[j] + bu[j]))
@@ -15,6 +16,12 @@
 // over several warps, their sums are added in warp order. So results are deterministic, and
 // differ from cuBLASLt's (and the CPU's) only in the order of the fp32 sums. The epilogues are
 // the unfused ops' expressions (elementwise.cu's rope and SwiGLU), on the same fp32 values.
+//
+// The input rows: bf16 x16, or the fp32 residual stream, which each block normalizes into its
+// shared memory before its products (ops.h: DecodeInput; rmsnorm_row.cuh, the norm kernel's
+// arithmetic). At batch 1 a layer's two norms and two residual adds were four launches of one
+// block each; folded into the products (the adds into the o and down projections' epilogues) they
+// are none. Each block reads the R x IC fp32 rows from L2 where it read the bf16 rows before.
 //
 // Work: an item is one output (or a pair of outputs: a RoPE pair, or a gate and an up row) for all
 // R rows. A block is kWarps warps; `split` warps (1, 2, 4 or 8) share an item, each taking every
@@ -27,6 +34,8 @@
 
 #include "kernels/cuda/device_or_emulation.cuh"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/rmsnorm_row.cuh"
+#include "kernels/ops.h"
 
 #include <cstdint>
 #include <stdexcept>
@@ -37,6 +46,7 @@ namespace azr::kernels::cuda_detail::gemv {
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kMaxRows = 8;  // ops.h's kDecodeFusedMaxRows
+static_assert(kThreads == kNormThreads, "a normalized input row must have the norm kernel's bits");
 
 // What a block prefetches into L2 before its wait (programmatic dependent launch), split evenly
 // over its rows, in whole 16-byte units. Every block resident at once prefetches: at 16 KiB, at
@@ -50,9 +60,15 @@ AZR_DEVICE_INLINE uint32_t prefetch_bytes_per_row(int64_t row_bytes, int split) 
   return uint32_t(row_bytes < share ? row_bytes : share);
 }
 
-// Shared memory for the partial sums: [kWarps][J][kRows] floats.
+// Shared memory for the partial sums: [kWarps][J][kRows] floats; after them, where the op
+// normalizes its input, the block's normalized rows (input_smem_bytes).
 template <int J, int kRows>
 constexpr size_t kSmemBytes = sizeof(float) * kWarps * J * kRows;
+static_assert(kSmemBytes<1, 1> % 16 == 0, "the normalized rows start 16-byte aligned");
+
+inline size_t input_smem_bytes(const DecodeInput& in, int64_t rows, int64_t k) {
+  return in.norm ? size_t(rows * k) * sizeof(uint16_t) : 0;
+}
 
 __device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float(two << 16); }
 __device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
@@ -106,12 +122,28 @@ __device__ __forceinline__ void partial_dots(float (&acc)[J][kRows], const uint1
   }
 }
 
+// The block's bf16 input rows: in.x16, or in.x normalized into `rows16` (shared memory, rows x k)
+// by the whole block, with the norm kernel's bits. Every thread calls it, after its wait.
+AZR_DEVICE_INLINE const uint16_t* block_input(const DecodeInput& in, int rows, int64_t k, __nv_bfloat16* rows16) {
+  if (!in.norm) return in.x16;
+  __shared__ float sums[32];
+  for (int r = 0; r < rows; r++) {
+    const float* xr = in.x + r * k;
+    const float rstd = row_rstd(xr, k, in.eps, sums);
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
+      rows16[r * k + c] = __float2bfloat16_rn(normalized(xr[c], rstd, in.norm[c]));
+  }
+  __syncthreads();
+  return reinterpret_cast<const uint16_t*>(rows16);
+}
+
 // The dot products of one item: `w` are its J weight rows; each of the item's `split` warps sums
 // its packs, and the sums meet in shared memory. Returns true in the threads that hold a finished
 // row: lane r < rows of the item's first warp, with dots[j] = w_j . x_r. Every thread of the block
-// must call it (it has a barrier); `active` is false in warps whose item does not exist.
+// must call it (it has barriers); `active` is false in warps whose item does not exist. smem: the
+// partial sums, then room for the normalized rows (kSmemBytes, input_smem_bytes).
 template <int J, int kRows, int kVec>
-__device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* const (&w)[J], const uint16_t* x,
+__device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* const (&w)[J], const DecodeInput& in,
                                           int64_t k, int rows, int split, bool active, float* smem) {
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   // Launched after the kernel before it (programmatic dependent launch, device_or_emulation.cuh),
@@ -125,6 +157,7 @@ __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* cons
     }
   wait_for_prior_grids();
   release_next_grid();
+  const uint16_t* x = block_input(in, rows, k, reinterpret_cast<__nv_bfloat16*>(smem + kWarps * J * kRows));
   float acc[J][kRows];
 #pragma unroll
   for (int j = 0; j < J; j++)
@@ -154,24 +187,27 @@ __device__ __forceinline__ int64_t item_of_warp(int split) {
   return int64_t(blockIdx.x) * (kWarps / split) + int(threadIdx.x) / kWarp / split;
 }
 
-// out[r * OC + o] = x16[r] . w16[o] + bias[o] (bias may be null), r < rows.
+// out[r * OC + o] = (x[r] . w16[o] + bias[o]) + residual[r * OC + o] (bias, residual may be null;
+// residual may alias out: each entry is read and written by one thread), r < rows. The sum of the
+// product and the residual is the one fp32 addition the unfused residual add makes.
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
-    gemv_linear_kernel(float* out, const uint16_t* x16, const uint16_t* w16, const float* bias, int rows, int64_t IC,
-                       int64_t OC, int split) {
+    gemv_linear_kernel(float* out, DecodeInput in, const uint16_t* w16, const float* bias, const float* residual,
+                       int rows, int64_t IC, int64_t OC, int split) {
   AZR_DYNAMIC_SHARED(smem_raw);
   const int64_t o = item_of_warp(split);
   const bool active = o < OC;
   const uint16_t* const w[1] = {w16 + (active ? o : 0) * IC};
   float dot[1];
-  if (!item_dots<1, kRows, kVec>(dot, w, x16, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
+  if (!item_dots<1, kRows, kVec>(dot, w, in, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
   const int r = int(threadIdx.x) % kWarp;
-  out[r * OC + o] = dot[0] + (bias ? bias[o] : 0.f);
+  const float y = dot[0] + (bias ? bias[o] : 0.f);
+  out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
 }
 
 // What decode_qkv_w16 (kernels/ops.h) needs on the device.
 struct QkvArgs {
-  const uint16_t* x16;
+  DecodeInput in;
   const uint16_t *wq, *wk, *wv;
   const float *bq, *bk, *bv;
   const float *cos, *sin;
@@ -198,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows,
   const int64_t o0 = h * a.d + i, o1 = o0 + half;
   const uint16_t* const w[2] = {wbase + o0 * a.H, wbase + o1 * a.H};
   float dot[2];
-  if (!item_dots<2, kRows, kVec>(dot, w, a.x16, a.H, rows, split, active, reinterpret_cast<float*>(smem_raw)))
+  if (!item_dots<2, kRows, kVec>(dot, w, a.in, a.H, rows, split, active, reinterpret_cast<float*>(smem_raw)))
     return;
   const int r = int(threadIdx.x) % kWarp;
   const float x1 = dot[0] + (bias ? bias[o0] : 0.f), x2 = dot[1] + (bias ? bias[o1] : 0.f);
@@ -224,10 +260,10 @@ __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows,
   }
 }
 
-// out16[r * I + j] = bf16(silu(g) * u), g = x16[r] . wg[j] + bg[j], u = x16[r] . wu[j] + bu[j].
+// out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j].
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
-    gemv_gate_up_kernel(__nv_bfloat16* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
+    gemv_gate_up_kernel(__nv_bfloat16* out16, DecodeInput in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split) {
   AZR_DYNAMIC_SHARED(smem_raw);
   const int64_t j = item_of_warp(split);
@@ -235,7 +271,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = active ? j : 0;
   const uint16_t* const w[2] = {wg + row * IC, wu + row * IC};
   float dot[2];
-  if (!item_dots<2, kRows, kVec>(dot, w, x16, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
+  if (!item_dots<2, kRows, kVec>(dot, w, in, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
   const int r = int(threadIdx.x) % kWarp;
   const float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
   out16[r * I + j] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);

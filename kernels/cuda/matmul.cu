@@ -208,7 +208,7 @@ void matmul_forward_a16w16_cublaslt(float* out, const uint16_t* inp16, const uin
 void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
                            int64_t IC, int64_t OC) {
   if (gemv_applies(N))
-    gemv_linear(out, inp16, w16, bias, N, IC, OC);
+    gemv_linear(out, DecodeInput{.x16 = inp16}, w16, bias, nullptr, N, IC, OC);
   else
     matmul_forward_a16w16_cublaslt(out, inp16, w16, bias, N, IC, OC);
 }

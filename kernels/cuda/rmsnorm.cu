@@ -7,11 +7,12 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/rmsnorm_row.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNormThreads;  // the forward's bits depend on it (rmsnorm_row.cuh)
 
 // out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds; out (may be null
 // where out16 is not): the fp32 output, which a bf16 model does not keep. delta (may be
@@ -31,13 +32,10 @@ __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* 
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) rr[c] = xr[c] + dr[c];
     xr = rr;
   }
-  float ss = 0.f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
-  ss = block_sum(ss, shared);
-  const float r = rsqrtf(ss / float(C) + eps);
+  const float r = row_rstd(xr, C, eps, shared);
   if (threadIdx.x == 0) rstd[n] = r;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float y = xr[c] * r * w[c];
+    const float y = normalized(xr[c], r, w[c]);
     if (out) out[n * C + c] = y;
     if (out16) out16[n * C + c] = __float2bfloat16_rn(y);
   }

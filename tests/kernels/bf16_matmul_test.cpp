@@ -519,7 +519,7 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
-      to_bf16 = 0;
+      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -598,12 +598,21 @@ const Ops& counting_bf16_ops() {
     };
     t.decode_qkv_w16 = [](const DecodeQkv& a) {
       g_counts.qkv++;
+      g_counts.normed_inputs += a.in.norm != nullptr;
       cpu_bf16_matmul_ops().decode_qkv_w16(a);
     };
-    t.gate_up_swiglu_w16 = [](uint16_t* out16, const uint16_t* x16, const uint16_t* wg, const float* bg,
+    t.gate_up_swiglu_w16 = [](uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
                               const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
       g_counts.gate_up++;
-      cpu_bf16_matmul_ops().gate_up_swiglu_w16(out16, x16, wg, bg, wu, bu, R, IC, I);
+      g_counts.normed_inputs += in.norm != nullptr;
+      cpu_bf16_matmul_ops().gate_up_swiglu_w16(out16, in, wg, bg, wu, bu, R, IC, I);
+    };
+    t.decode_linear_w16 = [](float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                             const float* residual, int64_t R, int64_t IC, int64_t OC) {
+      g_counts.linear++;
+      g_counts.normed_inputs += in.norm != nullptr;
+      g_counts.residual_adds += residual != nullptr;
+      cpu_bf16_matmul_ops().decode_linear_w16(out, in, w16, bias, residual, R, IC, OC);
     };
     return t;
   }();
@@ -614,8 +623,9 @@ const Ops& counting_bf16_ops() {
 // output (q, k, v; gate, up; the LM head), SwiGLU's (down) and, in decode, attention's (o; the
 // training forward's o still rounds its own). In decode each residual add runs inside the norm
 // after it (the next layer's, or the final one). Up to kDecodeFusedMaxRows rows, q, k and v with
-// RoPE and the cache store are one op, and so are gate, up and SwiGLU. A regression here is a GPU
-// decode step with more kernels, invisible in the results.
+// RoPE and the cache store are one op, and so are gate, up and SwiGLU; the norms run inside the
+// products that read them and the residual adds inside the o and down projections: five ops a
+// layer. A regression here is a GPU decode step with more kernels, invisible in the results.
 TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const int L = int(c.num_hidden_layers);
@@ -631,14 +641,17 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.norm, 0);
   EXPECT_EQ(g_counts.add, 0);
   EXPECT_EQ(g_counts.swiglu, 0);
-  EXPECT_EQ(g_counts.norm16, 1);                // the first layer's input norm
-  EXPECT_EQ(g_counts.residual_norm16, 2 * L);   // each layer's two residual adds
+  EXPECT_EQ(g_counts.norm16, 0);
+  EXPECT_EQ(g_counts.residual_norm16, 0);
   EXPECT_EQ(g_counts.qkv, L);                   // q, k, v, their RoPE and the cache store
   EXPECT_EQ(g_counts.gate_up, L);               // gate, up and SwiGLU
+  EXPECT_EQ(g_counts.linear, 2 * L + 1);        // o, down; the LM head
+  EXPECT_EQ(g_counts.normed_inputs, 2 * L + 1);  // each layer's two norms; the final one
+  EXPECT_EQ(g_counts.residual_adds, 2 * L);     // o's and down's
   EXPECT_EQ(g_counts.swiglu16, 0);
   EXPECT_EQ(g_counts.rope, 0);
   EXPECT_EQ(g_counts.kv_store16, 0);
-  EXPECT_EQ(g_counts.gemm_a16, 2 * L + 1);      // o, down; the LM head
+  EXPECT_EQ(g_counts.gemm_a16, 0);
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
   // Past kDecodeFusedMaxRows rows the step runs the unfused ops.
@@ -648,6 +661,7 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   m.decode(cache, tokens, slots, pos, logits);
   EXPECT_EQ(g_counts.qkv, 0);
   EXPECT_EQ(g_counts.gate_up, 0);
+  EXPECT_EQ(g_counts.linear, 0);
   EXPECT_EQ(g_counts.norm16, 1);
   EXPECT_EQ(g_counts.residual_norm16, 2 * L);
   EXPECT_EQ(g_counts.rope, 2 * L);              // q and k
@@ -812,8 +826,9 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
 }
 
 // The fused decode ops replace the ops they fuse in the model's decode step without changing a
-// bit: the same logits, step after step (so the same cache too), against the table without them.
-// The config adds MLP biases, and every bias gets a random value, so each bias of both fused ops
+// bit: the same logits, step after step (so the same cache too), against the table without them,
+// and against the table without decode_linear_w16 (norms and residual adds in ops of their own).
+// The config adds MLP biases, and every bias gets a random value, so each bias of the fused ops
 // is in play.
 TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
   model::ModelConfig c = model::preset_config("azr-tiny");
@@ -823,11 +838,18 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     t.name = "cpu+bf16 unfused";
     t.decode_qkv_w16 = nullptr;
     t.gate_up_swiglu_w16 = nullptr;
+    t.decode_linear_w16 = nullptr;
     return t;
   }();
-  std::vector<std::vector<float>> logits[2];
+  static const Ops norms_apart = [] {
+    Ops t = cpu_bf16_matmul_ops();
+    t.name = "cpu+bf16 norms apart";
+    t.decode_linear_w16 = nullptr;
+    return t;
+  }();
+  std::vector<std::vector<float>> logits[3];
   int i = 0;
-  for (const Ops* ops : {&cpu_bf16_matmul_ops(), &unfused}) {
+  for (const Ops* ops : {&cpu_bf16_matmul_ops(), &unfused, &norms_apart}) {
     model::Transformer m = model::Transformer::random(c, 11, 0.05f, *ops);
     std::mt19937 rng(3);  // biases start at zero, as in transformers: give them values
     std::normal_distribution<float> normal(0.f, 0.1f);
@@ -845,11 +867,15 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     }
     i++;
   }
-  ASSERT_EQ(logits[0].size(), logits[1].size());
-  for (size_t step = 0; step < logits[0].size(); step++) {
-    ASSERT_EQ(logits[0][step].size(), logits[1][step].size());
-    EXPECT_EQ(std::memcmp(logits[0][step].data(), logits[1][step].data(), sizeof(float) * logits[0][step].size()), 0)
-        << "step " << step;
+  for (int other : {1, 2}) {
+    ASSERT_EQ(logits[0].size(), logits[other].size());
+    for (size_t step = 0; step < logits[0].size(); step++) {
+      ASSERT_EQ(logits[0][step].size(), logits[other][step].size());
+      EXPECT_EQ(std::memcmp(logits[0][step].data(), logits[other][step].data(),
+                            sizeof(float) * logits[0][step].size()),
+                0)
+          << "table " << other << " step " << step;
+    }
   }
 }
 

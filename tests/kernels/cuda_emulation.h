@@ -180,6 +180,8 @@ inline __nv_bfloat16 __float2bfloat16_rn(float x) {
   return {uint16_t(bits >> 16)};
 }
 
+// The device's rsqrtf is within 2 ulp of 1/sqrt; here, the correctly rounded quotient.
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __uint_as_float(unsigned bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);

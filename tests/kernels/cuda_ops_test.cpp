@@ -457,7 +457,7 @@ TEST_F(CudaOps, FusedDecodeOpsMatchTheUnfusedCpuOps) {
     auto d_q = to_device(std::vector<float>(size_t(c.R * in.qd), NAN));
     auto d_k = to_device(in.cache0), d_v = to_device(in.cache0);
     DecodeQkv a = in.args(d_q.data(), d_k.data(), d_v.data());
-    a.x16 = d_x.data(), a.wq = d_wq.data(), a.wk = d_wk.data(), a.wv = d_wv.data();
+    a.in.x16 = d_x.data(), a.wq = d_wq.data(), a.wk = d_wk.data(), a.wv = d_wv.data();
     if (c.bias) a.bq = d_bq.data(), a.bk = d_bk.data(), a.bv = d_bv.data();
     a.cos = d_cos.data(), a.sin = d_sin.data(), a.slot = d_slot.data(), a.pos = d_pos.data();
     dev.decode_qkv_w16(a);
@@ -471,12 +471,83 @@ TEST_F(CudaOps, FusedDecodeOpsMatchTheUnfusedCpuOps) {
     auto d_x = to_device(in.x16), d_wg = to_device(in.wg), d_wu = to_device(in.wu);
     auto d_bg = to_device(in.bg), d_bu = to_device(in.bu);
     auto d_out = to_device(std::vector<uint16_t>(in.ref.size(), 0xFFFF));
-    dev.gate_up_swiglu_w16(d_out.data(), d_x.data(), d_wg.data(), c.bias ? d_bg.data() : nullptr, d_wu.data(),
-                           c.bias ? d_bu.data() : nullptr, c.R, c.IC, c.I);
+    dev.gate_up_swiglu_w16(d_out.data(), {.x16 = d_x.data()}, d_wg.data(), c.bias ? d_bg.data() : nullptr,
+                           d_wu.data(), c.bias ? d_bu.data() : nullptr, c.R, c.IC, c.I);
     testing::expect_bf16_within(to_host<uint16_t>(d_out, in.ref.size()), in.ref, nullptr, in.slack, 0.95, "output");
   }
-  EXPECT_THROW(dev.gate_up_swiglu_w16(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_THROW(dev.gate_up_swiglu_w16(nullptr, DecodeInput{}, nullptr, nullptr, nullptr, nullptr,
                                       kDecodeFusedMaxRows + 1, 8, 8),
+               std::invalid_argument);
+}
+
+// The decode ops that normalize their own input rows (DecodeInput with a norm) against the norm
+// kernel and then the same op on its rows, bit for bit (rmsnorm_row.cuh: the same arithmetic);
+// decode_linear_w16's residual add against the product and then add, bit for bit. Shapes: 1.5B's
+// at 1 and 3 rows, and a 7B-wide one at 8 rows (57 KiB of normalized rows: past 48 KiB of shared
+// memory, the kernels' opt-in); too many elements to normalize is refused.
+TEST_F(CudaOps, FoldedNormsAndResidualAddsAreTheUnfusedOpsBitForBit) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  struct Case {
+    int64_t R, H, I, heads, kv, d;
+  };
+  for (const Case c : {Case{1, 1536, 8960, 12, 2, 128}, Case{3, 1536, 512, 12, 2, 128}, Case{8, 3584, 256, 28, 4, 128}}) {
+    SCOPED_TRACE("R " + std::to_string(c.R) + " H " + std::to_string(c.H));
+    const int64_t qd = c.heads * c.d, kd = c.kv * c.d, cap = 16, slots = 9;
+    const float eps = 1e-6f;
+    auto x = to_device(randn(size_t(c.R * c.H), 80, 3.f)), norm = to_device(randn(size_t(c.H), 81));
+    auto residual = to_device(randn(size_t(c.R * c.I), 82));
+    auto wg = to_device(testing::bf16_bits(randn(size_t(c.I * c.H), 83, 0.05f)));
+    auto wu = to_device(testing::bf16_bits(randn(size_t(c.I * c.H), 84, 0.05f)));
+    auto bias = to_device(randn(size_t(c.I), 85));
+    // The norm kernel's rows, for the ops given them as x16.
+    auto x16 = to_device(std::vector<uint16_t>(size_t(c.R * c.H), 0));
+    auto rstd = to_device(std::vector<float>(size_t(c.R), 0.f));
+    dev.rmsnorm_forward_w16(nullptr, x16.data(), rstd.data(), x.data(), norm.data(), c.R, c.H, eps);
+    const DecodeInput normed{.x = x.data(), .norm = norm.data(), .eps = eps}, given{.x16 = x16.data()};
+
+    auto out = to_device(std::vector<float>(size_t(c.R * c.I), NAN));
+    auto want = to_device(std::vector<float>(size_t(c.R * c.I), NAN));
+    dev.decode_linear_w16(out.data(), normed, wg.data(), bias.data(), residual.data(), c.R, c.H, c.I);
+    dev.matmul_forward_a16w16(want.data(), x16.data(), wg.data(), bias.data(), c.R, c.H, c.I);
+    dev.add(want.data(), residual.data(), want.data(), c.R * c.I);
+    EXPECT_EQ(to_host<float>(out, size_t(c.R * c.I)), to_host<float>(want, size_t(c.R * c.I))) << "linear";
+
+    auto mlp = to_device(std::vector<uint16_t>(size_t(c.R * c.I), 0xFFFF));
+    auto mlp_want = to_device(std::vector<uint16_t>(size_t(c.R * c.I), 0xFFFF));
+    dev.gate_up_swiglu_w16(mlp.data(), normed, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I);
+    dev.gate_up_swiglu_w16(mlp_want.data(), given, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I);
+    EXPECT_EQ(to_host<uint16_t>(mlp, size_t(c.R * c.I)), to_host<uint16_t>(mlp_want, size_t(c.R * c.I))) << "gate/up";
+
+    auto wq = to_device(testing::bf16_bits(randn(size_t(qd * c.H), 86, 0.05f)));
+    auto wk = to_device(testing::bf16_bits(randn(size_t(kd * c.H), 87, 0.05f)));
+    auto wv = to_device(testing::bf16_bits(randn(size_t(kd * c.H), 88, 0.05f)));
+    std::vector<float> cos_h, sin_h;
+    testing::rope_tables(cap, c.d, cos_h, sin_h);
+    auto cosv = to_device(cos_h), sinv = to_device(sin_h);
+    std::vector<int32_t> slot_h(size_t(c.R)), pos_h(size_t(c.R));
+    for (int64_t r = 0; r < c.R; r++) slot_h[size_t(r)] = int32_t(r), pos_h[size_t(r)] = int32_t(3 + r);
+    auto slot = to_device(slot_h), pos = to_device(pos_h);
+    std::vector<float> q[2];
+    std::vector<uint16_t> kcache[2], vcache[2];
+    for (int i = 0; i < 2; i++) {
+      auto d_q = to_device(std::vector<float>(size_t(c.R * qd), NAN));
+      auto kc = to_device(std::vector<uint16_t>(size_t(slots * cap * kd), 0));
+      auto vc = to_device(std::vector<uint16_t>(size_t(slots * cap * kd), 0));
+      dev.decode_qkv_w16({.in = i == 0 ? normed : given, .wq = wq.data(), .wk = wk.data(), .wv = wv.data(),
+                          .cos = cosv.data(), .sin = sinv.data(), .slot = slot.data(), .pos = pos.data(),
+                          .q = d_q.data(), .kcache = kc.data(), .vcache = vc.data(), .R = c.R, .H = c.H,
+                          .heads = c.heads, .kv_heads = c.kv, .d = c.d, .slot_stride = cap * kd});
+      q[i] = to_host<float>(d_q, size_t(c.R * qd));
+      kcache[i] = to_host<uint16_t>(kc, size_t(slots * cap * kd));
+      vcache[i] = to_host<uint16_t>(vc, size_t(slots * cap * kd));
+    }
+    EXPECT_EQ(q[0], q[1]) << "q";
+    EXPECT_EQ(kcache[0], kcache[1]) << "k cache";
+    EXPECT_EQ(vcache[0], vcache[1]) << "v cache";
+  }
+  const DecodeInput too_wide{.x = reinterpret_cast<const float*>(16), .norm = reinterpret_cast<const float*>(16)};
+  EXPECT_THROW(dev.decode_linear_w16(nullptr, too_wide, nullptr, nullptr, nullptr, 2, kDecodeNormedMaxElements / 2 + 8,
+                                     8),
                std::invalid_argument);
 }
 

@@ -159,7 +159,7 @@ struct QkvInputs {
   // The call on these inputs (host pointers) writing to q and the caches given.
   DecodeQkv args(float* q, uint16_t* kcache, uint16_t* vcache) const {
     DecodeQkv a;
-    a.x16 = x16.data();
+    a.in.x16 = x16.data();
     a.wq = wq.data(), a.wk = wk.data(), a.wv = wv.data();
     if (c.bias) a.bq = bq.data(), a.bk = bk.data(), a.bv = bv.data();
     a.cos = cos.data(), a.sin = sin.data(), a.slot = slot.data(), a.pos = pos.data();
@@ -205,8 +205,8 @@ struct GateUpInputs {
     wu = bf16_bits(randn(size_t(c.I * c.IC), 22, 0.3f));
     bg = randn(size_t(c.I), 23), bu = randn(size_t(c.I), 24);
     ref.assign(size_t(c.R * c.I), 0);
-    cpu_bf16_matmul_ops().gate_up_swiglu_w16(ref.data(), x16.data(), wg.data(), gate_bias(), wu.data(), up_bias(),
-                                             c.R, c.IC, c.I);
+    cpu_bf16_matmul_ops().gate_up_swiglu_w16(ref.data(), {.x16 = x16.data()}, wg.data(), gate_bias(), wu.data(),
+                                             up_bias(), c.R, c.IC, c.I);
     slack.resize(ref.size());
     for (int r = 0; r < c.R; r++)
       for (int64_t j = 0; j < c.I; j++)

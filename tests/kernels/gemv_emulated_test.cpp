@@ -98,7 +98,8 @@ TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
       dispatch(c.R, c.vec8, [&](auto rows_c, auto vec_c) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
-                    out.data(), x16.data(), w16.data(), c.bias ? bias.data() : nullptr, c.R, c.IC, c.OC, split);
+                    out.data(), DecodeInput{.x16 = x16.data()}, w16.data(), c.bias ? bias.data() : nullptr, nullptr,
+                    c.R, c.IC, c.OC, split);
       });
       expect_weights_prefetched(emu::take_prefetches(), {{w16.data(), c.OC}}, c.IC * 2, c.vec8);
       for (int r = 0; r < c.R; r++)
@@ -131,7 +132,7 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
       std::vector<float> q(size_t(c.R * in.qd), NAN);
       std::vector<uint16_t> kc = in.cache0, vc = in.cache0;
       const DecodeQkv a = in.args(q.data(), kc.data(), vc.data());
-      const QkvArgs args{a.x16, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
+      const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
                          reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
                          a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
       const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
@@ -162,14 +163,128 @@ TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
       dispatch(c.R, vec8, [&](auto rows_c, auto vec_c) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(c.I, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
-                    gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()), in.x16.data(),
-                    in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
+                    gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()),
+                    DecodeInput{.x16 = in.x16.data()}, in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
       });
       expect_weights_prefetched(emu::take_prefetches(), {{in.wg.data(), c.I}, {in.wu.data(), c.I}}, c.IC * 2, vec8);
       expect_bf16_within(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, in.slack, 0.95,
                          "output");
       for (size_t i = in.ref.size(); i < out.size(); i++) ASSERT_EQ(out[i], 0xFFFF) << "row R written";
     }
+}
+
+// A test kernel: the products' norm prologue alone, one block writing the normalized rows to
+// `out` where the products keep them in shared memory.
+void normalize_rows_kernel(DecodeInput in, int rows, int64_t k, __nv_bfloat16* out) {
+  block_input(in, rows, k, out);
+}
+
+// The rows a few-row product normalizes for itself (DecodeInput with a norm): the prologue's rows
+// against the CPU table's rmsnorm_forward_w16 (each within one bf16 step, nearly all identical:
+// the two sum the squares in different orders), and every product on normalized inputs bit for
+// bit the same product on the prologue's rows given as x16: the rows land in shared memory where
+// the products read them, on every split, row count and load width. Also returns the rows.
+struct NormedRows {
+  std::vector<float> x, norm;
+  std::vector<uint16_t> rows16;
+  DecodeInput in;
+  NormedRows(int R, int64_t k, uint64_t seed) {
+    x = randn(size_t(R * k), seed, 3.f);
+    norm = randn(size_t(k), seed + 1);
+    in = {.x = x.data(), .norm = norm.data(), .eps = 1e-6f};
+    rows16.assign(size_t(R * k), 0xFFFF);
+    emu::launch({1, 1, 1}, kThreads, 0, normalize_rows_kernel, in, R, k,
+                reinterpret_cast<__nv_bfloat16*>(rows16.data()));
+    std::vector<uint16_t> cpu(rows16.size());
+    std::vector<float> rstd(static_cast<size_t>(R));
+    cpu_bf16_matmul_ops().rmsnorm_forward_w16(nullptr, cpu.data(), rstd.data(), x.data(), norm.data(), R, k, in.eps);
+    expect_bf16_within(rows16, cpu, nullptr, std::vector<double>(cpu.size(), 0.0), 0.97, "normalized entry");
+  }
+};
+
+TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
+  const std::pair<LinearCase, int> cases[] = {{{1, 64, 19, true, true}, 8}, {{3, 40, 17, true, true}, 2},
+                                              {{5, 37, 9, false, false}, 1}, {{8, 48, 8, true, true}, 1}};
+  for (const auto& [c, split] : cases) {
+    SCOPED_TRACE("R " + std::to_string(c.R) + " IC " + std::to_string(c.IC) + " split " + std::to_string(split));
+    const NormedRows n(c.R, c.IC, uint64_t(40 + c.IC));
+    const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(2 * c.OC * c.IC), 2 + c.OC, 0.2f));
+    const std::vector<float> bias = randn(size_t(2 * c.OC), 3);
+    const float* b = c.bias ? bias.data() : nullptr;
+    const DecodeInput given{.x16 = n.rows16.data()};
+    dispatch(c.R, c.vec8, [&](auto rows_c, auto vec_c) {
+      constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+      // The linear map.
+      std::vector<float> normed(size_t(c.R * c.OC), NAN), plain = normed;
+      for (auto [in, out] : {std::pair{n.in, &normed}, std::pair{given, &plain}})
+        emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + input_smem_bytes(in, c.R, c.IC),
+                    gemv_linear_kernel<kRows, kVec>, out->data(), in, w16.data(), b, nullptr, c.R, c.IC, c.OC, split);
+      EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * sizeof(float)), 0) << "linear";
+      // Gate, up and SwiGLU.
+      std::vector<uint16_t> normed16(size_t(c.R * c.OC), 0xFFFF), plain16 = normed16;
+      for (auto [in, out] : {std::pair{n.in, &normed16}, std::pair{given, &plain16}})
+        emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + input_smem_bytes(in, c.R, c.IC),
+                    gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out->data()), in, w16.data(),
+                    b, w16.data() + c.OC * c.IC, c.bias ? b + c.OC : nullptr, c.R, c.IC, c.OC, split);
+      EXPECT_EQ(normed16, plain16) << "gate, up and SwiGLU";
+      emu::take_prefetches();
+    });
+  }
+  // q, k and v: the rows normalized in the op against the same rows given.
+  for (const QkvCase& c : {QkvCase{1, 40, 4, 2, 8, true}, QkvCase{6, 32, 2, 1, 16, false}}) {
+    SCOPED_TRACE("qkv R " + std::to_string(c.R));
+    const QkvInputs in(c);
+    const NormedRows n(c.R, c.H, uint64_t(60 + c.H));
+    std::vector<float> q[2];
+    std::vector<uint16_t> kc[2], vc[2];
+    for (int i = 0; i < 2; i++) {
+      q[i].assign(size_t(c.R * in.qd), NAN), kc[i] = in.cache0, vc[i] = in.cache0;
+      DecodeQkv a = in.args(q[i].data(), kc[i].data(), vc[i].data());
+      a.in = i == 0 ? n.in : DecodeInput{.x16 = n.rows16.data()};
+      const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
+                         reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
+                         a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
+      const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
+      const int split = split_for(items, c.H);
+      dispatch(c.R, true, [&](auto rows_c, auto vec_c) {
+        constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+        emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + input_smem_bytes(a.in, c.R, c.H),
+                    gemv_qkv_kernel<kRows, kVec>, args, c.R, split);
+      });
+    }
+    emu::take_prefetches();
+    EXPECT_EQ(std::memcmp(q[0].data(), q[1].data(), q[0].size() * sizeof(float)), 0) << "q";
+    EXPECT_EQ(kc[0], kc[1]) << "k cache";
+    EXPECT_EQ(vc[0], vc[1]) << "v cache";
+  }
+}
+
+// The residual add in the product's epilogue: out = residual + (x . w + bias), the one fp32
+// addition of the unfused add after the product, bit for bit; with residual aliasing out too (the
+// residual stream updated in place).
+TEST(GemvEmulated, LinearAddsTheResidualAfterTheProduct) {
+  const LinearCase c{3, 64, 24, true, true};
+  const std::vector<uint16_t> x16 = bf16_bits(randn(size_t(c.R * c.IC), 70));
+  const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(c.OC * c.IC), 71, 0.2f));
+  const std::vector<float> bias = randn(size_t(c.OC), 72), residual = randn(size_t(c.R * c.OC), 73, 4.f);
+  const int split = 2;
+  std::vector<float> plain(size_t(c.R * c.OC), NAN), added = plain, in_place = residual;
+  dispatch(c.R, true, [&](auto rows_c, auto vec_c) {
+    constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+    const auto run = [&](float* out, const float* res) {
+      emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
+                  out, DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), res, c.R, c.IC, c.OC, split);
+    };
+    run(plain.data(), nullptr);
+    run(added.data(), residual.data());
+    run(in_place.data(), in_place.data());
+  });
+  emu::take_prefetches();
+  for (size_t i = 0; i < plain.size(); i++) {
+    const float want = residual[i] + plain[i];
+    ASSERT_EQ(std::memcmp(&added[i], &want, sizeof want), 0) << i << ": " << added[i] << " against " << want;
+    ASSERT_EQ(std::memcmp(&in_place[i], &want, sizeof want), 0) << i << " in place";
+  }
 }
 
 // The launch geometry: a split doubles while the device has fewer than 8,192 warps and each lane
