@@ -384,6 +384,34 @@ int main(int argc, char** argv) {
         rows.push_back({"o+norm+gate_up folded", std::string(L.what) + rows_label + "; base = norm apart (3 ops)",
                         "GB/s", o_bytes / folded / 1e9, o_bytes / apart / 1e9, o_bytes / folded / peak_bw});
       }
+    // Past the few-row kernels: RoPE on q and k and the cache store of a 1.5B step at 64 and 256
+    // rows, one launch against three (rope_forward twice, kv_store_w16).
+    for (const int64_t R : {int64_t(64), int64_t(256)}) {
+      const int64_t heads = 12, kv = 2, d = 128, qd = heads * d, kd = kv * d, cap = 512;
+      auto q = upload(randn(size_t(R * qd), 35)), k = upload(randn(size_t(R * kd), 36)),
+           v = upload(randn(size_t(R * kd), 37));
+      auto cosv = upload(std::vector<float>(size_t(cap * d / 2), 0.6f)),
+           sinv = upload(std::vector<float>(size_t(cap * d / 2), 0.8f));
+      Buffer<int32_t> slot(cuda_ops(), size_t(R)), pos(cuda_ops(), size_t(R));
+      std::vector<int32_t> slots_h(static_cast<size_t>(R)), at(static_cast<size_t>(R), 300);
+      for (int64_t r = 0; r < R; r++) slots_h[size_t(r)] = int32_t(r);
+      slot.upload(slots_h.data(), slots_h.size());
+      pos.upload(at.data(), at.size());
+      Buffer<uint16_t> kc(cuda_ops(), size_t(R * cap * kd)), vc(cuda_ops(), size_t(R * cap * kd));
+      // q read and written, k and v read, as fp32; k and v written as bf16
+      const double bytes = 8.0 * double(R * qd) + 4.0 * 2.0 * double(R * kd) + 2.0 * 2.0 * double(R * kd);
+      const double one = time_gpu_queued([&] {
+        gpu16.rope_kv_store_w16(q.data(), k.data(), v.data(), pos.data(), cosv.data(), sinv.data(), slot.data(),
+                                kc.data(), vc.data(), R, heads, kv, d, cap * kd);
+      }, reps);
+      const double three = time_gpu_queued([&] {
+        gpu16.rope_forward(q.data(), pos.data(), cosv.data(), sinv.data(), R, heads, d);
+        gpu16.rope_forward(k.data(), pos.data(), cosv.data(), sinv.data(), R, kv, d);
+        gpu16.kv_store_w16(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), R, kd, cap * kd);
+      }, reps);
+      rows.push_back({"rope_kv_store_w16", "1.5B, " + std::to_string(R) + " rows; base = 3 unfused ops", "GB/s",
+                      bytes / one / 1e9, bytes / three / 1e9, bytes / one / peak_bw});
+    }
   }
   if (want("decode_attention")) {  // decode attention: 64 sequences at position 2047, the KV cache read once per step
     const int64_t R = 64, cap = 2048, stride = cap * nkv * d;

@@ -344,6 +344,11 @@ void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const 
   gemm_forward(q, ln1, w.wq, w.bq, R, H, nh * d);
   gemm_forward(k, ln1, w.wk, w.bk, R, H, nkv * d);
   gemm_forward(v, ln1, w.wv, w.bv, R, H, nkv * d);
+  if (ops_->rope_kv_store_w16 && cache.bf16) {
+    ops_->rope_kv_store_w16(q, k, v, pos, rope_cos_.data(), rope_sin_.data(), slot, cache.k16_at(l), cache.v16_at(l),
+                            R, nh, nkv, d, cache.slot_stride());
+    return;
+  }
   ops_->rope_forward(q, pos, rope_cos_.data(), rope_sin_.data(), R, nh, d);
   ops_->rope_forward(k, pos, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
   store_kv(cache, l, k, v, slot, pos, R);

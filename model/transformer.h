@@ -262,7 +262,8 @@ class Transformer {
                          const int32_t* pos, int64_t R);
   // Decode's q (rotated, into q), and k and v (rotated k) into the cache, from the layer's first
   // norm: one fused op for a few rows where the table has it (kernels::Ops::decode_qkv_w16), the
-  // projections, RoPE and the cache store otherwise; k and v are the unfused path's scratch.
+  // projections, RoPE and the cache store otherwise (the last two in one op, rope_kv_store_w16,
+  // where the table has it); k and v are the unfused path's scratch.
   void decode_qkv(float* q, float* k, float* v, GemmInput ln1, const LayerWeights& w, KVCache& cache,
                   int64_t layer, const int32_t* slot, const int32_t* pos, int64_t R);
   kernels::DecodeQkv decode_qkv_args(const kernels::DecodeInput& in, float* q, const LayerWeights& w,

@@ -51,8 +51,9 @@
 #   pending (not part of all) what was written without a GPU and never run on one, for a session
 #          with one command's worth of device time: builds the four targets of decode and train,
 #          then in order, each only while PENDING_SECONDS (default 420) after the build last: the
-#          GPU tests of the mma.sync attention, programmatic dependent launch and the decode
-#          kernels (the norms folded into the products among them); a 1.5B training step with the
+#          GPU tests of the mma.sync attention, the decode kernels (the norms folded into the
+#          products, RoPE with the cache store) and the ops with bf16 gradients, and every
+#          whole-model test but the HF comparison (PDL among them); a 1.5B training step with the
 #          WMMA and with the mma.sync attention; 1.5B decode at batch 1 and 256 against HF generate
 #          (eager, graphs, graphs pdl); cuda_ops_bench's decode products (the folded norms' row)
 #          and attention rows; a 1.5B step of 8 micro-batches against torch's. All into pending.txt
@@ -119,8 +120,8 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:*CudaGemv*'
-    step "$BUILD/bin/cuda_model_test" --gtest_filter='*Mma*:*Programmatic*:*RecordedDecode*:*Bf16Generation*'
+      --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.RopeKvStore*:CudaOps.OpsWithBf16Gradients*:*CudaGemv*'
+    step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 --steps 2
     step env AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
       --no-baseline --matmul-precision bf16 --steps 2
@@ -136,7 +137,8 @@ if [[ "$STAGE" == pending ]]; then
   exit "$status"
 fi
 if [[ "$STAGE" == decode ]]; then
-  { "$BUILD/bin/cuda_ops_test" --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:*CudaSampling.*' &&
+  { "$BUILD/bin/cuda_ops_test" \
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.RopeKvStore*:*CudaSampling.*' &&
     "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
   "$BUILD/bin/cuda_ops_bench" --only decode_attention 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
   "$BUILD/bin/model_speed_bench" --device cuda --no-train --no-baseline --matmul-precision bf16 \

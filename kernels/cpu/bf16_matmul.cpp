@@ -291,6 +291,16 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
   swiglu_forward_w16(t_gate.data(), out16, t_gate.data(), t_up.data(), R * I);
 }
 
+void rope_kv_store_w16(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
+                       const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
+                       int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
+  const int64_t kd = kv_heads * d;
+  t_k.assign(k, k + R * kd);  // k is read, not written
+  cpu_ops().rope_forward(q, pos, cos, sin, R, heads, d);
+  cpu_ops().rope_forward(t_k.data(), pos, cos, sin, R, kv_heads, d);
+  kv_store_w16(kcache, vcache, t_k.data(), v, slot, pos, R, kd, slot_stride);
+}
+
 // The product and then add(out, residual, out): the unfused path's residual_rmsnorm_forward_w16
 // adds x + delta, the same one fp32 addition.
 void decode_linear_w16(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
@@ -318,6 +328,7 @@ Ops make_table() {
   t.swiglu_forward_w16 = swiglu_forward_w16;
   t.decode_qkv_w16 = decode_qkv_w16;
   t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
+  t.rope_kv_store_w16 = rope_kv_store_w16;
   t.decode_linear_w16 = decode_linear_w16;
   t.swiglu_backward_w16 = swiglu_backward_w16;
   t.matmul_backward_g16 = matmul_backward_g16;

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/rope_kv_store.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -35,11 +36,8 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % half, nh = e / half, n = nh / heads;
     const int64_t table = int64_t(pos[n]) * half + i;
-    const float c = cos[table], s = Sign * sin[table];
     float* v = x + nh * d;
-    const float x1 = v[i], x2 = v[i + half];
-    v[i] = x1 * c - x2 * s;
-    v[i + half] = x2 * c + x1 * s;
+    rope_pair(v[i], v[i + half], cos[table], Sign * sin[table], v[i], v[i + half]);
   }
 }
 
@@ -159,6 +157,17 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
   kv_store_kernel<<<grid_for(R * row), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(kcache),
                                               reinterpret_cast<__nv_bfloat16*>(vcache), k, v, slot, pos, R, row,
                                               slot_stride);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rope_kv_store_w16(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
+                       const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
+                       int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
+  const int64_t pairs = R * (heads + 2 * kv_heads) * (d / 2);
+  if (pairs == 0) return;
+  const RopeKvStoreArgs a{q, k, v, pos, slot, cos, sin, reinterpret_cast<__nv_bfloat16*>(kcache),
+                          reinterpret_cast<__nv_bfloat16*>(vcache), R, heads, kv_heads, d, slot_stride};
+  rope_kv_store_kernel<<<grid_for(pairs), 256, 0, op_stream()>>>(a);
   AZR_CUDA_LAUNCHED();
 }
 

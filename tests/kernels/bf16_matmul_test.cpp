@@ -519,7 +519,7 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
-      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0;
+      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -607,6 +607,13 @@ const Ops& counting_bf16_ops() {
       g_counts.normed_inputs += in.norm != nullptr;
       cpu_bf16_matmul_ops().gate_up_swiglu_w16(out16, in, wg, bg, wu, bu, R, IC, I);
     };
+    t.rope_kv_store_w16 = [](float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
+                             const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
+                             int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
+      g_counts.rope_store++;
+      cpu_bf16_matmul_ops().rope_kv_store_w16(q, k, v, pos, cos, sin, slot, kcache, vcache, R, heads, kv_heads, d,
+                                              slot_stride);
+    };
     t.decode_linear_w16 = [](float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
                              const float* residual, int64_t R, int64_t IC, int64_t OC) {
       g_counts.linear++;
@@ -625,7 +632,8 @@ const Ops& counting_bf16_ops() {
 // after it (the next layer's, or the final one). Up to kDecodeFusedMaxRows rows, q, k and v with
 // RoPE and the cache store are one op, and so are gate, up and SwiGLU; the norms run inside the
 // products that read them and the residual adds inside the o and down projections: five ops a
-// layer. A regression here is a GPU decode step with more kernels, invisible in the results.
+// layer. Past them RoPE on q and k and the cache store are one op. A regression here is a GPU
+// decode step with more kernels, invisible in the results.
 TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   const model::ModelConfig c = model::preset_config("azr-tiny");
   const int L = int(c.num_hidden_layers);
@@ -654,7 +662,7 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_a16, 0);
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
-  // Past kDecodeFusedMaxRows rows the step runs the unfused ops.
+  // Past kDecodeFusedMaxRows rows the step runs the unfused ops, RoPE and the cache store in one.
   std::vector<int32_t> tokens(kMany, 7), slots(kMany), pos(kMany);
   for (int r = 0; r < kMany; r++) slots[size_t(r)] = r, pos[size_t(r)] = int32_t(prompts[size_t(r)].size());
   g_counts = {};
@@ -664,8 +672,9 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.linear, 0);
   EXPECT_EQ(g_counts.norm16, 1);
   EXPECT_EQ(g_counts.residual_norm16, 2 * L);
-  EXPECT_EQ(g_counts.rope, 2 * L);              // q and k
-  EXPECT_EQ(g_counts.kv_store16, L);
+  EXPECT_EQ(g_counts.rope_store, L);            // RoPE on q and k, k and v into the cache
+  EXPECT_EQ(g_counts.rope, 0);
+  EXPECT_EQ(g_counts.kv_store16, 0);
   EXPECT_EQ(g_counts.swiglu16, L);
   EXPECT_EQ(g_counts.gemm_a16, 7 * L + 1);      // q, k, v, o, gate, up, down; the LM head
   EXPECT_EQ(g_counts.gemm_w16, 0);
@@ -827,7 +836,8 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
 
 // The fused decode ops replace the ops they fuse in the model's decode step without changing a
 // bit: the same logits, step after step (so the same cache too), against the table without them,
-// and against the table without decode_linear_w16 (norms and residual adds in ops of their own).
+// and against the table without decode_linear_w16 (norms and residual adds in ops of their own);
+// steps of 3 rows and of more than kDecodeFusedMaxRows (rope_kv_store_w16) alternate.
 // The config adds MLP biases, and every bias gets a random value, so each bias of the fused ops
 // is in play.
 TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
@@ -839,6 +849,7 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     t.decode_qkv_w16 = nullptr;
     t.gate_up_swiglu_w16 = nullptr;
     t.decode_linear_w16 = nullptr;
+    t.rope_kv_store_w16 = nullptr;
     return t;
   }();
   static const Ops norms_apart = [] {
@@ -856,14 +867,24 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     for (const model::ParamTensor& t : m.tensors())
       if (t.name.ends_with(".bias"))
         for (float& b : m.param(t.name)) b = normal(rng);
-    model::KVCache cache(c, 3, 16, *ops);
-    m.prefill(cache, model::SequenceBatch::from({{5, 9, 2}, {3}, {1, 2, 3, 4, 5}}));
-    std::vector<int32_t> pos = {3, 1, 5};
+    // Steps of 3 rows (the fused ops) and of all 10 (past kDecodeFusedMaxRows: the GEMMs, then
+    // rope_kv_store_w16), alternating.
+    constexpr int kSlots = int(kDecodeFusedMaxRows) + 2;
+    std::vector<std::vector<int32_t>> prompts = {{5, 9, 2}, {3}, {1, 2, 3, 4, 5}};
+    while (int(prompts.size()) < kSlots) prompts.push_back({int32_t(prompts.size()), 4, 6});
+    model::KVCache cache(c, kSlots, 16, *ops);
+    m.prefill(cache, model::SequenceBatch::from(prompts));
+    std::vector<int32_t> pos(kSlots);
+    for (int r = 0; r < kSlots; r++) pos[size_t(r)] = int32_t(prompts[size_t(r)].size());
     for (int step = 0; step < 4; step++) {
+      const int rows = step % 2 == 0 ? 3 : kSlots;
+      const size_t n = static_cast<size_t>(rows);
+      std::vector<int32_t> tokens(n), slots(n), at(n);
+      for (int r = 0; r < rows; r++)
+        tokens[size_t(r)] = int32_t((7 + 5 * step + 3 * r) % c.vocab_size), slots[size_t(r)] = r,
+        at[size_t(r)] = pos[size_t(r)]++;
       logits[i].emplace_back();
-      m.decode(cache, std::vector<int32_t>{int32_t(7 + step), 8, int32_t(30 - step)}, std::vector<int32_t>{0, 1, 2},
-               pos, logits[i].back());
-      for (int32_t& p : pos) p++;
+      m.decode(cache, tokens, slots, at, logits[i].back());
     }
     i++;
   }

@@ -551,6 +551,42 @@ TEST_F(CudaOps, FoldedNormsAndResidualAddsAreTheUnfusedOpsBitForBit) {
                std::invalid_argument);
 }
 
+// A decode step of many rows: RoPE on q and k and the cache store in one launch, against the same
+// device's rope_forward twice and kv_store_w16, bit for bit (rope_kv_store.cuh shares the
+// rotation), at 1.5B's heads for 256 rows and 0.5B's for 64; k is read, not written.
+TEST_F(CudaOps, RopeKvStoreIsTheUnfusedOpsBitForBit) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  struct Case {
+    int64_t R, heads, kv, d;
+  };
+  for (const Case c : {Case{256, 12, 2, 128}, Case{64, 14, 2, 64}}) {
+    SCOPED_TRACE("R " + std::to_string(c.R));
+    const int64_t qd = c.heads * c.d, kd = c.kv * c.d, cap = 300, stride = cap * kd;
+    std::vector<float> cos_h, sin_h;
+    testing::rope_tables(cap, c.d, cos_h, sin_h);
+    auto cosv = to_device(cos_h), sinv = to_device(sin_h);
+    std::vector<int32_t> slot_h(size_t(c.R)), pos_h(size_t(c.R));
+    for (int64_t r = 0; r < c.R; r++) slot_h[size_t(r)] = int32_t(r), pos_h[size_t(r)] = int32_t((37 * r + 5) % cap);
+    auto slot = to_device(slot_h), pos = to_device(pos_h);
+    const std::vector<float> q0 = randn(size_t(c.R * qd), 90), k0 = randn(size_t(c.R * kd), 91),
+                             v0 = randn(size_t(c.R * kd), 92);
+    const std::vector<uint16_t> cache0 = testing::bf16_bits(randn(size_t(c.R * stride), 93));
+    auto q = to_device(q0), k = to_device(k0), v = to_device(v0);
+    auto kc = to_device(cache0), vc = to_device(cache0);
+    dev.rope_kv_store_w16(q.data(), k.data(), v.data(), pos.data(), cosv.data(), sinv.data(), slot.data(), kc.data(),
+                          vc.data(), c.R, c.heads, c.kv, c.d, stride);
+    auto q2 = to_device(q0), k2 = to_device(k0), v2 = to_device(v0);
+    auto kc2 = to_device(cache0), vc2 = to_device(cache0);
+    dev.rope_forward(q2.data(), pos.data(), cosv.data(), sinv.data(), c.R, c.heads, c.d);
+    dev.rope_forward(k2.data(), pos.data(), cosv.data(), sinv.data(), c.R, c.kv, c.d);
+    dev.kv_store_w16(kc2.data(), vc2.data(), k2.data(), v2.data(), slot.data(), pos.data(), c.R, kd, stride);
+    EXPECT_EQ(to_host<float>(q, q0.size()), to_host<float>(q2, q0.size())) << "q";
+    EXPECT_EQ(to_host<uint16_t>(kc, cache0.size()), to_host<uint16_t>(kc2, cache0.size())) << "k cache";
+    EXPECT_EQ(to_host<uint16_t>(vc, cache0.size()), to_host<uint16_t>(vc2, cache0.size())) << "v cache";
+    EXPECT_EQ(to_host<float>(k, k0.size()), k0) << "k is read, not written";
+  }
+}
+
 // Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.
 TEST_F(CudaOps, KvStoreMatchesCpu) {
   const int64_t row = 2 * 64, slots = 5, capacity = 40, stride = capacity * row;
