@@ -371,8 +371,9 @@ bool Transformer::decode_norms_fold(const KVCache& cache, int64_t R) const {
          R <= kernels::kDecodeFusedMaxRows && R * config_.hidden_size <= kernels::kDecodeNormedMaxElements;
 }
 
-void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* logits,
-                                       KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R) {
+void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* rstd,
+                                       float* logits, KVCache& cache, const int32_t* slot, const int32_t* pos,
+                                       int64_t R) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, qd = c.num_attention_heads * c.head_dim;
   const float eps = float(c.rms_norm_eps);
@@ -386,8 +387,13 @@ void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att,
                              w.bu, R, H, I);
     ops_->decode_linear_w16(x, {.x16 = mlp16}, weights16(w.wd), w.bd, h, R, I, H);
   }
-  ops_->decode_linear_w16(logits, {.x = x, .norm = params_.data() + norm_off_, .eps = eps},
-                          weights16(params_.data() + head_off_), nullptr, nullptr, R, H, c.vocab_size);
+  // The final norm in a launch of its own: the LM head's product is about 19,000 blocks at batch 1
+  // (one per 8 of 151,936 rows), and every block normalizing the rows again would read 114 MB
+  // from L2 beside its 467 MB of weights, more than one launch costs.
+  gemm_in16_.ensure(size_t(R * H));
+  const GemmInput ln = norm_for_gemms(nullptr, rstd, x, params_.data() + norm_off_, R, gemm_in16_.data());
+  ops_->decode_linear_w16(logits, {.x16 = ln.x16}, weights16(params_.data() + head_off_), nullptr, nullptr, R, H,
+                          c.vocab_size);
 }
 
 Transformer::GemmInput Transformer::decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w,
@@ -1007,7 +1013,7 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   const auto step = [&] {
     ops_->embedding_forward(x, tok_d, params_.data() + embed_off_, R, H);
     if (fold_norms) {
-      decode_layers_folded(x, h, q, att, gate, out, cache, slot_d, pos_d, R);
+      decode_layers_folded(x, h, q, att, gate, rstd, out, cache, slot_d, pos_d, R);
       return;
     }
     GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);

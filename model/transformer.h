@@ -274,8 +274,8 @@ class Transformer {
   // (kernels::DecodeInput, decode_linear_w16), five ops a layer; the same values as the unfused
   // ops, which run the step otherwise. decode_layers_folded: from the embeddings in x to the logits.
   bool decode_norms_fold(const KVCache& cache, int64_t R) const;
-  void decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* logits, KVCache& cache,
-                            const int32_t* slot, const int32_t* pos, int64_t R);
+  void decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* rstd, float* logits,
+                            KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R);
   // Decode's MLP input to the down projection, silu(gate) * up, from the layer's second norm: one
   // fused op for a few rows where the table has it (gate_up_swiglu_w16, its bf16 result written
   // over gate's storage), the two GEMMs and SwiGLU otherwise.
