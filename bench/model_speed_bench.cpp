@@ -16,7 +16,11 @@
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
 //           On a table that records (a GPU), each batch runs eagerly, with the step recorded as a
 //           CUDA graph ("graphs"), and where the GPU has it (sm_90) recorded with programmatic
-//           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process.
+//           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process. And
+//           "apart" (recorded where the table records): the step with its norms, residual adds,
+//           RoPE and cache store in launches of their own, as before they were folded into the
+//           ops around them (the table without decode_linear_w16 and rope_kv_store_w16, on a
+//           second copy of the model): those folds' baseline, in the same process.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
 //   sums, kernels/ops.h); the decode "bw" counts the weights and KV cache azr reads: fp32, or with
 //   bf16 the model's bf16 copy of the weights and its bf16 cache.
@@ -54,6 +58,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -374,6 +379,15 @@ int main(int argc, char** argv) {
       m::Transformer model = initial.copy_to(precision_ops);
       model.set_recompute(o.recompute);
 
+      // The "apart" rows' table and model (above): only where the table has the folds, and not
+      // under --op-profile, whose split by op needs no second model.
+      azr::kernels::Ops apart_ops = precision_ops;
+      apart_ops.decode_linear_w16 = nullptr;
+      apart_ops.rope_kv_store_w16 = nullptr;
+      std::optional<m::Transformer> apart_model;
+      if (o.decode && !o.op_profile && (precision_ops.decode_linear_w16 || precision_ops.rope_kv_store_w16))
+        apart_model.emplace(initial.copy_to(apart_ops));
+
       if (o.decode) {
         const int64_t P = o.prompt_len, N = o.new_tokens;
         const double mean_pos = double(P) + double(N - 1) / 2.0;
@@ -383,28 +397,32 @@ int main(int argc, char** argv) {
         // (kernels/cuda/cuda_ops.h, cuda_set_programmatic_launch): "graphs pdl"; the other rows run
         // without it whatever AZR_CUDA_PDL says.
         struct DecodeMode {
-          bool graphs, pdl;
+          bool graphs, pdl, apart;
         };
-        std::vector<DecodeMode> modes = {{false, false}};
-        if (o.graphs && precision_ops.recorder.begin) modes.push_back({true, false});
+        std::vector<DecodeMode> modes = {{false, false, false}};
+        const bool records = o.graphs && precision_ops.recorder.begin;
+        if (records) modes.push_back({true, false, false});
+        if (apart_model) modes.push_back({records, false, true});
 #ifdef AZR_HAVE_CUDA_KERNELS
         const bool pdl_choice = o.device == "cuda" && azr::kernels::cuda_programmatic_launch();
         if (o.device == "cuda" && o.graphs && precision_ops.recorder.begin) {
           azr::kernels::cuda_set_programmatic_launch(true);
-          if (azr::kernels::cuda_programmatic_launch_applies()) modes.push_back({true, true});
+          if (azr::kernels::cuda_programmatic_launch_applies()) modes.push_back({true, true, false});
         }
 #endif
         for (const int64_t G : o.decode_batches)
           for (const DecodeMode& dm : modes) {
             const bool graphs = dm.graphs;
-            model.set_decode_graphs(graphs);
+            m::Transformer& runs = dm.apart ? *apart_model : model;
+            runs.set_decode_graphs(graphs);
 #ifdef AZR_HAVE_CUDA_KERNELS
             if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(dm.pdl);
 #endif
-            const std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "");
+            const std::string mode =
+                tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") + (dm.apart ? " apart" : "");
             const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
-            const double t_n = timed_generate(model, prompts, N);
-            const double t_1 = timed_generate(model, prompts, 1, /*warm_up=*/false);
+            const double t_n = timed_generate(runs, prompts, N);
+            const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false);
             const double step_s = (t_n - t_1) / double(N - 1);
             const double tps = double(G * N) / t_n;
             // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
@@ -426,7 +444,8 @@ int main(int argc, char** argv) {
                       {"azr_bandwidth_fraction", bw},
                       {"bf16_bound_tokens_per_s", bf16_bound_tps},
                       {"decode_graphs", graphs},
-                      {"programmatic_launch", dm.pdl}};
+                      {"programmatic_launch", dm.pdl},
+                      {"ops_apart", dm.apart}};
             const json h = hf_decode(G);
             double ratio = 0;
             if (h.is_object()) {
@@ -436,7 +455,7 @@ int main(int argc, char** argv) {
             }
             if (o.op_profile) {
               azr::kernels::OpProfile profile;
-              const double wall = timed_generate(model, prompts, N, /*warm_up=*/false);
+              const double wall = timed_generate(runs, prompts, N, /*warm_up=*/false);
               j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
                                                          std::to_string(N) + " new tokens", profile.take(), wall);
             }
@@ -450,6 +469,7 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         model.set_decode_graphs(false);
+        apart_model.reset();
 #ifdef AZR_HAVE_CUDA_KERNELS
         if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(pdl_choice);
 #endif
