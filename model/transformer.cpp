@@ -367,7 +367,8 @@ kernels::DecodeQkv Transformer::decode_qkv_args(const kernels::DecodeInput& in, 
 
 bool Transformer::decode_norms_fold(const KVCache& cache, int64_t R) const {
   const kernels::Ops& o = *ops_;
-  return o.decode_linear_w16 && o.decode_qkv_w16 && o.gate_up_swiglu_w16 && o.matmul_forward_a16w16 && cache.bf16 &&
+  return o.decode_linear_w16 && o.decode_qkv_w16 && o.gate_up_swiglu_w16 && o.matmul_forward_a16w16 &&
+         o.rmsnorm_forward_w16 && cache.bf16 &&
          R <= kernels::kDecodeFusedMaxRows && R * config_.hidden_size <= kernels::kDecodeNormedMaxElements;
 }
 
