@@ -384,12 +384,14 @@ int main(int argc, char** argv) {
         rows.push_back({"o+norm+gate_up folded", std::string(L.what) + rows_label + "; base = norm apart (3 ops)",
                         "GB/s", o_bytes / folded / 1e9, o_bytes / apart / 1e9, o_bytes / folded / peak_bw});
       }
-    // Past the few-row kernels: RoPE on q and k and the cache store of a 1.5B step at 64 and 256
-    // rows, one launch against three (rope_forward twice, kv_store_w16).
+    // Past the few-row kernels, a 1.5B step at 64 and 256 rows: q/k/v as one GEMM over [Wq; Wk; Wv]
+    // and RoPE with the cache store in one op, against three GEMMs, RoPE twice and the cache store;
+    // gate/up as one GEMM over [Wg; Wu] and SwiGLU on its rows, against two GEMMs and SwiGLU.
     for (const int64_t R : {int64_t(64), int64_t(256)}) {
-      const int64_t heads = 12, kv = 2, d = 128, qd = heads * d, kd = kv * d, cap = 512;
-      auto q = upload(randn(size_t(R * qd), 35)), k = upload(randn(size_t(R * kd), 36)),
-           v = upload(randn(size_t(R * kd), 37));
+      const int64_t H = 1536, I = 8960, heads = 12, kv = 2, d = 128, qd = heads * d, kd = kv * d, cap = 512;
+      auto x = upload16(randn(size_t(R * H), 35)), wqkv = upload16(randn(size_t((qd + 2 * kd) * H), 36, 0.02f)),
+           wgu = upload16(randn(size_t(2 * I * H), 37, 0.02f));
+      auto bqkv = upload(randn(size_t(qd + 2 * kd), 38));
       auto cosv = upload(std::vector<float>(size_t(cap * d / 2), 0.6f)),
            sinv = upload(std::vector<float>(size_t(cap * d / 2), 0.8f));
       Buffer<int32_t> slot(cuda_ops(), size_t(R)), pos(cuda_ops(), size_t(R));
@@ -397,20 +399,40 @@ int main(int argc, char** argv) {
       for (int64_t r = 0; r < R; r++) slots_h[size_t(r)] = int32_t(r);
       slot.upload(slots_h.data(), slots_h.size());
       pos.upload(at.data(), at.size());
-      Buffer<uint16_t> kc(cuda_ops(), size_t(R * cap * kd)), vc(cuda_ops(), size_t(R * cap * kd));
-      // q read and written, k and v read, as fp32; k and v written as bf16
-      const double bytes = 8.0 * double(R * qd) + 4.0 * 2.0 * double(R * kd) + 2.0 * 2.0 * double(R * kd);
+      Buffer<uint16_t> kc(cuda_ops(), size_t(R * cap * kd)), vc(cuda_ops(), size_t(R * cap * kd)),
+          mlp16(cuda_ops(), size_t(R * I));
+      Buffer<float> qkv(cuda_ops(), size_t(R * (qd + 2 * kd))), q(cuda_ops(), size_t(R * qd)),
+          k(cuda_ops(), size_t(R * kd)), v(cuda_ops(), size_t(R * kd)), gu(cuda_ops(), size_t(R * 2 * I));
+      const uint16_t* wk = wqkv.data() + qd * H;
+      const uint16_t* wv = wk + kd * H;
+      const double qkv_bytes = 2.0 * double(qd + 2 * kd) * double(H), mlp_bytes = 2.0 * 2.0 * double(I) * double(H);
+      const std::string label = "1.5B, " + std::to_string(R) + " rows";
       const double one = time_gpu_queued([&] {
-        gpu16.rope_kv_store_w16(q.data(), k.data(), v.data(), pos.data(), cosv.data(), sinv.data(), slot.data(),
-                                kc.data(), vc.data(), R, heads, kv, d, cap * kd);
+        gpu16.matmul_forward_a16w16(qkv.data(), x.data(), wqkv.data(), bqkv.data(), R, H, qd + 2 * kd);
+        gpu16.rope_kv_store_w16(q.data(), qkv.data(), pos.data(), cosv.data(), sinv.data(), slot.data(), kc.data(),
+                                vc.data(), R, heads, kv, d, cap * kd);
       }, reps);
-      const double three = time_gpu_queued([&] {
+      const double apart = time_gpu_queued([&] {
+        gpu16.matmul_forward_a16w16(q.data(), x.data(), wqkv.data(), bqkv.data(), R, H, qd);
+        gpu16.matmul_forward_a16w16(k.data(), x.data(), wk, bqkv.data() + qd, R, H, kd);
+        gpu16.matmul_forward_a16w16(v.data(), x.data(), wv, bqkv.data() + qd + kd, R, H, kd);
         gpu16.rope_forward(q.data(), pos.data(), cosv.data(), sinv.data(), R, heads, d);
         gpu16.rope_forward(k.data(), pos.data(), cosv.data(), sinv.data(), R, kv, d);
         gpu16.kv_store_w16(kc.data(), vc.data(), k.data(), v.data(), slot.data(), pos.data(), R, kd, cap * kd);
       }, reps);
-      rows.push_back({"rope_kv_store_w16", "1.5B, " + std::to_string(R) + " rows; base = 3 unfused ops", "GB/s",
-                      bytes / one / 1e9, bytes / three / 1e9, bytes / one / peak_bw});
+      rows.push_back({"qkv gemm+rope_kv_store", label + "; base = 3 GEMMs + 3 ops", "GB/s", qkv_bytes / one / 1e9,
+                      qkv_bytes / apart / 1e9, qkv_bytes / one / peak_bw});
+      const double mlp_one = time_gpu_queued([&] {
+        gpu16.matmul_forward_a16w16(gu.data(), x.data(), wgu.data(), nullptr, R, H, 2 * I);
+        gpu16.swiglu_rows_w16(mlp16.data(), gu.data(), R, I);
+      }, reps);
+      const double mlp_apart = time_gpu_queued([&] {
+        gpu16.matmul_forward_a16w16(gu.data(), x.data(), wgu.data(), nullptr, R, H, I);
+        gpu16.matmul_forward_a16w16(gu.data() + R * I, x.data(), wgu.data() + I * H, nullptr, R, H, I);
+        gpu16.swiglu_forward_w16(nullptr, mlp16.data(), gu.data(), gu.data() + R * I, R * I);
+      }, reps);
+      rows.push_back({"gate/up gemm+swiglu_rows", label + "; base = 2 GEMMs + SwiGLU", "GB/s",
+                      mlp_bytes / mlp_one / 1e9, mlp_bytes / mlp_apart / 1e9, mlp_bytes / mlp_one / peak_bw});
     }
   }
   if (want("decode_attention")) {  // decode attention: 64 sequences at position 2047, the KV cache read once per step

@@ -18,9 +18,10 @@
 //           CUDA graph ("graphs"), and where the GPU has it (sm_90) recorded with programmatic
 //           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process. And
 //           "apart" (recorded where the table records): the step with its norms, residual adds,
-//           RoPE and cache store in launches of their own, as before they were folded into the
-//           ops around them (the table without decode_linear_w16 and rope_kv_store_w16, on a
-//           second copy of the model): those folds' baseline, in the same process.
+//           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
+//           their own, as before they were folded (the table without decode_linear_w16,
+//           rope_kv_store_w16 and swiglu_rows_w16, on a second copy of the model): those folds'
+//           baseline, in the same process.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
 //   sums, kernels/ops.h); the decode "bw" counts the weights and KV cache azr reads: fp32, or with
 //   bf16 the model's bf16 copy of the weights and its bf16 cache.
@@ -384,8 +385,10 @@ int main(int argc, char** argv) {
       azr::kernels::Ops apart_ops = precision_ops;
       apart_ops.decode_linear_w16 = nullptr;
       apart_ops.rope_kv_store_w16 = nullptr;
+      apart_ops.swiglu_rows_w16 = nullptr;
       std::optional<m::Transformer> apart_model;
-      if (o.decode && !o.op_profile && (precision_ops.decode_linear_w16 || precision_ops.rope_kv_store_w16))
+      if (o.decode && !o.op_profile &&
+          (precision_ops.decode_linear_w16 || precision_ops.rope_kv_store_w16 || precision_ops.swiglu_rows_w16))
         apart_model.emplace(initial.copy_to(apart_ops));
 
       if (o.decode) {

@@ -248,12 +248,17 @@ struct Ops {
   void (*decode_qkv_w16)(const DecodeQkv& a);
   void (*gate_up_swiglu_w16)(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
                              const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
-  // A decode step of more rows than the fused ops take: its q/k/v products' three followers in one
-  // op, rope_forward on q (in place) and on k, and kv_store_w16 of the rotated k and of v (k itself
-  // is not written). Every pos[r] >= 0.
-  void (*rope_kv_store_w16)(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
-                            const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
-                            int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride);
+  // A decode step of more rows than the fused ops take, where the model's q, k and v weights are
+  // one matrix [Wq; Wk; Wv] and so are gate and up [Wg; Wu] (model/transformer.cpp, build_layout):
+  // what follows each of those two GEMMs, in one op. rope_kv_store_w16: qkv [R, (heads +
+  // 2 kv_heads) d] (each row q, k, v); q [R, heads d] = rope_forward of the q part, and
+  // kv_store_w16 of rope_forward of the k part and of the v part (qkv is not written; every
+  // pos[r] >= 0). swiglu_rows_w16: gate_up [R, 2I] (each row gate, up); out16 [R, I] =
+  // swiglu_forward_w16's out16 of the two parts.
+  void (*rope_kv_store_w16)(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
+                            const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
+                            int64_t kv_heads, int64_t d, int64_t slot_stride);
+  void (*swiglu_rows_w16)(uint16_t* out16, const float* gate_up, int64_t R, int64_t I);
   // out [R, OC] = (in w16^T + bias) + residual: matmul_forward_a16w16 and then add (bias and
   // residual may be null; residual may alias out, in.x may not). With the inputs normalized in the
   // op (DecodeInput) and the residual add in it, a decode layer's two residual adds and two norms
@@ -295,8 +300,8 @@ struct Ops {
   X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)   \
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
-  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(decode_linear_w16) X(swiglu_backward_w16)   \
-  X(matmul_backward_g16) X(adamw_w16)
+  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16) X(decode_linear_w16)       \
+  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

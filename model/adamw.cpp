@@ -1,7 +1,10 @@
 #include "model/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "model/safetensors.h"
 #include "model/transformer.h"
@@ -53,11 +56,45 @@ void AdamW::update(std::span<float> params, uint16_t* params16, std::span<const 
                 float(s.beta2), float(s.eps), float(s.weight_decay), float(bc1), float(bc2), grad_scale);
 }
 
+void AdamW::set_file_order(std::vector<FlatRange> order) {
+  size_t covered = 0;
+  for (const FlatRange& r : order) {
+    if (r.offset + r.numel > m_.size() || r.file_offset + r.numel > m_.size())
+      throw std::invalid_argument("AdamW::set_file_order: a range outside the " + std::to_string(m_.size()) +
+                                  " parameters");
+    covered += r.numel;
+  }
+  if (covered != m_.size())
+    throw std::invalid_argument("AdamW::set_file_order: the ranges cover " + std::to_string(covered) + " of " +
+                                std::to_string(m_.size()) + " parameters");
+  file_order_ = std::move(order);
+}
+
+namespace {
+
+// Flat values from one order to the other: to the file's (to_file) or back to the buffers'.
+std::vector<float> reordered(std::span<const float> from, const std::vector<FlatRange>& order, bool to_file) {
+  std::vector<float> out(from.size());
+  for (const FlatRange& r : order) {
+    const size_t src = to_file ? r.offset : r.file_offset, dst = to_file ? r.file_offset : r.offset;
+    std::copy_n(from.begin() + std::ptrdiff_t(src), r.numel, out.begin() + std::ptrdiff_t(dst));
+  }
+  return out;
+}
+
+}  // namespace
+
 void AdamW::save(const std::filesystem::path& file) const {
   const int64_t n = int64_t(m_.size());
   std::vector<float> m_copy, v_copy;  // the writer reads the host
   const float* m = kernels::host_view(*ops_, m_.span(), m_copy).data();
   const float* v = kernels::host_view(*ops_, v_.span(), v_copy).data();
+  std::vector<float> m_file, v_file;
+  if (!file_order_.empty()) {
+    m_file = reordered({m, m_.size()}, file_order_, true);
+    v_file = reordered({v, v_.size()}, file_order_, true);
+    m = m_file.data(), v = v_file.data();
+  }
   const size_t bytes = m_.size() * sizeof(float);
   std::vector<TensorView> views = {
       {"exp_avg", DType::F32, {n}, reinterpret_cast<const std::byte*>(m), bytes},
@@ -95,10 +132,11 @@ void AdamW::load(const std::filesystem::path& file) {
     throw SafetensorsError(file.string() + ": metadata 'step' is not a non-negative integer: '" + it->second + "'");
   }
   std::vector<float> host(m_.size());
-  to_f32(m, host);
-  m_.upload(host.data(), host.size());
-  to_f32(v, host);
-  v_.upload(host.data(), host.size());
+  for (auto [from, to] : {std::pair{&m, &m_}, std::pair{&v, &v_}}) {
+    to_f32(*from, host);
+    if (!file_order_.empty()) host = reordered(host, file_order_, false);
+    to->upload(host.data(), host.size());
+  }
   step_ = step;
 }
 

@@ -11,6 +11,7 @@
 
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
+#include "model/flat_range.h"
 
 namespace azr::model {
 
@@ -54,11 +55,15 @@ class AdamW {
   std::span<const float> m() const { return m_.span(); }
   std::span<const float> v() const { return v_.span(); }
 
-  // optimizer.safetensors: tensors "exp_avg" and "exp_avg_sq" (flat, the model's layout) and
-  // metadata {step, lr, betas, eps, weight_decay}. load() checks the size against the model's
-  // and throws SafetensorsError / std::runtime_error naming the file otherwise.
+  // optimizer.safetensors: tensors "exp_avg" and "exp_avg_sq" (flat) and metadata {step, lr,
+  // betas, eps, weight_decay}. load() checks the size against the model's and throws
+  // SafetensorsError / std::runtime_error naming the file otherwise. The flat values are in the
+  // file's order: the buffers' own, or, after set_file_order (Transformer::file_order), the model's
+  // tensors in expected_tensors()' order, whatever the buffers' layout (files written before
+  // q/k/v and gate/up were stored adjacent have that order, and read the same).
   void save(const std::filesystem::path& file) const;
   void load(const std::filesystem::path& file);
+  void set_file_order(std::vector<FlatRange> order);
 
  private:
   void check_sizes(std::span<const float> params, std::span<const float> grads) const;
@@ -69,6 +74,7 @@ class AdamW {
   AdamWSettings settings_;
   kernels::Buffer<float> m_, v_;
   int64_t step_ = 0;
+  std::vector<FlatRange> file_order_;  // empty: the buffers' own order
 };
 
 }  // namespace azr::model

@@ -147,14 +147,48 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
   build_layout();
 }
 
+// Where each tensor lives in the flat buffers (parameters, gradients, the optimizer's moments and
+// the bf16 copy): in expected_tensors()' order, except within a layer, where the weights of q, k
+// and v come first and then their biases, and likewise for gate and up. So [Wq; Wk; Wv] and
+// [Wg; Wu] are each one row-major matrix (and their biases one vector), which a decode step of
+// many rows multiplies in one GEMM (decode_qkv, decode_gate_up). tensors() keeps expected_tensors()'
+// order; file_order() maps the buffers to it for the optimizer state's file.
 void Transformer::build_layout() {
-  size_t off = 0;
+  static constexpr const char* kLayerStorage[] = {
+      "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+      "self_attn.q_proj.bias",  "self_attn.k_proj.bias",   "self_attn.v_proj.bias",   "self_attn.o_proj.weight",
+      "self_attn.o_proj.bias",  "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+      "mlp.gate_proj.bias",     "mlp.up_proj.bias",        "mlp.down_proj.weight",    "mlp.down_proj.bias"};
   for (const TensorSpec& t : expected_tensors(config_)) {
     if (t.optional) continue;  // a tied head is the embedding
     size_t n = 1;
     for (int64_t d : t.shape) n *= size_t(d);
-    tensors_.push_back({t.name, t.shape, off, n});
-    off += n;
+    tensors_.push_back({t.name, t.shape, 0, n});
+  }
+  // A layer's tensors are consecutive in expected_tensors(); each run of one layer's is stored in
+  // kLayerStorage's order, everything else where it stands.
+  const auto layer_prefix = [](const std::string& name) -> std::string {
+    static const std::string kLayers = "model.layers.";
+    if (!name.starts_with(kLayers)) return "";
+    return name.substr(0, name.find('.', kLayers.size()) + 1);
+  };
+  const auto storage_rank = [](std::string_view suffix) {
+    return size_t(std::find(std::begin(kLayerStorage), std::end(kLayerStorage), suffix) - std::begin(kLayerStorage));
+  };
+  size_t off = 0;
+  for (size_t i = 0; i < tensors_.size();) {
+    const std::string prefix = layer_prefix(tensors_[i].name);
+    size_t end = i + 1;
+    if (!prefix.empty())
+      while (end < tensors_.size() && tensors_[end].name.starts_with(prefix)) end++;
+    std::vector<size_t> run(end - i);
+    for (size_t k = 0; k < run.size(); k++) run[k] = i + k;
+    std::stable_sort(run.begin(), run.end(), [&](size_t a, size_t b) {
+      return storage_rank(std::string_view(tensors_[a].name).substr(prefix.size())) <
+             storage_rank(std::string_view(tensors_[b].name).substr(prefix.size()));
+    });
+    for (size_t t : run) tensors_[t].offset = off, off += tensors_[t].numel;
+    i = end;
   }
   params_.assign_zero(off);
   embed_off_ = find_tensor("model.embed_tokens.weight")->offset;
@@ -174,6 +208,13 @@ void Transformer::build_layout() {
       layer_offsets_[size_t(l)][size_t(i)] = t ? t->offset : kNoTensor;
     }
   }
+}
+
+std::vector<FlatRange> Transformer::file_order() const {
+  std::vector<FlatRange> out;
+  size_t file = 0;
+  for (const ParamTensor& t : tensors_) out.push_back({file, t.offset, t.numel}), file += t.numel;
+  return out;
 }
 
 const ParamTensor* Transformer::find_tensor(std::string_view name) const {
@@ -333,22 +374,28 @@ Transformer::GemmInput Transformer::attend_cache(float* out, const float* q, KVC
   return {out, gemm_in16_.data()};
 }
 
-void Transformer::decode_qkv(float* q, float* k, float* v, GemmInput ln1, const LayerWeights& w, KVCache& cache,
+void Transformer::decode_qkv(float* q, float* scratch, GemmInput ln1, const LayerWeights& w, KVCache& cache,
                              int64_t l, const int32_t* slot, const int32_t* pos, int64_t R) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t qd = nh * d, kd = nkv * d;
   if (ops_->decode_qkv_w16 && ln1.x16 && cache.bf16 && R <= kernels::kDecodeFusedMaxRows) {
     ops_->decode_qkv_w16(decode_qkv_args({.x16 = ln1.x16}, q, w, cache, l, slot, pos, R));
     return;
   }
-  gemm_forward(q, ln1, w.wq, w.bq, R, H, nh * d);
-  gemm_forward(k, ln1, w.wk, w.bk, R, H, nkv * d);
-  gemm_forward(v, ln1, w.wv, w.bv, R, H, nkv * d);
-  if (ops_->rope_kv_store_w16 && cache.bf16) {
-    ops_->rope_kv_store_w16(q, k, v, pos, rope_cos_.data(), rope_sin_.data(), slot, cache.k16_at(l), cache.v16_at(l),
-                            R, nh, nkv, d, cache.slot_stride());
+  // [Wq; Wk; Wv] is one matrix (build_layout; the biases one vector where there are biases): one
+  // GEMM, then RoPE and the cache store in one op.
+  const bool biases_adjacent = w.bq ? (w.bk == w.bq + qd && w.bv == w.bk + kd) : (!w.bk && !w.bv);
+  if (ops_->rope_kv_store_w16 && cache.bf16 && w.wk == w.wq + qd * H && w.wv == w.wk + kd * H && biases_adjacent) {
+    gemm_forward(scratch, ln1, w.wq, w.bq, R, H, qd + 2 * kd);
+    ops_->rope_kv_store_w16(q, scratch, pos, rope_cos_.data(), rope_sin_.data(), slot, cache.k16_at(l),
+                            cache.v16_at(l), R, nh, nkv, d, cache.slot_stride());
     return;
   }
+  float *k = scratch, *v = scratch + R * kd;
+  gemm_forward(q, ln1, w.wq, w.bq, R, H, qd);
+  gemm_forward(k, ln1, w.wk, w.bk, R, H, kd);
+  gemm_forward(v, ln1, w.wv, w.bv, R, H, kd);
   ops_->rope_forward(q, pos, rope_cos_.data(), rope_sin_.data(), R, nh, d);
   ops_->rope_forward(k, pos, rope_cos_.data(), rope_sin_.data(), R, nkv, d);
   store_kv(cache, l, k, v, slot, pos, R);
@@ -397,15 +444,23 @@ void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att,
                           c.vocab_size);
 }
 
-Transformer::GemmInput Transformer::decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w,
-                                                   int64_t R) {
+Transformer::GemmInput Transformer::decode_gate_up(float* gate, GemmInput ln2, const LayerWeights& w, int64_t R) {
   const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  float* up = gate + R * I;
   if (ops_->gate_up_swiglu_w16 && ln2.x16 && R <= kernels::kDecodeFusedMaxRows) {
     // gate's R x I floats hold the R x I bf16 result: storage the unfused path would use anyway,
     // and ln2.x16 (gemm_in16_) is this op's input, so the output cannot go there.
     auto* out16 = reinterpret_cast<uint16_t*>(gate);
     ops_->gate_up_swiglu_w16(out16, {.x16 = ln2.x16}, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I);
     return {nullptr, out16};
+  }
+  // [Wg; Wu] is one matrix (build_layout): one GEMM, rows of [gate | up], then SwiGLU on them.
+  const bool biases_adjacent = w.bg ? w.bu == w.bg + I : !w.bu;
+  if (ops_->swiglu_rows_w16 && ln2.x16 && w.wu == w.wg + I * H && biases_adjacent) {
+    gemm_forward(gate, ln2, w.wg, w.bg, R, H, 2 * I);
+    gemm_in16_.ensure(size_t(R * I));  // it held ln2, read by now
+    ops_->swiglu_rows_w16(gemm_in16_.data(), gate, R, I);
+    return {nullptr, gemm_in16_.data()};
   }
   gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
   gemm_forward(up, ln2, w.wu, w.bu, R, H, I);
@@ -992,12 +1047,13 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   fwd_kept_ = false;
   // Small per-step buffers: x, ln, q, k, v, att, tmp, gate, up, rstd, the logits; the step's
   // tokens, slots and positions on the backend.
-  acts_.ensure(size_t(R * (4 * H + 2 * qd + 2 * kd + 2 * I + 1 + V)));
+  acts_.ensure(size_t(R * (4 * H + 3 * qd + 2 * kd + 2 * I + 1 + V)));
   float* p = acts_.data();
   auto take = [&](int64_t n) { float* r = p; p += n; return r; };
+  // qkv: the q/k/v GEMM's output, or k and v apart; gate: gate and up, R x 2I.
   float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
-        *att = take(R * qd), *k = take(R * kd), *v = take(R * kd), *gate = take(R * I), *up = take(R * I),
-        *rstd = take(R), *out = take(R * V);
+        *att = take(R * qd), *qkv = take(R * (qd + 2 * kd)), *gate = take(2 * R * I), *rstd = take(R),
+        *out = take(R * V);
   // One upload, not three: on a GPU each is a synchronous copy, where the host waits for the
   // device to drain.
   std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
@@ -1020,10 +1076,10 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
     GemmInput ln1 = norm_for_gemms(ln, rstd, x, layer_weights(0, false).ln1, R);
     for (int64_t l = 0; l < c.num_hidden_layers; l++) {
       const LayerWeights w = layer_weights(l, false);
-      decode_qkv(q, k, v, ln1, w, cache, l, slot_d, pos_d, R);
+      decode_qkv(q, qkv, ln1, w, cache, l, slot_d, pos_d, R);
       gemm_forward(tmp, attend_cache(att, q, cache, l, slot_d, pos_d, R), w.wo, w.bo, R, qd, H);
       const GemmInput ln2 = residual_norm_for_gemms(h, ln, rstd, x, tmp, w.ln2, R);
-      gemm_forward(tmp, decode_gate_up(gate, up, ln2, w, R), w.wd, w.bd, R, I, H);
+      gemm_forward(tmp, decode_gate_up(gate, ln2, w, R), w.wd, w.bd, R, I, H);
       const float* next_norm =
           l + 1 < c.num_hidden_layers ? layer_weights(l + 1, false).ln1 : params_.data() + norm_off_;
       ln1 = residual_norm_for_gemms(x, ln, rstd, h, tmp, next_norm, R);

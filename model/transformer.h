@@ -8,8 +8,9 @@
 //   logits = rmsnorm(x_L) lm_head^T               lm_head = embed_tokens when tied
 //
 // Parameters live in ONE flat buffer (and gradients in a second of the same layout), in the
-// order of hf_config's expected_tensors(); AdamW, grad-norm clipping and (later) the all-reduce
-// then each see one array. Tensor names are Hugging Face's, so loading and saving is a copy.
+// order of hf_config's expected_tensors() but for q, k and v's weights and gate and up's, each
+// stored adjacent (build_layout); AdamW, grad-norm clipping and the all-reduce then each see one
+// array. Tensor names are Hugging Face's, so loading and saving is a copy.
 //
 // Batches are right-padded: row (b, t) is real when t < lengths[b]. Scores follow the
 // "position t scores token t" convention of `azr logprobs`: logp[b, t] = log p(ids[b,t] |
@@ -26,6 +27,7 @@
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "model/decode_graphs.h"
+#include "model/flat_range.h"
 #include "model/hf_config.h"
 #include "model/memory_plan.h"
 
@@ -54,6 +56,7 @@ struct ParamTensor {
   size_t offset = 0;
   size_t numel = 0;
 };
+
 
 // Keys and values of every layer for `slots` sequences of up to `capacity` positions:
 // [layer][slot][position][kv_heads * head_dim], in the memory of the model's backend (pass
@@ -110,6 +113,8 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   const kernels::Ops& ops() const { return *ops_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // Each tensor's range in the flat buffers and in a file of them in expected_tensors()' order.
+  std::vector<FlatRange> file_order() const;
   // Write access: a model on a Bf16 table re-rounds its bf16 copy of the weights before it next
   // uses them (so an optimizer step, a load or a broadcast through this span is seen).
   std::span<float> parameters() {
@@ -261,11 +266,11 @@ class Transformer {
   GemmInput attend_cache(float* out, const float* q, KVCache& cache, int64_t layer, const int32_t* slot,
                          const int32_t* pos, int64_t R);
   // Decode's q (rotated, into q), and k and v (rotated k) into the cache, from the layer's first
-  // norm: one fused op for a few rows where the table has it (kernels::Ops::decode_qkv_w16), the
-  // projections, RoPE and the cache store otherwise (the last two in one op, rope_kv_store_w16,
-  // where the table has it); k and v are the unfused path's scratch.
-  void decode_qkv(float* q, float* k, float* v, GemmInput ln1, const LayerWeights& w, KVCache& cache,
-                  int64_t layer, const int32_t* slot, const int32_t* pos, int64_t R);
+  // norm: one fused op for a few rows where the table has it (kernels::Ops::decode_qkv_w16); past
+  // them one GEMM over [Wq; Wk; Wv] and rope_kv_store_w16 where the table has it; the three
+  // projections, RoPE and the cache store otherwise. scratch: R x (q_dim + 2 kv_dim) floats.
+  void decode_qkv(float* q, float* scratch, GemmInput ln1, const LayerWeights& w, KVCache& cache, int64_t layer,
+                  const int32_t* slot, const int32_t* pos, int64_t R);
   kernels::DecodeQkv decode_qkv_args(const kernels::DecodeInput& in, float* q, const LayerWeights& w,
                                      KVCache& cache, int64_t layer, const int32_t* slot, const int32_t* pos,
                                      int64_t R);
@@ -278,8 +283,9 @@ class Transformer {
                             KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R);
   // Decode's MLP input to the down projection, silu(gate) * up, from the layer's second norm: one
   // fused op for a few rows where the table has it (gate_up_swiglu_w16, its bf16 result written
-  // over gate's storage), the two GEMMs and SwiGLU otherwise.
-  GemmInput decode_gate_up(float* gate, float* up, GemmInput ln2, const LayerWeights& w, int64_t R);
+  // over gate's storage); past them one GEMM over [Wg; Wu] and swiglu_rows_w16 where the table has
+  // it; the two GEMMs and SwiGLU otherwise. gate: R x 2I floats (gate, then up).
+  GemmInput decode_gate_up(float* gate, GemmInput ln2, const LayerWeights& w, int64_t R);
 
   // Every address and size a decode step's recording holds, for DecodeGraphs::use_key.
   DecodeGraphs::Key decode_graph_key(const KVCache& cache) const;

@@ -120,7 +120,7 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.RopeKvStore*:CudaOps.OpsWithBf16Gradients*:*CudaGemv*'
+      --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:CudaOps.OpsWithBf16Gradients*:*CudaGemv*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 --steps 2
     step env AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
@@ -138,7 +138,7 @@ if [[ "$STAGE" == pending ]]; then
 fi
 if [[ "$STAGE" == decode ]]; then
   { "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.RopeKvStore*:*CudaSampling.*' &&
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaSampling.*' &&
     "$BUILD/bin/cuda_model_test"; } 2>&1 | tee "$OUT/gpu_tests.txt" || status=$?
   "$BUILD/bin/cuda_ops_bench" --only decode_attention 2>&1 | tee "$OUT/cuda_ops_bench.txt" || status=$?
   "$BUILD/bin/model_speed_bench" --device cuda --no-train --no-baseline --matmul-precision bf16 \

@@ -8,7 +8,10 @@ namespace azr::trainer {
 Policy::Policy(model::Transformer model, std::unique_ptr<model::Tokenizer> tokenizer, model::AdamWSettings adamw)
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
-      optimizer_(model_.ops(), model_.parameters().size(), adamw) {}
+      optimizer_(model_.ops(), model_.parameters().size(), adamw) {
+  // The optimizer's file keeps the tensors in checkpoint order, whatever the buffers' layout.
+  optimizer_.set_file_order(model_.file_order());
+}
 
 std::vector<model::Completion> Policy::generate(const std::vector<std::vector<int32_t>>& prompts,
                                                 const std::vector<uint64_t>& seeds, model::SamplingParams params,

@@ -291,14 +291,32 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
   swiglu_forward_w16(t_gate.data(), out16, t_gate.data(), t_up.data(), R * I);
 }
 
-void rope_kv_store_w16(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
-                       const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
-                       int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
-  const int64_t kd = kv_heads * d;
-  t_k.assign(k, k + R * kd);  // k is read, not written
+void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
+                       const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
+                       int64_t kv_heads, int64_t d, int64_t slot_stride) {
+  const int64_t qd = heads * d, kd = kv_heads * d, width = qd + 2 * kd;
+  t_k.resize(size_t(R * kd));
+  t_v.resize(size_t(R * kd));
+  for (int64_t r = 0; r < R; r++) {
+    const float* row = qkv + r * width;
+    std::copy_n(row, qd, q + r * qd);
+    std::copy_n(row + qd, kd, t_k.data() + r * kd);
+    std::copy_n(row + qd + kd, kd, t_v.data() + r * kd);
+  }
   cpu_ops().rope_forward(q, pos, cos, sin, R, heads, d);
   cpu_ops().rope_forward(t_k.data(), pos, cos, sin, R, kv_heads, d);
-  kv_store_w16(kcache, vcache, t_k.data(), v, slot, pos, R, kd, slot_stride);
+  kv_store_w16(kcache, vcache, t_k.data(), t_v.data(), slot, pos, R, kd, slot_stride);
+}
+
+// The two parts gathered into scratch, then the unfused op over all rows at once: its values.
+void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+  t_gate.resize(size_t(R * I));
+  t_up.resize(size_t(R * I));
+  for (int64_t r = 0; r < R; r++) {
+    std::copy_n(gate_up + r * 2 * I, I, t_gate.data() + r * I);
+    std::copy_n(gate_up + r * 2 * I + I, I, t_up.data() + r * I);
+  }
+  swiglu_forward_w16(nullptr, out16, t_gate.data(), t_up.data(), R * I);
 }
 
 // The product and then add(out, residual, out): the unfused path's residual_rmsnorm_forward_w16
@@ -329,6 +347,7 @@ Ops make_table() {
   t.decode_qkv_w16 = decode_qkv_w16;
   t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
   t.rope_kv_store_w16 = rope_kv_store_w16;
+  t.swiglu_rows_w16 = swiglu_rows_w16;
   t.decode_linear_w16 = decode_linear_w16;
   t.swiglu_backward_w16 = swiglu_backward_w16;
   t.matmul_backward_g16 = matmul_backward_g16;

@@ -561,6 +561,7 @@ const Ops kCpuOps = {
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
     /*rope_kv_store_w16=*/nullptr,
+    /*swiglu_rows_w16=*/nullptr,
     /*decode_linear_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,

@@ -78,6 +78,7 @@ const Ops kCudaOps = {
     /*decode_qkv_w16=*/nullptr,
     /*gate_up_swiglu_w16=*/nullptr,
     /*rope_kv_store_w16=*/nullptr,
+    /*swiglu_rows_w16=*/nullptr,
     /*decode_linear_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
@@ -110,6 +111,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.decode_qkv_w16 = decode_qkv_w16;
     t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
     t.rope_kv_store_w16 = rope_kv_store_w16;
+    t.swiglu_rows_w16 = swiglu_rows_w16;
     t.decode_linear_w16 = decode_linear_w16;
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;

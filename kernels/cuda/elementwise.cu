@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
-#include "kernels/cuda/rope_kv_store.cuh"
+#include "kernels/cuda/decode_epilogues.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -45,8 +45,7 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
 __global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, const float* gate, const float* up,
                                       int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    const float y = g / (1.f + expf(-g)) * up[i];
+    const float y = swiglu_value(gate[i], up[i]);
     if (out) out[i] = y;
     if (out16) out16[i] = __float2bfloat16_rn(y);
   }
@@ -160,14 +159,21 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
   AZR_CUDA_LAUNCHED();
 }
 
-void rope_kv_store_w16(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
-                       const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
-                       int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
+void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
+                       const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
+                       int64_t kv_heads, int64_t d, int64_t slot_stride) {
   const int64_t pairs = R * (heads + 2 * kv_heads) * (d / 2);
   if (pairs == 0) return;
-  const RopeKvStoreArgs a{q, k, v, pos, slot, cos, sin, reinterpret_cast<__nv_bfloat16*>(kcache),
+  const RopeKvStoreArgs a{q, qkv, pos, slot, cos, sin, reinterpret_cast<__nv_bfloat16*>(kcache),
                           reinterpret_cast<__nv_bfloat16*>(vcache), R, heads, kv_heads, d, slot_stride};
   rope_kv_store_kernel<<<grid_for(pairs), 256, 0, op_stream()>>>(a);
+  AZR_CUDA_LAUNCHED();
+}
+
+void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+  if (R * I == 0) return;
+  swiglu_rows_kernel<<<grid_for(R * I), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(out16), gate_up, R,
+                                                                I);
   AZR_CUDA_LAUNCHED();
 }
 

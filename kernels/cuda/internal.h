@@ -33,9 +33,10 @@ void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, i
 void scatter_add_rows(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
 void kv_store(float* kcache, float* vcache, const float* k, const float* v, const int32_t* slot, const int32_t* pos,
               int64_t R, int64_t row, int64_t slot_stride);
-void rope_kv_store_w16(float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
-                       const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
-                       int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride);
+void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
+                       const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
+                       int64_t kv_heads, int64_t d, int64_t slot_stride);
+void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I);
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
 

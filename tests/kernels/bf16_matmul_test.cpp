@@ -519,7 +519,7 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
-      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0;
+      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0, swiglu_rows = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -607,12 +607,16 @@ const Ops& counting_bf16_ops() {
       g_counts.normed_inputs += in.norm != nullptr;
       cpu_bf16_matmul_ops().gate_up_swiglu_w16(out16, in, wg, bg, wu, bu, R, IC, I);
     };
-    t.rope_kv_store_w16 = [](float* q, const float* k, const float* v, const int32_t* pos, const float* cos,
-                             const float* sin, const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R,
-                             int64_t heads, int64_t kv_heads, int64_t d, int64_t slot_stride) {
+    t.rope_kv_store_w16 = [](float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
+                             const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
+                             int64_t kv_heads, int64_t d, int64_t slot_stride) {
       g_counts.rope_store++;
-      cpu_bf16_matmul_ops().rope_kv_store_w16(q, k, v, pos, cos, sin, slot, kcache, vcache, R, heads, kv_heads, d,
+      cpu_bf16_matmul_ops().rope_kv_store_w16(q, qkv, pos, cos, sin, slot, kcache, vcache, R, heads, kv_heads, d,
                                               slot_stride);
+    };
+    t.swiglu_rows_w16 = [](uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+      g_counts.swiglu_rows++;
+      cpu_bf16_matmul_ops().swiglu_rows_w16(out16, gate_up, R, I);
     };
     t.decode_linear_w16 = [](float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
                              const float* residual, int64_t R, int64_t IC, int64_t OC) {
@@ -662,7 +666,8 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_a16, 0);
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
-  // Past kDecodeFusedMaxRows rows the step runs the unfused ops, RoPE and the cache store in one.
+  // Past kDecodeFusedMaxRows rows the step runs GEMMs: one over [Wq; Wk; Wv], then RoPE and the
+  // cache store in one op; one over [Wg; Wu], then SwiGLU on its rows.
   std::vector<int32_t> tokens(kMany, 7), slots(kMany), pos(kMany);
   for (int r = 0; r < kMany; r++) slots[size_t(r)] = r, pos[size_t(r)] = int32_t(prompts[size_t(r)].size());
   g_counts = {};
@@ -675,8 +680,9 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.rope_store, L);            // RoPE on q and k, k and v into the cache
   EXPECT_EQ(g_counts.rope, 0);
   EXPECT_EQ(g_counts.kv_store16, 0);
-  EXPECT_EQ(g_counts.swiglu16, L);
-  EXPECT_EQ(g_counts.gemm_a16, 7 * L + 1);      // q, k, v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.swiglu_rows, L);
+  EXPECT_EQ(g_counts.swiglu16, 0);
+  EXPECT_EQ(g_counts.gemm_a16, 4 * L + 1);      // q/k/v, o, gate/up, down; the LM head
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
@@ -837,7 +843,8 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
 // The fused decode ops replace the ops they fuse in the model's decode step without changing a
 // bit: the same logits, step after step (so the same cache too), against the table without them,
 // and against the table without decode_linear_w16 (norms and residual adds in ops of their own);
-// steps of 3 rows and of more than kDecodeFusedMaxRows (rope_kv_store_w16) alternate.
+// steps of 3 rows and of more than kDecodeFusedMaxRows (one GEMM over [Wq; Wk; Wv], another over
+// [Wg; Wu], rope_kv_store_w16 and swiglu_rows_w16) alternate.
 // The config adds MLP biases, and every bias gets a random value, so each bias of the fused ops
 // is in play.
 TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
@@ -850,6 +857,7 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     t.gate_up_swiglu_w16 = nullptr;
     t.decode_linear_w16 = nullptr;
     t.rope_kv_store_w16 = nullptr;
+    t.swiglu_rows_w16 = nullptr;
     return t;
   }();
   static const Ops norms_apart = [] {
@@ -888,14 +896,23 @@ TEST(CpuBf16Matmul, FusedDecodeStepIsTheUnfusedStepBitForBit) {
     }
     i++;
   }
+  // Bit for bit: the table without decode_linear_w16 at every step; the unfused table at the first
+  // step (3 rows). From the first step of 10 rows on, the unfused table's three GEMMs (and two)
+  // sum in another order than the one GEMM over the adjacent weights (OpenBLAS blocks by the
+  // output width), so its logits are within fp32 noise of the others, not equal: a wiring mistake
+  // (an offset, a half of [gate | up] swapped) moves them by the logits' own scale.
   for (int other : {1, 2}) {
     ASSERT_EQ(logits[0].size(), logits[other].size());
     for (size_t step = 0; step < logits[0].size(); step++) {
-      ASSERT_EQ(logits[0][step].size(), logits[other][step].size());
-      EXPECT_EQ(std::memcmp(logits[0][step].data(), logits[other][step].data(),
-                            sizeof(float) * logits[0][step].size()),
-                0)
-          << "table " << other << " step " << step;
+      const std::vector<float>&a = logits[0][step], &b = logits[other][step];
+      ASSERT_EQ(a.size(), b.size());
+      if (other == 2 || step == 0) {
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), sizeof(float) * a.size()), 0) << "table " << other << " step " << step;
+        continue;
+      }
+      float scale = 0.f, diff = 0.f;
+      for (size_t j = 0; j < a.size(); j++) scale = std::max(scale, std::fabs(b[j])), diff = std::max(diff, std::fabs(a[j] - b[j]));
+      EXPECT_LE(diff, 1e-3f * scale) << "table " << other << " step " << step << " (logits up to " << scale << ")";
     }
   }
 }

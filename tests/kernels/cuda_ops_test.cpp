@@ -551,40 +551,59 @@ TEST_F(CudaOps, FoldedNormsAndResidualAddsAreTheUnfusedOpsBitForBit) {
                std::invalid_argument);
 }
 
-// A decode step of many rows: RoPE on q and k and the cache store in one launch, against the same
-// device's rope_forward twice and kv_store_w16, bit for bit (rope_kv_store.cuh shares the
-// rotation), at 1.5B's heads for 256 rows and 0.5B's for 64; k is read, not written.
-TEST_F(CudaOps, RopeKvStoreIsTheUnfusedOpsBitForBit) {
+// What follows a many-row decode step's two fused GEMMs (decode_epilogues.cuh), against the same
+// device's unfused ops on the same values, bit for bit (the expressions are shared): RoPE on q and
+// k and the cache store from the q/k/v GEMM's rows, at 1.5B's heads for 256 rows and 0.5B's for
+// 64 (the GEMM output not written); SwiGLU on rows of [gate | up] at 1.5B's I for 256 rows.
+TEST_F(CudaOps, DecodeEpiloguesAreTheUnfusedOpsBitForBit) {
   const Ops& dev = cuda_bf16_matmul_ops();
   struct Case {
     int64_t R, heads, kv, d;
   };
   for (const Case c : {Case{256, 12, 2, 128}, Case{64, 14, 2, 64}}) {
     SCOPED_TRACE("R " + std::to_string(c.R));
-    const int64_t qd = c.heads * c.d, kd = c.kv * c.d, cap = 300, stride = cap * kd;
+    const int64_t qd = c.heads * c.d, kd = c.kv * c.d, width = qd + 2 * kd, cap = 300, stride = cap * kd;
     std::vector<float> cos_h, sin_h;
     testing::rope_tables(cap, c.d, cos_h, sin_h);
     auto cosv = to_device(cos_h), sinv = to_device(sin_h);
     std::vector<int32_t> slot_h(size_t(c.R)), pos_h(size_t(c.R));
     for (int64_t r = 0; r < c.R; r++) slot_h[size_t(r)] = int32_t(r), pos_h[size_t(r)] = int32_t((37 * r + 5) % cap);
     auto slot = to_device(slot_h), pos = to_device(pos_h);
-    const std::vector<float> q0 = randn(size_t(c.R * qd), 90), k0 = randn(size_t(c.R * kd), 91),
-                             v0 = randn(size_t(c.R * kd), 92);
+    const std::vector<float> qkv_h = randn(size_t(c.R * width), 90);
+    std::vector<float> q_h(size_t(c.R * qd)), k_h(size_t(c.R * kd)), v_h(size_t(c.R * kd));
+    for (int64_t r = 0; r < c.R; r++) {
+      std::copy_n(qkv_h.begin() + r * width, qd, q_h.begin() + r * qd);
+      std::copy_n(qkv_h.begin() + r * width + qd, kd, k_h.begin() + r * kd);
+      std::copy_n(qkv_h.begin() + r * width + qd + kd, kd, v_h.begin() + r * kd);
+    }
     const std::vector<uint16_t> cache0 = testing::bf16_bits(randn(size_t(c.R * stride), 93));
-    auto q = to_device(q0), k = to_device(k0), v = to_device(v0);
+    auto qkv = to_device(qkv_h), q = to_device(std::vector<float>(q_h.size(), NAN));
     auto kc = to_device(cache0), vc = to_device(cache0);
-    dev.rope_kv_store_w16(q.data(), k.data(), v.data(), pos.data(), cosv.data(), sinv.data(), slot.data(), kc.data(),
+    dev.rope_kv_store_w16(q.data(), qkv.data(), pos.data(), cosv.data(), sinv.data(), slot.data(), kc.data(),
                           vc.data(), c.R, c.heads, c.kv, c.d, stride);
-    auto q2 = to_device(q0), k2 = to_device(k0), v2 = to_device(v0);
+    auto q2 = to_device(q_h), k2 = to_device(k_h), v2 = to_device(v_h);
     auto kc2 = to_device(cache0), vc2 = to_device(cache0);
     dev.rope_forward(q2.data(), pos.data(), cosv.data(), sinv.data(), c.R, c.heads, c.d);
     dev.rope_forward(k2.data(), pos.data(), cosv.data(), sinv.data(), c.R, c.kv, c.d);
     dev.kv_store_w16(kc2.data(), vc2.data(), k2.data(), v2.data(), slot.data(), pos.data(), c.R, kd, stride);
-    EXPECT_EQ(to_host<float>(q, q0.size()), to_host<float>(q2, q0.size())) << "q";
+    EXPECT_EQ(to_host<float>(q, q_h.size()), to_host<float>(q2, q_h.size())) << "q";
     EXPECT_EQ(to_host<uint16_t>(kc, cache0.size()), to_host<uint16_t>(kc2, cache0.size())) << "k cache";
     EXPECT_EQ(to_host<uint16_t>(vc, cache0.size()), to_host<uint16_t>(vc2, cache0.size())) << "v cache";
-    EXPECT_EQ(to_host<float>(k, k0.size()), k0) << "k is read, not written";
+    EXPECT_EQ(to_host<float>(qkv, qkv_h.size()), qkv_h) << "the GEMM output is read, not written";
   }
+  const int64_t R = 256, I = 8960;
+  const std::vector<float> gu_h = randn(size_t(R * 2 * I), 94, 3.f);
+  std::vector<float> gate_h(size_t(R * I)), up_h(size_t(R * I));
+  for (int64_t r = 0; r < R; r++) {
+    std::copy_n(gu_h.begin() + r * 2 * I, I, gate_h.begin() + r * I);
+    std::copy_n(gu_h.begin() + r * 2 * I + I, I, up_h.begin() + r * I);
+  }
+  auto gu = to_device(gu_h), gate = to_device(gate_h), up = to_device(up_h);
+  auto out = to_device(std::vector<uint16_t>(size_t(R * I), 0xFFFF));
+  auto want = to_device(std::vector<uint16_t>(size_t(R * I), 0xFFFF));
+  dev.swiglu_rows_w16(out.data(), gu.data(), R, I);
+  dev.swiglu_forward_w16(nullptr, want.data(), gate.data(), up.data(), R * I);
+  EXPECT_EQ(to_host<uint16_t>(out, size_t(R * I)), to_host<uint16_t>(want, size_t(R * I))) << "SwiGLU rows";
 }
 
 // Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.

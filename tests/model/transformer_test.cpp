@@ -5,6 +5,7 @@
 // that does not blow up on entries near zero); the bar is 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -581,6 +582,82 @@ TEST(TransformerTest, AdamWStateSavedAndRestoredContinuesExactly) {
   } catch (const SafetensorsError& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer.safetensors"), std::string::npos) << e.what();
   }
+  fs::remove_all(dir);
+}
+
+// The flat layout stores each layer's q, k and v weights adjacent, then their biases, and gate and
+// up adjacent ([Wq; Wk; Wv] and [Wg; Wu] are then one matrix each, for a decode step's one GEMM);
+// every tensor in its own range. The optimizer's state file keeps the tensors in
+// expected_tensors()' order regardless (files written before this layout read the same): checked
+// against offsets summed here from expected_tensors(), both ways.
+TEST(TransformerTest, FusedLayoutAndTheOptimizerFileInCheckpointOrder) {
+  ModelConfig c = tiny_config(false);
+  c.mlp_bias = true;
+  Transformer m = Transformer::random(c, 3, 0.3f);
+  auto at = [&](const std::string& name) { return m.param(name).data() - m.parameters().data(); };
+  auto size = [&](const std::string& name) { return std::ptrdiff_t(m.param(name).size()); };
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    EXPECT_EQ(at(p + "self_attn.k_proj.weight"), at(p + "self_attn.q_proj.weight") + size(p + "self_attn.q_proj.weight"));
+    EXPECT_EQ(at(p + "self_attn.v_proj.weight"), at(p + "self_attn.k_proj.weight") + size(p + "self_attn.k_proj.weight"));
+    EXPECT_EQ(at(p + "self_attn.k_proj.bias"), at(p + "self_attn.q_proj.bias") + size(p + "self_attn.q_proj.bias"));
+    EXPECT_EQ(at(p + "self_attn.v_proj.bias"), at(p + "self_attn.k_proj.bias") + size(p + "self_attn.k_proj.bias"));
+    EXPECT_EQ(at(p + "mlp.up_proj.weight"), at(p + "mlp.gate_proj.weight") + size(p + "mlp.gate_proj.weight"));
+    EXPECT_EQ(at(p + "mlp.up_proj.bias"), at(p + "mlp.gate_proj.bias") + size(p + "mlp.gate_proj.bias"));
+  }
+  // Every value of the buffer in exactly one tensor.
+  std::vector<int> owners(m.parameters().size(), 0);
+  for (const ParamTensor& t : m.tensors())
+    for (size_t i = 0; i < t.numel; i++) owners[t.offset + i]++;
+  EXPECT_TRUE(std::all_of(owners.begin(), owners.end(), [](int n) { return n == 1; }));
+
+  // Each parameter's place in checkpoint order, from expected_tensors() (the lm_head is untied).
+  std::vector<std::pair<std::string, size_t>> file_at;
+  size_t file = 0;
+  for (const TensorSpec& t : expected_tensors(c)) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= size_t(d);
+    file_at.push_back({t.name, file});
+    file += n;
+  }
+  ASSERT_EQ(file, m.parameters().size());
+  bool moved = false;
+  for (const auto& [name, f] : file_at) moved |= size_t(at(name)) != f;
+  ASSERT_TRUE(moved) << "the layout is checkpoint order: nothing to check";
+
+  AdamWSettings set;
+  AdamW opt(m.ops(), m.parameters().size(), set);
+  opt.set_file_order(m.file_order());
+  // Gradients that name their place: gradient i is i + 1, so the first moment is (1 - beta1) (i + 1).
+  std::span<float> g = m.gradients();
+  for (size_t i = 0; i < g.size(); i++) g[i] = float(i + 1);
+  opt.step(m.parameters(), m.gradients());
+  const fs::path dir = temp_dir("adam_order");
+  opt.save(dir / "optimizer.safetensors");
+  {
+    SafetensorsFile f = SafetensorsFile::open(dir / "optimizer.safetensors");
+    std::vector<float> saved(m.parameters().size());
+    to_f32(f.at("exp_avg"), saved);
+    for (const auto& [name, f0] : file_at)
+      for (size_t i = 0; i < m.param(name).size(); i++)
+        ASSERT_EQ(saved[f0 + i], opt.m()[size_t(at(name)) + i]) << name << " " << i;
+  }
+  // A file in checkpoint order, written here: value k at place k; it loads to each tensor's range.
+  std::vector<float> ramp(m.parameters().size());
+  for (size_t k = 0; k < ramp.size(); k++) ramp[k] = float(k);
+  const int64_t n = int64_t(ramp.size());
+  const auto* bytes = reinterpret_cast<const std::byte*>(ramp.data());
+  const std::vector<TensorView> views = {{"exp_avg", DType::F32, {n}, bytes, ramp.size() * sizeof(float)},
+                                         {"exp_avg_sq", DType::F32, {n}, bytes, ramp.size() * sizeof(float)}};
+  write_safetensors(dir / "ramp.safetensors", views, {{"step", "4"}});
+  opt.load(dir / "ramp.safetensors");
+  EXPECT_EQ(opt.step_count(), 4);
+  for (const auto& [name, f0] : file_at)
+    for (size_t i = 0; i < m.param(name).size(); i++) {
+      ASSERT_EQ(opt.m()[size_t(at(name)) + i], float(f0 + i)) << name << " " << i;
+      ASSERT_EQ(opt.v()[size_t(at(name)) + i], float(f0 + i)) << name << " " << i;
+    }
+  EXPECT_THROW(opt.set_file_order({{0, 0, 3}}), std::invalid_argument);  // not every parameter
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,81 @@
+#pragma once
+// What follows the GEMMs of a decode step of more rows than the few-row kernels take (gemv.cuh),
+// one launch each (ops.h):
+//
+// - rope_kv_store_kernel: from the q/k/v GEMM's output (one GEMM over the adjacent [Wq; Wk; Wv]),
+//   RoPE on q into q, RoPE on k and k into the bf16 cache, v into the bf16 cache
+//   (rope_kv_store_w16). At batch 256 that was three GEMMs and three small launches a layer.
+// - swiglu_rows_kernel: bf16(silu(gate) * up) from the gate/up GEMM's output (one GEMM over the
+//   adjacent [Wg; Wu]), rows of [gate | up] (swiglu_rows_w16).
+//
+// The arithmetic is the unfused kernels' (elementwise.cu's rope_kernel, kv_store_kernel and
+// swiglu_forward_kernel), shared through rope_pair and swiglu_value: the same bits on the same
+// values. In this header, apart from the launches (elementwise.cu), so that
+// tests/kernels/decode_epilogues_emulated_test.cpp can run them on the CPU through
+// tests/kernels/cuda_emulation.h.
+#include "kernels/cuda/device_or_emulation.cuh"
+
+#include <cmath>
+#include <cstdint>
+
+namespace azr::kernels::cuda_detail {
+
+// A RoPE rotation of the pair (x1, x2) = (x[i], x[i + d/2]) by the angle whose cosine and sine
+// are c and s (s negated for the backward).
+AZR_DEVICE_INLINE void rope_pair(float x1, float x2, float c, float s, float& y1, float& y2) {
+  y1 = x1 * c - x2 * s;
+  y2 = x2 * c + x1 * s;
+}
+
+// silu(g) * u, as SwiGLU computes it everywhere on the device.
+AZR_DEVICE_INLINE float swiglu_value(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+struct RopeKvStoreArgs {
+  float* q;            // [R, heads * d] out, rotated
+  const float* qkv;    // [R, (heads + 2 kv_heads) * d]: each row q's heads, k's, v's
+  const int32_t *pos, *slot;
+  const float *cos, *sin;  // [positions, d / 2]
+  __nv_bfloat16 *kcache, *vcache;
+  int64_t R, heads, kv_heads, d, slot_stride;
+};
+
+// One thread per pair (i, i + d/2) of a head of a row: the q heads, then the k heads, then the v
+// heads (stored as they are; pairing them the same way keeps one kind of item). Every pos[r] >= 0.
+__global__ void rope_kv_store_kernel(RopeKvStoreArgs a) {
+  const int64_t half = a.d / 2, heads = a.heads + 2 * a.kv_heads, per_row = heads * half;
+  const int64_t qd = a.heads * a.d, kd = a.kv_heads * a.d, width = heads * a.d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < a.R * per_row;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = e / per_row, item = e - r * per_row, head = item / half, i = item - head * half;
+    const float* x = a.qkv + r * width + head * a.d + i;  // the pair's first value
+    const int64_t p = a.pos[r], table = p * half + i;
+    if (head < a.heads) {
+      float* y = a.q + r * qd + head * a.d + i;
+      rope_pair(x[0], x[half], a.cos[table], a.sin[table], y[0], y[half]);
+      continue;
+    }
+    const int64_t at = int64_t(a.slot[r]) * a.slot_stride + p * kd;
+    if (head < a.heads + a.kv_heads) {
+      const int64_t o = (head - a.heads) * a.d + i;
+      float y1, y2;
+      rope_pair(x[0], x[half], a.cos[table], a.sin[table], y1, y2);
+      a.kcache[at + o] = __float2bfloat16_rn(y1);
+      a.kcache[at + o + half] = __float2bfloat16_rn(y2);
+    } else {
+      const int64_t o = (head - a.heads - a.kv_heads) * a.d + i;
+      a.vcache[at + o] = __float2bfloat16_rn(x[0]);
+      a.vcache[at + o + half] = __float2bfloat16_rn(x[half]);
+    }
+  }
+}
+
+// out16[r * I + j] = bf16(silu(gu[r * 2I + j]) * gu[r * 2I + I + j]), one thread per output.
+__global__ void swiglu_rows_kernel(__nv_bfloat16* out16, const float* gate_up, int64_t R, int64_t I) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < R * I; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = e / I, j = e - r * I;
+    const float* row = gate_up + r * 2 * I;
+    out16[e] = __float2bfloat16_rn(swiglu_value(row[j], row[I + j]));
+  }
+}
+
+}  // namespace azr::kernels::cuda_detail

@@ -1,0 +1,87 @@
+// The CUDA kernels that follow a many-row decode step's two fused GEMMs (kernels/cuda/decode_epilogues.cuh),
+// run on the CPU through tests/kernels/cuda_emulation.h, against the CPU table's ops they replace
+// on the same values (the same expressions, so the same bits): rope_kv_store_kernel against
+// rope_forward on q and k and kv_store_w16 (every q value, every cache entry written, every other
+// entry left as it was, the GEMM output not written), swiglu_rows_kernel against
+// swiglu_forward_w16 on the gate and up halves of each row. Grids smaller than the work too, so
+// the grid-stride loops wrap. What the emulation cannot show (speed, the launch on a device) is
+// for CudaOps.DecodeEpiloguesAreTheUnfusedOpsBitForBit.
+#include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
+//
+#include "kernels/cuda/decode_epilogues.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "tests/kernels/gemv_cases.h"
+#include "tests/kernels/random_inputs.h"
+
+namespace azr::kernels::cuda_detail {
+namespace {
+
+using namespace azr::kernels::testing;
+
+struct Case {
+  int64_t R, heads, kv_heads, d;
+  unsigned blocks, threads;
+};
+
+TEST(DecodeEpiloguesEmulated, RopeKvStoreIsRopeAndTheCacheStoreBitForBit) {
+  for (const Case c : {Case{1, 4, 2, 8, 1, 32}, Case{3, 6, 2, 16, 2, 64}, Case{12, 4, 4, 4, 3, 32},
+                       Case{10, 2, 1, 32, 64, 256}}) {
+    SCOPED_TRACE("R " + std::to_string(c.R) + " heads " + std::to_string(c.heads) + "/" +
+                 std::to_string(c.kv_heads) + " d " + std::to_string(c.d) + " grid " + std::to_string(c.blocks));
+    constexpr int64_t kSlots = 16, kCapacity = 20;
+    const int64_t qd = c.heads * c.d, kd = c.kv_heads * c.d, width = qd + 2 * kd, stride = kCapacity * kd;
+    std::vector<float> cos, sin;
+    rope_tables(kCapacity, c.d, cos, sin);
+    const std::vector<float> qkv = randn(size_t(c.R * width), 1);
+    const std::vector<uint16_t> cache0 = bf16_bits(randn(size_t(kSlots * stride), 4));
+    std::vector<int32_t> slot(size_t(c.R)), pos(size_t(c.R));
+    for (int64_t r = 0; r < c.R; r++)
+      slot[size_t(r)] = int32_t((5 * r + 3) % kSlots), pos[size_t(r)] = int32_t((7 * r + 1) % kCapacity);
+
+    std::vector<float> q(size_t(c.R * qd), NAN), q_ref = q, qkv_in = qkv;
+    std::vector<uint16_t> kc = cache0, vc = cache0, kc_ref = cache0, vc_ref = cache0;
+    cpu_bf16_matmul_ops().rope_kv_store_w16(q_ref.data(), qkv.data(), pos.data(), cos.data(), sin.data(), slot.data(),
+                                            kc_ref.data(), vc_ref.data(), c.R, c.heads, c.kv_heads, c.d, stride);
+    const RopeKvStoreArgs a{q.data(), qkv_in.data(), pos.data(), slot.data(), cos.data(), sin.data(),
+                            reinterpret_cast<__nv_bfloat16*>(kc.data()), reinterpret_cast<__nv_bfloat16*>(vc.data()),
+                            c.R, c.heads, c.kv_heads, c.d, stride};
+    emu::launch({c.blocks, 1, 1}, c.threads, 0, rope_kv_store_kernel, a);
+    EXPECT_EQ(std::memcmp(q.data(), q_ref.data(), q.size() * sizeof(float)), 0) << "q";
+    EXPECT_EQ(kc, kc_ref) << "k cache";
+    EXPECT_EQ(vc, vc_ref) << "v cache";
+    EXPECT_EQ(qkv_in, qkv) << "the GEMM output is read, not written";
+    size_t changed = 0;
+    for (size_t i = 0; i < kc.size(); i++) changed += kc[i] != cache0[i];
+    EXPECT_GE(changed, size_t(c.R * kd) * 9 / 10) << "the k cache was not written";
+  }
+}
+
+// Rows of [gate | up] (I not a multiple of 4 too, so the CPU's vector tail runs) against
+// swiglu_forward_w16 on the halves gathered apart.
+TEST(DecodeEpiloguesEmulated, SwigluRowsIsSwigluOnEachRowsHalves) {
+  for (const auto& [R, I, blocks] : {std::tuple{1, 40, 1u}, std::tuple{9, 37, 2u}, std::tuple{16, 64, 40u}}) {
+    SCOPED_TRACE("R " + std::to_string(R) + " I " + std::to_string(I));
+    const std::vector<float> gate_up = randn(size_t(R * 2 * I), 9, 3.f);
+    std::vector<float> gate(size_t(R * I)), up(size_t(R * I));
+    for (int r = 0; r < R; r++)
+      for (int j = 0; j < I; j++)
+        gate[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + j)], up[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + I + j)];
+    std::vector<uint16_t> want(size_t(R * I)), got(size_t(R * I) + 1, 0xFFFF);
+    cpu_bf16_matmul_ops().swiglu_forward_w16(nullptr, want.data(), gate.data(), up.data(), R * I);
+    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel, reinterpret_cast<__nv_bfloat16*>(got.data()),
+                gate_up.data(), int64_t(R), int64_t(I));
+    EXPECT_EQ(got.back(), 0xFFFF) << "written past R x I";
+    got.pop_back();
+    EXPECT_EQ(got, want);
+  }
+}
+
+}  // namespace
+}  // namespace azr::kernels::cuda_detail
