@@ -109,8 +109,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
                 (tiles.cols < c.vocab_size ? R * 4 * 8.0 : 0.0);
 
   p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
-  // one decode step: Transformer::decode's buffers plus the fp32 next-token logits
-  p.decode_buffers = double(s.kv_slots) * ((4 * H + 2 * qd + 2 * kd + 2 * I) * a + 4.0 + V * 4.0);
+  // one decode step: Transformer::decode's buffers (x, ln, tmp, h; q, att and the q/k/v GEMM's
+  // rows; gate and up; rstd) plus the fp32 next-token logits
+  p.decode_buffers = double(s.kv_slots) * ((4 * H + 3 * qd + 2 * kd + 2 * I) * a + 4.0 + V * 4.0);
   // Prefill (Transformer::prefill_on_backend): groups of prompts, each a forward that keeps one
   // layer slot and two residual buffers (Keep::Nothing), with prompts kv_capacity long.
   double prefill_tokens = 0;

@@ -241,6 +241,28 @@ TEST(MemoryPlan, Fp32PlanPredictsThePrefillsAllocationExactly) {
   EXPECT_EQ(p.prefill_logits, double(slots * c.vocab_size * 4));
 }
 
+// One decode step of every slot (Transformer::decode_on_backend's buffers: the residual stream
+// and its scratch, q, attention and the q/k/v GEMM's rows, gate and up, rstd and the logits): the
+// fp32 plan is the CPU transformer's arena to the byte, on the fp32 table and on the bf16 one
+// (whose few-row and many-row paths use the same buffers), at a few rows and at many.
+TEST(MemoryPlan, PlanPredictsTheDecodeStepsAllocationExactly) {
+  const ModelConfig c = preset_config("azr-tiny");
+  for (const kernels::Ops* ops : {&kernels::cpu_ops(), &kernels::cpu_bf16_matmul_ops()})
+    for (const int64_t slots : {int64_t(3), kernels::kDecodeFusedMaxRows + 4}) {
+      Transformer m = Transformer::random(c, 1, 0.02f, *ops);
+      KVCache cache(c, slots, 8, *ops);
+      const size_t n = static_cast<size_t>(slots);
+      std::vector<int32_t> tokens(n, 5), slot(n), pos(n, 0);
+      for (int64_t r = 0; r < slots; r++) slot[size_t(r)] = int32_t(r);
+      std::vector<float> logits;
+      m.decode(cache, tokens, slot, pos, logits);
+      MemoryPlanSettings s;
+      s.precision = Precision::Fp32;
+      s.kv_slots = slots, s.kv_capacity = 8;
+      EXPECT_EQ(plan_memory(c, s).decode_buffers, double(m.activation_bytes())) << ops->name << ", " << slots << " rows";
+    }
+}
+
 // The head's tiles by hand (memory_plan.h): kept while R x V <= 64Mi floats; else whole rows in a
 // 16Mi-float tile; else column blocks, a multiple of 256 wide; rows split only below 1,024 columns.
 TEST(MemoryPlan, HeadTilesByHand) {
