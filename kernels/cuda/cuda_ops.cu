@@ -112,7 +112,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.gate_up_swiglu_w16 = gate_up_swiglu_w16;
     t.rope_kv_store_w16 = rope_kv_store_w16;
     t.swiglu_rows_w16 = swiglu_rows_w16;
-    t.decode_linear_w16 = decode_linear_w16;
+    t.decode_linear_w16 = gemv_linear;
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;
     t.adamw_w16 = adamw_w16;

@@ -72,9 +72,7 @@ void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const f
 
 void decode_qkv_w16(const DecodeQkv& a) {
   check_input("decode_qkv_w16", a.in, a.R, a.H);
-  const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
-                     reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
-                     a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
+  const QkvArgs args = qkv_args(a);
   const int64_t items = (a.heads + 2 * a.kv_heads) * (a.d / 2);
   if (items == 0) return;
   const bool vec8 = input_vec8(a.in, a.H) && aligned16(a.wq) && aligned16(a.wk) && aligned16(a.wv);
@@ -98,11 +96,6 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
                 kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in, wg,
                 bg, wu, bu, int(R), IC, I, split);
   });
-}
-
-void decode_linear_w16(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
-                       const float* residual, int64_t R, int64_t IC, int64_t OC) {
-  gemv_linear(out, in, w16, bias, residual, R, IC, OC);
 }
 
 }  // namespace azr::kernels::cuda_detail

@@ -79,13 +79,12 @@ void matmul_forward_a16w16_cublaslt(float* out, const uint16_t* inp16, const uin
 // gemv.cu: products of 1..kDecodeFusedMaxRows rows with bf16 weights (gemv.cuh), and the decode
 // ops fused around them.
 bool gemv_applies(int64_t rows);
+// gemv_linear is the table's decode_linear_w16 (and matmul_forward_a16w16's few-row path).
 void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias, const float* residual,
                  int64_t R, int64_t IC, int64_t OC);
 void decode_qkv_w16(const DecodeQkv& a);
 void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
-void decode_linear_w16(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
-                       const float* residual, int64_t R, int64_t IC, int64_t OC);
 
 // attention.cu
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

@@ -132,9 +132,7 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
       std::vector<float> q(size_t(c.R * in.qd), NAN);
       std::vector<uint16_t> kc = in.cache0, vc = in.cache0;
       const DecodeQkv a = in.args(q.data(), kc.data(), vc.data());
-      const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
-                         reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
-                         a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
+      const QkvArgs args = qkv_args(a);
       const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
       dispatch(c.R, vec8, [&](auto rows_c, auto vec_c) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
@@ -241,9 +239,7 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
       q[i].assign(size_t(c.R * in.qd), NAN), kc[i] = in.cache0, vc[i] = in.cache0;
       DecodeQkv a = in.args(q[i].data(), kc[i].data(), vc[i].data());
       a.in = i == 0 ? n.in : DecodeInput{.x16 = n.rows16.data()};
-      const QkvArgs args{a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
-                         reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
-                         a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
+      const QkvArgs args = qkv_args(a);
       const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
       const int split = split_for(items, c.H);
       dispatch(c.R, true, [&](auto rows_c, auto vec_c) {
