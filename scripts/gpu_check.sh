@@ -7,6 +7,10 @@
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
+#   AZR_CARRY=.gpu-carry AZR_PREBUILT=.gpu-prebuilt scripts/gpu_check.sh pending
+#                                               and no build there either: scripts/gpu_prebuild.sh builds
+#                                               the four targets of decode, train and pending where nvcc is
+#                                               (no GPU needed); where they fail to load, it builds them
 #
 # Builds only kernels/, model/ and their GPU checks (AZR_GPU_CHECKS_ONLY), so nothing else needs
 # installing. Stages (default all; the build is incremental, so `tests` then `bench` as two
@@ -84,14 +88,38 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
 fi
 
 { nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; } > "$OUT/device.txt" 2>&1 || true
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
-  -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
-targets=()
-[[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending ]] &&
-  targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
-cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
+prebuilt_loads() {
+  local bin missing=""
+  for bin in cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench; do
+    [[ -x "$AZR_PREBUILT/bin/$bin" ]] || { missing+=" $bin"; continue; }
+    missing+=$(ldd "$AZR_PREBUILT/bin/$bin" | grep "not found" || true)
+  done
+  [[ -z "$missing" ]] || { echo "gpu_check: prebuilt binaries do not load here:$missing"; return 1; }
+}
+if [[ -n "${AZR_PREBUILT:-}" ]]; then
+  # Binaries built elsewhere by scripts/gpu_prebuild.sh: the build's minutes are not spent on a
+  # machine lent by the minute. CUDA's own libraries are this machine's.
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    [[ -d "$dir" ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+  done
+  export AZR_SOURCE_DIR=$PWD   # model_speed_bench's configs and HF baseline script
+  cat "$AZR_PREBUILT/commit" 2>/dev/null | sed 's/^/prebuilt at /' | tee -a "$OUT/device.txt"
+fi
+if [[ -n "${AZR_PREBUILT:-}" ]] && prebuilt_loads; then
+  BUILD=$AZR_PREBUILT
+elif [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -z "${AZR_PREBUILT:-}" ]]; then
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
+    -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
+  targets=()
+  [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -n "${AZR_PREBUILT:-}" ]] &&
+    targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
+  cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
+else
+  echo "gpu_check: stage $STAGE needs more than the four prebuilt targets; unset AZR_PREBUILT" >&2
+  exit 2
+fi
 
 # Every GPU test skips without a device; here that is a failed check, not a pass.
 probe=$("$BUILD/bin/cuda_ops_test" --gtest_filter='CudaDevice.*' 2>&1 || true)
