@@ -57,6 +57,27 @@ struct DecodeQkv {
 // past it a decode step runs the unfused ops, whose GEMMs reuse weights across rows on tensor cores.
 constexpr int64_t kDecodeFusedMaxRows = 8;
 
+// Past one row, the few-row kernels pay only for small weights. On an H100 (2026-11-26,
+// cuda_ops_bench --only decode_products), the GEMV against cuBLASLt: at 1 row 1.04x to 2.7x as
+// fast at every shape; at 2 to 8 rows still faster for 0.5B's q/o (1.6 MB) and down (8.7 MB),
+// but not for 1.5B's down (27.5 MB: 1.0x at 2 rows, 0.73x at 4, 0.53x at 8), 1.5B's gate/up
+// (55 MB: 0.73x at 2 rows) or 0.5B's LM head (136 MB: 0.88x at 2 rows). Its work per weight grows
+// with the rows (each row's product, the row read from shared memory), where cuBLASLt's tensor
+// cores take 8 rows for the price of one.
+constexpr int64_t kDecodeFewRowsMaxWeightBytes = int64_t(16) << 20;
+// Whether a decode product of R rows over a bf16 [OC, IC] weight runs on the few-row kernels (the
+// GEMV, decode_qkv_w16, gate_up_swiglu_w16) rather than a GEMM.
+constexpr bool decode_few_rows_pay(int64_t R, int64_t IC, int64_t OC) {
+  return R >= 1 && R <= kDecodeFusedMaxRows && (R == 1 || 2 * IC * OC <= kDecodeFewRowsMaxWeightBytes);
+}
+
+// The rows up to which a decode step folds its norms and residual adds into the few-row products
+// (DecodeInput's norm, decode_linear_w16's residual). On an H100 (2026-11-26, the same bench's
+// "o+norm+gate_up folded" row against the norm in a launch of its own) at 1.5B: 1.08x as fast at
+// 1 row, 0.84x at 4, 0.71x at 8 (each of gate/up's 1,120 blocks normalizes every row again); a
+// whole 1.5B step at batch 1 took 2.01 ms folded, 2.11 ms apart (model_speed_bench).
+constexpr int64_t kDecodeNormFoldMaxRows = 1;
+
 // A recording of ops (OpRecorder below): opaque, each backend casts its own type.
 struct OpGraph;
 

@@ -29,7 +29,8 @@ namespace {
 // Elements each token keeps per layer slot for backward, as Transformer::forward_layers carves
 // them (LayerActs, the layer's input aside): ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate,
 // up [I] in the activation dtype, and rstd1, rstd2, lse (one per head) in fp32. With bf16 GEMMs
-// and bf16 training buffers (bf16_training_buffers), ln1 and ln2 are kept in bf16 only.
+// and bf16 training buffers (bf16_training_buffers), ln1 and ln2 are kept in bf16 only, and
+// SwiGLU's output [I] in bf16 as well.
 struct PerToken {
   double act_elems, bf16_elems, fp32_elems;
 };
@@ -38,7 +39,7 @@ PerToken layer_acts(const ModelConfig& c, bool norms16) {
   const double H = double(c.hidden_size), I = double(c.intermediate_size);
   const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
   const double rest = 2 * qd + 2 * kd + 2 * I, stats = 2 + double(c.num_attention_heads);
-  if (norms16) return {H + rest, 2 * H, stats};
+  if (norms16) return {H + rest, 2 * H + I, stats};
   return {3 * H + rest, 0, stats};
 }
 
@@ -56,7 +57,8 @@ HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward) {
 
 bool bf16_training_buffers(const ModelConfig& c) {
   const int64_t qd = c.num_attention_heads * c.head_dim, kd = c.num_key_value_heads * c.head_dim;
-  return !c.mlp_bias && std::max(c.hidden_size, qd + 2 * kd) <= 2 * c.intermediate_size && c.hidden_size % 8 == 0;
+  return !c.mlp_bias && std::max(c.hidden_size, qd + 2 * kd) <= 2 * c.intermediate_size && c.hidden_size % 8 == 0 &&
+         c.intermediate_size % 8 == 0;
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
@@ -84,7 +86,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   // The residual stream: every layer's input and the last layer's output. The layer slots: every
   // layer's set when kept, one set (refilled layer by layer in backward) with recomputation. Once:
   // the final norm's output and rstd, and the MLP / projection scratch (act [I], tmp [H]). With
-  // bf16 GEMMs SwiGLU writes only its bf16 rounding (in the GEMM-input scratch, below): no act.
+  // bf16 GEMMs SwiGLU writes only its bf16 rounding (in the layer's slot with bf16 training
+  // buffers, else in the GEMM-input scratch, below): no act.
   const double residual_bytes = (L + 1) * H * a;
   const double slots = s.recompute ? 1.0 : L;
   const double tail_bytes = (2 * H + (gemm16 ? 0 : I)) * a + 4.0;

@@ -57,12 +57,13 @@ struct HeadTiles {
 HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward);
 
 // Whether a model with bf16 GEMMs keeps in bf16 the training buffers that only bf16 GEMMs read:
-// its norm outputs (ln1, ln2: only their roundings are GEMM inputs) and its backward's GEMM output
-// gradients (Transformer::layer_backward_grads16). Needs no MLP biases (whose gradients are column
-// sums of the fp32 gate and up gradients); the other products' bf16 gradients [max(H, q_dim +
-// 2 kv_dim)] fitting beside dgate and dup in the space the fp32 dgate and dup [2 I] take; and a
-// hidden size that is a multiple of 8, so a bf16 row is whole 16-byte pieces and every tensor
-// carved after one stays 16-byte aligned for the GPU's loads.
+// its norm outputs (ln1, ln2: only their roundings are GEMM inputs), SwiGLU's output (kept for
+// backward, not made again) and its backward's GEMM output gradients
+// (Transformer::layer_backward_grads16). Needs no MLP biases (whose gradients are column sums of
+// the fp32 gate and up gradients); the other products' bf16 gradients [max(H, q_dim + 2 kv_dim)]
+// fitting beside dgate and dup in the space the fp32 dgate and dup [2 I] take; and a hidden and
+// an intermediate size that are multiples of 8, so a bf16 row is whole 16-byte pieces and every
+// tensor carved after one stays 16-byte aligned for the GPU's loads.
 bool bf16_training_buffers(const ModelConfig& c);
 
 struct MemoryPlanSettings {

@@ -274,7 +274,8 @@ class Transformer {
   kernels::DecodeQkv decode_qkv_args(const kernels::DecodeInput& in, float* q, const LayerWeights& w,
                                      KVCache& cache, int64_t layer, const int32_t* slot, const int32_t* pos,
                                      int64_t R);
-  // A decode step of a few rows on a table with the fused decode ops: every layer's norms folded
+  // A decode step of one row (kernels::kDecodeNormFoldMaxRows) on a table with the fused decode
+  // ops: every layer's norms folded
   // into the products that read them, its residual adds into the products before them
   // (kernels::DecodeInput, decode_linear_w16), five ops a layer; the same values as the unfused
   // ops, which run the step otherwise. decode_layers_folded: from the embeddings in x to the logits.
@@ -312,6 +313,7 @@ class Transformer {
   struct LayerActs {
     float *res_in, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *res_out;
     uint16_t *ln1_16 = nullptr, *ln2_16 = nullptr;  // with bf16_training(), ln1 and ln2 as kept (and null)
+    uint16_t* act16 = nullptr;  // with bf16_training(), SwiGLU's bf16 output [N, I], kept for backward
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;

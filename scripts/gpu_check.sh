@@ -52,15 +52,15 @@
 #          rows, then a training step of the 0.5B and 1.5B configs in bf16 against torch's in the
 #          same run, the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma), and
 #          the 1.5B step of 8 micro-batches per AdamW step against torch's (--micro-batches 8)
-#   pending (not part of all) what was written without a GPU and never run on one, for a session
-#          with one command's worth of device time: builds the four targets of decode and train,
-#          then in order, each only while PENDING_SECONDS (default 420) after the build last: the
-#          GPU tests of the mma.sync attention, the decode kernels (the norms folded into the
-#          products, RoPE with the cache store) and the ops with bf16 gradients, and every
-#          whole-model test but the HF comparison (PDL among them); a 1.5B training step with the
-#          WMMA and with the mma.sync attention; 1.5B decode at batch 1 and 256 against HF generate
-#          (eager, graphs, graphs pdl); cuda_ops_bench's decode products (the folded norms' row)
-#          and attention rows; a 1.5B step of 8 micro-batches against torch's. All into pending.txt
+#   pending (not part of all) what was changed since the last GPU run, for a session with one
+#          command's worth of device time: builds the four targets of decode and train (or runs
+#          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
+#          build last: the decode and GEMV op tests, every whole-model test but the HF comparison
+#          (the decode step's routing past one row among them); 1.5B decode at batch 1, 2, 4, 8 and
+#          256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
+#          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); a 1.5B training
+#          step against torch's with the phase timer that no longer re-rounds the weights (the
+#          MFU figure), and one split by op; cuda_ops_bench's decode products. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -148,17 +148,14 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='*CudaTensorCoreAttention*:Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:CudaOps.OpsWithBf16Gradients*:*CudaGemv*'
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 --steps 2
-    step env AZR_CUDA_ATTENTION=mma "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
-      --no-baseline --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
-      --decode-batches 1,256
+      --decode-batches 1,2,4,8,256
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
+      --steps 1 --op-profile
     step "$BUILD/bin/cuda_ops_bench" --only decode_products
-    step "$BUILD/bin/cuda_ops_bench" --only attention
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
-      --micro-batches 8 --steps 1
   } 2>&1 | tee "$OUT/pending.txt"
   grep -q "^=== exit" "$OUT/pending.txt" && status=1
   echo "gpu_check: pending: outputs in $OUT (exit $status)"

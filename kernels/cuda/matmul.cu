@@ -199,6 +199,7 @@ void to_bf16(uint16_t* dst, const float* src, int64_t n) {
 // The products with bf16 weights (a model's bf16 copy), the activation operand rounded here
 // (_w16) or by its producer (_a16w16). A few rows (a decode step's) go to gemv.cu's kernel, which
 // streams the weights once; cuBLASLt spends several microseconds of latency on such a product.
+// Past one row only for small weights (ops.h, decode_few_rows_pay: measured).
 void matmul_forward_a16w16_cublaslt(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias,
                                     int64_t N, int64_t IC, int64_t OC) {
   if (N == 0 || OC == 0) return;
@@ -207,7 +208,7 @@ void matmul_forward_a16w16_cublaslt(float* out, const uint16_t* inp16, const uin
 
 void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,
                            int64_t IC, int64_t OC) {
-  if (gemv_applies(N))
+  if (decode_few_rows_pay(N, IC, OC))
     gemv_linear(out, DecodeInput{.x16 = inp16}, w16, bias, nullptr, N, IC, OC);
   else
     matmul_forward_a16w16_cublaslt(out, inp16, w16, bias, N, IC, OC);
