@@ -7,12 +7,13 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling or adamw (default: all).
+// sampling, adamw or swiglu (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
 // against their fp32 / Simt counterparts, a 1.5B training step's GEMMs forward and backward,
-// and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops.
+// and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops;
+// SwiGLU's four-values-a-thread kernels against its one-value ones.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -103,13 +104,13 @@ int main(int argc, char** argv) {
   std::string only;  // one section, for a device session with minutes to spend
   const std::vector<std::string> sections = {"gemm",       "gemm_bwd",         "grads16",     "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw"};
+                                             "adamw",      "swiglu"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw\n", why.c_str());
+                         "token_stats, sampling, adamw, swiglu\n", why.c_str());
     return 2;
   };
   for (int i = 1; i < argc; i += 2) {
@@ -604,6 +605,31 @@ int main(int argc, char** argv) {
     }, reps);
     rows.push_back({"adamw_w16", "64M parameters; base = adamw + to_bf16", "GB/s", bytes16 / fused / 1e9,
                     bytes16 / two_pass / 1e9, bytes16 / fused / peak_bw});
+  }
+
+  if (want("swiglu")) {
+    // SwiGLU at 1.5B's training shape (4096 x 8960), as the bf16 model runs it: the forward writes
+    // bf16 only, the backward bf16 dgate and dup. Four values a thread (kernels/cuda/swiglu.cuh)
+    // against one: the same op on pointers one float past 16-byte alignment, which take the
+    // one-value kernels. Bytes: 8 read and 2 written a value forward, 12 and 4 backward.
+    const int64_t n = 4096 * I;
+    auto dgate = upload(randn(n + 1, 12, 3.f)), dup = upload(randn(n + 1, 13)), ddout = upload(randn(n + 1, 14));
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    Buffer<uint16_t> a16(cuda_ops(), size_t(n)), b16(cuda_ops(), size_t(n));
+    const double fwd_bytes = 10.0 * double(n), bwd_bytes = 16.0 * double(n);
+    const double fq = time_gpu([&] { gpu16.swiglu_forward_w16(nullptr, a16.data(), dgate.data(), dup.data(), n); }, reps);
+    const double f1 =
+        time_gpu([&] { gpu16.swiglu_forward_w16(nullptr, a16.data(), dgate.data() + 1, dup.data() + 1, n); }, reps);
+    rows.push_back({"swiglu_fwd bf16", "4096 x 8960; base = one value a thread", "GB/s", fwd_bytes / fq / 1e9,
+                    fwd_bytes / f1 / 1e9, fwd_bytes / fq / peak_bw});
+    const double bq = time_gpu([&] {
+      gpu16.swiglu_backward_w16(a16.data(), b16.data(), ddout.data(), dgate.data(), dup.data(), n);
+    }, reps);
+    const double b1 = time_gpu([&] {
+      gpu16.swiglu_backward_w16(a16.data(), b16.data(), ddout.data() + 1, dgate.data() + 1, dup.data() + 1, n);
+    }, reps);
+    rows.push_back({"swiglu_bwd bf16", "4096 x 8960; base = one value a thread", "GB/s", bwd_bytes / bq / 1e9,
+                    bwd_bytes / b1 / 1e9, bwd_bytes / bq / peak_bw});
   }
 
   std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",

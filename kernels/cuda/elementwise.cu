@@ -4,10 +4,12 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/decode_epilogues.cuh"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -38,32 +40,6 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
     const int64_t table = int64_t(pos[n]) * half + i;
     float* v = x + nh * d;
     rope_pair(v[i], v[i + half], cos[table], Sign * sin[table], v[i], v[i + half]);
-  }
-}
-
-// out16 (may be null): the output rounded to bf16 as well, for the down projection's GEMM.
-__global__ void swiglu_forward_kernel(float* out, __nv_bfloat16* out16, const float* gate, const float* up,
-                                      int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float y = swiglu_value(gate[i], up[i]);
-    if (out) out[i] = y;
-    if (out16) out16[i] = __float2bfloat16_rn(y);
-  }
-}
-
-// A value stored as fp32, or rounded to bf16 (nearest even, the bits to_bf16 writes).
-__device__ __forceinline__ void store_as(float* dst, float x) { *dst = x; }
-__device__ __forceinline__ void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
-
-// silu(g) = g sigma(g); silu'(g) = sigma(g) (1 + g (1 - sigma(g))). G: float, or __nv_bfloat16
-// for swiglu_backward_w16 (the same fp32 values, rounded as stored).
-template <class G>
-__global__ void swiglu_backward_kernel(G* dgate, G* dup, const float* dout, const float* gate, const float* up,
-                                       int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = gate[i], sig = 1.f / (1.f + expf(-g)), dy = dout[i];
-    store_as(dup + i, dy * g * sig);
-    store_as(dgate + i, dy * up[i] * sig * (1.f + g * (1.f - sig)));
   }
 }
 
@@ -127,7 +103,7 @@ __global__ void scatter_add_rows_kernel(float* dst, const float* src, const int3
 
 // One thread per float of k (and the same float of v): rows of a decode step are few and short, so
 // one flat launch for the layer beats R copies.
-// KV: float, or __nv_bfloat16 for a bf16 cache (store_as above).
+// KV: float, or __nv_bfloat16 for a bf16 cache (store_as, swiglu.cuh).
 
 template <class KV>
 __global__ void kv_store_kernel(KV* kcache, KV* vcache, const float* k, const float* v, const int32_t* slot,
@@ -215,32 +191,48 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
   AZR_CUDA_LAUNCHED();
 }
 
-void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+namespace {
+
+// Four values a thread where the pointers allow (swiglu.cuh), one otherwise: the same values.
+void launch_swiglu_forward(float* out, __nv_bfloat16* out16, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, nullptr, gate, up, n);
+  if (swiglu_quads_fit({out, gate, up}, {out16}))
+    swiglu_forward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(out, out16, gate, up, n);
+  else
+    swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, out16, gate, up, n);
   AZR_CUDA_LAUNCHED();
+}
+
+template <class G>
+void launch_swiglu_backward(G* dgate, G* dup, const float* dout, const float* gate, const float* up, int64_t n) {
+  if (n == 0) return;
+  const bool quads = std::is_same_v<G, float> ? swiglu_quads_fit({dgate, dup, dout, gate, up}, {})
+                                              : swiglu_quads_fit({dout, gate, up}, {dgate, dup});
+  if (quads)
+    swiglu_backward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
+  else
+    swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  launch_swiglu_forward(out, nullptr, gate, up, n);
 }
 
 void swiglu_forward_w16(float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
-  if (n == 0) return;
-  swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, reinterpret_cast<__nv_bfloat16*>(out16), gate, up,
-                                                              n);
-  AZR_CUDA_LAUNCHED();
+  launch_swiglu_forward(out, reinterpret_cast<__nv_bfloat16*>(out16), gate, up, n);
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t n) {
-  if (n == 0) return;
-  swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
-  AZR_CUDA_LAUNCHED();
+  launch_swiglu_backward(dgate, dup, dout, gate, up, n);
 }
 
 void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate, const float* up,
                          int64_t n) {
-  if (n == 0) return;
-  swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(dgate16),
-                                                               reinterpret_cast<__nv_bfloat16*>(dup16), dout, gate,
-                                                               up, n);
-  AZR_CUDA_LAUNCHED();
+  launch_swiglu_backward(reinterpret_cast<__nv_bfloat16*>(dgate16), reinterpret_cast<__nv_bfloat16*>(dup16), dout,
+                         gate, up, n);
 }
 
 void add(float* out, const float* a, const float* b, int64_t n) {

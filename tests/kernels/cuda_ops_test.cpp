@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -768,6 +769,41 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
   Buffer<uint16_t> d_only16(cuda_ops(), size_t(n));
   dev.swiglu_forward_w16(nullptr, d_only16.data(), d_g3.data(), d_up.data(), n);
   EXPECT_EQ(to_host<uint16_t>(d_only16, size_t(n)), to_host<uint16_t>(d_want16, size_t(n)));
+}
+
+// SwiGLU takes four values a thread where its pointers are 16-byte aligned (kernels/cuda/swiglu.cuh)
+// and one a thread where they are not: the same values one float further along give the same
+// bits either way, forward (fp32 and bf16) and backward (fp32 and bf16), with a ragged tail.
+TEST_F(CudaOps, SwigluFourValuesAThreadAreOneValueAThreadBitForBit) {
+  const int64_t n = 100003;
+  std::vector<float> gate = randn(n + 1, 31, 3.f), up = randn(n + 1, 32), dout = randn(n + 1, 33);
+  auto d_gate = to_device(gate), d_up = to_device(up), d_dout = to_device(dout);
+  const Ops& dev = cuda_bf16_matmul_ops();
+  Buffer<float> out(cuda_ops(), size_t(n + 1)), dg(cuda_ops(), size_t(n + 1)), du(cuda_ops(), size_t(n + 1));
+  Buffer<float> out1(cuda_ops(), size_t(n + 1)), dg1(cuda_ops(), size_t(n + 1)), du1(cuda_ops(), size_t(n + 1));
+  Buffer<uint16_t> h(cuda_ops(), size_t(n + 8)), h1(cuda_ops(), size_t(n + 8)), g16(cuda_ops(), size_t(n + 8)),
+      u16(cuda_ops(), size_t(n + 8)), g16_1(cuda_ops(), size_t(n + 8)), u16_1(cuda_ops(), size_t(n + 8));
+  auto tail = [](const std::vector<float>& v) { return std::vector<float>(v.begin() + 1, v.end()); };
+  auto head = [](const std::vector<float>& v) { return std::vector<float>(v.begin(), v.end() - 1); };
+  // Values [1, n + 1) uploaded on their own (aligned: cudaMalloc's 256 bytes), and the same values
+  // read one float into the full upload (misaligned); the outputs likewise.
+  auto a_gate = to_device(tail(gate)), a_up = to_device(tail(up)), a_dout = to_device(tail(dout));
+  dev.swiglu_forward_w16(out.data(), h.data(), a_gate.data(), a_up.data(), n);
+  dev.swiglu_forward_w16(out1.data() + 1, h1.data() + 4, d_gate.data() + 1, d_up.data() + 1, n);
+  EXPECT_EQ(head(to_host<float>(out, size_t(n + 1))), tail(to_host<float>(out1, size_t(n + 1)))) << "forward, fp32";
+  const std::vector<uint16_t> hh = to_host<uint16_t>(h, size_t(n + 8)), hh1 = to_host<uint16_t>(h1, size_t(n + 8));
+  EXPECT_TRUE(std::equal(hh.begin(), hh.begin() + n, hh1.begin() + 4)) << "forward, bf16";
+  dev.swiglu_backward(dg.data(), du.data(), a_dout.data(), a_gate.data(), a_up.data(), n);
+  dev.swiglu_backward(dg1.data() + 1, du1.data() + 1, d_dout.data() + 1, d_gate.data() + 1, d_up.data() + 1, n);
+  EXPECT_EQ(head(to_host<float>(dg, size_t(n + 1))), tail(to_host<float>(dg1, size_t(n + 1)))) << "dgate, fp32";
+  EXPECT_EQ(head(to_host<float>(du, size_t(n + 1))), tail(to_host<float>(du1, size_t(n + 1)))) << "dup, fp32";
+  dev.swiglu_backward_w16(g16.data(), u16.data(), a_dout.data(), a_gate.data(), a_up.data(), n);
+  dev.swiglu_backward_w16(g16_1.data() + 4, u16_1.data() + 4, d_dout.data() + 1, d_gate.data() + 1, d_up.data() + 1,
+                          n);
+  for (auto [a, b, what] : {std::tuple{&g16, &g16_1, "dgate, bf16"}, std::tuple{&u16, &u16_1, "dup, bf16"}}) {
+    const std::vector<uint16_t> x = to_host<uint16_t>(*a, size_t(n + 8)), y = to_host<uint16_t>(*b, size_t(n + 8));
+    EXPECT_TRUE(std::equal(x.begin(), x.begin() + n, y.begin() + 4)) << what;
+  }
 }
 
 // The ops of backward with bf16 gradients are, on the GPU, the GPU ops they replace bit for bit:
