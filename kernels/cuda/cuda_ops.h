@@ -54,7 +54,8 @@ std::string cuda_compiled_architectures();
 //   gradients in registers, the forward in one pass.
 // The default is Mma (its GPU tests passed on an H100, 2026-11-26, and a 1.5B training step ran
 // 1.12x faster with it than with TensorCore, which had been 1.6x faster than Simt on an H200); the
-// environment variable AZR_CUDA_ATTENTION=simt (or tensor, or mma) sets the starting choice, and an unknown value is an std::invalid_argument at the first attention call
+// environment variable AZR_CUDA_ATTENTION=simt (or tensor, or mma) sets the starting choice, and
+// an unknown value is an std::invalid_argument at the first attention call
 // (kernels/cuda_attention_choice.h: the enum and the parsing). Decode is unaffected.
 void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
@@ -66,7 +67,8 @@ CudaAttentionKernel cuda_attention_kernel();
 // a 1.5B step is about 200 kernels of a few microseconds each, so the gaps are a large share of it.
 // Applies on sm_90 and later, with code compiled for it, inside recorded decode steps too. On by
 // default since its GPU tests passed on an H100 (2026-11-26), where it made recorded 0.5B steps at
-// batch 1 11% faster (1.01 ms against 1.13); AZR_CUDA_PDL=0 (or off) sets the starting choice, and an unknown value is an std::invalid_argument at the first launch that asks
+// batch 1 11% faster (1.01 ms against 1.13); AZR_CUDA_PDL=0 (or off) sets the starting choice,
+// and an unknown value is an std::invalid_argument at the first launch that asks
 // (kernels/cuda_launch_choice.h). Changing it makes a model record its decode steps anew.
 void cuda_set_programmatic_launch(bool on);
 bool cuda_programmatic_launch();          // the choice
