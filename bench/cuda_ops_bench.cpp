@@ -7,16 +7,17 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw or swiglu (default: all).
+// sampling, adamw, swiglu or rope (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
 // against their fp32 / Simt counterparts, a 1.5B training step's GEMMs forward and backward,
 // and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops;
-// SwiGLU's four-values-a-thread kernels against its one-value ones.
+// SwiGLU's four-values-a-thread kernels against its one-value ones; RoPE.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,13 +105,13 @@ int main(int argc, char** argv) {
   std::string only;  // one section, for a device session with minutes to spend
   const std::vector<std::string> sections = {"gemm",       "gemm_bwd",         "grads16",     "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw",      "swiglu"};
+                                             "adamw",      "swiglu",           "rope"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu\n", why.c_str());
+                         "token_stats, sampling, adamw, swiglu, rope\n", why.c_str());
     return 2;
   };
   for (int i = 1; i < argc; i += 2) {
@@ -630,6 +631,30 @@ int main(int argc, char** argv) {
     }, reps);
     rows.push_back({"swiglu_bwd bf16", "4096 x 8960; base = one value a thread", "GB/s", bwd_bytes / bq / 1e9,
                     bwd_bytes / b1 / 1e9, bwd_bytes / bq / peak_bw});
+  }
+
+  if (want("rope")) {
+    // RoPE on q at 1.5B's training shape (4096 rows x 12 heads x 128), in place: 8 bytes read and
+    // written a value, the cos/sin tables (2,048 positions) from L2. Against the CPU backend; on the
+    // H100 before its 32-bit indices (rope.cuh) the op profile put a call at about 32 us.
+    const int64_t N = 4096, T = 2048;
+    std::vector<float> cos_t(size_t(T * d / 2)), sin_t(cos_t.size());
+    for (int64_t p = 0; p < T; p++)
+      for (int64_t i = 0; i < d / 2; i++) {
+        const double angle = double(p) / std::pow(1e6, 2.0 * double(i) / double(d));
+        cos_t[size_t(p * d / 2 + i)] = float(std::cos(angle)), sin_t[size_t(p * d / 2 + i)] = float(std::sin(angle));
+      }
+    std::vector<int32_t> pos(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % 1024);
+    auto q = randn(N * nh * d, 15);
+    auto dq = upload(q), dcos = upload(cos_t), dsin = upload(sin_t);
+    Buffer<int32_t> dpos(cuda_ops(), size_t(N));
+    dpos.upload(pos.data(), pos.size());
+    const double bytes = 8.0 * double(N * nh * d);
+    const double g = time_gpu([&] { gpu.rope_forward(dq.data(), dpos.data(), dcos.data(), dsin.data(), N, nh, d); }, reps);
+    const double c = time_cpu([&] { cpu.rope_forward(q.data(), pos.data(), cos_t.data(), sin_t.data(), N, nh, d); });
+    rows.push_back({"rope_forward", "4096 rows x 12 heads x 128 (q)", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
+                    bytes / g / peak_bw});
   }
 
   std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",

@@ -61,7 +61,7 @@
 #          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); a 1.5B training
 #          step against torch's with the phase timer that no longer re-rounds the weights (the
 #          MFU figure), and one split by op; cuda_ops_bench's SwiGLU (four values a thread against
-#          one) and decode products. All into pending.txt
+#          one), RoPE (32-bit indices) and decode products. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -149,7 +149,7 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.OpsWithBf16Gradients*'
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
@@ -157,6 +157,7 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
     step "$BUILD/bin/cuda_ops_bench" --only swiglu
+    step "$BUILD/bin/cuda_ops_bench" --only rope
     step "$BUILD/bin/cuda_ops_bench" --only decode_products
   } 2>&1 | tee "$OUT/pending.txt"
   grep -q "^=== exit" "$OUT/pending.txt" && status=1

@@ -9,6 +9,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/decode_epilogues.cuh"
+#include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/swiglu.cuh"
 
 namespace azr::kernels::cuda_detail {
@@ -27,19 +28,6 @@ __global__ void embedding_backward_kernel(float* dwte, const float* dout, const 
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
     atomicAdd(dwte + int64_t(ids[n]) * C + c, dout[i]);
-  }
-}
-
-// One thread per rotated pair (i, i + d/2) of one head of one row.
-template <int Sign>
-__global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N,
-                            int64_t heads, int64_t d) {
-  const int64_t half = d / 2, total = N * heads * half;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = e % half, nh = e / half, n = nh / heads;
-    const int64_t table = int64_t(pos[n]) * half + i;
-    float* v = x + nh * d;
-    rope_pair(v[i], v[i + half], cos[table], Sign * sin[table], v[i], v[i + half]);
   }
 }
 
@@ -177,18 +165,32 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int6
   AZR_CUDA_LAUNCHED();
 }
 
+namespace {
+
+// 32-bit indices where the call fits them (rope.cuh), 64-bit otherwise: the same pairs.
+template <int Sign>
+void launch_rope(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                 int64_t d) {
+  const int64_t pairs = N * heads * (d / 2);
+  if (pairs == 0) return;
+  if (rope_fits_32_bits(N, heads, d))
+    rope_kernel<Sign, uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(x, pos, cos, sin, uint32_t(N),
+                                                                         uint32_t(heads), uint32_t(d));
+  else
+    rope_kernel<Sign, int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(x, pos, cos, sin, N, heads, d);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
 void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                   int64_t d) {
-  if (N * heads * (d / 2) == 0) return;
-  rope_kernel<1><<<grid_for(N * heads * (d / 2)), 256, 0, op_stream()>>>(x, pos, cos, sin, N, heads, d);
-  AZR_CUDA_LAUNCHED();
+  launch_rope<1>(x, pos, cos, sin, N, heads, d);
 }
 
 void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                    int64_t d) {
-  if (N * heads * (d / 2) == 0) return;
-  rope_kernel<-1><<<grid_for(N * heads * (d / 2)), 256, 0, op_stream()>>>(dx, pos, cos, sin, N, heads, d);
-  AZR_CUDA_LAUNCHED();
+  launch_rope<-1>(dx, pos, cos, sin, N, heads, d);
 }
 
 namespace {
