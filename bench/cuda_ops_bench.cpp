@@ -7,13 +7,15 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw, swiglu or rope (default: all).
+// sampling, adamw, swiglu, rope or rmsnorm (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
 // against their fp32 / Simt counterparts, a 1.5B training step's GEMMs forward and backward,
 // and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops;
-// SwiGLU's four-values-a-thread kernels against its one-value ones; RoPE.
+// SwiGLU's, AdamW's, add's and to_bf16's four-values-a-thread kernels against their one-value
+// ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, and the LM head's bf16
+// dlogits, against what they replace.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -104,13 +106,13 @@ int main(int argc, char** argv) {
   std::string only;  // one section, for a device session with minutes to spend
   const std::vector<std::string> sections = {"gemm",       "gemm_bwd",         "grads16",     "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw",      "swiglu",           "rope"};
+                                             "adamw",      "swiglu",           "rope",        "rmsnorm"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu, rope\n", why.c_str());
+                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm\n", why.c_str());
     return 2;
   };
   for (int i = 1; i < argc; i += 2) {
@@ -536,6 +538,36 @@ int main(int argc, char** argv) {
     });
     rows.push_back({"token_stats, a head tile", "4096 rows x 4096 of 151936 columns", "GB/s", tile_bytes / tg / 1e9,
                     tile_bytes / tcpu / 1e9, tile_bytes / tg / peak_bw});
+
+    // The same tile four values a thread (token_stats.cuh) against one: the tile one float past
+    // 16-byte alignment takes the one-value kernel.
+    std::vector<float> shifted(tile.size() + 1, 0.f);
+    std::copy(tile.begin(), tile.end(), shifted.begin() + 1);
+    auto d_tile1 = upload(shifted);
+    const double t1 = time_gpu([&] {
+      gpu.token_stats(tl.data(), tp.data(), te.data(), st.data(), d_tile1.data() + 1, d_tt.data(), tr, col0, tc, V, 1.f);
+    }, reps);
+    rows.push_back({"token_stats quads", "the head tile; base = one value a thread", "GB/s", tile_bytes / tg / 1e9,
+                    tile_bytes / t1 / 1e9, tile_bytes / tg / peak_bw});
+    // The tile's backward as the bf16 training step runs it now, dlogits written in bf16 only
+    // (token_stats_backward_w16: 4 bytes read, 2 written a value), against what it ran before: the
+    // fp32 gradient in place and the GEMM's rounding of it (4 read, 4 written; then 4 read, 2
+    // written). Bytes: the new op's.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    Buffer<uint16_t> dl16(cuda_ops(), size_t(tr * tc));
+    Buffer<float> d_dlogp(cuda_ops(), size_t(tr)), d_dent(cuda_ops(), size_t(tr));
+    const double bwd_bytes = 6.0 * double(tr) * double(tc);
+    const double b16 = time_gpu([&] {
+      gpu16.token_stats_backward_w16(dl16.data(), d_tile.data(), d_tt.data(), tl.data(), te.data(), d_dlogp.data(),
+                                     d_dent.data(), tr, col0, tc, 1.f);
+    }, reps);
+    const double b32 = time_gpu([&] {
+      gpu16.token_stats_backward(d_tile.data(), d_tile.data(), d_tt.data(), tl.data(), te.data(), d_dlogp.data(),
+                                 d_dent.data(), tr, col0, tc, 1.f);
+      gpu16.to_bf16(dl16.data(), d_tile.data(), tr * tc);
+    }, reps);
+    rows.push_back({"token_stats_bwd bf16", "the head tile; base = fp32 + to_bf16", "GB/s", bwd_bytes / b16 / 1e9,
+                    bwd_bytes / b32 / 1e9, bwd_bytes / b16 / peak_bw});
   }
   if (want("sampling")) {  // sampling over the full vocabulary, the logits read once at least: R rows of a decode step
     const int64_t R_max = 256;
@@ -605,6 +637,17 @@ int main(int argc, char** argv) {
     }, reps);
     rows.push_back({"adamw_w16", "64M parameters; base = adamw + to_bf16", "GB/s", bytes16 / fused / 1e9,
                     bytes16 / two_pass / 1e9, bytes16 / fused / peak_bw});
+    // Four values a thread (streaming.cuh) against one: the same op on state one float past
+    // 16-byte alignment, which takes the one-value kernel.
+    auto dp1 = upload(randn(n + 1, 10)), dg1 = upload(randn(n + 1, 11)), dm1 = upload(std::vector<float>(n + 1, 0.f)),
+         dv1 = upload(std::vector<float>(n + 1, 0.f));
+    Buffer<uint16_t> p16_1(cuda_ops(), size_t(n + 4));
+    const double one = time_gpu([&] {
+      gpu16.adamw_w16(dp1.data() + 1, p16_1.data() + 1, dg1.data() + 1, dm1.data() + 1, dv1.data() + 1, n, 1e-6f, 0.9f,
+                      0.999f, 1e-8f, 0.01f, 0.1f, 0.001f, 1.f);
+    }, reps);
+    rows.push_back({"adamw_w16 quads", "64M parameters; base = one value a thread", "GB/s", bytes16 / fused / 1e9,
+                    bytes16 / one / 1e9, bytes16 / fused / peak_bw});
   }
 
   if (want("swiglu")) {
@@ -650,6 +693,41 @@ int main(int argc, char** argv) {
     const double c = time_cpu([&] { cpu.rope_forward(q.data(), pos.data(), cos_t.data(), sin_t.data(), N, nh, d); });
     rows.push_back({"rope_forward", "4096 rows x 12 heads x 128 (q)", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
                     bytes / g / peak_bw});
+  }
+
+  if (want("rmsnorm")) {
+    // RMSNorm's backward at 1.5B's training shape (4096 x 1536) as the bf16 step runs it: dx, dw
+    // and dx's bf16 rounding in one pass, four values a thread (rmsnorm_backward.cuh), against the
+    // one-value kernel (pointers one float past alignment) and a to_bf16 pass after it, as the
+    // step rounded dx before. Bytes: dout, x and dx read, dx and its rounding written, 18 a value.
+    const int64_t N = 4096, C = H;
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    auto ddout = upload(randn(N * C + 1, 18)), dx_in = upload(randn(N * C + 1, 19, 2.f)), ddx = upload(randn(N * C + 1, 20));
+    auto dw_norm = upload(randn(C + 1, 21)), drstd = upload(std::vector<float>(size_t(N), 0.7f));
+    Buffer<float> ddw(cuda_ops(), size_t(C + 1));
+    Buffer<uint16_t> dx16(cuda_ops(), size_t(N * C));
+    const double bytes = 18.0 * double(N * C);
+    const double q = time_gpu([&] {
+      gpu16.rmsnorm_backward_w16(ddx.data(), dx16.data(), ddw.data(), ddout.data(), dx_in.data(), dw_norm.data(),
+                                 drstd.data(), N, C);
+    }, reps);
+    const double one = time_gpu([&] {
+      gpu16.rmsnorm_backward(ddx.data() + 1, ddw.data() + 1, ddout.data() + 1, dx_in.data() + 1, dw_norm.data() + 1,
+                             drstd.data(), N, C);
+      gpu16.to_bf16(dx16.data(), ddx.data() + 1, N * C);
+    }, reps);
+    rows.push_back({"rmsnorm_bwd bf16", "4096 x 1536; base = one value + to_bf16", "GB/s", bytes / q / 1e9,
+                    bytes / one / 1e9, bytes / q / peak_bw});
+    // The residual add and the activations' to_bf16 at the same shape, four values a thread
+    // (streaming.cuh) against one (one float off alignment): 12 and 6 bytes a value.
+    const double add4 = time_gpu([&] { gpu16.add(ddx.data(), ddx.data(), ddout.data(), N * C); }, reps);
+    const double add1 = time_gpu([&] { gpu16.add(ddx.data() + 1, ddx.data() + 1, ddout.data() + 1, N * C); }, reps);
+    rows.push_back({"add", "4096 x 1536; base = one value a thread", "GB/s", 12.0 * double(N * C) / add4 / 1e9,
+                    12.0 * double(N * C) / add1 / 1e9, 12.0 * double(N * C) / add4 / peak_bw});
+    const double r4 = time_gpu([&] { gpu16.to_bf16(dx16.data(), ddx.data(), N * C); }, reps);
+    const double r1 = time_gpu([&] { gpu16.to_bf16(dx16.data(), ddx.data() + 1, N * C); }, reps);
+    rows.push_back({"to_bf16", "4096 x 1536; base = one value a thread", "GB/s", 6.0 * double(N * C) / r4 / 1e9,
+                    6.0 * double(N * C) / r1 / 1e9, 6.0 * double(N * C) / r4 / peak_bw});
   }
 
   std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",

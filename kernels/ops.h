@@ -304,6 +304,16 @@ struct Ops {
   // refreshed in the pass that updates them, not in a second pass that reads them all again.
   void (*adamw_w16)(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale);
+  // rmsnorm_backward that also writes dx16 = to_bf16(dx) of the updated dx (dx16 may be null): the
+  // residual stream's gradient, which the next GEMMs read as dout16, rounded in the pass that makes
+  // it rather than by a to_bf16 pass that reads it again.
+  void (*rmsnorm_backward_w16)(float* dx, uint16_t* dx16, float* dw, const float* dout, const float* x,
+                               const float* w, const float* rstd, int64_t N, int64_t C);
+  // token_stats_backward with dlogits written only as their bf16 rounding, dlogits16 [n, cols] (the
+  // LM head's GEMMs read nothing else); logits are only read.
+  void (*token_stats_backward_w16)(uint16_t* dlogits16, const float* logits, const int32_t* targets,
+                                   const float* lse, const float* entropy, const float* dlogp, const float* dent,
+                                   int64_t n, int64_t col0, int64_t cols, float inv_temp);
 
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
   // cannot record (kernels/cpu, whose ops are not launch-bound).
@@ -322,7 +332,7 @@ struct Ops {
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
   X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16) X(decode_linear_w16)       \
-  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16)
+  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

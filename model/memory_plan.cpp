@@ -107,9 +107,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   const HeadTiles tiles = plan_head_tiles(head_rows, c.vocab_size, /*for_backward=*/true);
   const double R = double(std::max<int64_t>(head_rows, 1));
   const double head_logits = tiles.keep ? R * V : double(tiles.rows) * double(tiles.cols);
+  // With bf16 output gradients, the tile's dlogits in bf16 too (Transformer::backward).
+  const bool grads16 = s.precision == Precision::Fp32Bf16Gemm && bf16_training_buffers(c);
   if (head_rows > 0)
     p.lm_head = head_logits * 4.0 + 2.0 * double(tiles.rows) * H * 4.0 + R * (2 * 4.0 + 5 * 4.0) +
-                (tiles.cols < c.vocab_size ? R * 4 * 8.0 : 0.0);
+                (tiles.cols < c.vocab_size ? R * 4 * 8.0 : 0.0) +
+                (grads16 ? double(tiles.rows) * double(tiles.cols) * 2.0 : 0.0);
 
   p.kv_cache = 2.0 * L * double(s.kv_slots) * double(s.kv_capacity) * kd * a;
   // one decode step: Transformer::decode's buffers (x, ln, tmp, h; q, att and the q/k/v GEMM's
@@ -133,11 +136,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     p.master_weights = p.weights;
     p.weights = 2.0 * P;
     // A prefill group's forward rounds its inputs into the same scratch (no backward).
-    // With bf16 output gradients (bf16_training_buffers) the layers' GEMMs round no gradient: the
-    // second buffer rounds the LM head's logits tile alone.
+    // With bf16 output gradients (bf16_training_buffers) no GEMM rounds a gradient: the layers'
+    // and the LM head's come rounded by their producers, and the second buffer is never used.
     const double widest = std::max({H, qd, I}), forward_rows = std::max(N, prefill_tokens);
     const double head_grad = head_rows > 0 ? head_logits : 0.0;
-    p.gemm_scratch = 2.0 * (forward_rows * widest + (bf16_training_buffers(c) ? head_grad : std::max(N * widest, head_grad)));
+    p.gemm_scratch = 2.0 * (forward_rows * widest + (grads16 ? 0.0 : std::max(N * widest, head_grad)));
     // The Simt attention reads its keys and values rounded to bf16 from two fp32 copies [N,
     // kv_dim] and rounds its queries as it reads them; the tensor-core kernels (the CUDA default)
     // round all three as they read, so this is an upper bound for them. The KV cache holds bf16.

@@ -142,6 +142,7 @@ Transformer::Transformer(ModelConfig c, const kernels::Ops& ops)
       head_logits_(ops),
       head_scratch_(ops),
       head_state_(ops),
+      head_dlogits16_(ops),
       prefill_logits_(ops),
       decode_graphs_(ops) {
   build_layout();
@@ -278,7 +279,7 @@ void Transformer::gemm_backward(float* dinp, float* dw, float* dbias, const floa
 bool Transformer::bf16_training() const {
   const kernels::Ops& o = *ops_;
   return o.rmsnorm_forward_w16 && o.residual_rmsnorm_forward_w16 && o.swiglu_forward_w16 && o.swiglu_backward_w16 &&
-         o.matmul_backward_g16 && bf16_training_buffers(config_);
+         o.matmul_backward_g16 && o.rmsnorm_backward_w16 && bf16_training_buffers(config_);
 }
 
 Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, const float* x, const float* w,
@@ -731,7 +732,8 @@ float* Transformer::take_head_scratch(const HeadTiles& t, int64_t R) {
 size_t Transformer::head_bytes() const {
   return sizeof(float) * (head_scratch_.size() + head_logits_.size() + head_lse_.size() + head_logp_.size() +
                           head_entropy_.size()) +
-         sizeof(double) * head_state_.size() + sizeof(int32_t) * (head_rows_dev_.size() + head_targets_dev_.size());
+         sizeof(double) * head_state_.size() + sizeof(int32_t) * (head_rows_dev_.size() + head_targets_dev_.size()) +
+         sizeof(uint16_t) * head_dlogits16_.size();
 }
 
 // The LM head over the vocabulary's column blocks (the tiles of memory_plan.h): for each row
@@ -809,7 +811,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   // gradient, each column block's written once per row block (once, unless the rows are split).
   o.fill_zero(dln, N * H);
   HeadTiles tiles = head_tiles(R, /*for_backward=*/true);  // score()'s
-  tiles.keep = head_logits_kept_;  // false in a second backward(): the kept logits hold dlogits now
+  tiles.keep = head_logits_kept_;  // false in a second fp32 backward(): they hold dlogits now
   float* x = take_head_scratch(tiles, R);
   float *dx = x + tiles.rows * H, *gl = dx + tiles.rows * H, *ge = gl + std::max<int64_t>(R, 1);
   float* tile = ge + std::max<int64_t>(R, 1);
@@ -823,26 +825,45 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   o.upload(ge, ge_host.data(), sizeof(float) * size_t(R));
   const float* head_w = params_.data() + head_off_;
   float* head_g = grads_.data() + head_off_;
+  // With bf16 output gradients the tile's dlogits are written only in bf16, to a buffer of their
+  // own, for the GEMMs that would otherwise round them (read 4 bytes, write 2) before reading them.
+  uint16_t* dl16 = nullptr;
+  if (grads16) {
+    head_dlogits16_.ensure(size_t(tiles.rows * tiles.cols));
+    dl16 = head_dlogits16_.data();
+  }
   for (int64_t r0 = 0; r0 < R; r0 += tiles.rows) {
     const int64_t n = std::min(tiles.rows, R - r0);
     o.gather_rows(x, lnf_, head_rows_dev_.data() + r0, n, H);
     const GemmInput in = rounded_for_gemms(x, n * H);
-    o.fill_zero(dx, n * H);
+    if (!grads16) o.fill_zero(dx, n * H);
     for (int64_t v0 = 0; v0 < V; v0 += tiles.cols) {
       const int64_t cols = std::min(tiles.cols, V - v0);
       float* lg = tiles.keep ? head_logits_.data() : tile;
       if (!tiles.keep) gemm_forward(lg, in, head_w + v0 * H, nullptr, n, H, cols);
+      if (grads16) {
+        o.token_stats_backward_w16(dl16, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,
+                                   head_entropy_.data() + r0, gl + r0, ge + r0, n, v0, cols, fwd_inv_temp_);
+        o.matmul_backward_g16(dx, head_g + v0 * H, dl16, in.x16, weights16(head_w + v0 * H), n, H, cols,
+                              /*overwrite_dinp=*/v0 == 0);
+        continue;
+      }
       o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,
                              head_entropy_.data() + r0, gl + r0, ge + r0, n, v0, cols, fwd_inv_temp_);
       gemm_backward(dx, head_g + v0 * H, nullptr, lg, in, head_w + v0 * H, n, H, cols);
     }
     o.scatter_add_rows(dln, dx, head_rows_dev_.data() + r0, n, H);
   }
-  head_logits_kept_ = false;  // overwritten by dlogits; a second backward recomputes
+  // Kept logits that the fp32 path overwrote with dlogits are gone: a second backward recomputes.
+  head_logits_kept_ = tiles.keep && grads16;
 
   o.fill_zero(dres, N * H);
-  o.rmsnorm_backward(dres, grads_.data() + norm_off_, dln, layer_acts_[size_t(L - 1)].res_out,
-                     params_.data() + norm_off_, rstdf_, N, H);
+  if (grads16)  // the last layer's GEMMs read d(res_out) as dout16
+    o.rmsnorm_backward_w16(dres, dout16, grads_.data() + norm_off_, dln, layer_acts_[size_t(L - 1)].res_out,
+                           params_.data() + norm_off_, rstdf_, N, H);
+  else
+    o.rmsnorm_backward(dres, grads_.data() + norm_off_, dln, layer_acts_[size_t(L - 1)].res_out,
+                       params_.data() + norm_off_, rstdf_, N, H);
 
   const kernels::AttentionShape shape{B, T, nh, nkv, d, T * kd, lengths_.data()};
   // With a Bf16 table, the layers' GEMM output gradients go to the GEMMs in bf16, rounded by their
@@ -854,7 +875,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     if (fwd_recomputes_) layer_forward(l, N, /*through_mlp=*/false);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
     if (grads16) {
-      layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, shape);
+      layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, l > 0, shape);
       continue;
     }
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
@@ -890,7 +911,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
 void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
                                          float* dln, float* datt, float* dq, float* dk, float* dv, float* dact,
                                          uint16_t* dgate16, uint16_t* dup16, uint16_t* dout16,
-                                         const kernels::AttentionShape& shape) {
+                                         bool round_dres_in, const kernels::AttentionShape& shape) {
   const ModelConfig& c = config_;
   const kernels::Ops& o = *ops_;
   const int64_t N = fwd_B_ * fwd_T_, H = c.hidden_size, I = c.intermediate_size, nh = c.num_attention_heads;
@@ -902,16 +923,14 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   constexpr bool kWrite = true, kAdd = false;
   // MLP branch: res_out = h + down(silu(gate) * up); dres holds d(res_out).
   const uint16_t* act16 = a.act16;  // SwiGLU's output as the forward kept it
-  o.to_bf16(dout16, dres, N * H);
   o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);
   bias_grad(g.bd, dres, I, H);
   o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);
   o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, I, kWrite);  // ln2 as kept
   o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
-  o.rmsnorm_backward(dres, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h)
+  o.rmsnorm_backward_w16(dres, dout16, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h), and rounded
   // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
   const GemmInput att = rounded_for_gemms(a.att, N * qd);
-  o.to_bf16(dout16, dres, N * H);
   o.matmul_backward_g16(datt, g.wo, dout16, att.x16, weights16(w.wo), N, qd, H, kWrite);
   bias_grad(g.bo, dres, qd, H);
   o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
@@ -927,7 +946,8 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   o.matmul_backward_g16(dln, g.wq, dq16, a.ln1_16, weights16(w.wq), N, H, qd, kWrite);  // ln1 as kept
   o.matmul_backward_g16(dln, g.wk, dk16, a.ln1_16, weights16(w.wk), N, H, kd, kAdd);
   o.matmul_backward_g16(dln, g.wv, dv16, a.ln1_16, weights16(w.wv), N, H, kd, kAdd);
-  o.rmsnorm_backward(dres, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);  // dres := d(res_in)
+  // dres := d(res_in); dout16 (read by the q/k/v products above, done by now) its rounding
+  o.rmsnorm_backward_w16(dres, round_dres_in ? dout16 : nullptr, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);
 }
 
 std::vector<float> Transformer::prefill(KVCache& cache, const SequenceBatch& prompts) {

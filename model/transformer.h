@@ -219,9 +219,12 @@ class Transformer {
   void layer_forward(int64_t l, int64_t N, bool through_mlp);
   struct LayerActs;
   // One layer of backward() with a Bf16 table's bf16 output gradients (kernels::Ops::matmul_backward_g16).
+  // On entry dres holds d(res_out) and dout16 its bf16 rounding; on exit dres holds d(res_in), and
+  // so does dout16, rounded, when round_dres_in (the layer below reads it; the embedding does not).
   void layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
                               float* dln, float* datt, float* dq, float* dk, float* dv, float* dact, uint16_t* dgate16,
-                              uint16_t* dup16, uint16_t* dout16, const kernels::AttentionShape& shape);
+                              uint16_t* dup16, uint16_t* dout16, bool round_dres_in,
+                              const kernels::AttentionShape& shape);
   void lm_head_rows(const SequenceBatch& batch);
   HeadTiles head_tiles(int64_t R, bool for_backward) const;
   float* take_head_scratch(const HeadTiles& t, int64_t R);
@@ -335,6 +338,7 @@ class Transformer {
   kernels::Buffer<float> head_lse_, head_logp_, head_entropy_, head_logits_;
   kernels::Buffer<float> head_scratch_;  // a tile's gathered rows and their gradients, dlogp/dent, the logits tile
   kernels::Buffer<double> head_state_;   // [R, 4] token_stats' running statistics across column blocks
+  kernels::Buffer<uint16_t> head_dlogits16_;  // with bf16_training(): a tile's dlogits in bf16
   bool head_logits_kept_ = false;
   HeadTiles head_tiles_override_;  // rows 0: planned
   kernels::Buffer<float> prefill_logits_;  // [B, V] of the last prefill

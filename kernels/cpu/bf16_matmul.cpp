@@ -186,6 +186,30 @@ void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, 
   }
 }
 
+// rmsnorm_backward, then the updated dx rounded: the bits a to_bf16 pass after it writes.
+void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dout, const float* x, const float* w,
+                          const float* rstd, int64_t N, int64_t C) {
+  cpu_ops().rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C);
+  if (dx16) to_bf16(dx16, dx, N * C);
+}
+
+// token_stats_backward's values, then rounded: whole rows at a time through scratch (about 4 MB).
+void token_stats_backward_w16(uint16_t* dlogits16, const float* logits, const int32_t* targets, const float* lse,
+                              const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                              int64_t cols, float inv_temp) {
+  if (n == 0 || cols == 0) return;
+  const int64_t rows = std::max<int64_t>(1, (int64_t(1) << 20) / cols);
+  static thread_local std::vector<float> dz;
+  dz.resize(size_t(std::min(n, rows) * cols));
+  auto at = [](const auto* p, int64_t r) { return p ? p + r : nullptr; };
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t len = std::min(rows, n - r0);
+    cpu_ops().token_stats_backward(dz.data(), logits + r0 * cols, at(targets, r0), lse + r0, at(entropy, r0),
+                                   at(dlogp, r0), at(dent, r0), len, col0, cols, inv_temp);
+    to_bf16(dlogits16 + r0 * cols, dz.data(), len * cols);
+  }
+}
+
 // The fp32 products on the widened operands; overwrite_dinp as a zero fill before the sum, which
 // adds to exactly 0 (the same values as a product that writes).
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
@@ -352,6 +376,8 @@ Ops make_table() {
   t.swiglu_backward_w16 = swiglu_backward_w16;
   t.matmul_backward_g16 = matmul_backward_g16;
   t.adamw_w16 = adamw_w16;
+  t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
+  t.token_stats_backward_w16 = token_stats_backward_w16;
   return t;
 }
 

@@ -566,6 +566,8 @@ const Ops kCpuOps = {
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
     /*adamw_w16=*/nullptr,
+    /*rmsnorm_backward_w16=*/nullptr,
+    /*token_stats_backward_w16=*/nullptr,
     /*recorder=*/{},
 };
 

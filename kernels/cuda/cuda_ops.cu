@@ -83,6 +83,8 @@ const Ops kCudaOps = {
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
     /*adamw_w16=*/nullptr,
+    /*rmsnorm_backward_w16=*/nullptr,
+    /*token_stats_backward_w16=*/nullptr,
     /*recorder=*/{graph_begin, graph_end, graph_abandon, graph_replay, graph_release, graph_scratch_generation},
 };
 
@@ -116,6 +118,8 @@ const Ops& cuda_bf16_matmul_ops() {
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;
     t.adamw_w16 = adamw_w16;
+    t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
+    t.token_stats_backward_w16 = token_stats_backward_w16;
     return t;
   }();
   return table;

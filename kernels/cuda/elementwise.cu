@@ -1,6 +1,7 @@
 // Elementwise and gather/scatter ops of the CUDA backend: embedding, RoPE, SwiGLU, add, scale,
 // AdamW, the sum of squares behind the global grad norm, and column sums. Memory-bound, so each
-// is one grid-stride pass; the formulas are kernels/cpu's, line for line.
+// is one grid-stride pass; the formulas are kernels/cpu's, line for line. SwiGLU's kernels are in
+// swiglu.cuh, add's and AdamW's in streaming.cuh (four values a thread), RoPE's in rope.cuh.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/decode_epilogues.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/streaming.cuh"
 #include "kernels/cuda/swiglu.cuh"
 
 namespace azr::kernels::cuda_detail {
@@ -31,30 +33,9 @@ __global__ void embedding_backward_kernel(float* dwte, const float* dout, const 
   }
 }
 
-__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = a[i] + b[i];
-}
-
 __global__ void scale_kernel(float* x, float factor, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] *= factor;
-}
-
-// p16 (may be null): the updated p rounded to bf16 as well, the model's bf16 copy (adamw_w16).
-// g_scale: a clip's coefficient; g * g_scale is a product alone (nothing to contract it into an
-// FMA with), so it rounds to fp32 exactly as scale_kernel's stored value does.
-__global__ void adamw_kernel(float* p, __nv_bfloat16* p16, const float* g, float* m, float* v, int64_t n, float beta1,
-                             float beta2, float eps, float step_size, float bc2_sqrt, float decay, float g_scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float gi = __fmul_rn(g[i], g_scale);
-    float pi = p[i] * decay;
-    const float mi = beta1 * m[i] + (1.f - beta1) * gi;
-    const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
-    pi -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
-    p[i] = pi, m[i] = mi, v[i] = vi;
-    if (p16) p16[i] = __float2bfloat16_rn(pi);
-  }
 }
 
 // Per-thread partial sums in double, one atomic per block.
@@ -130,14 +111,20 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   if (pairs == 0) return;
   const RopeKvStoreArgs a{q, qkv, pos, slot, cos, sin, reinterpret_cast<__nv_bfloat16*>(kcache),
                           reinterpret_cast<__nv_bfloat16*>(vcache), R, heads, kv_heads, d, slot_stride};
-  rope_kv_store_kernel<<<grid_for(pairs), 256, 0, op_stream()>>>(a);
+  if (epilogue_fits_32_bits(pairs))
+    rope_kv_store_kernel<uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(a);
+  else
+    rope_kv_store_kernel<int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(a);
   AZR_CUDA_LAUNCHED();
 }
 
 void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
   if (R * I == 0) return;
-  swiglu_rows_kernel<<<grid_for(R * I), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(out16), gate_up, R,
-                                                                I);
+  auto* out = reinterpret_cast<__nv_bfloat16*>(out16);
+  if (epilogue_fits_32_bits(R * I))
+    swiglu_rows_kernel<uint32_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);
+  else
+    swiglu_rows_kernel<int64_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -198,7 +185,7 @@ namespace {
 // Four values a thread where the pointers allow (swiglu.cuh), one otherwise: the same values.
 void launch_swiglu_forward(float* out, __nv_bfloat16* out16, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  if (swiglu_quads_fit({out, gate, up}, {out16}))
+  if (quads_fit({out, gate, up}, {out16}))
     swiglu_forward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(out, out16, gate, up, n);
   else
     swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, out16, gate, up, n);
@@ -208,8 +195,8 @@ void launch_swiglu_forward(float* out, __nv_bfloat16* out16, const float* gate, 
 template <class G>
 void launch_swiglu_backward(G* dgate, G* dup, const float* dout, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
-  const bool quads = std::is_same_v<G, float> ? swiglu_quads_fit({dgate, dup, dout, gate, up}, {})
-                                              : swiglu_quads_fit({dout, gate, up}, {dgate, dup});
+  const bool quads = std::is_same_v<G, float> ? quads_fit({dgate, dup, dout, gate, up}, {})
+                                              : quads_fit({dout, gate, up}, {dgate, dup});
   if (quads)
     swiglu_backward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
   else
@@ -239,7 +226,10 @@ void swiglu_backward_w16(uint16_t* dgate16, uint16_t* dup16, const float* dout, 
 
 void add(float* out, const float* a, const float* b, int64_t n) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, a, b, n);
+  if (quads_fit({out, a, b}, {}))
+    add_kernel<4><<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(out, a, b, n);
+  else
+    add_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(out, a, b, n);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -257,9 +247,12 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n), 256, 0, op_stream()>>>(p, reinterpret_cast<__nv_bfloat16*>(p16), g, m, v, n, beta1,
-                                                     beta2, eps, lr / bc1, std::sqrt(bc2), 1.f - lr * weight_decay,
-                                                     grad_scale);
+  const AdamwStep s{beta1, beta2, eps, lr / bc1, std::sqrt(bc2), 1.f - lr * weight_decay, grad_scale};
+  auto* p16b = reinterpret_cast<__nv_bfloat16*>(p16);
+  if (quads_fit({p, g, m, v}, {p16}))
+    adamw_kernel<4><<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(p, p16b, g, m, v, n, s);
+  else
+    adamw_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(p, p16b, g, m, v, n, s);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -44,6 +44,8 @@ void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const floa
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps);
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C);
+void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dout, const float* x, const float* w,
+                          const float* rstd, int64_t N, int64_t C);
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps);
 void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
@@ -130,6 +132,9 @@ void token_stats(float* lse, float* logp, float* entropy, double* state, const f
 void token_stats_backward(float* dlogits, const float* logits, const int32_t* targets, const float* lse,
                           const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
                           int64_t cols, float inv_temp);
+void token_stats_backward_w16(uint16_t* dlogits16, const float* logits, const int32_t* targets, const float* lse,
+                              const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                              int64_t cols, float inv_temp);
 
 // sampling.cu
 void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,

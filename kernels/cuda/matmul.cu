@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/streaming.cuh"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -158,17 +159,18 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
 using Bf16Scratch = DeviceScratch<__nv_bfloat16>;
 Bf16Scratch g_scratch_a, g_scratch_b, g_scratch_w;
 
-__global__ void round_to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = __float2bfloat16_rn(src[i]);
+// dst = src rounded, four values a thread where the pointers fit (streaming.cuh).
+void launch_round_to_bf16(__nv_bfloat16* dst, const float* src, int64_t n) {
+  if (quads_fit({src}, {dst}))
+    round_to_bf16_kernel<4><<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(dst, src, n);
+  else
+    round_to_bf16_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(dst, src, n);
+  AZR_CUDA_LAUNCHED();
 }
 
 const __nv_bfloat16* rounded(Bf16Scratch& scratch, const float* src, int64_t n) {
   __nv_bfloat16* dst = scratch.get(size_t(n));
-  if (n > 0) {
-    round_to_bf16_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dst, src, n);
-    AZR_CUDA_LAUNCHED();
-  }
+  if (n > 0) launch_round_to_bf16(dst, src, n);
   return dst;
 }
 
@@ -192,8 +194,7 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
 
 void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   if (n <= 0) return;
-  round_to_bf16_kernel<<<grid_for(n), 256, 0, op_stream()>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
-  AZR_CUDA_LAUNCHED();
+  launch_round_to_bf16(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
 }
 
 // The products with bf16 weights (a model's bf16 copy), the activation operand rounded here

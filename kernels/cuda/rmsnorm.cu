@@ -1,12 +1,16 @@
-// RMSNorm of the CUDA backend: one block per row for the row reductions (forward's mean square,
-// backward's dot), and a column-parallel pass for dw, which sums over rows.
+// RMSNorm of the CUDA backend: the forward a block per row (its mean square a block reduction);
+// the backward a block per few rows, dx, dw and dx's bf16 rounding in one pass
+// (rmsnorm_backward.cuh).
 //
 //   y = x r w,  r = (mean(x^2) + eps)^-1/2
 //   dx += r (dy w) - x r^3 / C * sum(dy w x),   dw += sum over rows of dy x r
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/rmsnorm_backward.cuh"
 #include "kernels/cuda/rmsnorm_row.cuh"
 
 namespace azr::kernels::cuda_detail {
@@ -41,31 +45,25 @@ __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* 
   }
 }
 
-__global__ void rmsnorm_backward_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
-                                           const float* rstd, int64_t C) {
-  __shared__ float shared[32];
-  const int64_t n = blockIdx.x;
-  const float* xr = x + n * C;
-  const float* dy = dout + n * C;
-  const float r = rstd[n];
-  float dot = 0.f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += dy[c] * w[c] * xr[c];
-  dot = block_sum(dot, shared);
-  const float k = dot * r * r * r / float(C);
-  float* dxr = dx + n * C;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dxr[c] += dy[c] * w[c] * r - xr[c] * k;
-}
+// Blocks of the backward: about kBackwardBlocks, each rows_per_block rows (at least
+// kMinRowsPerBlock, so that the dw atomics stay a fraction of the elements).
+constexpr int64_t kBackwardBlocks = 512, kMinRowsPerBlock = 4;
 
-// Threads own columns; blockIdx.y takes a chunk of rows and adds its partial with one atomic.
-__global__ void rmsnorm_backward_dw_kernel(float* dw, const float* dout, const float* x, const float* rstd, int64_t N,
-                                           int64_t C, int64_t rows_per_chunk) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  const int64_t r0 = blockIdx.y * rows_per_chunk;
-  const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
-  float acc = 0.f;
-  for (int64_t r = r0; r < r1; r++) acc += dout[r * C + c] * x[r * C + c] * rstd[r];
-  atomicAdd(dw + c, acc);
+void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
+  RmsnormBackwardArgs a = args;
+  a.rows_per_block = std::max(kMinRowsPerBlock, (a.N + kBackwardBlocks - 1) / kBackwardBlocks);
+  const unsigned blocks = unsigned((a.N + a.rows_per_block - 1) / a.rows_per_block);
+  const size_t smem = sizeof(float) * size_t(a.C);  // the block's dw partial
+  auto launch = [&](auto kernel) {
+    if (smem > 48 * 1024)  // past the default: opt in (C past 12,288 columns)
+      AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<blocks, kNormBackwardThreads, smem, op_stream()>>>(a);
+    AZR_CUDA_LAUNCHED();
+  };
+  if (rmsnorm_backward_quads_fit(a))
+    launch(rmsnorm_backward_kernel<4>);
+  else
+    launch(rmsnorm_backward_kernel<1>);
 }
 
 }  // namespace
@@ -93,13 +91,13 @@ void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, f
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                       int64_t N, int64_t C) {
   if (N == 0) return;
-  rmsnorm_backward_dx_kernel<<<unsigned(N), kThreads, 0, op_stream()>>>(dx, dout, x, w, rstd, C);
-  AZR_CUDA_LAUNCHED();
-  constexpr int64_t kRowsPerChunk = 64;
-  const dim3 grid(unsigned((C + kThreads - 1) / kThreads),
-                  unsigned(std::min<int64_t>((N + kRowsPerChunk - 1) / kRowsPerChunk, 65535)));
-  rmsnorm_backward_dw_kernel<<<grid, kThreads, 0, op_stream()>>>(dw, dout, x, rstd, N, C, (N + grid.y - 1) / grid.y);
-  AZR_CUDA_LAUNCHED();
+  launch_rmsnorm_backward({dx, nullptr, dw, dout, x, w, rstd, N, C, 0});
+}
+
+void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dout, const float* x, const float* w,
+                          const float* rstd, int64_t N, int64_t C) {
+  if (N == 0) return;
+  launch_rmsnorm_backward({dx, reinterpret_cast<__nv_bfloat16*>(dx16), dw, dout, x, w, rstd, N, C, 0});
 }
 
 }  // namespace azr::kernels::cuda_detail

@@ -1,22 +1,19 @@
 #pragma once
 // SwiGLU's training kernels (elementwise.cu launches them), one value a thread and four.
 //
-// On an H100 (2026-11-26, a 1.5B training step's op profile) the one-value kernels moved about
-// 1.8 TB/s of the 3.35 the memory allows: one 4-byte load of each operand in flight per thread is
-// too little to cover the memory's latency. The four-value kernels load 16 bytes of each operand
-// and store 16 (fp32) or 8 (bf16) bytes at a time, with the same arithmetic on each value
-// (swiglu_value, swiglu_grads), so the same bits; the last n % 4 values go one a thread. They need
-// every pointer 16-byte aligned (a bf16 output 8-byte): swiglu_quads_fit says whether a call's are,
-// and the launch falls back to the one-value kernels where not.
+// The four-value kernels (quads.cuh: why) load 16 bytes of each operand and store 16 (fp32) or 8
+// (bf16) bytes at a time, with the same arithmetic on each value (swiglu_value, swiglu_grads), so
+// the same bits; the last n % 4 values go one a thread. The launch falls back to the one-value
+// kernels where a call's pointers do not fit quads (quads_fit).
 //
 // In this header, apart from the launches, so that tests/kernels/swiglu_emulated_test.cpp runs
 // both kinds on the CPU through tests/kernels/cuda_emulation.h.
 #include "kernels/cuda/decode_epilogues.cuh"  // swiglu_value
 #include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/quads.cuh"
 
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 
 namespace azr::kernels::cuda_detail {
 
@@ -26,34 +23,6 @@ AZR_DEVICE_INLINE void swiglu_grads(float dy, float g, float u, float& dgate, fl
   dup = dy * g * sig;
   dgate = dy * u * sig * (1.f + g * (1.f - sig));
 }
-
-// A value stored as fp32, or rounded to bf16 (nearest even, the bits to_bf16 writes).
-AZR_DEVICE_INLINE void store_as(float* dst, float x) { *dst = x; }
-AZR_DEVICE_INLINE void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
-
-AZR_DEVICE_INLINE uint32_t bf16_bits(float x) {
-  const __nv_bfloat16 b = __float2bfloat16_rn(x);
-#ifdef AZR_CUDA_EMULATION
-  return b.bits;
-#else
-  return __bfloat16_as_ushort(b);
-#endif
-}
-
-// Four values into the quad-th group of four of dst: one 16-byte store, or 8 bytes of bf16.
-AZR_DEVICE_INLINE void store_quad(float* dst, int64_t quad, float a, float b, float c, float d) {
-  float4 v;
-  v.x = a, v.y = b, v.z = c, v.w = d;
-  reinterpret_cast<float4*>(dst)[quad] = v;
-}
-AZR_DEVICE_INLINE void store_quad(__nv_bfloat16* dst, int64_t quad, float a, float b, float c, float d) {
-  uint2 v;
-  v.x = bf16_bits(a) | bf16_bits(b) << 16;
-  v.y = bf16_bits(c) | bf16_bits(d) << 16;
-  reinterpret_cast<uint2*>(dst)[quad] = v;
-}
-
-AZR_DEVICE_INLINE float4 load_quad(const float* src, int64_t quad) { return reinterpret_cast<const float4*>(src)[quad]; }
 
 // out (may be null) = silu(gate) * up; out16 (may be null) its bf16 rounding, for the down
 // projection's GEMM. One value a thread.
@@ -120,16 +89,6 @@ __global__ void swiglu_backward_quads_kernel(G* dgate, G* dup, const float* dout
     store_as(dup + i, du);
     store_as(dgate + i, dg);
   }
-}
-
-// Whether the four-value kernels may take these pointers: the fp32 ones 16-byte aligned, the bf16
-// ones 8-byte (null ones are not read or written).
-inline bool swiglu_quads_fit(std::initializer_list<const void*> fp32, std::initializer_list<const void*> bf16) {
-  for (const void* p : fp32)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  for (const void* p : bf16)
-    if (reinterpret_cast<uintptr_t>(p) % 8 != 0) return false;
-  return true;
 }
 
 }  // namespace azr::kernels::cuda_detail

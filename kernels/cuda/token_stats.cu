@@ -8,11 +8,26 @@ namespace azr::kernels::cuda_detail {
 
 using namespace token_stats_kernels;
 
+namespace {
+
+void launch_backward(int64_t n, const BackwardArgs& a) {
+  if (backward_quads_fit(a))
+    backward_kernel<4><<<unsigned(n), kThreads, 0, op_stream()>>>(a);
+  else
+    backward_kernel<1><<<unsigned(n), kThreads, 0, op_stream()>>>(a);
+  AZR_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
 void token_stats(float* lse, float* logp, float* entropy, double* state, const float* logits, const int32_t* targets,
                  int64_t n, int64_t col0, int64_t cols, int64_t V, float inv_temp) {
   if (n == 0) return;
-  stats_kernel<<<unsigned(n), kThreads, 0, op_stream()>>>(
-      StatsArgs{lse, logp, entropy, state, logits, targets, col0, cols, V, inv_temp});
+  const StatsArgs a{lse, logp, entropy, state, logits, targets, col0, cols, V, inv_temp};
+  if (stats_quads_fit(a))
+    stats_kernel<4><<<unsigned(n), kThreads, 0, op_stream()>>>(a);
+  else
+    stats_kernel<1><<<unsigned(n), kThreads, 0, op_stream()>>>(a);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -20,9 +35,15 @@ void token_stats_backward(float* dlogits, const float* logits, const int32_t* ta
                           const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
                           int64_t cols, float inv_temp) {
   if (n == 0) return;
-  backward_kernel<<<unsigned(n), kThreads, 0, op_stream()>>>(
-      BackwardArgs{dlogits, logits, lse, entropy, dlogp, dent, targets, col0, cols, inv_temp});
-  AZR_CUDA_LAUNCHED();
+  launch_backward(n, {dlogits, nullptr, logits, lse, entropy, dlogp, dent, targets, col0, cols, inv_temp});
+}
+
+void token_stats_backward_w16(uint16_t* dlogits16, const float* logits, const int32_t* targets, const float* lse,
+                              const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                              int64_t cols, float inv_temp) {
+  if (n == 0) return;
+  launch_backward(n, {nullptr, reinterpret_cast<__nv_bfloat16*>(dlogits16), logits, lse, entropy, dlogp, dent,
+                      targets, col0, cols, inv_temp});
 }
 
 }  // namespace azr::kernels::cuda_detail

@@ -11,6 +11,12 @@
 // maximum, and thread 0 joins the result to the row's running state in double, as the CPU does
 // (kernels/cpu/cpu_ops.cpp), and writes lse, logp and entropy after the row's last block.
 //
+// V: values a thread takes at a time, 4 (quads.cuh: one 16-byte load, and for the bf16 gradient
+// an 8-byte store) where the block's columns are a multiple of 4 and the pointers fit, which every
+// LM-head tile of Qwen2's vocabulary is (151,936 = 4 x 37,984; tiles of 4,096 columns), else 1.
+// Each thread takes the values of its groups in column order, so the two widths sum in different
+// orders and agree to float rounding.
+//
 // The kernels are in this header, apart from their launches (token_stats.cu), so that
 // tests/kernels/token_stats_emulated_test.cpp also runs them on the CPU through
 // tests/kernels/cuda_emulation.h.
@@ -19,6 +25,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/quads.cuh"
 #include "kernels/cuda/reductions.cuh"
 
 namespace azr::kernels::cuda_detail::token_stats_kernels {
@@ -52,12 +60,16 @@ __device__ __forceinline__ void online_add(float z, float& m, float& s, float& w
   }
 }
 
+template <int V>
 __global__ void __launch_bounds__(kThreads) stats_kernel(StatsArgs a) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
   const float* z = a.logits + r * a.cols;
   float m = -INFINITY, s = 0.f, w = 0.f;
-  for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) online_add(z[j] * a.inv_temp, m, s, w);
+  for (int64_t g = threadIdx.x; g < a.cols / V; g += blockDim.x) {
+    const Group<V> zg = load_group<V>(z, g);
+    for (int j = 0; j < V; j++) online_add(zg.v[j] * a.inv_temp, m, s, w);
+  }
   const float M = block_max(m, shared);
   const float scale = s > 0.f ? expf(m - M) : 0.f;
   const float S = block_sum(s * scale, shared);
@@ -85,8 +97,11 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(StatsArgs a) {
   if (a.entropy) a.entropy[r] = float(log(sum) - wsum / sum);
 }
 
+// dlogits16 (may be null): the gradient written only as its bf16 rounding, for the LM head's bf16
+// GEMMs (kernels::Ops::token_stats_backward_w16); dlogits is then not written.
 struct BackwardArgs {
   float* dlogits;
+  __nv_bfloat16* dlogits16;
   const float *logits, *lse, *entropy, *dlogp, *dent;
   const int32_t* targets;
   int64_t col0, cols;
@@ -94,21 +109,34 @@ struct BackwardArgs {
 };
 
 // Each element is read and written by the same thread, so dlogits may alias logits.
+template <int V>
 __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a) {
   const int64_t r = blockIdx.x;
   const float* z = a.logits + r * a.cols;
-  float* dz = a.dlogits + r * a.cols;
   const int64_t t = a.targets ? a.targets[r] : -1;
   const float gl = a.dlogp && t >= 0 ? a.dlogp[r] : 0.f;  // a masked row's logp is the constant 0
   const float ge = a.dent ? a.dent[r] : 0.f, H = a.entropy ? a.entropy[r] : 0.f;
   const float l = a.lse[r];
   const int64_t target = t - a.col0;  // its column in the block (negative: none)
-  for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
-    const float lp = z[j] * a.inv_temp - l, p = expf(lp);
-    float g = (-gl * p - ge * p * (lp + H)) * a.inv_temp;
-    if (j == target) g += gl * a.inv_temp;
-    dz[j] = g;
+  for (int64_t g = threadIdx.x; g < a.cols / V; g += blockDim.x) {
+    const Group<V> zg = load_group<V>(z, g);
+    Group<V> d;
+    for (int j = 0; j < V; j++) {
+      const float lp = zg.v[j] * a.inv_temp - l, p = expf(lp);
+      d.v[j] = (-gl * p - ge * p * (lp + H)) * a.inv_temp;
+      if (g * V + j == target) d.v[j] += gl * a.inv_temp;
+    }
+    if (a.dlogits16)
+      store_group<V>(a.dlogits16 + r * a.cols, g, d);
+    else
+      store_group<V>(a.dlogits + r * a.cols, g, d);
   }
+}
+
+// Whether the four-value kernels take a call's block of columns.
+inline bool stats_quads_fit(const StatsArgs& a) { return a.cols % 4 == 0 && quads_fit({a.logits}, {}); }
+inline bool backward_quads_fit(const BackwardArgs& a) {
+  return a.cols % 4 == 0 && quads_fit({a.logits, a.dlogits}, {a.dlogits16});
 }
 
 }  // namespace azr::kernels::cuda_detail::token_stats_kernels

@@ -521,7 +521,8 @@ TEST(CpuBf16Matmul, SamplerLogProbsEqualTheLearnersWithBf16Gemms) {
 struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
-      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0, swiglu_rows = 0;
+      to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0, swiglu_rows = 0,
+      norm_back = 0, norm_back16 = 0, stats_back = 0, stats_back16 = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -583,6 +584,30 @@ const Ops& counting_bf16_ops() {
                                const float* up, int64_t n) {
       g_counts.swiglu_back16++;
       cpu_bf16_matmul_ops().swiglu_backward_w16(dgate16, dup16, dout, gate, up, n);
+    };
+    t.rmsnorm_backward = [](float* dx, float* dw, const float* dout, const float* x, const float* w,
+                            const float* rstd, int64_t N, int64_t C) {
+      g_counts.norm_back++;
+      cpu_bf16_matmul_ops().rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C);
+    };
+    t.rmsnorm_backward_w16 = [](float* dx, uint16_t* dx16, float* dw, const float* dout, const float* x,
+                                const float* w, const float* rstd, int64_t N, int64_t C) {
+      g_counts.norm_back16++;
+      cpu_bf16_matmul_ops().rmsnorm_backward_w16(dx, dx16, dw, dout, x, w, rstd, N, C);
+    };
+    t.token_stats_backward = [](float* dlogits, const float* logits, const int32_t* targets, const float* lse,
+                                const float* entropy, const float* dlogp, const float* dent, int64_t n, int64_t col0,
+                                int64_t cols, float inv_temp) {
+      g_counts.stats_back++;
+      cpu_bf16_matmul_ops().token_stats_backward(dlogits, logits, targets, lse, entropy, dlogp, dent, n, col0, cols,
+                                                 inv_temp);
+    };
+    t.token_stats_backward_w16 = [](uint16_t* dlogits16, const float* logits, const int32_t* targets,
+                                    const float* lse, const float* entropy, const float* dlogp, const float* dent,
+                                    int64_t n, int64_t col0, int64_t cols, float inv_temp) {
+      g_counts.stats_back16++;
+      cpu_bf16_matmul_ops().token_stats_backward_w16(dlogits16, logits, targets, lse, entropy, dlogp, dent, n, col0,
+                                                     cols, inv_temp);
     };
     t.to_bf16 = [](uint16_t* dst, const float* src, int64_t n) {
       g_counts.to_bf16++;
@@ -706,11 +731,13 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
   // SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
-  // GEMMs they fed (backward makes none of them again); backward rounds attention's output once for o's; the LM head's gathered
-  // rows are rounded once for all its GEMMs (here one column block, kept from score() to backward()).
-  // Each GEMM output's gradient reaches its GEMM in bf16 (matmul_backward_g16), rounded once by
-  // its producer: SwiGLU's backward for gate and up, a to_bf16 for down and o (dres) and for q, k
-  // and v; matmul_backward_a16w16 is left the bias sums of q, k and v and the LM head.
+  // GEMMs they fed (backward makes none of them again); backward rounds attention's output once
+  // for o's; the LM head's gathered rows are rounded once for all its GEMMs (here one column
+  // block, kept from score() to backward()). Each GEMM output's gradient reaches its GEMM in bf16
+  // (matmul_backward_g16), rounded once by its producer: the token statistics' backward for the
+  // LM head, the norms' backward for down and o (dres: the final norm's and each layer's two, but
+  // the first layer's input norm, whose gradient goes to the embedding), SwiGLU's backward for
+  // gate and up, a to_bf16 for q, k and v; matmul_backward_a16w16 is left their bias sums.
   ASSERT_TRUE(c.qkv_bias);
   ASSERT_FALSE(c.mlp_bias);
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3}});
@@ -722,10 +749,14 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.swiglu16, 0);
   EXPECT_EQ(g_counts.swiglu, 0);
   EXPECT_EQ(g_counts.swiglu_back16, L);
-  EXPECT_EQ(g_counts.back_g16, 7 * L);      // q, k, v, o, gate, up, down
-  EXPECT_EQ(g_counts.back_a16, 3 * L + 1);  // the q, k and v bias sums; the LM head
+  EXPECT_EQ(g_counts.back_g16, 7 * L + 1);  // q, k, v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.back_a16, 3 * L);      // the q, k and v bias sums
   EXPECT_EQ(g_counts.back_w16, 0);
-  EXPECT_EQ(g_counts.to_bf16, 6 * L + 1);   // dres twice, dq, dk, dv, att; the head's rows (ln1, ln2 kept in bf16)
+  EXPECT_EQ(g_counts.stats_back16, 1);
+  EXPECT_EQ(g_counts.stats_back, 0);
+  EXPECT_EQ(g_counts.norm_back16, 2 * L + 1);
+  EXPECT_EQ(g_counts.norm_back, 0);
+  EXPECT_EQ(g_counts.to_bf16, 4 * L + 1);   // dq, dk, dv, att; the head's rows (ln1, ln2 kept in bf16)
   // An optimizer step through the model writes the bf16 copy in its own pass (adamw_w16): the
   // next forward rounds no weight.
   model::AdamW opt(m.ops(), m.parameters().size());

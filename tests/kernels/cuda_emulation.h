@@ -3,11 +3,13 @@
 // masking, shared-memory staging, warp synchronisation, the split of rows over warps and blocks)
 // runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
 // attention_tensor_core.cuh, and its forward on mma.sync, attention_mma.cuh), the few-row decode
-// products (gemv.cuh), the unfiltered sampler (sampling_unfiltered.cuh) and the two decode
-// attentions (attention_decode.cuh, attention_decode_tiles.cuh). A test double, and only for those headers. It checks what CUDA
-// documents of the hardware: WMMA's tile alignment, 16-byte alignment of the kernels' vector loads
-// (with -fsanitize=alignment), and the launch limits of sm_80; what it cannot show (WMMA's real
-// fragment layouts, blocks running at once, speed) the GPU tests and benchmarks check.
+// products (gemv.cuh), the samplers, the two decode attentions (attention_decode.cuh,
+// attention_decode_tiles.cuh), the token statistics, and the memory-bound training kernels
+// (swiglu.cuh, rope.cuh, rmsnorm_backward.cuh, streaming.cuh). A test double, used only by the
+// tests/kernels/*_emulated_test.cpp suites. It checks what CUDA documents of the hardware: WMMA's
+// tile alignment, 16-byte alignment of the kernels' vector loads (with -fsanitize=alignment), and
+// the launch limits of sm_80; what it cannot show (WMMA's real fragment layouts, blocks running at
+// once, speed) the GPU tests and benchmarks check.
 //
 // The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
 // barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
@@ -170,7 +172,9 @@ T __shfl_up_sync(unsigned /*mask*/, T v, unsigned delta) {
 // atomic is for form.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 
 inline __nv_bfloat16 __float2bfloat16_rn(float x) {

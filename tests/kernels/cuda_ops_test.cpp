@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -896,6 +897,35 @@ TEST_F(CudaOps, OpsWithBf16GradientsMatchTheOpsTheyReplace) {
   EXPECT_EQ(to_host<float>(d_v_d, np), to_host<float>(d_v_c, np));
 }
 
+// RMSNorm's backward with dx's bf16 rounding (rmsnorm_backward_w16): the plain backward's dx bit
+// for bit and that dx rounded as to_bf16 rounds it; dw (atomics, in no fixed order) to fp32
+// rounding; and both the CPU's gradients. 1,000 rows of 1,536 (Qwen2.5-1.5B's width) take the
+// four-value kernel with several rows a block; 301 columns the one-value kernel.
+TEST_F(CudaOps, RmsNormBackwardWithBf16DxIsTheBackwardAndItsRounding) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1000, 1536}, {33, 301}}) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
+    const auto x = randn(size_t(N * C), 90, 2.f), w = randn(size_t(C), 91), dout = randn(size_t(N * C), 92);
+    const auto dx0 = randn(size_t(N * C), 93), dw0 = randn(size_t(C), 94);
+    std::vector<float> out(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N)), dx = dx0, dw = dw0;
+    cpu.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    cpu.rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    auto d_x = to_device(x), d_w = to_device(w), d_dout = to_device(dout), d_rstd = to_device(rstd);
+    auto d_dx_a = to_device(dx0), d_dw_a = to_device(dw0), d_dx_b = to_device(dx0), d_dw_b = to_device(dw0);
+    Buffer<uint16_t> d_dx16(cuda_ops(), size_t(N * C)), d_want16(cuda_ops(), size_t(N * C));
+    dev.rmsnorm_backward(d_dx_a.data(), d_dw_a.data(), d_dout.data(), d_x.data(), d_w.data(), d_rstd.data(), N, C);
+    dev.to_bf16(d_want16.data(), d_dx_a.data(), N * C);
+    dev.rmsnorm_backward_w16(d_dx_b.data(), d_dx16.data(), d_dw_b.data(), d_dout.data(), d_x.data(), d_w.data(),
+                             d_rstd.data(), N, C);
+    const std::vector<float> got_dx = to_host<float>(d_dx_b, size_t(N * C));
+    EXPECT_EQ(got_dx, to_host<float>(d_dx_a, size_t(N * C)));
+    EXPECT_EQ(to_host<uint16_t>(d_dx16, size_t(N * C)), to_host<uint16_t>(d_want16, size_t(N * C)));
+    expect_close(to_host<float>(d_dw_b, size_t(C)), to_host<float>(d_dw_a, size_t(C)), 1e-4f, 1e-5f, "dw, twice");
+    expect_close(got_dx, dx, 1e-4f, 1e-4f, "dx against the CPU");
+    expect_close(to_host<float>(d_dw_b, size_t(C)), dw, 1e-3f, 1e-4f, "dw against the CPU");
+  }
+}
+
 // The meter of azr's device allocations (cuda_memory_in_use, cuda_memory_peak): a buffer of the
 // op table adds exactly its bytes while it lives, and the peak keeps them after it is gone.
 TEST_F(CudaOps, MemoryMeterCountsTheTablesAllocations) {
@@ -979,6 +1009,26 @@ TEST_P(CudaTokenStats, StatsAndBackwardMatchCpu) {
       for (int64_t r = 0; r < n; r++) std::copy_n(h.data() + r * cols, cols, got.data() + r * V + col0);
     }
     expect_close(got, dlogits, 1e-6f, 1e-4f, "dlogits");
+  }
+  // The bf16 variant (token_stats_backward_w16) over the same logits in column blocks: that
+  // gradient rounded as to_bf16 rounds it, bit for bit, and the logits only read.
+  const Ops& dev = cuda_bf16_matmul_ops();
+  Buffer<float> d_lse = to_device(lse), d_ent = to_device(ent);
+  const int64_t block = V > 4096 ? 4096 : 100;
+  for (int64_t col0 = 0; col0 < V; col0 += block) {
+    const int64_t cols = std::min(block, V - col0);
+    const std::vector<float> logits_block = testing::column_block(logits, n, V, col0, cols);
+    auto d_logits = to_device(logits_block);
+    Buffer<float> d_fp32(cuda_ops(), size_t(n * cols));
+    Buffer<uint16_t> d_got16(cuda_ops(), size_t(n * cols)), d_want16(cuda_ops(), size_t(n * cols));
+    dev.token_stats_backward(d_fp32.data(), d_logits.data(), d_t.data(), d_lse.data(), d_ent.data(), d_dlogp.data(),
+                             d_dent.data(), n, col0, cols, inv_temp);
+    dev.to_bf16(d_want16.data(), d_fp32.data(), n * cols);
+    dev.token_stats_backward_w16(d_got16.data(), d_logits.data(), d_t.data(), d_lse.data(), d_ent.data(),
+                                 d_dlogp.data(), d_dent.data(), n, col0, cols, inv_temp);
+    ASSERT_EQ(to_host<uint16_t>(d_got16, size_t(n * cols)), to_host<uint16_t>(d_want16, size_t(n * cols)))
+        << "bf16 dlogits, block at " << col0;
+    ASSERT_EQ(to_host<float>(d_logits, size_t(n * cols)), logits_block) << "logits written, block at " << col0;
   }
 }
 

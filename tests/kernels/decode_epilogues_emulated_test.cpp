@@ -45,22 +45,32 @@ TEST(DecodeEpiloguesEmulated, RopeKvStoreIsRopeAndTheCacheStoreBitForBit) {
     for (int64_t r = 0; r < c.R; r++)
       slot[size_t(r)] = int32_t((5 * r + 3) % kSlots), pos[size_t(r)] = int32_t((7 * r + 1) % kCapacity);
 
-    std::vector<float> q(size_t(c.R * qd), NAN), q_ref = q, qkv_in = qkv;
-    std::vector<uint16_t> kc = cache0, vc = cache0, kc_ref = cache0, vc_ref = cache0;
+    std::vector<float> q_ref(size_t(c.R * qd), NAN);
+    std::vector<uint16_t> kc_ref = cache0, vc_ref = cache0;
     cpu_bf16_matmul_ops().rope_kv_store_w16(q_ref.data(), qkv.data(), pos.data(), cos.data(), sin.data(), slot.data(),
                                             kc_ref.data(), vc_ref.data(), c.R, c.heads, c.kv_heads, c.d, stride);
-    const RopeKvStoreArgs a{q.data(), qkv_in.data(), pos.data(), slot.data(), cos.data(), sin.data(),
-                            reinterpret_cast<__nv_bfloat16*>(kc.data()), reinterpret_cast<__nv_bfloat16*>(vc.data()),
-                            c.R, c.heads, c.kv_heads, c.d, stride};
-    emu::launch({c.blocks, 1, 1}, c.threads, 0, rope_kv_store_kernel, a);
-    EXPECT_EQ(std::memcmp(q.data(), q_ref.data(), q.size() * sizeof(float)), 0) << "q";
-    EXPECT_EQ(kc, kc_ref) << "k cache";
-    EXPECT_EQ(vc, vc_ref) << "v cache";
-    EXPECT_EQ(qkv_in, qkv) << "the GEMM output is read, not written";
-    size_t changed = 0;
-    for (size_t i = 0; i < kc.size(); i++) changed += kc[i] != cache0[i];
-    EXPECT_GE(changed, size_t(c.R * kd) * 9 / 10) << "the k cache was not written";
+    for (const bool wide : {false, true}) {  // 32-bit and 64-bit item indices
+      SCOPED_TRACE(wide ? "64-bit indices" : "32-bit indices");
+      std::vector<float> q(size_t(c.R * qd), NAN), qkv_in = qkv;
+      std::vector<uint16_t> kc = cache0, vc = cache0;
+      const RopeKvStoreArgs a{q.data(), qkv_in.data(), pos.data(), slot.data(), cos.data(), sin.data(),
+                              reinterpret_cast<__nv_bfloat16*>(kc.data()), reinterpret_cast<__nv_bfloat16*>(vc.data()),
+                              c.R, c.heads, c.kv_heads, c.d, stride};
+      if (wide)
+        emu::launch({c.blocks, 1, 1}, c.threads, 0, rope_kv_store_kernel<int64_t>, a);
+      else
+        emu::launch({c.blocks, 1, 1}, c.threads, 0, rope_kv_store_kernel<uint32_t>, a);
+      EXPECT_EQ(std::memcmp(q.data(), q_ref.data(), q.size() * sizeof(float)), 0) << "q";
+      EXPECT_EQ(kc, kc_ref) << "k cache";
+      EXPECT_EQ(vc, vc_ref) << "v cache";
+      EXPECT_EQ(qkv_in, qkv) << "the GEMM output is read, not written";
+      size_t changed = 0;
+      for (size_t i = 0; i < kc.size(); i++) changed += kc[i] != cache0[i];
+      EXPECT_GE(changed, size_t(c.R * kd) * 9 / 10) << "the k cache was not written";
+    }
   }
+  EXPECT_TRUE(epilogue_fits_32_bits(int64_t(1) << 31));
+  EXPECT_FALSE(epilogue_fits_32_bits((int64_t(1) << 31) + 1));
 }
 
 // Rows of [gate | up] (I not a multiple of 4 too, so the CPU's vector tail runs) against
@@ -73,11 +83,14 @@ TEST(DecodeEpiloguesEmulated, SwigluRowsIsSwigluOnEachRowsHalves) {
     for (int r = 0; r < R; r++)
       for (int j = 0; j < I; j++)
         gate[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + j)], up[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + I + j)];
-    std::vector<uint16_t> want(size_t(R * I)), got(size_t(R * I) + 1, 0xFFFF);
+    std::vector<uint16_t> want(size_t(R * I)), got(size_t(R * I) + 1, 0xFFFF), got64 = got;
     cpu_bf16_matmul_ops().swiglu_forward_w16(nullptr, want.data(), gate.data(), up.data(), R * I);
-    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel, reinterpret_cast<__nv_bfloat16*>(got.data()),
+    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel<uint32_t>, reinterpret_cast<__nv_bfloat16*>(got.data()),
+                gate_up.data(), int64_t(R), int64_t(I));
+    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel<int64_t>, reinterpret_cast<__nv_bfloat16*>(got64.data()),
                 gate_up.data(), int64_t(R), int64_t(I));
     EXPECT_EQ(got.back(), 0xFFFF) << "written past R x I";
+    EXPECT_EQ(got64, got) << "64-bit indices";
     got.pop_back();
     EXPECT_EQ(got, want);
   }

@@ -18,23 +18,13 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/kernels/quads_cases.h"
 #include "tests/kernels/random_inputs.h"
 
 namespace azr::kernels::cuda_detail {
 namespace {
 
 using namespace azr::kernels::testing;
-
-constexpr uint16_t kUnwritten16 = 0xFFFF;  // a NaN's bits, which no bf16 rounding of these values gives
-
-// n values and one sentinel past them.
-std::vector<float> floats(int64_t n) { return std::vector<float>(size_t(n) + 1, NAN); }
-std::vector<uint16_t> halves(int64_t n) { return std::vector<uint16_t>(size_t(n) + 1, kUnwritten16); }
-__nv_bfloat16* bf(std::vector<uint16_t>& v) { return reinterpret_cast<__nv_bfloat16*>(v.data()); }
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // |got - want| <= 1e-6 |want| (a few ulps) for every value but the sentinel.
 void expect_near_cpu(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
@@ -43,27 +33,23 @@ void expect_near_cpu(const std::vector<float>& got, const std::vector<float>& wa
     ASSERT_LE(std::fabs(got[i] - want[i]), 1e-6f * std::fabs(want[i]) + 1e-30f) << what << " at " << i;
 }
 
-constexpr int64_t kLengths[] = {1, 3, 4, 5, 6, 7, 37, 64, 1027};
-constexpr unsigned kBlocks[] = {1, 3};
-constexpr unsigned kThreads = 64;
-
 TEST(SwigluEmulated, ForwardQuadsAreTheOneValueKernelsBits) {
-  for (const int64_t n : kLengths)
-    for (const unsigned blocks : kBlocks) {
+  for (const int64_t n : kQuadLengths)
+    for (const unsigned blocks : kQuadBlocks) {
       SCOPED_TRACE("n " + std::to_string(n) + ", " + std::to_string(blocks) + " blocks");
       const std::vector<float> gate = randn(size_t(n), 3, 3.f), up = randn(size_t(n), 4);
       std::vector<float> out1 = floats(n), outq = floats(n), out_only = floats(n);
       std::vector<uint16_t> h1 = halves(n), hq = halves(n), h_only = halves(n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_forward_kernel, out1.data(), bf(h1), gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_forward_quads_kernel, outq.data(), bf(hq), gate.data(), up.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_kernel, out1.data(), bf(h1), gate.data(), up.data(), n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, outq.data(), bf(hq), gate.data(), up.data(),
                   n);
       EXPECT_TRUE(same_bits(outq, out1)) << "fp32";
       EXPECT_EQ(hq, h1) << "bf16";
       EXPECT_TRUE(std::isnan(outq.back()) && hq.back() == kUnwritten16) << "written past n";
       // Either output alone (the training forward writes bf16 only).
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_forward_quads_kernel, out_only.data(), nullptr, gate.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, out_only.data(), nullptr, gate.data(),
                   up.data(), n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_forward_quads_kernel, nullptr, bf(h_only), gate.data(), up.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, nullptr, bf(h_only), gate.data(), up.data(),
                   n);
       EXPECT_TRUE(same_bits(out_only, out1));
       EXPECT_EQ(h_only, h1);
@@ -75,23 +61,23 @@ TEST(SwigluEmulated, ForwardQuadsAreTheOneValueKernelsBits) {
 }
 
 TEST(SwigluEmulated, BackwardQuadsAreTheOneValueKernelsBits) {
-  for (const int64_t n : kLengths)
-    for (const unsigned blocks : kBlocks) {
+  for (const int64_t n : kQuadLengths)
+    for (const unsigned blocks : kQuadBlocks) {
       SCOPED_TRACE("n " + std::to_string(n) + ", " + std::to_string(blocks) + " blocks");
       const std::vector<float> dout = randn(size_t(n), 5), gate = randn(size_t(n), 6, 3.f), up = randn(size_t(n), 7);
       std::vector<float> dg1 = floats(n), du1 = floats(n), dgq = floats(n), duq = floats(n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_backward_kernel<float>, dg1.data(), du1.data(), dout.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<float>, dg1.data(), du1.data(), dout.data(),
                   gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_backward_quads_kernel<float>, dgq.data(), duq.data(), dout.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_quads_kernel<float>, dgq.data(), duq.data(), dout.data(),
                   gate.data(), up.data(), n);
       EXPECT_TRUE(same_bits(dgq, dg1)) << "dgate";
       EXPECT_TRUE(same_bits(duq, du1)) << "dup";
       EXPECT_TRUE(std::isnan(dgq.back()) && std::isnan(duq.back())) << "written past n";
 
       std::vector<uint16_t> g1 = halves(n), u1 = halves(n), gq = halves(n), uq = halves(n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_backward_kernel<__nv_bfloat16>, bf(g1), bf(u1), dout.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<__nv_bfloat16>, bf(g1), bf(u1), dout.data(),
                   gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kThreads, 0, swiglu_backward_quads_kernel<__nv_bfloat16>, bf(gq), bf(uq),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_quads_kernel<__nv_bfloat16>, bf(gq), bf(uq),
                   dout.data(), gate.data(), up.data(), n);
       EXPECT_EQ(gq, g1) << "dgate, bf16";
       EXPECT_EQ(uq, u1) << "dup, bf16";
@@ -108,12 +94,12 @@ TEST(SwigluEmulated, BackwardQuadsAreTheOneValueKernelsBits) {
 TEST(SwigluEmulated, QuadsFitOnlyAlignedPointers) {
   alignas(16) float f[8] = {};
   alignas(16) uint16_t h[8] = {};
-  EXPECT_TRUE(swiglu_quads_fit({f, f + 4}, {h, h + 4}));
-  EXPECT_TRUE(swiglu_quads_fit({f, nullptr}, {nullptr}));  // an output not written
-  EXPECT_FALSE(swiglu_quads_fit({f, f + 1}, {h}));
-  EXPECT_FALSE(swiglu_quads_fit({f + 2}, {}));
-  EXPECT_FALSE(swiglu_quads_fit({f}, {h + 2}));
-  EXPECT_TRUE(swiglu_quads_fit({}, {h + 4}));
+  EXPECT_TRUE(quads_fit({f, f + 4}, {h, h + 4}));
+  EXPECT_TRUE(quads_fit({f, nullptr}, {nullptr}));  // an output not written
+  EXPECT_FALSE(quads_fit({f, f + 1}, {h}));
+  EXPECT_FALSE(quads_fit({f + 2}, {}));
+  EXPECT_FALSE(quads_fit({f}, {h + 2}));
+  EXPECT_TRUE(quads_fit({}, {h + 4}));
 }
 
 }  // namespace

@@ -158,9 +158,10 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch,
-            2.0 * (36700160.0 + 16773120.0) + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4 +
-                4096.0 * (2 * 1536 + 2 * 256) * 2);
+  EXPECT_EQ(g.gemm_scratch, 2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4 +
+                                4096.0 * (2 * 1536 + 2 * 256) * 2);
+  // The head's tile of dlogits, written in bf16 by its producer: with the head, not the GEMMs.
+  EXPECT_EQ(g.lm_head, fp32.lm_head + 16773120.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   // Activations stay fp32, less SwiGLU's fp32 output (4096 x 8960), which a bf16 model never
   // writes, and with each layer's two norm outputs (4096 x 1536 each) kept in bf16 only; each
@@ -175,27 +176,27 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
   EXPECT_STREQ(precision_name(Precision::Fp32Bf16Gemm), "fp32+bf16-gemm");
   // azr-tiny (hidden size 128, q_dim 128), 2 x 64 tokens: the MLP's 128 x 352 is the widest
-  // input; the only output gradient a GEMM rounds is the LM head's, its 2 x 63 rows x 263 kept
-  // logits. With MLP biases the layers' fp32 output gradients are rounded too, the widest 128 x 352.
+  // input; no GEMM rounds an output gradient (the layers' and the head's come in bf16). With MLP
+  // biases the layers' fp32 output gradients are rounded by the GEMMs, the widest 128 x 352, and so
+  // is the LM head's, its 2 x 63 rows x 263 kept logits, narrower.
   s.seq_len = 64;
   s.micro_batch = 2;
   s.kv_slots = 0;
   ModelConfig tiny = preset_config("azr-tiny");
-  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (45056.0 + 126 * 263) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4 +
-                128.0 * (2 * 128 + 2 * 64) * 2);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch, 2.0 * 45056.0 + 2.0 * 128 * 64 * 4 + 45056.0 * 2 +
+                                                   2.0 * 128 * 128 * 4 + 128.0 * (2 * 128 + 2 * 64) * 2);
   tiny.mlp_bias = true;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
             2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4 +
                 128.0 * (2 * 128 + 2 * 64) * 2);
   tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
-  // its k and v: more than the 128 training rows; the output-gradient buffer is training's alone.
+  // its k and v: more than the 128 training rows; no output gradient is rounded by a GEMM.
   // The mma.sync forward's bf16 q, k, v for those rows, 4000 x (128 + 2 x 64), outgrow the 128
   // rows' dK/dV shares.
   s.kv_slots = 8;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (4000.0 * 352 + 126 * 263) + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 4000.0 * 256 * 2);
+            2.0 * 4000.0 * 352 + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 4000.0 * 256 * 2);
 }
 
 // With bf16 GEMMs the plan is the CPU Bf16 table's transformer to the byte as well (the table the
@@ -276,12 +277,13 @@ TEST(MemoryPlan, HeadTilesByHand) {
   EXPECT_EQ(plan_head_tiles(0, 263, true), (HeadTiles{1, 263, true}));
 }
 
-// The fp32 plan's LM head is the transformer's head buffers to the byte (Transformer::head_bytes)
-// after score(for_backward) and backward(), for sequences of seq_len tokens: kept logits (azr-tiny),
+// The plan's LM head is the transformer's head buffers to the byte (Transformer::head_bytes) after
+// score(for_backward) and backward(), for sequences of seq_len tokens: kept logits (azr-tiny),
 // column blocks (a vocabulary of 140,000 and 599 head rows: 83.9M logits), and row blocks too
 // (4,200 columns and 16,400 head rows: 68.9M logits, and 768 columns would fit a tile, fewer than
-// 1,024).
-TEST(MemoryPlan, Fp32PlanPredictsTheLmHeadsAllocationExactly) {
+// 1,024). In fp32, and with bf16 GEMMs on the CPU's Bf16 table, where the configs of hidden size 16
+// have bf16 output gradients (bf16_training_buffers) and so the tile's dlogits in bf16 as well.
+TEST(MemoryPlan, PlanPredictsTheLmHeadsAllocationExactly) {
   struct Shape {
     int64_t vocab, hidden, B, T;
     HeadTiles tiles;
@@ -293,15 +295,24 @@ TEST(MemoryPlan, Fp32PlanPredictsTheLmHeadsAllocationExactly) {
     c.vocab_size = sh.vocab, c.hidden_size = sh.hidden, c.intermediate_size = 32, c.num_hidden_layers = 1;
     c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 8;
     EXPECT_EQ(plan_head_tiles(sh.B * (sh.T - 1), sh.vocab, true), sh.tiles);
-    Transformer m = Transformer::random(c, 1);
+    EXPECT_EQ(bf16_training_buffers(c), sh.hidden == 16);
     const SequenceBatch batch = SequenceBatch::from(
         std::vector<std::vector<int32_t>>(size_t(sh.B), std::vector<int32_t>(size_t(sh.T), 3)));
-    m.score(batch, 1.f, /*for_backward=*/true);
-    m.backward(std::vector<float>(size_t(sh.B * sh.T), 1.f), {});
-    MemoryPlanSettings s;
-    s.precision = Precision::Fp32;
-    s.micro_batch = sh.B, s.seq_len = sh.T;
-    EXPECT_EQ(plan_memory(c, s).lm_head, double(m.head_bytes()));
+    for (const bool bf16 : {false, true}) {
+      Transformer m = Transformer::random(c, 1, 0.02f, bf16 ? kernels::cpu_bf16_matmul_ops() : kernels::cpu_ops());
+      m.score(batch, 1.f, /*for_backward=*/true);
+      m.backward(std::vector<float>(size_t(sh.B * sh.T), 1.f), {});
+      MemoryPlanSettings s;
+      s.precision = bf16 ? Precision::Fp32Bf16Gemm : Precision::Fp32;
+      s.micro_batch = sh.B, s.seq_len = sh.T;
+      const MemoryPlan p = plan_memory(c, s);
+      EXPECT_EQ(p.lm_head, double(m.head_bytes())) << (bf16 ? "bf16" : "fp32");
+      if (bf16 && sh.hidden == 16) {  // the bf16 dlogits tile: rows x columns x 2 bytes more than fp32's
+        MemoryPlanSettings fp32 = s;
+        fp32.precision = Precision::Fp32;
+        EXPECT_EQ(p.lm_head - plan_memory(c, fp32).lm_head, double(sh.tiles.rows) * double(sh.tiles.cols) * 2);
+      }
+    }
   }
 }
 

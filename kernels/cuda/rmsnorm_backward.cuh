@@ -1,0 +1,89 @@
+#pragma once
+// RMSNorm's backward on the CUDA backend (rmsnorm.cu launches it): dx, dw and, for the bf16
+// training path, dx's bf16 rounding, in one pass over dout and x.
+//
+//   y = x r w,  r = (mean(x^2) + eps)^-1/2
+//   dx += r (dy w) - x r^3 / C * sum(dy w x),   dw += sum over rows of dy x r
+//
+// Why one pass: the kernel this replaced took dx with a block per row and then dw with a second
+// kernel over columns, which read dout and x again: six passes of N x C floats where four do (read
+// dout, x, dx; write dx). On an H100 (2026-11-26) the two took 4.9 ms of a 1.5B step. Here a block
+// takes rows_per_block rows one after another: per row a block sum for the dot, then dx, and dw's
+// terms added into a partial of the block's own in shared memory, which goes to dw with one atomic
+// per column at the end (the old dw kernel did the same per 64-row chunk, so dw's sum order was
+// never fixed run to run either).
+//
+// dx16 (may be null): the updated dx rounded to bf16, written in the same pass: the bf16 training
+// path's next GEMMs read the gradient only as bf16 (kernels::Ops::rmsnorm_backward_w16), where a
+// to_bf16 pass after this kernel would read dx again.
+//
+// V: values a thread takes at a time, 4 (quads.cuh) where C % 4 == 0 and the pointers fit, else
+// 1. Each thread owns the columns of its groups of V (group g = threadIdx.x + k blockDim.x) for
+// every row, so its dw partial is its own: no barrier between its writes and its reads.
+//
+// In this header, apart from the launch, so that tests/kernels/rmsnorm_backward_emulated_test.cpp
+// runs it on the CPU through tests/kernels/cuda_emulation.h.
+#include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/quads.cuh"
+#include "kernels/cuda/reductions.cuh"
+
+#include <cstdint>
+
+namespace azr::kernels::cuda_detail {
+
+constexpr int kNormBackwardThreads = 128;  // C = 1536 (1.5B): 384 quads, 3 a thread
+
+struct RmsnormBackwardArgs {
+  float* dx;
+  __nv_bfloat16* dx16;  // may be null
+  float* dw;
+  const float *dout, *x, *w, *rstd;
+  int64_t N, C, rows_per_block;
+};
+
+// The launch: dynamic shared memory of C floats (the block's dw partial).
+template <int V>
+__global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(RmsnormBackwardArgs a) {
+  AZR_DYNAMIC_SHARED(smem);
+  float* dw_part = reinterpret_cast<float*>(smem);
+  __shared__ float shared[32];
+  const int64_t C = a.C, groups = C / V;
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) store_group<V>(dw_part, g, Group<V>{});
+  const int64_t r0 = blockIdx.x * a.rows_per_block;
+  const int64_t r1 = r0 + a.rows_per_block < a.N ? r0 + a.rows_per_block : a.N;
+  for (int64_t n = r0; n < r1; n++) {
+    const float *dy = a.dout + n * C, *xr = a.x + n * C;
+    float* dxr = a.dx + n * C;
+    const float r = a.rstd[n];
+    float dot = 0.f;
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+      const Group<V> d = load_group<V>(dy, g), w = load_group<V>(a.w, g), x = load_group<V>(xr, g);
+      for (int j = 0; j < V; j++) dot += d.v[j] * w.v[j] * x.v[j];
+    }
+    dot = block_sum(dot, shared);
+    const float k = dot * r * r * r / float(C);
+    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+      const Group<V> d = load_group<V>(dy, g), w = load_group<V>(a.w, g), x = load_group<V>(xr, g);
+      Group<V> out = load_group<V>(dxr, g), part = load_group<V>(dw_part, g);
+      for (int j = 0; j < V; j++) {
+        out.v[j] += d.v[j] * w.v[j] * r - x.v[j] * k;
+        part.v[j] += d.v[j] * x.v[j] * r;
+      }
+      store_group<V>(dxr, g, out);
+      if (a.dx16) store_group<V>(a.dx16 + n * C, g, out);
+      store_group<V>(dw_part, g, part);
+    }
+  }
+  if (r0 >= a.N) return;
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    const Group<V> part = load_group<V>(dw_part, g);
+    for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part.v[j]);
+  }
+}
+
+// Whether the four-value kernel takes this call.
+inline bool rmsnorm_backward_quads_fit(const RmsnormBackwardArgs& a) {
+  return a.C % 4 == 0 && quads_fit({a.dx, a.dout, a.x, a.w}, {a.dx16});
+}
+
+}  // namespace azr::kernels::cuda_detail
