@@ -936,10 +936,10 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
   o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
   o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+  // dq, dk and dv lie back to back in backward()'s scratch, as dq16, dk16 and dv16 do: one rounding.
   uint16_t *dq16 = dout16, *dk16 = dq16 + N * qd, *dv16 = dk16 + N * kd;
-  o.to_bf16(dq16, dq, N * qd);
-  o.to_bf16(dk16, dk, N * kd);
-  o.to_bf16(dv16, dv, N * kd);
+  if (dk != dq + N * qd || dv != dk + N * kd) throw std::logic_error("backward(): dq, dk, dv are not adjacent");
+  o.to_bf16(dq16, dq, N * (qd + 2 * kd));
   bias_grad(g.bq, dq, H, qd);
   bias_grad(g.bk, dk, H, kd);
   bias_grad(g.bv, dv, H, kd);
