@@ -501,9 +501,11 @@ TEST(TransformerTest, ActivationRecomputationGivesTheSameGradientsBitForBit) {
 
 // The LM head's tiling (memory_plan.h) changes no score and no gradient beyond rounding: the
 // planned tiles (here the kept logits), the whole rows made again in backward, row blocks, column
-// blocks (61 = 3 x 16 + 13: a shorter last one) and both, on the fp32 and bf16 tables. A second
-// backward() after one score() (the kept logits then hold dlogits, so it makes them again)
-// accumulates the same gradients again: twice the first (up to the order of the GEMMs' sums).
+// blocks (61 = 3 x 16 + 13: a shorter last one) and both, on the fp32 and bf16 tables (the bf16
+// one with bf16 output gradients: the head's dlogits go to the GEMMs in bf16, a tile at a time). A
+// second backward() after one score() accumulates the same gradients again: twice the first (up
+// to the order of the GEMMs' sums), whether the kept logits hold dlogits by then (fp32: it makes
+// them again) or are still the logits (bf16 gradients write dlogits elsewhere).
 TEST(TransformerTest, LmHeadTilesGiveTheSameScoresAndGradients) {
   const SequenceBatch batch = SequenceBatch::from(random_seqs({9, 1, 14, 6}, 61, 23));
   const auto [dlogp, dent] = random_token_grads(batch, 4);
