@@ -186,9 +186,9 @@ namespace {
 void launch_swiglu_forward(float* out, __nv_bfloat16* out16, const float* gate, const float* up, int64_t n) {
   if (n == 0) return;
   if (quads_fit({out, gate, up}, {out16}))
-    swiglu_forward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(out, out16, gate, up, n);
+    swiglu_forward_kernel<4><<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(out, out16, gate, up, n);
   else
-    swiglu_forward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(out, out16, gate, up, n);
+    swiglu_forward_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(out, out16, gate, up, n);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -198,9 +198,9 @@ void launch_swiglu_backward(G* dgate, G* dup, const float* dout, const float* ga
   const bool quads = std::is_same_v<G, float> ? quads_fit({dgate, dup, dout, gate, up}, {})
                                               : quads_fit({dout, gate, up}, {dgate, dup});
   if (quads)
-    swiglu_backward_quads_kernel<<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
+    swiglu_backward_kernel<4><<<grid_for((n + 3) / 4), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
   else
-    swiglu_backward_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
+    swiglu_backward_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(dgate, dup, dout, gate, up, n);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Four values a thread: the loads and stores of the memory-bound kernels that take 16 bytes of
-// each fp32 operand at a time (swiglu.cuh, rmsnorm_backward.cuh), and the one-value stores they
-// fall back to.
+// Four values a thread: the loads, stores and grid-stride loop of the memory-bound kernels that
+// take 16 bytes of each fp32 operand at a time (swiglu.cuh, streaming.cuh, rmsnorm_backward.cuh,
+// token_stats.cuh), written once for V = 4 and the one value a thread they fall back to.
 //
 // On an H100 (2026-11-26, a 1.5B training step's op profile) the one-value-a-thread SwiGLU moved
 // about 1.8 TB/s of the 3.35 the memory allows: one 4-byte load of each operand in flight per
@@ -43,7 +43,9 @@ AZR_DEVICE_INLINE void store_quad(__nv_bfloat16* dst, int64_t quad, float a, flo
   reinterpret_cast<uint2*>(dst)[quad] = v;
 }
 
-AZR_DEVICE_INLINE float4 load_quad(const float* src, int64_t quad) { return reinterpret_cast<const float4*>(src)[quad]; }
+AZR_DEVICE_INLINE float4 load_quad(const float* src, int64_t quad) {
+  return reinterpret_cast<const float4*>(src)[quad];
+}
 
 // V values of a thread at a time, for kernels written once for both widths: V = 4, one quad; V = 1,
 // one value (the fallback). Group g is values g V .. g V + V - 1.
@@ -70,6 +72,18 @@ AZR_DEVICE_INLINE void store_group(T* p, int64_t g, const Group<V>& in) {
     store_quad(p, g, in.v[0], in.v[1], in.v[2], in.v[3]);
   else
     store_as(p + g, in.v[0]);
+}
+
+// The grid-stride loop of an element-wise kernel over n values, V at a time: this thread's share
+// of groups 0 .. n/V - 1, then (V > 1) of the values V (n/V) .. n - 1 one at a time. body(g)
+// handles group g; tail(i) value i.
+template <int V, class Body, class Tail>
+AZR_DEVICE_INLINE void for_each_group(int64_t n, Body body, Tail tail) {
+  const int64_t groups = n / V, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t g = first; g < groups; g += stride) body(g);
+  if constexpr (V > 1)
+    for (int64_t i = V * groups + first; i < n; i += stride) tail(i);
 }
 
 // Whether quads may take these pointers: the fp32 ones 16-byte aligned, the bf16 ones 8-byte (null

@@ -21,17 +21,6 @@
 
 namespace azr::kernels::cuda_detail {
 
-// Groups 0 .. n/V - 1 of V values to this thread's share, then (V > 1) values V (n/V) .. n - 1.
-// body(g) handles group g; tail(i) value i.
-template <int V, class Body, class Tail>
-AZR_DEVICE_INLINE void for_each_group(int64_t n, Body body, Tail tail) {
-  const int64_t groups = n / V, stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  for (int64_t g = first; g < groups; g += stride) body(g);
-  if constexpr (V > 1)
-    for (int64_t i = V * groups + first; i < n; i += stride) tail(i);
-}
-
 // out = a + b; out may alias a or b (each value read and written by one thread).
 template <int V>
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {

@@ -40,17 +40,18 @@ TEST(SwigluEmulated, ForwardQuadsAreTheOneValueKernelsBits) {
       const std::vector<float> gate = randn(size_t(n), 3, 3.f), up = randn(size_t(n), 4);
       std::vector<float> out1 = floats(n), outq = floats(n), out_only = floats(n);
       std::vector<uint16_t> h1 = halves(n), hq = halves(n), h_only = halves(n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_kernel, out1.data(), bf(h1), gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, outq.data(), bf(hq), gate.data(), up.data(),
-                  n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_forward_kernel<1>, out1.data(), bf(h1), gate.data(), up.data(), n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_forward_kernel<4>, outq.data(), bf(hq), gate.data(), up.data(), n);
       EXPECT_TRUE(same_bits(outq, out1)) << "fp32";
       EXPECT_EQ(hq, h1) << "bf16";
       EXPECT_TRUE(std::isnan(outq.back()) && hq.back() == kUnwritten16) << "written past n";
       // Either output alone (the training forward writes bf16 only).
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, out_only.data(), nullptr, gate.data(),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_kernel<4>, out_only.data(), nullptr, gate.data(),
                   up.data(), n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_forward_quads_kernel, nullptr, bf(h_only), gate.data(), up.data(),
-                  n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_forward_kernel<4>, nullptr, bf(h_only), gate.data(), up.data(), n);
       EXPECT_TRUE(same_bits(out_only, out1));
       EXPECT_EQ(h_only, h1);
 
@@ -66,18 +67,18 @@ TEST(SwigluEmulated, BackwardQuadsAreTheOneValueKernelsBits) {
       SCOPED_TRACE("n " + std::to_string(n) + ", " + std::to_string(blocks) + " blocks");
       const std::vector<float> dout = randn(size_t(n), 5), gate = randn(size_t(n), 6, 3.f), up = randn(size_t(n), 7);
       std::vector<float> dg1 = floats(n), du1 = floats(n), dgq = floats(n), duq = floats(n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<float>, dg1.data(), du1.data(), dout.data(),
-                  gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_quads_kernel<float>, dgq.data(), duq.data(), dout.data(),
-                  gate.data(), up.data(), n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_backward_kernel<1, float>, dg1.data(), du1.data(), dout.data(), gate.data(), up.data(), n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_backward_kernel<4, float>, dgq.data(), duq.data(), dout.data(), gate.data(), up.data(), n);
       EXPECT_TRUE(same_bits(dgq, dg1)) << "dgate";
       EXPECT_TRUE(same_bits(duq, du1)) << "dup";
       EXPECT_TRUE(std::isnan(dgq.back()) && std::isnan(duq.back())) << "written past n";
 
       std::vector<uint16_t> g1 = halves(n), u1 = halves(n), gq = halves(n), uq = halves(n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<__nv_bfloat16>, bf(g1), bf(u1), dout.data(),
-                  gate.data(), up.data(), n);
-      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_quads_kernel<__nv_bfloat16>, bf(gq), bf(uq),
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0,
+                  swiglu_backward_kernel<1, __nv_bfloat16>, bf(g1), bf(u1), dout.data(), gate.data(), up.data(), n);
+      emu::launch({blocks, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<4, __nv_bfloat16>, bf(gq), bf(uq),
                   dout.data(), gate.data(), up.data(), n);
       EXPECT_EQ(gq, g1) << "dgate, bf16";
       EXPECT_EQ(uq, u1) << "dup, bf16";
