@@ -1,12 +1,14 @@
-// The LM head's training cost with column-block tiles (model/memory_plan.h, plan_head_tiles: every
-// GEMM of the head runs over all the rows, and the head's weight gradient is written once per
-// column block) against the row-block tiles azr used before (rows of the whole vocabulary, as many
-// as a 16Mi-float tile holds: 110 rows at 151,936 columns), on the same model, batch and device,
-// alternating, in one process. A one-layer model with the hidden size and vocabulary of a real one,
-// so that the head is most of the step: score(for_backward) and backward() are timed apart, and
-// the head's buffers (Transformer::head_bytes) reported. Row blocks write the whole V x H fp32
-// weight gradient once per block; a GPU pays that in memory traffic (1.5B: 0.93 GB read and
-// written per block), a CPU less. Never asserts on time.
+// The LM head's training cost as planned (model/memory_plan.h, plan_head_tiles: column-block tiles,
+// every GEMM of the head over all the rows, the head's weight gradient written once per column
+// block; and for backward the logits kept from score() where they fit kHeadKeepFloats) against two
+// baselines on the same model, batch and device, alternating, in one process: the same column
+// blocks made again in backward (what azr did before it kept them past 256 MiB), and the row-block
+// tiles azr used before that (rows of the whole vocabulary, as many as a 16Mi-float tile holds: 110
+// rows at 151,936 columns). A one-layer model with the hidden size and vocabulary of a real one, so
+// that the head is most of the step: score(for_backward) and backward() are timed apart, and the
+// head's buffers (Transformer::head_bytes) reported. Row blocks write the whole V x H fp32 weight
+// gradient once per block; a GPU pays that in memory traffic (1.5B: 0.93 GB read and written per
+// block), a CPU less. Never asserts on time.
 //
 //   lm_head_bench [--device cpu] [--matmul-precision fp32] [--hidden 896] [--vocab 151936]
 //                 [--batch 2] [--seq 257] [--repeats 3] [--threads 0]
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
   const std::vector<float> dlogp(size_t(B * T), -1.f / float(B * T)), dent(size_t(B * T), -1e-3f);
   const int64_t R = B * (T - 1);
   const model::HeadTiles planned = model::plan_head_tiles(R, vocab, true);  // run with set_head_tiles(0, 0)
+  const model::HeadTiles remade{planned.rows, planned.cols, false};
   const model::HeadTiles row_blocks{std::max<int64_t>(1, model::kHeadTileFloats / vocab), vocab, false};
 
   struct Times {
@@ -74,7 +77,7 @@ int main(int argc, char** argv) {
     if (t == planned)
       model.set_head_tiles(0, 0);
     else
-      model.set_head_tiles(t.rows, t.cols);
+      model.set_head_tiles(t.rows, t.cols, t.keep);
   };
   auto step = [&](const model::HeadTiles& t, Times* out) {
     use(m, t);
@@ -96,33 +99,41 @@ int main(int argc, char** argv) {
     fresh.backward(dlogp, dent);
     return fresh.head_bytes();
   };
+  const bool compare_remade = planned.keep;  // else the plan is the remade blocks themselves
   step(planned, nullptr);  // warm-up: sizes every buffer, plans cuBLASLt
+  if (compare_remade) step(remade, nullptr);
   step(row_blocks, nullptr);
-  Times cols, rows;
+  Times cols, again, rows;
   for (int r = 0; r < repeats; r++) {
     m.zero_grad();
     step(planned, &cols);
+    if (compare_remade) step(remade, &again);
     step(row_blocks, &rows);
   }
   cols.bytes = bytes_of(planned);
+  if (compare_remade) again.bytes = bytes_of(remade);
   rows.bytes = bytes_of(row_blocks);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
   const double cf = median(cols.fwd), cb = median(cols.bwd), rf = median(rows.fwd), rb = median(rows.bwd);
+  const double af = compare_remade ? median(again.fwd) : cf, ab = compare_remade ? median(again.bwd) : cb;
   const double head_flop = 2.0 * double(R) * double(hidden) * double(vocab);  // one GEMM of the head
   std::printf("LM head on %s, H %lld, V %lld, %lld head rows (%lld x %lld tokens)\n", ops.name, (long long)hidden,
               (long long)vocab, (long long)R, (long long)B, (long long)T);
-  std::printf("%-36s %10s %10s %10s %12s %10s\n", "tiles", "fwd ms", "bwd ms", "step ms", "head TFLOP/s", "head MiB");
+  std::printf("%-46s %10s %10s %10s %12s %10s\n", "tiles", "fwd ms", "bwd ms", "step ms", "head TFLOP/s", "head MiB");
+  // TFLOP/s of the head's useful GEMMs: forward, and backward's two (a remade tile's third is overhead).
   auto line = [&](const char* name, const model::HeadTiles& t, double f, double b, size_t bytes) {
     const std::string label = std::string(name) + " " + std::to_string(t.rows) + " x " + std::to_string(t.cols);
-    std::printf("%-36s %10.1f %10.1f %10.1f %12.2f %10.1f\n", label.c_str(), f * 1e3, b * 1e3, (f + b) * 1e3,
-                4 * head_flop / (f + b) / 1e12, double(bytes) / double(1 << 20));
+    std::printf("%-46s %10.1f %10.1f %10.1f %12.2f %10.1f\n", label.c_str(), f * 1e3, b * 1e3, (f + b) * 1e3,
+                3 * head_flop / (f + b) / 1e12, double(bytes) / double(1 << 20));
   };
-  line("column blocks", planned, cf, cb, cols.bytes);
+  line(planned.keep ? "column blocks, kept" : "column blocks", planned, cf, cb, cols.bytes);
+  if (compare_remade) line("column blocks, made again (baseline)", remade, af, ab, again.bytes);
   line("row blocks (baseline)", row_blocks, rf, rb, rows.bytes);
-  std::printf("step speed-up %.2fx (backward %.2fx)\n", (rf + rb) / (cf + cb), rb / cb);
+  if (compare_remade) std::printf("kept against made again: backward %.2fx\n", ab / cb);
+  std::printf("step speed-up against row blocks %.2fx (backward %.2fx)\n", (rf + rb) / (cf + cb), rb / cb);
   nlohmann::json j = {{"bench", "lm_head"},
                       {"device", ops.name},
                       {"hidden", hidden},
@@ -131,8 +142,12 @@ int main(int argc, char** argv) {
                       {"repeats", repeats},
                       {"column_blocks", {{"rows", planned.rows}, {"cols", planned.cols}, {"kept", planned.keep},
                                          {"fwd_ms", cf * 1e3}, {"bwd_ms", cb * 1e3}, {"head_bytes", cols.bytes}}},
+                      {"made_again", compare_remade ? nlohmann::json{{"fwd_ms", af * 1e3}, {"bwd_ms", ab * 1e3},
+                                                                     {"head_bytes", again.bytes}}
+                                                    : nlohmann::json()},
                       {"row_blocks", {{"rows", row_blocks.rows}, {"cols", row_blocks.cols}, {"fwd_ms", rf * 1e3},
                                       {"bwd_ms", rb * 1e3}, {"head_bytes", rows.bytes}}},
+                      {"kept_backward_speedup", compare_remade ? nlohmann::json(ab / cb) : nlohmann::json()},
                       {"step_speedup", (rf + rb) / (cf + cb)},
                       {"backward_speedup", rb / cb}};
   std::printf("%s\n", j.dump().c_str());

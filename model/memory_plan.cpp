@@ -47,12 +47,17 @@ PerToken layer_acts(const ModelConfig& c, bool norms16) {
 
 HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward) {
   R = std::max<int64_t>(R, 1);
-  if (for_backward && R * V <= kHeadKeepFloats) return {R, V, true};
-  if (R * V <= kHeadTileFloats) return {R, V, false};
-  const int64_t cols = kHeadTileFloats / R / kHeadColAlign * kHeadColAlign;
-  if (cols >= kHeadMinCols) return {R, cols, false};
-  const int64_t min_cols = std::min(V, kHeadMinCols);
-  return {kHeadTileFloats / min_cols, min_cols, false};
+  HeadTiles t;
+  if (R * V <= kHeadTileFloats) {
+    t = {R, V, false};
+  } else if (const int64_t cols = kHeadTileFloats / R / kHeadColAlign * kHeadColAlign; cols >= kHeadMinCols) {
+    t = {R, cols, false};
+  } else {
+    const int64_t min_cols = std::min(V, kHeadMinCols);
+    t = {kHeadTileFloats / min_cols, min_cols, false};
+  }
+  t.keep = for_backward && t.rows == R && R * V <= kHeadKeepFloats;  // kept blocks hold every row
+  return t;
 }
 
 bool bf16_training_buffers(const ModelConfig& c) {

@@ -713,9 +713,11 @@ void Transformer::lm_head_rows(const SequenceBatch& batch) {
 }
 
 HeadTiles Transformer::head_tiles(int64_t R, bool for_backward) const {
-  if (head_tiles_override_.rows > 0)
-    return {std::min(head_tiles_override_.rows, std::max<int64_t>(R, 1)),
-            std::min(head_tiles_override_.cols, config_.vocab_size), false};
+  if (head_tiles_override_.rows > 0) {
+    const int64_t rows = std::max<int64_t>(R, 1);
+    return {std::min(head_tiles_override_.rows, rows), std::min(head_tiles_override_.cols, config_.vocab_size),
+            for_backward && head_tiles_override_.keep && head_tiles_override_.rows >= rows};
+  }
   return plan_head_tiles(R, config_.vocab_size, for_backward);
 }
 
@@ -760,7 +762,7 @@ TokenScores Transformer::score(const SequenceBatch& batch, float temperature, bo
     const GemmInput in = rounded_for_gemms(x, n * H);
     for (int64_t v0 = 0; v0 < V; v0 += tiles.cols) {
       const int64_t cols = std::min(tiles.cols, V - v0);
-      float* lg = tiles.keep ? head_logits_.data() : tile;
+      float* lg = tiles.keep ? head_logits_.data() + v0 * n : tile;  // kept: block by block, every row
       gemm_forward(lg, in, head_w + v0 * H, nullptr, n, H, cols);
       ops_->token_stats(head_lse_.data() + r0, head_logp_.data() + r0, head_entropy_.data() + r0,
                         cols < V ? head_state_.data() + 4 * r0 : nullptr, lg, head_targets_dev_.data() + r0, n, v0,
@@ -839,7 +841,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     if (!grads16) o.fill_zero(dx, n * H);
     for (int64_t v0 = 0; v0 < V; v0 += tiles.cols) {
       const int64_t cols = std::min(tiles.cols, V - v0);
-      float* lg = tiles.keep ? head_logits_.data() : tile;
+      float* lg = tiles.keep ? head_logits_.data() + v0 * n : tile;  // score()'s block
       if (!tiles.keep) gemm_forward(lg, in, head_w + v0 * H, nullptr, n, H, cols);
       if (grads16) {
         o.token_stats_backward_w16(dl16, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,

@@ -196,9 +196,12 @@ class Transformer {
   size_t head_bytes() const;  // the LM head's logits, scratch and per-row statistics
 
   // The LM head's tiles (memory_plan.h, plan_head_tiles) are planned from the number of rows
-  // unless set here: logits of `rows` x `cols` at a time, never kept for backward. For tests and
-  // benchmarks (other tilings must give the same scores and gradients); rows = 0 restores the plan.
-  void set_head_tiles(int64_t rows, int64_t cols) { head_tiles_override_ = {rows, std::max<int64_t>(cols, 1), false}; }
+  // unless set here: logits of `rows` x `cols` at a time, kept for backward when `keep` and the
+  // rows are all the head's. For tests and benchmarks (other tilings must give the same scores and
+  // gradients); rows = 0 restores the plan.
+  void set_head_tiles(int64_t rows, int64_t cols, bool keep = false) {
+    head_tiles_override_ = {rows, std::max<int64_t>(cols, 1), keep};
+  }
 
  private:
   struct LayerWeights;

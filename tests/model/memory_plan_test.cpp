@@ -265,30 +265,35 @@ TEST(MemoryPlan, PlanPredictsTheDecodeStepsAllocationExactly) {
     }
 }
 
-// The head's tiles by hand (memory_plan.h): kept while R x V <= 64Mi floats; else whole rows in a
-// 16Mi-float tile; else column blocks, a multiple of 256 wide; rows split only below 1,024 columns.
+// The head's tiles by hand (memory_plan.h): whole rows in a 16Mi-float tile; else column blocks, a
+// multiple of 256 wide; rows split only below 1,024 columns. For backward, kept while R x V <=
+// 1Gi floats and the blocks hold every row: 7,067 x 151,936 = 1,073,731,712 is kept, 7,068 rows
+// (1,073,883,648) are not.
 TEST(MemoryPlan, HeadTilesByHand) {
-  EXPECT_EQ(plan_head_tiles(4095, 151936, true), (HeadTiles{4095, 4096, false}));   // 16Mi / 4095 = 4096.9
-  EXPECT_EQ(plan_head_tiles(441, 151936, true), (HeadTiles{441, 151936, true}));    // 67.0M floats: kept
-  EXPECT_EQ(plan_head_tiles(442, 151936, true), (HeadTiles{442, 37888, false}));    // 16Mi / 442 = 37,957.5
+  EXPECT_EQ(plan_head_tiles(4095, 151936, true), (HeadTiles{4095, 4096, true}));    // 16Mi / 4095 = 4096.9
+  EXPECT_EQ(plan_head_tiles(4095, 151936, false), (HeadTiles{4095, 4096, false}));  // scoring keeps nothing
+  EXPECT_EQ(plan_head_tiles(441, 151936, true), (HeadTiles{441, 37888, true}));     // 16Mi / 441 = 38,043.6
+  EXPECT_EQ(plan_head_tiles(7067, 151936, true), (HeadTiles{7067, 2304, true}));    // 16Mi / 7067 = 2,374.0
+  EXPECT_EQ(plan_head_tiles(7068, 151936, true), (HeadTiles{7068, 2304, false}));   // past 1Gi floats
   EXPECT_EQ(plan_head_tiles(110, 151936, false), (HeadTiles{110, 151936, false}));  // 16.7M floats: one tile
+  EXPECT_EQ(plan_head_tiles(110, 151936, true), (HeadTiles{110, 151936, true}));
   EXPECT_EQ(plan_head_tiles(32768, 151936, true), (HeadTiles{16384, 1024, false})); // 512 columns: too few
-  EXPECT_EQ(plan_head_tiles(100000, 263, false), (HeadTiles{63791, 263, false}));   // 16Mi / 263
+  EXPECT_EQ(plan_head_tiles(100000, 263, true), (HeadTiles{63791, 263, false}));    // 16Mi / 263: row blocks
   EXPECT_EQ(plan_head_tiles(0, 263, true), (HeadTiles{1, 263, true}));
 }
 
 // The plan's LM head is the transformer's head buffers to the byte (Transformer::head_bytes) after
-// score(for_backward) and backward(), for sequences of seq_len tokens: kept logits (azr-tiny),
-// column blocks (a vocabulary of 140,000 and 599 head rows: 83.9M logits), and row blocks too
-// (4,200 columns and 16,400 head rows: 68.9M logits, and 768 columns would fit a tile, fewer than
-// 1,024). In fp32, and with bf16 GEMMs on the CPU's Bf16 table, where the configs of hidden size 16
+// score(for_backward) and backward(), for sequences of seq_len tokens: kept logits in one block
+// (azr-tiny), kept in column blocks (a vocabulary of 140,000 and 599 head rows: 83.9M logits), and
+// row blocks, not kept (4,200 columns and 16,400 head rows: 68.9M logits, and 768 columns would
+// fit a tile, fewer than 1,024). In fp32, and with bf16 GEMMs on the CPU's Bf16 table, where the configs of hidden size 16
 // have bf16 output gradients (bf16_training_buffers) and so the tile's dlogits in bf16 as well.
 TEST(MemoryPlan, PlanPredictsTheLmHeadsAllocationExactly) {
   struct Shape {
     int64_t vocab, hidden, B, T;
     HeadTiles tiles;
   };
-  for (const Shape& sh : {Shape{263, 128, 3, 17, {48, 263, true}}, Shape{140000, 16, 1, 600, {599, 27904, false}},
+  for (const Shape& sh : {Shape{263, 128, 3, 17, {48, 263, true}}, Shape{140000, 16, 1, 600, {599, 27904, true}},
                           Shape{4200, 16, 4, 4101, {16384, 1024, false}}}) {
     SCOPED_TRACE("vocabulary " + std::to_string(sh.vocab));
     ModelConfig c = preset_config("azr-tiny");

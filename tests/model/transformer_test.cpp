@@ -501,7 +501,8 @@ TEST(TransformerTest, ActivationRecomputationGivesTheSameGradientsBitForBit) {
 
 // The LM head's tiling (memory_plan.h) changes no score and no gradient beyond rounding: the
 // planned tiles (here the kept logits), the whole rows made again in backward, row blocks, column
-// blocks (61 = 3 x 16 + 13: a shorter last one) and both, on the fp32 and bf16 tables (the bf16
+// blocks (61 = 3 x 16 + 13: a shorter last one) made again or kept block by block, and row and
+// column blocks both, on the fp32 and bf16 tables (the bf16
 // one with bf16 output gradients: the head's dlogits go to the GEMMs in bf16, a tile at a time). A
 // second backward() after one score() accumulates the same gradients again: twice the first (up
 // to the order of the GEMMs' sums), whether the kept logits hold dlogits by then (fp32: it makes
@@ -511,16 +512,17 @@ TEST(TransformerTest, LmHeadTilesGiveTheSameScoresAndGradients) {
   const auto [dlogp, dent] = random_token_grads(batch, 4);
   for (const kernels::Ops* ops : {&kernels::cpu_ops(), &kernels::cpu_bf16_matmul_ops()}) {
     SCOPED_TRACE(ops->name);
-    auto run = [&](int64_t rows, int64_t cols) {
+    auto run = [&](int64_t rows, int64_t cols, bool keep) {
       Transformer m = random_model(false).copy_to(*ops);
-      m.set_head_tiles(rows, cols);
+      m.set_head_tiles(rows, cols, keep);
       return scores_and_gradients(m, batch, dlogp, dent);
     };
-    const std::vector<float> planned = run(0, 0);
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1000, 61}, {5, 61}, {1000, 16}, {4, 16}, {3, 7}}) {
-      const std::vector<float> tiled = run(rows, cols);
-      EXPECT_LE(rel_err(tiled, planned), 1e-6) << rows << " x " << cols;
-    }
+    const std::vector<float> planned = run(0, 0, false);
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1000, 61}, {5, 61}, {1000, 16}, {4, 16}, {3, 7}})
+      for (const bool keep : {false, true}) {  // kept: in column blocks of every row (rows 1000)
+        const std::vector<float> tiled = run(rows, cols, keep);
+        EXPECT_LE(rel_err(tiled, planned), 1e-6) << rows << " x " << cols << (keep ? ", kept" : "");
+      }
     Transformer m = random_model(false).copy_to(*ops);
     m.score(batch, 0.7f, true);
     m.backward(dlogp, dent);
