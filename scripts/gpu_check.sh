@@ -9,7 +9,7 @@
 #                                               and bring .gpu-carry/ along
 #   AZR_CARRY=.gpu-carry AZR_PREBUILT=.gpu-prebuilt scripts/gpu_check.sh pending
 #                                               and no build there either: scripts/gpu_prebuild.sh builds
-#                                               the four targets of decode, train and pending where nvcc is
+#                                               the five targets of decode, train and pending where nvcc is
 #                                               (no GPU needed); where they fail to load, it builds them
 #
 # Builds only kernels/, model/ and their GPU checks (AZR_GPU_CHECKS_ONLY), so nothing else needs
@@ -36,8 +36,8 @@
 #          steps at batch 256 split by op, then cuda_ops_bench under a time limit
 #          (QUICK_BENCH_SECONDS, default 150)
 #   decode (not part of all) the decode attention's checks alone, for a session with two or three
-#          minutes of device time: builds only cuda_ops_test, cuda_model_test, cuda_ops_bench and
-#          model_speed_bench; runs the decode kernel tests (CudaDecode, the fused decode ops, the
+#          minutes of device time: builds only cuda_ops_test, cuda_model_test, cuda_ops_bench,
+#          model_speed_bench and lm_head_bench; runs the decode kernel tests (CudaDecode, the fused decode ops, the
 #          samplers) and
 #          every whole-model test (generation against the training forward, recorded steps, with
 #          and without programmatic dependent launch), then cuda_ops_bench's decode attention rows,
@@ -45,7 +45,7 @@
 #          recorded, and recorded with programmatic dependent launch on sm_90 (the "graphs pdl"
 #          rows; no HF baseline: compare with a run of the same device)
 #   train  (not part of all) the training step's checks alone, for a session with three or four
-#          minutes of device time: builds the same four targets as decode; runs the op tests of
+#          minutes of device time: builds the same five targets as decode; runs the op tests of
 #          CudaOps (element-wise ops, AdamW, the ops with bf16 gradients) and every whole-model
 #          test (the bf16 model's forward, gradients and AdamW against the CPU's) and the tensor-core
 #          attention tests (WMMA and mma.sync), then cuda_ops_bench's grads16, adamw and attention
@@ -53,13 +53,14 @@
 #          same run, the 1.5B step again with the mma.sync attention (AZR_CUDA_ATTENTION=mma), and
 #          the 1.5B step of 8 micro-batches per AdamW step against torch's (--micro-batches 8)
 #   pending (not part of all) what was changed since the last GPU run, for a session with one
-#          command's worth of device time: builds the four targets of decode and train (or runs
+#          command's worth of device time: builds the five targets of decode and train (or runs
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
 #          build last: the decode, GEMV, SwiGLU, RoPE, RMSNorm, token-statistics, AdamW, to_bf16 and
 #          add op tests, every whole-model test but the HF comparison (the decode step's routing
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
-#          figure), and one split by op; cuda_ops_bench's RMSNorm backward (one pass with dx's
+#          figure), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
+#          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
 #          rounding; add and to_bf16 four values a thread), token statistics (four values a
 #          thread, bf16 dlogits) and AdamW (four values a thread); 1.5B decode at batch 1, 2, 4, 8
 #          and 256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
@@ -93,9 +94,11 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
 fi
 
 { nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; } > "$OUT/device.txt" 2>&1 || true
+# What the decode, train and pending stages run, and scripts/gpu_prebuild.sh builds.
+check_targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_bench)
 prebuilt_loads() {
   local bin missing=""
-  for bin in cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench; do
+  for bin in "${check_targets[@]}"; do
     [[ -x "$AZR_PREBUILT/bin/$bin" ]] || { missing+=" $bin"; continue; }
     missing+=$(ldd "$AZR_PREBUILT/bin/$bin" | grep "not found" || true)
   done
@@ -119,10 +122,10 @@ elif [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -z "${
     -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
   targets=()
   [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -n "${AZR_PREBUILT:-}" ]] &&
-    targets=(--target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench)
+    targets=(--target "${check_targets[@]}")
   cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
 else
-  echo "gpu_check: stage $STAGE needs more than the four prebuilt targets; unset AZR_PREBUILT" >&2
+  echo "gpu_check: stage $STAGE needs more than the five prebuilt targets; unset AZR_PREBUILT" >&2
   exit 2
 fi
 
@@ -158,6 +161,7 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
+    step "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025
     step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
     step "$BUILD/bin/cuda_ops_bench" --only token_stats
     step "$BUILD/bin/cuda_ops_bench" --only adamw

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the four targets of gpu_check.sh's decode, train and pending stages here, where nvcc is
+# Builds the five targets of gpu_check.sh's decode, train and pending stages here, where nvcc is
 # but no GPU need be, for sm_90 (CUDA_ARCHS), into .gpu-prebuilt/bin, for a GPU machine lent by the
 # minute: there `AZR_CARRY=.gpu-carry AZR_PREBUILT=.gpu-prebuilt scripts/gpu_check.sh pending`
 # (carry both folders) runs them without building, with the carried OpenBLAS and that machine's CUDA.
@@ -10,10 +10,11 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu-prebuilt}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > /dev/null
-cmake --build "$BUILD" --target cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench
+targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_bench)  # gpu_check.sh's check_targets
+cmake --build "$BUILD" --target "${targets[@]}"
 rm -rf .gpu-prebuilt
 mkdir -p .gpu-prebuilt/bin
-for bin in cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench; do
+for bin in "${targets[@]}"; do
   strip -o ".gpu-prebuilt/bin/$bin" "$BUILD/bin/$bin"
 done
 git describe --always --dirty > .gpu-prebuilt/commit
