@@ -42,8 +42,9 @@ struct RopeKvStoreArgs {
 // Index: the type of the thread's item index and of what is divided out of it. A 64-bit division
 // on the device is a software routine of dozens of instructions (two of them per item here; on an
 // H100, 2026-11-26, this kernel was 3.7% of a 1.5B decode step at batch 256), so a launch takes
-// uint32_t wherever the items fit 31 bits (epilogue_fits_32_bits), which every decode step's do:
-// the index stays below 2^31 and the grid's stride below 2^27, so nothing wraps.
+// uint32_t wherever the items fit 31 bits (fits_32_bit_index), which every decode step's do: the
+// index stays below 2^31 and the grid's stride below 2^27, so nothing wraps. RoPE's training
+// kernel (rope.cuh) takes the same loop.
 template <class Index>
 AZR_DEVICE_INLINE Index first_item() {
   return Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x);
@@ -52,7 +53,7 @@ template <class Index>
 AZR_DEVICE_INLINE Index grid_stride() {
   return Index(gridDim.x) * Index(blockDim.x);
 }
-inline bool epilogue_fits_32_bits(int64_t items) { return items <= (int64_t(1) << 31); }
+inline bool fits_32_bit_index(int64_t items) { return items <= (int64_t(1) << 31); }
 
 // One thread per pair (i, i + d/2) of a head of a row: the q heads, then the k heads, then the v
 // heads (stored as they are; pairing them the same way keeps one kind of item). Every pos[r] >= 0.

@@ -111,7 +111,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   if (pairs == 0) return;
   const RopeKvStoreArgs a{q, qkv, pos, slot, cos, sin, reinterpret_cast<__nv_bfloat16*>(kcache),
                           reinterpret_cast<__nv_bfloat16*>(vcache), R, heads, kv_heads, d, slot_stride};
-  if (epilogue_fits_32_bits(pairs))
+  if (fits_32_bit_index(pairs))
     rope_kv_store_kernel<uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(a);
   else
     rope_kv_store_kernel<int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(a);
@@ -121,7 +121,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
 void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
   if (R * I == 0) return;
   auto* out = reinterpret_cast<__nv_bfloat16*>(out16);
-  if (epilogue_fits_32_bits(R * I))
+  if (fits_32_bit_index(R * I))
     swiglu_rows_kernel<uint32_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);
   else
     swiglu_rows_kernel<int64_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);

@@ -12,7 +12,7 @@
 //
 // In this header, apart from the launch, so that tests/kernels/rope_emulated_test.cpp runs it on
 // the CPU through tests/kernels/cuda_emulation.h.
-#include "kernels/cuda/decode_epilogues.cuh"  // rope_pair
+#include "kernels/cuda/decode_epilogues.cuh"  // rope_pair, first_item, grid_stride, fits_32_bit_index
 #include "kernels/cuda/device_or_emulation.cuh"
 
 #include <cstdint>
@@ -22,8 +22,8 @@ namespace azr::kernels::cuda_detail {
 template <int Sign, class Index>
 __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, const float* sin, Index N, Index heads,
                             Index d) {
-  const Index half = d / 2, total = N * heads * half, stride = Index(gridDim.x) * Index(blockDim.x);
-  for (Index e = Index(blockIdx.x) * Index(blockDim.x) + Index(threadIdx.x); e < total; e += stride) {
+  const Index half = d / 2, total = N * heads * half;
+  for (Index e = first_item<Index>(); e < total; e += grid_stride<Index>()) {
     const Index i = e % half, nh = e / half, n = nh / heads;
     const int64_t table = int64_t(pos[n]) * int64_t(half) + int64_t(i);
     float* v = x + int64_t(nh) * int64_t(d);
@@ -32,6 +32,6 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
 }
 
 // Whether a call of N rows of heads x d values takes the 32-bit index.
-inline bool rope_fits_32_bits(int64_t N, int64_t heads, int64_t d) { return N * heads * d <= (int64_t(1) << 31); }
+inline bool rope_fits_32_bits(int64_t N, int64_t heads, int64_t d) { return fits_32_bit_index(N * heads * d); }
 
 }  // namespace azr::kernels::cuda_detail

@@ -69,8 +69,8 @@ TEST(DecodeEpiloguesEmulated, RopeKvStoreIsRopeAndTheCacheStoreBitForBit) {
       EXPECT_GE(changed, size_t(c.R * kd) * 9 / 10) << "the k cache was not written";
     }
   }
-  EXPECT_TRUE(epilogue_fits_32_bits(int64_t(1) << 31));
-  EXPECT_FALSE(epilogue_fits_32_bits((int64_t(1) << 31) + 1));
+  EXPECT_TRUE(fits_32_bit_index(int64_t(1) << 31));
+  EXPECT_FALSE(fits_32_bit_index((int64_t(1) << 31) + 1));
 }
 
 // Rows of [gate | up] (I not a multiple of 4 too, so the CPU's vector tail runs) against
