@@ -165,21 +165,49 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
   return p;
 }
 
-int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes) {
-  // The training peak grows with the micro-batch (linearly, the head chunk aside), so bisect.
-  s.micro_batch = 1;
-  if (plan_memory(c, s).training_peak() > budget_bytes) return 0;
-  int64_t lo = 1, hi = 2;
-  for (s.micro_batch = hi; plan_memory(c, s).training_peak() <= budget_bytes; s.micro_batch = hi) {
+namespace {
+
+constexpr int64_t kMaxMicroBatch = int64_t(1) << 30;
+
+// The largest m in [first, kMaxMicroBatch] with holds(m), for a predicate that holds up to some m
+// and not after it; first - 1 when it does not hold at first. Doubling steps, then bisection.
+template <class Holds>
+int64_t last_holding(int64_t first, Holds holds) {
+  if (first > kMaxMicroBatch || !holds(first)) return first - 1;
+  int64_t lo = first, hi = first + 1;  // holds(lo); hi not yet known
+  while (hi <= kMaxMicroBatch && holds(hi)) {
     lo = hi;
-    hi *= 2;
-    if (hi > (int64_t(1) << 30)) return lo;
+    hi = first + 2 * (hi - first);
   }
+  hi = std::min(hi, kMaxMicroBatch + 1);  // !holds(hi), or hi is past the largest micro-batch tried
   while (hi - lo > 1) {
-    s.micro_batch = lo + (hi - lo) / 2;
-    (plan_memory(c, s).training_peak() <= budget_bytes ? lo : hi) = s.micro_batch;
+    const int64_t mid = lo + (hi - lo) / 2;
+    (holds(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+}  // namespace
+
+int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes) {
+  // The training peak grows with the micro-batch but for one step down: the LM head keeps the
+  // forward's logits for backward while the micro-batch's rows fit kHeadKeepFloats
+  // (plan_head_tiles), and past that holds one tile, so the peak drops by the kept logits (up to
+  // 4 GiB) where the keeping stops. On each side of that micro-batch it grows, so each side is
+  // searched on its own, the larger micro-batches first (a test tries every micro-batch against
+  // budgets across the drop).
+  const int64_t rows_per_sequence = s.seq_len - 1;
+  const int64_t last_keeping = last_holding(1, [&](int64_t mb) {
+    return rows_per_sequence > 0 && mb <= kHeadKeepFloats / c.vocab_size / rows_per_sequence &&
+           plan_head_tiles(mb * rows_per_sequence, c.vocab_size, /*for_backward=*/true).keep;
+  });
+  auto fits = [&](int64_t mb) {
+    s.micro_batch = mb;
+    return plan_memory(c, s).training_peak() <= budget_bytes;
+  };
+  const int64_t past_keeping = last_holding(last_keeping + 1, fits);
+  if (past_keeping > last_keeping) return past_keeping;
+  return last_holding(1, [&](int64_t mb) { return mb <= last_keeping && fits(mb); });
 }
 
 std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s, double budget_bytes) {

@@ -107,7 +107,8 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s);
 
 // The largest micro-batch (settings.micro_batch ignored) whose training peak fits `budget_bytes`;
-// 0 when not even one sequence does.
+// 0 when not even one sequence does. The peak drops where the LM head stops keeping its logits
+// (plan_head_tiles), so a smaller micro-batch may not fit where a larger one does.
 int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes);
 
 // A table of the plan in GiB, one category per line, with the phase peaks and the budget verdict.

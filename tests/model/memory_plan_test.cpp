@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/hf_config.h"
@@ -113,6 +114,36 @@ TEST(MemoryPlan, MaxMicroBatchIsTheLargestThatFits) {
       EXPECT_LE(plan_memory(qwen(size), s).training_peak(), 80 * kGiB) << size;
       s.micro_batch = mb + 1;
       EXPECT_GT(plan_memory(qwen(size), s).training_peak(), 80 * kGiB) << size;
+    }
+  }
+}
+
+// The LM head keeps the forward's logits for backward while the micro-batch's rows fit
+// kHeadKeepFloats, and holds one tile past that: the training peak drops where the keeping stops
+// (0.5B at 257-token sequences: 27 sequences keep 3.9 GiB of logits, 28 keep none). For budgets
+// across that drop, the answer is the largest micro-batch that fits, found by trying each one.
+TEST(MemoryPlan, MaxMicroBatchIsTheLargestThatFitsAcrossTheKeptLogitsDrop) {
+  const ModelConfig c = qwen("0.5b");
+  for (const Precision precision : {Precision::Fp32, Precision::Fp32Bf16Gemm, Precision::Bf16Mixed}) {
+    MemoryPlanSettings s;
+    s.precision = precision, s.seq_len = 257;
+    auto peak = [&](int64_t mb) {
+      MemoryPlanSettings t = s;
+      t.micro_batch = mb;
+      return plan_memory(c, t).training_peak();
+    };
+    int64_t last_keep = 0;
+    while (plan_head_tiles((last_keep + 1) * (s.seq_len - 1), c.vocab_size, true).keep) last_keep++;
+    ASSERT_EQ(last_keep, 27);
+    ASSERT_GT(peak(last_keep), peak(last_keep + 1)) << precision_name(precision);  // the drop
+    std::vector<double> peaks(201);  // peaks[mb]
+    for (int64_t mb = 1; mb <= 200; mb++) peaks[size_t(mb)] = peak(mb);
+    for (double budget = peaks[1]; budget <= peaks[80]; budget += 0.25 * kGiB) {
+      int64_t want = 0;
+      for (int64_t mb = 1; mb <= 200; mb++)
+        if (peaks[size_t(mb)] <= budget) want = mb;
+      EXPECT_EQ(max_micro_batch(c, s, budget), want)
+          << precision_name(precision) << ", budget " << budget / kGiB << " GiB";
     }
   }
 }
