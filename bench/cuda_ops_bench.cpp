@@ -291,6 +291,19 @@ int main(int argc, char** argv) {
                             std::to_string(hd.d) + "; base = WMMA",
                         "TFLOP/s", f / mma / 1e12, f / wmma / 1e12, -1});
       }
+      // The same kernels against themselves with the causal mask on every tile (as they ran
+      // before they skipped the tiles it cannot touch), in the base column.
+      for (const bool backward : {false, true}) {
+        const double f = backward ? 2.5 * fwd_flops : fwd_flops;
+        const double skipping = time_with(CudaAttentionKernel::Mma, backward);
+        cuda_set_attention_masks_every_tile(true);
+        const double every = time_with(CudaAttentionKernel::Mma, backward);
+        cuda_set_attention_masks_every_tile(false);
+        rows.push_back({backward ? "attn_bwd bf16 mma, masks" : "attn_fwd bf16 mma, masks",
+                        "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) + " heads x " +
+                            std::to_string(hd.d) + "; base = mask every tile",
+                        "TFLOP/s", f / skipping / 1e12, f / every / 1e12, -1});
+      }
     }
   }
   if (want("decode_products")) {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same

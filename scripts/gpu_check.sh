@@ -55,14 +55,16 @@
 #   pending (not part of all) what was changed since the last GPU run, for a session with one
 #          command's worth of device time: builds the five targets of decode and train (or runs
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
-#          build last: the decode, GEMV, SwiGLU, RoPE, RMSNorm, token-statistics, AdamW, to_bf16 and
-#          add op tests, every whole-model test but the HF comparison (the decode step's routing
+#          build last: the decode, GEMV, SwiGLU, RoPE, RMSNorm, token-statistics, AdamW, to_bf16,
+#          add and tensor-core attention op tests (the mma.sync kernels' skipped masks bit for bit
+#          among them), every whole-model test but the HF comparison (the decode step's routing
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
 #          figure), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
 #          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
 #          rounding; add and to_bf16 four values a thread), token statistics (four values a
-#          thread, bf16 dlogits) and AdamW (four values a thread); 1.5B decode at batch 1, 2, 4, 8
+#          thread, bf16 dlogits), AdamW (four values a thread) and attention (the mma.sync kernels
+#          with the masks of whole tiles skipped against masked on every tile); 1.5B decode at batch 1, 2, 4, 8
 #          and 256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
 #          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); cuda_ops_bench's
 #          SwiGLU (four values a thread against one), RoPE (32-bit indices) and decode products.
@@ -156,7 +158,7 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:*CudaMatmul*'
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:*CudaMatmul*:*CudaTensorCoreAttention*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
@@ -165,6 +167,7 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
     step "$BUILD/bin/cuda_ops_bench" --only token_stats
     step "$BUILD/bin/cuda_ops_bench" --only adamw
+    step "$BUILD/bin/cuda_ops_bench" --only attention
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
     step "$BUILD/bin/cuda_ops_bench" --only swiglu

@@ -83,9 +83,10 @@ __device__ __forceinline__ void mma_accumulate(float (&acc)[D / 8][4], const flo
     for (int i = 0; i < 4; i++) {
       const float x0 = x[2 * kk + i / 2][(i % 2) * 2], x1 = x[2 * kk + i / 2][(i % 2) * 2 + 1];
       hi[i] = mma::pack_bf16x2(x0, x1);
+      // lo from hi's own halves (x0 low, x1 high; a bf16's float is its bits shifted up): the
+      // same values as rounding x0 and x1 again, without the two conversions.
       if constexpr (Split)
-        lo[i] = mma::pack_bf16x2(x0 - __bfloat162float(__float2bfloat16_rn(x0)),
-                                 x1 - __bfloat162float(__float2bfloat16_rn(x1)));
+        lo[i] = mma::pack_bf16x2(x0 - __uint_as_float(hi[i] << 16), x1 - __uint_as_float(hi[i] & 0xffff0000u));
     }
 #pragma unroll
     for (int c = 0; c < D / 16; c++) {
@@ -133,22 +134,69 @@ __device__ __forceinline__ void load_tile16_async(bf16* dst, const bf16* src, in
   }
 }
 
+// Stage `stage` of the forward's and dQ's double-buffered k and v: its k tile, and its v tile
+// right after it. Stages are addressed from the first one's offset: an array of four stage
+// pointers indexed by the loop's stage bit lived in local memory (the PTX loaded a pointer from it
+// four times a tile).
+template <int D>
+__device__ __forceinline__ bf16* k_stage(bf16* stage0, int stage) {
+  return stage0 + stage * 2 * kTileRows * kLd<D>;
+}
+template <int D>
+__device__ __forceinline__ bf16* v_stage(bf16* stage0, int stage) {
+  return k_stage<D>(stage0, stage) + kTileRows * kLd<D>;
+}
+
 // The forward's and dQ's double buffering of k and v, at the top of the tile loop: the next tile's
 // copies into the other stage (last read in the previous iteration, which ended with a barrier),
 // then a wait for this tile's group only, and a barrier after which every thread's copies of this
 // tile (and of the first group's other tiles) have landed.
 template <int D>
-__device__ __forceinline__ void kv_tile_ready(bf16* const (&Kstage)[2], bf16* const (&Vstage)[2], int stage,
-                                              const bf16* kb, const bf16* vb, int64_t kv_row, int64_t j0, int64_t kend) {
+__device__ __forceinline__ void kv_tile_ready(bf16* stage0, int stage, const bf16* kb, const bf16* vb, int64_t kv_row,
+                                              int64_t j0, int64_t kend) {
   if (j0 + kTileRows < kend) {
-    load_tile16_async<D>(Kstage[stage ^ 1], kb, kv_row, j0 + kTileRows, kend);
-    load_tile16_async<D>(Vstage[stage ^ 1], vb, kv_row, j0 + kTileRows, kend);
+    load_tile16_async<D>(k_stage<D>(stage0, stage ^ 1), kb, kv_row, j0 + kTileRows, kend);
+    load_tile16_async<D>(v_stage<D>(stage0, stage ^ 1), vb, kv_row, j0 + kTileRows, kend);
     mma::cp_async_commit();
     mma::cp_async_wait<1>();
   } else {
     mma::cp_async_wait<0>();
   }
   __syncthreads();
+}
+
+// Whether a warp's 16 rows (first row w0, all before L) see every key of the tile from key j0:
+// then the tile needs no mask. On the causal diagonal and past a sequence's end a tile needs one,
+// elsewhere it does not; at T = 1,024 seven tiles in eight of a forward need none. The masked path
+// gives a visible score the same value, so skipping the mask leaves every bit as it was
+// (TensorCoreEmulated.SkippingTheMasksOfWholeTilesChangesNoBit). MaskEveryTile (the kernels'
+// template flag) keeps the masked path on every tile: the bench's baseline.
+template <bool MaskEveryTile>
+__device__ __forceinline__ bool rows_see_whole_tile(int64_t w0, int64_t j0, int64_t L) {
+  return !MaskEveryTile && j0 + kTileRows - 1 <= w0 && w0 + kRowsPerWarp <= L;
+}
+
+// The forward's and dQ's causal mask on a lane's scores of a tile from key j0 (its rows row[0]
+// and row[1], real when before L): each score its row sees becomes f(score, n, e), the rest
+// `hidden`. On a whole tile (rows_see_whole_tile) every score is seen, and no position is compared.
+template <int Cols, class F>
+__device__ __forceinline__ void mask_scores(float (&sc)[Cols / 8][4], bool whole, int64_t j0, const int64_t (&row)[2],
+                                            const bool (&real)[2], int tq, float hidden, F f) {
+  if (whole) {
+#pragma unroll
+    for (int n = 0; n < Cols / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) sc[n][e] = f(sc[n][e], n, e);
+  } else {
+#pragma unroll
+    for (int n = 0; n < Cols / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = e / 2;
+        const int64_t key = j0 + c_col(n, e, tq);
+        sc[n][e] = real[r] && key <= row[r] ? f(sc[n][e], n, e) : hidden;
+      }
+  }
 }
 
 // q, then two stages of k and v tiles: the next tile's copies run during this tile's products.
@@ -161,14 +209,13 @@ constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel;
 // q, k and v are the bf16 copies (k and v compact: s.kv_seq_stride = T x kv_row).
-template <int D>
+template <int D, bool MaskEveryTile = false>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, TcDims s) {
   static_assert(D % 16 == 0 && kTileRows == 64, "16-column steps over 64-key tiles");
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
-  bf16* Kstage[2] = {Qs + kTileRows * kLd<D>, Qs + 3 * kTileRows * kLd<D>};
-  bf16* Vstage[2] = {Qs + 2 * kTileRows * kLd<D>, Qs + 4 * kTileRows * kLd<D>};
+  bf16* stage0 = Qs + kTileRows * kLd<D>;  // k_stage and v_stage
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4;  // this lane's rows g and g + 8 of the warp's 16; columns 2 tq, 2 tq + 1
   // ldmatrix: lane l addresses row l % 8 of 8 x 8 matrix l / 8.
@@ -188,8 +235,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const float scale_log2 = s.scale * kLog2e;
   // The first group of copies: q and the first tile of k and v.
   load_tile16_async<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
-  load_tile16_async<D>(Kstage[0], kb, s.kv_row, 0, kend);
-  load_tile16_async<D>(Vstage[0], vb, s.kv_row, 0, kend);
+  load_tile16_async<D>(k_stage<D>(stage0, 0), kb, s.kv_row, 0, kend);
+  load_tile16_async<D>(v_stage<D>(stage0, 0), vb, s.kv_row, 0, kend);
   mma::cp_async_commit();
 
   // This lane's row address in the warp's q for ldmatrix: matrix m covers rows (m % 2) * 8..,
@@ -204,25 +251,24 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   // m in units of log2: the max of scale log2(e) s. l: this lane's columns only, until the end.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int64_t j0 = 0, stage = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
-    kv_tile_ready<D>(Kstage, Vstage, int(stage), kb, vb, s.kv_row, j0, kend);
-    const bf16* Ks = Kstage[stage];
-    const bf16* Vs = Vstage[stage];
+  int stage = 0;
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
+    kv_tile_ready<D>(stage0, stage, kb, vb, s.kv_row, j0, kend);
+    const bf16* Ks = k_stage<D>(stage0, stage);
+    const bf16* Vs = v_stage<D>(stage0, stage);
 
     float sc[kTileRows / 8][4];  // scores: 16 x 64 as 8 C tiles of 8 keys
     mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
 
-    // Mask, scale, and the tile's max of each of the lane's two rows across the 4 lanes that share it.
+    // Mask (on the tiles that need it), scale, and the tile's max of each of the lane's two rows
+    // across the 4 lanes that share it.
+    mask_scores<kTileRows>(sc, rows_see_whole_tile<MaskEveryTile>(w0, j0, L), j0, row, real, tq, -INFINITY,
+                           [&](float x, int, int) { return x * scale_log2; });
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kTileRows / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int r = e / 2;
-        const int64_t key = j0 + c_col(n, e, tq);
-        sc[n][e] = real[r] && key <= row[r] ? sc[n][e] * scale_log2 : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], sc[n][e]);
-      }
+      for (int e = 0; e < 4; e++) tile_max[e / 2] = fmaxf(tile_max[e / 2], sc[n][e]);
     float alpha[2], base[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -234,10 +280,14 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       m[r] = m_new;
       l[r] *= alpha[r];
     }
+    // The output's rescale, skipped where no row of the warp has a new max (alpha = 1 in every
+    // lane, which leaves each value as it is): after the first tiles, most tiles of a row.
+    if (__any_sync(kFull, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-    for (int n = 0; n < D / 8; n++)
+      for (int n = 0; n < D / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) acc[n][e] *= alpha[e / 2];
+        for (int e = 0; e < 4; e++) acc[n][e] *= alpha[e / 2];
+    }
 #pragma unroll
     for (int n = 0; n < kTileRows / 8; n++)
 #pragma unroll
@@ -279,15 +329,14 @@ template <int D>
 constexpr size_t kMmaDqSmem = 6 * kTileBytes<D>;  // q, dout, and two stages of k and v
 
 // dq = scale sum_j bf16(dS_tj) k_j. grid (ceil(T / 64), heads, B), 4 warps; a block owns 64 queries.
-template <int D>
+template <int D, bool MaskEveryTile = false>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_dq_kernel(float* dq, const bf16* dout, const float* lse, const float* Drow, const bf16* q, const bf16* k,
                   const bf16* v, TcDims s) {
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
   bf16* dOs = Qs + kTileRows * kLd<D>;
-  bf16* Kstage[2] = {dOs + kTileRows * kLd<D>, dOs + 3 * kTileRows * kLd<D>};
-  bf16* Vstage[2] = {dOs + 2 * kTileRows * kLd<D>, dOs + 4 * kTileRows * kLd<D>};
+  bf16* stage0 = dOs + kTileRows * kLd<D>;  // k_stage and v_stage
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
 
@@ -299,22 +348,24 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const bf16* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;
   const int64_t row[2] = {w0 + g, w0 + g + 8};
-  // expf here, not the other kernels' exp2f: with exp2f, ptxas (CUDA 13, sm_80 and sm_90) spilled
-  // 20 to 92 bytes a thread at D = 128 in every arrangement tried (the 64 keys at once, two halves
-  // of 32, P before dP); with expf, none.
+  // P = exp2(scale log2(e) s - lse log2(e)), the dK/dV kernel's form. This kernel took expf while
+  // ptxas (CUDA 13) spilled 20 to 92 bytes a thread with exp2f at D = 128; since the stage
+  // pointers left local memory (k_stage), none at sm_80 or sm_90, and each score is an exp2 and
+  // a multiply-add, not expf's range reduction around it.
   float row_lse[2], row_D[2];
   bool real[2];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     real[r] = row[r] < L;
-    row_lse[r] = real[r] ? lse[(b * s.H + h) * s.T + row[r]] : 0.f;
+    row_lse[r] = real[r] ? lse[(b * s.H + h) * s.T + row[r]] * kLog2e : 0.f;
     row_D[r] = real[r] ? Drow[(b * s.H + h) * s.T + row[r]] : 0.f;
   }
   const int64_t kend = min(t0 + kBlockRows, L);  // as in the forward: every tile has keys for every warp
+  const float scale_log2 = s.scale * kLog2e;
   load_tile16_async<D>(Qs, q + b * s.T * q_row + h * D, q_row, t0, L);
   load_tile16_async<D>(dOs, dout + b * s.T * q_row + h * D, q_row, t0, L);
-  load_tile16_async<D>(Kstage[0], kb, s.kv_row, 0, kend);
-  load_tile16_async<D>(Vstage[0], vb, s.kv_row, 0, kend);
+  load_tile16_async<D>(k_stage<D>(stage0, 0), kb, s.kv_row, 0, kend);
+  load_tile16_async<D>(v_stage<D>(stage0, 0), vb, s.kv_row, 0, kend);
   mma::cp_async_commit();
   const int a_row = warp * kRowsPerWarp + (mat % 2) * 8 + mat_row, a_col = (mat / 2) * 8;
   const bf16* q_frag = Qs + a_row * kLd<D> + a_col;
@@ -323,20 +374,17 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   float acc[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  for (int64_t j0 = 0, stage = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
-    kv_tile_ready<D>(Kstage, Vstage, int(stage), kb, vb, s.kv_row, j0, kend);
-    const bf16* Ks = Kstage[stage];
+  int stage = 0;
+  for (int64_t j0 = 0; j0 < kend; j0 += kTileRows, stage ^= 1) {
+    kv_tile_ready<D>(stage0, stage, kb, vb, s.kv_row, j0, kend);
+    const bf16* Ks = k_stage<D>(stage0, stage);
     float sc[kTileRows / 8][4], dp[kTileRows / 8][4];
     mma_scores<D, kTileRows>(sc, q_frag, Ks, mat, mat_row);
-    mma_scores<D, kTileRows>(dp, do_frag, Vstage[stage], mat, mat_row);
-#pragma unroll
-    for (int n = 0; n < kTileRows / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int r = e / 2;
-        const int64_t key = j0 + c_col(n, e, tq);
-        sc[n][e] = real[r] && key <= row[r] ? expf(sc[n][e] * s.scale - row_lse[r]) * (dp[n][e] - row_D[r]) : 0.f;
-      }
+    mma_scores<D, kTileRows>(dp, do_frag, v_stage<D>(stage0, stage), mat, mat_row);
+    mask_scores<kTileRows>(sc, rows_see_whole_tile<MaskEveryTile>(w0, j0, L), j0, row, real, tq, 0.f,
+                           [&](float x, int n, int e) {
+                             return exp2f(x * scale_log2 - row_lse[e / 2]) * (dp[n][e] - row_D[e / 2]);
+                           });
     mma_accumulate<D, kTileRows>(acc, sc, Ks, mat, mat_row);
     __syncthreads();  // this stage is read before the next iteration's copies refill it
   }
@@ -356,7 +404,7 @@ constexpr size_t kMmaDkDvSmem = 2 * kTileBytes<D> + 2 * (2 * kMmaQueryTileBytes<
 // Query head h's share of its kv head's gradients: dk_j = scale sum_{t >= j} bf16(dS_tj) q_t,
 // dv_j = sum bf16(P_tj) bf16(dout_t), into dk_h and dv_h [B, T, H, D], as tc_dkdv_kernel. grid
 // (ceil(T / 64), heads, B), 4 warps; a block owns 64 keys (the first block the first keys).
-template <int D>
+template <int D, bool MaskEveryTile = false>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_dkdv_kernel(float* dk_h, float* dv_h, const bf16* dout, const float* lse, const float* Drow, const bf16* q,
                     const bf16* k, const bf16* v, TcDims s) {
@@ -400,7 +448,8 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 #pragma unroll
     for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.f;
   // The queries that see any key of the block: i0 from j0 to L, 32 a tile.
-  for (int64_t i0 = j0, stage = 0; i0 < L; i0 += kMmaQueryTile, stage ^= 1) {
+  int stage = 0;
+  for (int64_t i0 = j0; i0 < L; i0 += kMmaQueryTile, stage ^= 1) {
     const int64_t next = i0 + kMmaQueryTile;
     // The next tile's lse and D, loaded into registers now and stored after this tile's products.
     float next_lse = 0.f, next_D = 0.f;
@@ -424,19 +473,32 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       float st[kMmaQueryTile / 8][4], dpt[kMmaQueryTile / 8][4];  // S^T and dP^T: 16 keys x 32 queries
       mma_scores<D, kMmaQueryTile>(st, k_frag, Qs, mat, mat_row);
       mma_scores<D, kMmaQueryTile>(dpt, v_frag, dOs, mat, mat_row);
+      // Every query of the tile (all before L) at or after every key of the warp: no mask, as in
+      // the forward (rows_see_whole_tile).
+      if (!MaskEveryTile && i0 >= w0 + kRowsPerWarp - 1 && i0 + kMmaQueryTile <= L) {
 #pragma unroll
-      for (int n = 0; n < kMmaQueryTile / 8; n++)
+        for (int n = 0; n < kMmaQueryTile / 8; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int c = c_col(n, e, tq);
-          const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
-          float p = 0.f, ds = 0.f;
-          if (t < L && key[e / 2] <= t) {
-            p = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
-            ds = p * (dpt[n][e] - D_s[c]);
+          for (int e = 0; e < 4; e++) {
+            const int c = c_col(n, e, tq);
+            st[n][e] = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
+            dpt[n][e] = st[n][e] * (dpt[n][e] - D_s[c]);
           }
-          st[n][e] = p, dpt[n][e] = ds;
-        }
+      } else {
+#pragma unroll
+        for (int n = 0; n < kMmaQueryTile / 8; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int c = c_col(n, e, tq);
+            const int64_t t = i0 + c;  // a query; it sees key j when j <= t < L
+            float p = 0.f, ds = 0.f;
+            if (t < L && key[e / 2] <= t) {
+              p = exp2f(st[n][e] * scale_log2 - lse_s[c] * kLog2e);
+              ds = p * (dpt[n][e] - D_s[c]);
+            }
+            st[n][e] = p, dpt[n][e] = ds;
+          }
+      }
       mma_accumulate<D, kMmaQueryTile>(dv_acc, st, dOs, mat, mat_row);
       mma_accumulate<D, kMmaQueryTile>(dk_acc, dpt, Qs, mat, mat_row);
     }

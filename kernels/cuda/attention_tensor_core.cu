@@ -35,6 +35,11 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 
 CudaAttentionKernel& attention_choice();
 
+bool& masks_every_tile() {  // cuda_set_attention_masks_every_tile
+  static bool every_tile = false;
+  return every_tile;
+}
+
 // Scratch of the tensor-core attention: backward's per-query-head dK and dV shares [2, B, T,
 // heads, D] fp32, and the mma.sync kernels' bf16 copies of q, k, v (and in backward dout) after
 // them. Grow-only, one per process (ops run on one stream): each op call fills what it reads.
@@ -95,9 +100,10 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
     auto* q16 = reinterpret_cast<__nv_bfloat16*>(attention_scratch(size_t(qn + 2 * kvn + 1) / 2));
     __nv_bfloat16 *k16 = q16 + qn, *v16 = k16 + kvn;
     const TcDims s = round_qkv(q16, k16, v16, q, k, v, shape);
-    allow_shared_memory(mma_forward_kernel<D>, kMmaForwardSmem<D>);
+    const auto kernel = masks_every_tile() ? mma_forward_kernel<D, true> : mma_forward_kernel<D, false>;
+    allow_shared_memory(kernel, kMmaForwardSmem<D>);
     constexpr size_t smem = kMmaForwardSmem<D>;
-    mma_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q16, k16, v16, s);
+    kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q16, k16, v16, s);
   } else {
     allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
     constexpr size_t smem = kForwardSmem<D>;
@@ -124,13 +130,15 @@ void backward_d(float* dq, float* dk, float* dv, const float* dout, const float*
     __nv_bfloat16 *do16 = q16 + qn, *k16 = do16 + qn, *v16 = k16 + kvn;
     const TcDims s16 = round_qkv(q16, k16, v16, q, k, v, shape);
     round_rows(do16, dout, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
-    allow_shared_memory(mma_dq_kernel<D>, kMmaDqSmem<D>);
-    allow_shared_memory(mma_dkdv_kernel<D>, kMmaDkDvSmem<D>);
+    const bool every = masks_every_tile();
+    const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
+    const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
+    allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
+    allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
     constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
-    mma_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
+    dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
     AZR_CUDA_LAUNCHED();
-    mma_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16,
-                                                                          s16);
+    dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16, s16);
     AZR_CUDA_LAUNCHED();
   } else {
     allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
@@ -184,5 +192,6 @@ namespace azr::kernels {
 
 void cuda_set_attention_kernel(CudaAttentionKernel kernel) { cuda_detail::attention_choice() = kernel; }
 CudaAttentionKernel cuda_attention_kernel() { return cuda_detail::attention_choice(); }
+void cuda_set_attention_masks_every_tile(bool every_tile) { cuda_detail::masks_every_tile() = every_tile; }
 
 }  // namespace azr::kernels

@@ -60,6 +60,12 @@ std::string cuda_compiled_architectures();
 void cuda_set_attention_kernel(CudaAttentionKernel kernel);
 CudaAttentionKernel cuda_attention_kernel();
 
+// The Mma kernels skip the causal mask on the tiles it cannot touch (a warp's rows see every key
+// of the tile, and every row is real): the same bits, fewer instructions a tile. True runs the
+// masked path on every tile, as before: the baseline of cuda_ops_bench's attention rows and of
+// CudaTensorCoreAttention.MmaSkippingTheMasksOfWholeTilesChangesNoBit. Off by default; not a user setting.
+void cuda_set_attention_masks_every_tile(bool every_tile);
+
 // Programmatic dependent launch (PDL) of the decode step's kernels at few rows (the GEMV and the
 // fused decode ops, the decode attention, the norms): each may start while the
 // kernel before it finishes, prefetch its weights into L2 and wait on the device, not behind a

@@ -219,6 +219,11 @@ std::array<T, 32> gather_warp(T v) {
 }
 }  // namespace azr::emu
 
+inline int __any_sync(unsigned /*mask*/, int predicate) {
+  const auto all = ::azr::emu::gather_warp(predicate != 0);
+  return std::any_of(all.begin(), all.end(), [](bool p) { return p; }) ? 1 : 0;
+}
+
 namespace azr::emu {
 // Every prefetch_to_l2 (kernels/cuda/device_or_emulation.cuh) of the kernels run here, kept so that
 // a test can check cp.async.bulk.prefetch's contract (a 16-byte aligned address, a whole number of

@@ -726,6 +726,37 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   }
 }
 
+// The mma.sync kernels skip the mask on tiles it cannot touch (attention_mma.cuh,
+// rows_see_whole_tile): every output bit for bit as with the mask on every tile (the emulated
+// TensorCoreEmulated.SkippingTheMasksOfWholeTilesChangesNoBit, here on the device's own exp2f,
+// expf and mma.sync).
+TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
+  const AttnCase c = GetParam();
+  const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
+  auto d_q = to_device(randn(q_n, 61, c.qk_scale)), d_k = to_device(randn(kv_n, 62, c.qk_scale)),
+       d_v = to_device(randn(kv_n, 63)), d_dout = to_device(randn(q_n, 64));
+  auto d_len = to_device(c.lengths);
+  const AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * c.KV * c.d, c.lengths.empty() ? nullptr : d_len.data()};
+  const AttentionChoice mma(CudaAttentionKernel::Mma);
+  auto run = [&](bool every_tile) {
+    cuda_set_attention_masks_every_tile(every_tile);
+    Buffer<float> out(cuda_ops(), size_t(q_n)), lse(cuda_ops(), size_t(c.B * c.H * c.T)),
+        dq(cuda_ops(), size_t(q_n)), dk(cuda_ops(), size_t(kv_n)), dv(cuda_ops(), size_t(kv_n));
+    const Ops& dev = cuda_bf16_matmul_ops();
+    dev.attention_forward(out.data(), lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
+    dev.attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), out.data(), lse.data(), d_q.data(),
+                           d_k.data(), d_v.data(), s);
+    cuda_set_attention_masks_every_tile(false);
+    return std::vector<std::vector<float>>{to_host<float>(out, size_t(q_n)), to_host<float>(lse, size_t(c.B * c.H * c.T)),
+                                           to_host<float>(dq, size_t(q_n)), to_host<float>(dk, size_t(kv_n)),
+                                           to_host<float>(dv, size_t(kv_n))};
+  };
+  const auto skipping = run(false), every = run(true);
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (size_t i = 0; i < skipping.size(); i++)
+    EXPECT_EQ(0, std::memcmp(skipping[i].data(), every[i].data(), skipping[i].size() * sizeof(float))) << names[i];
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaTensorCoreAttention,
     ::testing::Values(AttnCase{2, 77, 4, 2, 64, {77, 50}},        // GQA, ragged, a partial tile

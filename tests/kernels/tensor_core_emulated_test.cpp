@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -40,8 +41,10 @@ using testing::attn_case_name;
 
 // The kernels launched as attention_tensor_core.cu launches them, through the emulation, with the
 // op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
-// Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh).
-enum class Kernels { Wmma, Mma };
+// Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh); MmaMaskEveryTile the
+// same with the causal mask on every tile (their MaskEveryTile flag), as they ran before they
+// skipped the tiles it cannot touch.
+enum class Kernels { Wmma, Mma, MmaMaskEveryTile };
 
 // attention_tensor_core.cu's round_rows: compact bf16 copies of the rows, the mma.sync kernels'
 // inputs; and their dims (k and v compact).
@@ -63,11 +66,12 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
   const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
-  if constexpr (F == Kernels::Mma) {
+  if constexpr (F != Kernels::Wmma) {
     const auto q16 = round_rows(q, sh, sh.heads * D, sh.T * sh.heads * D);
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
-    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D>, out, lse, q16.data(), k16.data(),
+    constexpr bool every = F == Kernels::MmaMaskEveryTile;
+    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D, every>, out, lse, q16.data(), k16.data(),
                 v16.data(), compact_kv(s, sh, D));
   } else {
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
@@ -95,15 +99,16 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
   const EmuDim3 grid{tiles, unsigned(sh.heads), unsigned(sh.B)};
   const size_t share = size_t(sh.B * sh.T * sh.heads * D);
   std::vector<float> shares(2 * share, NAN);  // every element the sum reads must be written
-  if constexpr (F == Kernels::Mma) {
+  if constexpr (F != Kernels::Wmma) {
+    constexpr bool every = F == Kernels::MmaMaskEveryTile;
     const auto q16 = round_rows(q, sh, sh.heads * D, sh.T * sh.heads * D);
     const auto do16 = round_rows(dout, sh, sh.heads * D, sh.T * sh.heads * D);
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const TcDims s16 = compact_kv(s, sh, D);
-    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D>, dq, do16.data(), lse, D_, q16.data(), k16.data(),
+    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D, every>, dq, do16.data(), lse, D_, q16.data(), k16.data(),
                 v16.data(), s16);
-    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D>, shares.data(), shares.data() + share, do16.data(),
+    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D, every>, shares.data(), shares.data() + share, do16.data(),
                 lse, D_, q16.data(), k16.data(), v16.data(), s16);
   } else {
     emu::launch(grid, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
@@ -130,6 +135,18 @@ Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const flo
   emulated_forward<D, F>(o.out.data(), o.lse.data(), q, k, v, s);
   emulated_backward<D, F>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
   return o;
+}
+
+// Every output of two runs, bit for bit.
+void expect_same_bits(const Outputs& a, const Outputs& b) {
+  const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same(a.out, b.out)) << "out";
+  EXPECT_TRUE(same(a.lse, b.lse)) << "lse";
+  EXPECT_TRUE(same(a.dq, b.dq)) << "dq";
+  EXPECT_TRUE(same(a.dk, b.dk)) << "dk";
+  EXPECT_TRUE(same(a.dv, b.dv)) << "dv";
 }
 
 template <Kernels F>
@@ -196,6 +213,24 @@ TEST_P(TensorCoreEmulated, MmaKernelsMatchTheEmulatedArithmetic) {
   expect_kernels_match_the_emulated_arithmetic<Kernels::Mma>(GetParam());
 }
 
+// The mma.sync kernels skip the mask on tiles it cannot touch (attention_mma.cuh,
+// rows_see_whole_tile): every output bit for bit as with the mask on every tile. The shapes have
+// such tiles in each kernel (T = 200: in the forward and dQ from the second block, in dK/dV below
+// the diagonal), ragged and padded rows beside them, and tails that must stay masked.
+TEST_P(TensorCoreEmulated, SkippingTheMasksOfWholeTilesChangesNoBit) {
+  const AttnCase c = GetParam();
+  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
+  const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
+             v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
+  auto run = [&](auto kernels) {
+    constexpr Kernels F = decltype(kernels)::value;
+    return c.d == 64 ? run_kernels<64, F>(c, q.data(), k.data(), v.data(), dout.data())
+                     : run_kernels<128, F>(c, q.data(), k.data(), v.data(), dout.data());
+  };
+  expect_same_bits(run(std::integral_constant<Kernels, Kernels::Mma>{}),
+                   run(std::integral_constant<Kernels, Kernels::MmaMaskEveryTile>{}));
+}
+
 // The tiles load 16-byte aligned rows four floats at a time and other rows one float at a time
 // (load_tile); the same values rounded the same way, so both give the same outputs bit for bit.
 // Inputs one float past alignment take the scalar path (a float4 load there would stop the test:
@@ -214,22 +249,10 @@ TEST(TensorCoreEmulated, UnalignedInputsGiveTheAlignedOutputsBitForBit) {
   ASSERT_EQ(reinterpret_cast<uintptr_t>(q.data()) % 16, 0u);  // the vector path, for the reference
   const Outputs aligned = run_kernels<64>(c, q.data(), k.data(), v.data(), dout.data());
   const Outputs unaligned = run_kernels<64>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
-  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-  };
-  EXPECT_TRUE(same_bits(aligned.out, unaligned.out));
-  EXPECT_TRUE(same_bits(aligned.lse, unaligned.lse));
-  EXPECT_TRUE(same_bits(aligned.dq, unaligned.dq));
-  EXPECT_TRUE(same_bits(aligned.dk, unaligned.dk));
-  EXPECT_TRUE(same_bits(aligned.dv, unaligned.dv));
+  expect_same_bits(aligned, unaligned);
   // The kernels on mma.sync read their tiles through the same load_tile.
-  const Outputs mma_aligned = run_kernels<64, Kernels::Mma>(c, q.data(), k.data(), v.data(), dout.data());
-  const Outputs mma_unaligned = run_kernels<64, Kernels::Mma>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1);
-  EXPECT_TRUE(same_bits(mma_aligned.out, mma_unaligned.out));
-  EXPECT_TRUE(same_bits(mma_aligned.lse, mma_unaligned.lse));
-  EXPECT_TRUE(same_bits(mma_aligned.dq, mma_unaligned.dq));
-  EXPECT_TRUE(same_bits(mma_aligned.dk, mma_unaligned.dk));
-  EXPECT_TRUE(same_bits(mma_aligned.dv, mma_unaligned.dv));
+  expect_same_bits(run_kernels<64, Kernels::Mma>(c, q.data(), k.data(), v.data(), dout.data()),
+                   run_kernels<64, Kernels::Mma>(c, q1.data() + 1, k1.data() + 1, v1.data() + 1, d1.data() + 1));
 }
 
 // mma_sync.cuh's stand-ins compose into matrix products: A (16 x 16) times B given as rows of
