@@ -6,7 +6,7 @@
 //
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
-// SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, token_stats,
+// SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, token_stats,
 // sampling, adamw, swiglu, rope or rmsnorm (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
@@ -104,14 +104,14 @@ struct Row {
 int main(int argc, char** argv) {
   int reps = 20;
   std::string only;  // one section, for a device session with minutes to spend
-  const std::vector<std::string> sections = {"gemm",       "gemm_bwd",         "grads16",     "attention",
+  const std::vector<std::string> sections = {"gemm",        "gemm_bwd", "gemm_algos", "grads16", "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw",      "swiglu",           "rope",        "rmsnorm"};
+                                             "adamw",       "swiglu",   "rope",       "rmsnorm"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
-                         "SECTION: gemm, gemm_bwd, grads16, attention, decode_products, decode_attention, "
+                         "SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, "
                          "token_stats, sampling, adamw, swiglu, rope, rmsnorm\n", why.c_str());
     return 2;
   };
@@ -146,6 +146,15 @@ int main(int argc, char** argv) {
 
   // Qwen2.5-1.5B: hidden 1536, MLP 8960, 12 heads of 128 (2 KV heads), vocabulary 151,936.
   const int64_t H = 1536, I = 8960, nh = 12, nkv = 2, d = 128, V = 151936;
+  // A 1.5B training step's GEMM shapes at 4,096 rows: N rows, IC inputs, OC outputs. The LM head's
+  // is one 4,096-column block of its tiling at 4,096 rows (model/memory_plan.h, plan_head_tiles).
+  struct StepGemm {
+    const char* what;
+    int64_t N, IC, OC;
+  };
+  const std::vector<StepGemm> step_gemms = {{"q, o", 4096, H, H},        {"k, v", 4096, H, nkv * d},
+                                            {"gate, up", 4096, H, I},    {"down", 4096, I, H},
+                                            {"LM head block", 4096, H, 4096}};
 
   if (want("gemm")) {  // MLP up-projection GEMM: 4096 tokens on the GPU, 256 on the CPU (same rate measure)
     const int64_t N = 4096, Nc = 256;
@@ -171,12 +180,7 @@ int main(int argc, char** argv) {
      // the same shape (the baseline, in the "cpu" column's place: both rates are printed). A
      // backward slower per FLOP than its forward shows here, shape by shape.
     const Ops& gpu16 = cuda_bf16_matmul_ops();
-    struct Gemm {
-      const char* what;
-      int64_t N, IC, OC;
-    };
-    for (const Gemm m : {Gemm{"q, o", 4096, H, H}, Gemm{"k, v", 4096, H, nkv * d}, Gemm{"gate, up", 4096, H, I},
-                         Gemm{"down", 4096, I, H}, Gemm{"LM head block", 4092, H, 2048}}) {
+    for (const StepGemm& m : step_gemms) {
       auto x = upload16(randn(size_t(m.N * m.IC), 31)), w = upload16(randn(size_t(m.OC * m.IC), 32, 0.02f));
       auto dout = upload(randn(size_t(m.N * m.OC), 33));
       Buffer<float> out(cuda_ops(), size_t(m.N * m.OC)), dx(cuda_ops(), size_t(m.N * m.IC)),
@@ -186,6 +190,35 @@ int main(int argc, char** argv) {
       const double bwd = time_gpu([&] { gpu16.matmul_backward_a16w16(dx.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), m.N, m.IC, m.OC); }, reps);
       const std::string shape = std::to_string(m.N) + "x" + std::to_string(m.IC) + "x" + std::to_string(m.OC) + " " + m.what;
       rows.push_back({"gemm bwd bf16", shape + "; base = its fwd", "TFLOP/s", 2 * flops / bwd / 1e12, flops / fwd / 1e12, -1});
+    }
+  }
+  if (want("gemm_algos")) {  // The same GEMMs, each product apart, under each of cuBLASLt's eight best-ranked
+    // algorithms (cuda_detail::gemm_algorithm_ms): the fastest of them against the heuristic's
+    // first (the one the ops run, in the "cpu" column's place). Whether autotuning the plans
+    // would pay, shape by shape; NaN rows mean an algorithm refused.
+    for (const StepGemm& m : step_gemms) {
+      auto x = upload16(randn(size_t(m.N * m.IC), 31)), w = upload16(randn(size_t(m.OC * m.IC), 32, 0.02f));
+      auto dout = upload16(randn(size_t(m.N * m.OC), 33));
+      Buffer<float> out(cuda_ops(), size_t(std::max({m.N * m.OC, m.N * m.IC, m.OC * m.IC})));
+      const double flops = 2.0 * double(m.N) * double(m.IC) * double(m.OC);
+      struct Product {
+        cuda_detail::GemmProduct which;
+        const char* name;
+      };
+      for (const Product p : {Product{cuda_detail::GemmProduct::Forward, "fwd"},
+                              Product{cuda_detail::GemmProduct::BackwardDinp, "dinp"},
+                              Product{cuda_detail::GemmProduct::BackwardDw, "dW"}}) {
+        const std::vector<double> ms =
+            cuda_detail::gemm_algorithm_ms(p.which, out.data(), x.data(), w.data(), dout.data(), m.N, m.IC, m.OC, 8, reps);
+        size_t best = 0;
+        for (size_t i = 1; i < ms.size(); i++)
+          if (ms[i] < ms[best]) best = i;  // a refused algorithm's NaN never compares less
+        const std::string shape = std::string(p.name) + " " + std::to_string(m.N) + "x" + std::to_string(m.IC) + "x" +
+                                  std::to_string(m.OC) + " " + m.what + "; base = heuristic's first; best #" +
+                                  std::to_string(best) + " of " + std::to_string(ms.size());
+        rows.push_back({"gemm algos bf16", shape, "TFLOP/s", flops / (ms[best] * 1e-3) / 1e12,
+                        flops / (ms[0] * 1e-3) / 1e12, -1});
+      }
     }
   }
   if (want("grads16")) {  // A 1.5B layer's backward with the GEMM output gradients in bf16 (Transformer::

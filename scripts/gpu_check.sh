@@ -64,7 +64,8 @@
 #          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
 #          rounding; add and to_bf16 four values a thread), token statistics (four values a
 #          thread, bf16 dlogits), AdamW (four values a thread) and attention (the mma.sync kernels
-#          with the masks of whole tiles skipped against masked on every tile); 1.5B decode at batch 1, 2, 4, 8
+#          with the masks of whole tiles skipped against masked on every tile) and the step's GEMMs
+#          under cuBLASLt's eight best-ranked algorithms (gemm_algos: would autotuning pay?); 1.5B decode at batch 1, 2, 4, 8
 #          and 256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
 #          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); cuda_ops_bench's
 #          SwiGLU (four values a thread against one), RoPE (32-bit indices) and decode products.
@@ -158,7 +159,7 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:*CudaMatmul*:*CudaTensorCoreAttention*'
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:*CudaMatmul*:*CudaTensorCoreAttention*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
@@ -168,6 +169,7 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/cuda_ops_bench" --only token_stats
     step "$BUILD/bin/cuda_ops_bench" --only adamw
     step "$BUILD/bin/cuda_ops_bench" --only attention
+    step "$BUILD/bin/cuda_ops_bench" --only gemm_algos
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
     step "$BUILD/bin/cuda_ops_bench" --only swiglu

@@ -2,6 +2,7 @@
 // The CUDA op implementations, one file per family; cuda_ops.cu puts them in the table.
 // Signatures and semantics are kernels/ops.h's, on device pointers.
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -72,6 +73,16 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
                             const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
                          int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp);
+
+// For cuda_ops_bench: would timing cuBLASLt's candidates (autotuning) beat the heuristic's first,
+// which every GEMM runs? One bf16 product of a model's step, as lt_gemm plans it: the forward
+// (out [N, OC] = x16 w16^T), backward's dinp (out [N, IC] = dout16 w16, overwritten) or dW (out
+// [OC, IC] += dout16^T x16). Returns the mean milliseconds of `reps` runs under each of the
+// heuristic's first `count` algorithms, in its order (entry 0 is the one the ops run; NaN where
+// an algorithm refuses the problem).
+enum class GemmProduct { Forward, BackwardDinp, BackwardDw };
+std::vector<double> gemm_algorithm_ms(GemmProduct which, float* out, const uint16_t* x16, const uint16_t* w16,
+                                      const uint16_t* dout16, int64_t N, int64_t IC, int64_t OC, int count, int reps);
 
 // The same product on cuBLASLt whatever the row count (matmul_forward_a16w16 takes gemv_linear
 // for a few rows): the baseline the GEMV is measured against.

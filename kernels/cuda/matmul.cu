@@ -10,10 +10,12 @@
 #include <cuda_bf16.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -86,12 +88,11 @@ std::mutex g_plans_mutex;
 std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>& g_plans =
     *new std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>();
 
-std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                                int64_t ldc, cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b,
-                                uint32_t al_c) {
-  LtContext& ctx = lt();
-  auto plan = std::make_unique<Plan>();
-  Desc& d = plan->d;
+// The descriptors of column-major C[m, n] = op(A) op(B) + beta C (lt_gemm, below) and the
+// preference that bounds the algorithms to the workspace and the operands' alignments.
+void describe(Desc& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+              cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b, uint32_t al_c) {
+  const LtContext& ctx = lt();
   AZR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   AZR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
@@ -116,12 +117,26 @@ std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t 
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
   AZR_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
+}
 
-  cublasLtMatmulHeuristicResult_t heur{};
+// cuBLASLt's heuristic's first `count` algorithms for the described GEMM, best first.
+std::vector<cublasLtMatmulAlgo_t> ranked_algorithms(const Desc& d, int count) {
+  std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<size_t>(count));
   int found = 0;
-  AZR_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heur, &found));
+  AZR_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(lt().handle, d.op, d.a, d.b, d.c, d.c, d.pref, count, heur.data(), &found));
   if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
-  plan->algo = heur.algo;
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  for (int i = 0; i < found; i++) algos.push_back(heur[size_t(i)].algo);
+  return algos;
+}
+
+std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                                int64_t ldc, cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b,
+                                uint32_t al_c) {
+  auto plan = std::make_unique<Plan>();
+  describe(plan->d, ta, tb, m, n, k, lda, ldb, ldc, ab, bias, al_a, al_b, al_c);
+  plan->algo = ranked_algorithms(plan->d, 1).front();
   return plan;
 }
 
@@ -152,6 +167,42 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
   const float alpha = 1.f;
   AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan.d.op, &alpha, A, plan.d.a, B, plan.d.b, &beta, C, plan.d.c, C,
                                   plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, op_stream()));
+}
+
+// lt_gemm's product (no bias) under each of the heuristic's first `count` algorithms: the mean
+// milliseconds of `reps` runs after two warm-ups, on op_stream(), in the heuristic's order; NaN
+// where an algorithm refuses the problem at run time. C is overwritten (beta = 0) or added to.
+std::vector<double> time_ranked_algorithms(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A,
+                                           int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                                           cudaDataType_t ab, int count, int reps) {
+  LtContext& ctx = lt();
+  Desc d;
+  describe(d, ta, tb, m, n, k, lda, ldb, ldc, ab, false, alignment_of(A), alignment_of(B), alignment_of(C));
+  const float alpha = 1.f;
+  cudaEvent_t start, stop;
+  AZR_CUDA_CHECK(cudaEventCreate(&start));
+  AZR_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(d, count)) {
+    auto run = [&] {
+      return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
+                            ctx.workspace_bytes, op_stream());
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) {
+      ms.push_back(std::nan(""));
+      continue;
+    }
+    AZR_CUDA_CHECK(cudaEventRecord(start, op_stream()));
+    for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
+    AZR_CUDA_CHECK(cudaEventRecord(stop, op_stream()));
+    AZR_CUDA_CHECK(cudaEventSynchronize(stop));
+    float elapsed = 0.f;
+    AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    ms.push_back(double(elapsed) / reps);
+  }
+  AZR_CUDA_CHECK(cudaEventDestroy(start));
+  AZR_CUDA_CHECK(cudaEventDestroy(stop));
+  return ms;
 }
 
 // Scratch for rounded operands (common.cuh): ops run on one stream, so one buffer per operand of
@@ -259,6 +310,21 @@ void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const u
   else if (dinp)
     lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, overwrite_dinp ? 0.f : 1.f, dinp, IC, nullptr, CUDA_R_16BF);
   if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp16, IC, dout16, OC, 1.f, dw, IC, nullptr, CUDA_R_16BF);
+}
+
+std::vector<double> gemm_algorithm_ms(GemmProduct which, float* out, const uint16_t* x16, const uint16_t* w16,
+                                      const uint16_t* dout16, int64_t N, int64_t IC, int64_t OC, int count, int reps) {
+  switch (which) {
+    case GemmProduct::Forward:  // as matmul_forward_a16w16_cublaslt: out [N, OC]
+      return time_ranked_algorithms(true, false, OC, N, IC, w16, IC, x16, IC, 0.f, out, OC, CUDA_R_16BF, count, reps);
+    case GemmProduct::BackwardDinp:  // as matmul_backward_g16's dinp, overwritten: out [N, IC]
+      return time_ranked_algorithms(false, false, IC, N, OC, w16, IC, dout16, OC, 0.f, out, IC, CUDA_R_16BF, count,
+                                    reps);
+    case GemmProduct::BackwardDw:  // as matmul_backward_g16's dw, accumulated: out [OC, IC]
+      return time_ranked_algorithms(false, true, IC, OC, N, x16, IC, dout16, OC, 1.f, out, IC, CUDA_R_16BF, count,
+                                    reps);
+  }
+  return {};
 }
 
 // The same products on fp32 weights: rounded first into their own scratch (the w16 functions

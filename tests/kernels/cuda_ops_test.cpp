@@ -255,6 +255,39 @@ TEST_F(CudaOps, MatmulBackwardSkipsNullGradients) {
   expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw only");
 }
 
+// cuda_ops_bench's gemm_algos rows time cuda_detail::gemm_algorithm_ms's products: each must be
+// the product the ops run, on the same plan. Under the heuristic's first algorithm (count 1), each
+// gives the op's bits: the forward's out, dinp overwritten, and dW after its two warm-ups and one
+// timed run, each added to it (three accumulations, as three matmul_backward_g16 calls make).
+TEST_F(CudaOps, GemmAlgorithmTimingRunsTheOpsProducts) {
+  const int64_t N = 96, IC = 64, OC = 80;
+  auto x16 = to_device(testing::bf16_bits(randn(N * IC, 90))), w16 = to_device(testing::bf16_bits(randn(OC * IC, 91)));
+  auto dout16 = to_device(testing::bf16_bits(randn(N * OC, 92)));
+  using cuda_detail::GemmProduct;
+  auto timed = [&](GemmProduct which, size_t n) {
+    auto out = to_device(std::vector<float>(n, 0.f));
+    const auto ms = cuda_detail::gemm_algorithm_ms(which, out.data(), x16.data(), w16.data(), dout16.data(), N, IC, OC, 1, 1);
+    EXPECT_EQ(ms.size(), 1u);
+    EXPECT_GT(ms.at(0), 0.0);
+    return to_host<float>(out, n);
+  };
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  auto fwd = to_device(std::vector<float>(size_t(N * OC), 0.f));
+  cuda_detail::matmul_forward_a16w16_cublaslt(fwd.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
+  EXPECT_EQ(bits(timed(GemmProduct::Forward, size_t(N * OC))), bits(to_host<float>(fwd, size_t(N * OC))));
+  auto dinp = to_device(std::vector<float>(size_t(N * IC), 0.f));
+  cuda_detail::matmul_backward_g16(dinp.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, true);
+  EXPECT_EQ(bits(timed(GemmProduct::BackwardDinp, size_t(N * IC))), bits(to_host<float>(dinp, size_t(N * IC))));
+  auto dw = to_device(std::vector<float>(size_t(OC * IC), 0.f));
+  for (int i = 0; i < 3; i++)
+    cuda_detail::matmul_backward_g16(nullptr, dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, false);
+  EXPECT_EQ(bits(timed(GemmProduct::BackwardDw, size_t(OC * IC))), bits(to_host<float>(dw, size_t(OC * IC))));
+}
+
 TEST_F(CudaOps, RopeForwardAndBackward) {
   const int64_t N = 19, heads = 3, d = 64, max_pos = 50;
   std::vector<int32_t> pos(N);
