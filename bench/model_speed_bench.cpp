@@ -293,6 +293,8 @@ int main(int argc, char** argv) {
       case azr::kernels::CudaAttentionKernel::Mma: device_name += "; bf16 attention: mma.sync"; break;
       case azr::kernels::CudaAttentionKernel::Simt: device_name += "; bf16 attention: simt"; break;
     }
+    // AZR_CUBLASLT_AUTOTUNE (kernels/cuda/cuda_ops.h): the GEMM plans time their candidates.
+    if (azr::kernels::cuda_cublaslt_autotune()) device_name += "; GEMM plans autotuned";
   }
 #endif
   if (peak_bw == 0) peak_bw = measured_bw;

@@ -1,6 +1,7 @@
 #pragma once
 // How the environment spells whether the CUDA backend launches the decode step's kernels with
-// programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does). Plain
+// programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does), and
+// whether its GEMM plans time cuBLASLt's candidates (AZR_CUBLASLT_AUTOTUNE). Plain
 // C++, outside kernels/cuda, so that the parsing is built and tested where there is no CUDA.
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,19 @@ inline bool parse_cuda_pdl(const std::string& value) {
   if (value.empty() || value == "1" || value == "on") return true;
   if (value == "0" || value == "off") return false;
   throw std::invalid_argument("AZR_CUDA_PDL=" + value + ": expected 1 or on, 0 or off");
+}
+
+// AZR_CUBLASLT_AUTOTUNE: "" (unset), "0" or "off": every cuBLASLt plan runs the heuristic's
+// first algorithm (the default: a run's bits then depend on nothing but its inputs); "1" or "on":
+// a plan for a product of at least kAutotuneFlops, made outside a stream capture, times the
+// heuristic's first eight algorithms on its operands and keeps the fastest, as PyTorch's TunableOp
+// does, opt-in for the same reason: which algorithm wins, and so the sums' order, can change
+// from run to run with timing noise. Anything else is an std::invalid_argument that names the
+// variable, the value and the values it takes.
+inline bool parse_cublaslt_autotune(const std::string& value) {
+  if (value == "1" || value == "on") return true;
+  if (value.empty() || value == "0" || value == "off") return false;
+  throw std::invalid_argument("AZR_CUBLASLT_AUTOTUNE=" + value + ": expected 1 or on, 0 or off");
 }
 
 }  // namespace azr::kernels

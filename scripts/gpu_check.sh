@@ -60,7 +60,8 @@
 #          among them), every whole-model test but the HF comparison (the decode step's routing
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
-#          figure), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
+#          figure), the same step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1), and
+#          one split by op; lm_head_bench at 1.5B's shape (the logits kept for
 #          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
 #          rounding; add and to_bf16 four values a thread), token statistics (four values a
 #          thread, bf16 dlogits), AdamW (four values a thread) and attention (the mma.sync kernels
@@ -159,9 +160,11 @@ if [[ "$STAGE" == pending ]]; then
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:*CudaMatmul*:*CudaTensorCoreAttention*'
+      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:CudaOps.AutotunedGemms*:*CudaMatmul*:*CudaTensorCoreAttention*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
+    step env AZR_CUBLASLT_AUTOTUNE=1 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
+      --no-baseline --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
     step "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025

@@ -66,6 +66,16 @@ CudaAttentionKernel cuda_attention_kernel();
 // CudaTensorCoreAttention.MmaSkippingTheMasksOfWholeTilesChangesNoBit. Off by default; not a user setting.
 void cuda_set_attention_masks_every_tile(bool every_tile);
 
+// GEMM autotuning (AZR_CUBLASLT_AUTOTUNE; kernels/cuda_launch_choice.h has the spellings): off,
+// every cuBLASLt plan runs its heuristic's first algorithm; on, a new plan of at least 2^30 FLOPs,
+// made outside a graph's recording, times the heuristic's first eight on its call's operands
+// (into a scratch output) and keeps the fastest, at the cost of a run's bits depending on which
+// won. Off by default until a GPU run shows what it buys (cuda_ops_bench --only gemm_algos, and
+// model_speed_bench under AZR_CUBLASLT_AUTOTUNE=1 in scripts/gpu_check.sh pending). Setting it
+// drops every plan, so the next call of each shape plans again.
+void cuda_set_cublaslt_autotune(bool on);
+bool cuda_cublaslt_autotune();
+
 // Programmatic dependent launch (PDL) of the decode step's kernels at few rows (the GEMV and the
 // fused decode ops, the decode attention, the norms): each may start while the
 // kernel before it finishes, prefetch its weights into L2 and wait on the device, not behind a

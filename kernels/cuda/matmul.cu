@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/streaming.cuh"
+#include "kernels/cuda_launch_choice.h"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -140,6 +142,85 @@ std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t 
   return plan;
 }
 
+// The mean milliseconds of `reps` runs of the described product under `algo`, after two warm-ups,
+// on op_stream(); NaN when the algorithm refuses the problem at run time. C is written (beta = 0)
+// or added to.
+double time_algorithm(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B, float beta,
+                      float* C, int reps) {
+  const LtContext& ctx = lt();
+  const float alpha = 1.f;
+  auto run = [&] {
+    return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
+                          ctx.workspace_bytes, op_stream());
+  };
+  if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) return std::nan("");
+  cudaEvent_t start, stop;
+  AZR_CUDA_CHECK(cudaEventCreate(&start));
+  AZR_CUDA_CHECK(cudaEventCreate(&stop));
+  AZR_CUDA_CHECK(cudaEventRecord(start, op_stream()));
+  for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
+  AZR_CUDA_CHECK(cudaEventRecord(stop, op_stream()));
+  AZR_CUDA_CHECK(cudaEventSynchronize(stop));
+  float elapsed = 0.f;
+  AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+  AZR_CUDA_CHECK(cudaEventDestroy(start));
+  AZR_CUDA_CHECK(cudaEventDestroy(stop));
+  return double(elapsed) / reps;
+}
+
+// lt_gemm's product (no bias) under each of the heuristic's first `count` algorithms, in its order.
+std::vector<double> time_ranked_algorithms(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A,
+                                           int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                                           cudaDataType_t ab, int count, int reps) {
+  Desc d;
+  describe(d, ta, tb, m, n, k, lda, ldb, ldc, ab, false, alignment_of(A), alignment_of(B), alignment_of(C));
+  std::vector<double> ms;
+  for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(d, count))
+    ms.push_back(time_algorithm(d, algo, A, B, beta, C, reps));
+  return ms;
+}
+
+// Autotuning (cuda_ops.h, cuda_set_cublaslt_autotune; AZR_CUBLASLT_AUTOTUNE): products of at least
+// this many FLOPs, a training step's and a large decode batch's; smaller ones take microseconds,
+// where the heuristic's choice matters least and a decode step's shrinking batch would make a new
+// plan, and a tuning, at every size.
+constexpr double kAutotuneFlops = double(1 << 30);
+constexpr int kAutotuneCandidates = 8, kAutotuneReps = 3;
+
+bool& autotune_choice() {
+  static bool choice = [] {
+    const char* e = std::getenv("AZR_CUBLASLT_AUTOTUNE");
+    return parse_cublaslt_autotune(e ? e : "");
+  }();
+  return choice;
+}
+
+// Whether a new plan of this product is timed: chosen, large enough, and not made while a stream
+// records a graph (timing there would enqueue the candidates into the graph).
+bool autotune_applies(int64_t m, int64_t n, int64_t k) {
+  if (!autotune_choice() || 2.0 * double(m) * double(n) * double(k) < kAutotuneFlops) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &status));
+  return status == cudaStreamCaptureStatusNone;
+}
+
+// The fastest of the heuristic's first candidates for the plan's product on this call's operands,
+// writing into a scratch C of the call's shape (the call's own C may be added to, beta = 1, and
+// must see one product only). The plan's bias pointer is this call's.
+cublasLtMatmulAlgo_t fastest_algorithm(const Plan& plan, const void* A, const void* B, float beta, int64_t n,
+                                       int64_t ldc) {
+  float* scratch = static_cast<float*>(device_malloc(sizeof(float) * size_t(ldc) * size_t(n)));
+  cublasLtMatmulAlgo_t best = plan.algo;  // the heuristic's first, kept if every candidate refuses
+  double best_ms = INFINITY;
+  for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(plan.d, kAutotuneCandidates)) {
+    const double ms = time_algorithm(plan.d, algo, A, B, beta, scratch, kAutotuneReps);
+    if (ms < best_ms) best = algo, best_ms = ms;  // a refusal's NaN never compares less
+  }
+  AZR_CUDA_CHECK(cudaStreamSynchronize(op_stream()));
+  AZR_CUDA_CHECK(device_free(scratch));
+  return best;
+}
+
 // Column-major C[m, n] = op(A) op(B) + beta C (+ bias[m] broadcast over columns, when given).
 // A is stored [m, k] (or [k, m] when ta), B [k, n] (or [n, k] when tb).
 // A and B are fp32 (ab = CUDA_R_32F) or bf16 (CUDA_R_16BF); C, the bias and the sums are fp32.
@@ -156,7 +237,8 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
   // One lock around planning and the enqueue: the plan's descriptor takes this call's bias pointer.
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   auto it = g_plans.find(key);
-  if (it == g_plans.end()) {
+  const bool made = it == g_plans.end();
+  if (made) {
     if (g_plans.size() >= kMaxPlans) g_plans.clear();
     it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ldc, ab, bias != nullptr, al_a, al_b, al_c)).first;
   }
@@ -164,45 +246,10 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
   if (bias)
     AZR_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (made && autotune_applies(m, n, k)) plan.algo = fastest_algorithm(plan, A, B, beta, n, ldc);
   const float alpha = 1.f;
   AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan.d.op, &alpha, A, plan.d.a, B, plan.d.b, &beta, C, plan.d.c, C,
                                   plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, op_stream()));
-}
-
-// lt_gemm's product (no bias) under each of the heuristic's first `count` algorithms: the mean
-// milliseconds of `reps` runs after two warm-ups, on op_stream(), in the heuristic's order; NaN
-// where an algorithm refuses the problem at run time. C is overwritten (beta = 0) or added to.
-std::vector<double> time_ranked_algorithms(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A,
-                                           int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                                           cudaDataType_t ab, int count, int reps) {
-  LtContext& ctx = lt();
-  Desc d;
-  describe(d, ta, tb, m, n, k, lda, ldb, ldc, ab, false, alignment_of(A), alignment_of(B), alignment_of(C));
-  const float alpha = 1.f;
-  cudaEvent_t start, stop;
-  AZR_CUDA_CHECK(cudaEventCreate(&start));
-  AZR_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(d, count)) {
-    auto run = [&] {
-      return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
-                            ctx.workspace_bytes, op_stream());
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) {
-      ms.push_back(std::nan(""));
-      continue;
-    }
-    AZR_CUDA_CHECK(cudaEventRecord(start, op_stream()));
-    for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
-    AZR_CUDA_CHECK(cudaEventRecord(stop, op_stream()));
-    AZR_CUDA_CHECK(cudaEventSynchronize(stop));
-    float elapsed = 0.f;
-    AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
-    ms.push_back(double(elapsed) / reps);
-  }
-  AZR_CUDA_CHECK(cudaEventDestroy(start));
-  AZR_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms;
 }
 
 // Scratch for rounded operands (common.cuh): ops run on one stream, so one buffer per operand of
@@ -342,3 +389,15 @@ void matmul_backward_bf16(float* dinp, float* dw, float* dbias, const float* dou
 }
 
 }  // namespace azr::kernels::cuda_detail
+
+namespace azr::kernels {
+
+void cuda_set_cublaslt_autotune(bool on) {
+  std::lock_guard<std::mutex> lock(cuda_detail::g_plans_mutex);
+  cuda_detail::autotune_choice() = on;
+  cuda_detail::g_plans.clear();  // every shape is planned again, under the new choice
+}
+
+bool cuda_cublaslt_autotune() { return cuda_detail::autotune_choice(); }
+
+}  // namespace azr::kernels

@@ -381,6 +381,18 @@ TEST(CudaLaunchChoice, TheEnvironmentsSpellings) {
   expect_each_rejected(parse_cuda_pdl, {"yes", "true", "ON", "1 ", "2"}, "AZR_CUDA_PDL", "expected 1 or on, 0 or off");
 }
 
+// AZR_CUBLASLT_AUTOTUNE's spellings: unset, "0" and "off" run the heuristic's first algorithm,
+// "1" and "on" time the candidates; anything else stops with the variable and the values it takes.
+TEST(CudaLaunchChoice, TheAutotuneSpellings) {
+  EXPECT_FALSE(parse_cublaslt_autotune(""));
+  EXPECT_FALSE(parse_cublaslt_autotune("0"));
+  EXPECT_FALSE(parse_cublaslt_autotune("off"));
+  EXPECT_TRUE(parse_cublaslt_autotune("1"));
+  EXPECT_TRUE(parse_cublaslt_autotune("on"));
+  expect_each_rejected(parse_cublaslt_autotune, {"yes", "true", "ON", "1 ", "2"}, "AZR_CUBLASLT_AUTOTUNE",
+                       "expected 1 or on, 0 or off");
+}
+
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
 // not equal. (Both models start from the same seed, so the weights are identical.)
 TEST(CpuBf16Matmul, TheModelStaysNearTheFp32ModelButIsNotIt) {

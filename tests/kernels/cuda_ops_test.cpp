@@ -288,6 +288,40 @@ TEST_F(CudaOps, GemmAlgorithmTimingRunsTheOpsProducts) {
   EXPECT_EQ(bits(timed(GemmProduct::BackwardDw, size_t(OC * IC))), bits(to_host<float>(dw, size_t(OC * IC))));
 }
 
+// AZR_CUBLASLT_AUTOTUNE (cuda_set_cublaslt_autotune): the plans that time their candidates still
+// compute the same products, to the order of their fp32 sums; the tuning's runs go to a scratch
+// output, so dW, added to, holds one product, not the candidates' warm-ups too; and a tuned plan
+// is kept, so a second call gives the first's bits.
+TEST_F(CudaOps, AutotunedGemmsComputeTheSameProducts) {
+  const int64_t N = 1024, IC = 1024, OC = 768;  // 1.6 GFLOP a product: past the tuning's floor
+  auto x16 = to_device(testing::bf16_bits(randn(N * IC, 93))), w16 = to_device(testing::bf16_bits(randn(OC * IC, 94)));
+  auto dout16 = to_device(testing::bf16_bits(randn(N * OC, 95)));
+  struct Products {
+    std::vector<float> out, dinp, dw;
+  };
+  auto run = [&](bool tune) {
+    cuda_set_cublaslt_autotune(tune);
+    auto out = to_device(std::vector<float>(size_t(N * OC), 0.f)), dinp = to_device(std::vector<float>(size_t(N * IC), 0.f)),
+         dw = to_device(std::vector<float>(size_t(OC * IC), 0.f));
+    cuda_detail::matmul_forward_a16w16_cublaslt(out.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
+    cuda_detail::matmul_backward_g16(dinp.data(), dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, true);
+    return Products{to_host<float>(out, size_t(N * OC)), to_host<float>(dinp, size_t(N * IC)),
+                    to_host<float>(dw, size_t(OC * IC))};
+  };
+  const bool saved = cuda_cublaslt_autotune();
+  const Products heuristic = run(false);
+  const Products tuned = run(true);
+  // The same plans again (run() sets the choice, which drops the plans: so call the ops directly).
+  auto again = to_device(std::vector<float>(size_t(N * OC), 0.f));
+  cuda_detail::matmul_forward_a16w16_cublaslt(again.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
+  const auto again_out = to_host<float>(again, size_t(N * OC));
+  cuda_set_cublaslt_autotune(saved);
+  expect_close(tuned.out, heuristic.out, 1e-4f, 1e-4f, "autotuned forward");
+  expect_close(tuned.dinp, heuristic.dinp, 1e-4f, 1e-4f, "autotuned dinp");
+  expect_close(tuned.dw, heuristic.dw, 1e-4f, 1e-4f, "autotuned dW (one product added)");
+  EXPECT_EQ(0, std::memcmp(again_out.data(), tuned.out.data(), again_out.size() * sizeof(float)));
+}
+
 TEST_F(CudaOps, RopeForwardAndBackward) {
   const int64_t N = 19, heads = 3, d = 64, max_pos = 50;
   std::vector<int32_t> pos(N);
