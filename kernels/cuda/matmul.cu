@@ -142,6 +142,21 @@ std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t 
   return plan;
 }
 
+// A timing's two events, destroyed on every way out (a failed check throws).
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    AZR_CUDA_CHECK(cudaEventCreate(&start));
+    AZR_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~TimingEvents() {
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
 // The mean milliseconds of `reps` runs of the described product under `algo`, after two warm-ups,
 // on op_stream(); NaN when the algorithm refuses the problem at run time. C is written (beta = 0)
 // or added to.
@@ -154,17 +169,13 @@ double time_algorithm(const Desc& d, const cublasLtMatmulAlgo_t& algo, const voi
                           ctx.workspace_bytes, op_stream());
   };
   if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) return std::nan("");
-  cudaEvent_t start, stop;
-  AZR_CUDA_CHECK(cudaEventCreate(&start));
-  AZR_CUDA_CHECK(cudaEventCreate(&stop));
-  AZR_CUDA_CHECK(cudaEventRecord(start, op_stream()));
+  const TimingEvents events;
+  AZR_CUDA_CHECK(cudaEventRecord(events.start, op_stream()));
   for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
-  AZR_CUDA_CHECK(cudaEventRecord(stop, op_stream()));
-  AZR_CUDA_CHECK(cudaEventSynchronize(stop));
+  AZR_CUDA_CHECK(cudaEventRecord(events.stop, op_stream()));
+  AZR_CUDA_CHECK(cudaEventSynchronize(events.stop));
   float elapsed = 0.f;
-  AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
-  AZR_CUDA_CHECK(cudaEventDestroy(start));
-  AZR_CUDA_CHECK(cudaEventDestroy(stop));
+  AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, events.start, events.stop));
   return double(elapsed) / reps;
 }
 
@@ -209,15 +220,16 @@ bool autotune_applies(int64_t m, int64_t n, int64_t k) {
 // must see one product only). The plan's bias pointer is this call's.
 cublasLtMatmulAlgo_t fastest_algorithm(const Plan& plan, const void* A, const void* B, float beta, int64_t n,
                                        int64_t ldc) {
-  float* scratch = static_cast<float*>(device_malloc(sizeof(float) * size_t(ldc) * size_t(n)));
+  struct Scratch {  // freed on every way out; cudaFree waits for the timed runs
+    float* p;
+    ~Scratch() { (void)device_free(p); }
+  } scratch{static_cast<float*>(device_malloc(sizeof(float) * size_t(ldc) * size_t(n)))};
   cublasLtMatmulAlgo_t best = plan.algo;  // the heuristic's first, kept if every candidate refuses
   double best_ms = INFINITY;
   for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(plan.d, kAutotuneCandidates)) {
-    const double ms = time_algorithm(plan.d, algo, A, B, beta, scratch, kAutotuneReps);
+    const double ms = time_algorithm(plan.d, algo, A, B, beta, scratch.p, kAutotuneReps);
     if (ms < best_ms) best = algo, best_ms = ms;  // a refusal's NaN never compares less
   }
-  AZR_CUDA_CHECK(cudaStreamSynchronize(op_stream()));
-  AZR_CUDA_CHECK(device_free(scratch));
   return best;
 }
 
