@@ -28,6 +28,7 @@
 #include "tests/kernels/cuda_attention_choice.h"
 #include "tests/kernels/gemv_cases.h"
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/same_bits.h"
 #include "tests/kernels/sampling_cases.h"
 #include "tests/kernels/tensor_core_reference.h"
 #include "tests/kernels/token_stats_cases.h"
@@ -43,6 +44,7 @@ using testing::expect_matches_tensor_core_reference;
 using testing::kSampleCases;
 using testing::make_awkward;
 using testing::randn;
+using testing::same_bits;
 using testing::SampleCase;
 using testing::TensorCoreReference;
 using testing::uniforms_off_boundaries;
@@ -271,21 +273,16 @@ TEST_F(CudaOps, GemmAlgorithmTimingRunsTheOpsProducts) {
     EXPECT_GT(ms.at(0), 0.0);
     return to_host<float>(out, n);
   };
-  auto bits = [](const std::vector<float>& v) {
-    std::vector<uint32_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
-    return b;
-  };
   auto fwd = to_device(std::vector<float>(size_t(N * OC), 0.f));
   cuda_detail::matmul_forward_a16w16_cublaslt(fwd.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
-  EXPECT_EQ(bits(timed(GemmProduct::Forward, size_t(N * OC))), bits(to_host<float>(fwd, size_t(N * OC))));
+  EXPECT_TRUE(same_bits(timed(GemmProduct::Forward, size_t(N * OC)), to_host<float>(fwd, size_t(N * OC))));
   auto dinp = to_device(std::vector<float>(size_t(N * IC), 0.f));
   cuda_detail::matmul_backward_g16(dinp.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, true);
-  EXPECT_EQ(bits(timed(GemmProduct::BackwardDinp, size_t(N * IC))), bits(to_host<float>(dinp, size_t(N * IC))));
+  EXPECT_TRUE(same_bits(timed(GemmProduct::BackwardDinp, size_t(N * IC)), to_host<float>(dinp, size_t(N * IC))));
   auto dw = to_device(std::vector<float>(size_t(OC * IC), 0.f));
   for (int i = 0; i < 3; i++)
     cuda_detail::matmul_backward_g16(nullptr, dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, false);
-  EXPECT_EQ(bits(timed(GemmProduct::BackwardDw, size_t(OC * IC))), bits(to_host<float>(dw, size_t(OC * IC))));
+  EXPECT_TRUE(same_bits(timed(GemmProduct::BackwardDw, size_t(OC * IC)), to_host<float>(dw, size_t(OC * IC))));
 }
 
 // AZR_CUBLASLT_AUTOTUNE (cuda_set_cublaslt_autotune): the plans that time their candidates still
@@ -319,7 +316,7 @@ TEST_F(CudaOps, AutotunedGemmsComputeTheSameProducts) {
   expect_close(tuned.out, heuristic.out, 1e-4f, 1e-4f, "autotuned forward");
   expect_close(tuned.dinp, heuristic.dinp, 1e-4f, 1e-4f, "autotuned dinp");
   expect_close(tuned.dw, heuristic.dw, 1e-4f, 1e-4f, "autotuned dW (one product added)");
-  EXPECT_EQ(0, std::memcmp(again_out.data(), tuned.out.data(), again_out.size() * sizeof(float)));
+  EXPECT_TRUE(same_bits(again_out, tuned.out));
 }
 
 TEST_F(CudaOps, RopeForwardAndBackward) {
@@ -821,7 +818,7 @@ TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
   const auto skipping = run(false), every = run(true);
   const char* names[] = {"out", "lse", "dq", "dk", "dv"};
   for (size_t i = 0; i < skipping.size(); i++)
-    EXPECT_EQ(0, std::memcmp(skipping[i].data(), every[i].data(), skipping[i].size() * sizeof(float))) << names[i];
+    EXPECT_TRUE(same_bits(skipping[i], every[i])) << names[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -1174,7 +1171,7 @@ TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
     }
     // logits are only read (compared as bits: -0 and -inf included)
     const std::vector<float> after = to_host<float>(d_logits, logits.size());
-    EXPECT_EQ(0, std::memcmp(after.data(), logits.data(), sizeof(float) * logits.size()));
+    EXPECT_TRUE(same_bits(after, logits));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "model/presets.h"
 #include "model/transformer.h"
 #include "tests/model/recording_ops.h"
+#include "tests/kernels/same_bits.h"
 
 namespace azr {
 namespace {
@@ -55,9 +56,7 @@ StepResult train_step(const kernels::Ops& ops, bool recompute = false) {
   return r;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using azr::kernels::testing::same_bits;
 
 std::map<std::string, int64_t> calls_by_op(const std::vector<OpTime>& t) {
   std::map<std::string, int64_t> m;

@@ -5,8 +5,9 @@
 // Include after tests/kernels/cuda_emulation.h (it names __nv_bfloat16).
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
+
+#include "tests/kernels/same_bits.h"
 
 namespace azr::kernels::testing {
 
@@ -20,9 +21,5 @@ inline constexpr uint16_t kUnwritten16 = 0xFFFF;  // a NaN's bits, which no bf16
 inline std::vector<float> floats(int64_t n) { return std::vector<float>(size_t(n) + 1, NAN); }
 inline std::vector<uint16_t> halves(int64_t n) { return std::vector<uint16_t>(size_t(n) + 1, kUnwritten16); }
 inline __nv_bfloat16* bf(std::vector<uint16_t>& v) { return reinterpret_cast<__nv_bfloat16*>(v.data()); }
-
-inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace azr::kernels::testing

@@ -16,6 +16,7 @@
 #include "kernels/ops.h"
 #include "tests/kernels/gemv_cases.h"
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/same_bits.h"
 
 namespace azr::kernels::cuda_detail {
 namespace {
@@ -35,9 +36,7 @@ std::vector<float> rotated(std::vector<float> x, const std::vector<int32_t>& pos
   return x;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using azr::kernels::testing::same_bits;
 
 TEST(RopeEmulated, BothIndexTypesAreTheCpuRotationBitForBit) {
   constexpr int64_t kPositions = 40;

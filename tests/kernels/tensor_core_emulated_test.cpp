@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -31,6 +30,7 @@
 #include "tests/kernels/attention_case.h"
 #include "tests/kernels/bf16_model_checks.h"
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/same_bits.h"
 #include "tests/kernels/tensor_core_reference.h"
 
 namespace azr::kernels::cuda_detail::tensor_core {
@@ -139,14 +139,11 @@ Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const flo
 
 // Every output of two runs, bit for bit.
 void expect_same_bits(const Outputs& a, const Outputs& b) {
-  const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
-    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-  };
-  EXPECT_TRUE(same(a.out, b.out)) << "out";
-  EXPECT_TRUE(same(a.lse, b.lse)) << "lse";
-  EXPECT_TRUE(same(a.dq, b.dq)) << "dq";
-  EXPECT_TRUE(same(a.dk, b.dk)) << "dk";
-  EXPECT_TRUE(same(a.dv, b.dv)) << "dv";
+  EXPECT_TRUE(testing::same_bits(a.out, b.out)) << "out";
+  EXPECT_TRUE(testing::same_bits(a.lse, b.lse)) << "lse";
+  EXPECT_TRUE(testing::same_bits(a.dq, b.dq)) << "dq";
+  EXPECT_TRUE(testing::same_bits(a.dk, b.dk)) << "dk";
+  EXPECT_TRUE(testing::same_bits(a.dv, b.dv)) << "dv";
 }
 
 template <Kernels F>

@@ -12,6 +12,7 @@
 #include "model/presets.h"
 #include "model/transformer.h"
 #include "tests/model/recording_ops.h"
+#include "tests/kernels/same_bits.h"
 
 namespace azr::model {
 namespace {
@@ -35,9 +36,7 @@ struct TwoModels {
   }
 };
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
-}
+using azr::kernels::testing::same_bits;
 
 TEST(DecodeGraphs, ARecordedGenerationIsTheEagerGenerationBitForBit) {
   TwoModels m(tiny_config());
