@@ -203,9 +203,10 @@ __device__ __forceinline__ void mask_scores(float (&sc)[Cols / 8][4], bool whole
 template <int D>
 constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 
-// Registers (ptxas, sm_90): 248 at D = 128 (2 blocks, 8 warps a multiprocessor, as
-// FlashAttention-2's forward at this head size), 140 at D = 64 (3 blocks). Asking for 3 blocks at
-// D = 128 (168 registers) spilled 64 bytes a thread.
+// Registers (ptxas, CUDA 13, sm_90): 233 at D = 128 (2 blocks, 8 warps a multiprocessor, as
+// FlashAttention-2's forward at this head size), 135 at D = 64 (3 blocks); 248 and 140 before the
+// masks of whole tiles were skipped. Asking for 3 blocks at D = 128 (168 registers) spilled 64
+// bytes a thread.
 
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel;
 // q, k and v are the bf16 copies (k and v compact: s.kv_seq_stride = T x kv_row).
