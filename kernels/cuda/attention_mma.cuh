@@ -204,7 +204,7 @@ template <int D>
 constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 
 // Registers (ptxas, CUDA 13, sm_90): 233 at D = 128 (2 blocks, 8 warps a multiprocessor, as
-// FlashAttention-2's forward at this head size), 135 at D = 64 (3 blocks); 248 and 140 before the
+// FlashAttention-2's forward at this head size), 135 at D = 64 (3 blocks); 227 and 138 before the
 // masks of whole tiles were skipped. Asking for 3 blocks at D = 128 (168 registers) spilled 64
 // bytes a thread.
 
