@@ -197,6 +197,7 @@ int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budge
   // searched on its own, the larger micro-batches first (a test tries every micro-batch against
   // budgets across the drop).
   const int64_t rows_per_sequence = s.seq_len - 1;
+  // The bound on mb first: past it no micro-batch keeps, and its rows times V could overflow.
   const int64_t last_keeping = last_holding(1, [&](int64_t mb) {
     return rows_per_sequence > 0 && mb <= kHeadKeepFloats / c.vocab_size / rows_per_sequence &&
            plan_head_tiles(mb * rows_per_sequence, c.vocab_size, /*for_backward=*/true).keep;

@@ -157,17 +157,22 @@ struct TimingEvents {
   TimingEvents& operator=(const TimingEvents&) = delete;
 };
 
+// Enqueues C = A B + beta C (the descriptors' shapes and transposes) under `algo` on op_stream(),
+// with the process's workspace: lt_gemm's call and each timed run's.
+cublasStatus_t enqueue_matmul(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B,
+                              float beta, float* C) {
+  const LtContext& ctx = lt();
+  const float alpha = 1.f;
+  return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
+                        ctx.workspace_bytes, op_stream());
+}
+
 // The mean milliseconds of `reps` runs of the described product under `algo`, after two warm-ups,
 // on op_stream(); NaN when the algorithm refuses the problem at run time. C is written (beta = 0)
 // or added to.
 double time_algorithm(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B, float beta,
                       float* C, int reps) {
-  const LtContext& ctx = lt();
-  const float alpha = 1.f;
-  auto run = [&] {
-    return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
-                          ctx.workspace_bytes, op_stream());
-  };
+  auto run = [&] { return enqueue_matmul(d, algo, A, B, beta, C); };
   if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) return std::nan("");
   const TimingEvents events;
   AZR_CUDA_CHECK(cudaEventRecord(events.start, op_stream()));
@@ -243,7 +248,6 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
     if (beta != 1.f || bias) throw std::logic_error("lt_gemm: k == 0 with beta != 1 or a bias");
     return;
   }
-  LtContext& ctx = lt();
   const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C);
   const PlanKey key = {ta, tb, m, n, k, lda, ldb, ldc, int64_t(ab), bias != nullptr, al_a, al_b, al_c};
   // One lock around planning and the enqueue: the plan's descriptor takes this call's bias pointer.
@@ -259,9 +263,7 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, i
     AZR_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (made && autotune_applies(m, n, k)) plan.algo = fastest_algorithm(plan, A, B, beta, n, ldc);
-  const float alpha = 1.f;
-  AZR_CUBLAS_CHECK(cublasLtMatmul(ctx.handle, plan.d.op, &alpha, A, plan.d.a, B, plan.d.b, &beta, C, plan.d.c, C,
-                                  plan.d.c, &plan.algo, ctx.workspace, ctx.workspace_bytes, op_stream()));
+  AZR_CUBLAS_CHECK(enqueue_matmul(plan.d, plan.algo, A, B, beta, C));
 }
 
 // Scratch for rounded operands (common.cuh): ops run on one stream, so one buffer per operand of
