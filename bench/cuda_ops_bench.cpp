@@ -7,15 +7,16 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw, swiglu, rope or rmsnorm (default: all).
+// sampling, adamw, swiglu, rope, rmsnorm or attention_operands (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
 // against their fp32 / Simt counterparts, a 1.5B training step's GEMMs forward and backward,
 // and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops;
 // SwiGLU's, AdamW's, add's and to_bf16's four-values-a-thread kernels against their one-value
-// ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, and the LM head's bf16
-// dlogits, against what they replace.
+// ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, the LM head's bf16 dlogits,
+// and a training layer's attention block with its operands made once in bf16, against what they
+// replace.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -106,13 +107,13 @@ int main(int argc, char** argv) {
   std::string only;  // one section, for a device session with minutes to spend
   const std::vector<std::string> sections = {"gemm",        "gemm_bwd", "gemm_algos", "grads16", "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw",       "swiglu",   "rope",       "rmsnorm"};
+                                             "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm\n", why.c_str());
+                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands\n", why.c_str());
     return 2;
   };
   for (int i = 1; i < argc; i += 2) {
@@ -739,6 +740,85 @@ int main(int argc, char** argv) {
     const double c = time_cpu([&] { cpu.rope_forward(q.data(), pos.data(), cos_t.data(), sin_t.data(), N, nh, d); });
     rows.push_back({"rope_forward", "4096 rows x 12 heads x 128 (q)", "GB/s", bytes / g / 1e9, bytes / c / 1e9,
                     bytes / g / peak_bw});
+  }
+
+  if (want("attention_operands")) {
+    // A 1.5B layer's attention block as the bf16 training step runs it (Transformer::attention16):
+    // one q/k/v GEMM over [Wq; Wk; Wv], RoPE writing the attention's bf16 operands, the mma.sync
+    // forward writing its output's rounding for o; backward from the kept operands, RoPE's
+    // backward writing the one q/k/v GEMM's bf16 rows. Against the unfused block in the base
+    // column: three q, k, v GEMMs, RoPE on q and k, the attention rounding q, k and v itself (and
+    // again in backward), to_bf16 of its output for o (again in backward), one to_bf16 of dq, dk
+    // and dv for three GEMMs. 4 x 1,024 tokens; rates are the block's GEMM and attention FLOPs
+    // (backward: the GEMMs' dinp and dW, and 2.5x the attention's forward) over its time.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    const int64_t B = 4, T = 1024, N = B * T, qd = nh * d, kd = nkv * d, width = qd + 2 * kd;
+    std::vector<int32_t> pos(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % T);
+    Buffer<int32_t> dpos(cuda_ops(), size_t(N));
+    dpos.upload(pos.data(), pos.size());
+    auto cos_t = upload(randn(T * d / 2, 16)), sin_t = upload(randn(T * d / 2, 17));
+    auto ln1 = upload16(randn(size_t(N * H), 51)), w_qkv = upload16(randn(size_t(width * H), 52, 0.02f));
+    auto w_o = upload16(randn(size_t(H * qd), 53, 0.02f)), dout16 = upload16(randn(size_t(N * H), 54));
+    Buffer<float> q(cuda_ops(), size_t(N * qd)), k(cuda_ops(), size_t(N * kd)), v(cuda_ops(), size_t(N * kd));
+    Buffer<float> rows_qkv(cuda_ops(), size_t(N * width)), att(cuda_ops(), size_t(N * qd)), lse(cuda_ops(), size_t(B * nh * T));
+    Buffer<float> o(cuda_ops(), size_t(N * H)), datt(cuda_ops(), size_t(N * qd)), dq(cuda_ops(), size_t(N * qd));
+    Buffer<float> dk(cuda_ops(), size_t(N * kd)), dv(cuda_ops(), size_t(N * kd)), dln(cuda_ops(), size_t(N * H));
+    Buffer<float> dw_qkv(cuda_ops(), size_t(width * H)), dw_o(cuda_ops(), size_t(H * qd));
+    Buffer<uint16_t> q16(cuda_ops(), size_t(N * qd)), k16(cuda_ops(), size_t(N * kd)), v16(cuda_ops(), size_t(N * kd));
+    Buffer<uint16_t> att16(cuda_ops(), size_t(N * qd)), dqkv16(cuda_ops(), size_t(N * width));
+    const AttentionShape s{B, T, nh, nkv, d, T * kd, nullptr};
+    const uint16_t *wq = w_qkv.data(), *wk = wq + qd * H, *wv = wk + kd * H;
+    const double gemm = 2.0 * double(N) * double(H) * double(width + qd);
+    const double attn = 2.0 * 2.0 * double(B) * double(nh) * double(d) * double(T) * double(T) / 2.0;
+    const CudaAttentionKernel before = cuda_attention_kernel();
+    cuda_set_attention_kernel(CudaAttentionKernel::Mma);
+    const double old_fwd = time_gpu([&] {
+      gpu16.matmul_forward_a16w16(q.data(), ln1.data(), wq, nullptr, N, H, qd);
+      gpu16.matmul_forward_a16w16(k.data(), ln1.data(), wk, nullptr, N, H, kd);
+      gpu16.matmul_forward_a16w16(v.data(), ln1.data(), wv, nullptr, N, H, kd);
+      gpu16.rope_forward(q.data(), dpos.data(), cos_t.data(), sin_t.data(), N, nh, d);
+      gpu16.rope_forward(k.data(), dpos.data(), cos_t.data(), sin_t.data(), N, nkv, d);
+      gpu16.attention_forward(att.data(), lse.data(), q.data(), k.data(), v.data(), s);
+      gpu16.to_bf16(att16.data(), att.data(), N * qd);
+      gpu16.matmul_forward_a16w16(o.data(), att16.data(), w_o.data(), nullptr, N, qd, H);
+    }, reps);
+    const double new_fwd = time_gpu([&] {
+      gpu16.matmul_forward_a16w16(rows_qkv.data(), ln1.data(), wq, nullptr, N, H, width);
+      gpu16.rope_round_qkv_w16(q16.data(), k16.data(), v16.data(), rows_qkv.data(), dpos.data(), cos_t.data(),
+                               sin_t.data(), N, nh, nkv, d);
+      gpu16.attention_forward_w16(att.data(), att16.data(), lse.data(), q16.data(), k16.data(), v16.data(), s);
+      gpu16.matmul_forward_a16w16(o.data(), att16.data(), w_o.data(), nullptr, N, qd, H);
+    }, reps);
+    rows.push_back({"attn block fwd", "4 x 1024, 1.5B layer; base = unfused", "TFLOP/s", (gemm + attn) / new_fwd / 1e12,
+                    (gemm + attn) / old_fwd / 1e12, -1});
+    const double old_bwd = time_gpu([&] {
+      gpu16.to_bf16(att16.data(), att.data(), N * qd);
+      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H, true);
+      gpu16.attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), att.data(), lse.data(), q.data(), k.data(),
+                               v.data(), s);
+      gpu16.rope_backward(dq.data(), dpos.data(), cos_t.data(), sin_t.data(), N, nh, d);
+      gpu16.rope_backward(dk.data(), dpos.data(), cos_t.data(), sin_t.data(), N, nkv, d);
+      gpu16.to_bf16(dqkv16.data(), dq.data(), N * qd);  // as the model's adjacent dq, dk, dv: one call there
+      gpu16.to_bf16(dqkv16.data() + N * qd, dk.data(), N * kd);
+      gpu16.to_bf16(dqkv16.data() + N * (qd + kd), dv.data(), N * kd);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, qd, true);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data() + qd * H, dqkv16.data() + N * qd, ln1.data(), wk, N, H, kd,
+                                false);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data() + (qd + kd) * H, dqkv16.data() + N * (qd + kd), ln1.data(),
+                                wv, N, H, kd, false);
+    }, reps);
+    const double new_bwd = time_gpu([&] {
+      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H, true);
+      gpu16.attention_backward_w16(dq.data(), dk.data(), dv.data(), datt.data(), att.data(), lse.data(), q16.data(),
+                                   k16.data(), v16.data(), s);
+      gpu16.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), dpos.data(), cos_t.data(),
+                                    sin_t.data(), N, nh, nkv, d);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, width, true);
+    }, reps);
+    rows.push_back({"attn block bwd", "4 x 1024, 1.5B layer; base = unfused", "TFLOP/s",
+                    (2 * gemm + 2.5 * attn) / new_bwd / 1e12, (2 * gemm + 2.5 * attn) / old_bwd / 1e12, -1});
+    cuda_set_attention_kernel(before);
   }
 
   if (want("rmsnorm")) {

@@ -315,6 +315,33 @@ struct Ops {
                                    const float* lse, const float* entropy, const float* dlogp, const float* dent,
                                    int64_t n, int64_t col0, int64_t cols, float inv_temp);
 
+  // The training attention's operands in bf16, made once (Bf16 tables only). A Bf16 table's
+  // attention_forward and attention_backward round q, k and v first, each call: a pass over them
+  // in the forward and again in backward, after RoPE's own passes; the o projection's GEMMs then
+  // round the attention's output, forward and again in backward. Here RoPE writes the roundings
+  // the attention reads, which the model keeps for backward, the forward writes its output's
+  // rounding, and backward's RoPE writes the rounding the q, k and v GEMM reads. With these the
+  // model runs q, k and v as one GEMM over [Wq; Wk; Wv] (build_layout), forward and backward.
+  // rope_round_qkv_w16: qkv [N, (heads + 2 kv_heads) d] (each row q, k, v, as that GEMM writes
+  // them; only read); q16 [N, heads d] = to_bf16(rope_forward(q part)), k16 [N, kv_heads d] =
+  // to_bf16(rope_forward(k part)), v16 = to_bf16(v part).
+  // attention_forward_w16 and attention_backward_w16: attention_forward and attention_backward
+  // on the values of q16, k16 and v16 (k16 and v16 compact: kv_seq_stride = T kv_heads d), the
+  // same bits, and out16 = to_bf16(out).
+  // rope_backward_round_w16: rope_backward on dq [N, heads d] and dk [N, kv_heads d] in place,
+  // then dqkv16 [N, (heads + 2 kv_heads) d] = rows [dq | dk | dv] rounded to bf16.
+  void (*rope_round_qkv_w16)(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
+                             const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                             int64_t d);
+  void (*attention_forward_w16)(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                                const uint16_t* v16, const AttentionShape& s);
+  void (*attention_backward_w16)(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                 const float* lse, const uint16_t* q16, const uint16_t* k16, const uint16_t* v16,
+                                 const AttentionShape& s);
+  void (*rope_backward_round_w16)(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+                                  const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                                  int64_t d);
+
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
   // cannot record (kernels/cpu, whose ops are not launch-bound).
   OpRecorder recorder;
@@ -332,7 +359,8 @@ struct Ops {
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
   X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16) X(decode_linear_w16)       \
-  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)
+  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)   \
+  X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

@@ -153,9 +153,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     // The tensor-core attention's backward keeps each query head's share of dK and dV before
     // adding each group's ([2, N, q_dim] fp32); on mma.sync (AZR_CUDA_ATTENTION=mma) the same
     // buffer holds bf16 copies of q, dout, k and v after them ([N, 2 q_dim + 2 kv_dim]), and in
-    // forward of q, k and v ([rows, q_dim + 2 kv_dim]): the larger call
+    // forward of q, k and v ([rows, q_dim + 2 kv_dim]); the training attention on bf16 operands
+    // (attention_forward_w16) with the Simt or WMMA kernels holds fp32 copies of them after the
+    // shares ([N, 3 q_dim + 2 kv_dim] in all): the largest call
     // (kernels/cuda/attention_tensor_core.cu's attention_scratch).
-    p.gemm_scratch += std::max(2.0 * N * qd * 4.0 + N * (2 * qd + 2 * kd) * 2.0, forward_rows * (qd + 2 * kd) * 2.0);
+    p.gemm_scratch += std::max({2.0 * N * qd * 4.0 + N * (2 * qd + 2 * kd) * 2.0, forward_rows * (qd + 2 * kd) * 2.0,
+                                N * (3 * qd + 2 * kd) * 4.0});
     // A GEMM input rounded once by its producer for the GEMMs it feeds (Transformer::GemmInput):
     // a norm's output (unless the layer keeps it in bf16) or SwiGLU's, or in backward attention's,
     // for the rows of a training batch, a prefill group or a decode step, in bf16.

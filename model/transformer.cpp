@@ -282,6 +282,22 @@ bool Transformer::bf16_training() const {
          o.matmul_backward_g16 && o.rmsnorm_backward_w16 && bf16_training_buffers(config_);
 }
 
+bool Transformer::attention16() const {
+  const kernels::Ops& o = *ops_;
+  const ModelConfig& c = config_;
+  // The q/k/v GEMM's fp32 rows borrow the gate and up slots: 2 I floats a row.
+  const int64_t qkv_width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
+  return bf16_training() && o.rope_round_qkv_w16 && o.attention_forward_w16 && o.attention_backward_w16 &&
+         o.rope_backward_round_w16 && qkv_width <= 2 * c.intermediate_size;
+}
+
+bool Transformer::qkv_one_matrix(const LayerWeights& w) const {
+  const int64_t H = config_.hidden_size, qd = config_.num_attention_heads * config_.head_dim;
+  const int64_t kd = config_.num_key_value_heads * config_.head_dim;
+  const bool biases_adjacent = w.bq ? (w.bk == w.bq + qd && w.bv == w.bk + kd) : (!w.bk && !w.bv);
+  return w.wk == w.wq + qd * H && w.wv == w.wk + kd * H && biases_adjacent;
+}
+
 Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, const float* x, const float* w,
                                                   int64_t N, uint16_t* keep16) {
   const int64_t H = config_.hidden_size;
@@ -386,8 +402,7 @@ void Transformer::decode_qkv(float* q, float* scratch, GemmInput ln1, const Laye
   }
   // [Wq; Wk; Wv] is one matrix (build_layout; the biases one vector where there are biases): one
   // GEMM, then RoPE and the cache store in one op.
-  const bool biases_adjacent = w.bq ? (w.bk == w.bq + qd && w.bv == w.bk + kd) : (!w.bk && !w.bv);
-  if (ops_->rope_kv_store_w16 && cache.bf16 && w.wk == w.wq + qd * H && w.wv == w.wk + kd * H && biases_adjacent) {
+  if (ops_->rope_kv_store_w16 && cache.bf16 && qkv_one_matrix(w)) {
     gemm_forward(scratch, ln1, w.wq, w.bq, R, H, qd + 2 * kd);
     ops_->rope_kv_store_w16(q, scratch, pos, rope_cos_.data(), rope_sin_.data(), slot, cache.k16_at(l),
                             cache.v16_at(l), R, nh, nkv, d, cache.slot_stride());
@@ -582,6 +597,8 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   // N x I / 2 floats (I a multiple of 8), which backward reads for the down projection's dw:
   // kept, not made again (on an H100 the second SwiGLU pass was 5.7 ms of a 1.5B step of 166 ms).
   const bool norms16 = bf16_training();
+  // A prefill stores the keys and values it made, from fp32 k and v: it keeps the unfused path.
+  const bool att16 = attention16() && !cache && qkv_one_matrix(layer_weights(0, false));
   const int64_t ln = norms16 ? H / 2 : H, act16 = norms16 ? I / 2 : 0;
   const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + 2 * I + act16);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
@@ -603,6 +620,12 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
     }
     a.gate = take(N * I), a.up = take(N * I);
     if (norms16) a.act16 = reinterpret_cast<uint16_t*>(take(N * act16));
+    if (att16) {  // N (2 qd + 2 kd) bf16 values in the N (qd + 2 kd) floats of q, k and v
+      a.q16 = reinterpret_cast<uint16_t*>(a.q), a.k16 = a.q16 + N * qd, a.v16 = a.k16 + N * kd;
+      a.att16 = a.v16 + N * kd;
+      a.q = a.k = a.v = nullptr;
+      a.qkv = a.gate;
+    }
   }
   lnf_ = take(N * H), act_ = act ? take(act) : nullptr, tmp_ = take(N * H);
   for (int64_t l = 0; l < layer_slots; l++) {
@@ -666,13 +689,21 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   const LayerWeights w = layer_weights(l, false);
   const LayerActs& a = layer_acts_[size_t(l)];
   const GemmInput ln1 = norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N, a.ln1_16);
-  gemm_forward(a.q, ln1, w.wq, w.bq, N, H, qd);
-  gemm_forward(a.k, ln1, w.wk, w.bk, N, H, kd);
-  gemm_forward(a.v, ln1, w.wv, w.bv, N, H, kd);
-  o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
-  o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
-  o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
-  gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
+  if (a.q16) {  // attention16(): one q/k/v GEMM, and the attention's operands made once in bf16
+    gemm_forward(a.qkv, ln1, w.wq, w.bq, N, H, qd + 2 * kd);
+    o.rope_round_qkv_w16(a.q16, a.k16, a.v16, a.qkv, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh,
+                         nkv, d);
+    o.attention_forward_w16(a.att, a.att16, a.lse, a.q16, a.k16, a.v16, shape);
+    gemm_forward(tmp_, GemmInput{nullptr, a.att16}, w.wo, w.bo, N, qd, H);
+  } else {
+    gemm_forward(a.q, ln1, w.wq, w.bq, N, H, qd);
+    gemm_forward(a.k, ln1, w.wk, w.bk, N, H, kd);
+    gemm_forward(a.v, ln1, w.wv, w.bv, N, H, kd);
+    o.rope_forward(a.q, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
+    o.rope_forward(a.k, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);
+    o.attention_forward(a.att, a.lse, a.q, a.k, a.v, shape);
+    gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
+  }
   const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N, a.ln2_16);
   gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
   gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
@@ -932,9 +963,20 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
   o.rmsnorm_backward_w16(dres, dout16, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h), and rounded
   // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
-  const GemmInput att = rounded_for_gemms(a.att, N * qd);
+  const GemmInput att = a.att16 ? GemmInput{nullptr, a.att16} : rounded_for_gemms(a.att, N * qd);
   o.matmul_backward_g16(datt, g.wo, dout16, att.x16, weights16(w.wo), N, qd, H, kWrite);
   bias_grad(g.bo, dres, qd, H);
+  if (a.q16) {  // attention16(): from the kept bf16 operands, and one q/k/v GEMM with dout16 its rows
+    o.attention_backward_w16(dq, dk, dv, datt, a.att, a.lse, a.q16, a.k16, a.v16, shape);
+    o.rope_backward_round_w16(dout16, dq, dk, dv, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, nkv,
+                              d);
+    bias_grad(g.bq, dq, H, qd);
+    bias_grad(g.bk, dk, H, kd);
+    bias_grad(g.bv, dv, H, kd);
+    o.matmul_backward_g16(dln, g.wq, dout16, a.ln1_16, weights16(w.wq), N, H, qd + 2 * kd, kWrite);
+    o.rmsnorm_backward_w16(dres, round_dres_in ? dout16 : nullptr, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);
+    return;
+  }
   o.attention_backward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, shape);
   o.rope_backward(dq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, d);
   o.rope_backward(dk, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nkv, d);

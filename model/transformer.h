@@ -256,6 +256,14 @@ class Transformer {
   // Whether this model on this table keeps its bf16-only training buffers in bf16 (the norm
   // outputs, the backward's GEMM output gradients: model/memory_plan.h's bf16_training_buffers).
   bool bf16_training() const;
+  // Whether a training forward (and its backward) keeps the attention's operands in bf16, made
+  // once (kernels::Ops::rope_round_qkv_w16 and the rest), with q, k and v as one GEMM over
+  // [Wq; Wk; Wv]: bf16_training() with those ops. Their q, k, v and attention-output roundings live
+  // in the layer's fp32 q, k and v slots, and the GEMM's fp32 rows in its gate and up slots
+  // before the gate and up GEMMs fill them, so the activations take no more memory.
+  bool attention16() const;
+  // Whether [Wq; Wk; Wv] of w is one matrix, and their biases one vector or none (build_layout).
+  bool qkv_one_matrix(const LayerWeights& w) const;
   // out = silu(gate) * up over n values; a Bf16 table writes only its bf16 rounding (x null), which
   // is all the down projection reads.
   GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
@@ -320,6 +328,10 @@ class Transformer {
     float *res_in, *ln1, *rstd1, *q, *k, *v, *att, *lse, *h, *ln2, *rstd2, *gate, *up, *res_out;
     uint16_t *ln1_16 = nullptr, *ln2_16 = nullptr;  // with bf16_training(), ln1 and ln2 as kept (and null)
     uint16_t* act16 = nullptr;  // with bf16_training(), SwiGLU's bf16 output [N, I], kept for backward
+    // With attention16(): rope(q), rope(k), v and the attention's output in bf16, kept for backward
+    // (in the q, k and v slots, whose fp32 pointers are then null), and the q/k/v GEMM's rows.
+    uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr, *att16 = nullptr;
+    float* qkv = nullptr;
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;

@@ -60,8 +60,10 @@
 #          among them), every whole-model test but the HF comparison (the decode step's routing
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
-#          figure), the same step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1), and
-#          one split by op; lm_head_bench at 1.5B's shape (the logits kept for
+#          figure), the attention block with its operands made once in bf16 against the unfused
+#          one (cuda_ops_bench --only attention_operands), the step of 8 micro-batches per AdamW
+#          step against torch's, the same step with the GEMM plans autotuned
+#          (AZR_CUBLASLT_AUTOTUNE=1), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
 #          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
 #          rounding; add and to_bf16 four values a thread), token statistics (four values a
 #          thread, bf16 dlogits), AdamW (four values a thread) and attention (the mma.sync kernels
@@ -69,8 +71,9 @@
 #          under cuBLASLt's eight best-ranked algorithms (gemm_algos: would autotuning pay?); 1.5B decode at batch 1, 2, 4, 8
 #          and 256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
 #          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); cuda_ops_bench's
-#          SwiGLU (four values a thread against one), RoPE (32-bit indices) and decode products.
-#          All into pending.txt
+#          SwiGLU (four values a thread against one), RoPE (32-bit indices) and decode products;
+#          last, where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
+#          kernels. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -163,6 +166,9 @@ if [[ "$STAGE" == pending ]]; then
       --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:CudaOps.AutotunedGemms*:*CudaMatmul*:*CudaTensorCoreAttention*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
+    step "$BUILD/bin/cuda_ops_bench" --only attention_operands
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
+      --micro-batches 8 --steps 2
     step env AZR_CUBLASLT_AUTOTUNE=1 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
       --no-baseline --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
@@ -178,6 +184,14 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/cuda_ops_bench" --only swiglu
     step "$BUILD/bin/cuda_ops_bench" --only rope
     step "$BUILD/bin/cuda_ops_bench" --only decode_products
+    # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
+    # launches of the attention_operands section), for the next change to them: Nsight Compute's
+    # occupancy, warp stall reasons and issue statistics.
+    if command -v ncu >/dev/null; then
+      step ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands --reps 1
+    fi
   } 2>&1 | tee "$OUT/pending.txt"
   grep -q "^=== exit" "$OUT/pending.txt" && status=1
   echo "gpu_check: pending: outputs in $OUT (exit $status)"

@@ -256,6 +256,71 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   cpu_ops().attention_backward(dq, dk, dv, dout, out, lse, r.q, r.k, r.v, s);
 }
 
+// The attention's operands in bf16 (ops.h): the ops they stand for, composed. The attention widens
+// them and runs the ops above, whose rounding of a bf16 value is the value itself.
+thread_local std::vector<float> t_q32, t_k32, t_v32;
+thread_local std::vector<uint16_t> t_rows16;
+
+// Rows [q | k | v] (widths qd, kd, kd) into compact q, k and v, and back.
+void split_qkv_rows(const float* rows, float* q, float* k, float* v, int64_t N, int64_t qd, int64_t kd) {
+  for (int64_t r = 0; r < N; r++) {
+    const float* row = rows + r * (qd + 2 * kd);
+    std::copy_n(row, qd, q + r * qd);
+    std::copy_n(row + qd, kd, k + r * kd);
+    std::copy_n(row + qd + kd, kd, v + r * kd);
+  }
+}
+void join_qkv_rows(uint16_t* rows, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t N, int64_t qd,
+                   int64_t kd) {
+  for (int64_t r = 0; r < N; r++) {
+    uint16_t* row = rows + r * (qd + 2 * kd);
+    std::copy_n(q + r * qd, qd, row);
+    std::copy_n(k + r * kd, kd, row + qd);
+    std::copy_n(v + r * kd, kd, row + qd + kd);
+  }
+}
+
+void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
+                        const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads, int64_t d) {
+  const int64_t qd = heads * d, kd = kv_heads * d;
+  t_q32.resize(size_t(N * qd)), t_k32.resize(size_t(N * kd)), t_v32.resize(size_t(N * kd));
+  split_qkv_rows(qkv, t_q32.data(), t_k32.data(), t_v32.data(), N, qd, kd);
+  cpu_ops().rope_forward(t_q32.data(), pos, cos, sin, N, heads, d);
+  cpu_ops().rope_forward(t_k32.data(), pos, cos, sin, N, kv_heads, d);
+  to_bf16(q16, t_q32.data(), N * qd);
+  to_bf16(k16, t_k32.data(), N * kd);
+  to_bf16(v16, t_v32.data(), N * kd);
+}
+
+void attention_forward_w16(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                           const uint16_t* v16, const AttentionShape& s) {
+  const int64_t kv = s.B * s.kv_seq_stride;
+  attention_forward(out, lse, widened(t_q32, q16, s.B * s.T * s.heads * s.d), widened(t_k32, k16, kv),
+                    widened(t_v32, v16, kv), s);
+  to_bf16(out16, out, s.B * s.T * s.heads * s.d);
+}
+
+void attention_backward_w16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                            const uint16_t* q16, const uint16_t* k16, const uint16_t* v16, const AttentionShape& s) {
+  const int64_t kv = s.B * s.kv_seq_stride;
+  attention_backward(dq, dk, dv, dout, out, lse, widened(t_q32, q16, s.B * s.T * s.heads * s.d),
+                     widened(t_k32, k16, kv), widened(t_v32, v16, kv), s);
+}
+
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+                             const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                             int64_t d) {
+  const int64_t qd = heads * d, kd = kv_heads * d;
+  cpu_ops().rope_backward(dq, pos, cos, sin, N, heads, d);
+  cpu_ops().rope_backward(dk, pos, cos, sin, N, kv_heads, d);
+  t_rows16.resize(size_t(N * (qd + 2 * kd)));
+  uint16_t *q16 = t_rows16.data(), *k16 = q16 + N * qd, *v16 = k16 + N * kd;
+  to_bf16(q16, dq, N * qd);
+  to_bf16(k16, dk, N * kd);
+  to_bf16(v16, dv, N * kd);
+  join_qkv_rows(dqkv16, q16, k16, v16, N, qd, kd);
+}
+
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride) {
 #pragma omp parallel for schedule(static) if (R * row >= kParallelMin)
@@ -318,15 +383,10 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
 void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
                        const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
                        int64_t kv_heads, int64_t d, int64_t slot_stride) {
-  const int64_t qd = heads * d, kd = kv_heads * d, width = qd + 2 * kd;
+  const int64_t qd = heads * d, kd = kv_heads * d;
   t_k.resize(size_t(R * kd));
   t_v.resize(size_t(R * kd));
-  for (int64_t r = 0; r < R; r++) {
-    const float* row = qkv + r * width;
-    std::copy_n(row, qd, q + r * qd);
-    std::copy_n(row + qd, kd, t_k.data() + r * kd);
-    std::copy_n(row + qd + kd, kd, t_v.data() + r * kd);
-  }
+  split_qkv_rows(qkv, q, t_k.data(), t_v.data(), R, qd, kd);
   cpu_ops().rope_forward(q, pos, cos, sin, R, heads, d);
   cpu_ops().rope_forward(t_k.data(), pos, cos, sin, R, kv_heads, d);
   kv_store_w16(kcache, vcache, t_k.data(), t_v.data(), slot, pos, R, kd, slot_stride);
@@ -378,6 +438,10 @@ Ops make_table() {
   t.adamw_w16 = adamw_w16;
   t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
   t.token_stats_backward_w16 = token_stats_backward_w16;
+  t.rope_round_qkv_w16 = rope_round_qkv_w16;
+  t.attention_forward_w16 = attention_forward_w16;
+  t.attention_backward_w16 = attention_backward_w16;
+  t.rope_backward_round_w16 = rope_backward_round_w16;
   return t;
 }
 

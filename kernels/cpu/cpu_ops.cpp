@@ -568,6 +568,10 @@ const Ops kCpuOps = {
     /*adamw_w16=*/nullptr,
     /*rmsnorm_backward_w16=*/nullptr,
     /*token_stats_backward_w16=*/nullptr,
+    /*rope_round_qkv_w16=*/nullptr,
+    /*attention_forward_w16=*/nullptr,
+    /*attention_backward_w16=*/nullptr,
+    /*rope_backward_round_w16=*/nullptr,
     /*recorder=*/{},
 };
 

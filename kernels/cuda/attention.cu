@@ -125,8 +125,11 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* q,
   if (lane == 0) lse[(b * s.H + h) * s.T + t] = real ? m + logf(l) : 0.f;
 }
 
-// D[b, h, t] = dot(dout, out) of each real row (0 for padding): one warp per row.
-__global__ void attention_rowdot_kernel(float* D, const float* dout, const float* out, Dims s, int64_t B) {
+// D[b, h, t] = dot(dout, out) of each real row (0 for padding): one warp per row. With do16 (may
+// be null) also dout's bf16 rounding, the same [B, T, H, d] layout, as the row is read: the
+// mma.sync backward's two passes over dout in one.
+__global__ void attention_rowdot_kernel(float* D, __nv_bfloat16* do16, const float* dout, const float* out, Dims s,
+                                        int64_t B) {
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;  // (b, t, h)
   const int lane = threadIdx.x % kWarp;
   if (row >= B * s.T * s.H) return;
@@ -134,7 +137,10 @@ __global__ void attention_rowdot_kernel(float* D, const float* dout, const float
   const float* o = out + row * s.d;
   const float* g = dout + row * s.d;
   float acc = 0.f;
-  for (int64_t i = lane; i < s.d; i += kWarp) acc += o[i] * g[i];
+  for (int64_t i = lane; i < s.d; i += kWarp) {
+    acc += o[i] * g[i];
+    if (do16) do16[row * s.d + i] = __float2bfloat16_rn(g[i]);
+  }
   acc = warp_sum(acc);
   if (lane == 0) D[(b * s.H + h) * s.T + t] = t < seq_len(s, b) ? acc : 0.f;
 }
@@ -420,14 +426,19 @@ void simt_attention_backward(float* dq, float* dk, float* dv, const float* dout,
 
 }  // namespace
 
-const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& shape) {
+const float* attention_row_dots_round(uint16_t* do16, const float* dout, const float* out, const AttentionShape& shape) {
   const Dims s = dims_of(shape);
   const int64_t rows = shape.B * s.T * s.H;
   float* D = rowdot_scratch(size_t(std::max<int64_t>(rows, 1)));
   if (rows == 0) return D;
-  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256, 0, op_stream()>>>(D, dout, out, s, shape.B);
+  attention_rowdot_kernel<<<unsigned((rows * kWarp + 255) / 256), 256, 0, op_stream()>>>(
+      D, reinterpret_cast<__nv_bfloat16*>(do16), dout, out, s, shape.B);
   AZR_CUDA_LAUNCHED();
   return D;
+}
+
+const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& shape) {
+  return attention_row_dots_round(nullptr, dout, out, shape);
 }
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

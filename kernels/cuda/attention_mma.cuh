@@ -209,10 +209,12 @@ constexpr size_t kMmaForwardSmem = 5 * kTileBytes<D>;
 // bytes a thread.
 
 // grid (ceil(T / 64), heads, B), 4 warps. out [B, T, H, D], lse [B, H, T], as tc_forward_kernel;
-// q, k and v are the bf16 copies (k and v compact: s.kv_seq_stride = T x kv_row).
+// q, k and v are the bf16 copies (k and v compact: s.kv_seq_stride = T x kv_row). out16 (may be
+// null): out rounded to bf16, the o projection's GEMM input (Ops::attention_forward_w16), written
+// beside out rather than by a pass that reads out again.
 template <int D, bool MaskEveryTile = false>
 __global__ void __launch_bounds__(kWarps * kWarp)
-    mma_forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, TcDims s) {
+    mma_forward_kernel(float* out, bf16* out16, float* lse, const bf16* q, const bf16* k, const bf16* v, TcDims s) {
   static_assert(D % 16 == 0 && kTileRows == 64, "16-column steps over 64-key tiles");
   AZR_DYNAMIC_SHARED(smem);
   bf16* Qs = reinterpret_cast<bf16*>(smem);
@@ -226,7 +228,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
   float* ob = out + b * s.T * q_row + h * D;
   float* lse_bh = lse + (b * s.H + h) * s.T;
-  if (t0 >= L) return padding_forward_block<D>(ob, lse_bh, q_row, t0, s.T);
+  bf16* ob16 = out16 ? out16 + b * s.T * q_row + h * D : nullptr;
+  if (t0 >= L) {
+    if (ob16) zero_rows16<D>(ob16, q_row, t0, s.T);
+    return padding_forward_block<D>(ob, lse_bh, q_row, t0, s.T);
+  }
   const bf16* kb = k + b * s.kv_seq_stride + (h / s.group) * D;
   const bf16* vb = v + b * s.kv_seq_stride + (h / s.group) * D;
   const int64_t w0 = t0 + warp * kRowsPerWarp;
@@ -313,7 +319,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     const float inv = real[r] ? 1.f / l[r] : 0.f;  // a real row always sees key 0, so l > 0
     float* o = ob + row[r] * q_row + 2 * tq;
 #pragma unroll
-    for (int n = 0; n < D / 8; n++) o[8 * n] = acc[n][2 * r] * inv, o[8 * n + 1] = acc[n][2 * r + 1] * inv;
+    for (int n = 0; n < D / 8; n++) {
+      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
+      o[8 * n] = x0, o[8 * n + 1] = x1;
+      // The two values are adjacent, so their roundings are one 4-byte store (x0 the low half).
+      if (ob16) *reinterpret_cast<uint32_t*>(ob16 + row[r] * q_row + 2 * tq + 8 * n) = mma::pack_bf16x2(x0, x1);
+    }
     if (tq == 0) lse_bh[row[r]] = real[r] ? m[r] * kLn2 + logf(l[r]) : 0.f;
   }
 }

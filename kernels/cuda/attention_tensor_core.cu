@@ -90,9 +90,20 @@ TcDims round_qkv(__nv_bfloat16* q16, __nv_bfloat16* k16, __nv_bfloat16* v16, con
   return s;
 }
 
+// The mma.sync forward on bf16 q16, k16, v16 (compact) as round_qkv leaves them; out16 may be null.
+template <int D>
+void mma_forward(float* out, __nv_bfloat16* out16, float* lse, const __nv_bfloat16* q16, const __nv_bfloat16* k16,
+                 const __nv_bfloat16* v16, const TcDims& s16, const AttentionShape& shape) {
+  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
+  const auto kernel = masks_every_tile() ? mma_forward_kernel<D, true> : mma_forward_kernel<D, false>;
+  allow_shared_memory(kernel, kMmaForwardSmem<D>);
+  constexpr size_t smem = kMmaForwardSmem<D>;
+  kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(out, out16, lse, q16, k16, v16, s16);
+  AZR_CUDA_LAUNCHED();
+}
+
 template <int D>
 void forward_d(float* out, float* lse, const float* q, const float* k, const float* v, const AttentionShape& shape) {
-  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   if (attention_choice() == CudaAttentionKernel::Mma) {
     // bf16 copies first ([B, T, heads * D] and [B, T, kv_heads * D] x 2, 16-byte aligned: D is a
     // multiple of 8), which the kernel copies into its tiles with cp.async.
@@ -100,58 +111,88 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
     auto* q16 = reinterpret_cast<__nv_bfloat16*>(attention_scratch(size_t(qn + 2 * kvn + 1) / 2));
     __nv_bfloat16 *k16 = q16 + qn, *v16 = k16 + kvn;
     const TcDims s = round_qkv(q16, k16, v16, q, k, v, shape);
-    const auto kernel = masks_every_tile() ? mma_forward_kernel<D, true> : mma_forward_kernel<D, false>;
-    allow_shared_memory(kernel, kMmaForwardSmem<D>);
-    constexpr size_t smem = kMmaForwardSmem<D>;
-    kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q16, k16, v16, s);
-  } else {
-    allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
-    constexpr size_t smem = kForwardSmem<D>;
-    tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+    return mma_forward<D>(out, nullptr, lse, q16, k16, v16, s, shape);
   }
+  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
+  allow_shared_memory(tc_forward_kernel<D>, kForwardSmem<D>);
+  constexpr size_t smem = kForwardSmem<D>;
+  tc_forward_kernel<D><<<grid, kWarps * kWarp, smem, op_stream()>>>(out, lse, q, k, v, tc_dims_of(shape));
+  AZR_CUDA_LAUNCHED();
+}
+
+// The mma.sync backward on bf16 q16, k16, v16 (compact): the row dots D with dout's rounding into
+// the scratch after the shares (one pass over dout), then dQ, the shares of dK and dV, and their
+// group sums.
+template <int D>
+void mma_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                  const __nv_bfloat16* q16, const __nv_bfloat16* k16, const __nv_bfloat16* v16, float* dk_h,
+                  __nv_bfloat16* do16, const AttentionShape& shape) {
+  const int64_t qn = shape.B * shape.T * shape.heads * D;
+  float* dv_h = dk_h + qn;
+  TcDims s16 = tc_dims_of(shape);
+  s16.kv_seq_stride = shape.T * shape.kv_heads * D;
+  const float* Drow = attention_row_dots_round(reinterpret_cast<uint16_t*>(do16), dout, out, shape);
+  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
+  const bool every = masks_every_tile();
+  const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
+  const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
+  allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
+  allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
+  constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
+  dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
+  AZR_CUDA_LAUNCHED();
+  dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16, s16);
+  AZR_CUDA_LAUNCHED();
+  tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h,
+                                                                                               s16, shape.B, D);
   AZR_CUDA_LAUNCHED();
 }
 
 template <int D>
 void backward_d(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse, const float* q,
                 const float* k, const float* v, const AttentionShape& shape) {
-  const TcDims s = tc_dims_of(shape);
-  const float* Drow = attention_row_dots(dout, out, shape);
-  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   // dQ, then each query head's share of dK and dV, then each group's sum (attention_tensor_core.cuh).
   const int64_t qn = shape.B * shape.T * shape.heads * D, kvn = shape.B * shape.T * shape.kv_heads * D;
-  const bool mma = attention_choice() == CudaAttentionKernel::Mma;
-  // The shares, then for the mma.sync kernels bf16 copies of q, dout, k and v (16-byte aligned:
-  // qn is a multiple of 8).
-  float* dk_h = attention_scratch(2 * size_t(qn) + (mma ? size_t(2 * qn + 2 * kvn + 1) / 2 : 0));
-  float* dv_h = dk_h + qn;
-  if (mma) {
-    auto* q16 = reinterpret_cast<__nv_bfloat16*>(dv_h + qn);
+  if (attention_choice() == CudaAttentionKernel::Mma) {
+    // The shares, then bf16 copies of q, dout, k and v (16-byte aligned: qn is a multiple of 8).
+    float* dk_h = attention_scratch(2 * size_t(qn) + size_t(2 * qn + 2 * kvn + 1) / 2);
+    auto* q16 = reinterpret_cast<__nv_bfloat16*>(dk_h + 2 * qn);
     __nv_bfloat16 *do16 = q16 + qn, *k16 = do16 + qn, *v16 = k16 + kvn;
-    const TcDims s16 = round_qkv(q16, k16, v16, q, k, v, shape);
-    round_rows(do16, dout, shape.B, shape.T, shape.heads * D, shape.T * shape.heads * D);
-    const bool every = masks_every_tile();
-    const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
-    const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
-    allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
-    allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
-    constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
-    dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
-    AZR_CUDA_LAUNCHED();
-    dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16, s16);
-    AZR_CUDA_LAUNCHED();
-  } else {
-    allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
-    allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>);
-    constexpr size_t dq_smem = kDqSmem<D>, dkdv_smem = kDkDvSmem<D>;
-    tc_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, dout, lse, Drow, q, k, v, s);
-    AZR_CUDA_LAUNCHED();
-    tc_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, dout, lse, Drow, q, k, v, s);
-    AZR_CUDA_LAUNCHED();
+    round_qkv(q16, k16, v16, q, k, v, shape);
+    return mma_backward<D>(dq, dk, dv, dout, out, lse, q16, k16, v16, dk_h, do16, shape);
   }
+  const float* Drow = attention_row_dots(dout, out, shape);
+  const TcDims s = tc_dims_of(shape);
+  float* dk_h = attention_scratch(2 * size_t(qn));
+  float* dv_h = dk_h + qn;
+  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
+  allow_shared_memory(tc_dq_kernel<D>, kDqSmem<D>);
+  allow_shared_memory(tc_dkdv_kernel<D>, kDkDvSmem<D>);
+  constexpr size_t dq_smem = kDqSmem<D>, dkdv_smem = kDkDvSmem<D>;
+  tc_dq_kernel<D><<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, dout, lse, Drow, q, k, v, s);
+  AZR_CUDA_LAUNCHED();
+  tc_dkdv_kernel<D><<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, dout, lse, Drow, q, k, v, s);
+  AZR_CUDA_LAUNCHED();
   tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h, s,
                                                                                                shape.B, D);
   AZR_CUDA_LAUNCHED();
+}
+
+// dst [n] fp32 = the bf16 values of src: the operands of attention_forward_w16 for the kernels
+// that read fp32 (the Simt and WMMA ones), whose rounding then leaves each value as it is.
+__global__ void widen_kernel(float* dst, const __nv_bfloat16* src, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __bfloat162float(src[i]);
+}
+
+void widen(float* dst, const uint16_t* src, int64_t n) {
+  if (n <= 0) return;
+  widen_kernel<<<grid_for(n), 256, 0, op_stream()>>>(dst, reinterpret_cast<const __nv_bfloat16*>(src), n);
+  AZR_CUDA_LAUNCHED();
+}
+
+bool mma_applies(const AttentionShape& s) {
+  return tensor_core_attention_applies(s) && attention_choice() == CudaAttentionKernel::Mma;
 }
 
 CudaAttentionKernel attention_from_environment() {
@@ -184,6 +225,52 @@ void tensor_core_attention_backward(float* dq, float* dk, float* dv, const float
   if (s.B == 0 || s.T == 0) return;
   if (s.d == 64) return backward_d<64>(dq, dk, dv, dout, out, lse, q, k, v, s);
   backward_d<128>(dq, dk, dv, dout, out, lse, q, k, v, s);
+}
+
+// The Bf16 table's attention on operands already in bf16 (Ops::attention_forward_w16). The
+// mma.sync kernels read them as they are; the others read widened fp32 copies in the scratch,
+// placed past backward's dK and dV shares (2 qn floats, which the WMMA backward takes from the
+// scratch's start).
+void attention_forward_w16(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                           const uint16_t* v16, const AttentionShape& s) {
+  if (s.B == 0 || s.T == 0) return;
+  const auto* q = reinterpret_cast<const __nv_bfloat16*>(q16);
+  const auto* k = reinterpret_cast<const __nv_bfloat16*>(k16);
+  const auto* v = reinterpret_cast<const __nv_bfloat16*>(v16);
+  auto* o16 = reinterpret_cast<__nv_bfloat16*>(out16);
+  if (mma_applies(s)) {
+    TcDims s16 = tc_dims_of(s);
+    s16.kv_seq_stride = s.T * s.kv_heads * s.d;
+    if (s.d == 64) return mma_forward<64>(out, o16, lse, q, k, v, s16, s);
+    return mma_forward<128>(out, o16, lse, q, k, v, s16, s);
+  }
+  const int64_t qn = s.B * s.T * s.heads * s.d, kvn = s.B * s.kv_seq_stride;
+  float* wq = attention_scratch(size_t(3 * qn + 2 * kvn)) + 2 * qn;
+  widen(wq, q16, qn);
+  widen(wq + qn, k16, kvn);
+  widen(wq + qn + kvn, v16, kvn);
+  attention_forward_bf16(out, lse, wq, wq + qn, wq + qn + kvn, s);
+  to_bf16(out16, out, qn);
+}
+
+void attention_backward_w16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                            const uint16_t* q16, const uint16_t* k16, const uint16_t* v16, const AttentionShape& s) {
+  if (s.B == 0 || s.T == 0) return;
+  const int64_t qn = s.B * s.T * s.heads * s.d, kvn = s.B * s.kv_seq_stride;
+  if (mma_applies(s)) {
+    float* dk_h = attention_scratch(2 * size_t(qn) + size_t(qn + 1) / 2);  // the shares, then dout's rounding
+    auto* do16 = reinterpret_cast<__nv_bfloat16*>(dk_h + 2 * qn);
+    const auto* q = reinterpret_cast<const __nv_bfloat16*>(q16);
+    const auto* k = reinterpret_cast<const __nv_bfloat16*>(k16);
+    const auto* v = reinterpret_cast<const __nv_bfloat16*>(v16);
+    if (s.d == 64) return mma_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, dk_h, do16, s);
+    return mma_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, dk_h, do16, s);
+  }
+  float* wq = attention_scratch(size_t(3 * qn + 2 * kvn)) + 2 * qn;
+  widen(wq, q16, qn);
+  widen(wq + qn, k16, kvn);
+  widen(wq + qn + kvn, v16, kvn);
+  attention_backward_bf16(dq, dk, dv, dout, out, lse, wq, wq + qn, wq + qn + kvn, s);
 }
 
 }  // namespace azr::kernels::cuda_detail

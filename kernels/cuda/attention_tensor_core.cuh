@@ -188,6 +188,15 @@ __device__ __forceinline__ void zero_rows(float* dst, int64_t stride, int64_t fi
   }
 }
 
+// zero_rows of a bf16 tensor (the forward's out16).
+template <int D>
+__device__ __forceinline__ void zero_rows16(bf16* dst, int64_t stride, int64_t first, int64_t T) {
+  for (int e = threadIdx.x; e < kBlockRows * D; e += blockDim.x) {
+    const int64_t row = first + e / D;
+    if (row < T) dst[row * stride + e % D] = __float2bfloat16_rn(0.f);
+  }
+}
+
 // A forward block whose queries are all padding (t0 at or past the sequence's length; uniform
 // across the block): zero outputs and lse for the rows below T.
 template <int D>

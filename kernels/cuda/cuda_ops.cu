@@ -85,6 +85,10 @@ const Ops kCudaOps = {
     /*adamw_w16=*/nullptr,
     /*rmsnorm_backward_w16=*/nullptr,
     /*token_stats_backward_w16=*/nullptr,
+    /*rope_round_qkv_w16=*/nullptr,
+    /*attention_forward_w16=*/nullptr,
+    /*attention_backward_w16=*/nullptr,
+    /*rope_backward_round_w16=*/nullptr,
     /*recorder=*/{graph_begin, graph_end, graph_abandon, graph_replay, graph_release, graph_scratch_generation},
 };
 
@@ -120,6 +124,10 @@ const Ops& cuda_bf16_matmul_ops() {
     t.adamw_w16 = adamw_w16;
     t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
     t.token_stats_backward_w16 = token_stats_backward_w16;
+    t.rope_round_qkv_w16 = rope_round_qkv_w16;
+    t.attention_forward_w16 = attention_forward_w16;
+    t.attention_backward_w16 = attention_backward_w16;
+    t.rope_backward_round_w16 = rope_backward_round_w16;
     return t;
   }();
   return table;

@@ -180,6 +180,37 @@ void rope_backward(float* dx, const int32_t* pos, const float* cos, const float*
   launch_rope<-1>(dx, pos, cos, sin, N, heads, d);
 }
 
+void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
+                        const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads, int64_t d) {
+  const int64_t pairs = N * (heads + 2 * kv_heads) * (d / 2);
+  if (pairs == 0) return;
+  auto* q = reinterpret_cast<__nv_bfloat16*>(q16);
+  auto* k = reinterpret_cast<__nv_bfloat16*>(k16);
+  auto* v = reinterpret_cast<__nv_bfloat16*>(v16);
+  if (fits_32_bit_index(pairs))
+    rope_round_qkv_kernel<uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(
+        q, k, v, qkv, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d));
+  else
+    rope_round_qkv_kernel<int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(q, k, v, qkv, pos, cos, sin, N, heads,
+                                                                             kv_heads, d);
+  AZR_CUDA_LAUNCHED();
+}
+
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+                             const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                             int64_t d) {
+  const int64_t pairs = N * (heads + 2 * kv_heads) * (d / 2);
+  if (pairs == 0) return;
+  auto* out = reinterpret_cast<__nv_bfloat16*>(dqkv16);
+  if (fits_32_bit_index(pairs))
+    rope_backward_round_kernel<uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(
+        out, dq, dk, dv, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d));
+  else
+    rope_backward_round_kernel<int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(out, dq, dk, dv, pos, cos, sin, N,
+                                                                                  heads, kv_heads, d);
+  AZR_CUDA_LAUNCHED();
+}
+
 namespace {
 
 // Four values a thread where the pointers allow (swiglu.cuh), one otherwise: the same values.

@@ -108,6 +108,18 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
                       const int32_t* pos, int64_t R, const AttentionShape& s);
 // The Bf16 table's: attention on q, k and v rounded to bf16 (Simt, or the tensor-core kernels where
 // cuda_attention_kernel() selects them); decode of bf16-rounded queries over a bf16 cache.
+// The training attention's operands made once in bf16 (Ops::rope_round_qkv_w16 and the rest;
+// elementwise.cu, and attention_tensor_core.cu for the attention). rope_backward_round_w16 writes
+// dqkv16 as rows [dq | dk | dv], the one GEMM over [Wq; Wk; Wv]'s output gradient.
+void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
+                        const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads, int64_t d);
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+                             const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                             int64_t d);
+void attention_forward_w16(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                           const uint16_t* v16, const AttentionShape& s);
+void attention_backward_w16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                            const uint16_t* q16, const uint16_t* k16, const uint16_t* v16, const AttentionShape& s);
 void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                             const AttentionShape& s);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
@@ -127,6 +139,8 @@ void cuda_set_sampling_blocks_per_sm(int n);
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);
+// The same, and do16 [B, T, heads d] = dout rounded to bf16, in one pass over dout.
+const float* attention_row_dots_round(uint16_t* do16, const float* dout, const float* out, const AttentionShape& s);
 
 // attention_tensor_core.cu: the Bf16 table's training attention on tensor cores, where
 // cuda_attention_kernel() selects it and the head dim is one its kernels take (64, 128).

@@ -31,6 +31,67 @@ __global__ void rope_kernel(float* x, const int32_t* pos, const float* cos, cons
   }
 }
 
+// The training attention's bf16 operands (Ops::rope_round_qkv_w16 and rope_backward_round_w16):
+// RoPE and the roundings the next op reads in one pass, where there were five (RoPE on q and on k,
+// then the attention rounding q, k and v) forward and four backward (RoPE on dq and on dk, then one
+// to_bf16 of the three). One thread per pair (i, i + d/2) of a head of a row: the q heads, then the
+// k heads, then the v heads (paired the same way and only rounded), as rope_kv_store_kernel walks a
+// decode step's rows; rope_pair's arithmetic, so each value is rope_kernel's, rounded.
+//
+// Forward: qkv rows [q | k | v] (the one GEMM over [Wq; Wk; Wv]) to compact q16 [N, heads d] and
+// k16, v16 [N, kv_heads d], the attention's operands; qkv is only read.
+template <class Index>
+__global__ void rope_round_qkv_kernel(__nv_bfloat16* q16, __nv_bfloat16* k16, __nv_bfloat16* v16, const float* qkv,
+                                      const int32_t* pos, const float* cos, const float* sin, Index N, Index heads,
+                                      Index kv_heads, Index d) {
+  const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half, total = N * per_row;
+  const int64_t width = int64_t(heads + 2 * kv_heads) * int64_t(d);
+  for (Index e = first_item<Index>(); e < total; e += grid_stride<Index>()) {
+    const Index r = e / per_row, item = e - r * per_row, head = item / half, i = item - head * half;
+    const float* x = qkv + int64_t(r) * width + int64_t(head) * int64_t(d) + int64_t(i);
+    if (head >= heads + kv_heads) {
+      __nv_bfloat16* y = v16 + (int64_t(r) * kv_heads + int64_t(head - heads - kv_heads)) * int64_t(d) + int64_t(i);
+      y[0] = __float2bfloat16_rn(x[0]);
+      y[half] = __float2bfloat16_rn(x[half]);
+      continue;
+    }
+    __nv_bfloat16* y = head < heads ? q16 + (int64_t(r) * heads + int64_t(head)) * int64_t(d) + int64_t(i)
+                                    : k16 + (int64_t(r) * kv_heads + int64_t(head - heads)) * int64_t(d) + int64_t(i);
+    const int64_t table = int64_t(pos[r]) * int64_t(half) + int64_t(i);
+    float y1, y2;
+    rope_pair(x[0], x[half], cos[table], sin[table], y1, y2);
+    y[0] = __float2bfloat16_rn(y1);
+    y[half] = __float2bfloat16_rn(y2);
+  }
+}
+
+// Backward: dq [N, heads d] and dk [N, kv_heads d] (the attention backward's) rotated back in
+// place, as the q and k biases' gradients read them, and the three rounded into rows
+// [dq | dk | dv] of dqkv16, the one GEMM's output gradient.
+template <class Index>
+__global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, float* dk, const float* dv,
+                                           const int32_t* pos, const float* cos, const float* sin, Index N,
+                                           Index heads, Index kv_heads, Index d) {
+  const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half, total = N * per_row;
+  const int64_t width = int64_t(heads + 2 * kv_heads) * int64_t(d);
+  for (Index e = first_item<Index>(); e < total; e += grid_stride<Index>()) {
+    const Index r = e / per_row, item = e - r * per_row, head = item / half, i = item - head * half;
+    __nv_bfloat16* y = dqkv16 + int64_t(r) * width + int64_t(head) * int64_t(d) + int64_t(i);
+    if (head >= heads + kv_heads) {
+      const float* x = dv + (int64_t(r) * kv_heads + int64_t(head - heads - kv_heads)) * int64_t(d) + int64_t(i);
+      y[0] = __float2bfloat16_rn(x[0]);
+      y[half] = __float2bfloat16_rn(x[half]);
+      continue;
+    }
+    float* x = head < heads ? dq + (int64_t(r) * heads + int64_t(head)) * int64_t(d) + int64_t(i)
+                            : dk + (int64_t(r) * kv_heads + int64_t(head - heads)) * int64_t(d) + int64_t(i);
+    const int64_t table = int64_t(pos[r]) * int64_t(half) + int64_t(i);
+    rope_pair(x[0], x[half], cos[table], -sin[table], x[0], x[half]);
+    y[0] = __float2bfloat16_rn(x[0]);
+    y[half] = __float2bfloat16_rn(x[half]);
+  }
+}
+
 // Whether a call of N rows of heads x d values takes the 32-bit index.
 inline bool rope_fits_32_bits(int64_t N, int64_t heads, int64_t d) { return fits_32_bit_index(N * heads * d); }
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda_launch_choice.h"
 #include "kernels/guarded/guarded_ops.h"
 #include "kernels/ops.h"
+#include "tests/kernels/bf16_model_checks.h"
 #include "tests/kernels/random_inputs.h"
 #include "model/adamw.h"
 #include "model/generate.h"
@@ -320,6 +321,93 @@ TEST(CpuBf16Matmul, AttentionUsesBf16QueriesKeysAndValuesAndTheBf16CacheHoldsThe
   EXPECT_NE(o16, o32) << "decode did not round the queries";
 }
 
+// The training attention's operands made once in bf16 (ops.h, rope_round_qkv_w16 and the rest)
+// are the ops they replace, composed here from the CPU's fp32 ops on rows split by hand: RoPE then
+// rounding of the q and k parts of each [q | k | v] row, v rounded; the attention on those values,
+// its output rounded; RoPE's backward in place and the three gradients rounded into rows again.
+TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  EXPECT_EQ(cpu_ops().rope_round_qkv_w16, nullptr);
+  EXPECT_EQ(cpu_ops().attention_forward_w16, nullptr);
+  const int64_t B = 2, T = 9, H = 4, KV = 2, d = 16, qd = H * d, kd = KV * d, N = B * T, width = qd + 2 * kd;
+  const std::vector<int32_t> lengths = {9, 6};
+  const AttentionShape s{B, T, H, KV, d, T * kd, lengths.data()};
+  std::vector<int32_t> pos(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % T);
+  std::vector<float> cos(size_t(T * d / 2)), sin(cos.size());
+  for (int64_t p = 0; p < T; p++)
+    for (int64_t i = 0; i < d / 2; i++) {
+      const double angle = double(p) * std::pow(10000.0, -2.0 * double(i) / double(d));
+      cos[size_t(p * d / 2 + i)] = float(std::cos(angle)), sin[size_t(p * d / 2 + i)] = float(std::sin(angle));
+    }
+  auto bits16 = [](const std::vector<float>& x) {
+    std::vector<uint16_t> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = uint16_t(bits_of(round_to_bf16(x[i])) >> 16);
+    return r;
+  };
+  auto widen = [](const std::vector<uint16_t>& x) {
+    std::vector<float> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = from_bits(uint32_t(x[i]) << 16);
+    return r;
+  };
+  // part p (0 q, 1 k, 2 v) of the rows, compact
+  const std::vector<float> qkv = randn(size_t(N * width), 31);
+  auto part = [&](const std::vector<float>& rows, int p) {
+    const int64_t at = p == 0 ? 0 : qd + (p - 1) * kd, w = p == 0 ? qd : kd;
+    std::vector<float> r(static_cast<size_t>(N * w));
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t j = 0; j < w; j++) r[size_t(n * w + j)] = rows[size_t(n * width + at + j)];
+    return r;
+  };
+  std::vector<float> q = part(qkv, 0), k = part(qkv, 1);
+  const std::vector<float> v = part(qkv, 2);
+  cpu_ops().rope_forward(q.data(), pos.data(), cos.data(), sin.data(), N, H, d);
+  cpu_ops().rope_forward(k.data(), pos.data(), cos.data(), sin.data(), N, KV, d);
+  std::vector<uint16_t> q16(size_t(N * qd), 0xFFFF), k16(size_t(N * kd), 0xFFFF), v16(k16.size(), 0xFFFF);
+  bf.rope_round_qkv_w16(q16.data(), k16.data(), v16.data(), qkv.data(), pos.data(), cos.data(), sin.data(), N, H, KV,
+                        d);
+  EXPECT_EQ(q16, bits16(q));
+  EXPECT_EQ(k16, bits16(k));
+  EXPECT_EQ(v16, bits16(v));
+  EXPECT_NE(q16, bits16(part(qkv, 0))) << "the queries were not rotated";
+
+  // The attention on those values: the fp32-operand op's bits, and out16 its output rounded.
+  const std::vector<float> dout = randn(size_t(N * qd), 32);
+  std::vector<float> out(size_t(N * qd)), lse(size_t(B * H * T)), dq(out.size()), dk(size_t(N * kd)), dv(dk.size());
+  bf.attention_forward(out.data(), lse.data(), widen(q16).data(), widen(k16).data(), widen(v16).data(), s);
+  bf.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), widen(q16).data(),
+                        widen(k16).data(), widen(v16).data(), s);
+  std::vector<float> out_w(out.size(), 7.f), lse_w(lse.size(), 7.f), dq_w(dq.size(), 7.f), dk_w(dk.size(), 7.f),
+      dv_w(dv.size(), 7.f);
+  std::vector<uint16_t> out16(out.size(), 0xFFFF);
+  bf.attention_forward_w16(out_w.data(), out16.data(), lse_w.data(), q16.data(), k16.data(), v16.data(), s);
+  bf.attention_backward_w16(dq_w.data(), dk_w.data(), dv_w.data(), dout.data(), out_w.data(), lse_w.data(),
+                            q16.data(), k16.data(), v16.data(), s);
+  EXPECT_EQ(out_w, out);
+  EXPECT_EQ(lse_w, lse);
+  EXPECT_EQ(out16, bits16(out));
+  EXPECT_EQ(dq_w, dq);
+  EXPECT_EQ(dk_w, dk);
+  EXPECT_EQ(dv_w, dv);
+
+  // Backward's RoPE: dq and dk rotated back in place, the three rounded into [dq | dk | dv] rows.
+  std::vector<float> dq_r = dq, dk_r = dk;
+  cpu_ops().rope_backward(dq_r.data(), pos.data(), cos.data(), sin.data(), N, H, d);
+  cpu_ops().rope_backward(dk_r.data(), pos.data(), cos.data(), sin.data(), N, KV, d);
+  std::vector<float> rows(size_t(N * width));
+  for (int64_t n = 0; n < N; n++) {
+    std::copy_n(dq_r.begin() + n * qd, qd, rows.begin() + n * width);
+    std::copy_n(dk_r.begin() + n * kd, kd, rows.begin() + n * width + qd);
+    std::copy_n(dv.begin() + n * kd, kd, rows.begin() + n * width + qd + kd);
+  }
+  std::vector<uint16_t> dqkv16(rows.size(), 0xFFFF);
+  bf.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), pos.data(), cos.data(), sin.data(), N, H,
+                             KV, d);
+  EXPECT_EQ(dq, dq_r);
+  EXPECT_EQ(dk, dk_r);
+  EXPECT_EQ(dqkv16, bits16(rows));
+}
+
 TEST(CpuBf16Matmul, BackendsResolveByPrecisionAndUnknownNamesSayWhich) {
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Bf16), &cpu_bf16_matmul_ops());
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Fp32), &cpu_ops());
@@ -534,7 +622,8 @@ struct OpCounts {
   int norm = 0, norm16 = 0, residual_norm16 = 0, swiglu = 0, swiglu16 = 0, add = 0, gemm_w16 = 0, gemm_a16 = 0,
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
       to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0, swiglu_rows = 0,
-      norm_back = 0, norm_back16 = 0, stats_back = 0, stats_back16 = 0;
+      norm_back = 0, norm_back16 = 0, stats_back = 0, stats_back16 = 0, rope_round = 0, rope_back_round = 0,
+      attention = 0, attention16 = 0, attention_back = 0, attention_back16 = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -653,6 +742,39 @@ const Ops& counting_bf16_ops() {
       cpu_bf16_matmul_ops().rope_kv_store_w16(q, qkv, pos, cos, sin, slot, kcache, vcache, R, heads, kv_heads, d,
                                               slot_stride);
     };
+    t.rope_round_qkv_w16 = [](uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
+                              const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                              int64_t d) {
+      g_counts.rope_round++;
+      cpu_bf16_matmul_ops().rope_round_qkv_w16(q16, k16, v16, qkv, pos, cos, sin, N, heads, kv_heads, d);
+    };
+    t.rope_backward_round_w16 = [](uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+                                   const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
+                                   int64_t d) {
+      g_counts.rope_back_round++;
+      cpu_bf16_matmul_ops().rope_backward_round_w16(dqkv16, dq, dk, dv, pos, cos, sin, N, heads, kv_heads, d);
+    };
+    t.attention_forward = [](float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttentionShape& s) {
+      g_counts.attention++;
+      cpu_bf16_matmul_ops().attention_forward(out, lse, q, k, v, s);
+    };
+    t.attention_forward_w16 = [](float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                                 const uint16_t* v16, const AttentionShape& s) {
+      g_counts.attention16++;
+      cpu_bf16_matmul_ops().attention_forward_w16(out, out16, lse, q16, k16, v16, s);
+    };
+    t.attention_backward = [](float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                              const float* q, const float* k, const float* v, const AttentionShape& s) {
+      g_counts.attention_back++;
+      cpu_bf16_matmul_ops().attention_backward(dq, dk, dv, dout, out, lse, q, k, v, s);
+    };
+    t.attention_backward_w16 = [](float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                  const float* lse, const uint16_t* q16, const uint16_t* k16, const uint16_t* v16,
+                                  const AttentionShape& s) {
+      g_counts.attention_back16++;
+      cpu_bf16_matmul_ops().attention_backward_w16(dq, dk, dv, dout, out, lse, q16, k16, v16, s);
+    };
     t.swiglu_rows_w16 = [](uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
       g_counts.swiglu_rows++;
       cpu_bf16_matmul_ops().swiglu_rows_w16(out16, gate_up, R, I);
@@ -670,9 +792,9 @@ const Ops& counting_bf16_ops() {
 }
 
 // Each GEMM input is rounded once, by the op that produces it, for the GEMMs it feeds: a norm's
-// output (q, k, v; gate, up; the LM head), SwiGLU's (down) and, in decode, attention's (o; the
-// training forward's o still rounds its own). In decode each residual add runs inside the norm
-// after it (the next layer's, or the final one). Up to kDecodeFusedMaxRows rows, q, k and v with
+// output (q, k, v; gate, up; the LM head), SwiGLU's (down) and attention's (o). In decode each
+// residual add runs inside the norm after it (the next layer's, or the final one). Up to
+// kDecodeFusedMaxRows rows, q, k and v with
 // RoPE and the cache store are one op, and so are gate, up and SwiGLU. At one row
 // (kDecodeNormFoldMaxRows) a layer's norms also run inside the products that read them and the
 // residual adds inside the o and down projections: five ops a layer (the final norm keeps its own
@@ -743,14 +865,16 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
   // SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
-  // GEMMs they fed (backward makes none of them again); backward rounds attention's output once
-  // for o's; the LM head's gathered rows are rounded once for all its GEMMs (here one column
-  // block, kept from score() to backward()). Each GEMM output's gradient reaches its GEMM in bf16
-  // (matmul_backward_g16), rounded once by its producer: the token statistics' backward for the
-  // LM head, the norms' backward for down and o (dres: the final norm's and each layer's two, but
-  // the first layer's input norm, whose gradient goes to the embedding), SwiGLU's backward for
-  // gate and up, one to_bf16 for q, k and v; matmul_backward_a16w16 is left their bias sums. The
-  // norm outputs ln1 and ln2 are kept in bf16, so nothing rounds them.
+  // GEMMs they fed (backward makes none of them again). q, k and v are one GEMM over [Wq; Wk; Wv];
+  // RoPE rounds q, k and v for the attention, which writes its output's rounding for o's GEMMs,
+  // and the layer keeps the four for backward; the LM head's gathered rows are rounded once for
+  // all its GEMMs (here one column block, kept from score() to backward()). Each GEMM output's
+  // gradient reaches its GEMM in bf16 (matmul_backward_g16), rounded once by its producer: the
+  // token statistics' backward for the LM head, the norms' backward for down and o (dres: the
+  // final norm's and each layer's two, but the first layer's input norm, whose gradient goes to
+  // the embedding), SwiGLU's backward for gate and up, RoPE's backward for q, k and v;
+  // matmul_backward_a16w16 is left their bias sums. The norm outputs ln1 and ln2 are kept in
+  // bf16, so nothing rounds them.
   ASSERT_TRUE(c.qkv_bias);
   ASSERT_FALSE(c.mlp_bias);
   const model::SequenceBatch batch = model::SequenceBatch::from({{5, 9, 2, 7}, {3, 3}});
@@ -762,14 +886,17 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.swiglu16, 0);
   EXPECT_EQ(g_counts.swiglu, 0);
   EXPECT_EQ(g_counts.swiglu_back16, L);
-  EXPECT_EQ(g_counts.back_g16, 7 * L + 1);  // q, k, v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.back_g16, 5 * L + 1);  // q/k/v, o, gate, up, down; the LM head
   EXPECT_EQ(g_counts.back_a16, 3 * L);      // the q, k and v bias sums
   EXPECT_EQ(g_counts.back_w16, 0);
   EXPECT_EQ(g_counts.stats_back16, 1);
   EXPECT_EQ(g_counts.stats_back, 0);
   EXPECT_EQ(g_counts.norm_back16, 2 * L + 1);
   EXPECT_EQ(g_counts.norm_back, 0);
-  EXPECT_EQ(g_counts.to_bf16, 2 * L + 1);   // dq, dk and dv (adjacent: one call), att; the head's rows
+  EXPECT_EQ(g_counts.to_bf16, 1);           // the head's rows
+  EXPECT_EQ(g_counts.rope_back_round, L);
+  EXPECT_EQ(g_counts.attention_back16, L);
+  EXPECT_EQ(g_counts.attention_back, 0);
   // An optimizer step through the model writes the bf16 copy in its own pass (adamw_w16): the
   // next forward rounds no weight.
   model::AdamW opt(m.ops(), m.parameters().size());
@@ -779,7 +906,12 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.norm16, L);
   EXPECT_EQ(g_counts.residual_norm16, L);
   EXPECT_EQ(g_counts.swiglu16, L);
-  EXPECT_EQ(g_counts.gemm_a16, 6 * L + 1);
+  EXPECT_EQ(g_counts.gemm_a16, 5 * L + 1);  // q/k/v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.gemm_w16, 0);
+  EXPECT_EQ(g_counts.rope, 0);
+  EXPECT_EQ(g_counts.rope_round, L);
+  EXPECT_EQ(g_counts.attention16, L);
+  EXPECT_EQ(g_counts.attention, 0);
   EXPECT_EQ(g_counts.to_bf16, 1);  // the head's rows
 }
 
@@ -859,10 +991,17 @@ TEST(CpuBf16Matmul, OpsWithBf16GradientsAreTheOpsTheyReplace) {
 // A model's backward with bf16 gradients (layer_backward_grads16) gives the gradients of the fp32
 // gradients' path bit for bit, with every bias in play (q, k, v and o random), kept activations
 // and recomputed ones, two micro-batches, and the AdamW step after them (adamw_w16 against adamw
-// and a later rounding of the weights).
+// and a later rounding of the weights). Both without the attention's bf16 operand ops, which
+// only the bf16 gradients' path takes (their one q/k/v product sums in another order:
+// AttentionOperandsInBf16AreTheUnfusedPathsStep).
 TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
+  static const Ops grads16 = [] {
+    Ops t = model::testing::without_attention16(cpu_bf16_matmul_ops());
+    t.name = "cpu+bf16 without the attention's bf16 operands";
+    return t;
+  }();
   static const Ops fp32_grads = [] {
-    Ops t = cpu_bf16_matmul_ops();
+    Ops t = grads16;
     t.name = "cpu+bf16 fp32 gradients";
     t.swiglu_backward_w16 = nullptr;
     t.matmul_backward_g16 = nullptr;
@@ -876,7 +1015,7 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
   for (bool recompute : {false, true}) {
     std::vector<float> grads[2], params[2];
     int i = 0;
-    for (const Ops* ops : {&cpu_bf16_matmul_ops(), &fp32_grads}) {
+    for (const Ops* ops : {&grads16, &fp32_grads}) {
       model::Transformer m = model::Transformer::random(c, 17, 0.05f, *ops);
       m.set_recompute(recompute);
       std::mt19937 rng(5);
@@ -900,6 +1039,17 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
     EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), sizeof(float) * grads[0].size()), 0)
         << "recompute " << recompute;
     EXPECT_EQ(params[0], params[1]) << "recompute " << recompute;
+  }
+}
+
+// A training step with the attention's operands made once in bf16 (Transformer::attention16)
+// against the same table without those ops (bf16_model_checks.h says what may differ and why).
+TEST(CpuBf16Matmul, AttentionOperandsInBf16AreTheUnfusedPathsStep) {
+  for (const char* name : {"azr-tiny", "untied"}) {
+    SCOPED_TRACE(name);
+    model::ModelConfig c = model::testing::config_named(name);
+    c.o_bias = true;
+    model::testing::expect_attention16_step_matches_unfused(cpu_bf16_matmul_ops(), c);
   }
 }
 

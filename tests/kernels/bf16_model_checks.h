@@ -134,4 +134,85 @@ inline void expect_bf16_sampler_matches_learner(const ModelConfig& c, const kern
   EXPECT_LT(sum_learner, sum_fp32) << "the sampler's bf16 log-probs are no closer to the learner's than bf16 is to fp32";
 }
 
+// `t` without the ops that make the training attention's operands once in bf16 (kernels/ops.h,
+// rope_round_qkv_w16 and the rest): a model on it takes three q, k and v GEMMs, RoPE in fp32 and
+// attention_forward and attention_backward, which round their own operands.
+inline kernels::Ops without_attention16(kernels::Ops t) {
+  t.rope_round_qkv_w16 = nullptr;
+  t.attention_forward_w16 = nullptr;
+  t.attention_backward_w16 = nullptr;
+  t.rope_backward_round_w16 = nullptr;
+  return t;
+}
+
+// A training step with the attention's operands made once in bf16 (Transformer::attention16: q,
+// k and v as one GEMM over [Wq; Wk; Wv], RoPE writing the attention's roundings, the attention its
+// output's) on `dev16`, against the same table without those ops (three GEMMs, RoPE in fp32, the
+// attention and the o projection rounding their own inputs): kept activations and recomputed
+// ones, every bias random (c has q, k, v and o biases), two micro-batches. The forward's values
+// are the same products and roundings, so the log-probs agree to fp32 noise. Backward's q/k/v
+// product sums
+// dq Wq, dk Wk and dv Wv in one GEMM where the other path adds three, so dln differs in its last
+// fp32 bits, and a bf16 rounding downstream may land a step apart: the gradients agree to well
+// within the bf16 model's own distance from fp32 (2e-2), not bit for bit. A row of [dq | dk | dv]
+// out of place, a rotation left out or a rounding of the wrong tensor moves them by far more.
+// The bounds: `logp_bound` on each log-prob, `grad_bound` on each tensor's relative L2. The CPU's
+// GEMM rows do not depend on the product's width, so there the forward is the same bits (1e-5
+// holds it); on a GPU cuBLASLt may sum the narrow k and v products in another order than the one
+// over [Wq; Wk; Wv] (split K), and a q, k or v value then rounds a bf16 step apart, so the GPU test
+// takes the bounds of the GPU-against-CPU checks above (1e-2 each).
+inline void expect_attention16_step_matches_unfused(const kernels::Ops& dev16, const ModelConfig& c,
+                                                    double logp_bound = 1e-5, double grad_bound = 2e-3) {
+  ASSERT_NE(dev16.attention_forward_w16, nullptr) << dev16.name;
+  kernels::Ops unfused = without_attention16(dev16);
+  unfused.name = "unfused attention operands";
+  ASSERT_TRUE(c.qkv_bias && c.o_bias);
+  const SequenceBatch batch = test_batch(c);
+  std::mt19937 draw(81);
+  std::normal_distribution<float> n01;
+  std::vector<float> dlogp(size_t(batch.B * batch.T)), dent(dlogp.size());
+  for (size_t i = 0; i < dlogp.size(); i++) dlogp[i] = n01(draw), dent[i] = n01(draw);
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE("recompute " + std::to_string(recompute));
+    std::vector<float> logp[2], grads[2];
+    std::vector<ParamTensor> tensors;
+    int i = 0;
+    for (const kernels::Ops* ops : {&dev16, static_cast<const kernels::Ops*>(&unfused)}) {
+      Transformer m = Transformer::random(c, 17, 0.05f, *ops);
+      m.set_recompute(recompute);
+      std::mt19937 rng(5);
+      std::normal_distribution<float> normal(0.f, 0.1f);
+      for (const ParamTensor& t : m.tensors())
+        if (t.name.ends_with(".bias")) {
+          std::vector<float> b(t.numel);
+          for (float& x : b) x = normal(rng);
+          ops->upload(m.param(t.name).data(), b.data(), sizeof(float) * b.size());
+        }
+      logp[i] = m.score(batch, 1.f, true).logp;
+      m.backward(dlogp, dent);
+      m.score(batch, 1.f, true);  // a second micro-batch adds to the first's gradients
+      m.backward(dlogp, {});
+      grads[i].resize(m.gradients().size());
+      ops->download(grads[i].data(), m.gradients().data(), sizeof(float) * grads[i].size());
+      tensors = m.tensors();
+      i++;
+    }
+    ASSERT_EQ(logp[0].size(), logp[1].size());
+    for (size_t j = 0; j < logp[0].size(); j++) EXPECT_NEAR(logp[0][j], logp[1][j], logp_bound) << "token " << j;
+    double worst = 0, worst_logp = 0;
+    for (size_t j = 0; j < logp[0].size(); j++) worst_logp = std::max(worst_logp, double(std::fabs(logp[0][j] - logp[1][j])));
+    for (const ParamTensor& t : tensors) {  // the same config: the same layout
+      double diff = 0, norm = 0;
+      for (size_t j = t.offset; j < t.offset + t.numel; j++) {
+        diff += (double(grads[0][j]) - grads[1][j]) * (double(grads[0][j]) - grads[1][j]);
+        norm += double(grads[1][j]) * grads[1][j];
+      }
+      EXPECT_LE(std::sqrt(diff), grad_bound * std::sqrt(norm) + 1e-12) << t.name;
+      if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
+    }
+    std::printf("%s, recompute %d: log-probs at most %.2g apart; gradients at most %.2g relative L2 apart\n",
+                dev16.name, int(recompute), worst_logp, worst);
+  }
+}
+
 }  // namespace azr::model::testing

@@ -821,6 +821,88 @@ TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
     EXPECT_TRUE(same_bits(skipping[i], every[i])) << names[i];
 }
 
+// The training attention's operands made once in bf16 (Ops::rope_round_qkv_w16 and the rest) are
+// the ops they replace on the same device, bit for bit, with each training attention: RoPE and
+// to_bf16 of each part of [q | k | v] rows; the attention on those values with out16 its output
+// rounded (the mma.sync forward writes it itself); the backward from the bf16 operands; RoPE's
+// backward in place and the three gradients rounded into rows again.
+TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit) {
+  const AttnCase c = GetParam();
+  const int64_t N = c.B * c.T, qd = c.H * c.d, kd = c.KV * c.d, width = qd + 2 * kd;
+  const auto rows = randn(N * width, 65, c.qk_scale), dout = randn(N * qd, 66);
+  std::vector<int32_t> pos(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % c.T);
+  std::vector<float> cos, sin;
+  testing::rope_tables(c.T, c.d, cos, sin);
+  std::vector<float> q(size_t(N * qd)), k(size_t(N * kd)), v(k.size());
+  for (int64_t n = 0; n < N; n++) {
+    std::copy_n(rows.begin() + n * width, qd, q.begin() + n * qd);
+    std::copy_n(rows.begin() + n * width + qd, kd, k.begin() + n * kd);
+    std::copy_n(rows.begin() + n * width + qd + kd, kd, v.begin() + n * kd);
+  }
+  auto d_rows = to_device(rows), d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
+  auto d_cos = to_device(cos), d_sin = to_device(sin);
+  auto d_pos = to_device(pos);
+  auto d_len = to_device(c.lengths);
+  const AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * kd, c.lengths.empty() ? nullptr : d_len.data()};
+  const Ops& dev = cuda_bf16_matmul_ops();
+  dev.rope_forward(d_q.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, c.H, c.d);
+  dev.rope_forward(d_k.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, c.KV, c.d);
+  auto rounded = [&](const Buffer<float>& x, int64_t n) {
+    Buffer<uint16_t> r(cuda_ops(), size_t(n));
+    dev.to_bf16(r.data(), x.data(), n);
+    return to_host<uint16_t>(r, size_t(n));
+  };
+  Buffer<uint16_t> q16(cuda_ops(), size_t(N * qd)), k16(cuda_ops(), size_t(N * kd)), v16(cuda_ops(), size_t(N * kd));
+  dev.rope_round_qkv_w16(q16.data(), k16.data(), v16.data(), d_rows.data(), d_pos.data(), d_cos.data(), d_sin.data(),
+                         N, c.H, c.KV, c.d);
+  EXPECT_EQ(to_host<uint16_t>(q16, size_t(N * qd)), rounded(d_q, N * qd));
+  EXPECT_EQ(to_host<uint16_t>(k16, size_t(N * kd)), rounded(d_k, N * kd));
+  EXPECT_EQ(to_host<uint16_t>(v16, size_t(N * kd)), rounded(d_v, N * kd));
+
+  auto garbage = [](size_t n) { return to_device(std::vector<float>(n, 7.f)); };
+  for (const CudaAttentionKernel kernel :
+       {CudaAttentionKernel::Mma, CudaAttentionKernel::TensorCore, CudaAttentionKernel::Simt}) {
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync" : kernel == CudaAttentionKernel::Simt ? "Simt" : "WMMA");
+    const AttentionChoice choice(kernel);
+    const size_t lse_n = size_t(c.B * c.H * c.T);
+    auto out = garbage(size_t(N * qd)), lse = garbage(lse_n), dq = garbage(size_t(N * qd)),
+         dk = garbage(size_t(N * kd)), dv = garbage(size_t(N * kd));
+    dev.attention_forward(out.data(), lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
+    dev.attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), out.data(), lse.data(), d_q.data(),
+                           d_k.data(), d_v.data(), s);
+    auto out_w = garbage(size_t(N * qd)), lse_w = garbage(lse_n), dq_w = garbage(size_t(N * qd)),
+         dk_w = garbage(size_t(N * kd)), dv_w = garbage(size_t(N * kd));
+    Buffer<uint16_t> out16(cuda_ops(), size_t(N * qd));
+    dev.attention_forward_w16(out_w.data(), out16.data(), lse_w.data(), q16.data(), k16.data(), v16.data(), s);
+    dev.attention_backward_w16(dq_w.data(), dk_w.data(), dv_w.data(), d_dout.data(), out_w.data(), lse_w.data(),
+                               q16.data(), k16.data(), v16.data(), s);
+    EXPECT_TRUE(same_bits(to_host<float>(out_w, size_t(N * qd)), to_host<float>(out, size_t(N * qd)))) << "out";
+    EXPECT_TRUE(same_bits(to_host<float>(lse_w, lse_n), to_host<float>(lse, lse_n))) << "lse";
+    EXPECT_EQ(to_host<uint16_t>(out16, size_t(N * qd)), rounded(out, N * qd)) << "out16";
+    EXPECT_TRUE(same_bits(to_host<float>(dq_w, size_t(N * qd)), to_host<float>(dq, size_t(N * qd)))) << "dq";
+    EXPECT_TRUE(same_bits(to_host<float>(dk_w, size_t(N * kd)), to_host<float>(dk, size_t(N * kd)))) << "dk";
+    EXPECT_TRUE(same_bits(to_host<float>(dv_w, size_t(N * kd)), to_host<float>(dv, size_t(N * kd)))) << "dv";
+
+    // RoPE's backward with the roundings, against rope_backward and to_bf16 joined on the host.
+    dev.rope_backward(dq.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, c.H, c.d);
+    dev.rope_backward(dk.data(), d_pos.data(), d_cos.data(), d_sin.data(), N, c.KV, c.d);
+    const auto dq16 = rounded(dq, N * qd), dk16 = rounded(dk, N * kd), dv16 = rounded(dv, N * kd);
+    std::vector<uint16_t> want(size_t(N * width));
+    for (int64_t n = 0; n < N; n++) {
+      std::copy_n(dq16.begin() + n * qd, qd, want.begin() + n * width);
+      std::copy_n(dk16.begin() + n * kd, kd, want.begin() + n * width + qd);
+      std::copy_n(dv16.begin() + n * kd, kd, want.begin() + n * width + qd + kd);
+    }
+    Buffer<uint16_t> dqkv16(cuda_ops(), size_t(N * width));
+    dev.rope_backward_round_w16(dqkv16.data(), dq_w.data(), dk_w.data(), dv_w.data(), d_pos.data(), d_cos.data(),
+                                d_sin.data(), N, c.H, c.KV, c.d);
+    EXPECT_TRUE(same_bits(to_host<float>(dq_w, size_t(N * qd)), to_host<float>(dq, size_t(N * qd)))) << "dq rotated";
+    EXPECT_TRUE(same_bits(to_host<float>(dk_w, size_t(N * kd)), to_host<float>(dk, size_t(N * kd)))) << "dk rotated";
+    EXPECT_EQ(to_host<uint16_t>(dqkv16, size_t(N * width)), want) << "dqkv16";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaTensorCoreAttention,
     ::testing::Values(AttnCase{2, 77, 4, 2, 64, {77, 50}},        // GQA, ragged, a partial tile

@@ -1,7 +1,8 @@
 // RoPE's CUDA training kernel (kernels/cuda/rope.cuh), run on the CPU through
 // tests/kernels/cuda_emulation.h, against the CPU table's rope_forward and rope_backward on the same
 // values: the same bits, with the 32-bit index the launch takes for every real shape and with the
-// 64-bit one it keeps for the rest, on grids smaller than the work (the loop wraps). What the
+// 64-bit one it keeps for the rest, on grids smaller than the work (the loop wraps); and the
+// training attention's operand kernels (RoPE with the roundings). What the
 // emulation cannot show (the speed, a launch on a device) is for CudaOps.RopeForwardAndBackward.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -55,6 +57,70 @@ TEST(RopeEmulated, BothIndexTypesAreTheCpuRotationBitForBit) {
     EXPECT_TRUE(same_bits(rotated<1, int64_t>(x, pos, cos, sin, c), fwd)) << "forward, 64-bit";
     EXPECT_TRUE(same_bits(rotated<-1, uint32_t>(x, pos, cos, sin, c), bwd)) << "backward, 32-bit";
     EXPECT_TRUE(same_bits(rotated<-1, int64_t>(x, pos, cos, sin, c), bwd)) << "backward, 64-bit";
+  }
+}
+
+// The training attention's operands (rope_round_qkv_kernel, rope_backward_round_kernel) against
+// the CPU table's RoPE and a rounding to bf16, on rows split and joined by hand: the same bits,
+// with both index types, on grids smaller than the work. Outputs start as garbage, so every value
+// must be written.
+struct QkvCase {
+  int64_t N, heads, kv_heads, d;
+  unsigned blocks;
+};
+
+uint16_t bf16_bits_of(float x) { return __float2bfloat16_rn(x).bits; }
+
+template <class Index>
+void check_qkv_kernels(const QkvCase& c) {
+  constexpr int64_t kPositions = 40;
+  std::vector<float> cos, sin;
+  rope_tables(kPositions, c.d, cos, sin);
+  const int64_t qd = c.heads * c.d, kd = c.kv_heads * c.d, width = qd + 2 * kd;
+  std::vector<int32_t> pos(static_cast<size_t>(c.N));
+  for (int64_t n = 0; n < c.N; n++) pos[size_t(n)] = int32_t((7 * n + 5) % kPositions);
+  const std::vector<float> rows = randn(size_t(c.N * width), 12);
+  // The parts of the rows, compact; q and k rotated by the CPU's RoPE.
+  std::vector<float> q(size_t(c.N * qd)), k(size_t(c.N * kd)), v(k.size());
+  for (int64_t n = 0; n < c.N; n++) {
+    std::copy_n(rows.begin() + n * width, qd, q.begin() + n * qd);
+    std::copy_n(rows.begin() + n * width + qd, kd, k.begin() + n * kd);
+    std::copy_n(rows.begin() + n * width + qd + kd, kd, v.begin() + n * kd);
+  }
+  std::vector<float> qr = q, kr = k;
+  cpu_ops().rope_forward(qr.data(), pos.data(), cos.data(), sin.data(), c.N, c.heads, c.d);
+  cpu_ops().rope_forward(kr.data(), pos.data(), cos.data(), sin.data(), c.N, c.kv_heads, c.d);
+  std::vector<__nv_bfloat16> q16(q.size(), {0xFFFF}), k16(k.size(), {0xFFFF}), v16(v.size(), {0xFFFF});
+  emu::launch({c.blocks, 1, 1}, 64, 0, rope_round_qkv_kernel<Index>, q16.data(), k16.data(), v16.data(), rows.data(),
+              pos.data(), cos.data(), sin.data(), Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d));
+  for (size_t i = 0; i < q.size(); i++) ASSERT_EQ(q16[i].bits, bf16_bits_of(qr[i])) << "q " << i;
+  for (size_t i = 0; i < k.size(); i++) ASSERT_EQ(k16[i].bits, bf16_bits_of(kr[i])) << "k " << i;
+  for (size_t i = 0; i < v.size(); i++) ASSERT_EQ(v16[i].bits, bf16_bits_of(v[i])) << "v " << i;
+
+  // Backward: q, k and v standing in for dq, dk and dv.
+  std::vector<float> dq = q, dk = k, dq_r = q, dk_r = k;
+  cpu_ops().rope_backward(dq_r.data(), pos.data(), cos.data(), sin.data(), c.N, c.heads, c.d);
+  cpu_ops().rope_backward(dk_r.data(), pos.data(), cos.data(), sin.data(), c.N, c.kv_heads, c.d);
+  std::vector<__nv_bfloat16> dqkv16(rows.size(), {0xFFFF});
+  emu::launch({c.blocks, 1, 1}, 64, 0, rope_backward_round_kernel<Index>, dqkv16.data(), dq.data(), dk.data(), v.data(),
+              pos.data(), cos.data(), sin.data(), Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d));
+  EXPECT_TRUE(same_bits(dq, dq_r)) << "dq rotated back in place";
+  EXPECT_TRUE(same_bits(dk, dk_r)) << "dk rotated back in place";
+  for (int64_t n = 0; n < c.N; n++)
+    for (int64_t j = 0; j < width; j++) {
+      const float want = j < qd ? dq_r[size_t(n * qd + j)]
+                         : j < qd + kd ? dk_r[size_t(n * kd + j - qd)]
+                                       : v[size_t(n * kd + j - qd - kd)];
+      ASSERT_EQ(dqkv16[size_t(n * width + j)].bits, bf16_bits_of(want)) << "row " << n << " column " << j;
+    }
+}
+
+TEST(RopeEmulated, AttentionOperandKernelsAreRopeAndRoundingBitForBit) {
+  for (const QkvCase c : {QkvCase{5, 4, 2, 8, 1}, QkvCase{7, 3, 1, 64, 3}, QkvCase{3, 2, 2, 128, 2}}) {
+    SCOPED_TRACE("N " + std::to_string(c.N) + " heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+                 " d " + std::to_string(c.d));
+    check_qkv_kernels<uint32_t>(c);
+    check_qkv_kernels<int64_t>(c);
   }
 }
 

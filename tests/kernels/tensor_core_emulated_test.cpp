@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -60,9 +61,10 @@ TcDims compact_kv(TcDims s, const AttentionShape& sh, int64_t D) {
   return s;
 }
 
+// out16 (the mma.sync kernels only; may be null): the forward's bf16 rounding of its output.
 template <int D, Kernels F = Kernels::Wmma>
-void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                      const AttentionShape& sh) {
+void emulated_forward_out16(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& sh, bf16* out16) {
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
   const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
@@ -71,11 +73,17 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     constexpr bool every = F == Kernels::MmaMaskEveryTile;
-    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D, every>, out, lse, q16.data(), k16.data(),
-                v16.data(), compact_kv(s, sh, D));
+    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D, every>, out, out16, lse, q16.data(),
+                k16.data(), v16.data(), compact_kv(s, sh, D));
   } else {
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
   }
+}
+
+template <int D, Kernels F = Kernels::Wmma>
+void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                      const AttentionShape& sh) {
+  emulated_forward_out16<D, F>(out, lse, q, k, v, sh, nullptr);
 }
 
 template <int D, Kernels F = Kernels::Wmma>
@@ -146,14 +154,53 @@ void expect_same_bits(const Outputs& a, const Outputs& b) {
   EXPECT_TRUE(testing::same_bits(a.dv, b.dv)) << "dv";
 }
 
-template <Kernels F>
+std::vector<float> widened(const uint16_t* x16, int64_t n) {
+  std::vector<float> r(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++) {
+    const uint32_t bits = uint32_t(x16[i]) << 16;
+    std::memcpy(&r[size_t(i)], &bits, sizeof bits);
+  }
+  return r;
+}
+
+// Ops::attention_forward_w16 and attention_backward_w16 on the emulated kernels, as
+// attention_tensor_core.cu runs them: the mma.sync forward writes out16 itself; the WMMA kernels
+// read fp32 (the widened values) and out16 is their output rounded. The kernels' rounding of a
+// widened value is the value.
+template <int D, Kernels F>
+void emulated_forward_w16(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,
+                          const uint16_t* v16, const AttentionShape& sh) {
+  const int64_t qn = sh.B * sh.T * sh.heads * D, kvn = sh.B * sh.kv_seq_stride;
+  const auto q = widened(q16, qn), k = widened(k16, kvn), v = widened(v16, kvn);
+  if constexpr (F == Kernels::Wmma) {
+    emulated_forward<D, F>(out, lse, q.data(), k.data(), v.data(), sh);
+    for (int64_t i = 0; i < qn; i++) out16[i] = __float2bfloat16_rn(out[i]).bits;
+  } else {
+    emulated_forward_out16<D, F>(out, lse, q.data(), k.data(), v.data(), sh, reinterpret_cast<bf16*>(out16));
+  }
+}
+
+template <int D, Kernels F>
+void emulated_backward_w16(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                           const uint16_t* q16, const uint16_t* k16, const uint16_t* v16, const AttentionShape& sh) {
+  const int64_t qn = sh.B * sh.T * sh.heads * D, kvn = sh.B * sh.kv_seq_stride;
+  const auto q = widened(q16, qn), k = widened(k16, kvn), v = widened(v16, kvn);
+  emulated_backward<D, F>(dq, dk, dv, dout, out, lse, q.data(), k.data(), v.data(), sh);
+}
+
+// The Bf16 table with its training attention on the emulated kernels, through both pairs of ops:
+// attention_forward and attention_backward, and the _w16 ones a training step takes
+// (Transformer::attention16); `fused` false leaves those out, so the step takes the first pair.
+template <Kernels F, bool fused = true>
 const Ops& emulated_tensor_core_ops() {
   static const Ops table = [] {
     Ops t = cpu_bf16_matmul_ops();
     t.name = F == Kernels::Mma ? "cpu+bf16, mma.sync attention emulated" : "cpu+bf16, tensor-core attention emulated";
     t.attention_forward = emulated_forward<64, F>;
     t.attention_backward = emulated_backward<64, F>;
-    return t;
+    t.attention_forward_w16 = emulated_forward_w16<64, F>;
+    t.attention_backward_w16 = emulated_backward_w16<64, F>;
+    return fused ? t : model::testing::without_attention16(t);
   }();
   return table;
 }
@@ -182,6 +229,14 @@ TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithTheMmaKernels) 
   const model::ModelConfig c = model::testing::config_named("untied");
   model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Kernels::Mma>(), cpu_ops(),
                                                       std::nullopt);
+}
+
+// And through attention_forward and attention_backward, the ops a training step took before the
+// _w16 ones (and still takes on a table without them).
+TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMmaKernelsUnfused) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Kernels::Mma, false>(), cpu_ops(),
+                                                std::nullopt);
 }
 
 class TensorCoreEmulated : public ::testing::TestWithParam<AttnCase> {};
@@ -226,6 +281,29 @@ TEST_P(TensorCoreEmulated, SkippingTheMasksOfWholeTilesChangesNoBit) {
   };
   expect_same_bits(run(std::integral_constant<Kernels, Kernels::Mma>{}),
                    run(std::integral_constant<Kernels, Kernels::MmaMaskEveryTile>{}));
+}
+
+// The mma.sync forward's out16 (attention_forward_w16's o-projection input) is its output rounded
+// to bf16, padding rows included (zeros), and writing it changes no bit of out or lse. Outputs
+// start as garbage.
+TEST_P(TensorCoreEmulated, MmaForwardsRoundedOutputIsItsOutputRounded) {
+  const AttnCase c = GetParam();
+  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
+  const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
+             v = testing::randn(size_t(kvn), 63);
+  const AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * c.KV * c.d, c.lengths.empty() ? nullptr : c.lengths.data()};
+  std::vector<float> out(size_t(qn), 7.f), lse(size_t(c.B * c.H * c.T), 7.f), out_b = out, lse_b = lse;
+  std::vector<bf16> out16(size_t(qn), bf16{0xFFFF});
+  if (c.d == 64) {
+    emulated_forward_out16<64, Kernels::Mma>(out.data(), lse.data(), q.data(), k.data(), v.data(), s, out16.data());
+    emulated_forward<64, Kernels::Mma>(out_b.data(), lse_b.data(), q.data(), k.data(), v.data(), s);
+  } else {
+    emulated_forward_out16<128, Kernels::Mma>(out.data(), lse.data(), q.data(), k.data(), v.data(), s, out16.data());
+    emulated_forward<128, Kernels::Mma>(out_b.data(), lse_b.data(), q.data(), k.data(), v.data(), s);
+  }
+  EXPECT_TRUE(testing::same_bits(out, out_b));
+  EXPECT_TRUE(testing::same_bits(lse, lse_b));
+  for (size_t i = 0; i < out.size(); i++) ASSERT_EQ(out16[i].bits, __float2bfloat16_rn(out[i]).bits) << i;
 }
 
 // The tiles load 16-byte aligned rows four floats at a time and other rows one float at a time

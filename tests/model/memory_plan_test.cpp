@@ -171,8 +171,9 @@ TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
 // of the weights, the two bf16 rounding buffers, attention's rounded k and v and the norms'
 // rounded outputs, the tensor-core attention's per-query-head shares of dK and dV (2 x N x q_dim
 // fp32) with the mma.sync backward's bf16 q, dout, k and v after them (N x (2 q_dim + 2 kv_dim)),
-// or where larger the mma.sync forward's bf16 q, k and v (rows x (q_dim + 2 kv_dim)), with the KV
-// cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
+// or the WMMA backward's widened fp32 copies of the kept bf16 q, k and v after the shares (N x
+// (3 q_dim + 2 kv_dim) fp32, attention_backward_w16), or the mma.sync forward's bf16 q, k and v
+// (rows x (q_dim + 2 kv_dim)), the largest, with the KV cache in bf16, sized by hand. Qwen2.5-1.5B, one sequence of 4096
 // tokens: the widest GEMM input is the down projection's 4096 x 8960 = 36,700,160 values, and so
 // is the widest output gradient (the LM head's tile, its 4,095 rows x 4,096 columns = 16,773,120,
 // is narrower); k and v are 4096 x 256 fp32 each; the producers' bf16 roundings (a norm's,
@@ -189,8 +190,7 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 2.0 * 4096 * 1536 * 4 +
-                                4096.0 * (2 * 1536 + 2 * 256) * 2);
+  EXPECT_EQ(g.gemm_scratch, 2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 4096.0 * (3 * 1536 + 2 * 256) * 4);
   // The head's tile of dlogits, written in bf16 by its producer: with the head, not the GEMMs.
   EXPECT_EQ(g.lm_head, fp32.lm_head + 16773120.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
@@ -214,12 +214,11 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   s.micro_batch = 2;
   s.kv_slots = 0;
   ModelConfig tiny = preset_config("azr-tiny");
-  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch, 2.0 * 45056.0 + 2.0 * 128 * 64 * 4 + 45056.0 * 2 +
-                                                   2.0 * 128 * 128 * 4 + 128.0 * (2 * 128 + 2 * 64) * 2);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
+            2.0 * 45056.0 + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 128.0 * (3 * 128 + 2 * 64) * 4);
   tiny.mlp_bias = true;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 2.0 * 128 * 128 * 4 +
-                128.0 * (2 * 128 + 2 * 64) * 2);
+            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 128.0 * (3 * 128 + 2 * 64) * 4);
   tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; no output gradient is rounded by a GEMM.
