@@ -7,7 +7,7 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw, swiglu, rope, rmsnorm or attention_operands (default: all).
+// sampling, adamw, swiglu, rope, rmsnorm, attention_operands or mlp_rows (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
@@ -15,8 +15,8 @@
 // and its few-row decode products and fused decode ops against cuBLASLt and the unfused ops;
 // SwiGLU's, AdamW's, add's and to_bf16's four-values-a-thread kernels against their one-value
 // ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, the LM head's bf16 dlogits,
-// and a training layer's attention block with its operands made once in bf16, against what they
-// replace.
+// a training layer's attention block with its operands made once in bf16, and its gate and up
+// as one GEMM, against what they replace.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -107,13 +107,15 @@ int main(int argc, char** argv) {
   std::string only;  // one section, for a device session with minutes to spend
   const std::vector<std::string> sections = {"gemm",        "gemm_bwd", "gemm_algos", "grads16", "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
-                                             "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands"};
+                                             "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands",
+                                             "mlp_rows"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands\n", why.c_str());
+                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows\n",
+                 why.c_str());
     return 2;
   };
   for (int i = 1; i < argc; i += 2) {
@@ -819,6 +821,49 @@ int main(int argc, char** argv) {
     rows.push_back({"attn block bwd", "4 x 1024, 1.5B layer; base = unfused", "TFLOP/s",
                     (2 * gemm + 2.5 * attn) / new_bwd / 1e12, (2 * gemm + 2.5 * attn) / old_bwd / 1e12, -1});
     cuda_set_attention_kernel(before);
+  }
+
+  if (want("mlp_rows")) {
+    // A 1.5B layer's gate and up as the bf16 training step runs them (Transformer::mlp_rows16): one
+    // GEMM over [Wg; Wu] and SwiGLU on its rows [gate | up]; backward, SwiGLU's gradients as rows
+    // and one GEMM's dinp and dW. Against two GEMMs, SwiGLU on their outputs, and two backward
+    // GEMMs (the second adding into dln), in the base column. 4,096 rows; rates are the GEMMs'
+    // FLOPs over the whole sequence's time. In tiles of 128 x 256 (one of cuBLASLt's shapes), each
+    // half's 4096 x 8960 output is 1,120 tiles, 8.5 waves of the H100's 132 multiprocessors with
+    // the last half empty; the joined one's 2,240 are 17.0 waves.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    const int64_t N = 4096;
+    auto ln2 = upload16(randn(size_t(N * H), 61)), w_gu = upload16(randn(size_t(2 * I * H), 62, 0.02f));
+    auto dact = upload(randn(size_t(N * I), 63));
+    Buffer<float> gate_up(cuda_ops(), size_t(2 * N * I)), dln(cuda_ops(), size_t(N * H)),
+        dw_gu(cuda_ops(), size_t(2 * I * H));
+    Buffer<uint16_t> act16(cuda_ops(), size_t(N * I)), dgu16(cuda_ops(), size_t(2 * N * I));
+    const uint16_t *wg = w_gu.data(), *wu = wg + I * H;
+    float *gate = gate_up.data(), *up = gate + N * I;
+    const double flops = 2.0 * 2.0 * double(N) * double(H) * double(I);
+    const double old_fwd = time_gpu([&] {
+      gpu16.matmul_forward_a16w16(gate, ln2.data(), wg, nullptr, N, H, I);
+      gpu16.matmul_forward_a16w16(up, ln2.data(), wu, nullptr, N, H, I);
+      gpu16.swiglu_forward_w16(nullptr, act16.data(), gate, up, N * I);
+    }, reps);
+    const double new_fwd = time_gpu([&] {
+      gpu16.matmul_forward_a16w16(gate_up.data(), ln2.data(), wg, nullptr, N, H, 2 * I);
+      gpu16.swiglu_rows_w16(act16.data(), gate_up.data(), N, I);
+    }, reps);
+    rows.push_back({"mlp gate/up fwd", "4096 rows, 1.5B; base = two GEMMs", "TFLOP/s", flops / new_fwd / 1e12,
+                    flops / old_fwd / 1e12, -1});
+    uint16_t *dg16 = dgu16.data(), *du16 = dg16 + N * I;
+    const double old_bwd = time_gpu([&] {
+      gpu16.swiglu_backward_w16(dg16, du16, dact.data(), gate, up, N * I);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dg16, ln2.data(), wg, N, H, I, true);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data() + I * H, du16, ln2.data(), wu, N, H, I, false);
+    }, reps);
+    const double new_bwd = time_gpu([&] {
+      gpu16.swiglu_rows_backward_w16(dgu16.data(), dact.data(), gate_up.data(), N, I);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dgu16.data(), ln2.data(), wg, N, H, 2 * I, true);
+    }, reps);
+    rows.push_back({"mlp gate/up bwd", "4096 rows, 1.5B; base = two GEMMs", "TFLOP/s", 2 * flops / new_bwd / 1e12,
+                    2 * flops / old_bwd / 1e12, -1});
   }
 
   if (want("rmsnorm")) {

@@ -341,6 +341,12 @@ struct Ops {
   void (*rope_backward_round_w16)(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
                                   const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                                   int64_t d);
+  // The MLP's gate and up as one GEMM over [Wg; Wu] in training too (Bf16 tables only): its rows
+  // [gate | up] go to swiglu_rows_w16 forward, and backward's SwiGLU writes its gradients as the
+  // rows that GEMM's backward reads. swiglu_rows_backward_w16: dgate_up16 [R, 2I] = rows
+  // [dgate | dup] of swiglu_backward_w16 on the two parts of gate_up [R, 2I], dout [R, I].
+  void (*swiglu_rows_backward_w16)(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R,
+                                   int64_t I);
 
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
   // cannot record (kernels/cpu, whose ops are not launch-bound).
@@ -360,7 +366,8 @@ struct Ops {
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
   X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16) X(decode_linear_w16)       \
   X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)   \
-  X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16)
+  X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16)    \
+  X(swiglu_rows_backward_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

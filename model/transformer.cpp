@@ -291,6 +291,11 @@ bool Transformer::attention16() const {
          o.rope_backward_round_w16 && qkv_width <= 2 * c.intermediate_size;
 }
 
+bool Transformer::mlp_rows16() const {
+  const kernels::Ops& o = *ops_;
+  return bf16_training() && o.swiglu_rows_w16 && o.swiglu_rows_backward_w16 && !config_.mlp_bias;
+}
+
 bool Transformer::qkv_one_matrix(const LayerWeights& w) const {
   const int64_t H = config_.hidden_size, qd = config_.num_attention_heads * config_.head_dim;
   const int64_t kd = config_.num_key_value_heads * config_.head_dim;
@@ -598,7 +603,10 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   // kept, not made again (on an H100 the second SwiGLU pass was 5.7 ms of a 1.5B step of 166 ms).
   const bool norms16 = bf16_training();
   // A prefill stores the keys and values it made, from fp32 k and v: it keeps the unfused path.
-  const bool att16 = attention16() && !cache && qkv_one_matrix(layer_weights(0, false));
+  // Gate and up as one GEMM where their weights are one matrix (build_layout's order).
+  const LayerWeights w0 = layer_weights(0, false);
+  const bool att16 = attention16() && !cache && qkv_one_matrix(w0);
+  const bool mlp_rows = mlp_rows16() && w0.wu == w0.wg + I * H;
   const int64_t ln = norms16 ? H / 2 : H, act16 = norms16 ? I / 2 : 0;
   const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + 2 * I + act16);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
@@ -620,6 +628,7 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
     }
     a.gate = take(N * I), a.up = take(N * I);
     if (norms16) a.act16 = reinterpret_cast<uint16_t*>(take(N * act16));
+    if (mlp_rows) a.gate_up = a.gate;  // the two slots, adjacent, as N rows of 2 I
     if (att16) {  // N (2 qd + 2 kd) bf16 values in the N (qd + 2 kd) floats of q, k and v
       a.q16 = reinterpret_cast<uint16_t*>(a.q), a.k16 = a.q16 + N * qd, a.v16 = a.k16 + N * kd;
       a.att16 = a.v16 + N * kd;
@@ -705,9 +714,14 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
     gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
   }
   const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N, a.ln2_16);
-  gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
-  gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
-  if (a.act16) o.swiglu_forward_w16(nullptr, a.act16, a.gate, a.up, N * I);  // backward's too
+  if (a.gate_up) {  // mlp_rows16(): one GEMM over [Wg; Wu], SwiGLU on its rows (backward's too)
+    gemm_forward(a.gate_up, ln2, w.wg, w.bg, N, H, 2 * I);
+    o.swiglu_rows_w16(a.act16, a.gate_up, N, I);
+  } else {
+    gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
+    gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
+    if (a.act16) o.swiglu_forward_w16(nullptr, a.act16, a.gate, a.up, N * I);  // backward's too
+  }
   if (!through_mlp) return;
   const GemmInput act = a.act16 ? GemmInput{nullptr, a.act16} : swiglu_for_gemm(act_, a.gate, a.up, N * I);
   gemm_forward(tmp_, act, w.wd, w.bd, N, I, H);
@@ -958,9 +972,15 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   const uint16_t* act16 = a.act16;  // SwiGLU's output as the forward kept it
   o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);
   bias_grad(g.bd, dres, I, H);
-  o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);
-  o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, I, kWrite);  // ln2 as kept
-  o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
+  if (a.gate_up) {  // mlp_rows16(): rows [dgate | dup] (dgate16 and dup16 adjacent) for one GEMM
+    if (dup16 != dgate16 + N * I) throw std::logic_error("backward(): dgate16 and dup16 are not adjacent");
+    o.swiglu_rows_backward_w16(dgate16, dact, a.gate_up, N, I);
+    o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, 2 * I, kWrite);  // ln2 as kept
+  } else {
+    o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);
+    o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, I, kWrite);  // ln2 as kept
+    o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
+  }
   o.rmsnorm_backward_w16(dres, dout16, g.ln2, dln, a.h, w.ln2, a.rstd2, N, H);  // dres := d(h), and rounded
   // Attention branch: h = res_in + o_proj(attention(rope(q), rope(k), v)).
   const GemmInput att = a.att16 ? GemmInput{nullptr, a.att16} : rounded_for_gemms(a.att, N * qd);

@@ -264,6 +264,10 @@ class Transformer {
   bool attention16() const;
   // Whether [Wq; Wk; Wv] of w is one matrix, and their biases one vector or none (build_layout).
   bool qkv_one_matrix(const LayerWeights& w) const;
+  // Whether a training forward runs gate and up as one GEMM over [Wg; Wu] (build_layout), its rows
+  // [gate | up] in the layer's gate and up slots (kernels::Ops::swiglu_rows_w16 forward,
+  // swiglu_rows_backward_w16 backward): bf16_training() with those ops, and no MLP biases.
+  bool mlp_rows16() const;
   // out = silu(gate) * up over n values; a Bf16 table writes only its bf16 rounding (x null), which
   // is all the down projection reads.
   GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
@@ -332,6 +336,7 @@ class Transformer {
     // (in the q, k and v slots, whose fp32 pointers are then null), and the q/k/v GEMM's rows.
     uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr, *att16 = nullptr;
     float* qkv = nullptr;
+    float* gate_up = nullptr;  // with mlp_rows16(): gate and up as rows [gate | up] (gate and up null)
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;

@@ -61,7 +61,8 @@
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
 #          figure), the attention block with its operands made once in bf16 against the unfused
-#          one (cuda_ops_bench --only attention_operands), the step of 8 micro-batches per AdamW
+#          one (cuda_ops_bench --only attention_operands) and gate and up as one GEMM (--only
+#          mlp_rows), the step of 8 micro-batches per AdamW
 #          step against torch's, the same step with the GEMM plans autotuned
 #          (AZR_CUBLASLT_AUTOTUNE=1), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
 #          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
@@ -167,6 +168,7 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
     step "$BUILD/bin/cuda_ops_bench" --only attention_operands
+    step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
       --micro-batches 8 --steps 2
     step env AZR_CUBLASLT_AUTOTUNE=1 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \

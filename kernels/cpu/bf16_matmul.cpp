@@ -392,14 +392,32 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   kv_store_w16(kcache, vcache, t_k.data(), t_v.data(), slot, pos, R, kd, slot_stride);
 }
 
-// The two parts gathered into scratch, then the unfused op over all rows at once: its values.
-void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+// Rows [gate | up] into t_gate and t_up, compact.
+void split_gate_up(const float* gate_up, int64_t R, int64_t I) {
   t_gate.resize(size_t(R * I));
   t_up.resize(size_t(R * I));
   for (int64_t r = 0; r < R; r++) {
     std::copy_n(gate_up + r * 2 * I, I, t_gate.data() + r * I);
     std::copy_n(gate_up + r * 2 * I + I, I, t_up.data() + r * I);
   }
+}
+
+// The parts gathered into scratch, the unfused op over all rows at once, and its two outputs
+// placed back as rows.
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I) {
+  split_gate_up(gate_up, R, I);
+  t_rows16.resize(size_t(2 * R * I));
+  uint16_t *dg = t_rows16.data(), *du = dg + R * I;
+  swiglu_backward_w16(dg, du, dout, t_gate.data(), t_up.data(), R * I);
+  for (int64_t r = 0; r < R; r++) {
+    std::copy_n(dg + r * I, I, dgate_up16 + r * 2 * I);
+    std::copy_n(du + r * I, I, dgate_up16 + r * 2 * I + I);
+  }
+}
+
+// The two parts gathered into scratch, then the unfused op over all rows at once: its values.
+void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+  split_gate_up(gate_up, R, I);
   swiglu_forward_w16(nullptr, out16, t_gate.data(), t_up.data(), R * I);
 }
 
@@ -442,6 +460,7 @@ Ops make_table() {
   t.attention_forward_w16 = attention_forward_w16;
   t.attention_backward_w16 = attention_backward_w16;
   t.rope_backward_round_w16 = rope_backward_round_w16;
+  t.swiglu_rows_backward_w16 = swiglu_rows_backward_w16;
   return t;
 }
 

@@ -572,6 +572,7 @@ const Ops kCpuOps = {
     /*attention_forward_w16=*/nullptr,
     /*attention_backward_w16=*/nullptr,
     /*rope_backward_round_w16=*/nullptr,
+    /*swiglu_rows_backward_w16=*/nullptr,
     /*recorder=*/{},
 };
 

@@ -89,6 +89,7 @@ const Ops kCudaOps = {
     /*attention_forward_w16=*/nullptr,
     /*attention_backward_w16=*/nullptr,
     /*rope_backward_round_w16=*/nullptr,
+    /*swiglu_rows_backward_w16=*/nullptr,
     /*recorder=*/{graph_begin, graph_end, graph_abandon, graph_replay, graph_release, graph_scratch_generation},
 };
 
@@ -128,6 +129,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.attention_forward_w16 = attention_forward_w16;
     t.attention_backward_w16 = attention_backward_w16;
     t.rope_backward_round_w16 = rope_backward_round_w16;
+    t.swiglu_rows_backward_w16 = swiglu_rows_backward_w16;
     return t;
   }();
   return table;

@@ -5,8 +5,9 @@
 // - rope_kv_store_kernel: from the q/k/v GEMM's output (one GEMM over the adjacent [Wq; Wk; Wv]),
 //   RoPE on q into q, RoPE on k and k into the bf16 cache, v into the bf16 cache
 //   (rope_kv_store_w16). At batch 256 that was three GEMMs and three small launches a layer.
-// - swiglu_rows_kernel: bf16(silu(gate) * up) from the gate/up GEMM's output (one GEMM over the
-//   adjacent [Wg; Wu]), rows of [gate | up] (swiglu_rows_w16).
+// - SwiGLU on the gate/up GEMM's rows [gate | up] (one GEMM over the adjacent [Wg; Wu],
+//   swiglu_rows_w16) is swiglu.cuh's swiglu_rows_forward_kernel, which the training step's one
+//   gate/up GEMM takes too.
 //
 // The arithmetic is the unfused kernels' (elementwise.cu's rope_kernel, kv_store_kernel and
 // swiglu_forward_kernel), shared through rope_pair and swiglu_value: the same bits on the same
@@ -84,18 +85,6 @@ __global__ void rope_kv_store_kernel(RopeKvStoreArgs a) {
       a.vcache[at + o] = __float2bfloat16_rn(x[0]);
       a.vcache[at + o + half] = __float2bfloat16_rn(x[half]);
     }
-  }
-}
-
-// out16[r * I + j] = bf16(silu(gu[r * 2I + j]) * gu[r * 2I + I + j]), one thread per output
-// (Index as rope_kv_store_kernel's).
-template <class Index>
-__global__ void swiglu_rows_kernel(__nv_bfloat16* out16, const float* gate_up, int64_t R, int64_t I) {
-  const Index width = Index(I), total = Index(R) * width;
-  for (Index e = first_item<Index>(); e < total; e += grid_stride<Index>()) {
-    const Index r = e / width, j = e - r * width;
-    const float* row = gate_up + int64_t(r) * 2 * I;
-    out16[int64_t(e)] = __float2bfloat16_rn(swiglu_value(row[j], row[I + int64_t(j)]));
   }
 }
 

@@ -118,15 +118,6 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   AZR_CUDA_LAUNCHED();
 }
 
-void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
-  if (R * I == 0) return;
-  auto* out = reinterpret_cast<__nv_bfloat16*>(out16);
-  if (fits_32_bit_index(R * I))
-    swiglu_rows_kernel<uint32_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);
-  else
-    swiglu_rows_kernel<int64_t><<<grid_for(R * I), 256, 0, op_stream()>>>(out, gate_up, R, I);
-  AZR_CUDA_LAUNCHED();
-}
 
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
   if (n * C == 0) return;
@@ -235,7 +226,34 @@ void launch_swiglu_backward(G* dgate, G* dup, const float* dout, const float* ga
   AZR_CUDA_LAUNCHED();
 }
 
+// The rows kernels' grid: a row per grid row (at most 65,535, then strided), a row's groups of V
+// along x (at most 64 blocks of 256).
+dim3 swiglu_rows_grid(int64_t R, int64_t groups_per_row) {
+  const int64_t x = std::min<int64_t>(64, std::max<int64_t>(1, (groups_per_row + 255) / 256));
+  return dim3(unsigned(x), unsigned(std::min<int64_t>(R, 65535)));
+}
+
 }  // namespace
+
+void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+  if (R * I == 0) return;
+  auto* out = reinterpret_cast<__nv_bfloat16*>(out16);
+  if (I % 4 == 0 && quads_fit({gate_up}, {out16}))
+    swiglu_rows_forward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, gate_up, R, I);
+  else
+    swiglu_rows_forward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, gate_up, R, I);
+  AZR_CUDA_LAUNCHED();
+}
+
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I) {
+  if (R * I == 0) return;
+  auto* out = reinterpret_cast<__nv_bfloat16*>(dgate_up16);
+  if (I % 4 == 0 && quads_fit({dout, gate_up}, {dgate_up16}))
+    swiglu_rows_backward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, dout, gate_up, R, I);
+  else
+    swiglu_rows_backward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, dout, gate_up, R, I);
+  AZR_CUDA_LAUNCHED();
+}
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   launch_swiglu_forward(out, nullptr, gate, up, n);

@@ -38,6 +38,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
                        const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
                        int64_t kv_heads, int64_t d, int64_t slot_stride);
 void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I);
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I);
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
 

@@ -623,7 +623,7 @@ struct OpCounts {
       back_w16 = 0, back_a16 = 0, rope = 0, kv_store16 = 0, qkv = 0, gate_up = 0, back_g16 = 0, swiglu_back16 = 0,
       to_bf16 = 0, linear = 0, normed_inputs = 0, residual_adds = 0, rope_store = 0, swiglu_rows = 0,
       norm_back = 0, norm_back16 = 0, stats_back = 0, stats_back16 = 0, rope_round = 0, rope_back_round = 0,
-      attention = 0, attention16 = 0, attention_back = 0, attention_back16 = 0;
+      attention = 0, attention16 = 0, attention_back = 0, attention_back16 = 0, swiglu_rows_back16 = 0;
 };
 OpCounts g_counts;
 const Ops& counting_bf16_ops() {
@@ -775,6 +775,11 @@ const Ops& counting_bf16_ops() {
       g_counts.attention_back16++;
       cpu_bf16_matmul_ops().attention_backward_w16(dq, dk, dv, dout, out, lse, q16, k16, v16, s);
     };
+    t.swiglu_rows_backward_w16 = [](uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R,
+                                    int64_t I) {
+      g_counts.swiglu_rows_back16++;
+      cpu_bf16_matmul_ops().swiglu_rows_backward_w16(dgate_up16, dout, gate_up, R, I);
+    };
     t.swiglu_rows_w16 = [](uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
       g_counts.swiglu_rows++;
       cpu_bf16_matmul_ops().swiglu_rows_w16(out16, gate_up, R, I);
@@ -865,14 +870,15 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
 
   // Training: per layer the input norm, the residual add with the post-attention norm, and
   // SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
-  // GEMMs they fed (backward makes none of them again). q, k and v are one GEMM over [Wq; Wk; Wv];
-  // RoPE rounds q, k and v for the attention, which writes its output's rounding for o's GEMMs,
+  // GEMMs they fed (backward makes none of them again). q, k and v are one GEMM over [Wq; Wk; Wv],
+  // gate and up one over [Wg; Wu] with SwiGLU on its rows; RoPE rounds q, k and v for the attention, which writes its output's rounding for o's GEMMs,
   // and the layer keeps the four for backward; the LM head's gathered rows are rounded once for
   // all its GEMMs (here one column block, kept from score() to backward()). Each GEMM output's
   // gradient reaches its GEMM in bf16 (matmul_backward_g16), rounded once by its producer: the
   // token statistics' backward for the LM head, the norms' backward for down and o (dres: the
   // final norm's and each layer's two, but the first layer's input norm, whose gradient goes to
-  // the embedding), SwiGLU's backward for gate and up, RoPE's backward for q, k and v;
+  // the embedding), SwiGLU's backward for the gate/up GEMM (its rows), RoPE's backward for q, k
+  // and v;
   // matmul_backward_a16w16 is left their bias sums. The norm outputs ln1 and ln2 are kept in
   // bf16, so nothing rounds them.
   ASSERT_TRUE(c.qkv_bias);
@@ -885,8 +891,9 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
   EXPECT_EQ(g_counts.swiglu16, 0);
   EXPECT_EQ(g_counts.swiglu, 0);
-  EXPECT_EQ(g_counts.swiglu_back16, L);
-  EXPECT_EQ(g_counts.back_g16, 5 * L + 1);  // q/k/v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.swiglu_back16, 0);
+  EXPECT_EQ(g_counts.swiglu_rows_back16, L);
+  EXPECT_EQ(g_counts.back_g16, 4 * L + 1);  // q/k/v, o, gate/up, down; the LM head
   EXPECT_EQ(g_counts.back_a16, 3 * L);      // the q, k and v bias sums
   EXPECT_EQ(g_counts.back_w16, 0);
   EXPECT_EQ(g_counts.stats_back16, 1);
@@ -905,8 +912,9 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   m.score(batch, 1.f, true);
   EXPECT_EQ(g_counts.norm16, L);
   EXPECT_EQ(g_counts.residual_norm16, L);
-  EXPECT_EQ(g_counts.swiglu16, L);
-  EXPECT_EQ(g_counts.gemm_a16, 5 * L + 1);  // q/k/v, o, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.swiglu16, 0);
+  EXPECT_EQ(g_counts.swiglu_rows, L);
+  EXPECT_EQ(g_counts.gemm_a16, 4 * L + 1);  // q/k/v, o, gate/up, down; the LM head
   EXPECT_EQ(g_counts.gemm_w16, 0);
   EXPECT_EQ(g_counts.rope, 0);
   EXPECT_EQ(g_counts.rope_round, L);
@@ -991,13 +999,13 @@ TEST(CpuBf16Matmul, OpsWithBf16GradientsAreTheOpsTheyReplace) {
 // A model's backward with bf16 gradients (layer_backward_grads16) gives the gradients of the fp32
 // gradients' path bit for bit, with every bias in play (q, k, v and o random), kept activations
 // and recomputed ones, two micro-batches, and the AdamW step after them (adamw_w16 against adamw
-// and a later rounding of the weights). Both without the attention's bf16 operand ops, which
-// only the bf16 gradients' path takes (their one q/k/v product sums in another order:
-// AttentionOperandsInBf16AreTheUnfusedPathsStep).
+// and a later rounding of the weights). Both without the ops of the joined q/k/v and gate/up
+// products, which only the bf16 gradients' path takes (their backward sums in another order:
+// FusedTrainingStepsAreTheUnfusedStepsToRounding).
 TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
   static const Ops grads16 = [] {
-    Ops t = model::testing::without_attention16(cpu_bf16_matmul_ops());
-    t.name = "cpu+bf16 without the attention's bf16 operands";
+    Ops t = model::testing::without_mlp_rows16(model::testing::without_attention16(cpu_bf16_matmul_ops()));
+    t.name = "cpu+bf16 without the joined products";
     return t;
   }();
   static const Ops fp32_grads = [] {
@@ -1042,14 +1050,29 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
   }
 }
 
-// A training step with the attention's operands made once in bf16 (Transformer::attention16)
-// against the same table without those ops (bf16_model_checks.h says what may differ and why).
-TEST(CpuBf16Matmul, AttentionOperandsInBf16AreTheUnfusedPathsStep) {
+// A training step with the attention's operands made once in bf16 (Transformer::attention16),
+// and one with gate and up as one GEMM (Transformer::mlp_rows16), each against the same table
+// without its ops (bf16_model_checks.h says what may differ and why).
+TEST(CpuBf16Matmul, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
+  static const Ops no_attention16 = [] {
+    Ops t = model::testing::without_attention16(cpu_bf16_matmul_ops());
+    t.name = "cpu+bf16 without attention16";
+    return t;
+  }();
+  static const Ops no_mlp_rows16 = [] {
+    Ops t = model::testing::without_mlp_rows16(cpu_bf16_matmul_ops());
+    t.name = "cpu+bf16 without mlp_rows16";
+    return t;
+  }();
   for (const char* name : {"azr-tiny", "untied"}) {
-    SCOPED_TRACE(name);
     model::ModelConfig c = model::testing::config_named(name);
     c.o_bias = true;
-    model::testing::expect_attention16_step_matches_unfused(cpu_bf16_matmul_ops(), c);
+    {
+      SCOPED_TRACE(std::string(name) + ", attention operands");
+      model::testing::expect_fused_step_matches_unfused(cpu_bf16_matmul_ops(), no_attention16, c);
+    }
+    SCOPED_TRACE(std::string(name) + ", gate and up");
+    model::testing::expect_fused_step_matches_unfused(cpu_bf16_matmul_ops(), no_mlp_rows16, c);
   }
 }
 

@@ -145,27 +145,33 @@ inline kernels::Ops without_attention16(kernels::Ops t) {
   return t;
 }
 
-// A training step with the attention's operands made once in bf16 (Transformer::attention16: q,
-// k and v as one GEMM over [Wq; Wk; Wv], RoPE writing the attention's roundings, the attention its
-// output's) on `dev16`, against the same table without those ops (three GEMMs, RoPE in fp32, the
-// attention and the o projection rounding their own inputs): kept activations and recomputed
+// `t` without the op that lets a training step run gate and up as one GEMM over [Wg; Wu]
+// (Transformer::mlp_rows16): it takes two GEMMs and SwiGLU on their two outputs.
+inline kernels::Ops without_mlp_rows16(kernels::Ops t) {
+  t.swiglu_rows_backward_w16 = nullptr;
+  return t;
+}
+
+// A training step on `fused` (a Bf16 table) against the same step on `unfused`, the table without
+// some of its fused ops: the attention's operands made once in bf16 (without_attention16: q, k
+// and v as one GEMM over [Wq; Wk; Wv], RoPE writing the attention's roundings, the attention its
+// output's; against three GEMMs, RoPE in fp32, the attention and the o projection rounding their
+// own inputs), or gate and up as one GEMM (without_mlp_rows16). Kept activations and recomputed
 // ones, every bias random (c has q, k, v and o biases), two micro-batches. The forward's values
-// are the same products and roundings, so the log-probs agree to fp32 noise. Backward's q/k/v
-// product sums
-// dq Wq, dk Wk and dv Wv in one GEMM where the other path adds three, so dln differs in its last
-// fp32 bits, and a bf16 rounding downstream may land a step apart: the gradients agree to well
-// within the bf16 model's own distance from fp32 (2e-2), not bit for bit. A row of [dq | dk | dv]
-// out of place, a rotation left out or a rounding of the wrong tensor moves them by far more.
-// The bounds: `logp_bound` on each log-prob, `grad_bound` on each tensor's relative L2. The CPU's
-// GEMM rows do not depend on the product's width, so there the forward is the same bits (1e-5
-// holds it); on a GPU cuBLASLt may sum the narrow k and v products in another order than the one
-// over [Wq; Wk; Wv] (split K), and a q, k or v value then rounds a bf16 step apart, so the GPU test
-// takes the bounds of the GPU-against-CPU checks above (1e-2 each).
-inline void expect_attention16_step_matches_unfused(const kernels::Ops& dev16, const ModelConfig& c,
-                                                    double logp_bound = 1e-5, double grad_bound = 2e-3) {
-  ASSERT_NE(dev16.attention_forward_w16, nullptr) << dev16.name;
-  kernels::Ops unfused = without_attention16(dev16);
-  unfused.name = "unfused attention operands";
+// are the same products and roundings, so the log-probs agree to fp32 noise. Backward's one
+// product over the joined weights sums dq Wq, dk Wk and dv Wv (or dgate Wg and dup Wu) in one
+// GEMM where the other path adds them one after another, so dln differs in its last fp32 bits,
+// and a bf16 rounding downstream may land a step apart: the gradients agree to well within the
+// bf16 model's own distance from fp32 (2e-2), not bit for bit. A row of [dq | dk | dv] or
+// [dgate | dup] out of place, a rotation left out or a rounding of the wrong tensor moves them by
+// far more. The bounds: `logp_bound` on each log-prob, `grad_bound` on each tensor's relative L2.
+// The CPU's GEMM rows do not depend on the product's width, so there the forward is the same bits
+// (1e-5 holds it); on a GPU cuBLASLt may sum a narrow product (k, v) in another order than the
+// joined one (split K), and a value then rounds a bf16 step apart, so the GPU test takes the
+// bounds of the GPU-against-CPU checks above (1e-2 each).
+inline void expect_fused_step_matches_unfused(const kernels::Ops& fused, const kernels::Ops& unfused,
+                                              const ModelConfig& c, double logp_bound = 1e-5,
+                                              double grad_bound = 2e-3) {
   ASSERT_TRUE(c.qkv_bias && c.o_bias);
   const SequenceBatch batch = test_batch(c);
   std::mt19937 draw(81);
@@ -177,7 +183,7 @@ inline void expect_attention16_step_matches_unfused(const kernels::Ops& dev16, c
     std::vector<float> logp[2], grads[2];
     std::vector<ParamTensor> tensors;
     int i = 0;
-    for (const kernels::Ops* ops : {&dev16, static_cast<const kernels::Ops*>(&unfused)}) {
+    for (const kernels::Ops* ops : {&fused, &unfused}) {
       Transformer m = Transformer::random(c, 17, 0.05f, *ops);
       m.set_recompute(recompute);
       std::mt19937 rng(5);
@@ -210,8 +216,8 @@ inline void expect_attention16_step_matches_unfused(const kernels::Ops& dev16, c
       EXPECT_LE(std::sqrt(diff), grad_bound * std::sqrt(norm) + 1e-12) << t.name;
       if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
     }
-    std::printf("%s, recompute %d: log-probs at most %.2g apart; gradients at most %.2g relative L2 apart\n",
-                dev16.name, int(recompute), worst_logp, worst);
+    std::printf("%s against %s, recompute %d: log-probs at most %.2g apart; gradients at most %.2g relative L2 apart\n",
+                fused.name, unfused.name, int(recompute), worst_logp, worst);
   }
 }
 

@@ -138,22 +138,34 @@ TEST_P(CudaModel, MmaAttentionBf16ModelMatchesTheCpuBf16Model) {
   expect_bf16_model_matches_cpu(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
 }
 
-// A training step with the attention's operands made once in bf16 (Transformer::attention16,
-// the Bf16 table's default) against the same table without those ops, with each training
-// attention: the mma.sync kernels read the bf16 operands as they are and write out16 themselves;
-// the WMMA and Simt ones read widened copies (attention_tensor_core.cu). The tiny config's head
-// dim (32) takes the Simt kernels whatever the choice.
-TEST_P(CudaModel, AttentionOperandsInBf16AreTheUnfusedPathsStep) {
+// The fused training steps (the attention's operands made once in bf16, Transformer::attention16;
+// gate and up as one GEMM, Transformer::mlp_rows16; both the Bf16 table's default) against the
+// same table without their ops, with each training attention: the mma.sync kernels read the bf16
+// operands as they are and write out16 themselves; the WMMA and Simt ones read widened copies
+// (attention_tensor_core.cu). The tiny config's head dim (32) takes the Simt kernels whatever the
+// choice. Bounds: bf16_model_checks.h.
+TEST_P(CudaModel, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
   ModelConfig c = config_named(GetParam());
   c.o_bias = true;
   c.qkv_bias = true;
+  static const kernels::Ops no_attention16 = [] {
+    kernels::Ops t = testing::without_attention16(kernels::cuda_bf16_matmul_ops());
+    t.name = "cuda+bf16 without attention16";
+    return t;
+  }();
+  static const kernels::Ops no_mlp_rows16 = [] {
+    kernels::Ops t = testing::without_mlp_rows16(kernels::cuda_bf16_matmul_ops());
+    t.name = "cuda+bf16 without mlp_rows16";
+    return t;
+  }();
   for (const auto kernel : {kernels::CudaAttentionKernel::Mma, kernels::CudaAttentionKernel::TensorCore,
                             kernels::CudaAttentionKernel::Simt}) {
     SCOPED_TRACE(kernel == kernels::CudaAttentionKernel::Mma ? "mma.sync" :
                  kernel == kernels::CudaAttentionKernel::TensorCore ? "WMMA" : "Simt");
     const AttentionChoice choice(kernel);
-    testing::expect_attention16_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), c, 1e-2, 1e-2);
+    testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_attention16, c, 1e-2, 1e-2);
   }
+  testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_mlp_rows16, c, 1e-2, 1e-2);
 }
 
 // The sampler's log-probs (prefill + decode on the KV cache) are the training forward's

@@ -670,6 +670,34 @@ TEST_F(CudaOps, DecodeEpiloguesAreTheUnfusedOpsBitForBit) {
   dev.swiglu_rows_w16(out.data(), gu.data(), R, I);
   dev.swiglu_forward_w16(nullptr, want.data(), gate.data(), up.data(), R * I);
   EXPECT_EQ(to_host<uint16_t>(out, size_t(R * I)), to_host<uint16_t>(want, size_t(R * I))) << "SwiGLU rows";
+  // The training step's backward on the same rows (mlp_rows16): [dgate | dup] rows against
+  // swiglu_backward_w16 on the halves, joined on the host; and both kernels at a row length that
+  // takes one value a thread (I % 4 != 0).
+  for (const int64_t width : {I, int64_t(37)}) {
+    SCOPED_TRACE("I " + std::to_string(width));
+    const int64_t rows = width == I ? R : 9;
+    const std::vector<float> g2 = randn(size_t(rows * 2 * width), 95, 3.f), dy = randn(size_t(rows * width), 96);
+    std::vector<float> g_h(size_t(rows * width)), u_h(g_h.size());
+    for (int64_t r = 0; r < rows; r++) {
+      std::copy_n(g2.begin() + r * 2 * width, width, g_h.begin() + r * width);
+      std::copy_n(g2.begin() + r * 2 * width + width, width, u_h.begin() + r * width);
+    }
+    auto d_g2 = to_device(g2), d_dy = to_device(dy), d_g = to_device(g_h), d_u = to_device(u_h);
+    Buffer<uint16_t> rows16(cuda_ops(), size_t(rows * 2 * width)), dg16(cuda_ops(), g_h.size()),
+        du16(cuda_ops(), g_h.size()), fwd16(cuda_ops(), g_h.size()), fwd_want(cuda_ops(), g_h.size());
+    dev.swiglu_rows_backward_w16(rows16.data(), d_dy.data(), d_g2.data(), rows, width);
+    dev.swiglu_backward_w16(dg16.data(), du16.data(), d_dy.data(), d_g.data(), d_u.data(), rows * width);
+    const auto dg = to_host<uint16_t>(dg16, g_h.size()), du = to_host<uint16_t>(du16, g_h.size());
+    std::vector<uint16_t> joined(size_t(rows * 2 * width));
+    for (int64_t r = 0; r < rows; r++) {
+      std::copy_n(dg.begin() + r * width, width, joined.begin() + r * 2 * width);
+      std::copy_n(du.begin() + r * width, width, joined.begin() + r * 2 * width + width);
+    }
+    EXPECT_EQ(to_host<uint16_t>(rows16, joined.size()), joined) << "SwiGLU rows backward";
+    dev.swiglu_rows_w16(fwd16.data(), d_g2.data(), rows, width);
+    dev.swiglu_forward_w16(nullptr, fwd_want.data(), d_g.data(), d_u.data(), rows * width);
+    EXPECT_EQ(to_host<uint16_t>(fwd16, g_h.size()), to_host<uint16_t>(fwd_want, g_h.size())) << "SwiGLU rows";
+  }
 }
 
 // Caches that start non-zero, so rows skipped for padding (pos -1) must keep their old values.

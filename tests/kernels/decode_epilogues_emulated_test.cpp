@@ -2,9 +2,8 @@
 // run on the CPU through tests/kernels/cuda_emulation.h, against the CPU table's ops they replace
 // on the same values (the same expressions, so the same bits): rope_kv_store_kernel against
 // rope_forward on q and k and kv_store_w16 (every q value, every cache entry written, every other
-// entry left as it was, the GEMM output not written), swiglu_rows_kernel against
-// swiglu_forward_w16 on the gate and up halves of each row. Grids smaller than the work too, so
-// the grid-stride loops wrap. What the emulation cannot show (speed, the launch on a device) is
+// entry left as it was, the GEMM output not written). Grids smaller than the work too, so the
+// grid-stride loops wrap. (SwiGLU on the rows of [gate | up]: swiglu_emulated_test.cpp.) What the emulation cannot show (speed, the launch on a device) is
 // for CudaOps.DecodeEpiloguesAreTheUnfusedOpsBitForBit.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
@@ -71,29 +70,6 @@ TEST(DecodeEpiloguesEmulated, RopeKvStoreIsRopeAndTheCacheStoreBitForBit) {
   }
   EXPECT_TRUE(fits_32_bit_index(int64_t(1) << 31));
   EXPECT_FALSE(fits_32_bit_index((int64_t(1) << 31) + 1));
-}
-
-// Rows of [gate | up] (I not a multiple of 4 too, so the CPU's vector tail runs) against
-// swiglu_forward_w16 on the halves gathered apart.
-TEST(DecodeEpiloguesEmulated, SwigluRowsIsSwigluOnEachRowsHalves) {
-  for (const auto& [R, I, blocks] : {std::tuple{1, 40, 1u}, std::tuple{9, 37, 2u}, std::tuple{16, 64, 40u}}) {
-    SCOPED_TRACE("R " + std::to_string(R) + " I " + std::to_string(I));
-    const std::vector<float> gate_up = randn(size_t(R * 2 * I), 9, 3.f);
-    std::vector<float> gate(size_t(R * I)), up(size_t(R * I));
-    for (int r = 0; r < R; r++)
-      for (int j = 0; j < I; j++)
-        gate[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + j)], up[size_t(r * I + j)] = gate_up[size_t(r * 2 * I + I + j)];
-    std::vector<uint16_t> want(size_t(R * I)), got(size_t(R * I) + 1, 0xFFFF), got64 = got;
-    cpu_bf16_matmul_ops().swiglu_forward_w16(nullptr, want.data(), gate.data(), up.data(), R * I);
-    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel<uint32_t>, reinterpret_cast<__nv_bfloat16*>(got.data()),
-                gate_up.data(), int64_t(R), int64_t(I));
-    emu::launch({blocks, 1, 1}, 64, 0, swiglu_rows_kernel<int64_t>, reinterpret_cast<__nv_bfloat16*>(got64.data()),
-                gate_up.data(), int64_t(R), int64_t(I));
-    EXPECT_EQ(got.back(), 0xFFFF) << "written past R x I";
-    EXPECT_EQ(got64, got) << "64-bit indices";
-    got.pop_back();
-    EXPECT_EQ(got, want);
-  }
 }
 
 }  // namespace

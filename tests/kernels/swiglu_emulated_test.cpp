@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -92,6 +93,53 @@ TEST(SwigluEmulated, BackwardQuadsAreTheOneValueKernelsBits) {
 }
 
 // The launch takes the four-value kernels only where every pointer is aligned for them.
+// SwiGLU on rows [gate | up] of one GEMM over [Wg; Wu] (swiglu_rows_forward_kernel,
+// swiglu_rows_backward_kernel), four values a thread and one, against the one-value kernels above
+// on the halves gathered apart, bit for bit (those are held to the CPU's ops above); row counts
+// past the grid's rows and row lengths past its threads (both loops wrap), I not a multiple of 4
+// for the one-value kernels, nothing written past the output.
+TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
+  struct Case {
+    int64_t R, I;
+    unsigned bx, by;
+  };
+  for (const Case c : {Case{1, 40, 1, 1}, Case{9, 36, 1, 4}, Case{16, 64, 2, 16}, Case{5, 37, 1, 2}}) {
+    SCOPED_TRACE("R " + std::to_string(c.R) + " I " + std::to_string(c.I));
+    const std::vector<float> gate_up = randn(size_t(c.R * 2 * c.I), 9, 3.f), dout = randn(size_t(c.R * c.I), 10);
+    std::vector<float> gate(size_t(c.R * c.I)), up(gate.size());
+    for (int64_t r = 0; r < c.R; r++)
+      for (int64_t j = 0; j < c.I; j++) {
+        gate[size_t(r * c.I + j)] = gate_up[size_t(r * 2 * c.I + j)];
+        up[size_t(r * c.I + j)] = gate_up[size_t(r * 2 * c.I + c.I + j)];
+      }
+    const int64_t n = c.R * c.I;
+    std::vector<uint16_t> want(static_cast<size_t>(n)), dg(want.size()), du(want.size());
+    emu::launch({1, 1, 1}, kQuadThreads, 0, swiglu_forward_kernel<1>, nullptr, bf(want), gate.data(), up.data(), n);
+    emu::launch({1, 1, 1}, kQuadThreads, 0, swiglu_backward_kernel<1, __nv_bfloat16>, bf(dg), bf(du), dout.data(),
+                gate.data(), up.data(), n);
+    std::vector<uint16_t> want_rows(size_t(2 * c.R * c.I));
+    for (int64_t r = 0; r < c.R; r++)
+      for (int64_t j = 0; j < c.I; j++) {
+        want_rows[size_t(r * 2 * c.I + j)] = dg[size_t(r * c.I + j)];
+        want_rows[size_t(r * 2 * c.I + c.I + j)] = du[size_t(r * c.I + j)];
+      }
+    auto run = [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      std::vector<uint16_t> out = halves(c.R * c.I), rows = halves(2 * c.R * c.I);
+      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_forward_kernel<V>, bf(out), gate_up.data(), c.R, c.I);
+      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_backward_kernel<V>, bf(rows), dout.data(),
+                  gate_up.data(), c.R, c.I);
+      EXPECT_EQ(out.back(), kUnwritten16) << "forward written past R x I, V " << V;
+      EXPECT_EQ(rows.back(), kUnwritten16) << "backward written past R x 2I, V " << V;
+      out.pop_back(), rows.pop_back();
+      EXPECT_EQ(out, want) << "forward, V " << V;
+      EXPECT_EQ(rows, want_rows) << "backward, V " << V;
+    };
+    run(std::integral_constant<int, 1>{});
+    if (c.I % 4 == 0) run(std::integral_constant<int, 4>{});
+  }
+}
+
 TEST(SwigluEmulated, QuadsFitOnlyAlignedPointers) {
   alignas(16) float f[8] = {};
   alignas(16) uint16_t h[8] = {};
