@@ -28,7 +28,10 @@
 //   train   random ids [B, T], the step of bench/model_workloads.h (zero_grad, forward, loss,
 //           backward, clip, AdamW); --micro-batches K: K forward/backward passes of [B, T], the
 //           gradients accumulating, per clip and AdamW step (an RL step's shape: the update's cost
-//           shared by K micro-batches), the baseline likewise; tokens/s counts all K.
+//           shared by K micro-batches), the baseline likewise; tokens/s counts all K. Where the
+//           table has the bf16 step's joined products (q/k/v and gate/up as one GEMM each, the
+//           attention's operands made once in bf16), the same step again with them apart
+//           ("apart": Transformer::set_joined_products(false)), their baseline in the same process.
 //           MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
 //           12 * layers * q_dim * T (PaLM's appendix B; recomputation is not counted, so
@@ -520,6 +523,22 @@ int main(int argc, char** argv) {
                            "MFU azr " + pct(mfu(tr.tokens_per_s))});
         std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
                     pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
+        // "apart": the same model's step with its joined products run apart (q, k and v as three
+        // GEMMs with the attention rounding its own operands, gate and up as two;
+        // Transformer::set_joined_products), their baseline in the same process, where the table
+        // has them.
+        if (!o.op_profile && (precision_ops.rope_round_qkv_w16 || precision_ops.swiglu_rows_backward_w16)) {
+          model.set_joined_products(false);
+          const TrainResult apart = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps, o.micro_batches);
+          model.set_joined_products(true);
+          j["azr_apart_tokens_per_s"] = apart.tokens_per_s;
+          j["azr_apart_mfu"] = mfu(apart.tokens_per_s);
+          j["azr_apart_phase_ms_per_step"] = apart.phase_ms;
+          table.push_back({name, wl + " apart", fmt(apart.tokens_per_s), "n/a", "n/a",
+                           "MFU azr " + pct(mfu(apart.tokens_per_s)) + "; joined " + pct(mfu(tr.tokens_per_s))});
+          std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s (joined products apart)\n", wl.c_str(),
+                      apart.tokens_per_s, pct(mfu(apart.tokens_per_s)).c_str(), json(apart.phase_ms).dump().c_str());
+        }
 #ifdef AZR_HAVE_CUDA_KERNELS
         if (metered) {
           // The plan's training peak less its reserve (the CUDA context, fragmentation), which the

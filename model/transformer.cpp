@@ -287,13 +287,14 @@ bool Transformer::attention16() const {
   const ModelConfig& c = config_;
   // The q/k/v GEMM's fp32 rows borrow the gate and up slots: 2 I floats a row.
   const int64_t qkv_width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
-  return bf16_training() && o.rope_round_qkv_w16 && o.attention_forward_w16 && o.attention_backward_w16 &&
-         o.rope_backward_round_w16 && qkv_width <= 2 * c.intermediate_size;
+  return joined_products_ && bf16_training() && o.rope_round_qkv_w16 && o.attention_forward_w16 &&
+         o.attention_backward_w16 && o.rope_backward_round_w16 && qkv_width <= 2 * c.intermediate_size;
 }
 
 bool Transformer::mlp_rows16() const {
   const kernels::Ops& o = *ops_;
-  return bf16_training() && o.swiglu_rows_w16 && o.swiglu_rows_backward_w16 && !config_.mlp_bias;
+  return joined_products_ && bf16_training() && o.swiglu_rows_w16 && o.swiglu_rows_backward_w16 &&
+         !config_.mlp_bias;
 }
 
 bool Transformer::qkv_one_matrix(const LayerWeights& w) const {
@@ -534,6 +535,7 @@ Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const
 Transformer Transformer::copy_to(const kernels::Ops& ops) const {
   Transformer m(config_, ops);
   m.recompute_ = recompute_;
+  m.joined_products_ = joined_products_;
   std::vector<float> copy;
   const std::span<const float> host = kernels::host_view(*ops_, params_.span(), copy);
   m.params_.upload(host.data(), host.size());

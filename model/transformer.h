@@ -154,6 +154,12 @@ class Transformer {
   void set_recompute(bool on) { recompute_ = on; }
   bool recompute() const { return recompute_; }
 
+  // The bf16 training step's joined products (on by default, where the table has their ops):
+  // q, k and v as one GEMM with the attention's operands made once in bf16 (attention16), gate
+  // and up as one GEMM (mlp_rows16). Off, the step runs them apart as before, with the same
+  // values up to backward's summation order: the benches' baseline (model_speed_bench).
+  void set_joined_products(bool on) { joined_products_ = on; }
+
   // Generation. prefill() runs prompts (one per cache slot, slots 0..B-1) and returns the logits
   // at each prompt's last token, [B, V]. It runs the prompts in groups of at most
   // prefill_group_tokens() padded tokens (one prompt at least), one layer's activations at a time,
@@ -349,6 +355,7 @@ class Transformer {
   bool fwd_kept_ = false;
   bool fwd_recomputes_ = false;  // the last forward kept layer inputs only
   bool recompute_ = false;
+  bool joined_products_ = true;
   float fwd_inv_temp_ = 1.f;
   SequenceBatch fwd_batch_;
   // LM-head rows of the last score(): rows that predict a token, their targets, lse and entropy,

@@ -60,7 +60,8 @@
 #          among them), every whole-model test but the HF comparison (the decode step's routing
 #          past one row and the bf16 training step's producers among them); a 1.5B training step
 #          against torch's with the phase timer that no longer re-rounds the weights (the MFU
-#          figure), the attention block with its operands made once in bf16 against the unfused
+#          figure; and the same step with its joined q/k/v and gate/up products apart, in the
+#          same process), the attention block with its operands made once in bf16 against the unfused
 #          one (cuda_ops_bench --only attention_operands) and gate and up as one GEMM (--only
 #          mlp_rows), the step of 8 micro-batches per AdamW
 #          step against torch's, the same step with the GEMM plans autotuned

@@ -921,6 +921,26 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.attention16, L);
   EXPECT_EQ(g_counts.attention, 0);
   EXPECT_EQ(g_counts.to_bf16, 1);  // the head's rows
+
+  // The joined products set apart (the benches' baseline): three q, k, v GEMMs and two gate, up
+  // GEMMs, RoPE on q and k, the attention rounding its own operands, o's GEMM rounding its input.
+  m.set_joined_products(false);
+  g_counts = {};
+  m.score(batch, 1.f, true);
+  EXPECT_EQ(g_counts.rope, 2 * L);
+  EXPECT_EQ(g_counts.rope_round, 0);
+  EXPECT_EQ(g_counts.attention, L);
+  EXPECT_EQ(g_counts.attention16, 0);
+  EXPECT_EQ(g_counts.swiglu16, L);
+  EXPECT_EQ(g_counts.swiglu_rows, 0);
+  EXPECT_EQ(g_counts.gemm_a16, 6 * L + 1);  // q, k, v, gate, up, down; the LM head
+  EXPECT_EQ(g_counts.gemm_w16, L);          // o, rounding the attention's fp32 output
+  g_counts = {};
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), -1.f), {});
+  EXPECT_EQ(g_counts.back_g16, 7 * L + 1);
+  EXPECT_EQ(g_counts.attention_back, L);
+  EXPECT_EQ(g_counts.swiglu_back16, L);
+  EXPECT_EQ(g_counts.to_bf16, 2 * L + 1);  // dq, dk and dv (adjacent: one call), att; the head's rows
 }
 
 // The training ops with bf16 gradients are the ops they replace, bit for bit: swiglu_backward_w16
