@@ -678,7 +678,10 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
 
   ops_->embedding_forward(layer_acts_[0].res_in, ids_.data(), params_.data() + embed_off_, N, H);
   for (int64_t l = 0; l < L; l++) {
-    layer_forward(l, N, /*through_mlp=*/true);
+    // Each layer's residual add runs in the next layer's input norm (residual_norm_for_gemms: one
+    // pass, where an add and a norm read the sum again); the last layer's, before the final norm.
+    layer_forward(l, N, l + 1 < L ? LayerEnd::Down : LayerEnd::ResidualAdd,
+                  l > 0 ? layer_acts_[size_t(l - 1)].h : nullptr);
     if (cache) {
       const LayerActs& a = layer_acts_[size_t(l)];
       store_kv(*cache, l, a.k, a.v, step_idx_.data(), step_idx_.data() + N, N);
@@ -688,10 +691,11 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
                         float(c.rms_norm_eps));
 }
 
-// Layer l of the batch forward_layers() set up, from layer_acts_[l].res_in. Without through_mlp it
-// stops once backward has what it needs (gate and up): the recomputation in backward() skips the
-// down projection and the residual add, whose output (the next layer's input) is already kept.
-void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
+// Layer l of the batch forward_layers() set up, from layer_acts_[l].res_in (or, with pending_h,
+// from the previous layer's h and down projection, added here). With LayerEnd::GateUp it stops once
+// backward has what it needs (gate and up): the recomputation in backward() skips the down
+// projection and the residual add, whose output (the next layer's input) is already kept.
+void Transformer::layer_forward(int64_t l, int64_t N, LayerEnd end, const float* pending_h) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, nh = c.num_attention_heads;
   const int64_t nkv = c.num_key_value_heads, d = c.head_dim, qd = nh * d, kd = nkv * d;
@@ -699,7 +703,9 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
   const kernels::AttentionShape shape{fwd_B_, fwd_T_, nh, nkv, d, fwd_T_ * kd, lengths_.data()};
   const LayerWeights w = layer_weights(l, false);
   const LayerActs& a = layer_acts_[size_t(l)];
-  const GemmInput ln1 = norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N, a.ln1_16);
+  const GemmInput ln1 = pending_h
+                            ? residual_norm_for_gemms(a.res_in, a.ln1, a.rstd1, pending_h, tmp_, w.ln1, N, a.ln1_16)
+                            : norm_for_gemms(a.ln1, a.rstd1, a.res_in, w.ln1, N, a.ln1_16);
   if (a.q16) {  // attention16(): one q/k/v GEMM, and the attention's operands made once in bf16
     gemm_forward(a.qkv, ln1, w.wq, w.bq, N, H, qd + 2 * kd);
     o.rope_round_qkv_w16(a.q16, a.k16, a.v16, a.qkv, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh,
@@ -724,10 +730,10 @@ void Transformer::layer_forward(int64_t l, int64_t N, bool through_mlp) {
     gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
     if (a.act16) o.swiglu_forward_w16(nullptr, a.act16, a.gate, a.up, N * I);  // backward's too
   }
-  if (!through_mlp) return;
+  if (end == LayerEnd::GateUp) return;
   const GemmInput act = a.act16 ? GemmInput{nullptr, a.act16} : swiglu_for_gemm(act_, a.gate, a.up, N * I);
   gemm_forward(tmp_, act, w.wd, w.bd, N, I, H);
-  o.add(a.res_out, a.h, tmp_, N * H);
+  if (end == LayerEnd::ResidualAdd) o.add(a.res_out, a.h, tmp_, N * H);
 }
 
 std::vector<float> Transformer::logits(const SequenceBatch& batch) {
@@ -921,7 +927,7 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   for (int64_t l = L - 1; l >= 0; l--) {
     const LayerWeights w = layer_weights(l, false);
     const LayerWeights g = layer_weights(l, true);
-    if (fwd_recomputes_) layer_forward(l, N, /*through_mlp=*/false);  // refills the one layer slot
+    if (fwd_recomputes_) layer_forward(l, N, LayerEnd::GateUp, nullptr);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
     if (grads16) {
       layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, l > 0, shape);

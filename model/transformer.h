@@ -225,7 +225,13 @@ class Transformer {
   // Prefills `prompts` (prompt b into cache slot slots[b]), writing the logits at each prompt's
   // last token to logits [B, V]: in groups of prefill_group_tokens_ padded tokens.
   void prefill_rows(KVCache& cache, const SequenceBatch& prompts, std::span<const int32_t> slots, float* logits);
-  void layer_forward(int64_t l, int64_t N, bool through_mlp);
+  // Where layer_forward stops: after gate and up (backward's recomputation needs no more), after
+  // the down projection (its output in tmp_, the residual add left to the next layer's input
+  // norm), or after the residual add into the layer's output.
+  enum class LayerEnd { GateUp, Down, ResidualAdd };
+  // pending_h: the previous layer's h when its residual add was left (LayerEnd::Down) to this
+  // layer's input norm, which makes res_in = pending_h + tmp_ in its own pass; else null.
+  void layer_forward(int64_t l, int64_t N, LayerEnd end, const float* pending_h);
   struct LayerActs;
   // One layer of backward() with a Bf16 table's bf16 output gradients (kernels::Ops::matmul_backward_g16).
   // On entry dres holds d(res_out) and dout16 its bf16 rounding; on exit dres holds d(res_in), and

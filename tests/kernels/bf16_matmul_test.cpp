@@ -868,8 +868,8 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_a16, 4 * L + 1);      // q/k/v, o, gate/up, down; the LM head
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
-  // Training: per layer the input norm, the residual add with the post-attention norm, and
-  // SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
+  // Training: per layer the input norm (with the previous layer's residual add, but the first),
+  // the residual add with the post-attention norm, and SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
   // GEMMs they fed (backward makes none of them again). q, k and v are one GEMM over [Wq; Wk; Wv],
   // gate and up one over [Wg; Wu] with SwiGLU on its rows; RoPE rounds q, k and v for the attention, which writes its output's rounding for o's GEMMs,
   // and the layer keeps the four for backward; the LM head's gathered rows are rounded once for
@@ -910,8 +910,9 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   opt.step(m, m.gradients());
   g_counts = {};
   m.score(batch, 1.f, true);
-  EXPECT_EQ(g_counts.norm16, L);
-  EXPECT_EQ(g_counts.residual_norm16, L);
+  EXPECT_EQ(g_counts.norm16, 1);                // the first layer's input norm
+  EXPECT_EQ(g_counts.residual_norm16, 2 * L - 1);  // every other norm, with the residual add before it
+  EXPECT_EQ(g_counts.add, 1);                   // the last layer's, before the final (fp32) norm
   EXPECT_EQ(g_counts.swiglu16, 0);
   EXPECT_EQ(g_counts.swiglu_rows, L);
   EXPECT_EQ(g_counts.gemm_a16, 4 * L + 1);  // q/k/v, o, gate/up, down; the LM head
