@@ -408,6 +408,26 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
   EXPECT_EQ(dqkv16, bits16(rows));
 }
 
+// The training step's SwiGLU backward on rows [gate | up] of one GEMM over [Wg; Wu] writes rows
+// [dgate | dup]: swiglu_backward_w16 on the halves, gathered apart and joined here by hand.
+TEST(CpuBf16Matmul, SwigluRowsBackwardIsSwigluBackwardOnEachRowsHalves) {
+  const Ops& bf = cpu_bf16_matmul_ops();
+  EXPECT_EQ(cpu_ops().swiglu_rows_backward_w16, nullptr);
+  const int64_t R = 7, I = 37;
+  const std::vector<float> rows = randn(size_t(R * 2 * I), 41, 3.f), dout = randn(size_t(R * I), 42);
+  std::vector<float> gate(size_t(R * I)), up(gate.size());
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t j = 0; j < I; j++)
+      gate[size_t(r * I + j)] = rows[size_t(r * 2 * I + j)], up[size_t(r * I + j)] = rows[size_t(r * 2 * I + I + j)];
+  std::vector<uint16_t> dg(gate.size()), du(gate.size()), got(rows.size(), 0xFFFF), want(rows.size());
+  bf.swiglu_backward_w16(dg.data(), du.data(), dout.data(), gate.data(), up.data(), R * I);
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t j = 0; j < I; j++)
+      want[size_t(r * 2 * I + j)] = dg[size_t(r * I + j)], want[size_t(r * 2 * I + I + j)] = du[size_t(r * I + j)];
+  bf.swiglu_rows_backward_w16(got.data(), dout.data(), rows.data(), R, I);
+  EXPECT_EQ(got, want);
+}
+
 TEST(CpuBf16Matmul, BackendsResolveByPrecisionAndUnknownNamesSayWhich) {
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Bf16), &cpu_bf16_matmul_ops());
   EXPECT_EQ(&backend_ops("cpu", 0, MatmulPrecision::Fp32), &cpu_ops());
