@@ -763,7 +763,8 @@ int main(int argc, char** argv) {
     auto ln1 = upload16(randn(size_t(N * H), 51)), w_qkv = upload16(randn(size_t(width * H), 52, 0.02f));
     auto w_o = upload16(randn(size_t(H * qd), 53, 0.02f)), dout16 = upload16(randn(size_t(N * H), 54));
     Buffer<float> q(cuda_ops(), size_t(N * qd)), k(cuda_ops(), size_t(N * kd)), v(cuda_ops(), size_t(N * kd));
-    Buffer<float> rows_qkv(cuda_ops(), size_t(N * width)), att(cuda_ops(), size_t(N * qd)), lse(cuda_ops(), size_t(B * nh * T));
+    Buffer<float> rows_qkv(cuda_ops(), size_t(N * width)), att(cuda_ops(), size_t(N * qd)),
+        lse(cuda_ops(), size_t(B * nh * T));
     Buffer<float> o(cuda_ops(), size_t(N * H)), datt(cuda_ops(), size_t(N * qd)), dq(cuda_ops(), size_t(N * qd));
     Buffer<float> dk(cuda_ops(), size_t(N * kd)), dv(cuda_ops(), size_t(N * kd)), dln(cuda_ops(), size_t(N * H));
     Buffer<float> dw_qkv(cuda_ops(), size_t(width * H)), dw_o(cuda_ops(), size_t(H * qd));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -261,30 +262,31 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 thread_local std::vector<float> t_q32, t_k32, t_v32;
 thread_local std::vector<uint16_t> t_rows16;
 
-// Rows [q | k | v] (widths qd, kd, kd) into compact q, k and v, and back.
-void split_qkv_rows(const float* rows, float* q, float* k, float* v, int64_t N, int64_t qd, int64_t kd) {
-  for (int64_t r = 0; r < N; r++) {
-    const float* row = rows + r * (qd + 2 * kd);
-    std::copy_n(row, qd, q + r * qd);
-    std::copy_n(row + qd, kd, k + r * kd);
-    std::copy_n(row + qd + kd, kd, v + r * kd);
-  }
+// A part of rows made of parts side by side (a joined GEMM's output: [q | k | v], [gate | up]):
+// `width` values at `offset` in each of R rows of `row` values. split_rows copies the parts into
+// compact arrays, join_rows back into rows.
+template <class T>
+struct RowPart {
+  T* compact;
+  int64_t offset, width;
+};
+template <class T>
+void split_rows(const T* rows, int64_t R, int64_t row, std::initializer_list<RowPart<T>> parts) {
+  for (int64_t r = 0; r < R; r++)
+    for (const RowPart<T>& p : parts) std::copy_n(rows + r * row + p.offset, p.width, p.compact + r * p.width);
 }
-void join_qkv_rows(uint16_t* rows, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t N, int64_t qd,
-                   int64_t kd) {
-  for (int64_t r = 0; r < N; r++) {
-    uint16_t* row = rows + r * (qd + 2 * kd);
-    std::copy_n(q + r * qd, qd, row);
-    std::copy_n(k + r * kd, kd, row + qd);
-    std::copy_n(v + r * kd, kd, row + qd + kd);
-  }
+template <class T>
+void join_rows(T* rows, int64_t R, int64_t row, std::initializer_list<RowPart<T>> parts) {
+  for (int64_t r = 0; r < R; r++)
+    for (const RowPart<T>& p : parts) std::copy_n(p.compact + r * p.width, p.width, rows + r * row + p.offset);
 }
 
 void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
                         const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads, int64_t d) {
   const int64_t qd = heads * d, kd = kv_heads * d;
   t_q32.resize(size_t(N * qd)), t_k32.resize(size_t(N * kd)), t_v32.resize(size_t(N * kd));
-  split_qkv_rows(qkv, t_q32.data(), t_k32.data(), t_v32.data(), N, qd, kd);
+  split_rows<float>(qkv, N, qd + 2 * kd,
+                    {{t_q32.data(), 0, qd}, {t_k32.data(), qd, kd}, {t_v32.data(), qd + kd, kd}});
   cpu_ops().rope_forward(t_q32.data(), pos, cos, sin, N, heads, d);
   cpu_ops().rope_forward(t_k32.data(), pos, cos, sin, N, kv_heads, d);
   to_bf16(q16, t_q32.data(), N * qd);
@@ -318,7 +320,7 @@ void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float
   to_bf16(q16, dq, N * qd);
   to_bf16(k16, dk, N * kd);
   to_bf16(v16, dv, N * kd);
-  join_qkv_rows(dqkv16, q16, k16, v16, N, qd, kd);
+  join_rows<uint16_t>(dqkv16, N, qd + 2 * kd, {{q16, 0, qd}, {k16, qd, kd}, {v16, qd + kd, kd}});
 }
 
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
@@ -386,7 +388,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   const int64_t qd = heads * d, kd = kv_heads * d;
   t_k.resize(size_t(R * kd));
   t_v.resize(size_t(R * kd));
-  split_qkv_rows(qkv, q, t_k.data(), t_v.data(), R, qd, kd);
+  split_rows<float>(qkv, R, qd + 2 * kd, {{q, 0, qd}, {t_k.data(), qd, kd}, {t_v.data(), qd + kd, kd}});
   cpu_ops().rope_forward(q, pos, cos, sin, R, heads, d);
   cpu_ops().rope_forward(t_k.data(), pos, cos, sin, R, kv_heads, d);
   kv_store_w16(kcache, vcache, t_k.data(), t_v.data(), slot, pos, R, kd, slot_stride);
@@ -396,10 +398,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
 void split_gate_up(const float* gate_up, int64_t R, int64_t I) {
   t_gate.resize(size_t(R * I));
   t_up.resize(size_t(R * I));
-  for (int64_t r = 0; r < R; r++) {
-    std::copy_n(gate_up + r * 2 * I, I, t_gate.data() + r * I);
-    std::copy_n(gate_up + r * 2 * I + I, I, t_up.data() + r * I);
-  }
+  split_rows<float>(gate_up, R, 2 * I, {{t_gate.data(), 0, I}, {t_up.data(), I, I}});
 }
 
 // The parts gathered into scratch, the unfused op over all rows at once, and its two outputs
@@ -409,10 +408,7 @@ void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const flo
   t_rows16.resize(size_t(2 * R * I));
   uint16_t *dg = t_rows16.data(), *du = dg + R * I;
   swiglu_backward_w16(dg, du, dout, t_gate.data(), t_up.data(), R * I);
-  for (int64_t r = 0; r < R; r++) {
-    std::copy_n(dg + r * I, I, dgate_up16 + r * 2 * I);
-    std::copy_n(du + r * I, I, dgate_up16 + r * 2 * I + I);
-  }
+  join_rows<uint16_t>(dgate_up16, R, 2 * I, {{dg, 0, I}, {du, I, I}});
 }
 
 // The two parts gathered into scratch, then the unfused op over all rows at once: its values.

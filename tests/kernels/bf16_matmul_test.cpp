@@ -889,10 +889,11 @@ TEST(CpuBf16Matmul, EachGemmInputIsRoundedOnceByItsProducer) {
   EXPECT_EQ(g_counts.gemm_w16, 0);
 
   // Training: per layer the input norm (with the previous layer's residual add, but the first),
-  // the residual add with the post-attention norm, and SwiGLU; the two norm outputs and SwiGLU's are kept in bf16 only, for the dw products of the
-  // GEMMs they fed (backward makes none of them again). q, k and v are one GEMM over [Wq; Wk; Wv],
-  // gate and up one over [Wg; Wu] with SwiGLU on its rows; RoPE rounds q, k and v for the attention, which writes its output's rounding for o's GEMMs,
-  // and the layer keeps the four for backward; the LM head's gathered rows are rounded once for
+  // the residual add with the post-attention norm, and SwiGLU; the two norm outputs and SwiGLU's
+  // are kept in bf16 only, for the dw products of the GEMMs they fed (backward makes none of them
+  // again). q, k and v are one GEMM over [Wq; Wk; Wv], gate and up one over [Wg; Wu] with SwiGLU
+  // on its rows; RoPE rounds q, k and v for the attention, which writes its output's rounding for
+  // o's GEMMs, and the layer keeps the four for backward; the LM head's gathered rows are rounded once for
   // all its GEMMs (here one column block, kept from score() to backward()). Each GEMM output's
   // gradient reaches its GEMM in bf16 (matmul_backward_g16), rounded once by its producer: the
   // token statistics' backward for the LM head, the norms' backward for down and o (dres: the

@@ -206,7 +206,8 @@ inline void expect_fused_step_matches_unfused(const kernels::Ops& fused, const k
     ASSERT_EQ(logp[0].size(), logp[1].size());
     for (size_t j = 0; j < logp[0].size(); j++) EXPECT_NEAR(logp[0][j], logp[1][j], logp_bound) << "token " << j;
     double worst = 0, worst_logp = 0;
-    for (size_t j = 0; j < logp[0].size(); j++) worst_logp = std::max(worst_logp, double(std::fabs(logp[0][j] - logp[1][j])));
+    for (size_t j = 0; j < logp[0].size(); j++)
+      worst_logp = std::max(worst_logp, double(std::fabs(logp[0][j] - logp[1][j])));
     for (const ParamTensor& t : tensors) {  // the same config: the same layout
       double diff = 0, norm = 0;
       for (size_t j = t.offset; j < t.offset + t.numel; j++) {

@@ -891,7 +891,9 @@ TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit
   auto garbage = [](size_t n) { return to_device(std::vector<float>(n, 7.f)); };
   for (const CudaAttentionKernel kernel :
        {CudaAttentionKernel::Mma, CudaAttentionKernel::TensorCore, CudaAttentionKernel::Simt}) {
-    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync" : kernel == CudaAttentionKernel::Simt ? "Simt" : "WMMA");
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma    ? "mma.sync"
+                 : kernel == CudaAttentionKernel::Simt ? "Simt"
+                                                       : "WMMA");
     const AttentionChoice choice(kernel);
     const size_t lse_n = size_t(c.B * c.H * c.T);
     auto out = garbage(size_t(N * qd)), lse = garbage(lse_n), dq = garbage(size_t(N * qd)),

@@ -3,8 +3,9 @@
 // on the same values (the same expressions, so the same bits): rope_kv_store_kernel against
 // rope_forward on q and k and kv_store_w16 (every q value, every cache entry written, every other
 // entry left as it was, the GEMM output not written). Grids smaller than the work too, so the
-// grid-stride loops wrap. (SwiGLU on the rows of [gate | up]: swiglu_emulated_test.cpp.) What the emulation cannot show (speed, the launch on a device) is
-// for CudaOps.DecodeEpiloguesAreTheUnfusedOpsBitForBit.
+// grid-stride loops wrap. (SwiGLU on the rows of [gate | up]: swiglu_emulated_test.cpp.) What the
+// emulation cannot show (speed, the launch on a device) is for
+// CudaOps.DecodeEpiloguesAreTheUnfusedOpsBitForBit.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/decode_epilogues.cuh"

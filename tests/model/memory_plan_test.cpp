@@ -190,7 +190,8 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch, 2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 4096.0 * (3 * 1536 + 2 * 256) * 4);
+  EXPECT_EQ(g.gemm_scratch,
+            2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 4096.0 * (3 * 1536 + 2 * 256) * 4);
   // The head's tile of dlogits, written in bf16 by its producer: with the head, not the GEMMs.
   EXPECT_EQ(g.lm_head, fp32.lm_head + 16773120.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
