@@ -304,6 +304,12 @@ bool Transformer::qkv_one_matrix(const LayerWeights& w) const {
   return w.wk == w.wq + qd * H && w.wv == w.wk + kd * H && biases_adjacent;
 }
 
+bool Transformer::gate_up_one_matrix(const LayerWeights& w) const {
+  const int64_t H = config_.hidden_size, I = config_.intermediate_size;
+  const bool biases_adjacent = w.bg ? w.bu == w.bg + I : !w.bu;
+  return w.wu == w.wg + I * H && biases_adjacent;
+}
+
 Transformer::GemmInput Transformer::norm_for_gemms(float* out, float* rstd, const float* x, const float* w,
                                                   int64_t N, uint16_t* keep16) {
   const int64_t H = config_.hidden_size;
@@ -477,8 +483,7 @@ Transformer::GemmInput Transformer::decode_gate_up(float* gate, GemmInput ln2, c
     return {nullptr, out16};
   }
   // [Wg; Wu] is one matrix (build_layout): one GEMM, rows of [gate | up], then SwiGLU on them.
-  const bool biases_adjacent = w.bg ? w.bu == w.bg + I : !w.bu;
-  if (ops_->swiglu_rows_w16 && ln2.x16 && w.wu == w.wg + I * H && biases_adjacent) {
+  if (ops_->swiglu_rows_w16 && ln2.x16 && gate_up_one_matrix(w)) {
     gemm_forward(gate, ln2, w.wg, w.bg, R, H, 2 * I);
     gemm_in16_.ensure(size_t(R * I));  // it held ln2, read by now
     ops_->swiglu_rows_w16(gemm_in16_.data(), gate, R, I);
@@ -608,7 +613,7 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   // Gate and up as one GEMM where their weights are one matrix (build_layout's order).
   const LayerWeights w0 = layer_weights(0, false);
   const bool att16 = attention16() && !cache && qkv_one_matrix(w0);
-  const bool mlp_rows = mlp_rows16() && w0.wu == w0.wg + I * H;
+  const bool mlp_rows = mlp_rows16() && gate_up_one_matrix(w0);
   const int64_t ln = norms16 ? H / 2 : H, act16 = norms16 ? I / 2 : 0;
   const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + 2 * I + act16);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;

@@ -276,6 +276,8 @@ class Transformer {
   bool attention16() const;
   // Whether [Wq; Wk; Wv] of w is one matrix, and their biases one vector or none (build_layout).
   bool qkv_one_matrix(const LayerWeights& w) const;
+  // The same for [Wg; Wu] and their biases.
+  bool gate_up_one_matrix(const LayerWeights& w) const;
   // Whether a training forward runs gate and up as one GEMM over [Wg; Wu] (build_layout), its rows
   // [gate | up] in the layer's gate and up slots (kernels::Ops::swiglu_rows_w16 forward,
   // swiglu_rows_backward_w16 backward): bf16_training() with those ops, and no MLP biases.
