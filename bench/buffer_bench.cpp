@@ -23,6 +23,7 @@
 // WAL checkpoint off on the bench's handles (PRAGMA wal_autocheckpoint = 0) and runs a passive
 // checkpoint every 32 batches outside the timed region, to show how much of the insert tail is
 // the checkpoint that SQLite otherwise runs inside the COMMIT that crosses 1000 WAL pages.
+#include <CLI/CLI.hpp>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -195,40 +196,23 @@ struct SizeResult {
   int64_t db_bytes = 0;
 };
 
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    out.push_back(std::stoll(s.substr(i, j - i)));
-    i = j + 1;
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {10000, 100000, 1000000};
   std::string dir;
   bool keep = false, defer_checkpoints = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--sizes" && i + 1 < argc) {
-      sizes = parse_sizes(argv[++i]);
-    } else if (a == "--dir" && i + 1 < argc) {
-      dir = argv[++i];
-    } else if (a == "--keep") {
-      keep = true;
-    } else if (a == "--defer-checkpoints") {
-      defer_checkpoints = true;
-    } else {
-      std::fprintf(stderr, "usage: buffer_bench [--sizes 10000,100000,1000000] [--dir DIR] [--keep] [--defer-checkpoints]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"Task buffer throughput and latency against ORDER BY random() and one-row transactions"};
+  app.add_option("--sizes", sizes, "comma-separated buffer sizes, measured ascending")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--dir", dir, "folder for the database (default: a fresh temporary one)");
+  app.add_flag("--keep", keep, "keep the database afterwards");
+  app.add_flag("--defer-checkpoints", defer_checkpoints,
+               "diagnostic: WAL checkpoints outside the timed region, not inside the COMMIT");
+  CLI11_PARSE(app, argc, argv);
+  // One database grows through the sizes, so they must come smallest first.
+  std::sort(sizes.begin(), sizes.end());
   bool made_dir = false;
   if (dir.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "azr-buffer-bench-XXXXXX").string();

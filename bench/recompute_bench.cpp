@@ -6,6 +6,8 @@
 // arena shrinks by the factor the memory plan gives. Never asserts on time.
 //
 //   recompute_bench [--config azr-25m] [--batch 4] [--seq 256] [--steps 3] [--repeats 3] [--threads 0]
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -25,19 +27,14 @@ int main(int argc, char** argv) {
   std::string config = "azr-25m";
   int64_t B = 4, T = 256;
   int steps = 3, repeats = 3, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--config") config = v;
-    else if (a == "--batch") B = std::stoll(v);
-    else if (a == "--seq") T = std::stoll(v);
-    else if (a == "--steps") steps = std::stoi(v);
-    else if (a == "--repeats") repeats = std::stoi(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else {
-      std::fprintf(stderr, "recompute_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"Training step time and activation arena with and without activation recomputation"};
+  app.add_option("--config", config, "model preset")->capture_default_str();
+  app.add_option("--batch", B, "sequences per step")->capture_default_str();
+  app.add_option("--seq", T, "tokens per sequence")->capture_default_str();
+  app.add_option("--steps", steps, "timed training steps per measurement")->capture_default_str();
+  app.add_option("--repeats", repeats, "measurements of each mode, alternating")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads; 0 = all cores")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   kernels::set_cpu_threads(threads);
   const model::ModelConfig c = model::preset_config(config);
   model::Transformer m = model::Transformer::random(c, 1);

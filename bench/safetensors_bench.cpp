@@ -11,6 +11,7 @@
 // Both paths must produce the same sum. Prints a table and one JSON line; never asserts on time.
 //
 //   safetensors_bench [--dir DIR] [--layers N]
+#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -120,15 +121,10 @@ double plain_read(const fs::path& p, double& sum) {
 int main(int argc, char** argv) {
   fs::path dir;
   int layers = 24;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--layers" && i + 1 < argc) layers = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: safetensors_bench [--dir DIR] [--layers N]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"safetensors write, open and full read (mmap against read()) of a Qwen2.5-0.5B-shaped file"};
+  app.add_option("--dir", dir, "folder for the file (default: a fresh temporary one)");
+  app.add_option("--layers", layers, "transformer layers of the checkpoint")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   const bool own_dir = dir.empty();
   if (own_dir) {
     std::string tmpl = (fs::temp_directory_path() / "azr-st-bench-XXXXXX").string();

@@ -7,6 +7,7 @@
 //   sandbox_bench [--data FILE] [--rounds R] [--max-workers N] [--baseline-jobs M]
 //
 // Prints a table and one JSON line. Never asserts on time.
+#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -227,25 +228,13 @@ int main(int argc, char** argv) {
   std::string python = "/usr/bin/python3";
   int rounds = 3, max_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int baseline_jobs = 400;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "sandbox_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--data") data = next();
-    else if (a == "--rounds") rounds = std::stoi(next());
-    else if (a == "--max-workers") max_workers = std::stoi(next());
-    else if (a == "--baseline-jobs") baseline_jobs = std::stoi(next());
-    else if (a == "--python") python = next();
-    else {
-      std::fprintf(stderr, "usage: sandbox_bench [--data FILE] [--rounds R] [--max-workers N] [--baseline-jobs M]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"Sandbox throughput and latency on CRUXEval against a python3 process per job"};
+  app.add_option("--data", data, "CRUXEval JSONL")->capture_default_str();
+  app.add_option("--rounds", rounds, "passes over the programs at each pool size")->capture_default_str();
+  app.add_option("--max-workers", max_workers, "pool and baseline sizes run: 1..N")->capture_default_str();
+  app.add_option("--baseline-jobs", baseline_jobs, "jobs of each process-per-job baseline")->capture_default_str();
+  app.add_option("--python", python, "interpreter of the baselines")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   auto tasks = load(data);
   std::printf("CRUXEval workload: %zu programs x %d rounds; %u CPUs\n\n", tasks.size(), rounds,
               std::thread::hardware_concurrency());

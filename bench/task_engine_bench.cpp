@@ -8,6 +8,8 @@
 //
 //   task_engine_bench [--data FILE] [--batch B] [--rollouts N] [--alternates A]
 // (--alternates: alternate workers of the full-size pool; default the pool's own, max(1, workers/2))
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -130,17 +132,13 @@ int main(int argc, char** argv) {
   size_t batch = 64;
   int rollouts = 8;
   int alternates = -1;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--data" && i + 1 < argc) data = argv[++i];
-    else if (a == "--batch" && i + 1 < argc) batch = std::strtoul(argv[++i], nullptr, 10);
-    else if (a == "--rollouts" && i + 1 < argc) rollouts = std::atoi(argv[++i]);
-    else if (a == "--alternates" && i + 1 < argc) alternates = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: task_engine_bench [--data FILE] [--batch B] [--rollouts N] [--alternates A]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"One training step's sandbox load for the task engine, against one sandbox worker"};
+  app.add_option("--data", data, "CRUXEval JSONL, standing in for proposals")->capture_default_str();
+  app.add_option("--batch", batch, "proposals and solver answers per task type")->capture_default_str();
+  app.add_option("--rollouts", rollouts, "learnability answers per valid task")->capture_default_str();
+  app.add_option("--alternates", alternates, "alternate workers of the full-size pool; -1 = the pool's own")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   std::ifstream in(data);
   if (!in) {
     std::fprintf(stderr, "task_engine_bench: cannot open %s (pass --data)\n", data.c_str());

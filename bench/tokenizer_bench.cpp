@@ -16,6 +16,7 @@
 //
 //   tokenizer_bench [--shared DIR] [--tests-dir DIR] [--python EXE] [--diff-n N] [--min-seconds S]
 // Defaults: $AZR_SHARED_DIR, $AZR_TESTS_DIR, $AZR_PYTHON, else the compile-time defaults.
+#include <CLI/CLI.hpp>
 #include <stdlib.h>  // mkdtemp
 #include <sys/wait.h>
 
@@ -162,25 +163,13 @@ int main(int argc, char** argv) {
   std::string python = env_or("AZR_PYTHON", AZR_DEFAULT_PYTHON);
   int diff_n = 20000;
   double min_s = 1.0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr,
-                   "usage: tokenizer_bench [--shared DIR] [--tests-dir DIR] [--python EXE] [--diff-n N] "
-                   "[--min-seconds S]\n");
-      return 2;
-    }
-    const std::string v = argv[++i];
-    if (a == "--shared") shared = v;
-    else if (a == "--tests-dir") tests_dir = v;
-    else if (a == "--python") python = v;
-    else if (a == "--diff-n") diff_n = std::stoi(v);
-    else if (a == "--min-seconds") min_s = std::stod(v);
-    else {
-      std::fprintf(stderr, "tokenizer_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"BpeTokenizer encode throughput against Hugging Face's Rust tokenizers, and a differential run"};
+  app.add_option("--shared", shared, "shared folder (models/qwen-tokenizer, benchmarks)")->capture_default_str();
+  app.add_option("--tests-dir", tests_dir, "the repository's tests/ (tokdiff scripts)")->capture_default_str();
+  app.add_option("--python", python, "python3 for the corpus generator")->capture_default_str();
+  app.add_option("--diff-n", diff_n, "generated strings of the differential run")->capture_default_str();
+  app.add_option("--min-seconds", min_s, "least time of each timed encode")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   const fs::path dir = fs::path(tests_dir) / "tokdiff";
   const fs::path tokenizer_json = fs::path(shared) / "models" / "qwen-tokenizer" / "tokenizer.json";
   TempDir tmp("azr-tokbench");

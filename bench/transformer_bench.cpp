@@ -25,6 +25,7 @@
 //                     [--no-train] [--no-generate] [--no-torch] [--python EXE] [--source-dir DIR]
 // Defaults: threads = all cores, python /usr/bin/python3 ($AZR_TORCH_PYTHON), source dir = the
 // compile-time CMAKE_SOURCE_DIR ($AZR_SOURCE_DIR).
+#include <CLI/CLI.hpp>
 #include <stdlib.h>  // mkdtemp
 #include <sys/wait.h>
 
@@ -97,48 +98,44 @@ json run_torch(const Options& o, const fs::path& config_json, const fs::path& tm
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "transformer_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--threads") o.threads = std::stoi(val());
-    else if (a == "--configs") o.configs = split_commas(val());
-    else if (a == "--repeats") o.repeats = std::max(1, std::stoi(val()));
-    else if (a == "--tiny-batch") o.tiny_batch = std::stoll(val());
-    else if (a == "--25m-batch") o.big_batch = std::stoll(val());
-    else if (a == "--seq") o.seq = std::stoll(val());
-    else if (a == "--steps") o.steps = std::stoi(val());
-    else if (a == "--25m-steps") o.big_steps = std::stoi(val());
-    else if (a == "--warmup") o.warmup = o.big_warmup = std::stoi(val());
-    else if (a == "--gen-prompts") {
-      o.gen_prompts.clear();
-      for (const auto& x : split_commas(val())) o.gen_prompts.push_back(std::stoll(x));
-    } else if (a == "--prompt-len") o.prompt_len = std::stoll(val());
-    else if (a == "--new") o.new_tokens = std::stoll(val());
-    else if (a == "--no-train") o.train = false;
-    else if (a == "--no-generate") o.gen = false;
-    else if (a == "--no-torch") o.torch = false;
-    else if (a == "--python") o.python = val();
-    else if (a == "--source-dir") o.source_dir = val();
-    else if (a == "--quick") {
-      o.seq = 64;
-      o.steps = o.big_steps = 2;
-      o.warmup = o.big_warmup = 1;
-      o.new_tokens = 16;
-    } else {
-      std::fprintf(stderr,
-                   "usage: transformer_bench [--threads N] [--configs a,b] [--repeats R] [--quick] [--tiny-batch B]\n"
-                   "  [--25m-batch B] [--seq T] [--steps S] [--25m-steps S] [--warmup W] [--gen-prompts 8,1]\n"
-                   "  [--prompt-len P] [--new N] [--no-train] [--no-generate] [--no-torch] [--python EXE]\n"
-                   "  [--source-dir DIR]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"CPU training and generation throughput of azr's Transformer against eager PyTorch"};
+  app.add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str();
+  app.add_option("--configs", o.configs, "comma-separated presets")->delimiter(',')->capture_default_str();
+  app.add_option("--repeats", o.repeats, "measurements of each workload (median shown), at least 1")
+      ->capture_default_str();
+  app.add_flag_callback(
+      "--quick",
+      [&o] {
+        o.seq = 64;
+        o.steps = o.big_steps = 2;
+        o.warmup = o.big_warmup = 1;
+        o.new_tokens = 16;
+      },
+      "short run: --seq 64 --steps 2 --25m-steps 2 --warmup 1 --new 16");
+  app.add_option("--tiny-batch", o.tiny_batch, "azr-tiny training batch")->capture_default_str();
+  app.add_option("--25m-batch", o.big_batch, "azr-25m training batch")->capture_default_str();
+  app.add_option("--seq", o.seq, "training tokens per sequence")->capture_default_str();
+  app.add_option("--steps", o.steps, "timed training steps of azr-tiny")->capture_default_str();
+  app.add_option("--25m-steps", o.big_steps, "timed training steps of azr-25m")->capture_default_str();
+  app.add_option_function<int>(
+      "--warmup", [&o](int w) { o.warmup = o.big_warmup = w; },
+      "untimed training steps of every config (default 2 for azr-tiny, 1 for azr-25m)");
+  app.add_option("--gen-prompts", o.gen_prompts, "comma-separated generation batch sizes")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--prompt-len", o.prompt_len, "tokens per generation prompt")->capture_default_str();
+  app.add_option("--new", o.new_tokens, "new tokens per generated sequence")->capture_default_str();
+  app.add_flag_callback("--no-train", [&o] { o.train = false; }, "skip the training workloads");
+  app.add_flag_callback("--no-generate", [&o] { o.gen = false; }, "skip the generation workloads");
+  app.add_flag_callback("--no-torch", [&o] { o.torch = false; }, "skip the PyTorch baseline");
+  app.add_option("--python", o.python, "python3 with torch ($AZR_TORCH_PYTHON)")->capture_default_str();
+  app.add_option("--source-dir", o.source_dir, "repository root, for the torch script ($AZR_SOURCE_DIR)")
+      ->capture_default_str();
+  // In command-line order, as before: --quick is a preset that a later option overrides and an
+  // earlier one does not.
+  for (CLI::Option* opt : app.get_options()) opt->trigger_on_parse();
+  CLI11_PARSE(app, argc, argv);
+  o.repeats = std::max(1, o.repeats);
   azr::kernels::set_cpu_threads(o.threads);
   const int threads = azr::kernels::cpu_threads();
   const unsigned cpus = std::thread::hardware_concurrency();
