@@ -250,8 +250,8 @@ int main(int argc, char** argv) {
     }, reps);
     const double new_mlp = time_gpu([&] {
       gpu16.swiglu_backward_w16(g16.data(), u16.data(), dact.data(), gate.data(), up.data(), N * I);
-      gpu16.matmul_backward_g16(dln.data(), dwg.data(), g16.data(), ln2.data(), wg.data(), N, H, I, true);
-      gpu16.matmul_backward_g16(dln.data(), dwu.data(), u16.data(), ln2.data(), wu.data(), N, H, I, false);
+      gpu16.matmul_backward_g16(dln.data(), dwg.data(), g16.data(), ln2.data(), wg.data(), N, H, I, kWriteDinp);
+      gpu16.matmul_backward_g16(dln.data(), dwu.data(), u16.data(), ln2.data(), wu.data(), N, H, I, kAddBoth);
     }, reps);
     rows.push_back({"grads16 gate, up", "4096 rows, SwiGLU bwd + 2 GEMMs; base = fp32 grads", "TFLOP/s",
                     mlp_flops / new_mlp / 1e12, mlp_flops / old_mlp / 1e12, -1});
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
     }, reps);
     const double new_down = time_gpu([&] {
       gpu16.to_bf16(dres16.data(), dres.data(), N * H);
-      gpu16.matmul_backward_g16(dact_out.data(), dwd.data(), dres16.data(), act.data(), wd.data(), N, I, H, true);
+      gpu16.matmul_backward_g16(dact_out.data(), dwd.data(), dres16.data(), act.data(), wd.data(), N, I, H, kWriteDinp);
     }, reps);
     rows.push_back({"grads16 down", "4096 rows, dact written; base = fill + add", "TFLOP/s",
                     down_flops / new_down / 1e12, down_flops / old_down / 1e12, -1});
@@ -797,7 +797,8 @@ int main(int argc, char** argv) {
                     (gemm + attn) / old_fwd / 1e12, -1});
     const double old_bwd = time_gpu([&] {
       gpu16.to_bf16(att16.data(), att.data(), N * qd);
-      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H, true);
+      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H,
+                                kWriteDinp);
       gpu16.attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), att.data(), lse.data(), q.data(), k.data(),
                                v.data(), s);
       gpu16.rope_backward(dq.data(), dpos.data(), cos_t.data(), sin_t.data(), N, nh, d);
@@ -805,19 +806,20 @@ int main(int argc, char** argv) {
       gpu16.to_bf16(dqkv16.data(), dq.data(), N * qd);  // as the model's adjacent dq, dk, dv: one call there
       gpu16.to_bf16(dqkv16.data() + N * qd, dk.data(), N * kd);
       gpu16.to_bf16(dqkv16.data() + N * (qd + kd), dv.data(), N * kd);
-      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, qd, true);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, qd, kWriteDinp);
       gpu16.matmul_backward_g16(dln.data(), dw_qkv.data() + qd * H, dqkv16.data() + N * qd, ln1.data(), wk, N, H, kd,
-                                false);
+                                kAddBoth);
       gpu16.matmul_backward_g16(dln.data(), dw_qkv.data() + (qd + kd) * H, dqkv16.data() + N * (qd + kd), ln1.data(),
-                                wv, N, H, kd, false);
+                                wv, N, H, kd, kAddBoth);
     }, reps);
     const double new_bwd = time_gpu([&] {
-      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H, true);
+      gpu16.matmul_backward_g16(datt.data(), dw_o.data(), dout16.data(), att16.data(), w_o.data(), N, qd, H,
+                                kWriteDinp);
       gpu16.attention_backward_w16(dq.data(), dk.data(), dv.data(), datt.data(), att.data(), lse.data(), q16.data(),
                                    k16.data(), v16.data(), s);
       gpu16.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), dpos.data(), cos_t.data(),
                                     sin_t.data(), N, nh, nkv, d);
-      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, width, true);
+      gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, width, kWriteDinp);
     }, reps);
     rows.push_back({"attn block bwd", "4 x 1024, 1.5B layer; base = unfused", "TFLOP/s",
                     (2 * gemm + 2.5 * attn) / new_bwd / 1e12, (2 * gemm + 2.5 * attn) / old_bwd / 1e12, -1});
@@ -856,12 +858,12 @@ int main(int argc, char** argv) {
     uint16_t *dg16 = dgu16.data(), *du16 = dg16 + N * I;
     const double old_bwd = time_gpu([&] {
       gpu16.swiglu_backward_w16(dg16, du16, dact.data(), gate, up, N * I);
-      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dg16, ln2.data(), wg, N, H, I, true);
-      gpu16.matmul_backward_g16(dln.data(), dw_gu.data() + I * H, du16, ln2.data(), wu, N, H, I, false);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dg16, ln2.data(), wg, N, H, I, kWriteDinp);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data() + I * H, du16, ln2.data(), wu, N, H, I, kAddBoth);
     }, reps);
     const double new_bwd = time_gpu([&] {
       gpu16.swiglu_rows_backward_w16(dgu16.data(), dact.data(), gate_up.data(), N, I);
-      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dgu16.data(), ln2.data(), wg, N, H, 2 * I, true);
+      gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dgu16.data(), ln2.data(), wg, N, H, 2 * I, kWriteDinp);
     }, reps);
     rows.push_back({"mlp gate/up bwd", "4096 rows, 1.5B; base = two GEMMs", "TFLOP/s", 2 * flops / new_bwd / 1e12,
                     2 * flops / old_bwd / 1e12, -1});

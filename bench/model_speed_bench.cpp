@@ -32,6 +32,9 @@
 //           table has the bf16 step's joined products (q/k/v and gate/up as one GEMM each, the
 //           attention's operands made once in bf16), the same step again with them apart
 //           ("apart": Transformer::set_joined_products(false)), their baseline in the same process.
+//           In the bf16 step, the same step again with zero_grad() filling every gradient ("zero
+//           filled": Transformer::set_deferred_zero_grad(false)), where by default the first
+//           backward's weight-gradient GEMMs write them.
 //           MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
 //           12 * layers * q_dim * T (PaLM's appendix B; recomputation is not counted, so
@@ -523,22 +526,33 @@ int main(int argc, char** argv) {
                            "MFU azr " + pct(mfu(tr.tokens_per_s))});
         std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s\n", wl.c_str(), tr.tokens_per_s,
                     pct(mfu(tr.tokens_per_s)).c_str(), json(tr.phase_ms).dump().c_str());
-        // "apart": the same model's step with its joined products run apart (q, k and v as three
-        // GEMMs with the attention rounding its own operands, gate and up as two;
-        // Transformer::set_joined_products), their baseline in the same process, where the table
-        // has them.
-        if (!o.op_profile && (precision_ops.rope_round_qkv_w16 || precision_ops.swiglu_rows_backward_w16)) {
-          model.set_joined_products(false);
-          const TrainResult apart = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps, o.micro_batches);
-          model.set_joined_products(true);
-          j["azr_apart_tokens_per_s"] = apart.tokens_per_s;
-          j["azr_apart_mfu"] = mfu(apart.tokens_per_s);
-          j["azr_apart_phase_ms_per_step"] = apart.phase_ms;
-          table.push_back({name, wl + " apart", fmt(apart.tokens_per_s), "n/a", "n/a",
-                           "MFU azr " + pct(mfu(apart.tokens_per_s)) + "; joined " + pct(mfu(tr.tokens_per_s))});
-          std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s (joined products apart)\n", wl.c_str(),
-                      apart.tokens_per_s, pct(mfu(apart.tokens_per_s)).c_str(), json(apart.phase_ms).dump().c_str());
-        }
+        // The same model's step again with one change turned off (`off`, then `on` again): its
+        // baseline in the same process, as JSON azr_<key>_* and a table row "<wl> <key words>".
+        auto step_without = [&](const std::string& key, const std::string& row, const std::string& versus,
+                                const char* what, auto&& off, auto&& on) {
+          off();
+          const TrainResult b = train_steps(model, opt, o.train_batch, o.seq, o.warmup, o.steps, o.micro_batches);
+          on();
+          j["azr_" + key + "_tokens_per_s"] = b.tokens_per_s;
+          j["azr_" + key + "_mfu"] = mfu(b.tokens_per_s);
+          j["azr_" + key + "_phase_ms_per_step"] = b.phase_ms;
+          table.push_back({name, wl + " " + row, fmt(b.tokens_per_s), "n/a", "n/a",
+                           "MFU azr " + pct(mfu(b.tokens_per_s)) + "; " + versus + " " + pct(mfu(tr.tokens_per_s))});
+          std::printf("  %-20s azr %9.1f tok/s  MFU %s  phases %s (%s)\n", wl.c_str(), b.tokens_per_s,
+                      pct(mfu(b.tokens_per_s)).c_str(), json(b.phase_ms).dump().c_str(), what);
+        };
+        // "apart": the joined products run apart (q, k and v as three GEMMs with the attention
+        // rounding its own operands, gate and up as two; Transformer::set_joined_products), where
+        // the table has them.
+        if (!o.op_profile && (precision_ops.rope_round_qkv_w16 || precision_ops.swiglu_rows_backward_w16))
+          step_without("apart", "apart", "joined", "joined products apart", [&] { model.set_joined_products(false); },
+                       [&] { model.set_joined_products(true); });
+        // "zero filled": zero_grad() filling every gradient and the first backward's weight-gradient
+        // GEMMs adding to the zeros (Transformer::set_deferred_zero_grad), the baseline of the products
+        // that write them. Only the bf16 step defers; elsewhere both rows would run the same code.
+        if (!o.op_profile && model.defers_zero_grad())
+          step_without("zero_filled", "zero filled", "deferred", "zero_grad filling every gradient",
+                       [&] { model.set_deferred_zero_grad(false); }, [&] { model.set_deferred_zero_grad(true); });
 #ifdef AZR_HAVE_CUDA_KERNELS
         if (metered) {
           // The plan's training peak less its reserve (the CUDA context, fragmentation), which the

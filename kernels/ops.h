@@ -100,6 +100,11 @@ struct OpRecorder {
   uint64_t (*generation)() = nullptr;
 };
 
+// Which outputs of a backward product (Ops::matmul_backward_g16) are written rather than added
+// to: a bit set. Plain bits, not an enum class, so that `kWriteDinp | kWriteDw` needs no operators.
+using GemmWrites = unsigned;
+inline constexpr GemmWrites kAddBoth = 0, kWriteDinp = 1, kWriteDw = 2;
+
 struct Ops {
   const char* name;
   // True when the backend's memory is host memory the program may read directly (kernels/cpu).
@@ -295,11 +300,13 @@ struct Ops {
   void (*swiglu_backward_w16)(uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
                               const float* up, int64_t n);
   // matmul_backward_a16w16 on dout16 = to_bf16(dout), without dbias (its column sums want the
-  // fp32 dout: matmul_backward_a16w16 with dinp and dw null gives them). With overwrite_dinp,
-  // dinp = dout16 w instead of dinp += dout16 w: the first product into a gradient buffer needs
-  // no fill_zero before it and reads nothing. dw always accumulates (micro-batches add up).
+  // fp32 dout: matmul_backward_a16w16 with dinp and dw null gives them). `writes` (GemmWrites)
+  // says which outputs are written (=) rather than accumulated (+=): with kWriteDinp, dinp =
+  // dout16 w, so the first product into a gradient buffer needs no fill_zero before it and reads
+  // nothing; with kWriteDw, dw = dout16^T inp16, for the first backward after a zero_grad() that
+  // left the weight gradients to their products (model::Transformer::zero_grad).
   void (*matmul_backward_g16)(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16,
-                              const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp);
+                              const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
   // adamw that also writes p16 = to_bf16(p) of the updated p: a model's bf16 copy of its weights
   // refreshed in the pass that updates them, not in a second pass that reads them all again.
   void (*adamw_w16)(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,

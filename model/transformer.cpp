@@ -224,8 +224,14 @@ const ParamTensor* Transformer::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
-std::span<float> Transformer::gradients() {
+float* Transformer::grads_storage() {
   if (grads_.size() != params_.size()) grads_.assign_zero(params_.size());
+  return grads_.data();
+}
+
+std::span<float> Transformer::gradients() {
+  grads_storage();
+  fill_unset_weight_grads();
   return grads_.span();
 }
 
@@ -242,7 +248,56 @@ std::span<float> Transformer::grad(std::string_view name) {
   return gradients().subspan(t->offset, t->numel);
 }
 
-void Transformer::zero_grad() { ops_->fill_zero(grads_.data(), int64_t(grads_.size())); }
+std::vector<std::pair<size_t, size_t>> Transformer::product_written_grads() const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  auto add = [&](size_t begin, size_t n) {
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second += n;
+    else
+      ranges.emplace_back(begin, begin + n);
+  };
+  const ModelConfig& c = config_;
+  const size_t H = size_t(c.hidden_size), I = size_t(c.intermediate_size);
+  const size_t qd = size_t(c.num_attention_heads * c.head_dim), kd = size_t(c.num_key_value_heads * c.head_dim);
+  // LayerWeights' slots of wq, wk, wv, wo, wg, wu, wd (build_layout's kSlots) and their sizes.
+  const std::pair<int, size_t> matrices[] = {{1, qd * H}, {3, kd * H}, {5, kd * H}, {7, H * qd},
+                                             {10, I * H}, {12, I * H}, {14, H * I}};
+  std::vector<std::pair<size_t, size_t>> all;
+  for (const std::array<size_t, 16>& off : layer_offsets_)
+    for (const auto& [slot, n] : matrices) all.emplace_back(off[size_t(slot)], n);
+  all.emplace_back(head_off_, size_t(c.vocab_size) * H);
+  std::sort(all.begin(), all.end());
+  for (const auto& [begin, n] : all) add(begin, n);
+  return ranges;
+}
+
+void Transformer::fill_unset_weight_grads() {
+  if (!weight_grads_unset_) return;
+  for (const auto& [begin, end] : product_written_grads())
+    ops_->fill_zero(grads_.data() + begin, int64_t(end - begin));
+  weight_grads_unset_ = false;
+}
+
+void Transformer::zero_grad() {
+  float* g = grads_storage();
+  if (!defers_zero_grad()) {
+    ops_->fill_zero(g, int64_t(grads_.size()));
+    weight_grads_unset_ = false;
+    return;
+  }
+  size_t at = 0;  // the gaps between the products' ranges, and the tail
+  for (const auto& [begin, end] : product_written_grads()) {
+    if (begin > at) ops_->fill_zero(g + at, int64_t(begin - at));
+    at = end;
+  }
+  if (at < grads_.size()) ops_->fill_zero(g + at, int64_t(grads_.size() - at));
+  weight_grads_unset_ = true;
+}
+
+void Transformer::set_deferred_zero_grad(bool on) {
+  if (!on) fill_unset_weight_grads();
+  deferred_zero_grad_ = on;
+}
 
 uint16_t* Transformer::weights16_for_writing() {
   if (!ops_->to_bf16) return nullptr;
@@ -495,7 +550,7 @@ Transformer::GemmInput Transformer::decode_gate_up(float* gate, GemmInput ln2, c
 }
 
 Transformer::LayerWeights Transformer::layer_weights(int64_t l, bool grads) {
-  float* base = grads ? gradients().data() : params_.data();
+  float* base = grads ? grads_storage() : params_.data();
   const std::array<size_t, 16>& off = layer_offsets_[size_t(l)];
   auto at = [&](int i) { return off[i] == kNoTensor ? nullptr : base + off[i]; };
   return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11), at(12), at(13), at(14), at(15)};
@@ -849,14 +904,20 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
   const int64_t qd = nh * d, kd = nkv * d, L = c.num_hidden_layers, R = int64_t(head_rows_.size());
   if ((!dlogp.empty() && int64_t(dlogp.size()) != N) || (!dentropy.empty() && int64_t(dentropy.size()) != N))
     throw std::invalid_argument("backward(): dlogp/dentropy must have B * T entries");
-  gradients();
+  grads_storage();
   const kernels::Ops& o = *ops_;
+  const bool grads16 = bf16_training();
+  // The weight gradients zero_grad() left unset are written by this backward's products, where
+  // each runs: in the bf16 step with rows for the LM head (its product writes the head's).
+  const bool write_dw = weight_grads_unset_ && grads16 && R > 0;
+  if (!write_dw) fill_unset_weight_grads();
+  weight_grads_unset_ = false;
+  const kernels::GemmWrites dw_write = write_dw ? kernels::kWriteDw : kernels::kAddBoth;
 
   // Scratch: dres, dlnf [N,H]; datt, dq [N,qd]; dk, dv [N,kd]; dact [N,I]; then dgate, dup [N,I]
   // in fp32, or with a Bf16 table the layers' GEMM output gradients in bf16 (layer_backward_grads16):
   // dgate16, dup16 [N, I] and dout16, the other products' [N, max(H, qd + 2 kd)], in whole floats
   // (model/memory_plan.cpp's backward_scratch).
-  const bool grads16 = bf16_training();
   const int64_t grads16_floats = (N * (2 * I + std::max(H, qd + 2 * kd)) + 1) / 2;
   bwd_.ensure(size_t(N * (2 * H + 2 * qd + 2 * kd + I) + (grads16 ? grads16_floats : 2 * N * I)));
   float* p = bwd_.data();
@@ -905,7 +966,8 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
         o.token_stats_backward_w16(dl16, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,
                                    head_entropy_.data() + r0, gl + r0, ge + r0, n, v0, cols, fwd_inv_temp_);
         o.matmul_backward_g16(dx, head_g + v0 * H, dl16, in.x16, weights16(head_w + v0 * H), n, H, cols,
-                              /*overwrite_dinp=*/v0 == 0);
+                              (v0 == 0 ? kernels::kWriteDinp : kernels::kAddBoth) |
+                                  (r0 == 0 ? dw_write : kernels::kAddBoth));
         continue;
       }
       o.token_stats_backward(lg, lg, head_targets_dev_.data() + r0, head_lse_.data() + r0,
@@ -935,7 +997,8 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
     if (fwd_recomputes_) layer_forward(l, N, LayerEnd::GateUp, nullptr);  // refills the one layer slot
     const LayerActs& a = layer_acts_[size_t(l)];
     if (grads16) {
-      layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, l > 0, shape);
+      layer_backward_grads16(w, g, a, dres, dln, datt, dq, dk, dv, dact, dgate16, dup16, dout16, l > 0, shape,
+                             dw_write);
       continue;
     }
     // dres holds d(res_out). MLP branch: res_out = h + down(silu(gate) * up).
@@ -971,7 +1034,8 @@ void Transformer::backward(std::span<const float> dlogp, std::span<const float> 
 void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
                                          float* dln, float* datt, float* dq, float* dk, float* dv, float* dact,
                                          uint16_t* dgate16, uint16_t* dup16, uint16_t* dout16,
-                                         bool round_dres_in, const kernels::AttentionShape& shape) {
+                                         bool round_dres_in, const kernels::AttentionShape& shape,
+                                         kernels::GemmWrites dw_write) {
   const ModelConfig& c = config_;
   const kernels::Ops& o = *ops_;
   const int64_t N = fwd_B_ * fwd_T_, H = c.hidden_size, I = c.intermediate_size, nh = c.num_attention_heads;
@@ -980,7 +1044,8 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   auto bias_grad = [&](float* dbias, const float* dout, int64_t IC, int64_t OC) {
     if (dbias) o.matmul_backward_a16w16(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, IC, OC);
   };
-  constexpr bool kWrite = true, kAdd = false;
+  // dinp written by a buffer's first product (or added to), the weight's gradient as dw_write says.
+  const kernels::GemmWrites kWrite = kernels::kWriteDinp | dw_write, kAdd = dw_write;
   // MLP branch: res_out = h + down(silu(gate) * up); dres holds d(res_out).
   const uint16_t* act16 = a.act16;  // SwiGLU's output as the forward kept it
   o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);

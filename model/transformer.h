@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -143,7 +144,17 @@ class Transformer {
   // Accumulates into gradients() the gradient of sum_{b,t} dlogp[b,t] * logp[b,t] +
   // dentropy[b,t] * entropy[b,t] for the batch of the last score(..., true). Empty spans = 0.
   void backward(std::span<const float> dlogp, std::span<const float> dentropy);
+  // Sets the gradients to zero. In the bf16 training step (bf16_training()) it fills only the
+  // tensors that no backward product writes whole (norms, biases, an untied embedding): the first
+  // backward() after it writes each weight matrix's gradient rather than adding to it
+  // (kernels::kWriteDw), which saves filling 4 bytes a weight and then reading them again (about
+  // 12 GB an optimizer step at 1.5B). gradients() fills the rest itself if no backward() came
+  // between. Micro-batches after the first add up as before; the values are the same.
   void zero_grad();
+  // Off, zero_grad() fills every gradient: the benches' baseline (model_speed_bench's "zero filled").
+  void set_deferred_zero_grad(bool on);
+  // Whether zero_grad() leaves the weight gradients to the next backward: on, in the bf16 step.
+  bool defers_zero_grad() const { return deferred_zero_grad_ && bf16_training(); }
 
   // Activation recomputation (off by default): score(..., for_backward) keeps only each layer's
   // input (the residual stream), and backward() reruns each layer's forward, up to the MLP's
@@ -236,10 +247,20 @@ class Transformer {
   // One layer of backward() with a Bf16 table's bf16 output gradients (kernels::Ops::matmul_backward_g16).
   // On entry dres holds d(res_out) and dout16 its bf16 rounding; on exit dres holds d(res_in), and
   // so does dout16, rounded, when round_dres_in (the layer below reads it; the embedding does not).
+  // dw_write: kernels::kWriteDw where the layer's weight gradients are to be written (the first
+  // backward after zero_grad()), else kAddBoth.
   void layer_backward_grads16(const LayerWeights& w, const LayerWeights& g, const LayerActs& a, float* dres,
                               float* dln, float* datt, float* dq, float* dk, float* dv, float* dact, uint16_t* dgate16,
                               uint16_t* dup16, uint16_t* dout16, bool round_dres_in,
-                              const kernels::AttentionShape& shape);
+                              const kernels::AttentionShape& shape, kernels::GemmWrites dw_write);
+  // The gradients' storage, allocated (zeroed) on first use; unlike gradients(), leaves the
+  // weight gradients that zero_grad() left to the next backward as they are.
+  float* grads_storage();
+  // [begin, end) offsets of the gradients that the bf16 backward's products write whole when told
+  // to (kWriteDw): each layer's weight matrices and the LM head's, in order, adjacent ones merged.
+  std::vector<std::pair<size_t, size_t>> product_written_grads() const;
+  // Fills with zeros what zero_grad() left unset, if it did.
+  void fill_unset_weight_grads();
   void lm_head_rows(const SequenceBatch& batch);
   HeadTiles head_tiles(int64_t R, bool for_backward) const;
   float* take_head_scratch(const HeadTiles& t, int64_t R);
@@ -331,6 +352,10 @@ class Transformer {
   static constexpr size_t kNoTensor = size_t(-1);
   std::vector<std::array<size_t, 16>> layer_offsets_;
   kernels::Buffer<float> params_, grads_;
+  bool deferred_zero_grad_ = true;
+  // zero_grad() left the weight matrices' gradients (product_written_grads) to the next backward:
+  // they hold stale values until it writes them, or gradients() fills them.
+  bool weight_grads_unset_ = false;
   kernels::Buffer<uint16_t> params16_;  // bf16 copy of params_ (Bf16 tables only), same layout
   bool weights16_stale_ = true;
   kernels::Buffer<uint16_t> gemm_in16_;  // GemmInput's rounding (Bf16 tables only): rows x max(hidden, MLP)

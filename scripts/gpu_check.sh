@@ -55,27 +55,19 @@
 #   pending (not part of all) what was changed since the last GPU run, for a session with one
 #          command's worth of device time: builds the five targets of decode and train (or runs
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
-#          build last: the decode, GEMV, SwiGLU, RoPE, RMSNorm, token-statistics, AdamW, to_bf16,
-#          add and tensor-core attention op tests (the mma.sync kernels' skipped masks bit for bit
-#          among them), every whole-model test but the HF comparison (the decode step's routing
-#          past one row and the bf16 training step's producers among them); a 1.5B training step
-#          against torch's with the phase timer that no longer re-rounds the weights (the MFU
-#          figure; and the same step with its joined q/k/v and gate/up products apart, in the
-#          same process), the attention block with its operands made once in bf16 against the unfused
-#          one (cuda_ops_bench --only attention_operands) and gate and up as one GEMM (--only
-#          mlp_rows), the step of 8 micro-batches per AdamW
-#          step against torch's, the same step with the GEMM plans autotuned
-#          (AZR_CUBLASLT_AUTOTUNE=1), and one split by op; lm_head_bench at 1.5B's shape (the logits kept for
-#          backward against made again, and row blocks); cuda_ops_bench's RMSNorm backward (one pass with dx's
-#          rounding; add and to_bf16 four values a thread), token statistics (four values a
-#          thread, bf16 dlogits), AdamW (four values a thread) and attention (the mma.sync kernels
-#          with the masks of whole tiles skipped against masked on every tile) and the step's GEMMs
-#          under cuBLASLt's eight best-ranked algorithms (gemm_algos: would autotuning pay?); 1.5B decode at batch 1, 2, 4, 8
-#          and 256 against HF generate (eager, graphs, graphs apart, graphs pdl; the few-row rule
-#          decode_few_rows_pay and the one-row norm fold are new at 2 to 8 rows); cuda_ops_bench's
-#          SwiGLU (four values a thread against one), RoPE (32-bit indices) and decode products;
-#          last, where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
-#          kernels. All into pending.txt
+#          build last: the op tests (decode, GEMV, SwiGLU, RoPE, RMSNorm, token statistics, AdamW,
+#          the bf16-gradient products with dW written, tensor-core attention), every whole-model
+#          test but the HF comparison; then what the issue's done-when needs first: a 1.5B training
+#          step against torch's (the MFU figure, with the same step's joined products apart and
+#          its zero_grad() filling every gradient, in the same process), the same with 8
+#          micro-batches per AdamW step, 1.5B decode at batch 1, 2, 4, 8 and 256 against HF
+#          generate (eager, graphs, graphs apart, graphs pdl), the step split by op, and, where ncu
+#          is installed, Nsight Compute's stall reasons for the mma.sync attention kernels; then,
+#          as time allows, cuda_ops_bench's attention block with its operands made once against
+#          the unfused one (attention_operands), gate and up as one GEMM (mlp_rows), the attention
+#          kernels, the step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1),
+#          lm_head_bench at 1.5B's shape, and cuda_ops_bench's RMSNorm, token statistics, AdamW,
+#          GEMM algorithm, SwiGLU, RoPE and decode-product rows. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -167,26 +159,17 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/cuda_ops_test" \
       --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:CudaOps.AutotunedGemms*:*CudaMatmul*:*CudaTensorCoreAttention*'
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
+    # Then in the order of what the issue's done-when needs: the 1.5B step against torch (with its
+    # "apart" and "zero filled" rows), the same with 8 micro-batches per AdamW step (the RL
+    # workload), decode against HF, the op profile and the profile of the attention kernels (the
+    # largest share of the step outside the GEMMs); the op benches after, as time allows.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
-    step "$BUILD/bin/cuda_ops_bench" --only attention_operands
-    step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
       --micro-batches 8 --steps 2
-    step env AZR_CUBLASLT_AUTOTUNE=1 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
-      --no-baseline --matmul-precision bf16 --steps 2
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
-      --steps 1 --op-profile
-    step "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025
-    step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
-    step "$BUILD/bin/cuda_ops_bench" --only token_stats
-    step "$BUILD/bin/cuda_ops_bench" --only adamw
-    step "$BUILD/bin/cuda_ops_bench" --only attention
-    step "$BUILD/bin/cuda_ops_bench" --only gemm_algos
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
-    step "$BUILD/bin/cuda_ops_bench" --only swiglu
-    step "$BUILD/bin/cuda_ops_bench" --only rope
-    step "$BUILD/bin/cuda_ops_bench" --only decode_products
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
+      --steps 1 --op-profile
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
     # launches of the attention_operands section), for the next change to them: Nsight Compute's
     # occupancy, warp stall reasons and issue statistics.
@@ -195,6 +178,19 @@ if [[ "$STAGE" == pending ]]; then
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands --reps 1
     fi
+    step "$BUILD/bin/cuda_ops_bench" --only attention_operands
+    step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
+    step "$BUILD/bin/cuda_ops_bench" --only attention
+    step env AZR_CUBLASLT_AUTOTUNE=1 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode \
+      --no-baseline --matmul-precision bf16 --steps 2
+    step "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025
+    step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
+    step "$BUILD/bin/cuda_ops_bench" --only token_stats
+    step "$BUILD/bin/cuda_ops_bench" --only adamw
+    step "$BUILD/bin/cuda_ops_bench" --only gemm_algos
+    step "$BUILD/bin/cuda_ops_bench" --only swiglu
+    step "$BUILD/bin/cuda_ops_bench" --only rope
+    step "$BUILD/bin/cuda_ops_bench" --only decode_products
   } 2>&1 | tee "$OUT/pending.txt"
   grep -q "^=== exit" "$OUT/pending.txt" && status=1
   echo "gpu_check: pending: outputs in $OUT (exit $status)"

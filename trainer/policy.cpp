@@ -54,7 +54,6 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
                            const UpdateSettings& s) {
   UpdateStats st;
   model_.zero_grad();
-  std::span<float> grads = model_.gradients();
   // loss, pg_loss, entropy, clip_fraction, approx_kl, tokens: summed over micro-batches and ranks
   std::vector<double> sums(6, 0.0);
   const size_t mb = size_t(std::max(1, s.micro_batch_size));
@@ -85,6 +84,9 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
     sums[0] += r.loss, sums[1] += r.pg_loss, sums[2] += r.entropy, sums[3] += r.clip_fraction, sums[4] += r.approx_kl;
     sums[5] += r.tokens;
   }
+  // After the backward passes: the first of them writes the weight gradients (zero_grad), and
+  // gradients() fills them only where none ran.
+  const std::span<float> grads = model_.gradients();
   allreduce_gradients(grads, comm);
   comm.allreduce_sum(std::span<double>(sums));
   st.loss = sums[0], st.pg_loss = sums[1], st.entropy = sums[2], st.clip_fraction = sums[3], st.approx_kl = sums[4];

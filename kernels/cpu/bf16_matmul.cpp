@@ -211,18 +211,21 @@ void token_stats_backward_w16(uint16_t* dlogits16, const float* logits, const in
   }
 }
 
-// The fp32 products on the widened operands; overwrite_dinp as a zero fill before the sum, which
-// adds to exactly 0 (the same values as a product that writes).
+// The fp32 products on the widened operands; a write as a zero fill before the sum, which adds to
+// exactly 0 (the same values as a product that writes).
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
-                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
+                         int64_t N, int64_t IC, int64_t OC, GemmWrites writes) {
   if (!dinp && !dw) return;
   const Ops& fp32 = cpu_ops();
   const float* dout = widened(t_scratch.a, dout16, N * OC);
   if (dinp) {
-    if (overwrite_dinp) fp32.fill_zero(dinp, N * IC);
+    if (writes & kWriteDinp) fp32.fill_zero(dinp, N * IC);
     fp32.matmul_backward(dinp, nullptr, nullptr, dout, nullptr, widened(t_scratch.b, w16, OC * IC), N, IC, OC);
   }
-  if (dw) fp32.matmul_backward(nullptr, dw, nullptr, dout, widened(t_scratch.b, inp16, N * IC), nullptr, N, IC, OC);
+  if (dw) {
+    if (writes & kWriteDw) fp32.fill_zero(dw, OC * IC);
+    fp32.matmul_backward(nullptr, dw, nullptr, dout, widened(t_scratch.b, inp16, N * IC), nullptr, N, IC, OC);
+  }
 }
 
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,

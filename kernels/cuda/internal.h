@@ -73,7 +73,7 @@ void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w1
 void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
                             const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
-                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp);
+                         int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
 
 // For cuda_ops_bench: would timing cuBLASLt's candidates (autotuning) beat the heuristic's first,
 // which every GEMM runs? One bf16 product of a model's step, as lt_gemm plans it: the forward

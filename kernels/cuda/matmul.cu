@@ -344,7 +344,7 @@ void backward_w16(float* dinp, float* dw, float* dbias, const float* dout, Input
   if (dinp || (dw && N > 0)) {  // the products of matmul_backward_g16 on dout rounded here, once for both
     const auto* dout16 = reinterpret_cast<const uint16_t*>(rounded(g_scratch_a, dout, N * OC));
     const uint16_t* in16 = dw && N > 0 ? reinterpret_cast<const uint16_t*>(inp16()) : nullptr;
-    matmul_backward_g16(dinp, in16 ? dw : nullptr, dout16, in16, w16, N, IC, OC, /*overwrite_dinp=*/false);
+    matmul_backward_g16(dinp, in16 ? dw : nullptr, dout16, in16, w16, N, IC, OC, kAddBoth);
   }
   if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }
@@ -362,15 +362,19 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
                OC);
 }
 
-// dout rounded by its producer (ops.h): no rounding pass here; overwrite_dinp as beta = 0, which
-// cuBLASLt reads no C for.
+// dout rounded by its producer (ops.h): no rounding pass here; a write as beta = 0, which cuBLASLt
+// reads no C for (a dW write saves reading the 4-byte gradient, besides the fill that it replaces).
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
-                         int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
-  if (dinp && OC == 0 && overwrite_dinp && N * IC > 0)  // an empty sum, which lt_gemm leaves to its caller
+                         int64_t N, int64_t IC, int64_t OC, GemmWrites writes) {
+  const bool write_dinp = writes & kWriteDinp, write_dw = writes & kWriteDw;
+  if (dinp && OC == 0 && write_dinp && N * IC > 0)  // an empty sum, which lt_gemm leaves to its caller
     AZR_CUDA_CHECK(cudaMemsetAsync(dinp, 0, sizeof(float) * size_t(N * IC), op_stream()));
   else if (dinp)
-    lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, overwrite_dinp ? 0.f : 1.f, dinp, IC, nullptr, CUDA_R_16BF);
-  if (dw && N > 0) lt_gemm(false, true, IC, OC, N, inp16, IC, dout16, OC, 1.f, dw, IC, nullptr, CUDA_R_16BF);
+    lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, write_dinp ? 0.f : 1.f, dinp, IC, nullptr, CUDA_R_16BF);
+  if (dw && N == 0 && write_dw && OC * IC > 0)  // the same empty sum
+    AZR_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(float) * size_t(OC * IC), op_stream()));
+  else if (dw && N > 0)
+    lt_gemm(false, true, IC, OC, N, inp16, IC, dout16, OC, write_dw ? 0.f : 1.f, dw, IC, nullptr, CUDA_R_16BF);
 }
 
 std::vector<double> gemm_algorithm_ms(GemmProduct which, float* out, const uint16_t* x16, const uint16_t* w16,

@@ -697,9 +697,9 @@ const Ops& counting_bf16_ops() {
       cpu_bf16_matmul_ops().matmul_backward_a16w16(dinp, dw, dbias, dout, inp16, w16, N, IC, OC);
     };
     t.matmul_backward_g16 = [](float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16,
-                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, bool overwrite_dinp) {
+                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes) {
       g_counts.back_g16++;
-      cpu_bf16_matmul_ops().matmul_backward_g16(dinp, dw, dout16, inp16, w16, N, IC, OC, overwrite_dinp);
+      cpu_bf16_matmul_ops().matmul_backward_g16(dinp, dw, dout16, inp16, w16, N, IC, OC, writes);
     };
     t.swiglu_backward_w16 = [](uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
                                const float* up, int64_t n) {
@@ -996,20 +996,32 @@ TEST(CpuBf16Matmul, OpsWithBf16GradientsAreTheOpsTheyReplace) {
   std::vector<float> dinp_a = dinp0, dw_a = dw0;  // a16w16: adds into both
   bf.matmul_backward_a16w16(dinp_a.data(), dw_a.data(), nullptr, dout.data(), inp16.data(), w16.data(), N, IC, OC);
   std::vector<float> dinp_g = dinp0, dw_g = dw0;
-  bf.matmul_backward_g16(dinp_g.data(), dw_g.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, false);
+  bf.matmul_backward_g16(dinp_g.data(), dw_g.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, kAddBoth);
   EXPECT_EQ(dinp_g, dinp_a);
   EXPECT_EQ(dw_g, dw_a);
   std::vector<float> dinp_zero(dinp0.size(), 0.f), dw_z = dw0;
   bf.matmul_backward_a16w16(dinp_zero.data(), dw_z.data(), nullptr, dout.data(), inp16.data(), w16.data(), N, IC, OC);
   std::vector<float> dinp_w = dinp0, dw_w = dw0;  // written over dinp0, dw still added to
-  bf.matmul_backward_g16(dinp_w.data(), dw_w.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, true);
+  bf.matmul_backward_g16(dinp_w.data(), dw_w.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, kWriteDinp);
   EXPECT_EQ(dinp_w, dinp_zero);
   EXPECT_EQ(dw_w, dw_z);
+  // dw written over dw0 (dinp added to), and both written: each the product added to zeros.
+  std::vector<float> dw_zero(dw0.size(), 0.f), dinp_z = dinp0;
+  bf.matmul_backward_a16w16(dinp_z.data(), dw_zero.data(), nullptr, dout.data(), inp16.data(), w16.data(), N, IC, OC);
+  std::vector<float> dinp_d = dinp0, dw_d = dw0;
+  bf.matmul_backward_g16(dinp_d.data(), dw_d.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC, kWriteDw);
+  EXPECT_EQ(dinp_d, dinp_z);
+  EXPECT_EQ(dw_d, dw_zero);
+  std::vector<float> dinp_b = dinp0, dw_b = dw0;
+  bf.matmul_backward_g16(dinp_b.data(), dw_b.data(), dout16.data(), inp16.data(), w16.data(), N, IC, OC,
+                         kWriteDinp | kWriteDw);
+  EXPECT_EQ(dinp_b, dinp_zero);
+  EXPECT_EQ(dw_b, dw_zero);
   // dinp alone, and an empty sum written as zeros.
   std::vector<float> only = dinp0;
-  bf.matmul_backward_g16(only.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, true);
+  bf.matmul_backward_g16(only.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, kWriteDinp);
   EXPECT_EQ(only, dinp_zero);
-  bf.matmul_backward_g16(only.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, true);
+  bf.matmul_backward_g16(only.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, kWriteDinp);
   EXPECT_EQ(only, std::vector<float>(only.size(), 0.f));
 
   const auto p0 = randn(4099, 71), grad = randn(4099, 72), m0 = randn(4099, 73);
@@ -1115,6 +1127,16 @@ TEST(CpuBf16Matmul, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
     }
     SCOPED_TRACE(std::string(name) + ", gate and up");
     model::testing::expect_fused_step_matches_unfused(cpu_bf16_matmul_ops(), no_mlp_rows16, c);
+  }
+}
+
+// zero_grad() leaves the weight gradients to the next backward's products (bf16_model_checks.h),
+// on the tied tiny config and on the untied one with q/k/v biases (filled by zero_grad itself).
+TEST(CpuBf16Matmul, DeferredZeroGradGivesTheZeroFilledGradients) {
+  for (const char* name : {"azr-tiny", "untied"}) {
+    SCOPED_TRACE(name);
+    model::testing::expect_deferred_zero_grad_matches_zero_fill(cpu_bf16_matmul_ops(),
+                                                                model::testing::config_named(name));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,62 @@ inline void expect_fused_step_matches_unfused(const kernels::Ops& fused, const k
     std::printf("%s against %s, recompute %d: log-probs at most %.2g apart; gradients at most %.2g relative L2 apart\n",
                 fused.name, unfused.name, int(recompute), worst_logp, worst);
   }
+}
+
+// Transformer::zero_grad() in the bf16 step leaves the weight gradients to the next backward's
+// products, which write them (kernels::kWriteDw). Each step's gradients must be, value for value,
+// those of the same model whose zero_grad() fills every gradient, whatever the step before left
+// there: with two micro-batches, with recomputation, with the LM head's rows in several blocks
+// (only the first block's product writes), after a zero_grad() that no backward followed, and
+// after a backward that ran no product (a batch with no token to predict).
+inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops, const ModelConfig& c) {
+  const SequenceBatch batch = test_batch(c);
+  const SequenceBatch no_targets = SequenceBatch::from({{7}, {3}});
+  std::mt19937 draw(83);
+  std::normal_distribution<float> n01;
+  auto random_dlogp = [&] {
+    std::vector<float> g(size_t(batch.B * batch.T));
+    for (float& x : g) x = n01(draw);
+    return g;
+  };
+  const std::vector<float> dlogp1 = random_dlogp(), dlogp2 = random_dlogp(), dent = random_dlogp();
+  auto host_grads = [&](Transformer& m) {
+    const std::span<float> g = m.gradients();
+    std::vector<float> out(g.size());
+    ops.download(out.data(), g.data(), sizeof(float) * out.size());
+    return out;
+  };
+  for (bool recompute : {false, true})
+    for (int64_t head_rows : {0, 16}) {  // 0: the plan's head tiles; 16 rows a block, 1,024 columns
+      SCOPED_TRACE("recompute " + std::to_string(recompute) + ", head rows " + std::to_string(head_rows));
+      Transformer deferred = Transformer::random(c, 17, 0.05f, ops), filled = Transformer::random(c, 17, 0.05f, ops);
+      filled.set_deferred_zero_grad(false);
+      std::vector<float> grads[2];
+      int i = 0;
+      for (Transformer* m : {&deferred, &filled}) {
+        m->set_recompute(recompute);
+        if (head_rows > 0) m->set_head_tiles(head_rows, 1024);
+        m->score(batch, 1.f, true);  // a step whose gradients the next zero_grad() must clear
+        m->backward(dlogp1, dent);
+        m->zero_grad();
+        m->score(batch, 1.f, true);
+        m->backward(dlogp2, {});
+        m->score(batch, 1.f, true);  // a second micro-batch adds to the first's gradients
+        m->backward(dlogp1, dent);
+        grads[i++] = host_grads(*m);
+      }
+      const std::vector<float> zeros(grads[0].size(), 0.f);
+      EXPECT_NE(grads[1], zeros);
+      EXPECT_TRUE(grads[0] == grads[1]) << "the gradients after a deferred zero_grad() are not the zero-filled ones";
+      deferred.zero_grad();  // and nothing after it: gradients() fills what it left
+      EXPECT_TRUE(host_grads(deferred) == zeros);
+      deferred.score(batch, 1.f, true);
+      deferred.backward(dlogp1, dent);
+      deferred.zero_grad();
+      deferred.score(no_targets, 1.f, true);  // no row reaches the LM head: its product never runs
+      deferred.backward({}, {});
+      EXPECT_TRUE(host_grads(deferred) == zeros);
+    }
 }
 
 }  // namespace azr::model::testing

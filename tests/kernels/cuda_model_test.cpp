@@ -168,6 +168,12 @@ TEST_P(CudaModel, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
   testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_mlp_rows16, c, 1e-2, 1e-2);
 }
 
+// zero_grad() leaves the weight gradients to the next backward's products, which write them with
+// beta = 0 (kernels::kWriteDw): the same gradients as a zero fill and beta = 1.
+TEST_P(CudaModel, DeferredZeroGradGivesTheZeroFilledGradients) {
+  testing::expect_deferred_zero_grad_matches_zero_fill(kernels::cuda_bf16_matmul_ops(), config_named(GetParam()));
+}
+
 // The sampler's log-probs (prefill + decode on the KV cache) are the training forward's
 // log-probs of the same tokens (score() at the same temperature): no sampler/learner mismatch.
 // The last prompt repeats the first, so its cache and first logits are device copies of the first's.

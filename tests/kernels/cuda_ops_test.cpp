@@ -277,11 +277,11 @@ TEST_F(CudaOps, GemmAlgorithmTimingRunsTheOpsProducts) {
   cuda_detail::matmul_forward_a16w16_cublaslt(fwd.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
   EXPECT_TRUE(same_bits(timed(GemmProduct::Forward, size_t(N * OC)), to_host<float>(fwd, size_t(N * OC))));
   auto dinp = to_device(std::vector<float>(size_t(N * IC), 0.f));
-  cuda_detail::matmul_backward_g16(dinp.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, true);
+  cuda_detail::matmul_backward_g16(dinp.data(), nullptr, dout16.data(), nullptr, w16.data(), N, IC, OC, kWriteDinp);
   EXPECT_TRUE(same_bits(timed(GemmProduct::BackwardDinp, size_t(N * IC)), to_host<float>(dinp, size_t(N * IC))));
   auto dw = to_device(std::vector<float>(size_t(OC * IC), 0.f));
   for (int i = 0; i < 3; i++)
-    cuda_detail::matmul_backward_g16(nullptr, dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, false);
+    cuda_detail::matmul_backward_g16(nullptr, dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, kAddBoth);
   EXPECT_TRUE(same_bits(timed(GemmProduct::BackwardDw, size_t(OC * IC)), to_host<float>(dw, size_t(OC * IC))));
 }
 
@@ -301,7 +301,8 @@ TEST_F(CudaOps, AutotunedGemmsComputeTheSameProducts) {
     auto out = to_device(std::vector<float>(size_t(N * OC), 0.f)), dinp = to_device(std::vector<float>(size_t(N * IC), 0.f)),
          dw = to_device(std::vector<float>(size_t(OC * IC), 0.f));
     cuda_detail::matmul_forward_a16w16_cublaslt(out.data(), x16.data(), w16.data(), nullptr, N, IC, OC);
-    cuda_detail::matmul_backward_g16(dinp.data(), dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC, true);
+    cuda_detail::matmul_backward_g16(dinp.data(), dw.data(), dout16.data(), x16.data(), w16.data(), N, IC, OC,
+                                     kWriteDinp);
     return Products{to_host<float>(out, size_t(N * OC)), to_host<float>(dinp, size_t(N * IC)),
                     to_host<float>(dw, size_t(OC * IC))};
   };
@@ -1059,22 +1060,35 @@ TEST_F(CudaOps, OpsWithBf16GradientsMatchTheOpsTheyReplace) {
   dev.matmul_backward_a16w16(d_dinp_a.data(), d_dw_a.data(), nullptr, d_dy.data(), d_x16.data(), d_w16.data(), N, IC,
                              OC);
   auto d_dinp_g = to_device(dinp0), d_dw_g = to_device(dw0);
-  dev.matmul_backward_g16(d_dinp_g.data(), d_dw_g.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC, false);
+  dev.matmul_backward_g16(d_dinp_g.data(), d_dw_g.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC,
+                          kAddBoth);
   EXPECT_EQ(to_host<float>(d_dinp_g, size_t(N * IC)), to_host<float>(d_dinp_a, size_t(N * IC)));
   EXPECT_EQ(to_host<float>(d_dw_g, size_t(OC * IC)), to_host<float>(d_dw_a, size_t(OC * IC)));
   Buffer<float> d_dinp_z(cuda_ops(), size_t(N * IC));  // zeroed
   auto d_dw_z = to_device(dw0), d_dinp_w = to_device(dinp0), d_dw_w = to_device(dw0);
   dev.matmul_backward_a16w16(d_dinp_z.data(), d_dw_z.data(), nullptr, d_dy.data(), d_x16.data(), d_w16.data(), N, IC,
                              OC);
-  dev.matmul_backward_g16(d_dinp_w.data(), d_dw_w.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC, true);
+  dev.matmul_backward_g16(d_dinp_w.data(), d_dw_w.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC,
+                          kWriteDinp);
   const std::vector<float> written = to_host<float>(d_dinp_w, size_t(N * IC));
   EXPECT_EQ(written, to_host<float>(d_dinp_z, size_t(N * IC)));
   EXPECT_EQ(to_host<float>(d_dw_w, size_t(OC * IC)), to_host<float>(d_dw_z, size_t(OC * IC)));
+  // dW written (beta = 0) over stale values: the product added to zeros, bit for bit (the same plan).
+  Buffer<float> d_dw_zero(cuda_ops(), size_t(OC * IC));  // zeroed
+  auto d_dinp_az = to_device(dinp0), d_dinp_d = to_device(dinp0), d_dw_d = to_device(dw0);
+  dev.matmul_backward_a16w16(d_dinp_az.data(), d_dw_zero.data(), nullptr, d_dy.data(), d_x16.data(), d_w16.data(), N,
+                             IC, OC);
+  dev.matmul_backward_g16(d_dinp_d.data(), d_dw_d.data(), d_dy16.data(), d_x16.data(), d_w16.data(), N, IC, OC,
+                          kWriteDw);
+  EXPECT_EQ(to_host<float>(d_dinp_d, size_t(N * IC)), to_host<float>(d_dinp_az, size_t(N * IC)));
+  EXPECT_EQ(to_host<float>(d_dw_d, size_t(OC * IC)), to_host<float>(d_dw_zero, size_t(OC * IC)));
+  dev.matmul_backward_g16(nullptr, d_dw_d.data(), nullptr, nullptr, nullptr, 0, IC, OC, kWriteDw);  // an empty sum
+  EXPECT_EQ(to_host<float>(d_dw_d, size_t(OC * IC)), std::vector<float>(size_t(OC * IC), 0.f));
   std::vector<float> cpu_dinp(size_t(N * IC), 0.f), cpu_dw = dw0;
-  host.matmul_backward_g16(cpu_dinp.data(), cpu_dw.data(), dy16.data(), x16.data(), w16.data(), N, IC, OC, true);
+  host.matmul_backward_g16(cpu_dinp.data(), cpu_dw.data(), dy16.data(), x16.data(), w16.data(), N, IC, OC, kWriteDinp);
   expect_close(written, cpu_dinp, 1e-4f, 1e-4f, "g16 dinp");
   expect_close(to_host<float>(d_dw_w, size_t(OC * IC)), cpu_dw, 1e-4f, 1e-4f, "g16 dw");
-  dev.matmul_backward_g16(d_dinp_w.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, true);  // an empty sum
+  dev.matmul_backward_g16(d_dinp_w.data(), nullptr, nullptr, nullptr, nullptr, N, IC, 0, kWriteDinp);  // an empty sum
   EXPECT_EQ(to_host<float>(d_dinp_w, size_t(N * IC)), std::vector<float>(size_t(N * IC), 0.f));
 
   const int64_t np = 5000;

@@ -155,11 +155,13 @@ TEST(OpProfile, CountsTheFlopsOfProductsFromTheirArguments) {
   const kernels::Ops& ops16 = profiled_ops(kernels::cpu_bf16_matmul_ops());
   kernels::Buffer<uint16_t> y16(ops16, 64), x16(ops16, 64), w16(ops16, 64);
   EXPECT_EQ(one([&] {
-              ops16.matmul_backward_g16(dx.data(), dw.data(), y16.data(), x16.data(), w16.data(), 3, 5, 7, true);
+              ops16.matmul_backward_g16(dx.data(), dw.data(), y16.data(), x16.data(), w16.data(), 3, 5, 7,
+                                        kernels::kWriteDinp);
             }),
             420.0);
   EXPECT_EQ(one([&] {
-              ops16.matmul_backward_g16(dx.data(), nullptr, y16.data(), nullptr, w16.data(), 3, 5, 7, false);
+              ops16.matmul_backward_g16(dx.data(), nullptr, y16.data(), nullptr, w16.data(), 3, 5, 7,
+                                        kernels::kAddBoth);
             }),
             210.0);
 
