@@ -327,6 +327,19 @@ int main(int argc, char** argv) {
                             std::to_string(hd.d) + "; base = WMMA",
                         "TFLOP/s", f / mma / 1e12, f / wmma / 1e12, -1});
       }
+      // The mma.sync forward with 32 query rows a warp (128-query blocks over 32-key tiles,
+      // cuda_set_attention_warp_rows) against the default 16, in the base column. Forward only:
+      // backward is the same kernels either way.
+      {
+        const double rows16 = time_with(CudaAttentionKernel::Mma, false);
+        cuda_set_attention_warp_rows(32);
+        const double rows32 = time_with(CudaAttentionKernel::Mma, false);
+        cuda_set_attention_warp_rows(16);
+        rows.push_back({"attn_fwd bf16 mma, 32 rows/warp",
+                        "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) + " heads x " +
+                            std::to_string(hd.d) + "; base = 16 rows/warp",
+                        "TFLOP/s", fwd_flops / rows32 / 1e12, fwd_flops / rows16 / 1e12, -1});
+      }
       // The same kernels against themselves with the causal mask on every tile (as they ran
       // before they skipped the tiles it cannot touch), in the base column.
       for (const bool backward : {false, true}) {

@@ -296,7 +296,12 @@ int main(int argc, char** argv) {
     // The bf16 rows' training attention (AZR_CUDA_ATTENTION, kernels/cuda/cuda_ops.h).
     switch (azr::kernels::cuda_attention_kernel()) {
       case azr::kernels::CudaAttentionKernel::TensorCore: device_name += "; bf16 attention: tensor cores"; break;
-      case azr::kernels::CudaAttentionKernel::Mma: device_name += "; bf16 attention: mma.sync"; break;
+      case azr::kernels::CudaAttentionKernel::Mma:
+        device_name += "; bf16 attention: mma.sync";
+        // AZR_CUDA_ATTENTION_WARP_ROWS (kernels/cuda/cuda_ops.h): the forward's query rows a warp.
+        if (azr::kernels::cuda_attention_warp_rows() != 16)
+          device_name += ", forward " + std::to_string(azr::kernels::cuda_attention_warp_rows()) + " rows a warp";
+        break;
       case azr::kernels::CudaAttentionKernel::Simt: device_name += "; bf16 attention: simt"; break;
     }
     // AZR_CUBLASLT_AUTOTUNE (kernels/cuda/cuda_ops.h): the GEMM plans time their candidates.

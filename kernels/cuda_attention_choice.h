@@ -21,4 +21,15 @@ inline CudaAttentionKernel parse_cuda_attention(const std::string& value) {
   throw std::invalid_argument("AZR_CUDA_ATTENTION=" + value + ": expected simt, tensor or mma");
 }
 
+// The query rows each warp of the Mma forward owns (kernels/cuda/attention_mma.cuh: 16, a block of
+// 64 walking 64-key tiles; or 32, FlashAttention-2's geometry, a block of 128 walking 32-key
+// tiles), from AZR_CUDA_ATTENTION_WARP_ROWS: "" (unset) or "16": 16, the default until a GPU
+// measures 32 (cuda_ops_bench --only attention); "32": 32; anything else is an
+// std::invalid_argument that names the variable, the value and the values it takes.
+inline int parse_cuda_attention_warp_rows(const std::string& value) {
+  if (value.empty() || value == "16") return 16;
+  if (value == "32") return 32;
+  throw std::invalid_argument("AZR_CUDA_ATTENTION_WARP_ROWS=" + value + ": expected 16 or 32");
+}
+
 }  // namespace azr::kernels

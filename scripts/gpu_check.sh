@@ -61,13 +61,15 @@
 #          step against torch's (the MFU figure, with the same step's joined products apart and
 #          its zero_grad() filling every gradient, in the same process), the same with 8
 #          micro-batches per AdamW step, 1.5B decode at batch 1, 2, 4, 8 and 256 against HF
-#          generate (eager, graphs, graphs apart, graphs pdl), the step split by op, and, where ncu
-#          is installed, Nsight Compute's stall reasons for the mma.sync attention kernels; then,
-#          as time allows, cuda_ops_bench's attention block with its operands made once against
-#          the unfused one (attention_operands), gate and up as one GEMM (mlp_rows), the attention
-#          kernels, the step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1),
-#          lm_head_bench at 1.5B's shape, and cuda_ops_bench's RMSNorm, token statistics, AdamW,
-#          GEMM algorithm, SwiGLU, RoPE and decode-product rows. All into pending.txt
+#          generate (eager, graphs, graphs apart, graphs pdl), the step split by op, the step with
+#          the attention forward's 32 query rows a warp (AZR_CUDA_ATTENTION_WARP_ROWS=32), and,
+#          where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
+#          kernels; then, as time allows, cuda_ops_bench's attention block with its operands made
+#          once against the unfused one (attention_operands), gate and up as one GEMM (mlp_rows),
+#          the attention kernels (the forward at 32 query rows a warp against 16 among them), the
+#          step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1), lm_head_bench at 1.5B's
+#          shape, and cuda_ops_bench's RMSNorm, token statistics, AdamW, GEMM algorithm, SwiGLU,
+#          RoPE and decode-product rows. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -170,6 +172,9 @@ if [[ "$STAGE" == pending ]]; then
       --decode-batches 1,2,4,8,256
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
+    # The mma.sync forward with 32 query rows a warp (FlashAttention-2's geometry), the whole step.
+    step env AZR_CUDA_ATTENTION_WARP_ROWS=32 "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" \
+      --no-decode --no-baseline --matmul-precision bf16 --steps 2
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
     # launches of the attention_operands section), for the next change to them: Nsight Compute's
     # occupancy, warp stall reasons and issue statistics.

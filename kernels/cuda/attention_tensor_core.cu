@@ -90,16 +90,33 @@ TcDims round_qkv(__nv_bfloat16* q16, __nv_bfloat16* k16, __nv_bfloat16* v16, con
   return s;
 }
 
+int& warp_rows_choice() {  // cuda_set_attention_warp_rows
+  static int rows = [] {
+    const char* e = std::getenv("AZR_CUDA_ATTENTION_WARP_ROWS");
+    return parse_cuda_attention_warp_rows(e ? e : "");
+  }();
+  return rows;
+}
+
 // The mma.sync forward on bf16 q16, k16, v16 (compact) as round_qkv leaves them; out16 may be null.
+// M m-tiles of 16 query rows a warp (attention_mma.cuh: kForwardBlockRows, kForwardKeys).
+template <int D, int M>
+void mma_forward_m(float* out, __nv_bfloat16* out16, float* lse, const __nv_bfloat16* q16, const __nv_bfloat16* k16,
+                   const __nv_bfloat16* v16, const TcDims& s16, const AttentionShape& shape) {
+  constexpr int64_t rows = kForwardBlockRows<M>;
+  const dim3 grid(unsigned((shape.T + rows - 1) / rows), unsigned(shape.heads), unsigned(shape.B));
+  const auto kernel = masks_every_tile() ? mma_forward_kernel<D, true, M> : mma_forward_kernel<D, false, M>;
+  allow_shared_memory(kernel, kMmaForwardSmem<D, M>);
+  constexpr size_t smem = kMmaForwardSmem<D, M>;
+  kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(out, out16, lse, q16, k16, v16, s16);
+  AZR_CUDA_LAUNCHED();
+}
+
 template <int D>
 void mma_forward(float* out, __nv_bfloat16* out16, float* lse, const __nv_bfloat16* q16, const __nv_bfloat16* k16,
                  const __nv_bfloat16* v16, const TcDims& s16, const AttentionShape& shape) {
-  const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
-  const auto kernel = masks_every_tile() ? mma_forward_kernel<D, true> : mma_forward_kernel<D, false>;
-  allow_shared_memory(kernel, kMmaForwardSmem<D>);
-  constexpr size_t smem = kMmaForwardSmem<D>;
-  kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(out, out16, lse, q16, k16, v16, s16);
-  AZR_CUDA_LAUNCHED();
+  if (warp_rows_choice() == 32) return mma_forward_m<D, 2>(out, out16, lse, q16, k16, v16, s16, shape);
+  mma_forward_m<D, 1>(out, out16, lse, q16, k16, v16, s16, shape);
 }
 
 template <int D>
@@ -280,5 +297,11 @@ namespace azr::kernels {
 void cuda_set_attention_kernel(CudaAttentionKernel kernel) { cuda_detail::attention_choice() = kernel; }
 CudaAttentionKernel cuda_attention_kernel() { return cuda_detail::attention_choice(); }
 void cuda_set_attention_masks_every_tile(bool every_tile) { cuda_detail::masks_every_tile() = every_tile; }
+void cuda_set_attention_warp_rows(int rows) {
+  if (rows != 16 && rows != 32)
+    throw std::invalid_argument("cuda_set_attention_warp_rows(" + std::to_string(rows) + "): expected 16 or 32");
+  cuda_detail::warp_rows_choice() = rows;
+}
+int cuda_attention_warp_rows() { return cuda_detail::warp_rows_choice(); }
 
 }  // namespace azr::kernels

@@ -66,6 +66,13 @@ CudaAttentionKernel cuda_attention_kernel();
 // CudaTensorCoreAttention.MmaSkippingTheMasksOfWholeTilesChangesNoBit. Off by default; not a user setting.
 void cuda_set_attention_masks_every_tile(bool every_tile);
 
+// The query rows each warp of the Mma forward owns: 16 (the default) or 32 (FlashAttention-2's
+// geometry: 128-query blocks over 32-key tiles, kernels/cuda/attention_mma.cuh says why), from
+// AZR_CUDA_ATTENTION_WARP_ROWS at the first Mma forward (kernels/cuda_attention_choice.h), or set
+// here; another value is an std::invalid_argument. Backward is unaffected.
+void cuda_set_attention_warp_rows(int rows);
+int cuda_attention_warp_rows();
+
 // GEMM autotuning (AZR_CUBLASLT_AUTOTUNE; kernels/cuda_launch_choice.h has the spellings): off,
 // every cuBLASLt plan runs its heuristic's first algorithm; on, a new plan of at least 2^30 FLOPs,
 // made outside a graph's recording, times the heuristic's first eight on its call's operands

@@ -477,6 +477,16 @@ TEST(CudaAttentionChoice, TheEnvironmentsSpellings) {
                        "expected simt, tensor or mma");
 }
 
+// AZR_CUDA_ATTENTION_WARP_ROWS's spellings: unset and "16" give the Mma forward 16 query rows a
+// warp, "32" gives it 32; anything else stops with the variable and the values it takes.
+TEST(CudaAttentionChoice, TheWarpRowsSpellings) {
+  EXPECT_EQ(parse_cuda_attention_warp_rows(""), 16);
+  EXPECT_EQ(parse_cuda_attention_warp_rows("16"), 16);
+  EXPECT_EQ(parse_cuda_attention_warp_rows("32"), 32);
+  expect_each_rejected(parse_cuda_attention_warp_rows, {"64", "8", "32 ", "0x20", "rows"},
+                       "AZR_CUDA_ATTENTION_WARP_ROWS", "expected 16 or 32");
+}
+
 // AZR_CUDA_PDL's spellings (read by the CUDA backend when a command resolves it, or at its first
 // decode-step launch): unset, "1" and "on" launch with programmatic dependent launch, "0" and
 // "off" the ordinary way; anything else stops with the variable and the values it takes.

@@ -18,4 +18,16 @@ class AttentionChoice {
   CudaAttentionKernel saved_;
 };
 
+// The same for the query rows a warp of the Mma forward owns (cuda_set_attention_warp_rows).
+class AttentionWarpRows {
+ public:
+  explicit AttentionWarpRows(int rows) : saved_(cuda_attention_warp_rows()) { cuda_set_attention_warp_rows(rows); }
+  ~AttentionWarpRows() { cuda_set_attention_warp_rows(saved_); }
+  AttentionWarpRows(const AttentionWarpRows&) = delete;
+  AttentionWarpRows& operator=(const AttentionWarpRows&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace azr::kernels::testing

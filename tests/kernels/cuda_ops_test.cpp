@@ -37,6 +37,7 @@ namespace azr::kernels {
 namespace {
 
 using testing::AttentionChoice;
+using testing::AttentionWarpRows;
 using testing::AttnCase;
 using testing::attn_case_name;
 using testing::emulate_tensor_core_attention;
@@ -776,8 +777,9 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
 
 class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
-// Both tensor-core kernel sets (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh),
-// forward and backward, against the same emulated arithmetic.
+// Both tensor-core kernel sets (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh,
+// its forward at 16 and at 32 query rows a warp), forward and backward, against the same emulated
+// arithmetic.
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
@@ -796,12 +798,16 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
     dev.attention_forward(d_simt.data(), d_simt_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
   }
   const auto simt_out = to_host<float>(d_simt, size_t(q_n));
-  for (const CudaAttentionKernel kernel : {CudaAttentionKernel::TensorCore, CudaAttentionKernel::Mma}) {
-    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync kernels" : "WMMA kernels");
+  const std::pair<CudaAttentionKernel, int> kernels[] = {
+      {CudaAttentionKernel::TensorCore, 16}, {CudaAttentionKernel::Mma, 16}, {CudaAttentionKernel::Mma, 32}};
+  for (const auto& [kernel, warp_rows] : kernels) {
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync kernels, " + std::to_string(warp_rows) + " rows a warp"
+                                                    : std::string("WMMA kernels"));
     auto d_out = garbage(size_t(q_n)), d_lse = garbage(want.lse.size()), d_dq = garbage(size_t(q_n)),
          d_dk = garbage(size_t(kv_n)), d_dv = garbage(size_t(kv_n));
     {
       const AttentionChoice choice(kernel);
+      const AttentionWarpRows rows(warp_rows);
       dev.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
       dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(),
                              d_q.data(), d_k.data(), d_v.data(), s);
@@ -851,10 +857,11 @@ TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
 }
 
 // The training attention's operands made once in bf16 (Ops::rope_round_qkv_w16 and the rest) are
-// the ops they replace on the same device, bit for bit, with each training attention: RoPE and
-// to_bf16 of each part of [q | k | v] rows; the attention on those values with out16 its output
-// rounded (the mma.sync forward writes it itself); the backward from the bf16 operands; RoPE's
-// backward in place and the three gradients rounded into rows again.
+// the ops they replace on the same device, bit for bit, with each training attention (the mma.sync
+// forward at 16 and at 32 query rows a warp): RoPE and to_bf16 of each part of [q | k | v] rows;
+// the attention on those values with out16 its output rounded (the mma.sync forward writes it
+// itself); the backward from the bf16 operands; RoPE's backward in place and the three gradients
+// rounded into rows again.
 TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit) {
   const AttnCase c = GetParam();
   const int64_t N = c.B * c.T, qd = c.H * c.d, kd = c.KV * c.d, width = qd + 2 * kd;
@@ -890,12 +897,16 @@ TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit
   EXPECT_EQ(to_host<uint16_t>(v16, size_t(N * kd)), rounded(d_v, N * kd));
 
   auto garbage = [](size_t n) { return to_device(std::vector<float>(n, 7.f)); };
-  for (const CudaAttentionKernel kernel :
-       {CudaAttentionKernel::Mma, CudaAttentionKernel::TensorCore, CudaAttentionKernel::Simt}) {
-    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma    ? "mma.sync"
-                 : kernel == CudaAttentionKernel::Simt ? "Simt"
-                                                       : "WMMA");
+  const std::pair<CudaAttentionKernel, int> kernels[] = {{CudaAttentionKernel::Mma, 16},
+                                                         {CudaAttentionKernel::Mma, 32},
+                                                         {CudaAttentionKernel::TensorCore, 16},
+                                                         {CudaAttentionKernel::Simt, 16}};
+  for (const auto& [kernel, warp_rows] : kernels) {
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma    ? "mma.sync, " + std::to_string(warp_rows) + " rows a warp"
+                 : kernel == CudaAttentionKernel::Simt ? std::string("Simt")
+                                                       : std::string("WMMA"));
     const AttentionChoice choice(kernel);
+    const AttentionWarpRows rows(warp_rows);
     const size_t lse_n = size_t(c.B * c.H * c.T);
     auto out = garbage(size_t(N * qd)), lse = garbage(lse_n), dq = garbage(size_t(N * qd)),
          dk = garbage(size_t(N * kd)), dv = garbage(size_t(N * kd));

@@ -44,8 +44,9 @@ using testing::attn_case_name;
 // op table's signatures; backward's row dots D as attention.cu's attention_row_dots computes them.
 // Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh); MmaMaskEveryTile the
 // same with the causal mask on every tile (their MaskEveryTile flag), as they ran before they
-// skipped the tiles it cannot touch.
-enum class Kernels { Wmma, Mma, MmaMaskEveryTile };
+// skipped the tiles it cannot touch; Mma32Rows the mma.sync forward with 32 query rows a warp
+// (M = 2: 128-query blocks over 32-key tiles; cuda_set_attention_warp_rows), the same backward.
+enum class Kernels { Wmma, Mma, MmaMaskEveryTile, Mma32Rows };
 
 // attention_tensor_core.cu's round_rows: compact bf16 copies of the rows, the mma.sync kernels'
 // inputs; and their dims (k and v compact).
@@ -67,15 +68,18 @@ void emulated_forward_out16(float* out, float* lse, const float* q, const float*
                             const AttentionShape& sh, bf16* out16) {
   const TcDims s{sh.T, sh.heads, sh.heads / sh.kv_heads, sh.kv_seq_stride, sh.kv_heads * D, sh.lengths,
                  1.f / std::sqrt(float(D))};
-  const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
   if constexpr (F != Kernels::Wmma) {
     const auto q16 = round_rows(q, sh, sh.heads * D, sh.T * sh.heads * D);
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     constexpr bool every = F == Kernels::MmaMaskEveryTile;
-    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D>, mma_forward_kernel<D, every>, out, out16, lse, q16.data(),
-                k16.data(), v16.data(), compact_kv(s, sh, D));
+    constexpr int M = F == Kernels::Mma32Rows ? 2 : 1;
+    constexpr int64_t rows = kForwardBlockRows<M>;
+    const EmuDim3 grid{unsigned((sh.T + rows - 1) / rows), unsigned(sh.heads), unsigned(sh.B)};
+    emu::launch(grid, kWarps * kWarp, kMmaForwardSmem<D, M>, mma_forward_kernel<D, every, M>, out, out16, lse,
+                q16.data(), k16.data(), v16.data(), compact_kv(s, sh, D));
   } else {
+    const EmuDim3 grid{unsigned((sh.T + kBlockRows - 1) / kBlockRows), unsigned(sh.heads), unsigned(sh.B)};
     emu::launch(grid, kWarps * kWarp, kForwardSmem<D>, tc_forward_kernel<D>, out, lse, q, k, v, s);
   }
 }
@@ -195,7 +199,9 @@ template <Kernels F, bool fused = true>
 const Ops& emulated_tensor_core_ops() {
   static const Ops table = [] {
     Ops t = cpu_bf16_matmul_ops();
-    t.name = F == Kernels::Mma ? "cpu+bf16, mma.sync attention emulated" : "cpu+bf16, tensor-core attention emulated";
+    t.name = F == Kernels::Mma         ? "cpu+bf16, mma.sync attention emulated"
+             : F == Kernels::Mma32Rows ? "cpu+bf16, mma.sync attention (32 rows a warp) emulated"
+                                       : "cpu+bf16, tensor-core attention emulated";
     t.attention_forward = emulated_forward<64, F>;
     t.attention_backward = emulated_backward<64, F>;
     t.attention_forward_w16 = emulated_forward_w16<64, F>;
@@ -231,6 +237,13 @@ TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithTheMmaKernels) 
                                                       std::nullopt);
 }
 
+// And with the forward's 32 query rows a warp: the learner's log-probs stay at the sampler's.
+TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithThe32RowsForward) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Kernels::Mma32Rows>(), cpu_ops(),
+                                                      std::nullopt);
+}
+
 // And through attention_forward and attention_backward, the ops a training step took before the
 // _w16 ones (and still takes on a table without them).
 TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMmaKernelsUnfused) {
@@ -263,6 +276,15 @@ TEST_P(TensorCoreEmulated, KernelsMatchTheEmulatedArithmetic) {
 // tiles, and every fragment they build from mma_sync.cuh's layouts.
 TEST_P(TensorCoreEmulated, MmaKernelsMatchTheEmulatedArithmetic) {
   expect_kernels_match_the_emulated_arithmetic<Kernels::Mma>(GetParam());
+}
+
+// The mma.sync forward with 32 query rows a warp (two m-tiles, 128-query blocks, 32-key tiles)
+// against the same arithmetic: its online softmax rescales at other tile boundaries than the
+// 16-row forward's, so the two agree only as each agrees with the emulation. The shapes give it
+// partial 128-query blocks (T = 65, 70, 200), a sequence of one token, an empty one (a padding
+// block), and at T = 200 warps whose queries end before the block's last tiles (skipped).
+TEST_P(TensorCoreEmulated, Mma32RowsForwardMatchesTheEmulatedArithmetic) {
+  expect_kernels_match_the_emulated_arithmetic<Kernels::Mma32Rows>(GetParam());
 }
 
 // The mma.sync kernels skip the mask on tiles it cannot touch (attention_mma.cuh,
