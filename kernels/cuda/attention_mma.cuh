@@ -26,7 +26,8 @@
 // - Backward as the WMMA backward: P from the saved lse, dS = P (dP - D), one bf16 term each.
 //
 // Layout: a block is 4 warps and 64 rows (the WMMA kernels' geometry and block order, so the
-// launch code and the group sum of dK/dV are shared); each warp owns 16 rows. Shared memory
+// launch code and the group sum of dK/dV are shared); each warp owns 16 rows. The forward can
+// instead give a warp 32 rows and a block 128 (kForwardBlockRows, below; opt-in). Shared memory
 // holds bf16 tiles with the padded stride kLd<D> (row starts 16-byte aligned as ldmatrix and
 // cp.async require, and the 8 rows of a matrix on different banks). Each kernel double-buffers
 // the tiles of the side it walks with cp.async: the next tile's copies run during this tile's
