@@ -249,25 +249,19 @@ std::span<float> Transformer::grad(std::string_view name) {
 }
 
 std::vector<std::pair<size_t, size_t>> Transformer::product_written_grads() const {
-  std::vector<std::pair<size_t, size_t>> ranges;
-  auto add = [&](size_t begin, size_t n) {
-    if (!ranges.empty() && ranges.back().second == begin)
-      ranges.back().second += n;
-    else
-      ranges.emplace_back(begin, begin + n);
-  };
-  const ModelConfig& c = config_;
-  const size_t H = size_t(c.hidden_size), I = size_t(c.intermediate_size);
-  const size_t qd = size_t(c.num_attention_heads * c.head_dim), kd = size_t(c.num_key_value_heads * c.head_dim);
-  // LayerWeights' slots of wq, wk, wv, wo, wg, wu, wd (build_layout's kSlots) and their sizes.
-  const std::pair<int, size_t> matrices[] = {{1, qd * H}, {3, kd * H}, {5, kd * H}, {7, H * qd},
-                                             {10, I * H}, {12, I * H}, {14, H * I}};
+  // Each layer's projection matrices (q, k, v, o, gate, up, down) and the LM head (the embedding
+  // when tied), as build_layout placed them.
   std::vector<std::pair<size_t, size_t>> all;
-  for (const std::array<size_t, 16>& off : layer_offsets_)
-    for (const auto& [slot, n] : matrices) all.emplace_back(off[size_t(slot)], n);
-  all.emplace_back(head_off_, size_t(c.vocab_size) * H);
+  for (const ParamTensor& t : tensors_)
+    if (t.name.ends_with("_proj.weight") || t.offset == head_off_) all.emplace_back(t.offset, t.offset + t.numel);
   std::sort(all.begin(), all.end());
-  for (const auto& [begin, n] : all) add(begin, n);
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [begin, end] : all) {
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end;
+    else
+      ranges.emplace_back(begin, end);
+  }
   return ranges;
 }
 
