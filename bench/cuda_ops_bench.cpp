@@ -905,6 +905,35 @@ int main(int argc, char** argv) {
     }, reps);
     rows.push_back({"rmsnorm_bwd bf16", "4096 x 1536; base = one value + to_bf16", "GB/s", bytes / q / 1e9,
                     bytes / one / 1e9, bytes / q / peak_bw});
+    // The register-held form (the default at this width) against the loop form it replaced, both
+    // four values a thread.
+    cuda_set_rmsnorm_backward_loop(true);
+    const double loop = time_gpu([&] {
+      gpu16.rmsnorm_backward_w16(ddx.data(), dx16.data(), ddw.data(), ddout.data(), dx_in.data(), dw_norm.data(),
+                                 drstd.data(), N, C);
+    }, reps);
+    cuda_set_rmsnorm_backward_loop(false);
+    rows.push_back({"rmsnorm_bwd bf16 held", "4096 x 1536; base = the loop form", "GB/s", bytes / q / 1e9,
+                    bytes / loop / 1e9, bytes / q / peak_bw});
+    // The q, k and v bias gradients of a 1.5B layer's backward: column sums of the fp32 dq [4096 x
+    // 1536], dk and dv [4096 x 256] (matmul_backward_a16w16 with dinp and dw null), against the
+    // CPU table's. Bytes: each value read once.
+    {
+      const int64_t widths[3] = {C, 256, 256};
+      auto dqkv = upload(randn(N * (C + 512), 22));
+      Buffer<float> dbias(cuda_ops(), size_t(C + 512));
+      auto bias_grads = [&](const Ops& ops, float* bias, const float* src) {
+        for (int64_t i = 0, at = 0, col = 0; i < 3; at += N * widths[i], col += widths[i], i++)
+          ops.matmul_backward_a16w16(nullptr, nullptr, bias + col, src + at, nullptr, nullptr, N, 0, widths[i]);
+      };
+      const double gb = time_gpu([&] { bias_grads(gpu16, dbias.data(), dqkv.data()); }, reps);
+      const std::vector<float> host_src = randn(N * (C + 512), 22);
+      std::vector<float> host_bias(size_t(C + 512));
+      const double cb = time_cpu([&] { bias_grads(cpu_bf16_matmul_ops(), host_bias.data(), host_src.data()); });
+      const double qkv_bytes = 4.0 * double(N * (C + 512));
+      rows.push_back({"bias grads q, k, v", "4096 x (1536 + 256 + 256), 3 calls", "GB/s", qkv_bytes / gb / 1e9,
+                      qkv_bytes / cb / 1e9, qkv_bytes / gb / peak_bw});
+    }
     // The residual add and the activations' to_bf16 at the same shape, four values a thread
     // (streaming.cuh) against one (one float off alignment): 12 and 6 bytes a value.
     const double add4 = time_gpu([&] { gpu16.add(ddx.data(), ddx.data(), ddout.data(), N * C); }, reps);

@@ -344,8 +344,12 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       for (int m = 0; m < M; m++) {
         // Mask (on the tiles that need it), scale, and the tile's max of each of the lane's two
         // rows across the 4 lanes that share it.
+        // The products are rounded (__fmul_rn) where the compiler may fuse them into the later
+        // subtraction of the max on whole tiles and not behind the mask's select (or the other way
+        // round): a CUDA 13 build for sm_90 did so at D = 128 and the two paths differed in the
+        // last bit. l's rescale likewise, which may fuse with the adds of p.
         mask_scores<kKeys>(sc[m], rows_see_whole_tile<MaskEveryTile, kKeys>(w0 + 16 * m, j0, L), j0, row[m], real[m],
-                           tq, -INFINITY, [&](float x, int, int) { return x * scale_log2; });
+                           tq, -INFINITY, [&](float x, int, int) { return __fmul_rn(x, scale_log2); });
         float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < kKeys / 8; n++)
@@ -360,7 +364,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
           base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: every p and alpha is exp(-inf) = 0
           alpha[r] = exp2f(mx[m][r] - base[r]);
           mx[m][r] = m_new;
-          l[m][r] *= alpha[r];
+          l[m][r] = __fmul_rn(l[m][r], alpha[r]);
         }
         // The output's rescale, skipped where no row of the m-tile has a new max (alpha = 1 in
         // every lane, which leaves each value as it is): after the first tiles, most tiles of a row.

@@ -66,6 +66,12 @@ CudaAttentionKernel cuda_attention_kernel();
 // CudaTensorCoreAttention.MmaSkippingTheMasksOfWholeTilesChangesNoBit. Off by default; not a user setting.
 void cuda_set_attention_masks_every_tile(bool every_tile);
 
+// RMSNorm's backward holds a thread's share of a row in registers where the width allows (up to
+// 4,096 columns in quads; kernels/cuda/rmsnorm_backward.cuh says why). True runs the loop form at
+// every width, as before: the baseline of cuda_ops_bench's rmsnorm rows and of
+// CudaOps.RmsNormBackwardHeldFormIsTheLoopForm. Off by default; not a user setting.
+void cuda_set_rmsnorm_backward_loop(bool loop);
+
 // The query rows each warp of the Mma forward owns: 16 (the default) or 32 (FlashAttention-2's
 // geometry: 128-query blocks over 32-key tiles, kernels/cuda/attention_mma.cuh says why), from
 // AZR_CUDA_ATTENTION_WARP_ROWS at the first Mma forward (kernels/cuda_attention_choice.h), or set

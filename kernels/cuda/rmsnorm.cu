@@ -45,6 +45,11 @@ __global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* 
   }
 }
 
+bool& backward_loop_form() {  // cuda_set_rmsnorm_backward_loop
+  static bool loop = false;
+  return loop;
+}
+
 // Blocks of the backward: about kBackwardBlocks, each rows_per_block rows (at least
 // kMinRowsPerBlock, so that the dw atomics stay a fraction of the elements).
 constexpr int64_t kBackwardBlocks = 512, kMinRowsPerBlock = 4;
@@ -61,10 +66,20 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
     kernel<<<blocks, kNormBackwardThreads, smem, op_stream()>>>(a);
     AZR_CUDA_LAUNCHED();
   };
-  if (rmsnorm_backward_quads_fit(a))
-    launch(rmsnorm_backward_kernel<4>);
-  else
-    launch(rmsnorm_backward_kernel<1>);
+  auto launch_held = [&](auto kernel) {
+    kernel<<<blocks, kNormBackwardThreads, 0, op_stream()>>>(a);
+    AZR_CUDA_LAUNCHED();
+  };
+  if (!rmsnorm_backward_quads_fit(a)) return launch(rmsnorm_backward_kernel<1>);
+  switch (backward_loop_form() ? 0 : rmsnorm_backward_held_groups(a.C / 4)) {  // the register-held form where it fits
+    case 1: return launch_held(rmsnorm_backward_held_kernel<4, 1>);
+    case 2: return launch_held(rmsnorm_backward_held_kernel<4, 2>);
+    case 3: return launch_held(rmsnorm_backward_held_kernel<4, 3>);
+    case 4: return launch_held(rmsnorm_backward_held_kernel<4, 4>);
+    case 6: return launch_held(rmsnorm_backward_held_kernel<4, 6>);
+    case 8: return launch_held(rmsnorm_backward_held_kernel<4, 8>);
+    default: return launch(rmsnorm_backward_kernel<4>);
+  }
 }
 
 }  // namespace
@@ -102,3 +117,9 @@ void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dou
 }
 
 }  // namespace azr::kernels::cuda_detail
+
+namespace azr::kernels {
+
+void cuda_set_rmsnorm_backward_loop(bool loop) { cuda_detail::backward_loop_form() = loop; }
+
+}  // namespace azr::kernels

@@ -81,6 +81,80 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(
   }
 }
 
+// The same arithmetic with a thread's groups of a row in registers: K of them at most (the groups
+// g = threadIdx.x + k blockDim.x, k < K), so the loops over them unroll. Why: in the loop above
+// each group's loads wait on the previous group's use of its own (the trip count is not known, so
+// the loop does not unroll), and a row's second pass reads dx only after the block sum: a row cost
+// one memory latency a group, twice. On an H200 (2026-11-27) the step's 57 calls at 1.5B's shape
+// took 4.5 ms, 78 us each, where the 113 MB each moves take 23 us at the bandwidth. Here a row's
+// loads of dout, x and dx all go out at once, ahead of the block sum; w and the dw partial stay in
+// registers for all the block's rows (a thread owns the same columns in every row), which also
+// saves the partial's shared memory. Every sum is taken in the loop form's order, so the two give
+// the same bits (RmsnormBackwardEmulated). The launch: no dynamic shared memory.
+template <int V, int K>
+__global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_kernel(RmsnormBackwardArgs a) {
+  static_assert(K > 0, "K: the groups a thread holds");
+  __shared__ float shared[32];
+  const int64_t C = a.C, groups = C / V;
+  const int64_t r0 = blockIdx.x * a.rows_per_block;
+  if (r0 >= a.N) return;  // before any barrier: the whole block returns
+  const int64_t r1 = r0 + a.rows_per_block < a.N ? r0 + a.rows_per_block : a.N;
+  Group<V> w[K], part[K];
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
+    part[k] = Group<V>{};
+    w[k] = g < groups ? load_group<V>(a.w, g) : Group<V>{};
+  }
+  for (int64_t n = r0; n < r1; n++) {
+    const float *dy = a.dout + n * C, *xr = a.x + n * C;
+    float* dxr = a.dx + n * C;
+    Group<V> d[K]{}, x[K]{}, out[K]{};
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
+      if (g < groups) d[k] = load_group<V>(dy, g), x[k] = load_group<V>(xr, g), out[k] = load_group<V>(dxr, g);
+    }
+    const float r = a.rstd[n];
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+      if (threadIdx.x + int64_t(k) * blockDim.x < groups)
+#pragma unroll
+        for (int j = 0; j < V; j++) dot += d[k].v[j] * w[k].v[j] * x[k].v[j];
+    dot = block_sum(dot, shared);
+    const float kk = dot * r * r * r / float(C);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
+      if (g >= groups) continue;
+#pragma unroll
+      for (int j = 0; j < V; j++) {
+        out[k].v[j] += d[k].v[j] * w[k].v[j] * r - x[k].v[j] * kk;
+        part[k].v[j] += d[k].v[j] * x[k].v[j] * r;
+      }
+      store_group<V>(dxr, g, out[k]);
+      if (a.dx16) store_group<V>(a.dx16 + n * C, g, out[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
+    if (g < groups)
+#pragma unroll
+      for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part[k].v[j]);
+  }
+}
+
+// The K that rmsnorm_backward_held_kernel takes for `groups` groups a row (blockDim.x =
+// kNormBackwardThreads): the fewest of 1, 2, 3, 4, 6 and 8 that hold them (1.5B's C = 1536 in quads:
+// 3), else 0 for the loop form (past 4,096 columns in quads, where the registers would spill).
+inline int rmsnorm_backward_held_groups(int64_t groups) {
+  for (int k : {1, 2, 3, 4, 6, 8})
+    if (groups <= int64_t(k) * kNormBackwardThreads) return k;
+  return 0;
+}
+
 // Whether the four-value kernel takes this call.
 inline bool rmsnorm_backward_quads_fit(const RmsnormBackwardArgs& a) {
   return a.C % 4 == 0 && quads_fit({a.dx, a.dout, a.x, a.w}, {a.dx16});

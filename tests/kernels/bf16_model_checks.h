@@ -229,7 +229,13 @@ inline void expect_fused_step_matches_unfused(const kernels::Ops& fused, const k
 // there: with two micro-batches, with recomputation, with the LM head's rows in several blocks
 // (only the first block's product writes), after a zero_grad() that no backward followed, and
 // after a backward that ran no product (a batch with no token to predict).
-inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops, const ModelConfig& c) {
+// tolerance: each tensor's gradient within this relative L2 distance of the zero-filled one; 0 asks
+// for every bit (the CPU). A device whose backward adds with atomics (the CUDA RMSNorm weight,
+// embedding and bias gradients) sums in an order that varies from run to run, so two runs of the
+// same step differ in the last bits there. What the test guards against differs by O(1): stale
+// gradients added, a product's share overwritten. The tensors that differ at all are printed.
+inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops, const ModelConfig& c,
+                                                        double tolerance = 0) {
   const SequenceBatch batch = test_batch(c);
   const SequenceBatch no_targets = SequenceBatch::from({{7}, {3}});
   std::mt19937 draw(83);
@@ -267,7 +273,24 @@ inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops,
       }
       const std::vector<float> zeros(grads[0].size(), 0.f);
       EXPECT_NE(grads[1], zeros);
-      EXPECT_TRUE(grads[0] == grads[1]) << "the gradients after a deferred zero_grad() are not the zero-filled ones";
+      std::string not_bitwise;
+      for (const ParamTensor& t : deferred.tensors()) {
+        double diff = 0, norm = 0;
+        bool same = true;
+        for (size_t j = t.offset; j < t.offset + t.numel; j++) {
+          same = same && grads[0][j] == grads[1][j];
+          diff += (double(grads[0][j]) - grads[1][j]) * (double(grads[0][j]) - grads[1][j]);
+          norm += double(grads[1][j]) * grads[1][j];
+        }
+        if (same) continue;
+        char line[160];
+        std::snprintf(line, sizeof line, " %s (%.2g)", t.name.c_str(), norm > 0 ? std::sqrt(diff / norm) : 1.0);
+        not_bitwise += line;
+        EXPECT_LE(std::sqrt(diff), tolerance * std::sqrt(norm))
+            << t.name << ": the gradient after a deferred zero_grad() is not the zero-filled one";
+      }
+      std::printf("deferred zero_grad, recompute %d, head rows %lld: tensors not bit for bit (relative L2):%s\n",
+                  int(recompute), static_cast<long long>(head_rows), not_bitwise.empty() ? " none" : not_bitwise.c_str());
       deferred.zero_grad();  // and nothing after it: gradients() fills what it left
       EXPECT_TRUE(host_grads(deferred) == zeros);
       deferred.score(batch, 1.f, true);

@@ -1158,6 +1158,42 @@ TEST_F(CudaOps, RmsNormBackwardWithBf16DxIsTheBackwardAndItsRounding) {
   }
 }
 
+// RMSNorm's backward in the register-held form (rmsnorm_backward.cuh; 1,536 columns hold 3 quads
+// a thread, 2,560 six, 4,096 eight, 300 one) against the loop form on the same device
+// (cuda_set_rmsnorm_backward_loop): dx to the last bits (the same sums in the same order; the
+// emulated test has them bit for bit), dx16 its own dx rounded, dw to fp32 rounding (atomics).
+TEST_F(CudaOps, RmsNormBackwardHeldFormIsTheLoopForm) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1000, 1536}, {37, 2560}, {21, 4096}, {33, 300}}) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
+    const auto x = randn(size_t(N * C), 95, 2.f), w = randn(size_t(C), 96), dout = randn(size_t(N * C), 97);
+    const auto dx0 = randn(size_t(N * C), 98), dw0 = randn(size_t(C), 99);
+    std::vector<float> out(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N));
+    cpu.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    auto d_x = to_device(x), d_w = to_device(w), d_dout = to_device(dout), d_rstd = to_device(rstd);
+    std::vector<float> dx[2], dw[2];
+    std::vector<uint16_t> dx16[2];
+    for (const bool loop : {false, true}) {
+      cuda_set_rmsnorm_backward_loop(loop);
+      auto d_dx = to_device(dx0), d_dw = to_device(dw0);
+      Buffer<uint16_t> d_dx16(cuda_ops(), size_t(N * C));
+      dev.rmsnorm_backward_w16(d_dx.data(), d_dx16.data(), d_dw.data(), d_dout.data(), d_x.data(), d_w.data(),
+                               d_rstd.data(), N, C);
+      cuda_set_rmsnorm_backward_loop(false);
+      dx[loop] = to_host<float>(d_dx, size_t(N * C));
+      dw[loop] = to_host<float>(d_dw, size_t(C));
+      dx16[loop] = to_host<uint16_t>(d_dx16, size_t(N * C));
+      Buffer<uint16_t> d_want16(cuda_ops(), size_t(N * C));
+      dev.to_bf16(d_want16.data(), d_dx.data(), N * C);
+      EXPECT_EQ(dx16[loop], to_host<uint16_t>(d_want16, size_t(N * C))) << "dx16, loop form " << loop;
+    }
+    std::printf("%lld x %lld: held dx %s the loop form's bits\n", static_cast<long long>(N),
+                static_cast<long long>(C), dx[0] == dx[1] ? "has" : "differs from");
+    expect_close(dx[0], dx[1], 1e-6f, 1e-6f, "dx, held against loop");
+    expect_close(dw[0], dw[1], 1e-4f, 1e-5f, "dw, held against loop");
+  }
+}
+
 // The meter of azr's device allocations (cuda_memory_in_use, cuda_memory_peak): a buffer of the
 // op table adds exactly its bytes while it lives, and the peak keeps them after it is gone.
 TEST_F(CudaOps, MemoryMeterCountsTheTablesAllocations) {

@@ -50,7 +50,8 @@ struct Result {
   std::vector<uint16_t> dx16;  // N x C and a sentinel
 };
 
-template <int V>
+// K = 0: the loop form (rmsnorm_backward_kernel); else rmsnorm_backward_held_kernel<V, K>.
+template <int V, int K = 0>
 Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16) {
   Result r{in.dx0, in.dw0, std::vector<uint16_t>(size_t(N * C) + 1, kUnwritten16)};
   r.dx.push_back(NAN);  // a sentinel past the rows
@@ -67,8 +68,26 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
   if (V == 4) {
     EXPECT_TRUE(rmsnorm_backward_quads_fit(a));
   }
-  emu::launch({blocks, 1, 1}, kNormBackwardThreads, sizeof(float) * size_t(C), rmsnorm_backward_kernel<V>, a);
+  if constexpr (K == 0)
+    emu::launch({blocks, 1, 1}, kNormBackwardThreads, sizeof(float) * size_t(C), rmsnorm_backward_kernel<V>, a);
+  else
+    emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, rmsnorm_backward_held_kernel<V, K>, a);
   return r;
+}
+
+// The held form at the K that the launch (rmsnorm.cu) takes for this width.
+template <int V>
+Result run_held(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16) {
+  switch (rmsnorm_backward_held_groups(C / V)) {
+    case 1: return run<V, 1>(in, N, C, rows_per_block, blocks, with_dx16);
+    case 2: return run<V, 2>(in, N, C, rows_per_block, blocks, with_dx16);
+    case 3: return run<V, 3>(in, N, C, rows_per_block, blocks, with_dx16);
+    case 4: return run<V, 4>(in, N, C, rows_per_block, blocks, with_dx16);
+    case 6: return run<V, 6>(in, N, C, rows_per_block, blocks, with_dx16);
+    case 8: return run<V, 8>(in, N, C, rows_per_block, blocks, with_dx16);
+  }
+  ADD_FAILURE() << "no held form for " << C / V << " groups";
+  return {};
 }
 
 // |got - want| within fp32 rounding of sums of C terms in another order.
@@ -83,9 +102,12 @@ struct Case {
   int64_t N, C, rows_per_block;
 };
 
-// C 4: one group, most threads idle; 132: 33 quads; 1032: 258 quads, two or three a thread. Rows:
-// one block, blocks of 4 with the last part-filled (9 rows), and one row a block.
-constexpr Case kCases[] = {{1, 4, 4}, {9, 132, 4}, {9, 132, 1}, {5, 1032, 2}, {3, 132, 8}};
+// C 4: one group, most threads idle; 132: 33 quads; 1032: 258 quads, two or three a thread; 2560:
+// 640 quads, five a thread, held as six; 4096: 1,024 quads, eight a thread, the most held (one value
+// a thread: 4,096, the loop form). Rows: one block, blocks of 4 with the last part-filled (9 rows),
+// and one row a block.
+constexpr Case kCases[] = {{1, 4, 4}, {9, 132, 4}, {9, 132, 1}, {5, 1032, 2}, {3, 132, 8}, {3, 2560, 2},
+                           {2, 4096, 1}};
 
 TEST(RmsnormBackwardEmulated, OnePassIsTheCpuOpsGradientsAndRoundsItsOwnDx) {
   for (const Case& c : kCases)
@@ -113,7 +135,33 @@ TEST(RmsnormBackwardEmulated, OnePassIsTheCpuOpsGradientsAndRoundsItsOwnDx) {
       EXPECT_EQ(plain.dx16, std::vector<uint16_t>(size_t(c.N * c.C) + 1, kUnwritten16));
       EXPECT_TRUE(std::equal(plain.dw.begin(), plain.dw.end(), got.dw.begin()));
       EXPECT_EQ(std::memcmp(plain.dx.data(), got.dx.data(), sizeof(float) * size_t(c.N * c.C)), 0);
+      // The register-held form, where a width fits it: the loop form's bits, and nothing written
+      // past the rows (its extra block returns before any load).
+      if (rmsnorm_backward_held_groups(c.C / v) == 0) continue;
+      for (const bool with_dx16 : {true, false}) {
+        const Result held = v == 4 ? run_held<4>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16)
+                                   : run_held<1>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16);
+        const Result& loop = with_dx16 ? got : plain;
+        EXPECT_EQ(std::memcmp(held.dx.data(), loop.dx.data(), sizeof(float) * size_t(c.N * c.C)), 0)
+            << "held dx, dx16 " << with_dx16;
+        EXPECT_TRUE(std::isnan(held.dx.back())) << "held dx written past the rows";
+        EXPECT_EQ(std::memcmp(held.dw.data(), loop.dw.data(), sizeof(float) * size_t(c.C)), 0) << "held dw";
+        EXPECT_EQ(held.dx16, loop.dx16) << "held dx16, dx16 " << with_dx16;
+      }
     }
+}
+
+// Which form a width takes: the fewest held groups that cover it, the loop form past 8 a thread.
+TEST(RmsnormBackwardEmulated, TheHeldFormTakesTheWidthsItsRegistersHold) {
+  EXPECT_EQ(rmsnorm_backward_held_groups(1), 1);
+  EXPECT_EQ(rmsnorm_backward_held_groups(kNormBackwardThreads), 1);
+  EXPECT_EQ(rmsnorm_backward_held_groups(kNormBackwardThreads + 1), 2);
+  EXPECT_EQ(rmsnorm_backward_held_groups(1536 / 4), 3);  // 1.5B
+  EXPECT_EQ(rmsnorm_backward_held_groups(896 / 4), 2);   // 0.5B
+  EXPECT_EQ(rmsnorm_backward_held_groups(4 * kNormBackwardThreads + 1), 6);
+  EXPECT_EQ(rmsnorm_backward_held_groups(3584 / 4), 8);  // 7B
+  EXPECT_EQ(rmsnorm_backward_held_groups(8 * kNormBackwardThreads), 8);
+  EXPECT_EQ(rmsnorm_backward_held_groups(8 * kNormBackwardThreads + 1), 0);
 }
 
 // A width that is not a multiple of 4 goes one value a thread, and so does any pointer that is not
