@@ -55,21 +55,23 @@
 #   pending (not part of all) what was changed since the last GPU run, for a session with one
 #          command's worth of device time: builds the five targets of decode and train (or runs
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
-#          build last: the op tests (decode, GEMV, SwiGLU, RoPE, RMSNorm, token statistics, AdamW,
-#          the bf16-gradient products with dW written, tensor-core attention), every whole-model
-#          test but the HF comparison; then what the issue's done-when needs first: a 1.5B training
-#          step against torch's (the MFU figure, with the same step's joined products apart and
-#          its zero_grad() filling every gradient, in the same process), the same with 8
-#          micro-batches per AdamW step, 1.5B decode at batch 1, 2, 4, 8 and 256 against HF
+#          build last: every op test, every whole-model test, and where python3 has torch and
+#          transformers the real Qwen2.5 configs against them; then what the issue's done-when needs
+#          first: a 1.5B training step against torch's (the MFU figure, with the same step's joined
+#          products apart and its zero_grad() filling every gradient, in the same process), the same
+#          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
+#          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
 #          generate (eager, graphs, graphs apart, graphs pdl), the step split by op, the step with
 #          the attention forward's 32 query rows a warp (AZR_CUDA_ATTENTION_WARP_ROWS=32), and,
 #          where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
-#          kernels; then, as time allows, cuda_ops_bench's attention block with its operands made
+#          kernels and for the streaming kernels below the bandwidth (RMSNorm's backward, the
+#          bias gradients, SwiGLU); then, as time allows, cuda_ops_bench's attention block with its operands made
 #          once against the unfused one (attention_operands), gate and up as one GEMM (mlp_rows),
 #          the attention kernels (the forward at 32 query rows a warp against 16 among them), the
 #          step with the GEMM plans autotuned (AZR_CUBLASLT_AUTOTUNE=1), lm_head_bench at 1.5B's
 #          shape, and cuda_ops_bench's RMSNorm, token statistics, AdamW, GEMM algorithm, SwiGLU,
-#          RoPE and decode-product rows. All into pending.txt
+#          RoPE and decode-product rows (the rmsnorm section has the register-held RMSNorm
+#          backward against its loop form and the q/k/v bias gradients). All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -158,9 +160,16 @@ if [[ "$STAGE" == pending ]]; then
   }
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
-    step "$BUILD/bin/cuda_ops_test" \
-      --gtest_filter='Shapes/CudaDecode.*:CudaOps.FusedDecode*:CudaOps.Folded*:CudaOps.DecodeEpilogues*:*CudaGemv*:CudaOps.Swiglu*:CudaOps.ElementwiseOpsMatchCpu:CudaOps.RopeForwardAndBackward:CudaOps.OpsWithBf16Gradients*:CudaOps.RmsNorm*:*CudaTokenStats*:CudaOps.AdamW*:CudaOps.MatmulBackwardSkipsNullGradients:CudaOps.GemmAlgorithm*:CudaOps.AutotunedGemms*:*CudaMatmul*:*CudaTensorCoreAttention*'
+    step "$BUILD/bin/cuda_ops_test"
     step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
+    # The real Qwen2.5 0.5B and 1.5B configs against transformers (random weights), where python3
+    # has torch and transformers: the reference files, then the test that reads them.
+    if python3 -c "import torch, transformers" 2>/dev/null; then
+      ref="$OUT/hf-reference"
+      step python3 tests/kernels/hf_reference.py "$ref" tests/model/configs/qwen2.5-0.5b.json "$b15"
+      step env AZR_HF_REFERENCE_DIR="$ref" "$BUILD/bin/cuda_model_test" --gtest_filter='*QwenConfigsMatchTransformers*'
+      rm -rf "$ref"   # 8 GB of random weights
+    fi
     # Then in the order of what the issue's done-when needs: the 1.5B step against torch (with its
     # "apart" and "zero filled" rows), the same with 8 micro-batches per AdamW step (the RL
     # workload), decode against HF, the op profile and the profile of the attention kernels (the
@@ -168,6 +177,10 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
       --micro-batches 8 --steps 2
+    # 8 sequences a micro-batch (53 GiB at 1.5B: within an 80 GB card), whose GEMMs fill the device
+    # better than 4's.
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
+      --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
@@ -178,10 +191,20 @@ if [[ "$STAGE" == pending ]]; then
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
     # launches of the attention_operands section), for the next change to them: Nsight Compute's
     # occupancy, warp stall reasons and issue statistics.
+    # The stall reasons themselves (the sections print only their totals): each reason's warps a
+    # cycle. Then the same for the streaming kernels that run below the bandwidth (RMSNorm's
+    # backward held and looped, the bias gradients' column sums; SwiGLU's), which the 2026-11-27
+    # H200 run left unexplained.
     if command -v ncu >/dev/null; then
+      stalls='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
       step ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-        -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands --reps 1
+        --metrics "$stalls" -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands --reps 1
+      step ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --metrics "$stalls" -k 'regex:rmsnorm_backward|column_sums' --launch-count 6 "$BUILD/bin/cuda_ops_bench" \
+        --only rmsnorm --reps 1
+      step ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --metrics "$stalls" -k regex:swiglu --launch-count 4 "$BUILD/bin/cuda_ops_bench" --only swiglu --reps 1
     fi
     step "$BUILD/bin/cuda_ops_bench" --only attention_operands
     step "$BUILD/bin/cuda_ops_bench" --only mlp_rows

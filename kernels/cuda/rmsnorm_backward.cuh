@@ -84,13 +84,15 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(
 // The same arithmetic with a thread's groups of a row in registers: K of them at most (the groups
 // g = threadIdx.x + k blockDim.x, k < K), so the loops over them unroll. Why: in the loop above
 // each group's loads wait on the previous group's use of its own (the trip count is not known, so
-// the loop does not unroll), and a row's second pass reads dx only after the block sum: a row cost
-// one memory latency a group, twice. On an H200 (2026-11-27) the step's 57 calls at 1.5B's shape
-// took 4.5 ms, 78 us each, where the 113 MB each moves take 23 us at the bandwidth. Here a row's
-// loads of dout, x and dx all go out at once, ahead of the block sum; w and the dw partial stay in
-// registers for all the block's rows (a thread owns the same columns in every row), which also
-// saves the partial's shared memory. Every sum is taken in the loop form's order, so the two give
-// the same bits (RmsnormBackwardEmulated). The launch: no dynamic shared memory.
+// the loop does not unroll), and a row's second pass reads dx only after the block sum. Here a
+// row's loads of dout, x and dx all go out at once, ahead of the block sum; w and the dw partial
+// stay in registers for all the block's rows (a thread owns the same columns in every row), which
+// also saves the partial's shared memory. Every sum is taken in the loop form's order, so the two
+// give the same bits (RmsnormBackwardEmulated; on an H200 too, CudaOps). The launch: no dynamic
+// shared memory. Measured on an H200 (2026-11-27, cuda_ops_bench --only rmsnorm, 4096 x 1536):
+// 1,863 GB/s against the loop form's 1,605, 39% of the bandwidth, where the add kernel reaches 59%:
+// the latencies were a part of the loop form's time, not most of it. What holds the rest back was
+// not profiled.
 template <int V, int K>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_kernel(RmsnormBackwardArgs a) {
   static_assert(K > 0, "K: the groups a thread holds");
