@@ -32,15 +32,7 @@ constexpr const char* kSingleName = "model.safetensors";
   throw SafetensorsError("safetensors: " + file + ": " + what);
 }
 
-// Appended, not "'" + std::string(s) + "'": that takes the operator+ that prepends to the
-// temporary in place, on which GCC 12 at -O3 warns (a -Wrestrict false positive, a memcpy of 2^63
-// bytes that "may overlap"), which stopped a Release build with AZR_WERROR=ON.
-std::string q(std::string_view s) {
-  std::string quoted;
-  quoted.reserve(s.size() + 2);
-  quoted.append(1, '\'').append(s).append(1, '\'');
-  return quoted;
-}
+std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // The dtypes safetensors defines that we do not decode: named so the error says "unsupported"
 // (a real dtype we chose not to handle) rather than "unknown" (garbage).

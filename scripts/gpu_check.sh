@@ -199,7 +199,8 @@ if [[ "$STAGE" == pending ]]; then
       stalls='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
       step ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-        --metrics "$stalls" -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands --reps 1
+        --metrics "$stalls" -k regex:mma_ --launch-count 8 "$BUILD/bin/cuda_ops_bench" --only attention_operands \
+        --reps 1
       step ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
         --metrics "$stalls" -k 'regex:rmsnorm_backward|column_sums' --launch-count 6 "$BUILD/bin/cuda_ops_bench" \
         --only rmsnorm --reps 1

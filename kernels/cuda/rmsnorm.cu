@@ -71,7 +71,8 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
     AZR_CUDA_LAUNCHED();
   };
   if (!rmsnorm_backward_quads_fit(a)) return launch(rmsnorm_backward_kernel<1>);
-  switch (backward_loop_form() ? 0 : rmsnorm_backward_held_groups(a.C / 4)) {  // the register-held form where it fits
+  // The register-held form where the width fits it.
+  switch (backward_loop_form() ? 0 : rmsnorm_backward_held_groups(a.C / 4)) {
     case 1: return launch_held(rmsnorm_backward_held_kernel<4, 1>);
     case 2: return launch_held(rmsnorm_backward_held_kernel<4, 2>);
     case 3: return launch_held(rmsnorm_backward_held_kernel<4, 3>);

@@ -293,7 +293,8 @@ inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops,
             << t.name << ": the gradient after a deferred zero_grad() is not the zero-filled one";
       }
       std::printf("deferred zero_grad, recompute %d, head rows %lld: tensors not bit for bit (relative L2):%s\n",
-                  int(recompute), static_cast<long long>(head_rows), not_bitwise.empty() ? " none" : not_bitwise.c_str());
+                  int(recompute), static_cast<long long>(head_rows),
+                  not_bitwise.empty() ? " none" : not_bitwise.c_str());
       deferred.zero_grad();  // and nothing after it: gradients() fills what it left
       EXPECT_TRUE(host_grads(deferred) == zeros);
       deferred.score(batch, 1.f, true);

@@ -4,9 +4,11 @@
 // what dx held, dw onto what dw held), at row counts that leave a block part-filled or empty, at
 // widths that leave threads idle or give them several groups, and with C % 4 != 0 (one value a
 // thread only). dx16 is the CPU's to_bf16 of the kernel's own dx, bit for bit, and nothing is
-// written past the rows. The emulation builds with the alignment sanitizer, so a 16-byte access
-// through a pointer that is not 16-byte aligned stops the test. What it cannot show (the speed, the
-// atomics of blocks running at once) is for CudaOps' RMSNorm tests and cuda_ops_bench.
+// written past the rows. The register-held form (rmsnorm_backward_held_kernel) gives the loop
+// form's bits at every width it takes, up to eight groups a thread. The emulation builds with the
+// alignment sanitizer, so a 16-byte access through a pointer that is not 16-byte aligned stops the
+// test. What it cannot show (the speed, the atomics of blocks running at once) is for CudaOps'
+// RMSNorm tests and cuda_ops_bench.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/rmsnorm_backward.cuh"
