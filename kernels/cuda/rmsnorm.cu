@@ -72,15 +72,8 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   };
   if (!rmsnorm_backward_quads_fit(a)) return launch(rmsnorm_backward_kernel<1>);
   // The register-held form where the width fits it.
-  switch (backward_loop_form() ? 0 : rmsnorm_backward_held_groups(a.C / 4)) {
-    case 1: return launch_held(rmsnorm_backward_held_kernel<4, 1>);
-    case 2: return launch_held(rmsnorm_backward_held_kernel<4, 2>);
-    case 3: return launch_held(rmsnorm_backward_held_kernel<4, 3>);
-    case 4: return launch_held(rmsnorm_backward_held_kernel<4, 4>);
-    case 6: return launch_held(rmsnorm_backward_held_kernel<4, 6>);
-    case 8: return launch_held(rmsnorm_backward_held_kernel<4, 8>);
-    default: return launch(rmsnorm_backward_kernel<4>);
-  }
+  if (!backward_loop_form() && launch_held_form<4>(a.C / 4, launch_held)) return;
+  launch(rmsnorm_backward_kernel<4>);
 }
 
 }  // namespace

@@ -159,6 +159,22 @@ inline int rmsnorm_backward_held_groups(int64_t groups) {
   return 0;
 }
 
+// Calls launch(rmsnorm_backward_held_kernel<V, K>) at the K that rmsnorm_backward_held_groups
+// gives for `groups`, and says whether it did (false: the loop form takes the width). The launch
+// (rmsnorm.cu) and the emulated test pick the kernel through this one switch.
+template <int V, class Launch>
+bool launch_held_form(int64_t groups, Launch launch) {
+  switch (rmsnorm_backward_held_groups(groups)) {
+    case 1: launch(rmsnorm_backward_held_kernel<V, 1>); return true;
+    case 2: launch(rmsnorm_backward_held_kernel<V, 2>); return true;
+    case 3: launch(rmsnorm_backward_held_kernel<V, 3>); return true;
+    case 4: launch(rmsnorm_backward_held_kernel<V, 4>); return true;
+    case 6: launch(rmsnorm_backward_held_kernel<V, 6>); return true;
+    case 8: launch(rmsnorm_backward_held_kernel<V, 8>); return true;
+  }
+  return false;
+}
+
 // Whether the four-value kernel takes this call.
 inline bool rmsnorm_backward_quads_fit(const RmsnormBackwardArgs& a) {
   return a.C % 4 == 0 && quads_fit({a.dx, a.dout, a.x, a.w}, {a.dx16});

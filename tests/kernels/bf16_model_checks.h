@@ -153,6 +153,24 @@ inline kernels::Ops without_mlp_rows16(kernels::Ops t) {
   return t;
 }
 
+// One tensor's L2 distance between two flat gradient buffers (got - want) and want's L2 norm, and
+// whether the two hold the same values.
+struct TensorDistance {
+  double diff = 0, norm = 0;
+  bool same_bits = true;
+};
+inline TensorDistance tensor_distance(const std::vector<float>& got, const std::vector<float>& want,
+                                      const ParamTensor& t) {
+  TensorDistance d;
+  for (size_t j = t.offset; j < t.offset + t.numel; j++) {
+    d.same_bits = d.same_bits && got[j] == want[j];
+    d.diff += (double(got[j]) - want[j]) * (double(got[j]) - want[j]);
+    d.norm += double(want[j]) * want[j];
+  }
+  d.diff = std::sqrt(d.diff), d.norm = std::sqrt(d.norm);
+  return d;
+}
+
 // A training step on `fused` (a Bf16 table) against the same step on `unfused`, the table without
 // some of its fused ops: the attention's operands made once in bf16 (without_attention16: q, k
 // and v as one GEMM over [Wq; Wk; Wv], RoPE writing the attention's roundings, the attention its
@@ -210,13 +228,9 @@ inline void expect_fused_step_matches_unfused(const kernels::Ops& fused, const k
     for (size_t j = 0; j < logp[0].size(); j++)
       worst_logp = std::max(worst_logp, double(std::fabs(logp[0][j] - logp[1][j])));
     for (const ParamTensor& t : tensors) {  // the same config: the same layout
-      double diff = 0, norm = 0;
-      for (size_t j = t.offset; j < t.offset + t.numel; j++) {
-        diff += (double(grads[0][j]) - grads[1][j]) * (double(grads[0][j]) - grads[1][j]);
-        norm += double(grads[1][j]) * grads[1][j];
-      }
-      EXPECT_LE(std::sqrt(diff), grad_bound * std::sqrt(norm) + 1e-12) << t.name;
-      if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
+      const TensorDistance d = tensor_distance(grads[0], grads[1], t);
+      EXPECT_LE(d.diff, grad_bound * d.norm + 1e-12) << t.name;
+      if (d.norm > 0) worst = std::max(worst, d.diff / d.norm);
     }
     std::printf("%s against %s, recompute %d: log-probs at most %.2g apart; gradients at most %.2g relative L2 apart\n",
                 fused.name, unfused.name, int(recompute), worst_logp, worst);
@@ -276,20 +290,14 @@ inline void expect_deferred_zero_grad_matches_zero_fill(const kernels::Ops& ops,
       EXPECT_NE(grads[1], zeros);
       std::string not_bitwise;
       for (const ParamTensor& t : deferred.tensors()) {
-        double diff = 0, norm = 0;
-        bool same = true;
-        for (size_t j = t.offset; j < t.offset + t.numel; j++) {
-          same = same && grads[0][j] == grads[1][j];
-          diff += (double(grads[0][j]) - grads[1][j]) * (double(grads[0][j]) - grads[1][j]);
-          norm += double(grads[1][j]) * grads[1][j];
-        }
-        if (same) continue;
+        const TensorDistance d = tensor_distance(grads[0], grads[1], t);
+        if (d.same_bits) continue;
         const bool products_only = t.name.ends_with("_proj.weight") || t.name == "lm_head.weight";
         EXPECT_FALSE(products_only) << t.name << ": a gradient only products write is not bit for bit";
         char line[160];
-        std::snprintf(line, sizeof line, " %s (%.2g)", t.name.c_str(), norm > 0 ? std::sqrt(diff / norm) : 1.0);
+        std::snprintf(line, sizeof line, " %s (%.2g)", t.name.c_str(), d.norm > 0 ? d.diff / d.norm : 1.0);
         not_bitwise += line;
-        EXPECT_LE(std::sqrt(diff), tolerance * std::sqrt(norm))
+        EXPECT_LE(d.diff, tolerance * d.norm)
             << t.name << ": the gradient after a deferred zero_grad() is not the zero-filled one";
       }
       std::printf("deferred zero_grad, recompute %d, head rows %lld: tensors not bit for bit (relative L2):%s\n",

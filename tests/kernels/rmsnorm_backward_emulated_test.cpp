@@ -52,9 +52,11 @@ struct Result {
   std::vector<uint16_t> dx16;  // N x C and a sentinel
 };
 
-// K = 0: the loop form (rmsnorm_backward_kernel); else rmsnorm_backward_held_kernel<V, K>.
-template <int V, int K = 0>
-Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16) {
+// held: the register-held form at the K the launch (rmsnorm.cu) takes for this width; else the
+// loop form.
+template <int V>
+Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16,
+           bool held = false) {
   Result r{in.dx0, in.dw0, std::vector<uint16_t>(size_t(N * C) + 1, kUnwritten16)};
   r.dx.push_back(NAN);  // a sentinel past the rows
   const RmsnormBackwardArgs a{r.dx.data(),
@@ -70,26 +72,13 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
   if (V == 4) {
     EXPECT_TRUE(rmsnorm_backward_quads_fit(a));
   }
-  if constexpr (K == 0)
+  if (!held)
     emu::launch({blocks, 1, 1}, kNormBackwardThreads, sizeof(float) * size_t(C), rmsnorm_backward_kernel<V>, a);
   else
-    emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, rmsnorm_backward_held_kernel<V, K>, a);
+    EXPECT_TRUE(launch_held_form<V>(C / V, [&](auto kernel) {
+      emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, kernel, a);
+    })) << "no held form for " << C / V << " groups";
   return r;
-}
-
-// The held form at the K that the launch (rmsnorm.cu) takes for this width.
-template <int V>
-Result run_held(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16) {
-  switch (rmsnorm_backward_held_groups(C / V)) {
-    case 1: return run<V, 1>(in, N, C, rows_per_block, blocks, with_dx16);
-    case 2: return run<V, 2>(in, N, C, rows_per_block, blocks, with_dx16);
-    case 3: return run<V, 3>(in, N, C, rows_per_block, blocks, with_dx16);
-    case 4: return run<V, 4>(in, N, C, rows_per_block, blocks, with_dx16);
-    case 6: return run<V, 6>(in, N, C, rows_per_block, blocks, with_dx16);
-    case 8: return run<V, 8>(in, N, C, rows_per_block, blocks, with_dx16);
-  }
-  ADD_FAILURE() << "no held form for " << C / V << " groups";
-  return {};
 }
 
 // |got - want| within fp32 rounding of sums of C terms in another order.
@@ -141,8 +130,8 @@ TEST(RmsnormBackwardEmulated, OnePassIsTheCpuOpsGradientsAndRoundsItsOwnDx) {
       // past the rows (its extra block returns before any load).
       if (rmsnorm_backward_held_groups(c.C / v) == 0) continue;
       for (const bool with_dx16 : {true, false}) {
-        const Result held = v == 4 ? run_held<4>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16)
-                                   : run_held<1>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16);
+        const Result held = v == 4 ? run<4>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16, true)
+                                   : run<1>(in, c.N, c.C, c.rows_per_block, blocks, with_dx16, true);
         const Result& loop = with_dx16 ? got : plain;
         EXPECT_EQ(std::memcmp(held.dx.data(), loop.dx.data(), sizeof(float) * size_t(c.N * c.C)), 0)
             << "held dx, dx16 " << with_dx16;
