@@ -920,14 +920,14 @@ int main(int argc, char** argv) {
     // CPU table's. Bytes: each value read once.
     {
       const int64_t widths[3] = {C, 256, 256};
-      auto dqkv = upload(randn(N * (C + 512), 22));
+      const std::vector<float> host_src = randn(N * (C + 512), 22);
+      auto dqkv = upload(host_src);
       Buffer<float> dbias(cuda_ops(), size_t(C + 512));
       auto bias_grads = [&](const Ops& ops, float* bias, const float* src) {
         for (int64_t i = 0, at = 0, col = 0; i < 3; at += N * widths[i], col += widths[i], i++)
           ops.matmul_backward_a16w16(nullptr, nullptr, bias + col, src + at, nullptr, nullptr, N, 0, widths[i]);
       };
       const double gb = time_gpu([&] { bias_grads(gpu16, dbias.data(), dqkv.data()); }, reps);
-      const std::vector<float> host_src = randn(N * (C + 512), 22);
       std::vector<float> host_bias(size_t(C + 512));
       const double cb = time_cpu([&] { bias_grads(cpu_bf16_matmul_ops(), host_bias.data(), host_src.data()); });
       const double qkv_bytes = 4.0 * double(N * (C + 512));
