@@ -417,7 +417,8 @@ int main(int argc, char** argv) {
         rows.push_back({"decode_qkv_w16", std::string(L.what) + rows_label + "; base = 6 unfused ops", "GB/s",
                         qkv_bytes / fused / 1e9, qkv_bytes / unfused / 1e9, qkv_bytes / fused / peak_bw});
         const double fused_mlp = time_gpu_queued([&] {
-          gpu16.gate_up_swiglu_w16(out16.data(), {.x16 = x.data()}, wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I);
+          gpu16.gate_up_swiglu_w16(out16.data(), {.x16 = x.data()}, wg.data(), nullptr, wu.data(), nullptr, R, L.H, L.I,
+                                   true);
         }, reps);
         const double unfused_mlp = time_gpu_queued([&] {
           cuda_detail::matmul_forward_a16w16_cublaslt(gate.data(), x.data(), wg.data(), nullptr, R, L.H, L.I);
@@ -437,21 +438,22 @@ int main(int argc, char** argv) {
         const double folded = time_gpu_queued([&] {
           gpu16.decode_linear_w16(h.data(), {.x16 = att16.data()}, wo.data(), nullptr, stream.data(), R, qd, L.H);
           gpu16.gate_up_swiglu_w16(out16.data(), {.x = h.data(), .norm = ln2.data(), .eps = 1e-6f}, wg.data(), nullptr,
-                                   wu.data(), nullptr, R, L.H, L.I);
+                                   wu.data(), nullptr, R, L.H, L.I, true);
         }, reps);
         const double apart = time_gpu_queued([&] {
           gpu16.matmul_forward_a16w16(tmp.data(), att16.data(), wo.data(), nullptr, R, qd, L.H);
           gpu16.residual_rmsnorm_forward_w16(h.data(), nullptr, ln16.data(), rstd.data(), stream.data(), tmp.data(),
                                              ln2.data(), R, L.H, 1e-6f);
           gpu16.gate_up_swiglu_w16(out16.data(), {.x16 = ln16.data()}, wg.data(), nullptr, wu.data(), nullptr, R, L.H,
-                                   L.I);
+                                   L.I, true);
         }, reps);
         rows.push_back({"o+norm+gate_up folded", std::string(L.what) + rows_label + "; base = norm apart (3 ops)",
                         "GB/s", o_bytes / folded / 1e9, o_bytes / apart / 1e9, o_bytes / folded / peak_bw});
       }
     // Past the few-row kernels, a 1.5B step at 64 and 256 rows: q/k/v as one GEMM over [Wq; Wk; Wv]
     // and RoPE with the cache store in one op, against three GEMMs, RoPE twice and the cache store;
-    // gate/up as one GEMM over [Wg; Wu] and SwiGLU on its rows, against two GEMMs and SwiGLU.
+    // gate/up as one GEMM over [Wg; Wu] into bf16 and SwiGLU on its rows, against two fp32 GEMMs and
+    // SwiGLU (a model with MLP biases).
     for (const int64_t R : {int64_t(64), int64_t(256)}) {
       const int64_t H = 1536, I = 8960, heads = 12, kv = 2, d = 128, qd = heads * d, kd = kv * d, cap = 512;
       auto x = upload16(randn(size_t(R * H), 35)), wqkv = upload16(randn(size_t((qd + 2 * kd) * H), 36, 0.02f)),
@@ -465,7 +467,7 @@ int main(int argc, char** argv) {
       slot.upload(slots_h.data(), slots_h.size());
       pos.upload(at.data(), at.size());
       Buffer<uint16_t> kc(cuda_ops(), size_t(R * cap * kd)), vc(cuda_ops(), size_t(R * cap * kd)),
-          mlp16(cuda_ops(), size_t(R * I));
+          mlp16(cuda_ops(), size_t(R * I)), gu16(cuda_ops(), size_t(R * 2 * I));
       Buffer<float> qkv(cuda_ops(), size_t(R * (qd + 2 * kd))), q(cuda_ops(), size_t(R * qd)),
           k(cuda_ops(), size_t(R * kd)), v(cuda_ops(), size_t(R * kd)), gu(cuda_ops(), size_t(R * 2 * I));
       const uint16_t* wk = wqkv.data() + qd * H;
@@ -488,8 +490,8 @@ int main(int argc, char** argv) {
       rows.push_back({"qkv gemm+rope_kv_store", label + "; base = 3 GEMMs + 3 ops", "GB/s", qkv_bytes / one / 1e9,
                       qkv_bytes / apart / 1e9, qkv_bytes / one / peak_bw});
       const double mlp_one = time_gpu_queued([&] {
-        gpu16.matmul_forward_a16w16(gu.data(), x.data(), wgu.data(), nullptr, R, H, 2 * I);
-        gpu16.swiglu_rows_w16(mlp16.data(), gu.data(), R, I);
+        gpu16.matmul_forward_o16(gu16.data(), x.data(), wgu.data(), R, H, 2 * I);
+        gpu16.swiglu_rows_w16(mlp16.data(), gu16.data(), R, I);
       }, reps);
       const double mlp_apart = time_gpu_queued([&] {
         gpu16.matmul_forward_a16w16(gu.data(), x.data(), wgu.data(), nullptr, R, H, I);
@@ -841,9 +843,11 @@ int main(int argc, char** argv) {
 
   if (want("mlp_rows")) {
     // A 1.5B layer's gate and up as the bf16 training step runs them (Transformer::mlp_rows16): one
-    // GEMM over [Wg; Wu] and SwiGLU on its rows [gate | up]; backward, SwiGLU's gradients as rows
-    // and one GEMM's dinp and dW. Against two GEMMs, SwiGLU on their outputs, and two backward
-    // GEMMs (the second adding into dln), in the base column. 4,096 rows; rates are the GEMMs'
+    // GEMM over [Wg; Wu] into bf16 rows [gate | up] (matmul_forward_o16) and SwiGLU on them;
+    // backward, SwiGLU's gradients as rows from the bf16 rows and one GEMM's dinp and dW. Against
+    // two GEMMs with fp32 outputs, SwiGLU on those (2 x 4 bytes a value written and read twice,
+    // where the rows take 2 x 2), and two backward GEMMs (the second adding into dln), in the base
+    // column: the path of a model with MLP biases. 4,096 rows; rates are the GEMMs'
     // FLOPs over the whole sequence's time. In tiles of 128 x 256 (one of cuBLASLt's shapes), each
     // half's 4096 x 8960 output is 1,120 tiles, 8.5 waves of the H100's 132 multiprocessors with
     // the last half empty; the joined one's 2,240 are 17.0 waves.
@@ -853,7 +857,8 @@ int main(int argc, char** argv) {
     auto dact = upload(randn(size_t(N * I), 63));
     Buffer<float> gate_up(cuda_ops(), size_t(2 * N * I)), dln(cuda_ops(), size_t(N * H)),
         dw_gu(cuda_ops(), size_t(2 * I * H));
-    Buffer<uint16_t> act16(cuda_ops(), size_t(N * I)), dgu16(cuda_ops(), size_t(2 * N * I));
+    Buffer<uint16_t> act16(cuda_ops(), size_t(N * I)), dgu16(cuda_ops(), size_t(2 * N * I)),
+        gate_up16(cuda_ops(), size_t(2 * N * I));
     const uint16_t *wg = w_gu.data(), *wu = wg + I * H;
     float *gate = gate_up.data(), *up = gate + N * I;
     const double flops = 2.0 * 2.0 * double(N) * double(H) * double(I);
@@ -863,10 +868,10 @@ int main(int argc, char** argv) {
       gpu16.swiglu_forward_w16(nullptr, act16.data(), gate, up, N * I);
     }, reps);
     const double new_fwd = time_gpu([&] {
-      gpu16.matmul_forward_a16w16(gate_up.data(), ln2.data(), wg, nullptr, N, H, 2 * I);
-      gpu16.swiglu_rows_w16(act16.data(), gate_up.data(), N, I);
+      gpu16.matmul_forward_o16(gate_up16.data(), ln2.data(), wg, N, H, 2 * I);
+      gpu16.swiglu_rows_w16(act16.data(), gate_up16.data(), N, I);
     }, reps);
-    rows.push_back({"mlp gate/up fwd", "4096 rows, 1.5B; base = two GEMMs", "TFLOP/s", flops / new_fwd / 1e12,
+    rows.push_back({"mlp gate/up fwd", "4096 rows, 1.5B; base = two fp32-out GEMMs", "TFLOP/s", flops / new_fwd / 1e12,
                     flops / old_fwd / 1e12, -1});
     uint16_t *dg16 = dgu16.data(), *du16 = dg16 + N * I;
     const double old_bwd = time_gpu([&] {
@@ -875,10 +880,11 @@ int main(int argc, char** argv) {
       gpu16.matmul_backward_g16(dln.data(), dw_gu.data() + I * H, du16, ln2.data(), wu, N, H, I, kAddBoth);
     }, reps);
     const double new_bwd = time_gpu([&] {
-      gpu16.swiglu_rows_backward_w16(dgu16.data(), dact.data(), gate_up.data(), N, I);
+      gpu16.swiglu_rows_backward_w16(dgu16.data(), dact.data(), gate_up16.data(), N, I);
       gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dgu16.data(), ln2.data(), wg, N, H, 2 * I, kWriteDinp);
     }, reps);
-    rows.push_back({"mlp gate/up bwd", "4096 rows, 1.5B; base = two GEMMs", "TFLOP/s", 2 * flops / new_bwd / 1e12,
+    rows.push_back({"mlp gate/up bwd", "4096 rows, 1.5B; base = two fp32-out GEMMs", "TFLOP/s",
+                    2 * flops / new_bwd / 1e12,
                     2 * flops / old_bwd / 1e12, -1});
   }
 

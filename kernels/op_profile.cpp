@@ -48,6 +48,8 @@ double flops_of(const A&... a) {
   const auto args = std::forward_as_tuple(a...);
   if constexpr (Op == k_matmul_forward || Op == k_matmul_forward_w16 || Op == k_matmul_forward_a16w16) {
     return gemm_flops(std::get<4>(args), std::get<5>(args), std::get<6>(args));
+  } else if constexpr (Op == k_matmul_forward_o16) {  // (out16, inp16, w16, N, IC, OC)
+    return gemm_flops(std::get<3>(args), std::get<4>(args), std::get<5>(args));
   } else if constexpr (Op == k_matmul_backward || Op == k_matmul_backward_w16 || Op == k_matmul_backward_a16w16) {
     const int products = (std::get<0>(args) != nullptr) + (std::get<1>(args) != nullptr);
     return products * gemm_flops(std::get<6>(args), std::get<7>(args), std::get<8>(args));

@@ -257,6 +257,14 @@ struct Ops {
                                 int64_t IC, int64_t OC);
   void (*matmul_backward_a16w16)(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
                                  const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
+  // matmul_forward_a16w16 without a bias whose output is stored as its bf16 rounding only:
+  // out16 [N, OC] = to_bf16(inp16 w16^T). The MLP's gate and up (one GEMM over [Wg; Wu],
+  // Transformer::mlp_rows16) are read by SwiGLU alone, forward and backward: in fp32 they were an
+  // N x 2I write and two N x 2I reads a layer (1.5B, 4,096 tokens: 294 MB each), about 3% of an
+  // H200's training step, and 2I floats a token of kept activations. PyTorch's autocast rounds
+  // every linear output to bf16 the same way.
+  void (*matmul_forward_o16)(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
+                             int64_t OC);
   // The other producers of GEMM inputs, fused likewise: res_out = x + delta (add) and then
   // rmsnorm_forward_w16 of res_out (a residual add and the norm after it, one pass; res_out may
   // alias x or delta); swiglu_forward that also writes out16 = to_bf16(out) (out may alias gate, or
@@ -270,21 +278,25 @@ struct Ops {
   // up, SwiGLU) into one. decode_qkv_w16's results are those of matmul_forward_a16w16 for q, k and
   // v (with their biases), rope_forward on q and k at pos, and kv_store_w16 of k and v;
   // gate_up_swiglu_w16's out16 [R, I] is swiglu_forward_w16's out16 for gate = x16 wg^T + bg and
-  // up = x16 wu^T + bu. A backend may sum the products in another order than its GEMMs do.
+  // up = x16 wu^T + bu, each rounded to bf16 first where round_gate_up: the values the training
+  // forward gives SwiGLU (matmul_forward_o16, then swiglu_rows_w16) where it rounds them, so that
+  // generation's log-probs stay the learner's. A backend may sum the products in another order
+  // than its GEMMs do.
   void (*decode_qkv_w16)(const DecodeQkv& a);
   void (*gate_up_swiglu_w16)(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
-                             const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
+                             const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I,
+                             bool round_gate_up);
   // A decode step of more rows than the fused ops take, where the model's q, k and v weights are
   // one matrix [Wq; Wk; Wv] and so are gate and up [Wg; Wu] (model/transformer.cpp, build_layout):
   // what follows each of those two GEMMs, in one op. rope_kv_store_w16: qkv [R, (heads +
   // 2 kv_heads) d] (each row q, k, v); q [R, heads d] = rope_forward of the q part, and
   // kv_store_w16 of rope_forward of the k part and of the v part (qkv is not written; every
-  // pos[r] >= 0). swiglu_rows_w16: gate_up [R, 2I] (each row gate, up); out16 [R, I] =
-  // swiglu_forward_w16's out16 of the two parts.
+  // pos[r] >= 0). swiglu_rows_w16: gate_up16 [R, 2I] (each row gate, up, in bf16: matmul_forward_o16
+  // writes them); out16 [R, I] = swiglu_forward_w16's out16 of the two parts' values.
   void (*rope_kv_store_w16)(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
                             const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
                             int64_t kv_heads, int64_t d, int64_t slot_stride);
-  void (*swiglu_rows_w16)(uint16_t* out16, const float* gate_up, int64_t R, int64_t I);
+  void (*swiglu_rows_w16)(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int64_t I);
   // out [R, OC] = (in w16^T + bias) + residual: matmul_forward_a16w16 and then add (bias and
   // residual may be null; residual may alias out, in.x may not). With the inputs normalized in the
   // op (DecodeInput) and the residual add in it, a decode layer's two residual adds and two norms
@@ -349,10 +361,11 @@ struct Ops {
                                   const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                                   int64_t d);
   // The MLP's gate and up as one GEMM over [Wg; Wu] in training too (Bf16 tables only): its rows
-  // [gate | up] go to swiglu_rows_w16 forward, and backward's SwiGLU writes its gradients as the
-  // rows that GEMM's backward reads. swiglu_rows_backward_w16: dgate_up16 [R, 2I] = rows
-  // [dgate | dup] of swiglu_backward_w16 on the two parts of gate_up [R, 2I], dout [R, I].
-  void (*swiglu_rows_backward_w16)(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R,
+  // [gate | up], in bf16 (matmul_forward_o16), go to swiglu_rows_w16 forward, and backward's SwiGLU
+  // writes its gradients as the rows that GEMM's backward reads. swiglu_rows_backward_w16:
+  // dgate_up16 [R, 2I] = rows [dgate | dup] of swiglu_backward_w16 on the values of the two parts
+  // of gate_up16 [R, 2I], dout [R, I].
+  void (*swiglu_rows_backward_w16)(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
                                    int64_t I);
 
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
@@ -363,18 +376,18 @@ struct Ops {
 // Every function of Ops, in declaration order, for the tables that wrap another table's ops
 // (kernels/guarded, kernels/op_profile.h). A function added to Ops but not here fails the
 // static_assert below, so no wrapper can leave it unwrapped by accident.
-#define AZR_OPS_FUNCTIONS(X)                                                                                  \
-  X(alloc_zeroed) X(release) X(upload) X(download) X(copy) X(fill_zero) X(gather_rows) X(scatter_add_rows)   \
-  X(embedding_forward) X(embedding_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(matmul_forward)        \
-  X(matmul_backward) X(rope_forward) X(rope_backward) X(attention_forward) X(attention_backward)             \
-  X(attention_decode) X(kv_store) X(swiglu_forward) X(swiglu_backward) X(add) X(token_stats)                 \
-  X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)   \
-  X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                      \
-  X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(residual_rmsnorm_forward_w16) X(swiglu_forward_w16)   \
-  X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16) X(decode_linear_w16)       \
-  X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)   \
-  X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16)    \
-  X(swiglu_rows_backward_w16)
+#define AZR_OPS_FUNCTIONS(X)                                                                                    \
+  X(alloc_zeroed) X(release) X(upload) X(download) X(copy) X(fill_zero) X(gather_rows) X(scatter_add_rows)      \
+  X(embedding_forward) X(embedding_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(matmul_forward)           \
+  X(matmul_backward) X(rope_forward) X(rope_backward) X(attention_forward) X(attention_backward)                \
+  X(attention_decode) X(kv_store) X(swiglu_forward) X(swiglu_backward) X(add) X(token_stats)                    \
+  X(token_stats_backward) X(sample_rows) X(sum_squares) X(scale) X(adamw) X(to_bf16) X(matmul_forward_w16)      \
+  X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                         \
+  X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(matmul_forward_o16) X(residual_rmsnorm_forward_w16)      \
+  X(swiglu_forward_w16) X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16)         \
+  X(decode_linear_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16)       \
+  X(token_stats_backward_w16) X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16)          \
+  X(rope_backward_round_w16) X(swiglu_rows_backward_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

@@ -29,8 +29,8 @@ namespace {
 // Elements each token keeps per layer slot for backward, as Transformer::forward_layers carves
 // them (LayerActs, the layer's input aside): ln1, h, ln2 [H]; q, att [q_dim]; k, v [kv_dim]; gate,
 // up [I] in the activation dtype, and rstd1, rstd2, lse (one per head) in fp32. With bf16 GEMMs
-// and bf16 training buffers (bf16_training_buffers), ln1 and ln2 are kept in bf16 only, and
-// SwiGLU's output [I] in bf16 as well.
+// and bf16 training buffers (bf16_training_buffers), ln1 and ln2 are kept in bf16 only, gate and
+// up as well (2I bf16 values in I floats), and SwiGLU's output [I] in bf16 too.
 struct PerToken {
   double act_elems, bf16_elems, fp32_elems;
 };
@@ -38,9 +38,11 @@ struct PerToken {
 PerToken layer_acts(const ModelConfig& c, bool norms16) {
   const double H = double(c.hidden_size), I = double(c.intermediate_size);
   const double qd = double(c.num_attention_heads * c.head_dim), kd = double(c.num_key_value_heads * c.head_dim);
-  const double rest = 2 * qd + 2 * kd + 2 * I, stats = 2 + double(c.num_attention_heads);
-  if (norms16) return {H + rest, 2 * H + I, stats};
-  return {3 * H + rest, 0, stats};
+  const double stats = 2 + double(c.num_attention_heads);
+  // With bf16 buffers gate and up come from one GEMM as bf16 rows (Transformer::mlp_rows16), in a
+  // slot of I floats that the q/k/v GEMM's fp32 rows borrow first: max(I, q_dim + 2 kv_dim).
+  if (norms16) return {H + 2 * qd + 2 * kd + std::max(I, qd + 2 * kd), 2 * H + I, stats};
+  return {3 * H + 2 * qd + 2 * kd + 2 * I, 0, stats};
 }
 
 }  // namespace

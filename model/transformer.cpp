@@ -342,9 +342,11 @@ bool Transformer::attention16() const {
 
 bool Transformer::mlp_rows16() const {
   const kernels::Ops& o = *ops_;
-  return joined_products_ && bf16_training() && o.swiglu_rows_w16 && o.swiglu_rows_backward_w16 &&
-         !config_.mlp_bias;
+  return joined_products_ && bf16_training() && o.matmul_forward_o16 && o.swiglu_rows_w16 &&
+         o.swiglu_rows_backward_w16 && !config_.mlp_bias;
 }
+
+bool Transformer::gate_up_rounded(const LayerWeights& w) const { return mlp_rows16() && gate_up_one_matrix(w); }
 
 bool Transformer::qkv_one_matrix(const LayerWeights& w) const {
   const int64_t H = config_.hidden_size, qd = config_.num_attention_heads * config_.head_dim;
@@ -509,7 +511,7 @@ void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att,
     const GemmInput a = attend_cache(att, q, cache, l, slot, pos, R);
     ops_->decode_linear_w16(h, {.x16 = a.x16}, weights16(w.wo), w.bo, x, R, qd, H);
     ops_->gate_up_swiglu_w16(mlp16, {.x = h, .norm = w.ln2, .eps = eps}, weights16(w.wg), w.bg, weights16(w.wu),
-                             w.bu, R, H, I);
+                             w.bu, R, H, I, gate_up_rounded(w));
     ops_->decode_linear_w16(x, {.x16 = mlp16}, weights16(w.wd), w.bd, h, R, I, H);
   }
   // The final norm in a launch of its own: the LM head's product is about 19,000 blocks at batch 1
@@ -528,14 +530,17 @@ Transformer::GemmInput Transformer::decode_gate_up(float* gate, GemmInput ln2, c
     // gate's R x I floats hold the R x I bf16 result: storage the unfused path would use anyway,
     // and ln2.x16 (gemm_in16_) is this op's input, so the output cannot go there.
     auto* out16 = reinterpret_cast<uint16_t*>(gate);
-    ops_->gate_up_swiglu_w16(out16, {.x16 = ln2.x16}, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I);
+    ops_->gate_up_swiglu_w16(out16, {.x16 = ln2.x16}, weights16(w.wg), w.bg, weights16(w.wu), w.bu, R, H, I,
+                             gate_up_rounded(w));
     return {nullptr, out16};
   }
-  // [Wg; Wu] is one matrix (build_layout): one GEMM, rows of [gate | up], then SwiGLU on them.
-  if (ops_->swiglu_rows_w16 && ln2.x16 && gate_up_one_matrix(w)) {
-    gemm_forward(gate, ln2, w.wg, w.bg, R, H, 2 * I);
+  // As the training forward: [Wg; Wu] is one matrix (build_layout), one GEMM into bf16 rows of
+  // [gate | up] (over gate's storage), then SwiGLU on them.
+  if (ln2.x16 && gate_up_rounded(w)) {
+    auto* gate_up16 = reinterpret_cast<uint16_t*>(gate);
+    ops_->matmul_forward_o16(gate_up16, ln2.x16, weights16(w.wg), R, H, 2 * I);
     gemm_in16_.ensure(size_t(R * I));  // it held ln2, read by now
-    ops_->swiglu_rows_w16(gemm_in16_.data(), gate, R, I);
+    ops_->swiglu_rows_w16(gemm_in16_.data(), gate_up16, R, I);
     return {nullptr, gemm_in16_.data()};
   }
   gemm_forward(gate, ln2, w.wg, w.bg, R, H, I);
@@ -664,7 +669,11 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
   const bool att16 = attention16() && !cache && qkv_one_matrix(w0);
   const bool mlp_rows = mlp_rows16() && gate_up_one_matrix(w0);
   const int64_t ln = norms16 ? H / 2 : H, act16 = norms16 ? I / 2 : 0;
-  const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + 2 * I + act16);
+  // The gate and up slots: fp32 gate and up, 2 I floats a row; with mlp_rows the GEMM's bf16 rows
+  // [gate | up], I floats, which the q/k/v GEMM's fp32 rows (qd + 2 kd) borrow before it
+  // (att16; every Qwen2 config has I >= qd + 2 kd). At 1.5B that is 35 KB a token a layer less.
+  const int64_t mlp_slot = mlp_rows ? std::max(I, qd + 2 * kd) : 2 * I;
+  const int64_t per_layer = N * (H + 2 * ln + 2 + 2 * qd + 2 * kd + nh + mlp_slot + act16);
   const int64_t layer_slots = keep == Keep::Everything ? L : 1, res_slots = keep == Keep::Nothing ? 2 : L + 1;
   const int64_t act = ops_->swiglu_forward_w16 ? 0 : N * I;
   const size_t need = size_t(layer_slots * per_layer + res_slots * N * H + N * (2 * H + 1) + act);
@@ -682,9 +691,13 @@ void Transformer::forward_layers(const SequenceBatch& batch, Keep keep, KVCache*
       a.ln1_16 = reinterpret_cast<uint16_t*>(a.ln1), a.ln2_16 = reinterpret_cast<uint16_t*>(a.ln2);
       a.ln1 = a.ln2 = nullptr;
     }
-    a.gate = take(N * I), a.up = take(N * I);
+    if (mlp_rows) {
+      a.gate = take(N * mlp_slot), a.up = nullptr;
+      a.gate_up16 = reinterpret_cast<uint16_t*>(a.gate);  // N rows of 2 I bf16 values
+    } else {
+      a.gate = take(N * I), a.up = take(N * I);
+    }
     if (norms16) a.act16 = reinterpret_cast<uint16_t*>(take(N * act16));
-    if (mlp_rows) a.gate_up = a.gate;  // the two slots, adjacent, as N rows of 2 I
     if (att16) {  // N (2 qd + 2 kd) bf16 values in the N (qd + 2 kd) floats of q, k and v
       a.q16 = reinterpret_cast<uint16_t*>(a.q), a.k16 = a.q16 + N * qd, a.v16 = a.k16 + N * kd;
       a.att16 = a.v16 + N * kd;
@@ -776,9 +789,9 @@ void Transformer::layer_forward(int64_t l, int64_t N, LayerEnd end, const float*
     gemm_forward(tmp_, a.att, w.wo, w.bo, N, qd, H);
   }
   const GemmInput ln2 = residual_norm_for_gemms(a.h, a.ln2, a.rstd2, a.res_in, tmp_, w.ln2, N, a.ln2_16);
-  if (a.gate_up) {  // mlp_rows16(): one GEMM over [Wg; Wu], SwiGLU on its rows (backward's too)
-    gemm_forward(a.gate_up, ln2, w.wg, w.bg, N, H, 2 * I);
-    o.swiglu_rows_w16(a.act16, a.gate_up, N, I);
+  if (a.gate_up16) {  // mlp_rows16(): one GEMM over [Wg; Wu] into bf16, SwiGLU on its rows (backward's too)
+    o.matmul_forward_o16(a.gate_up16, ln2.x16, weights16(w.wg), N, H, 2 * I);
+    o.swiglu_rows_w16(a.act16, a.gate_up16, N, I);
   } else {
     gemm_forward(a.gate, ln2, w.wg, w.bg, N, H, I);
     gemm_forward(a.up, ln2, w.wu, w.bu, N, H, I);
@@ -1044,9 +1057,9 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   const uint16_t* act16 = a.act16;  // SwiGLU's output as the forward kept it
   o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);
   bias_grad(g.bd, dres, I, H);
-  if (a.gate_up) {  // mlp_rows16(): rows [dgate | dup] (dgate16 and dup16 adjacent) for one GEMM
+  if (a.gate_up16) {  // mlp_rows16(): rows [dgate | dup] (dgate16 and dup16 adjacent) for one GEMM
     if (dup16 != dgate16 + N * I) throw std::logic_error("backward(): dgate16 and dup16 are not adjacent");
-    o.swiglu_rows_backward_w16(dgate16, dact, a.gate_up, N, I);
+    o.swiglu_rows_backward_w16(dgate16, dact, a.gate_up16, N, I);
     o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, 2 * I, kWrite);  // ln2 as kept
   } else {
     o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);

@@ -300,9 +300,14 @@ class Transformer {
   // The same for [Wg; Wu] and their biases.
   bool gate_up_one_matrix(const LayerWeights& w) const;
   // Whether a training forward runs gate and up as one GEMM over [Wg; Wu] (build_layout), its rows
-  // [gate | up] in the layer's gate and up slots (kernels::Ops::swiglu_rows_w16 forward,
-  // swiglu_rows_backward_w16 backward): bf16_training() with those ops, and no MLP biases.
+  // [gate | up] in bf16 in the layer's gate slot (kernels::Ops::matmul_forward_o16, then
+  // swiglu_rows_w16 forward, swiglu_rows_backward_w16 backward): bf16_training() with those ops,
+  // and no MLP biases.
   bool mlp_rows16() const;
+  // Whether the forward gives SwiGLU gate and up rounded to bf16 (mlp_rows16() on w's layout):
+  // decode then rounds them too (gate_up_swiglu_w16's round_gate_up), so that a sampled token's
+  // log-prob is the learner's.
+  bool gate_up_rounded(const LayerWeights& w) const;
   // out = silu(gate) * up over n values; a Bf16 table writes only its bf16 rounding (x null), which
   // is all the down projection reads.
   GemmInput swiglu_for_gemm(float* out, const float* gate, const float* up, int64_t n);
@@ -337,8 +342,9 @@ class Transformer {
                             KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R);
   // Decode's MLP input to the down projection, silu(gate) * up, from the layer's second norm: one
   // fused op for a few rows where the table has it (gate_up_swiglu_w16, its bf16 result written
-  // over gate's storage); past them one GEMM over [Wg; Wu] and swiglu_rows_w16 where the table has
-  // it; the two GEMMs and SwiGLU otherwise. gate: R x 2I floats (gate, then up).
+  // over gate's storage); past them, where the forward rounds gate and up (gate_up_rounded), one
+  // GEMM over [Wg; Wu] into bf16 rows and swiglu_rows_w16; the two GEMMs and SwiGLU otherwise.
+  // gate: R x 2I floats (gate, then up).
   GemmInput decode_gate_up(float* gate, GemmInput ln2, const LayerWeights& w, int64_t R);
 
   // Every address and size a decode step's recording holds, for DecodeGraphs::use_key.
@@ -375,7 +381,9 @@ class Transformer {
     // (in the q, k and v slots, whose fp32 pointers are then null), and the q/k/v GEMM's rows.
     uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr, *att16 = nullptr;
     float* qkv = nullptr;
-    float* gate_up = nullptr;  // with mlp_rows16(): gate and up as rows [gate | up] (gate and up null)
+    // With mlp_rows16(): gate and up as bf16 rows [gate | up] [N, 2I], in the gate slot (whose
+    // other half, and the up slot, are then unused).
+    uint16_t* gate_up16 = nullptr;
   };
   std::vector<LayerActs> layer_acts_;
   float *lnf_ = nullptr, *rstdf_ = nullptr, *act_ = nullptr, *tmp_ = nullptr;

@@ -129,6 +129,17 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
   backward(dinp, dw, dbias, dout, widening(inp16, N * IC), widening(w16, OC * IC), N, IC, OC);
 }
 
+// The fp32 product through scratch, then rounded: the bits a to_bf16 pass after
+// matmul_forward_a16w16 writes (the GPU's GEMM rounds in its epilogue, from the same fp32 sums up
+// to their order).
+void matmul_forward_o16(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
+                        int64_t OC) {
+  static thread_local std::vector<float> out;
+  out.resize(size_t(N * OC));
+  matmul_forward_a16w16(out.data(), inp16, w16, nullptr, N, IC, OC);
+  to_bf16(out16, out.data(), N * OC);
+}
+
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps) {
   if (out) {
@@ -376,12 +387,16 @@ void decode_qkv_w16(const DecodeQkv& a) {
 }
 
 void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
-                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
+                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I, bool round_gate_up) {
   t_gate.resize(size_t(R * I));
   t_up.resize(size_t(R * I));
   const uint16_t* x16 = input_rows(in, R, IC);
   matmul_forward_a16w16(t_gate.data(), x16, wg, bg, R, IC, I);
   matmul_forward_a16w16(t_up.data(), x16, wu, bu, R, IC, I);
+  if (round_gate_up) {
+    for (float& g : t_gate) g = round_to_bf16(g);
+    for (float& u : t_up) u = round_to_bf16(u);
+  }
   swiglu_forward_w16(t_gate.data(), out16, t_gate.data(), t_up.data(), R * I);
 }
 
@@ -397,17 +412,20 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
   kv_store_w16(kcache, vcache, t_k.data(), t_v.data(), slot, pos, R, kd, slot_stride);
 }
 
-// Rows [gate | up] into t_gate and t_up, compact.
-void split_gate_up(const float* gate_up, int64_t R, int64_t I) {
+// Rows [gate | up] of bf16 values into t_gate and t_up, compact and widened to fp32 (exact).
+void split_gate_up(const uint16_t* gate_up16, int64_t R, int64_t I) {
+  static thread_local std::vector<float> rows;
+  widened(rows, gate_up16, 2 * R * I);
   t_gate.resize(size_t(R * I));
   t_up.resize(size_t(R * I));
-  split_rows<float>(gate_up, R, 2 * I, {{t_gate.data(), 0, I}, {t_up.data(), I, I}});
+  split_rows<float>(rows.data(), R, 2 * I, {{t_gate.data(), 0, I}, {t_up.data(), I, I}});
 }
 
 // The parts gathered into scratch, the unfused op over all rows at once, and its two outputs
 // placed back as rows.
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I) {
-  split_gate_up(gate_up, R, I);
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+                              int64_t I) {
+  split_gate_up(gate_up16, R, I);
   t_rows16.resize(size_t(2 * R * I));
   uint16_t *dg = t_rows16.data(), *du = dg + R * I;
   swiglu_backward_w16(dg, du, dout, t_gate.data(), t_up.data(), R * I);
@@ -415,8 +433,8 @@ void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const flo
 }
 
 // The two parts gathered into scratch, then the unfused op over all rows at once: its values.
-void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
-  split_gate_up(gate_up, R, I);
+void swiglu_rows_w16(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int64_t I) {
+  split_gate_up(gate_up16, R, I);
   swiglu_forward_w16(nullptr, out16, t_gate.data(), t_up.data(), R * I);
 }
 
@@ -443,6 +461,7 @@ Ops make_table() {
   t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
   t.matmul_forward_a16w16 = matmul_forward_a16w16;
   t.matmul_backward_a16w16 = matmul_backward_a16w16;
+  t.matmul_forward_o16 = matmul_forward_o16;
   t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
   t.swiglu_forward_w16 = swiglu_forward_w16;
   t.decode_qkv_w16 = decode_qkv_w16;

@@ -556,6 +556,7 @@ const Ops kCpuOps = {
     /*rmsnorm_forward_w16=*/nullptr,
     /*matmul_forward_a16w16=*/nullptr,
     /*matmul_backward_a16w16=*/nullptr,
+    /*matmul_forward_o16=*/nullptr,
     /*residual_rmsnorm_forward_w16=*/nullptr,
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,

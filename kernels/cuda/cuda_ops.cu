@@ -73,6 +73,7 @@ const Ops kCudaOps = {
     /*rmsnorm_forward_w16=*/nullptr,
     /*matmul_forward_a16w16=*/nullptr,
     /*matmul_backward_a16w16=*/nullptr,
+    /*matmul_forward_o16=*/nullptr,
     /*residual_rmsnorm_forward_w16=*/nullptr,
     /*swiglu_forward_w16=*/nullptr,
     /*decode_qkv_w16=*/nullptr,
@@ -113,6 +114,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.rmsnorm_forward_w16 = rmsnorm_forward_w16;
     t.matmul_forward_a16w16 = matmul_forward_a16w16;
     t.matmul_backward_a16w16 = matmul_backward_a16w16;
+    t.matmul_forward_o16 = matmul_forward_o16;
     t.residual_rmsnorm_forward_w16 = residual_rmsnorm_forward_w16;
     t.swiglu_forward_w16 = swiglu_forward_w16;
     t.decode_qkv_w16 = decode_qkv_w16;

@@ -31,6 +31,9 @@ AZR_DEVICE_INLINE void rope_pair(float x1, float x2, float c, float s, float& y1
 // silu(g) * u, as SwiGLU computes it everywhere on the device.
 AZR_DEVICE_INLINE float swiglu_value(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
+// x rounded to bf16 (nearest even) and back: the value a bf16 store of x holds.
+AZR_DEVICE_INLINE float rounded_to_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
 struct RopeKvStoreArgs {
   float* q;            // [R, heads * d] out, rotated
   const float* qkv;    // [R, (heads + 2 kv_heads) * d]: each row q's heads, k's, v's

@@ -239,23 +239,26 @@ dim3 swiglu_rows_grid(int64_t R, int64_t groups_per_row) {
 
 }  // namespace
 
-void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I) {
+void swiglu_rows_w16(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int64_t I) {
   if (R * I == 0) return;
   auto* out = reinterpret_cast<__nv_bfloat16*>(out16);
-  if (I % 4 == 0 && quads_fit({gate_up}, {out16}))
-    swiglu_rows_forward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, gate_up, R, I);
+  const auto* in = reinterpret_cast<const __nv_bfloat16*>(gate_up16);
+  if (I % 4 == 0 && quads_fit({}, {gate_up16, out16}))
+    swiglu_rows_forward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, in, R, I);
   else
-    swiglu_rows_forward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, gate_up, R, I);
+    swiglu_rows_forward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, in, R, I);
   AZR_CUDA_LAUNCHED();
 }
 
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I) {
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+                              int64_t I) {
   if (R * I == 0) return;
   auto* out = reinterpret_cast<__nv_bfloat16*>(dgate_up16);
-  if (I % 4 == 0 && quads_fit({dout, gate_up}, {dgate_up16}))
-    swiglu_rows_backward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, dout, gate_up, R, I);
+  const auto* in = reinterpret_cast<const __nv_bfloat16*>(gate_up16);
+  if (I % 4 == 0 && quads_fit({dout}, {gate_up16, dgate_up16}))
+    swiglu_rows_backward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, dout, in, R, I);
   else
-    swiglu_rows_backward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, dout, gate_up, R, I);
+    swiglu_rows_backward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, dout, in, R, I);
   AZR_CUDA_LAUNCHED();
 }
 

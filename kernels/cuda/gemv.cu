@@ -85,7 +85,7 @@ void decode_qkv_w16(const DecodeQkv& a) {
 }
 
 void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
-                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I) {
+                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I, bool round_gate_up) {
   check_input("gate_up_swiglu_w16", in, R, IC);
   if (I == 0) return;
   const bool vec8 = input_vec8(in, IC) && aligned16(wg) && aligned16(wu);
@@ -94,7 +94,7 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     launch_gemv(gemv_gate_up_kernel<kRows, kVec>, blocks_for(I, split),
                 kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in, wg,
-                bg, wu, bu, int(R), IC, I, split);
+                bg, wu, bu, int(R), IC, I, split, round_gate_up);
   });
 }
 

@@ -32,6 +32,7 @@
 // tests/kernels/gemv_emulated_test.cpp can run them on the CPU through tests/kernels/cuda_emulation.h.
 #pragma once
 
+#include "kernels/cuda/decode_epilogues.cuh"  // swiglu_value, rounded_to_bf16
 #include "kernels/cuda/device_or_emulation.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/rmsnorm_row.cuh"
@@ -267,11 +268,13 @@ __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows,
   }
 }
 
-// out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j].
+// out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j], g and
+// u rounded to bf16 first where round_gate_up (the training forward's matmul_forward_o16).
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
     gemv_gate_up_kernel(__nv_bfloat16* out16, DecodeInput in, const uint16_t* wg, const float* bg,
-                        const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split) {
+                        const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split,
+                        bool round_gate_up) {
   AZR_DYNAMIC_SHARED(smem_raw);
   const int64_t j = item_of_warp(split);
   const bool active = j < I;
@@ -280,8 +283,9 @@ __global__ void __launch_bounds__(kThreads)
   float dot[2];
   if (!item_dots<2, kRows, kVec>(dot, w, in, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
   const int r = int(threadIdx.x) % kWarp;
-  const float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
-  out16[r * I + j] = __float2bfloat16_rn(g / (1.f + expf(-g)) * u);
+  float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
+  if (round_gate_up) g = rounded_to_bf16(g), u = rounded_to_bf16(u);
+  out16[r * I + j] = __float2bfloat16_rn(swiglu_value(g, u));
 }
 
 // The launch geometry, host code shared by gemv.cu and the emulated test.

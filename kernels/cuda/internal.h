@@ -37,8 +37,9 @@ void kv_store(float* kcache, float* vcache, const float* k, const float* v, cons
 void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const float* cos, const float* sin,
                        const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
                        int64_t kv_heads, int64_t d, int64_t slot_stride);
-void swiglu_rows_w16(uint16_t* out16, const float* gate_up, int64_t R, int64_t I);
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const float* gate_up, int64_t R, int64_t I);
+void swiglu_rows_w16(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int64_t I);
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+                              int64_t I);
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
 
@@ -72,6 +73,8 @@ void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w1
                            int64_t IC, int64_t OC);
 void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* dout, const uint16_t* inp16,
                             const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
+void matmul_forward_o16(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
+                        int64_t OC);
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
                          int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
 
@@ -98,7 +101,7 @@ void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const f
                  int64_t R, int64_t IC, int64_t OC);
 void decode_qkv_w16(const DecodeQkv& a);
 void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
-                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I);
+                        const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I, bool round_gate_up);
 
 // attention.cu
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,

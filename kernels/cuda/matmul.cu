@@ -69,9 +69,9 @@ struct Desc {
 // A GEMM's descriptors and algorithm, planned once per shape. Creating the descriptors and asking
 // cuBLASLt's heuristic costs tens of microseconds of host time, more than the GPU spends on a
 // decode step's small GEMMs, and a model repeats a few dozen shapes. The key is everything the
-// plan depends on: transposes, sizes, leading dimensions, operand type, the bias epilogue and the
-// operands' alignments (the bias pointer itself is set per call).
-using PlanKey = std::array<int64_t, 13>;
+// plan depends on: transposes, sizes, leading dimensions, operand and output types, the bias
+// epilogue and the operands' alignments (the bias pointer itself is set per call).
+using PlanKey = std::array<int64_t, 14>;
 struct PlanKeyHash {
   size_t operator()(const PlanKey& key) const {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
@@ -91,9 +91,10 @@ std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>& g_plans =
     *new std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>();
 
 // The descriptors of column-major C[m, n] = op(A) op(B) + beta C (lt_gemm, below) and the
-// preference that bounds the algorithms to the workspace and the operands' alignments.
+// preference that bounds the algorithms to the workspace and the operands' alignments. C is fp32
+// (cd = CUDA_R_32F) or bf16 (CUDA_R_16BF: the fp32 sums rounded as the epilogue stores them).
 void describe(Desc& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
-              cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b, uint32_t al_c) {
+              cudaDataType_t ab, cudaDataType_t cd, bool bias, uint32_t al_a, uint32_t al_b, uint32_t al_c) {
   const LtContext& ctx = lt();
   AZR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -105,7 +106,7 @@ void describe(Desc& d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_
   }
   AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, uint64_t(ta ? k : m), uint64_t(ta ? m : k), lda));
   AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, uint64_t(tb ? n : k), uint64_t(tb ? k : n), ldb));
-  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, uint64_t(m), uint64_t(n), ldc));
+  AZR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, cd, uint64_t(m), uint64_t(n), ldc));
 
   AZR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
   const uint64_t ws = ctx.workspace_bytes;
@@ -134,10 +135,10 @@ std::vector<cublasLtMatmulAlgo_t> ranked_algorithms(const Desc& d, int count) {
 }
 
 std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                                int64_t ldc, cudaDataType_t ab, bool bias, uint32_t al_a, uint32_t al_b,
-                                uint32_t al_c) {
+                                int64_t ldc, cudaDataType_t ab, cudaDataType_t cd, bool bias, uint32_t al_a,
+                                uint32_t al_b, uint32_t al_c) {
   auto plan = std::make_unique<Plan>();
-  describe(plan->d, ta, tb, m, n, k, lda, ldb, ldc, ab, bias, al_a, al_b, al_c);
+  describe(plan->d, ta, tb, m, n, k, lda, ldb, ldc, ab, cd, bias, al_a, al_b, al_c);
   plan->algo = ranked_algorithms(plan->d, 1).front();
   return plan;
 }
@@ -160,7 +161,7 @@ struct TimingEvents {
 // Enqueues C = A B + beta C (the descriptors' shapes and transposes) under `algo` on op_stream(),
 // with the process's workspace: lt_gemm's call and each timed run's.
 cublasStatus_t enqueue_matmul(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B,
-                              float beta, float* C) {
+                              float beta, void* C) {
   const LtContext& ctx = lt();
   const float alpha = 1.f;
   return cublasLtMatmul(ctx.handle, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo, ctx.workspace,
@@ -171,7 +172,7 @@ cublasStatus_t enqueue_matmul(const Desc& d, const cublasLtMatmulAlgo_t& algo, c
 // on op_stream(); NaN when the algorithm refuses the problem at run time. C is written (beta = 0)
 // or added to.
 double time_algorithm(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B, float beta,
-                      float* C, int reps) {
+                      void* C, int reps) {
   auto run = [&] { return enqueue_matmul(d, algo, A, B, beta, C); };
   if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) return std::nan("");
   const TimingEvents events;
@@ -189,7 +190,8 @@ std::vector<double> time_ranked_algorithms(bool ta, bool tb, int64_t m, int64_t 
                                            int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc,
                                            cudaDataType_t ab, int count, int reps) {
   Desc d;
-  describe(d, ta, tb, m, n, k, lda, ldb, ldc, ab, false, alignment_of(A), alignment_of(B), alignment_of(C));
+  describe(d, ta, tb, m, n, k, lda, ldb, ldc, ab, CUDA_R_32F, false, alignment_of(A), alignment_of(B),
+           alignment_of(C));
   std::vector<double> ms;
   for (const cublasLtMatmulAlgo_t& algo : ranked_algorithms(d, count))
     ms.push_back(time_algorithm(d, algo, A, B, beta, C, reps));
@@ -222,7 +224,8 @@ bool autotune_applies(int64_t m, int64_t n, int64_t k) {
 
 // The fastest of the heuristic's first candidates for the plan's product on this call's operands,
 // writing into a scratch C of the call's shape (the call's own C may be added to, beta = 1, and
-// must see one product only). The plan's bias pointer is this call's.
+// must see one product only; fp32-sized, so a bf16 C fits too). The plan's bias pointer is this
+// call's.
 cublasLtMatmulAlgo_t fastest_algorithm(const Plan& plan, const void* A, const void* B, float beta, int64_t n,
                                        int64_t ldc) {
   struct Scratch {  // freed on every way out; cudaFree waits for the timed runs
@@ -240,23 +243,27 @@ cublasLtMatmulAlgo_t fastest_algorithm(const Plan& plan, const void* A, const vo
 
 // Column-major C[m, n] = op(A) op(B) + beta C (+ bias[m] broadcast over columns, when given).
 // A is stored [m, k] (or [k, m] when ta), B [k, n] (or [n, k] when tb).
-// A and B are fp32 (ab = CUDA_R_32F) or bf16 (CUDA_R_16BF); C, the bias and the sums are fp32.
+// A and B are fp32 (ab = CUDA_R_32F) or bf16 (CUDA_R_16BF); the bias and the sums are fp32; C is
+// fp32 (cd = CUDA_R_32F), or bf16 (CUDA_R_16BF, beta = 0 and no bias: matmul_forward_o16's only).
 void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B,
-             int64_t ldb, float beta, float* C, int64_t ldc, const float* bias, cudaDataType_t ab = CUDA_R_32F) {
+             int64_t ldb, float beta, void* C, int64_t ldc, const float* bias, cudaDataType_t ab = CUDA_R_32F,
+             cudaDataType_t cd = CUDA_R_32F) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C = beta C (+ bias), which cuBLASLt does not promise for k = 0
     if (beta != 1.f || bias) throw std::logic_error("lt_gemm: k == 0 with beta != 1 or a bias");
     return;
   }
   const uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_c = alignment_of(C);
-  const PlanKey key = {ta, tb, m, n, k, lda, ldb, ldc, int64_t(ab), bias != nullptr, al_a, al_b, al_c};
+  if (cd != CUDA_R_32F && (beta != 0.f || bias)) throw std::logic_error("lt_gemm: a bf16 C with beta or a bias");
+  const PlanKey key = {ta, tb, m, n, k, lda, ldb, ldc, int64_t(ab), int64_t(cd), bias != nullptr, al_a, al_b, al_c};
   // One lock around planning and the enqueue: the plan's descriptor takes this call's bias pointer.
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   auto it = g_plans.find(key);
   const bool made = it == g_plans.end();
   if (made) {
     if (g_plans.size() >= kMaxPlans) g_plans.clear();
-    it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ldc, ab, bias != nullptr, al_a, al_b, al_c)).first;
+    it = g_plans.emplace(key, make_plan(ta, tb, m, n, k, lda, ldb, ldc, ab, cd, bias != nullptr, al_a, al_b, al_c))
+             .first;
   }
   Plan& plan = *it->second;
   if (bias)
@@ -317,6 +324,15 @@ void matmul_forward_a16w16_cublaslt(float* out, const uint16_t* inp16, const uin
                                     int64_t N, int64_t IC, int64_t OC) {
   if (N == 0 || OC == 0) return;
   lt_gemm(true, false, OC, N, IC, w16, IC, inp16, IC, 0.f, out, OC, bias, CUDA_R_16BF);
+}
+
+// out16^T = w^T-view x inp16^T-view as matmul_forward_a16w16_cublaslt's, stored in bf16 by the
+// epilogue: no fp32 output is written (ops.h, matmul_forward_o16). Always cuBLASLt: its one
+// caller, the MLP's gate/up GEMM, takes it past the rows the few-row kernels serve.
+void matmul_forward_o16(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
+                        int64_t OC) {
+  if (N == 0 || OC == 0) return;
+  lt_gemm(true, false, OC, N, IC, w16, IC, inp16, IC, 0.f, out16, OC, nullptr, CUDA_R_16BF, CUDA_R_16BF);
 }
 
 void matmul_forward_a16w16(float* out, const uint16_t* inp16, const uint16_t* w16, const float* bias, int64_t N,

@@ -66,6 +66,20 @@ AZR_DEVICE_INLINE Group<V> load_group(const float* p, int64_t g) {
   return out;
 }
 
+// V bf16 values widened to fp32 (exact): one 8-byte load for V = 4.
+template <int V>
+AZR_DEVICE_INLINE Group<V> load_group(const __nv_bfloat16* p, int64_t g) {
+  Group<V> out;
+  if constexpr (V == 4) {
+    const uint2 q = reinterpret_cast<const uint2*>(p)[g];  // values 4g, 4g + 1 in q.x (low half first)
+    out.v[0] = __uint_as_float(q.x << 16), out.v[1] = __uint_as_float(q.x & 0xFFFF0000u);
+    out.v[2] = __uint_as_float(q.y << 16), out.v[3] = __uint_as_float(q.y & 0xFFFF0000u);
+  } else {
+    out.v[0] = __bfloat162float(p[g]);
+  }
+  return out;
+}
+
 template <int V, class T>
 AZR_DEVICE_INLINE void store_group(T* p, int64_t g, const Group<V>& in) {
   if constexpr (V == 4)

@@ -66,19 +66,21 @@ __global__ void swiglu_backward_kernel(G* dgate, G* dup, const float* dout, cons
       });
 }
 
-// SwiGLU on rows [gate | up], the output of one GEMM over [Wg; Wu] (model/transformer.cpp:
-// decode past a few rows, and the bf16 training step): row r's gate at gate_up + 2 I r, its up I
-// after. A grid row (blockIdx.y, strided past gridDim.y) per row and its I values along x, V a
-// thread: no index is divided. V = 4 needs I % 4 == 0, so a group never crosses a row, and the
-// pointers quads_fit (the launch checks both).
+// SwiGLU on rows [gate | up] in bf16, the output of one GEMM over [Wg; Wu] (matmul_forward_o16;
+// model/transformer.cpp: decode past a few rows, and the bf16 training step): row r's gate at
+// gate_up16 + 2 I r, its up I after. A grid row (blockIdx.y, strided past gridDim.y) per row and
+// its I values along x, V a thread: no index is divided. V = 4 needs I % 4 == 0, so a group never
+// crosses a row, and the pointers quads_fit (the launch checks both).
 //
-// Forward: out16 [R, I] = bf16(silu(gate) * up), swiglu_forward_kernel's values.
+// Forward: out16 [R, I] = bf16(silu(gate) * up), swiglu_forward_kernel's values on the widened
+// gate and up.
 template <int V>
-__global__ void swiglu_rows_forward_kernel(__nv_bfloat16* out16, const float* gate_up, int64_t R, int64_t I) {
+__global__ void swiglu_rows_forward_kernel(__nv_bfloat16* out16, const __nv_bfloat16* gate_up16, int64_t R,
+                                           int64_t I) {
   const int64_t groups = I / V, first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < R; r += gridDim.y) {
-    const float *gate = gate_up + 2 * I * r, *up = gate + I;
+    const __nv_bfloat16 *gate = gate_up16 + 2 * I * r, *up = gate + I;
     __nv_bfloat16* out = out16 + I * r;
     for (int64_t g = first; g < groups; g += stride) {
       const Group<V> gg = load_group<V>(gate, g), ug = load_group<V>(up, g);
@@ -90,14 +92,15 @@ __global__ void swiglu_rows_forward_kernel(__nv_bfloat16* out16, const float* ga
 }
 
 // Backward: rows [dgate | dup] of dgate_up16 [R, 2 I] (the one GEMM's output gradient) from dout
-// [R, I], swiglu_backward_kernel's values rounded to bf16.
+// [R, I], swiglu_backward_kernel's values on the widened gate and up, rounded to bf16.
 template <int V>
-__global__ void swiglu_rows_backward_kernel(__nv_bfloat16* dgate_up16, const float* dout, const float* gate_up,
-                                            int64_t R, int64_t I) {
+__global__ void swiglu_rows_backward_kernel(__nv_bfloat16* dgate_up16, const float* dout,
+                                            const __nv_bfloat16* gate_up16, int64_t R, int64_t I) {
   const int64_t groups = I / V, first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < R; r += gridDim.y) {
-    const float *gate = gate_up + 2 * I * r, *up = gate + I, *dy = dout + I * r;
+    const __nv_bfloat16 *gate = gate_up16 + 2 * I * r, *up = gate + I;
+    const float* dy = dout + I * r;
     __nv_bfloat16 *dgate = dgate_up16 + 2 * I * r, *dup = dgate + I;
     for (int64_t g = first; g < groups; g += stride) {
       const Group<V> yg = load_group<V>(dy, g), gg = load_group<V>(gate, g), ug = load_group<V>(up, g);

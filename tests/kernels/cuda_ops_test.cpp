@@ -258,6 +258,28 @@ TEST_F(CudaOps, MatmulBackwardSkipsNullGradients) {
   expect_close(to_host<float>(d_dw, dw.size()), dw, 1e-4f, 1e-4f, "dw only");
 }
 
+// matmul_forward_o16 (cuBLASLt's epilogue stores bf16) against the CPU table's (the fp32 product,
+// rounded): the two sum in different orders, so each value within one bf16 step and the sums'
+// error bound (expect_bf16_within), nearly all identical. Shapes: a slice of 1.5B's gate/up GEMM
+// (K = 1,536) and a small one of odd sizes.
+TEST_F(CudaOps, GemmWithBf16OutputIsTheCpuProductRounded) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  for (const auto& [N, IC, OC] : {std::tuple<int64_t, int64_t, int64_t>{128, 1536, 2048}, {37, 96, 40}}) {
+    SCOPED_TRACE("N " + std::to_string(N) + " IC " + std::to_string(IC) + " OC " + std::to_string(OC));
+    const auto x16 = testing::bf16_bits(randn(size_t(N * IC), 61));
+    const auto w16 = testing::bf16_bits(randn(size_t(OC * IC), 62, 0.05f));
+    std::vector<uint16_t> want(size_t(N * OC));
+    cpu_bf16_matmul_ops().matmul_forward_o16(want.data(), x16.data(), w16.data(), N, IC, OC);
+    std::vector<double> slack(want.size());
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t o = 0; o < OC; o++)
+        slack[size_t(n * OC + o)] = 2 * testing::dot_bound(x16.data() + n * IC, w16.data() + o * IC, IC, nullptr).error;
+    auto d_x = to_device(x16), d_w = to_device(w16), d_out = to_device(std::vector<uint16_t>(want.size(), 0xFFFF));
+    dev.matmul_forward_o16(d_out.data(), d_x.data(), d_w.data(), N, IC, OC);
+    testing::expect_bf16_within(to_host<uint16_t>(d_out, want.size()), want, nullptr, slack, 0.95, "out16");
+  }
+}
+
 // cuda_ops_bench's gemm_algos rows time cuda_detail::gemm_algorithm_ms's products: each must be
 // the product the ops run, on the same plan. Under the heuristic's first algorithm (count 1), each
 // gives the op's bits: the forward's out, dinp overwritten, and dW after its two warm-ups and one
@@ -532,19 +554,22 @@ TEST_F(CudaOps, FusedDecodeOpsMatchTheUnfusedCpuOps) {
     in.expect_matches(to_host<float>(d_q, size_t(c.R * in.qd)), to_host<uint16_t>(d_k, in.cache0.size()),
                       to_host<uint16_t>(d_v, in.cache0.size()));
   }
-  for (const testing::GateUpCase& c : {testing::GateUpCase{1, 896, 4864, false},
-                                       testing::GateUpCase{5, 1536, 8960, true}, testing::GateUpCase{2, 20, 11, true}}) {
-    SCOPED_TRACE("gate/up R " + std::to_string(c.R) + " IC " + std::to_string(c.IC));
+  for (const testing::GateUpCase& c :
+       {testing::GateUpCase{1, 896, 4864, false}, testing::GateUpCase{5, 1536, 8960, true},
+        testing::GateUpCase{2, 20, 11, true}, testing::GateUpCase{1, 1536, 8960, false, true},
+        testing::GateUpCase{3, 20, 11, true, true}}) {
+    SCOPED_TRACE("gate/up R " + std::to_string(c.R) + " IC " + std::to_string(c.IC) + " round " +
+                 std::to_string(c.round));
     const testing::GateUpInputs in(c);
     auto d_x = to_device(in.x16), d_wg = to_device(in.wg), d_wu = to_device(in.wu);
     auto d_bg = to_device(in.bg), d_bu = to_device(in.bu);
     auto d_out = to_device(std::vector<uint16_t>(in.ref.size(), 0xFFFF));
     dev.gate_up_swiglu_w16(d_out.data(), {.x16 = d_x.data()}, d_wg.data(), c.bias ? d_bg.data() : nullptr,
-                           d_wu.data(), c.bias ? d_bu.data() : nullptr, c.R, c.IC, c.I);
+                           d_wu.data(), c.bias ? d_bu.data() : nullptr, c.R, c.IC, c.I, c.round);
     testing::expect_bf16_within(to_host<uint16_t>(d_out, in.ref.size()), in.ref, nullptr, in.slack, 0.95, "output");
   }
   EXPECT_THROW(dev.gate_up_swiglu_w16(nullptr, DecodeInput{}, nullptr, nullptr, nullptr, nullptr,
-                                      kDecodeFusedMaxRows + 1, 8, 8),
+                                      kDecodeFusedMaxRows + 1, 8, 8, false),
                std::invalid_argument);
 }
 
@@ -582,9 +607,13 @@ TEST_F(CudaOps, FoldedNormsAndResidualAddsAreTheUnfusedOpsBitForBit) {
 
     auto mlp = to_device(std::vector<uint16_t>(size_t(c.R * c.I), 0xFFFF));
     auto mlp_want = to_device(std::vector<uint16_t>(size_t(c.R * c.I), 0xFFFF));
-    dev.gate_up_swiglu_w16(mlp.data(), normed, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I);
-    dev.gate_up_swiglu_w16(mlp_want.data(), given, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I);
-    EXPECT_EQ(to_host<uint16_t>(mlp, size_t(c.R * c.I)), to_host<uint16_t>(mlp_want, size_t(c.R * c.I))) << "gate/up";
+    for (bool round : {false, true}) {
+      dev.gate_up_swiglu_w16(mlp.data(), normed, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I, round);
+      dev.gate_up_swiglu_w16(mlp_want.data(), given, wg.data(), bias.data(), wu.data(), nullptr, c.R, c.H, c.I,
+                             round);
+      EXPECT_EQ(to_host<uint16_t>(mlp, size_t(c.R * c.I)), to_host<uint16_t>(mlp_want, size_t(c.R * c.I)))
+          << "gate/up, round " << round;
+    }
 
     auto wq = to_device(testing::bf16_bits(randn(size_t(qd * c.H), 86, 0.05f)));
     auto wk = to_device(testing::bf16_bits(randn(size_t(kd * c.H), 87, 0.05f)));
@@ -659,14 +688,24 @@ TEST_F(CudaOps, DecodeEpiloguesAreTheUnfusedOpsBitForBit) {
     EXPECT_EQ(to_host<uint16_t>(vc, cache0.size()), to_host<uint16_t>(vc2, cache0.size())) << "v cache";
     EXPECT_EQ(to_host<float>(qkv, qkv_h.size()), qkv_h) << "the GEMM output is read, not written";
   }
+  // SwiGLU on bf16 rows [gate | up] (matmul_forward_o16's) against swiglu_forward_w16 on the two
+  // halves' values, apart.
   const int64_t R = 256, I = 8960;
-  const std::vector<float> gu_h = randn(size_t(R * 2 * I), 94, 3.f);
+  auto bf16_rows = [](size_t n, uint64_t seed, std::vector<uint16_t>& bits, std::vector<float>& values) {
+    bits = testing::bf16_bits(randn(n, seed, 3.f));
+    values.resize(n);
+    for (size_t i = 0; i < n; i++) values[i] = testing::bf16_value(bits[i]);
+  };
+  std::vector<uint16_t> gu16_h;
+  std::vector<float> gu_h;
+  bf16_rows(size_t(R * 2 * I), 94, gu16_h, gu_h);
   std::vector<float> gate_h(size_t(R * I)), up_h(size_t(R * I));
   for (int64_t r = 0; r < R; r++) {
     std::copy_n(gu_h.begin() + r * 2 * I, I, gate_h.begin() + r * I);
     std::copy_n(gu_h.begin() + r * 2 * I + I, I, up_h.begin() + r * I);
   }
-  auto gu = to_device(gu_h), gate = to_device(gate_h), up = to_device(up_h);
+  auto gu = to_device(gu16_h);
+  auto gate = to_device(gate_h), up = to_device(up_h);
   auto out = to_device(std::vector<uint16_t>(size_t(R * I), 0xFFFF));
   auto want = to_device(std::vector<uint16_t>(size_t(R * I), 0xFFFF));
   dev.swiglu_rows_w16(out.data(), gu.data(), R, I);
@@ -678,13 +717,17 @@ TEST_F(CudaOps, DecodeEpiloguesAreTheUnfusedOpsBitForBit) {
   for (const int64_t width : {I, int64_t(37)}) {
     SCOPED_TRACE("I " + std::to_string(width));
     const int64_t rows = width == I ? R : 9;
-    const std::vector<float> g2 = randn(size_t(rows * 2 * width), 95, 3.f), dy = randn(size_t(rows * width), 96);
+    std::vector<uint16_t> g2_16;
+    std::vector<float> g2;
+    bf16_rows(size_t(rows * 2 * width), 95, g2_16, g2);
+    const std::vector<float> dy = randn(size_t(rows * width), 96);
     std::vector<float> g_h(size_t(rows * width)), u_h(g_h.size());
     for (int64_t r = 0; r < rows; r++) {
       std::copy_n(g2.begin() + r * 2 * width, width, g_h.begin() + r * width);
       std::copy_n(g2.begin() + r * 2 * width + width, width, u_h.begin() + r * width);
     }
-    auto d_g2 = to_device(g2), d_dy = to_device(dy), d_g = to_device(g_h), d_u = to_device(u_h);
+    auto d_g2 = to_device(g2_16);
+    auto d_dy = to_device(dy), d_g = to_device(g_h), d_u = to_device(u_h);
     Buffer<uint16_t> rows16(cuda_ops(), size_t(rows * 2 * width)), dg16(cuda_ops(), g_h.size()),
         du16(cuda_ops(), g_h.size()), fwd16(cuda_ops(), g_h.size()), fwd_want(cuda_ops(), g_h.size());
     dev.swiglu_rows_backward_w16(rows16.data(), d_dy.data(), d_g2.data(), rows, width);

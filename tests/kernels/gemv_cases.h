@@ -186,6 +186,7 @@ struct GateUpCase {
   int R;
   int64_t IC, I;
   bool bias;
+  bool round = false;  // gate_up_swiglu_w16's round_gate_up
 };
 
 // silu(t) = t / (1 + e^-t), in double.
@@ -206,7 +207,7 @@ struct GateUpInputs {
     bg = randn(size_t(c.I), 23), bu = randn(size_t(c.I), 24);
     ref.assign(size_t(c.R * c.I), 0);
     cpu_bf16_matmul_ops().gate_up_swiglu_w16(ref.data(), {.x16 = x16.data()}, wg.data(), gate_bias(), wu.data(),
-                                             up_bias(), c.R, c.IC, c.I);
+                                             up_bias(), c.R, c.IC, c.I, c.round);
     slack.resize(ref.size());
     for (int r = 0; r < c.R; r++)
       for (int64_t j = 0; j < c.I; j++)
@@ -217,11 +218,15 @@ struct GateUpInputs {
   // g and u anywhere within their sums' error bounds, silu over that interval (it falls to its
   // minimum at t = -1.27846 and rises after, so its range is its ends' and perhaps that minimum),
   // the product's extremes at the corners; then silu's and the product's own rounding, within 8
-  // units of 2^-24 of the result (an exp within 2 ulp, three more operations).
+  // units of 2^-24 of the result (an exp within 2 ulp, three more operations). With c.round, g and
+  // u are rounded to bf16 before SwiGLU: a value within the bound rounds to within half a bf16
+  // step (2^-8 of its size) further, so each interval widens by that.
   double output_error(int r, int64_t j) const {
     const uint16_t* x = x16.data() + size_t(r) * size_t(c.IC);
-    const DotBound g = dot_bound(x, wg.data() + j * c.IC, c.IC, c.bias ? &bg[size_t(j)] : nullptr);
-    const DotBound u = dot_bound(x, wu.data() + j * c.IC, c.IC, c.bias ? &bu[size_t(j)] : nullptr);
+    DotBound g = dot_bound(x, wg.data() + j * c.IC, c.IC, c.bias ? &bg[size_t(j)] : nullptr);
+    DotBound u = dot_bound(x, wu.data() + j * c.IC, c.IC, c.bias ? &bu[size_t(j)] : nullptr);
+    if (c.round)
+      for (DotBound* d : {&g, &u}) d->error += std::ldexp(std::fabs(d->value) + d->error, -8);
     const double lo = g.value - g.error, hi = g.value + g.error, t_min = -1.2784645427610738;
     double s_lo = std::min(silu(lo), silu(hi)), s_hi = std::max(silu(lo), silu(hi));
     if (lo < t_min && t_min < hi) s_lo = silu(t_min);

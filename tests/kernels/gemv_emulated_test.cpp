@@ -148,10 +148,12 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
 
 // bf16(silu(gate) * up) from the two products in one launch, against the CPU table's GEMMs and
 // swiglu_forward_w16: each output within a bf16 step and the sums' error of the CPU's
-// (expect_bf16_within), nearly all identical.
+// (expect_bf16_within), nearly all identical; the last two cases with gate and up rounded to bf16
+// first (round_gate_up), as the CPU table then rounds them.
 TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
-  const std::pair<GateUpCase, bool> cases[] = {{{1, 24, 37, true}, true}, {{2, 20, 11, true}, false},
-                                               {{5, 64, 9, false}, true}, {{8, 16, 16, true}, true}};
+  const std::pair<GateUpCase, bool> cases[] = {{{1, 24, 37, true}, true},        {{2, 20, 11, true}, false},
+                                               {{5, 64, 9, false}, true},        {{8, 16, 16, true}, true},
+                                               {{1, 24, 37, true, true}, true},  {{3, 20, 11, false, true}, false}};
   for (const auto& [c, vec8] : cases)
     for (int split : kSplits) {
       SCOPED_TRACE("R " + std::to_string(c.R) + " IC " + std::to_string(c.IC) + " I " + std::to_string(c.I) +
@@ -162,7 +164,8 @@ TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(c.I, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()),
-                    DecodeInput{.x16 = in.x16.data()}, in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R, c.IC, c.I, split);
+                    DecodeInput{.x16 = in.x16.data()}, in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R,
+                    c.IC, c.I, split, c.round);
       });
       expect_weights_prefetched(emu::take_prefetches(), {{in.wg.data(), c.I}, {in.wu.data(), c.I}}, c.IC * 2, vec8);
       expect_bf16_within(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, in.slack, 0.95,
@@ -218,12 +221,12 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + input_smem_bytes(in, c.R, c.IC),
                     gemv_linear_kernel<kRows, kVec>, out->data(), in, w16.data(), b, nullptr, c.R, c.IC, c.OC, split);
       EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * sizeof(float)), 0) << "linear";
-      // Gate, up and SwiGLU.
+      // Gate, up and SwiGLU (gate and up rounded to bf16 in the cases with biases, so both forms run).
       std::vector<uint16_t> normed16(size_t(c.R * c.OC), 0xFFFF), plain16 = normed16;
       for (auto [in, out] : {std::pair{n.in, &normed16}, std::pair{given, &plain16}})
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + input_smem_bytes(in, c.R, c.IC),
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out->data()), in, w16.data(),
-                    b, w16.data() + c.OC * c.IC, c.bias ? b + c.OC : nullptr, c.R, c.IC, c.OC, split);
+                    b, w16.data() + c.OC * c.IC, c.bias ? b + c.OC : nullptr, c.R, c.IC, c.OC, split, c.bias);
       EXPECT_EQ(normed16, plain16) << "gate, up and SwiGLU";
       emu::take_prefetches();
     });

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/ops.h"
 #include "tests/kernels/quads_cases.h"
 #include "tests/kernels/random_inputs.h"
@@ -93,9 +94,9 @@ TEST(SwigluEmulated, BackwardQuadsAreTheOneValueKernelsBits) {
 }
 
 // The launch takes the four-value kernels only where every pointer is aligned for them.
-// SwiGLU on rows [gate | up] of one GEMM over [Wg; Wu] (swiglu_rows_forward_kernel,
+// SwiGLU on bf16 rows [gate | up] of one GEMM over [Wg; Wu] (swiglu_rows_forward_kernel,
 // swiglu_rows_backward_kernel), four values a thread and one, against the one-value kernels above
-// on the halves gathered apart, bit for bit (those are held to the CPU's ops above); row counts
+// on the halves' values gathered apart, bit for bit (those are held to the CPU's ops above); row counts
 // past the grid's rows and row lengths past its threads (both loops wrap), I not a multiple of 4
 // for the one-value kernels, nothing written past the output.
 TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
@@ -105,7 +106,14 @@ TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
   };
   for (const Case c : {Case{1, 40, 1, 1}, Case{9, 36, 1, 4}, Case{16, 64, 2, 16}, Case{5, 37, 1, 2}}) {
     SCOPED_TRACE("R " + std::to_string(c.R) + " I " + std::to_string(c.I));
-    const std::vector<float> gate_up = randn(size_t(c.R * 2 * c.I), 9, 3.f), dout = randn(size_t(c.R * c.I), 10);
+    std::vector<uint16_t> gate_up16(size_t(c.R * 2 * c.I));
+    cpu_bf16_matmul_ops().to_bf16(gate_up16.data(), randn(gate_up16.size(), 9, 3.f).data(), int64_t(gate_up16.size()));
+    std::vector<float> gate_up(gate_up16.size());
+    for (size_t i = 0; i < gate_up.size(); i++) {  // the bf16 values, exactly
+      const uint32_t bits = uint32_t(gate_up16[i]) << 16;
+      std::memcpy(&gate_up[i], &bits, sizeof bits);
+    }
+    const std::vector<float> dout = randn(size_t(c.R * c.I), 10);
     std::vector<float> gate(size_t(c.R * c.I)), up(gate.size());
     for (int64_t r = 0; r < c.R; r++)
       for (int64_t j = 0; j < c.I; j++) {
@@ -126,9 +134,10 @@ TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
     auto run = [&](auto v) {
       constexpr int V = decltype(v)::value;
       std::vector<uint16_t> out = halves(c.R * c.I), rows = halves(2 * c.R * c.I);
-      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_forward_kernel<V>, bf(out), gate_up.data(), c.R, c.I);
-      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_backward_kernel<V>, bf(rows), dout.data(),
-                  gate_up.data(), c.R, c.I);
+      const auto* in = reinterpret_cast<const __nv_bfloat16*>(gate_up16.data());
+      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_forward_kernel<V>, bf(out), in, c.R, c.I);
+      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_backward_kernel<V>, bf(rows), dout.data(), in, c.R,
+                  c.I);
       EXPECT_EQ(out.back(), kUnwritten16) << "forward written past R x I, V " << V;
       EXPECT_EQ(rows.back(), kUnwritten16) << "backward written past R x 2I, V " << V;
       out.pop_back(), rows.pop_back();

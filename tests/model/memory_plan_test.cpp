@@ -196,9 +196,11 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   EXPECT_EQ(g.lm_head, fp32.lm_head + 16773120.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
   // Activations stay fp32, less SwiGLU's fp32 output (4096 x 8960), which a bf16 model never
-  // writes, and with each layer's two norm outputs (4096 x 1536 each) kept in bf16 only; each
-  // layer keeps SwiGLU's bf16 output (4096 x 8960) for backward.
-  EXPECT_EQ(g.activations, fp32.activations - 36700160.0 * 4 - 28 * 2 * 4096.0 * 1536 * 2 + 28 * 36700160.0 * 2);
+  // writes, and with each layer's two norm outputs (4096 x 1536 each) kept in bf16 only, and its
+  // gate and up (2 x 4096 x 8960) too, in half their fp32 slots; each layer keeps SwiGLU's bf16
+  // output (4096 x 8960) for backward.
+  EXPECT_EQ(g.activations, fp32.activations - 36700160.0 * 4 - 28 * 2 * 4096.0 * 1536 * 2 - 28 * 36700160.0 * 4 +
+                               28 * 36700160.0 * 2);
   // Backward: dres, dln, datt, dq [1536], dk, dv [256] and dact [8960] in fp32; fp32 dgate and dup
   // [2 x 8960], or bf16 dgate, dup and the other products' gradients [2 x 8960 + max(1536, 1536 + 2 x 256)].
   EXPECT_EQ(fp32.backward_scratch, 4096.0 * (2 * 1536 + 2 * 1536 + 2 * 256 + 3 * 8960) * 4);
