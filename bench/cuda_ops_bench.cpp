@@ -832,8 +832,8 @@ int main(int argc, char** argv) {
                                 kWriteDinp);
       gpu16.attention_backward_w16(dq.data(), dk.data(), dv.data(), datt.data(), att.data(), lse.data(), q16.data(),
                                    k16.data(), v16.data(), s);
-      gpu16.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), dpos.data(), cos_t.data(),
-                                    sin_t.data(), N, nh, nkv, d);
+      gpu16.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), nullptr, dpos.data(),
+                                    cos_t.data(), sin_t.data(), N, nh, nkv, d);
       gpu16.matmul_backward_g16(dln.data(), dw_qkv.data(), dqkv16.data(), ln1.data(), wq, N, H, width, kWriteDinp);
     }, reps);
     rows.push_back({"attn block bwd", "4 x 1024, 1.5B layer; base = unfused", "TFLOP/s",
@@ -844,7 +844,8 @@ int main(int argc, char** argv) {
   if (want("mlp_rows")) {
     // A 1.5B layer's gate and up as the bf16 training step runs them (Transformer::mlp_rows16): one
     // GEMM over [Wg; Wu] into bf16 rows [gate | up] (matmul_forward_o16) and SwiGLU on them;
-    // backward, SwiGLU's gradients as rows from the bf16 rows and one GEMM's dinp and dW. Against
+    // backward, SwiGLU's gradients as rows from the bf16 rows and a bf16 dout (the down projection's
+    // matmul_backward_g16_dinp16), and one GEMM's dinp and dW. Against
     // two GEMMs with fp32 outputs, SwiGLU on those (2 x 4 bytes a value written and read twice,
     // where the rows take 2 x 2), and two backward GEMMs (the second adding into dln), in the base
     // column: the path of a model with MLP biases. 4,096 rows; rates are the GEMMs'
@@ -855,6 +856,7 @@ int main(int argc, char** argv) {
     const int64_t N = 4096;
     auto ln2 = upload16(randn(size_t(N * H), 61)), w_gu = upload16(randn(size_t(2 * I * H), 62, 0.02f));
     auto dact = upload(randn(size_t(N * I), 63));
+    auto dact16 = upload16(randn(size_t(N * I), 63));
     Buffer<float> gate_up(cuda_ops(), size_t(2 * N * I)), dln(cuda_ops(), size_t(N * H)),
         dw_gu(cuda_ops(), size_t(2 * I * H));
     Buffer<uint16_t> act16(cuda_ops(), size_t(N * I)), dgu16(cuda_ops(), size_t(2 * N * I)),
@@ -880,7 +882,7 @@ int main(int argc, char** argv) {
       gpu16.matmul_backward_g16(dln.data(), dw_gu.data() + I * H, du16, ln2.data(), wu, N, H, I, kAddBoth);
     }, reps);
     const double new_bwd = time_gpu([&] {
-      gpu16.swiglu_rows_backward_w16(dgu16.data(), dact.data(), gate_up16.data(), N, I);
+      gpu16.swiglu_rows_backward_w16(dgu16.data(), dact16.data(), gate_up16.data(), N, I);
       gpu16.matmul_backward_g16(dln.data(), dw_gu.data(), dgu16.data(), ln2.data(), wg, N, H, 2 * I, kWriteDinp);
     }, reps);
     rows.push_back({"mlp gate/up bwd", "4096 rows, 1.5B; base = two fp32-out GEMMs", "TFLOP/s",
@@ -921,6 +923,24 @@ int main(int argc, char** argv) {
     cuda_set_rmsnorm_backward_loop(false);
     rows.push_back({"rmsnorm_bwd bf16 held", "4096 x 1536; base = the loop form", "GB/s", bytes / q / 1e9,
                     bytes / loop / 1e9, bytes / q / peak_bw});
+    // The forward with the residual add in front, as every layer's two norms run it: x and delta
+    // read, res and the bf16 output written (14 bytes a value), held in registers against the
+    // loop form, the same call.
+    {
+      Buffer<float> fres(cuda_ops(), size_t(N * C)), frstd(cuda_ops(), size_t(N));
+      Buffer<uint16_t> fout16(cuda_ops(), size_t(N * C));
+      auto forward = [&] {
+        gpu16.residual_rmsnorm_forward_w16(fres.data(), nullptr, fout16.data(), frstd.data(), dx_in.data(),
+                                           ddout.data(), dw_norm.data(), N, C, 1e-6f);
+      };
+      const double held_fwd = time_gpu(forward, reps);
+      cuda_set_rmsnorm_forward_loop(true);
+      const double loop_fwd = time_gpu(forward, reps);
+      cuda_set_rmsnorm_forward_loop(false);
+      const double fwd_bytes = 14.0 * double(N * C);
+      rows.push_back({"residual_rmsnorm_fwd held", "4096 x 1536; base = the loop form", "GB/s",
+                      fwd_bytes / held_fwd / 1e9, fwd_bytes / loop_fwd / 1e9, fwd_bytes / held_fwd / peak_bw});
+    }
     // The q, k and v bias gradients of a 1.5B layer's backward: column sums of the fp32 dq [4096 x
     // 1536], dk and dv [4096 x 256] (matmul_backward_a16w16 with dinp and dw null), against the
     // CPU table's. Bytes: each value read once.
@@ -939,6 +959,31 @@ int main(int argc, char** argv) {
       const double qkv_bytes = 4.0 * double(N * (C + 512));
       rows.push_back({"bias grads q, k, v", "4096 x (1536 + 256 + 256), 3 calls", "GB/s", qkv_bytes / gb / 1e9,
                       qkv_bytes / cb / 1e9, qkv_bytes / gb / peak_bw});
+      // RoPE's backward with the roundings and the bias sums in one pass (rope_backward_round_w16
+      // with dbias), against it without dbias and the three column sums after it, as the step ran
+      // before. Bytes: a q or k value read and written in fp32 and written in bf16 (10), a v value
+      // read and written in bf16 (6); the sums' reads of the apart path are not counted.
+      const int64_t heads = 12, kv = 2, d = 128, qd = heads * d, kd = kv * d, width = qd + 2 * kd;
+      std::vector<int32_t> pos_h(static_cast<size_t>(N));
+      for (int64_t n = 0; n < N; n++) pos_h[size_t(n)] = int32_t(n % 1024);
+      Buffer<int32_t> rpos(cuda_ops(), size_t(N));
+      rpos.upload(pos_h.data(), pos_h.size());
+      auto rcos = upload(std::vector<float>(size_t(1024 * d / 2), 0.6f)),
+           rsin = upload(std::vector<float>(size_t(1024 * d / 2), 0.8f));
+      Buffer<uint16_t> rows16(cuda_ops(), size_t(N * width));
+      float *dq = dqkv.data(), *dk = dq + N * qd, *dv = dk + N * kd;
+      const double fused = time_gpu([&] {
+        gpu16.rope_backward_round_w16(rows16.data(), dq, dk, dv, dbias.data(), rpos.data(), rcos.data(), rsin.data(),
+                                      N, heads, kv, d);
+      }, reps);
+      const double apart = time_gpu([&] {
+        gpu16.rope_backward_round_w16(rows16.data(), dq, dk, dv, nullptr, rpos.data(), rcos.data(), rsin.data(), N,
+                                      heads, kv, d);
+        bias_grads(gpu16, dbias.data(), dqkv.data());
+      }, reps);
+      const double rope_bytes = double(N) * (10.0 * double(qd + kd) + 6.0 * double(kd));
+      rows.push_back({"rope bwd + bias sums", "4096 rows, 1.5B; base = rope bwd + 3 column sums", "GB/s",
+                      rope_bytes / fused / 1e9, rope_bytes / apart / 1e9, rope_bytes / fused / peak_bw});
     }
     // The residual add and the activations' to_bf16 at the same shape, four values a thread
     // (streaming.cuh) against one (one float off alignment): 12 and 6 bytes a value.

@@ -53,7 +53,8 @@ double flops_of(const A&... a) {
   } else if constexpr (Op == k_matmul_backward || Op == k_matmul_backward_w16 || Op == k_matmul_backward_a16w16) {
     const int products = (std::get<0>(args) != nullptr) + (std::get<1>(args) != nullptr);
     return products * gemm_flops(std::get<6>(args), std::get<7>(args), std::get<8>(args));
-  } else if constexpr (Op == k_matmul_backward_g16) {  // (dinp, dw, dout16, inp16, w16, N, IC, OC, writes)
+  } else if constexpr (Op == k_matmul_backward_g16 || Op == k_matmul_backward_g16_dinp16) {
+    // (dinp, dw, dout16, inp16, w16, N, IC, OC, writes)
     const int products = (std::get<0>(args) != nullptr) + (std::get<1>(args) != nullptr);
     return products * gemm_flops(std::get<5>(args), std::get<6>(args), std::get<7>(args));
   } else if constexpr (Op == k_attention_forward) {

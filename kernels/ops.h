@@ -319,6 +319,13 @@ struct Ops {
   // left the weight gradients to their products (model::Transformer::zero_grad).
   void (*matmul_backward_g16)(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16,
                               const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
+  // matmul_backward_g16 whose dinp is written (never added to) and stored as its bf16 rounding
+  // only, dinp16 [N, IC]; `writes` applies to dw. The down projection's input gradient in a
+  // joined-MLP step (Transformer::mlp_rows16): only SwiGLU's backward reads it, and it rounds what
+  // it writes anyway, so an N x I fp32 write and read a layer become bf16 (at 1.5B x 4,096 tokens
+  // 147 MB a layer less), as PyTorch's autocast keeps every activation gradient.
+  void (*matmul_backward_g16_dinp16)(uint16_t* dinp16, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                                     const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
   // adamw that also writes p16 = to_bf16(p) of the updated p: a model's bf16 copy of its weights
   // refreshed in the pass that updates them, not in a second pass that reads them all again.
   void (*adamw_w16)(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
@@ -348,7 +355,10 @@ struct Ops {
   // on the values of q16, k16 and v16 (k16 and v16 compact: kv_seq_stride = T kv_heads d), the
   // same bits, and out16 = to_bf16(out).
   // rope_backward_round_w16: rope_backward on dq [N, heads d] and dk [N, kv_heads d] in place,
-  // then dqkv16 [N, (heads + 2 kv_heads) d] = rows [dq | dk | dv] rounded to bf16.
+  // then dqkv16 [N, (heads + 2 kv_heads) d] = rows [dq | dk | dv] rounded to bf16, and where dbias
+  // is not null, dbias [(heads + 2 kv_heads) d] += the column sums of those rows in fp32: the q, k
+  // and v biases' gradients (adjacent, as their biases are), in the pass that reads the rows, where
+  // three column-sum launches read them again (1.5B: 84 launches and 0.9 GB a step).
   void (*rope_round_qkv_w16)(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
                              const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                              int64_t d);
@@ -357,16 +367,16 @@ struct Ops {
   void (*attention_backward_w16)(float* dq, float* dk, float* dv, const float* dout, const float* out,
                                  const float* lse, const uint16_t* q16, const uint16_t* k16, const uint16_t* v16,
                                  const AttentionShape& s);
-  void (*rope_backward_round_w16)(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
-                                  const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
-                                  int64_t d);
+  void (*rope_backward_round_w16)(uint16_t* dqkv16, float* dq, float* dk, const float* dv, float* dbias,
+                                  const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
+                                  int64_t kv_heads, int64_t d);
   // The MLP's gate and up as one GEMM over [Wg; Wu] in training too (Bf16 tables only): its rows
   // [gate | up], in bf16 (matmul_forward_o16), go to swiglu_rows_w16 forward, and backward's SwiGLU
   // writes its gradients as the rows that GEMM's backward reads. swiglu_rows_backward_w16:
   // dgate_up16 [R, 2I] = rows [dgate | dup] of swiglu_backward_w16 on the values of the two parts
-  // of gate_up16 [R, 2I], dout [R, I].
-  void (*swiglu_rows_backward_w16)(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
-                                   int64_t I);
+  // of gate_up16 [R, 2I] and of dout16 [R, I] (matmul_backward_g16_dinp16's).
+  void (*swiglu_rows_backward_w16)(uint16_t* dgate_up16, const uint16_t* dout16, const uint16_t* gate_up16,
+                                   int64_t R, int64_t I);
 
   // Recording and replay of ops (kernels/cuda: CUDA graphs); every field null where the backend
   // cannot record (kernels/cpu, whose ops are not launch-bound).
@@ -385,9 +395,9 @@ struct Ops {
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                         \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(matmul_forward_o16) X(residual_rmsnorm_forward_w16)      \
   X(swiglu_forward_w16) X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16)         \
-  X(decode_linear_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(adamw_w16) X(rmsnorm_backward_w16)       \
-  X(token_stats_backward_w16) X(rope_round_qkv_w16) X(attention_forward_w16) X(attention_backward_w16)          \
-  X(rope_backward_round_w16) X(swiglu_rows_backward_w16)
+  X(decode_linear_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(matmul_backward_g16_dinp16)              \
+  X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16) X(rope_round_qkv_w16)                        \
+  X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16) X(swiglu_rows_backward_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1
 constexpr int kOpsFunctionCount = 0 AZR_OPS_FUNCTIONS(AZR_OPS_COUNT_ONE);

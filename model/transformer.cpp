@@ -343,7 +343,7 @@ bool Transformer::attention16() const {
 bool Transformer::mlp_rows16() const {
   const kernels::Ops& o = *ops_;
   return joined_products_ && bf16_training() && o.matmul_forward_o16 && o.swiglu_rows_w16 &&
-         o.swiglu_rows_backward_w16 && !config_.mlp_bias;
+         o.swiglu_rows_backward_w16 && o.matmul_backward_g16_dinp16 && !config_.mlp_bias;
 }
 
 bool Transformer::gate_up_rounded(const LayerWeights& w) const { return mlp_rows16() && gate_up_one_matrix(w); }
@@ -1055,13 +1055,15 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   const kernels::GemmWrites kWrite = kernels::kWriteDinp | dw_write, kAdd = dw_write;
   // MLP branch: res_out = h + down(silu(gate) * up); dres holds d(res_out).
   const uint16_t* act16 = a.act16;  // SwiGLU's output as the forward kept it
-  o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);
-  bias_grad(g.bd, dres, I, H);
-  if (a.gate_up16) {  // mlp_rows16(): rows [dgate | dup] (dgate16 and dup16 adjacent) for one GEMM
+  if (a.gate_up16) {  // mlp_rows16() (no MLP biases): dact in bf16 in dact's slot, rows [dgate | dup], one GEMM
     if (dup16 != dgate16 + N * I) throw std::logic_error("backward(): dgate16 and dup16 are not adjacent");
-    o.swiglu_rows_backward_w16(dgate16, dact, a.gate_up16, N, I);
+    auto* dact16 = reinterpret_cast<uint16_t*>(dact);
+    o.matmul_backward_g16_dinp16(dact16, g.wd, dout16, act16, weights16(w.wd), N, I, H, dw_write);
+    o.swiglu_rows_backward_w16(dgate16, dact16, a.gate_up16, N, I);
     o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, 2 * I, kWrite);  // ln2 as kept
   } else {
+    o.matmul_backward_g16(dact, g.wd, dout16, act16, weights16(w.wd), N, I, H, kWrite);
+    bias_grad(g.bd, dres, I, H);
     o.swiglu_backward_w16(dgate16, dup16, dact, a.gate, a.up, N * I);
     o.matmul_backward_g16(dln, g.wg, dgate16, a.ln2_16, weights16(w.wg), N, H, I, kWrite);  // ln2 as kept
     o.matmul_backward_g16(dln, g.wu, dup16, a.ln2_16, weights16(w.wu), N, H, I, kAdd);
@@ -1073,11 +1075,11 @@ void Transformer::layer_backward_grads16(const LayerWeights& w, const LayerWeigh
   bias_grad(g.bo, dres, qd, H);
   if (a.q16) {  // attention16(): from the kept bf16 operands, and one q/k/v GEMM with dout16 its rows
     o.attention_backward_w16(dq, dk, dv, datt, a.att, a.lse, a.q16, a.k16, a.v16, shape);
-    o.rope_backward_round_w16(dout16, dq, dk, dv, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh, nkv,
-                              d);
-    bias_grad(g.bq, dq, H, qd);
-    bias_grad(g.bk, dk, H, kd);
-    bias_grad(g.bv, dv, H, kd);
+    // The q, k and v biases' gradients in the same pass, adjacent as the biases are (qkv_one_matrix).
+    if (g.bq && (g.bk != g.bq + qd || g.bv != g.bk + kd))
+      throw std::logic_error("backward(): the q, k and v bias gradients are not adjacent");
+    o.rope_backward_round_w16(dout16, dq, dk, dv, g.bq, positions_.data(), rope_cos_.data(), rope_sin_.data(), N, nh,
+                              nkv, d);
     o.matmul_backward_g16(dln, g.wq, dout16, a.ln1_16, weights16(w.wq), N, H, qd + 2 * kd, kWrite);
     o.rmsnorm_backward_w16(dres, round_dres_in ? dout16 : nullptr, g.ln1, dln, a.res_in, w.ln1, a.rstd1, N, H);
     return;

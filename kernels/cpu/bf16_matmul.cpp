@@ -239,6 +239,19 @@ void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const u
   }
 }
 
+// dinp through fp32 scratch, then rounded: the bits of matmul_backward_g16's written dinp rounded
+// by to_bf16.
+void matmul_backward_g16_dinp16(uint16_t* dinp16, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                                const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes) {
+  if (dinp16) {
+    static thread_local std::vector<float> dinp;
+    dinp.resize(size_t(N * IC));
+    matmul_backward_g16(dinp.data(), nullptr, dout16, nullptr, w16, N, IC, OC, kWriteDinp);
+    to_bf16(dinp16, dinp.data(), N * IC);
+  }
+  matmul_backward_g16(nullptr, dw, dout16, inp16, nullptr, N, IC, OC, writes);
+}
+
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale) {
   cpu_ops().adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);
@@ -323,12 +336,19 @@ void attention_backward_w16(float* dq, float* dk, float* dv, const float* dout, 
                      widened(t_k32, k16, kv), widened(t_v32, v16, kv), s);
 }
 
-void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+// The bias sums as the unfused path's column sums take them (matmul_backward's dbias), part by
+// part: the same bits.
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, float* dbias, const int32_t* pos,
                              const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                              int64_t d) {
   const int64_t qd = heads * d, kd = kv_heads * d;
   cpu_ops().rope_backward(dq, pos, cos, sin, N, heads, d);
   cpu_ops().rope_backward(dk, pos, cos, sin, N, kv_heads, d);
+  if (dbias) {
+    cpu_ops().matmul_backward(nullptr, nullptr, dbias, dq, nullptr, nullptr, N, 0, qd);
+    cpu_ops().matmul_backward(nullptr, nullptr, dbias + qd, dk, nullptr, nullptr, N, 0, kd);
+    cpu_ops().matmul_backward(nullptr, nullptr, dbias + qd + kd, dv, nullptr, nullptr, N, 0, kd);
+  }
   t_rows16.resize(size_t(N * (qd + 2 * kd)));
   uint16_t *q16 = t_rows16.data(), *k16 = q16 + N * qd, *v16 = k16 + N * kd;
   to_bf16(q16, dq, N * qd);
@@ -423,12 +443,14 @@ void split_gate_up(const uint16_t* gate_up16, int64_t R, int64_t I) {
 
 // The parts gathered into scratch, the unfused op over all rows at once, and its two outputs
 // placed back as rows.
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const uint16_t* dout16, const uint16_t* gate_up16, int64_t R,
                               int64_t I) {
   split_gate_up(gate_up16, R, I);
+  static thread_local std::vector<float> dout;
+  widened(dout, dout16, R * I);
   t_rows16.resize(size_t(2 * R * I));
   uint16_t *dg = t_rows16.data(), *du = dg + R * I;
-  swiglu_backward_w16(dg, du, dout, t_gate.data(), t_up.data(), R * I);
+  swiglu_backward_w16(dg, du, dout.data(), t_gate.data(), t_up.data(), R * I);
   join_rows<uint16_t>(dgate_up16, R, 2 * I, {{dg, 0, I}, {du, I, I}});
 }
 
@@ -471,6 +493,7 @@ Ops make_table() {
   t.decode_linear_w16 = decode_linear_w16;
   t.swiglu_backward_w16 = swiglu_backward_w16;
   t.matmul_backward_g16 = matmul_backward_g16;
+  t.matmul_backward_g16_dinp16 = matmul_backward_g16_dinp16;
   t.adamw_w16 = adamw_w16;
   t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
   t.token_stats_backward_w16 = token_stats_backward_w16;

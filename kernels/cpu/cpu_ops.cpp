@@ -566,6 +566,7 @@ const Ops kCpuOps = {
     /*decode_linear_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
+    /*matmul_backward_g16_dinp16=*/nullptr,
     /*adamw_w16=*/nullptr,
     /*rmsnorm_backward_w16=*/nullptr,
     /*token_stats_backward_w16=*/nullptr,

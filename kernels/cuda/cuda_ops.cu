@@ -83,6 +83,7 @@ const Ops kCudaOps = {
     /*decode_linear_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
+    /*matmul_backward_g16_dinp16=*/nullptr,
     /*adamw_w16=*/nullptr,
     /*rmsnorm_backward_w16=*/nullptr,
     /*token_stats_backward_w16=*/nullptr,
@@ -124,6 +125,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.decode_linear_w16 = gemv_linear;
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;
+    t.matmul_backward_g16_dinp16 = matmul_backward_g16_dinp16;
     t.adamw_w16 = adamw_w16;
     t.rmsnorm_backward_w16 = rmsnorm_backward_w16;
     t.token_stats_backward_w16 = token_stats_backward_w16;

@@ -72,6 +72,13 @@ void cuda_set_attention_masks_every_tile(bool every_tile);
 // CudaOps.RmsNormBackwardHeldFormIsTheLoopForm. Off by default; not a user setting.
 void cuda_set_rmsnorm_backward_loop(bool loop);
 
+// RMSNorm's forward (and the residual add with it) holds a thread's values of a row in registers
+// where the width allows (up to 4,096 columns; kernels/cuda/rmsnorm_forward.cuh says why), the
+// same bits as the loop form, which true runs at every width: the baseline of cuda_ops_bench's
+// rmsnorm rows and of CudaOps.RmsNormForwardHeldFormIsTheLoopForm. Off by default; not a user
+// setting.
+void cuda_set_rmsnorm_forward_loop(bool loop);
+
 // The query rows each warp of the Mma forward owns: 16 (the default) or 32 (FlashAttention-2's
 // geometry: 128-query blocks over 32-key tiles, kernels/cuda/attention_mma.cuh says why), from
 // AZR_CUDA_ATTENTION_WARP_ROWS at the first Mma forward (kernels/cuda_attention_choice.h), or set

@@ -191,18 +191,21 @@ void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float
   AZR_CUDA_LAUNCHED();
 }
 
-void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, float* dbias, const int32_t* pos,
                              const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                              int64_t d) {
-  const int64_t pairs = N * (heads + 2 * kv_heads) * (d / 2);
+  const int64_t per_row = (heads + 2 * kv_heads) * (d / 2), pairs = N * per_row;
   if (pairs == 0) return;
   auto* out = reinterpret_cast<__nv_bfloat16*>(dqkv16);
+  const RopeBackwardGrid g = rope_backward_grid(N, per_row);
+  const dim3 grid(g.x, g.y);
   if (fits_32_bit_index(pairs))
-    rope_backward_round_kernel<uint32_t><<<grid_for(pairs), 256, 0, op_stream()>>>(
-        out, dq, dk, dv, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d));
+    rope_backward_round_kernel<uint32_t><<<grid, 256, 0, op_stream()>>>(
+        out, dq, dk, dv, dbias, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d),
+        uint32_t(g.rows_per_chunk));
   else
-    rope_backward_round_kernel<int64_t><<<grid_for(pairs), 256, 0, op_stream()>>>(out, dq, dk, dv, pos, cos, sin, N,
-                                                                                  heads, kv_heads, d);
+    rope_backward_round_kernel<int64_t><<<grid, 256, 0, op_stream()>>>(out, dq, dk, dv, dbias, pos, cos, sin, N,
+                                                                       heads, kv_heads, d, g.rows_per_chunk);
   AZR_CUDA_LAUNCHED();
 }
 
@@ -250,12 +253,13 @@ void swiglu_rows_w16(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int6
   AZR_CUDA_LAUNCHED();
 }
 
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const uint16_t* dout16, const uint16_t* gate_up16, int64_t R,
                               int64_t I) {
   if (R * I == 0) return;
   auto* out = reinterpret_cast<__nv_bfloat16*>(dgate_up16);
   const auto* in = reinterpret_cast<const __nv_bfloat16*>(gate_up16);
-  if (I % 4 == 0 && quads_fit({dout}, {gate_up16, dgate_up16}))
+  const auto* dout = reinterpret_cast<const __nv_bfloat16*>(dout16);
+  if (I % 4 == 0 && quads_fit({}, {dout16, gate_up16, dgate_up16}))
     swiglu_rows_backward_kernel<4><<<swiglu_rows_grid(R, I / 4), 256, 0, op_stream()>>>(out, dout, in, R, I);
   else
     swiglu_rows_backward_kernel<1><<<swiglu_rows_grid(R, I), 256, 0, op_stream()>>>(out, dout, in, R, I);

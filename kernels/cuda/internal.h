@@ -38,7 +38,7 @@ void rope_kv_store_w16(float* q, const float* qkv, const int32_t* pos, const flo
                        const int32_t* slot, uint16_t* kcache, uint16_t* vcache, int64_t R, int64_t heads,
                        int64_t kv_heads, int64_t d, int64_t slot_stride);
 void swiglu_rows_w16(uint16_t* out16, const uint16_t* gate_up16, int64_t R, int64_t I);
-void swiglu_rows_backward_w16(uint16_t* dgate_up16, const float* dout, const uint16_t* gate_up16, int64_t R,
+void swiglu_rows_backward_w16(uint16_t* dgate_up16, const uint16_t* dout16, const uint16_t* gate_up16, int64_t R,
                               int64_t I);
 void kv_store_w16(uint16_t* kcache, uint16_t* vcache, const float* k, const float* v, const int32_t* slot,
                   const int32_t* pos, int64_t R, int64_t row, int64_t slot_stride);
@@ -75,6 +75,8 @@ void matmul_backward_a16w16(float* dinp, float* dw, float* dbias, const float* d
                             const uint16_t* w16, int64_t N, int64_t IC, int64_t OC);
 void matmul_forward_o16(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
                         int64_t OC);
+void matmul_backward_g16_dinp16(uint16_t* dinp16, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                                const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
 void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const uint16_t* inp16, const uint16_t* w16,
                          int64_t N, int64_t IC, int64_t OC, GemmWrites writes);
 
@@ -117,7 +119,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 // dqkv16 as rows [dq | dk | dv], the one GEMM over [Wq; Wk; Wv]'s output gradient.
 void rope_round_qkv_w16(uint16_t* q16, uint16_t* k16, uint16_t* v16, const float* qkv, const int32_t* pos,
                         const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads, int64_t d);
-void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, const int32_t* pos,
+void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float* dv, float* dbias, const int32_t* pos,
                              const float* cos, const float* sin, int64_t N, int64_t heads, int64_t kv_heads,
                              int64_t d);
 void attention_forward_w16(float* out, uint16_t* out16, float* lse, const uint16_t* q16, const uint16_t* k16,

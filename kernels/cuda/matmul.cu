@@ -393,6 +393,17 @@ void matmul_backward_g16(float* dinp, float* dw, const uint16_t* dout16, const u
     lt_gemm(false, true, IC, OC, N, inp16, IC, dout16, OC, write_dw ? 0.f : 1.f, dw, IC, nullptr, CUDA_R_16BF);
 }
 
+// dinp16^T = the dinp product of matmul_backward_g16, stored in bf16 by the epilogue (beta = 0);
+// dw as matmul_backward_g16's.
+void matmul_backward_g16_dinp16(uint16_t* dinp16, float* dw, const uint16_t* dout16, const uint16_t* inp16,
+                                const uint16_t* w16, int64_t N, int64_t IC, int64_t OC, GemmWrites writes) {
+  if (dinp16 && OC == 0 && N * IC > 0)  // an empty sum, which lt_gemm leaves to its caller
+    AZR_CUDA_CHECK(cudaMemsetAsync(dinp16, 0, sizeof(uint16_t) * size_t(N * IC), op_stream()));
+  else if (dinp16)
+    lt_gemm(false, false, IC, N, OC, w16, IC, dout16, OC, 0.f, dinp16, IC, nullptr, CUDA_R_16BF, CUDA_R_16BF);
+  matmul_backward_g16(nullptr, dw, dout16, inp16, w16, N, IC, OC, writes);
+}
+
 std::vector<double> gemm_algorithm_ms(GemmProduct which, float* out, const uint16_t* x16, const uint16_t* w16,
                                       const uint16_t* dout16, int64_t N, int64_t IC, int64_t OC, int count, int reps) {
   switch (which) {

@@ -1,6 +1,6 @@
-// RMSNorm of the CUDA backend: the forward a block per row (its mean square a block reduction);
-// the backward a block per few rows, dx, dw and dx's bf16 rounding in one pass
-// (rmsnorm_backward.cuh).
+// RMSNorm of the CUDA backend: the forward a block per row (its mean square a block reduction;
+// rmsnorm_forward.cuh); the backward a block per few rows, dx, dw and dx's bf16 rounding in one
+// pass (rmsnorm_backward.cuh).
 //
 //   y = x r w,  r = (mean(x^2) + eps)^-1/2
 //   dx += r (dy w) - x r^3 / C * sum(dy w x),   dw += sum over rows of dy x r
@@ -11,6 +11,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
 #include "kernels/cuda/rmsnorm_backward.cuh"
+#include "kernels/cuda/rmsnorm_forward.cuh"
 #include "kernels/cuda/rmsnorm_row.cuh"
 
 namespace azr::kernels::cuda_detail {
@@ -18,31 +19,18 @@ namespace {
 
 constexpr int kThreads = kNormThreads;  // the forward's bits depend on it (rmsnorm_row.cuh)
 
-// out16 (may be null): the output rounded to bf16 as well, for the GEMMs it feeds; out (may be null
-// where out16 is not): the fp32 output, which a bf16 model does not keep. delta (may be
-// null): the row is x + delta, a residual add fused in front, written to res (which may alias x or
-// delta: each thread rereads only what it wrote). The sums run in the same order either way, so
-// the fused call is the add and the norm bit for bit.
-__global__ void rmsnorm_forward_kernel(float* out, __nv_bfloat16* out16, float* rstd, const float* x, const float* w,
-                                       int64_t C, float eps, const float* delta, float* res) {
-  __shared__ float shared[32];
-  wait_for_prior_grids();  // x and delta come from the kernels before (launch_after_prior)
-  release_next_grid();
-  const int64_t n = blockIdx.x;
-  const float* xr = x + n * C;
-  if (delta) {
-    const float* dr = delta + n * C;
-    float* rr = res + n * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) rr[c] = xr[c] + dr[c];
-    xr = rr;
-  }
-  const float r = row_rstd(xr, C, eps, shared);
-  if (threadIdx.x == 0) rstd[n] = r;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float y = normalized(xr[c], r, w[c]);
-    if (out) out[n * C + c] = y;
-    if (out16) out16[n * C + c] = __float2bfloat16_rn(y);
-  }
+bool& forward_loop_form() {  // cuda_set_rmsnorm_forward_loop
+  static bool loop = false;
+  return loop;
+}
+
+// The forward, a block per row: the held form where the width allows (rmsnorm_forward.cuh). The
+// sums run in the same order with a residual add in front or not, so the fused call is the add and
+// the norm bit for bit.
+void launch_rmsnorm_forward(const RmsnormForwardArgs& a, int64_t N) {
+  if (N == 0) return;
+  launch_rmsnorm_forward_form(a.C, forward_loop_form(),
+                              [&](auto kernel) { launch_after_prior(kernel, unsigned(N), kThreads, 0, a); });
 }
 
 bool& backward_loop_form() {  // cuda_set_rmsnorm_backward_loop
@@ -79,23 +67,17 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
 }  // namespace
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
-  if (N == 0) return;
-  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, nullptr, rstd, x, w, C, eps, nullptr,
-                     nullptr);
+  launch_rmsnorm_forward({out, nullptr, rstd, x, w, C, eps, nullptr, nullptr}, N);
 }
 
 void rmsnorm_forward_w16(float* out, uint16_t* out16, float* rstd, const float* x, const float* w, int64_t N,
                          int64_t C, float eps) {
-  if (N == 0) return;
-  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, reinterpret_cast<__nv_bfloat16*>(out16),
-                     rstd, x, w, C, eps, nullptr, nullptr);
+  launch_rmsnorm_forward({out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C, eps, nullptr, nullptr}, N);
 }
 
 void residual_rmsnorm_forward_w16(float* res_out, float* out, uint16_t* out16, float* rstd, const float* x,
                                   const float* delta, const float* w, int64_t N, int64_t C, float eps) {
-  if (N == 0) return;
-  launch_after_prior(rmsnorm_forward_kernel, unsigned(N), kThreads, 0, out, reinterpret_cast<__nv_bfloat16*>(out16),
-                     rstd, x, w, C, eps, delta, res_out);
+  launch_rmsnorm_forward({out, reinterpret_cast<__nv_bfloat16*>(out16), rstd, x, w, C, eps, delta, res_out}, N);
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
@@ -115,5 +97,6 @@ void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dou
 namespace azr::kernels {
 
 void cuda_set_rmsnorm_backward_loop(bool loop) { cuda_detail::backward_loop_form() = loop; }
+void cuda_set_rmsnorm_forward_loop(bool loop) { cuda_detail::forward_loop_form() = loop; }
 
 }  // namespace azr::kernels

@@ -12,13 +12,21 @@ namespace azr::kernels::cuda_detail {
 
 constexpr int kNormThreads = 256;
 
+// One square added to a thread's sum: a fused multiply-add, written out, so that every form that
+// sums a row (here, and rmsnorm_forward.cuh's held kernel) rounds alike whatever the compiler
+// would contract (nvcc contracts `ss += x * x` into this same instruction by default).
+AZR_DEVICE_INLINE float row_square_sum_step(float ss, float x) { return __fmaf_rn(x, x, ss); }
+
+// r from the block's sum of squares.
+AZR_DEVICE_INLINE float row_rstd_of(float ss, int64_t C, float eps) { return rsqrtf(ss / float(C) + eps); }
+
 // r of the row xr[0 .. C). Every thread of the block calls it (a block reduction); `shared` holds
 // 32 floats.
 AZR_DEVICE_INLINE float row_rstd(const float* xr, int64_t C, float eps, float* shared) {
   float ss = 0.f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss = row_square_sum_step(ss, xr[c]);
   ss = block_sum(ss, shared);
-  return rsqrtf(ss / float(C) + eps);
+  return row_rstd_of(ss, C, eps);
 }
 
 AZR_DEVICE_INLINE float normalized(float x, float r, float w) { return x * r * w; }

@@ -15,6 +15,7 @@
 #include "kernels/cuda/decode_epilogues.cuh"  // rope_pair, first_item, grid_stride, fits_32_bit_index
 #include "kernels/cuda/device_or_emulation.cuh"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace azr::kernels::cuda_detail {
@@ -66,30 +67,64 @@ __global__ void rope_round_qkv_kernel(__nv_bfloat16* q16, __nv_bfloat16* k16, __
 }
 
 // Backward: dq [N, heads d] and dk [N, kv_heads d] (the attention backward's) rotated back in
-// place, as the q and k biases' gradients read them, and the three rounded into rows
-// [dq | dk | dv] of dqkv16, the one GEMM's output gradient.
+// place, the three rounded into rows [dq | dk | dv] of dqkv16, the one GEMM's output gradient,
+// and (dbias not null) dbias [(heads + 2 kv_heads) d] += the rows' column sums, the q, k and v
+// biases' gradients. So a thread keeps one pair (i, i + d/2) of one head, its item, and walks a
+// chunk of rows: items along x (a warp's 32 adjacent columns, coalesced), chunks of
+// rows_per_chunk rows along y, both grid-strided; its two sums, in row order, go to dbias with one
+// atomic each, so the chunks add in whatever order they finish (as column_sums_kernel's do).
+// The item's divisions happen once per item, not per value.
 template <class Index>
-__global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, float* dk, const float* dv,
+__global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, float* dk, const float* dv, float* dbias,
                                            const int32_t* pos, const float* cos, const float* sin, Index N,
-                                           Index heads, Index kv_heads, Index d) {
-  const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half, total = N * per_row;
+                                           Index heads, Index kv_heads, Index d, Index rows_per_chunk) {
+  const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half;
   const int64_t width = int64_t(heads + 2 * kv_heads) * int64_t(d);
-  for (Index e = first_item<Index>(); e < total; e += grid_stride<Index>()) {
-    const Index r = e / per_row, item = e - r * per_row, head = item / half, i = item - head * half;
-    __nv_bfloat16* y = dqkv16 + int64_t(r) * width + int64_t(head) * int64_t(d) + int64_t(i);
-    if (head >= heads + kv_heads) {
-      const float* x = dv + (int64_t(r) * kv_heads + int64_t(head - heads - kv_heads)) * int64_t(d) + int64_t(i);
-      y[0] = __float2bfloat16_rn(x[0]);
-      y[half] = __float2bfloat16_rn(x[half]);
-      continue;
+  for (Index item = first_item<Index>(); item < per_row; item += grid_stride<Index>()) {
+    const Index head = item / half, i = item - head * half;
+    const bool is_v = head >= heads + kv_heads, is_q = head < heads;
+    const int64_t col = int64_t(head) * int64_t(d) + int64_t(i);  // in the rows of dqkv16 and dbias
+    // The item's column in its compact source: dq [N, heads d], dk or dv [N, kv_heads d].
+    const int64_t src_width = is_q ? int64_t(heads) * d : int64_t(kv_heads) * d;
+    const int64_t src_col = is_q ? col : is_v ? col - int64_t(heads + kv_heads) * d : col - int64_t(heads) * d;
+    for (Index r0 = Index(blockIdx.y) * rows_per_chunk; r0 < N; r0 += Index(gridDim.y) * rows_per_chunk) {
+      const Index r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+      float s0 = 0.f, s1 = 0.f;
+      for (Index r = r0; r < r1; r++) {
+        __nv_bfloat16* y = dqkv16 + int64_t(r) * width + col;
+        float y0, y1;
+        if (is_v) {
+          const float* x = dv + int64_t(r) * src_width + src_col;
+          y0 = x[0], y1 = x[half];
+        } else {
+          float* x = (is_q ? dq : dk) + int64_t(r) * src_width + src_col;
+          const int64_t table = int64_t(pos[r]) * int64_t(half) + int64_t(i);
+          rope_pair(x[0], x[half], cos[table], -sin[table], y0, y1);
+          x[0] = y0, x[half] = y1;
+        }
+        y[0] = __float2bfloat16_rn(y0);
+        y[half] = __float2bfloat16_rn(y1);
+        s0 += y0, s1 += y1;
+      }
+      if (dbias) {
+        atomicAdd(dbias + col, s0);
+        atomicAdd(dbias + col + half, s1);
+      }
     }
-    float* x = head < heads ? dq + (int64_t(r) * heads + int64_t(head)) * int64_t(d) + int64_t(i)
-                            : dk + (int64_t(r) * kv_heads + int64_t(head - heads)) * int64_t(d) + int64_t(i);
-    const int64_t table = int64_t(pos[r]) * int64_t(half) + int64_t(i);
-    rope_pair(x[0], x[half], cos[table], -sin[table], x[0], x[half]);
-    y[0] = __float2bfloat16_rn(x[0]);
-    y[half] = __float2bfloat16_rn(x[half]);
   }
+}
+
+// rope_backward_round_kernel's grid: the items of a row along x (256 a block), and about 1,024
+// blocks in all through chunks of at least 8 rows along y (at most 65,535 chunks), so that a
+// 4,096-row 1.5B call (1,024 items, 4 blocks of x) runs 256 chunks of 16 rows.
+struct RopeBackwardGrid {
+  unsigned x, y;
+  int64_t rows_per_chunk;
+};
+inline RopeBackwardGrid rope_backward_grid(int64_t N, int64_t per_row) {
+  const int64_t x = (per_row + 255) / 256;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({(1024 + x - 1) / x, (N + 7) / 8, 65535}));
+  return {unsigned(x), unsigned(chunks), (N + chunks - 1) / chunks};
 }
 
 // Whether a call of N rows of heads x d values takes the 32-bit index.

@@ -91,16 +91,17 @@ __global__ void swiglu_rows_forward_kernel(__nv_bfloat16* out16, const __nv_bflo
   }
 }
 
-// Backward: rows [dgate | dup] of dgate_up16 [R, 2 I] (the one GEMM's output gradient) from dout
-// [R, I], swiglu_backward_kernel's values on the widened gate and up, rounded to bf16.
+// Backward: rows [dgate | dup] of dgate_up16 [R, 2 I] (the one GEMM's output gradient) from dout16
+// [R, I] (bf16: the down projection's dinp16), swiglu_backward_kernel's values on the widened
+// dout, gate and up, rounded to bf16.
 template <int V>
-__global__ void swiglu_rows_backward_kernel(__nv_bfloat16* dgate_up16, const float* dout,
+__global__ void swiglu_rows_backward_kernel(__nv_bfloat16* dgate_up16, const __nv_bfloat16* dout16,
                                             const __nv_bfloat16* gate_up16, int64_t R, int64_t I) {
   const int64_t groups = I / V, first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t r = blockIdx.y; r < R; r += gridDim.y) {
     const __nv_bfloat16 *gate = gate_up16 + 2 * I * r, *up = gate + I;
-    const float* dy = dout + I * r;
+    const __nv_bfloat16* dy = dout16 + I * r;
     __nv_bfloat16 *dgate = dgate_up16 + 2 * I * r, *dup = dgate + I;
     for (int64_t g = first; g < groups; g += stride) {
       const Group<V> yg = load_group<V>(dy, g), gg = load_group<V>(gate, g), ug = load_group<V>(up, g);

@@ -175,6 +175,7 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsi
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __dsub_rn(double a, double b) { return a - b; }
 
 inline __nv_bfloat16 __float2bfloat16_rn(float x) {

@@ -277,6 +277,33 @@ TEST_F(CudaOps, GemmWithBf16OutputIsTheCpuProductRounded) {
     auto d_x = to_device(x16), d_w = to_device(w16), d_out = to_device(std::vector<uint16_t>(want.size(), 0xFFFF));
     dev.matmul_forward_o16(d_out.data(), d_x.data(), d_w.data(), N, IC, OC);
     testing::expect_bf16_within(to_host<uint16_t>(d_out, want.size()), want, nullptr, slack, 0.95, "out16");
+
+    // The backward's dinp16 = bf16(dout16 w) with out16 as dout16, [N, IC], likewise against the
+    // CPU's; its dW is matmul_backward_g16's, bit for bit (the same plan).
+    const std::vector<uint16_t> dout16 = want;
+    std::vector<uint16_t> dinp_want(size_t(N * IC));
+    std::vector<float> dw_cpu(size_t(OC * IC));
+    cpu_bf16_matmul_ops().matmul_backward_g16_dinp16(dinp_want.data(), dw_cpu.data(), dout16.data(), x16.data(),
+                                                     w16.data(), N, IC, OC, kWriteDw);
+    std::vector<double> dslack(dinp_want.size());
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < IC; i++) {
+        double sum_abs = 0;
+        for (int64_t o = 0; o < OC; o++)
+          sum_abs += std::fabs(double(testing::bf16_value(dout16[size_t(n * OC + o)])) *
+                               testing::bf16_value(w16[size_t(o * IC + i)]));
+        dslack[size_t(n * IC + i)] = 2 * testing::fp32_sum_error(OC, sum_abs);
+      }
+    auto d_dout = to_device(dout16), d_dinp = to_device(std::vector<uint16_t>(dinp_want.size(), 0xFFFF));
+    auto d_dw = to_device(std::vector<float>(dw_cpu.size(), NAN));
+    auto d_dw_g16 = to_device(std::vector<float>(dw_cpu.size(), NAN));
+    dev.matmul_backward_g16_dinp16(d_dinp.data(), d_dw.data(), d_dout.data(), d_x.data(), d_w.data(), N, IC, OC,
+                                   kWriteDw);
+    dev.matmul_backward_g16(nullptr, d_dw_g16.data(), d_dout.data(), d_x.data(), d_w.data(), N, IC, OC, kWriteDw);
+    testing::expect_bf16_within(to_host<uint16_t>(d_dinp, dinp_want.size()), dinp_want, nullptr, dslack, 0.95,
+                                "dinp16");
+    EXPECT_EQ(to_host<float>(d_dw, dw_cpu.size()), to_host<float>(d_dw_g16, dw_cpu.size())) << "dw";
+    expect_close(to_host<float>(d_dw, dw_cpu.size()), dw_cpu, 1e-4f, 1e-4f, "dw against the CPU's");
   }
 }
 
@@ -717,20 +744,20 @@ TEST_F(CudaOps, DecodeEpiloguesAreTheUnfusedOpsBitForBit) {
   for (const int64_t width : {I, int64_t(37)}) {
     SCOPED_TRACE("I " + std::to_string(width));
     const int64_t rows = width == I ? R : 9;
-    std::vector<uint16_t> g2_16;
-    std::vector<float> g2;
+    std::vector<uint16_t> g2_16, dy16;
+    std::vector<float> g2, dy;
     bf16_rows(size_t(rows * 2 * width), 95, g2_16, g2);
-    const std::vector<float> dy = randn(size_t(rows * width), 96);
+    bf16_rows(size_t(rows * width), 96, dy16, dy);  // dout as the down projection's dinp16 gives it
     std::vector<float> g_h(size_t(rows * width)), u_h(g_h.size());
     for (int64_t r = 0; r < rows; r++) {
       std::copy_n(g2.begin() + r * 2 * width, width, g_h.begin() + r * width);
       std::copy_n(g2.begin() + r * 2 * width + width, width, u_h.begin() + r * width);
     }
-    auto d_g2 = to_device(g2_16);
+    auto d_g2 = to_device(g2_16), d_dy16 = to_device(dy16);
     auto d_dy = to_device(dy), d_g = to_device(g_h), d_u = to_device(u_h);
     Buffer<uint16_t> rows16(cuda_ops(), size_t(rows * 2 * width)), dg16(cuda_ops(), g_h.size()),
         du16(cuda_ops(), g_h.size()), fwd16(cuda_ops(), g_h.size()), fwd_want(cuda_ops(), g_h.size());
-    dev.swiglu_rows_backward_w16(rows16.data(), d_dy.data(), d_g2.data(), rows, width);
+    dev.swiglu_rows_backward_w16(rows16.data(), d_dy16.data(), d_g2.data(), rows, width);
     dev.swiglu_backward_w16(dg16.data(), du16.data(), d_dy.data(), d_g.data(), d_u.data(), rows * width);
     const auto dg = to_host<uint16_t>(dg16, g_h.size()), du = to_host<uint16_t>(du16, g_h.size());
     std::vector<uint16_t> joined(size_t(rows * 2 * width));
@@ -980,11 +1007,20 @@ TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit
       std::copy_n(dv16.begin() + n * kd, kd, want.begin() + n * width + qd + kd);
     }
     Buffer<uint16_t> dqkv16(cuda_ops(), size_t(N * width));
-    dev.rope_backward_round_w16(dqkv16.data(), dq_w.data(), dk_w.data(), dv_w.data(), d_pos.data(), d_cos.data(),
-                                d_sin.data(), N, c.H, c.KV, c.d);
+    // With the bias sums, added to values already there: the three column sums of the rotated dq,
+    // dk and of dv (matmul_backward_a16w16's dbias) within fp32 rounding, other orders.
+    const std::vector<float> dbias0 = randn(size_t(width), 45);
+    auto dbias = to_device(dbias0), dbias_want = to_device(dbias0);
+    dev.rope_backward_round_w16(dqkv16.data(), dq_w.data(), dk_w.data(), dv_w.data(), dbias.data(), d_pos.data(),
+                                d_cos.data(), d_sin.data(), N, c.H, c.KV, c.d);
     EXPECT_TRUE(same_bits(to_host<float>(dq_w, size_t(N * qd)), to_host<float>(dq, size_t(N * qd)))) << "dq rotated";
     EXPECT_TRUE(same_bits(to_host<float>(dk_w, size_t(N * kd)), to_host<float>(dk, size_t(N * kd)))) << "dk rotated";
     EXPECT_EQ(to_host<uint16_t>(dqkv16, size_t(N * width)), want) << "dqkv16";
+    dev.matmul_backward_a16w16(nullptr, nullptr, dbias_want.data(), dq.data(), nullptr, nullptr, N, 0, qd);
+    dev.matmul_backward_a16w16(nullptr, nullptr, dbias_want.data() + qd, dk.data(), nullptr, nullptr, N, 0, kd);
+    dev.matmul_backward_a16w16(nullptr, nullptr, dbias_want.data() + qd + kd, dv.data(), nullptr, nullptr, N, 0, kd);
+    expect_close(to_host<float>(dbias, size_t(width)), to_host<float>(dbias_want, size_t(width)), 1e-4f, 1e-5f,
+                 "q, k, v bias sums");
   }
 }
 
@@ -1205,6 +1241,37 @@ TEST_F(CudaOps, RmsNormBackwardWithBf16DxIsTheBackwardAndItsRounding) {
 // a thread, 2,560 six, 4,096 eight, 300 one) against the loop form on the same device
 // (cuda_set_rmsnorm_backward_loop): dx to the last bits (the same sums in the same order; the
 // emulated test has them bit for bit), dx16 its own dx rounded, dw to fp32 rounding (atomics).
+// RMSNorm's forward held in registers (kernels/cuda/rmsnorm_forward.cuh) against its loop form, on
+// the device: the same bits in the output, its bf16 rounding, rstd and the residual sum (written
+// over x, as the model calls it), at 1.5B's width, 7B's, and widths with idle threads; past 4,096
+// columns both calls take the loop form.
+TEST_F(CudaOps, RmsNormForwardHeldFormIsTheLoopForm) {
+  const Ops& dev = cuda_bf16_matmul_ops();
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1000, 1536}, {37, 3584}, {33, 300}, {5, 5000}}) {
+    SCOPED_TRACE(std::to_string(N) + " x " + std::to_string(C));
+    const auto x = randn(size_t(N * C), 91, 2.f), w = randn(size_t(C), 92), delta = randn(size_t(N * C), 93);
+    std::vector<float> out[2], rstd[2], res[2];
+    std::vector<uint16_t> out16[2];
+    for (const bool loop : {false, true}) {
+      cuda_set_rmsnorm_forward_loop(loop);
+      auto d_x = to_device(x), d_w = to_device(w), d_delta = to_device(delta);
+      Buffer<float> d_out(cuda_ops(), size_t(N * C)), d_rstd(cuda_ops(), size_t(N));
+      Buffer<uint16_t> d_out16(cuda_ops(), size_t(N * C));
+      dev.residual_rmsnorm_forward_w16(d_x.data(), d_out.data(), d_out16.data(), d_rstd.data(), d_x.data(),
+                                       d_delta.data(), d_w.data(), N, C, 1e-6f);
+      cuda_set_rmsnorm_forward_loop(false);
+      out[loop] = to_host<float>(d_out, size_t(N * C));
+      out16[loop] = to_host<uint16_t>(d_out16, size_t(N * C));
+      rstd[loop] = to_host<float>(d_rstd, size_t(N));
+      res[loop] = to_host<float>(d_x, size_t(N * C));
+    }
+    EXPECT_TRUE(same_bits(out[0], out[1])) << "out";
+    EXPECT_EQ(out16[0], out16[1]) << "out16";
+    EXPECT_TRUE(same_bits(rstd[0], rstd[1])) << "rstd";
+    EXPECT_TRUE(same_bits(res[0], res[1])) << "res";
+  }
+}
+
 TEST_F(CudaOps, RmsNormBackwardHeldFormIsTheLoopForm) {
   const Ops& dev = cuda_bf16_matmul_ops();
   for (const auto& [N, C] : {std::pair<int64_t, int64_t>{1000, 1536}, {37, 2560}, {21, 4096}, {33, 300}}) {

@@ -62,11 +62,14 @@ TEST(RopeEmulated, BothIndexTypesAreTheCpuRotationBitForBit) {
 
 // The training attention's operands (rope_round_qkv_kernel, rope_backward_round_kernel) against
 // the CPU table's RoPE and a rounding to bf16, on rows split and joined by hand: the same bits,
-// with both index types, on grids smaller than the work. Outputs start as garbage, so every value
-// must be written.
+// with both index types, on grids smaller than the work (backward: `chunks` grid rows of
+// rows_per_chunk rows, fewer or more than cover N). Outputs start as garbage, so every value must
+// be written. Backward's bias sums, added to values already there, against the CPU's column sums
+// of the rows within fp32 rounding (other orders), or left untouched with no dbias.
 struct QkvCase {
   int64_t N, heads, kv_heads, d;
-  unsigned blocks;
+  unsigned blocks, chunks;
+  int64_t rows_per_chunk;
 };
 
 uint16_t bf16_bits_of(float x) { return __float2bfloat16_rn(x).bits; }
@@ -102,8 +105,25 @@ void check_qkv_kernels(const QkvCase& c) {
   cpu_ops().rope_backward(dq_r.data(), pos.data(), cos.data(), sin.data(), c.N, c.heads, c.d);
   cpu_ops().rope_backward(dk_r.data(), pos.data(), cos.data(), sin.data(), c.N, c.kv_heads, c.d);
   std::vector<__nv_bfloat16> dqkv16(rows.size(), {0xFFFF});
-  emu::launch({c.blocks, 1, 1}, 64, 0, rope_backward_round_kernel<Index>, dqkv16.data(), dq.data(), dk.data(), v.data(),
-              pos.data(), cos.data(), sin.data(), Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d));
+  const std::vector<float> dbias0 = randn(size_t(width), 13);
+  std::vector<float> dbias = dbias0, want_bias = dbias0;
+  cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data(), dq_r.data(), nullptr, nullptr, c.N, 0, qd);
+  cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data() + qd, dk_r.data(), nullptr, nullptr, c.N, 0, kd);
+  cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data() + qd + kd, v.data(), nullptr, nullptr, c.N, 0, kd);
+  for (const bool with_bias : {true, false}) {
+    dq = q, dk = k;
+    emu::launch({c.blocks, c.chunks, 1}, 64, 0, rope_backward_round_kernel<Index>, dqkv16.data(), dq.data(),
+                dk.data(), v.data(), with_bias ? dbias.data() : nullptr, pos.data(), cos.data(), sin.data(),
+                Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d), Index(c.rows_per_chunk));
+  }
+  for (int64_t j = 0; j < width; j++) {
+    double sum_abs = std::fabs(dbias0[size_t(j)]);
+    for (int64_t n = 0; n < c.N; n++)
+      sum_abs += std::fabs(j < qd ? dq_r[size_t(n * qd + j)]
+                                  : j < qd + kd ? dk_r[size_t(n * kd + j - qd)] : v[size_t(n * kd + j - qd - kd)]);
+    EXPECT_NEAR(dbias[size_t(j)], want_bias[size_t(j)], 2 * fp32_sum_error(c.N + 1, sum_abs) + 1e-30)
+        << "bias column " << j;
+  }
   EXPECT_TRUE(same_bits(dq, dq_r)) << "dq rotated back in place";
   EXPECT_TRUE(same_bits(dk, dk_r)) << "dk rotated back in place";
   for (int64_t n = 0; n < c.N; n++)
@@ -116,11 +136,28 @@ void check_qkv_kernels(const QkvCase& c) {
 }
 
 TEST(RopeEmulated, AttentionOperandKernelsAreRopeAndRoundingBitForBit) {
-  for (const QkvCase c : {QkvCase{5, 4, 2, 8, 1}, QkvCase{7, 3, 1, 64, 3}, QkvCase{3, 2, 2, 128, 2}}) {
+  for (const QkvCase c : {QkvCase{5, 4, 2, 8, 1, 1, 2}, QkvCase{7, 3, 1, 64, 3, 2, 3}, QkvCase{3, 2, 2, 128, 2, 4, 1},
+                          QkvCase{9, 2, 1, 16, 1, 1, 9}}) {
     SCOPED_TRACE("N " + std::to_string(c.N) + " heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
                  " d " + std::to_string(c.d));
     check_qkv_kernels<uint32_t>(c);
     check_qkv_kernels<int64_t>(c);
+  }
+}
+
+// The backward's grid: every item along x, about 1,024 blocks through chunks of at least 8 rows
+// that cover N.
+TEST(RopeEmulated, TheBackwardGridCoversEveryRowInChunks) {
+  const RopeBackwardGrid g = rope_backward_grid(4096, 1024);  // 1.5B at 4 x 1,024 tokens
+  EXPECT_EQ(g.x, 4u);
+  EXPECT_EQ(g.y, 256u);
+  EXPECT_EQ(g.rows_per_chunk, 16);
+  for (const auto& [N, per_row] : {std::pair<int64_t, int64_t>{1, 8}, {13, 300}, {1 << 20, 64}, {100000, 4096}}) {
+    const RopeBackwardGrid h = rope_backward_grid(N, per_row);
+    EXPECT_GE(int64_t(h.x) * 256, per_row);
+    EXPECT_GE(int64_t(h.y) * h.rows_per_chunk, N);
+    EXPECT_LE(h.y, 65535u);
+    EXPECT_GE(h.y, 1u);
   }
 }
 

@@ -108,12 +108,17 @@ TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
     SCOPED_TRACE("R " + std::to_string(c.R) + " I " + std::to_string(c.I));
     std::vector<uint16_t> gate_up16(size_t(c.R * 2 * c.I));
     cpu_bf16_matmul_ops().to_bf16(gate_up16.data(), randn(gate_up16.size(), 9, 3.f).data(), int64_t(gate_up16.size()));
-    std::vector<float> gate_up(gate_up16.size());
-    for (size_t i = 0; i < gate_up.size(); i++) {  // the bf16 values, exactly
-      const uint32_t bits = uint32_t(gate_up16[i]) << 16;
-      std::memcpy(&gate_up[i], &bits, sizeof bits);
-    }
-    const std::vector<float> dout = randn(size_t(c.R * c.I), 10);
+    std::vector<uint16_t> dout16(size_t(c.R * c.I));
+    cpu_bf16_matmul_ops().to_bf16(dout16.data(), randn(dout16.size(), 10).data(), int64_t(dout16.size()));
+    auto values = [](const std::vector<uint16_t>& x16) {  // the bf16 values, exactly
+      std::vector<float> x(x16.size());
+      for (size_t i = 0; i < x.size(); i++) {
+        const uint32_t bits = uint32_t(x16[i]) << 16;
+        std::memcpy(&x[i], &bits, sizeof bits);
+      }
+      return x;
+    };
+    const std::vector<float> gate_up = values(gate_up16), dout = values(dout16);
     std::vector<float> gate(size_t(c.R * c.I)), up(gate.size());
     for (int64_t r = 0; r < c.R; r++)
       for (int64_t j = 0; j < c.I; j++) {
@@ -136,8 +141,8 @@ TEST(SwigluEmulated, RowsKernelsAreSwigluOnEachRowsHalves) {
       std::vector<uint16_t> out = halves(c.R * c.I), rows = halves(2 * c.R * c.I);
       const auto* in = reinterpret_cast<const __nv_bfloat16*>(gate_up16.data());
       emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_forward_kernel<V>, bf(out), in, c.R, c.I);
-      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_backward_kernel<V>, bf(rows), dout.data(), in, c.R,
-                  c.I);
+      emu::launch({c.bx, c.by, 1}, kQuadThreads, 0, swiglu_rows_backward_kernel<V>, bf(rows),
+                  reinterpret_cast<const __nv_bfloat16*>(dout16.data()), in, c.R, c.I);
       EXPECT_EQ(out.back(), kUnwritten16) << "forward written past R x I, V " << V;
       EXPECT_EQ(rows.back(), kUnwritten16) << "backward written past R x 2I, V " << V;
       out.pop_back(), rows.pop_back();
