@@ -260,8 +260,8 @@ struct Ops {
   // matmul_forward_a16w16 without a bias whose output is stored as its bf16 rounding only:
   // out16 [N, OC] = to_bf16(inp16 w16^T). The MLP's gate and up (one GEMM over [Wg; Wu],
   // Transformer::mlp_rows16) are read by SwiGLU alone, forward and backward: in fp32 they were an
-  // N x 2I write and two N x 2I reads a layer (1.5B, 4,096 tokens: 294 MB each), about 3% of an
-  // H200's training step, and 2I floats a token of kept activations. PyTorch's autocast rounds
+  // N x 2I write and two N x 2I reads a layer (1.5B, 4,096 tokens: 294 MB each), by their bytes
+  // about 3% of an H200's training step, and 2I floats a token of kept activations. PyTorch's autocast rounds
   // every linear output to bf16 the same way.
   void (*matmul_forward_o16)(uint16_t* out16, const uint16_t* inp16, const uint16_t* w16, int64_t N, int64_t IC,
                              int64_t OC);

@@ -244,7 +244,8 @@ cublasLtMatmulAlgo_t fastest_algorithm(const Plan& plan, const void* A, const vo
 // Column-major C[m, n] = op(A) op(B) + beta C (+ bias[m] broadcast over columns, when given).
 // A is stored [m, k] (or [k, m] when ta), B [k, n] (or [n, k] when tb).
 // A and B are fp32 (ab = CUDA_R_32F) or bf16 (CUDA_R_16BF); the bias and the sums are fp32; C is
-// fp32 (cd = CUDA_R_32F), or bf16 (CUDA_R_16BF, beta = 0 and no bias: matmul_forward_o16's only).
+// fp32 (cd = CUDA_R_32F), or bf16 (CUDA_R_16BF, beta = 0 and no bias: matmul_forward_o16 and
+// matmul_backward_g16_dinp16).
 void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* A, int64_t lda, const void* B,
              int64_t ldb, float beta, void* C, int64_t ldc, const float* bias, cudaDataType_t ab = CUDA_R_32F,
              cudaDataType_t cd = CUDA_R_32F) {
