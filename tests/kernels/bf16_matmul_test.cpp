@@ -45,6 +45,18 @@ uint32_t bits_of(float f) {
   return b;
 }
 
+// bf16 bits of x's values, each rounded by hand (round_to_bf16), and back to fp32 (exact).
+std::vector<uint16_t> bf16_bits(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); i++) out[i] = uint16_t(bits_of(round_to_bf16(x[i])) >> 16);
+  return out;
+}
+std::vector<float> bf16_values(const std::vector<uint16_t>& x16) {
+  std::vector<float> out(x16.size());
+  for (size_t i = 0; i < x16.size(); i++) out[i] = from_bits(uint32_t(x16[i]) << 16);
+  return out;
+}
+
 TEST(RoundToBf16, NearestWithTiesToEvenByHand) {
   // bf16 keeps 7 fraction bits: next to 1 the spacing is 2^-7.
   EXPECT_EQ(round_to_bf16(1.f), 1.f);
@@ -340,16 +352,6 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
       const double angle = double(p) * std::pow(10000.0, -2.0 * double(i) / double(d));
       cos[size_t(p * d / 2 + i)] = float(std::cos(angle)), sin[size_t(p * d / 2 + i)] = float(std::sin(angle));
     }
-  auto bits16 = [](const std::vector<float>& x) {
-    std::vector<uint16_t> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = uint16_t(bits_of(round_to_bf16(x[i])) >> 16);
-    return r;
-  };
-  auto widen = [](const std::vector<uint16_t>& x) {
-    std::vector<float> r(x.size());
-    for (size_t i = 0; i < x.size(); i++) r[i] = from_bits(uint32_t(x[i]) << 16);
-    return r;
-  };
   // part p (0 q, 1 k, 2 v) of the rows, compact
   const std::vector<float> qkv = randn(size_t(N * width), 31);
   auto part = [&](const std::vector<float>& rows, int p) {
@@ -366,17 +368,18 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
   std::vector<uint16_t> q16(size_t(N * qd), 0xFFFF), k16(size_t(N * kd), 0xFFFF), v16(k16.size(), 0xFFFF);
   bf.rope_round_qkv_w16(q16.data(), k16.data(), v16.data(), qkv.data(), pos.data(), cos.data(), sin.data(), N, H, KV,
                         d);
-  EXPECT_EQ(q16, bits16(q));
-  EXPECT_EQ(k16, bits16(k));
-  EXPECT_EQ(v16, bits16(v));
-  EXPECT_NE(q16, bits16(part(qkv, 0))) << "the queries were not rotated";
+  EXPECT_EQ(q16, bf16_bits(q));
+  EXPECT_EQ(k16, bf16_bits(k));
+  EXPECT_EQ(v16, bf16_bits(v));
+  EXPECT_NE(q16, bf16_bits(part(qkv, 0))) << "the queries were not rotated";
 
   // The attention on those values: the fp32-operand op's bits, and out16 its output rounded.
   const std::vector<float> dout = randn(size_t(N * qd), 32);
   std::vector<float> out(size_t(N * qd)), lse(size_t(B * H * T)), dq(out.size()), dk(size_t(N * kd)), dv(dk.size());
-  bf.attention_forward(out.data(), lse.data(), widen(q16).data(), widen(k16).data(), widen(v16).data(), s);
-  bf.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), widen(q16).data(),
-                        widen(k16).data(), widen(v16).data(), s);
+  bf.attention_forward(out.data(), lse.data(), bf16_values(q16).data(), bf16_values(k16).data(),
+                       bf16_values(v16).data(), s);
+  bf.attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), bf16_values(q16).data(),
+                        bf16_values(k16).data(), bf16_values(v16).data(), s);
   std::vector<float> out_w(out.size(), 7.f), lse_w(lse.size(), 7.f), dq_w(dq.size(), 7.f), dk_w(dk.size(), 7.f),
       dv_w(dv.size(), 7.f);
   std::vector<uint16_t> out16(out.size(), 0xFFFF);
@@ -385,7 +388,7 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
                             q16.data(), k16.data(), v16.data(), s);
   EXPECT_EQ(out_w, out);
   EXPECT_EQ(lse_w, lse);
-  EXPECT_EQ(out16, bits16(out));
+  EXPECT_EQ(out16, bf16_bits(out));
   EXPECT_EQ(dq_w, dq);
   EXPECT_EQ(dk_w, dk);
   EXPECT_EQ(dv_w, dv);
@@ -406,7 +409,7 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
                              sin.data(), N, H, KV, d);
   EXPECT_EQ(dq, dq_r);
   EXPECT_EQ(dk, dk_r);
-  EXPECT_EQ(dqkv16, bits16(rows));
+  EXPECT_EQ(dqkv16, bf16_bits(rows));
   // With the biases' gradients: added to, each part the column sums the unfused step took
   // (matmul_backward's dbias on the rotated dq, dk and on dv), the same bits.
   std::vector<float> dbias = randn(size_t(width), 44), want = dbias;
@@ -417,19 +420,7 @@ TEST(CpuBf16Matmul, AttentionOperandOpsAreTheOpsTheyReplace) {
   bf.rope_backward_round_w16(dqkv16.data(), dq.data(), dk.data(), dv.data(), dbias.data(), pos.data(), cos.data(),
                              sin.data(), N, H, KV, d);
   EXPECT_EQ(dbias, want);
-  EXPECT_EQ(dqkv16, bits16(rows));
-}
-
-// bf16 bits of x's values, each rounded by hand (round_to_bf16), and back to fp32 (exact).
-std::vector<uint16_t> bf16_bits(const std::vector<float>& x) {
-  std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); i++) out[i] = uint16_t(bits_of(round_to_bf16(x[i])) >> 16);
-  return out;
-}
-std::vector<float> bf16_values(const std::vector<uint16_t>& x16) {
-  std::vector<float> out(x16.size());
-  for (size_t i = 0; i < x16.size(); i++) out[i] = from_bits(uint32_t(x16[i]) << 16);
-  return out;
+  EXPECT_EQ(dqkv16, bf16_bits(rows));
 }
 
 // The training step's SwiGLU on bf16 rows [gate | up] of one GEMM over [Wg; Wu] (matmul_forward_o16)
