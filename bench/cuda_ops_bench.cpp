@@ -353,6 +353,20 @@ int main(int argc, char** argv) {
                             std::to_string(hd.d) + "; base = mask every tile",
                         "TFLOP/s", f / skipping / 1e12, f / every / 1e12, -1});
       }
+      // The merged backward (the dK/dV kernel adds dQ with atomics; cuda_set_attention_backward)
+      // against the split one (dQ's own kernel), in the base column; the merged time includes
+      // zeroing dq.
+      {
+        const double f = 2.5 * fwd_flops;
+        const double split = time_with(CudaAttentionKernel::Mma, true);
+        cuda_set_attention_backward(CudaAttentionBackward::Merged);
+        const double merged = time_with(CudaAttentionKernel::Mma, true);
+        cuda_set_attention_backward(CudaAttentionBackward::Split);
+        rows.push_back({"attn_bwd bf16 mma, merged",
+                        "4 x 1024, " + std::to_string(hd.H) + "/" + std::to_string(hd.KV) + " heads x " +
+                            std::to_string(hd.d) + "; base = split (dQ kernel)",
+                        "TFLOP/s", f / merged / 1e12, f / split / 1e12, -1});
+      }
     }
   }
   if (want("decode_products")) {  // A decode step's few-row products (kernels/cuda/gemv.cuh) against cuBLASLt on the same

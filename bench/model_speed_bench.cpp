@@ -301,6 +301,9 @@ int main(int argc, char** argv) {
         // AZR_CUDA_ATTENTION_WARP_ROWS (kernels/cuda/cuda_ops.h): the forward's query rows a warp.
         if (azr::kernels::cuda_attention_warp_rows() != 16)
           device_name += ", forward " + std::to_string(azr::kernels::cuda_attention_warp_rows()) + " rows a warp";
+        // AZR_CUDA_ATTENTION_BACKWARD: dQ added from the dK/dV kernel.
+        if (azr::kernels::cuda_attention_backward() == azr::kernels::CudaAttentionBackward::Merged)
+          device_name += ", merged backward";
         break;
       case azr::kernels::CudaAttentionKernel::Simt: device_name += "; bf16 attention: simt"; break;
     }

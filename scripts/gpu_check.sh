@@ -63,7 +63,8 @@
 #          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
 #          generate (eager, graphs, graphs apart, graphs pdl), the step split by op,
 #          cuda_ops_bench's gate and up in bf16 (mlp_rows) and its rmsnorm section (the held
-#          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), and,
+#          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), the
+#          1.5B step with the merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged), and,
 #          where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
 #          kernels and for the streaming kernels below the bandwidth (RMSNorm's backward, the
 #          bias gradients, SwiGLU); then, as time allows, cuda_ops_bench's attention block with
@@ -189,6 +190,11 @@ if [[ "$STAGE" == pending ]]; then
     # fp32-output GEMMs, RoPE's backward with the bias sums against the three column sums.
     step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
     step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
+    # 2026-11-27, fourth session: the merged attention backward (dQ added from the dK/dV kernel), opt-in: the 1.5B
+    # step under it (against the first step above, the split backward's), then the kernels alone
+    # (the attention section's "attn_bwd bf16 mma, merged" rows).
+    step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" \
+      --no-decode --no-baseline --matmul-precision bf16 --steps 2
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
     # launches of the attention_operands section), for the next change to them: Nsight Compute's
     # occupancy, warp stall reasons and issue statistics.

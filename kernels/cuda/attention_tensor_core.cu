@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_mma_backward.cuh"
 #include "kernels/cuda/attention_tensor_core.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -77,6 +77,14 @@ void round_rows(__nv_bfloat16* dst, const float* src, int64_t B, int64_t T, int6
   AZR_CUDA_LAUNCHED();
 }
 
+CudaAttentionBackward& backward_choice() {  // cuda_set_attention_backward
+  static CudaAttentionBackward backward = [] {
+    const char* e = std::getenv("AZR_CUDA_ATTENTION_BACKWARD");
+    return parse_cuda_attention_backward(e ? e : "");
+  }();
+  return backward;
+}
+
 // The mma.sync kernels' inputs: q, k and v rounded into q16 [B, T, heads * D] and k16, v16
 // [B, T, kv_heads * D] (compact), and the dims the kernels read them with.
 TcDims round_qkv(__nv_bfloat16* q16, __nv_bfloat16* k16, __nv_bfloat16* v16, const float* q, const float* k,
@@ -139,7 +147,7 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
 
 // The mma.sync backward on bf16 q16, k16, v16 (compact): the row dots D with dout's rounding into
 // the scratch after the shares (one pass over dout), then dQ, the shares of dK and dV, and their
-// group sums.
+// group sums; merged (backward_choice), dq zeroed and the dK/dV kernel adding dQ into it.
 template <int D>
 void mma_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                   const __nv_bfloat16* q16, const __nv_bfloat16* k16, const __nv_bfloat16* v16, float* dk_h,
@@ -151,15 +159,25 @@ void mma_backward(float* dq, float* dk, float* dv, const float* dout, const floa
   const float* Drow = attention_row_dots_round(reinterpret_cast<uint16_t*>(do16), dout, out, shape);
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   const bool every = masks_every_tile();
-  const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
-  const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
-  allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
-  allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
-  constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
-  dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
-  AZR_CUDA_LAUNCHED();
-  dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, do16, lse, Drow, q16, k16, v16, s16);
-  AZR_CUDA_LAUNCHED();
+  if (backward_choice() == CudaAttentionBackward::Merged) {
+    AZR_CUDA_CHECK(cudaMemsetAsync(dq, 0, size_t(qn) * sizeof(float), op_stream()));
+    const auto kernel = every ? mma_dkdv_kernel<D, true, true> : mma_dkdv_kernel<D, false, true>;
+    allow_shared_memory(kernel, kMmaMergedSmem<D>);
+    constexpr size_t smem = kMmaMergedSmem<D>;
+    kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(dk_h, dv_h, dq, do16, lse, Drow, q16, k16, v16, s16);
+    AZR_CUDA_LAUNCHED();
+  } else {
+    const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
+    const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
+    allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
+    allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
+    constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
+    dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
+    AZR_CUDA_LAUNCHED();
+    dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, nullptr, do16, lse, Drow, q16, k16,
+                                                                  v16, s16);
+    AZR_CUDA_LAUNCHED();
+  }
   tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h,
                                                                                                s16, shape.B, D);
   AZR_CUDA_LAUNCHED();
@@ -303,5 +321,7 @@ void cuda_set_attention_warp_rows(int rows) {
   cuda_detail::warp_rows_choice() = rows;
 }
 int cuda_attention_warp_rows() { return cuda_detail::warp_rows_choice(); }
+void cuda_set_attention_backward(CudaAttentionBackward backward) { cuda_detail::backward_choice() = backward; }
+CudaAttentionBackward cuda_attention_backward() { return cuda_detail::backward_choice(); }
 
 }  // namespace azr::kernels

@@ -86,6 +86,13 @@ void cuda_set_rmsnorm_forward_loop(bool loop);
 void cuda_set_attention_warp_rows(int rows);
 int cuda_attention_warp_rows();
 
+// Whether the Mma backward runs dQ in its own kernel (Split, the default) or adds it from the
+// dK/dV kernel with atomics (Merged; kernels/cuda/attention_mma_backward.cuh says why, and what
+// it costs), from AZR_CUDA_ATTENTION_BACKWARD at the first Mma backward
+// (kernels/cuda_attention_choice.h), or set here. The forward is unaffected.
+void cuda_set_attention_backward(CudaAttentionBackward backward);
+CudaAttentionBackward cuda_attention_backward();
+
 // GEMM autotuning (AZR_CUBLASLT_AUTOTUNE; kernels/cuda_launch_choice.h has the spellings): off,
 // every cuBLASLt plan runs its heuristic's first algorithm; on, a new plan of at least 2^30 FLOPs,
 // made outside a graph's recording, times the heuristic's first eight on its call's operands

@@ -545,6 +545,16 @@ TEST(CudaAttentionChoice, TheWarpRowsSpellings) {
                        "AZR_CUDA_ATTENTION_WARP_ROWS", "expected 16 or 32");
 }
 
+// AZR_CUDA_ATTENTION_BACKWARD's spellings: unset and "split" run dQ in its own kernel, "merged"
+// adds it from the dK/dV kernel; anything else stops with the variable and the values it takes.
+TEST(CudaAttentionChoice, TheBackwardSpellings) {
+  EXPECT_EQ(parse_cuda_attention_backward(""), CudaAttentionBackward::Split);
+  EXPECT_EQ(parse_cuda_attention_backward("split"), CudaAttentionBackward::Split);
+  EXPECT_EQ(parse_cuda_attention_backward("merged"), CudaAttentionBackward::Merged);
+  expect_each_rejected(parse_cuda_attention_backward, {"Merged", "merge", "fused", "1", "split "},
+                       "AZR_CUDA_ATTENTION_BACKWARD", "expected split or merged");
+}
+
 // AZR_CUDA_PDL's spellings (read by the CUDA backend when a command resolves it, or at its first
 // decode-step launch): unset, "1" and "on" launch with programmatic dependent launch, "0" and
 // "off" the ordinary way; anything else stops with the variable and the values it takes.

@@ -30,4 +30,18 @@ class AttentionWarpRows {
   int saved_;
 };
 
+// The same for how the Mma backward runs dQ (cuda_set_attention_backward).
+class AttentionBackwardChoice {
+ public:
+  explicit AttentionBackwardChoice(CudaAttentionBackward backward) : saved_(cuda_attention_backward()) {
+    cuda_set_attention_backward(backward);
+  }
+  ~AttentionBackwardChoice() { cuda_set_attention_backward(saved_); }
+  AttentionBackwardChoice(const AttentionBackwardChoice&) = delete;
+  AttentionBackwardChoice& operator=(const AttentionBackwardChoice&) = delete;
+
+ private:
+  CudaAttentionBackward saved_;
+};
+
 }  // namespace azr::kernels::testing

@@ -37,6 +37,7 @@ namespace azr::kernels {
 namespace {
 
 using testing::AttentionChoice;
+using testing::AttentionBackwardChoice;
 using testing::AttentionWarpRows;
 using testing::AttnCase;
 using testing::attn_case_name;
@@ -848,8 +849,11 @@ TEST_F(CudaOps, Bf16AttentionAndBf16CacheMatchCpu) {
 class CudaTensorCoreAttention : public CudaOps, public ::testing::WithParamInterface<AttnCase> {};
 
 // Both tensor-core kernel sets (WMMA, and mma.sync: CudaAttentionKernel::Mma, attention_mma.cuh,
-// its forward at 16 and at 32 query rows a warp), forward and backward, against the same emulated
-// arithmetic.
+// its forward at 16 and at 32 query rows a warp, and its merged backward on the device's atomics,
+// CudaAttentionBackward::Merged), forward and backward, against the same emulated arithmetic. And
+// the merged backward against the split one: dK and dV bit for bit (the same products in the same
+// order), dq to fp32 rounding (the emulated TensorCoreEmulated.MergingTheBackwardChangesOnlyDqsRounding;
+// here the adds land in any order). Outputs start as garbage: the merged launch zeroes dq itself.
 TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
   const AttnCase c = GetParam();
   const int64_t q_n = c.B * c.T * c.H * c.d, kv_n = c.B * c.T * c.KV * c.d;
@@ -868,24 +872,43 @@ TEST_P(CudaTensorCoreAttention, MatchesTheEmulatedArithmetic) {
     dev.attention_forward(d_simt.data(), d_simt_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
   }
   const auto simt_out = to_host<float>(d_simt, size_t(q_n));
-  const std::pair<CudaAttentionKernel, int> kernels[] = {
-      {CudaAttentionKernel::TensorCore, 16}, {CudaAttentionKernel::Mma, 16}, {CudaAttentionKernel::Mma, 32}};
-  for (const auto& [kernel, warp_rows] : kernels) {
-    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync kernels, " + std::to_string(warp_rows) + " rows a warp"
+  struct Kernels {
+    CudaAttentionKernel kernel;
+    int warp_rows;
+    CudaAttentionBackward backward;
+  };
+  const Kernels kernels[] = {{CudaAttentionKernel::TensorCore, 16, CudaAttentionBackward::Split},
+                             {CudaAttentionKernel::Mma, 16, CudaAttentionBackward::Split},
+                             {CudaAttentionKernel::Mma, 32, CudaAttentionBackward::Split},
+                             {CudaAttentionKernel::Mma, 16, CudaAttentionBackward::Merged}};
+  std::vector<float> split_dq, split_dk, split_dv;  // the mma.sync split backward's, at 16 rows
+  for (const auto& [kernel, warp_rows, backward] : kernels) {
+    const bool merged = backward == CudaAttentionBackward::Merged;
+    SCOPED_TRACE(kernel == CudaAttentionKernel::Mma ? "mma.sync kernels, " + std::to_string(warp_rows) +
+                                                          " rows a warp" + (merged ? ", merged backward" : "")
                                                     : std::string("WMMA kernels"));
     auto d_out = garbage(size_t(q_n)), d_lse = garbage(want.lse.size()), d_dq = garbage(size_t(q_n)),
          d_dk = garbage(size_t(kv_n)), d_dv = garbage(size_t(kv_n));
     {
       const AttentionChoice choice(kernel);
       const AttentionWarpRows rows(warp_rows);
+      const AttentionBackwardChoice how(backward);
       dev.attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(), s);
       dev.attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(),
                              d_q.data(), d_k.data(), d_v.data(), s);
     }
     const auto out = to_host<float>(d_out, size_t(q_n));
-    expect_matches_tensor_core_reference(want, out, to_host<float>(d_lse, want.lse.size()),
-                                         to_host<float>(d_dq, size_t(q_n)), to_host<float>(d_dk, size_t(kv_n)),
-                                         to_host<float>(d_dv, size_t(kv_n)));
+    const auto dq = to_host<float>(d_dq, size_t(q_n)), dk = to_host<float>(d_dk, size_t(kv_n)),
+               dv = to_host<float>(d_dv, size_t(kv_n));
+    expect_matches_tensor_core_reference(want, out, to_host<float>(d_lse, want.lse.size()), dq, dk, dv);
+    if (kernel == CudaAttentionKernel::Mma && warp_rows == 16 && !merged) split_dq = dq, split_dk = dk, split_dv = dv;
+    if (merged) {
+      EXPECT_TRUE(same_bits(dk, split_dk)) << "dk";
+      EXPECT_TRUE(same_bits(dv, split_dv)) << "dv";
+      double mag = 0;
+      for (float x : split_dq) mag = std::max(mag, double(std::fabs(x)));
+      for (size_t i = 0; i < dq.size(); i++) ASSERT_NEAR(dq[i], split_dq[i], 1e-6 * mag) << "dq at " << i;
+    }
     // The Simt kernels keep P in fp32: had the choice not reached the tensor-core kernels, both
     // outputs would be the Simt kernel's, bit for bit. (A floor of 1e-5 failed on an H200 at head
     // dim 128, where the two differ by 6e-6 to 1e-5 and the outputs match the emulated arithmetic.)

@@ -13,7 +13,7 @@
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
-#include "kernels/cuda/attention_mma.cuh"
+#include "kernels/cuda/attention_mma_backward.cuh"
 #include "kernels/cuda/attention_tensor_core.cuh"
 #include "kernels/cuda/mma_sync.cuh"
 
@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -45,8 +44,10 @@ using testing::attn_case_name;
 // Kernels: the WMMA ones, or with Mma those on mma.sync (attention_mma.cuh); MmaMaskEveryTile the
 // same with the causal mask on every tile (their MaskEveryTile flag), as they ran before they
 // skipped the tiles it cannot touch; Mma32Rows the mma.sync forward with 32 query rows a warp
-// (M = 2: 128-query blocks over 32-key tiles; cuda_set_attention_warp_rows), the same backward.
-enum class Kernels { Wmma, Mma, MmaMaskEveryTile, Mma32Rows };
+// (M = 2: 128-query blocks over 32-key tiles; cuda_set_attention_warp_rows), the same backward;
+// MmaMerged the Mma forward and the merged backward (attention_mma_backward.cuh: the dK/dV kernel
+// adds dQ with atomics; cuda_set_attention_backward).
+enum class Kernels { Wmma, Mma, MmaMaskEveryTile, Mma32Rows, MmaMerged };
 
 // attention_tensor_core.cu's round_rows: compact bf16 copies of the rows, the mma.sync kernels'
 // inputs; and their dims (k and v compact).
@@ -118,10 +119,16 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const TcDims s16 = compact_kv(s, sh, D);
-    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D, every>, dq, do16.data(), lse, D_, q16.data(), k16.data(),
-                v16.data(), s16);
-    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D, every>, shares.data(), shares.data() + share, do16.data(),
-                lse, D_, q16.data(), k16.data(), v16.data(), s16);
+    if constexpr (F == Kernels::MmaMerged) {  // dq zeroed first, as attention_tensor_core.cu does
+      std::fill(dq, dq + share, 0.f);
+      emu::launch(grid, threads, kMmaMergedSmem<D>, mma_dkdv_kernel<D, false, true>, shares.data(),
+                  shares.data() + share, dq, do16.data(), lse, D_, q16.data(), k16.data(), v16.data(), s16);
+    } else {
+      emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D, every>, dq, do16.data(), lse, D_, q16.data(),
+                  k16.data(), v16.data(), s16);
+      emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D, every>, shares.data(), shares.data() + share,
+                  nullptr, do16.data(), lse, D_, q16.data(), k16.data(), v16.data(), s16);
+    }
   } else {
     emu::launch(grid, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
     emu::launch(grid, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_, q,
@@ -147,6 +154,16 @@ Outputs run_kernels(const AttnCase& c, const float* q, const float* k, const flo
   emulated_forward<D, F>(o.out.data(), o.lse.data(), q, k, v, s);
   emulated_backward<D, F>(o.dq.data(), o.dk.data(), o.dv.data(), dout, o.out.data(), o.lse.data(), q, k, v, s);
   return o;
+}
+
+// run_kernels on the case's random inputs (the seeds of every test here).
+template <Kernels F>
+Outputs run_case(const AttnCase& c) {
+  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
+  const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
+             v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
+  return c.d == 64 ? run_kernels<64, F>(c, q.data(), k.data(), v.data(), dout.data())
+                   : run_kernels<128, F>(c, q.data(), k.data(), v.data(), dout.data());
 }
 
 // Every output of two runs, bit for bit.
@@ -201,6 +218,7 @@ const Ops& emulated_tensor_core_ops() {
     Ops t = cpu_bf16_matmul_ops();
     t.name = F == Kernels::Mma         ? "cpu+bf16, mma.sync attention emulated"
              : F == Kernels::Mma32Rows ? "cpu+bf16, mma.sync attention (32 rows a warp) emulated"
+             : F == Kernels::MmaMerged ? "cpu+bf16, mma.sync attention (merged backward) emulated"
                                        : "cpu+bf16, tensor-core attention emulated";
     t.attention_forward = emulated_forward<64, F>;
     t.attention_backward = emulated_backward<64, F>;
@@ -242,6 +260,15 @@ TEST(TensorCoreEmulatedModel, SamplerLogProbsMatchTheLearnersWithThe32RowsForwar
   const model::ModelConfig c = model::testing::config_named("untied");
   model::testing::expect_bf16_sampler_matches_learner(c, emulated_tensor_core_ops<Kernels::Mma32Rows>(), cpu_ops(),
                                                       std::nullopt);
+}
+
+// And with the merged backward: the whole model's gradients, through both pairs of ops.
+TEST(TensorCoreEmulatedModel, ComputesTheBf16ModelWithTheMergedBackward) {
+  const model::ModelConfig c = model::testing::config_named("untied");
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Kernels::MmaMerged>(), cpu_ops(),
+                                                std::nullopt);
+  model::testing::expect_bf16_model_matches_cpu(c, emulated_tensor_core_ops<Kernels::MmaMerged, false>(), cpu_ops(),
+                                                std::nullopt);
 }
 
 // And through attention_forward and attention_backward, the ops a training step took before the
@@ -287,22 +314,34 @@ TEST_P(TensorCoreEmulated, Mma32RowsForwardMatchesTheEmulatedArithmetic) {
   expect_kernels_match_the_emulated_arithmetic<Kernels::Mma32Rows>(GetParam());
 }
 
+// The merged backward against the same arithmetic: dS^T through shared memory into dQ's product
+// (its .trans reading of queries x keys), each warp's column share, the adds of every key block
+// whose keys a query sees, zeros from the warps that skip a tile, and rows at or past a sequence's
+// end left as the zeroing left them.
+TEST_P(TensorCoreEmulated, MmaMergedBackwardMatchesTheEmulatedArithmetic) {
+  expect_kernels_match_the_emulated_arithmetic<Kernels::MmaMerged>(GetParam());
+}
+
+// Merging moves only dQ: dK and dV come from the same products in the same order, so they keep
+// every bit of the split backward's; dq sums the same bf16 terms in another order (by key block,
+// then scaled, where the dQ kernel scales once), so it agrees to fp32 rounding: here within 1e-6
+// of dq's largest magnitude (the five shapes measured 7e-8 at most).
+TEST_P(TensorCoreEmulated, MergingTheBackwardChangesOnlyDqsRounding) {
+  const Outputs split = run_case<Kernels::Mma>(GetParam()), merged = run_case<Kernels::MmaMerged>(GetParam());
+  EXPECT_TRUE(testing::same_bits(split.dk, merged.dk)) << "dk";
+  EXPECT_TRUE(testing::same_bits(split.dv, merged.dv)) << "dv";
+  double mag = 0;
+  for (float x : split.dq) mag = std::max(mag, double(std::fabs(x)));
+  for (size_t i = 0; i < split.dq.size(); i++)
+    ASSERT_NEAR(merged.dq[i], split.dq[i], 1e-6 * mag) << "dq at " << i;
+}
+
 // The mma.sync kernels skip the mask on tiles it cannot touch (attention_mma.cuh,
 // rows_see_whole_tile): every output bit for bit as with the mask on every tile. The shapes have
 // such tiles in each kernel (T = 200: in the forward and dQ from the second block, in dK/dV below
 // the diagonal), ragged and padded rows beside them, and tails that must stay masked.
 TEST_P(TensorCoreEmulated, SkippingTheMasksOfWholeTilesChangesNoBit) {
-  const AttnCase c = GetParam();
-  const int64_t qn = c.B * c.T * c.H * c.d, kvn = c.B * c.T * c.KV * c.d;
-  const auto q = testing::randn(size_t(qn), 61, c.qk_scale), k = testing::randn(size_t(kvn), 62, c.qk_scale),
-             v = testing::randn(size_t(kvn), 63), dout = testing::randn(size_t(qn), 64);
-  auto run = [&](auto kernels) {
-    constexpr Kernels F = decltype(kernels)::value;
-    return c.d == 64 ? run_kernels<64, F>(c, q.data(), k.data(), v.data(), dout.data())
-                     : run_kernels<128, F>(c, q.data(), k.data(), v.data(), dout.data());
-  };
-  expect_same_bits(run(std::integral_constant<Kernels, Kernels::Mma>{}),
-                   run(std::integral_constant<Kernels, Kernels::MmaMaskEveryTile>{}));
+  expect_same_bits(run_case<Kernels::Mma>(GetParam()), run_case<Kernels::MmaMaskEveryTile>(GetParam()));
 }
 
 // The mma.sync forward's out16 (attention_forward_w16's o-projection input) is its output rounded
