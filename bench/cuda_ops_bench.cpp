@@ -353,9 +353,9 @@ int main(int argc, char** argv) {
                             std::to_string(hd.d) + "; base = mask every tile",
                         "TFLOP/s", f / skipping / 1e12, f / every / 1e12, -1});
       }
-      // The merged backward (the dK/dV kernel adds dQ with atomics; cuda_set_attention_backward)
-      // against the split one (dQ's own kernel), in the base column; the merged time includes
-      // zeroing dq.
+      // The merged backward (one kernel adds dQ, dK and dV with atomics;
+      // cuda_set_attention_backward) against the split one (dQ's own kernel, the dK/dV shares and
+      // their group sum), in the base column; the merged time includes zeroing the three.
       {
         const double f = 2.5 * fwd_flops;
         const double split = time_with(CudaAttentionKernel::Mma, true);

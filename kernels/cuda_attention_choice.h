@@ -34,8 +34,8 @@ inline int parse_cuda_attention_warp_rows(const std::string& value) {
 
 // How the Mma backward runs (kernels/cuda/attention_mma_backward.cuh): Split, dQ in its own kernel
 // beside the dK/dV kernel (7 products a pair of tiles; each output written once, so the same bits
-// every run); Merged, the dK/dV kernel adds dQ's shares with atomics (5 products; dq's bits depend
-// on the order of the adds). From AZR_CUDA_ATTENTION_BACKWARD: "" (unset) or "split": Split, the
+// every run); Merged, one kernel adds dQ, dK and dV with atomics (5 products; the bits depend on
+// the order of the adds). From AZR_CUDA_ATTENTION_BACKWARD: "" (unset) or "split": Split, the
 // default until a GPU measures Merged (cuda_ops_bench --only attention; model_speed_bench under the
 // variable); "merged": Merged; anything else is an std::invalid_argument that names the variable,
 // the value and the values it takes.

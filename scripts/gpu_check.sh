@@ -190,9 +190,9 @@ if [[ "$STAGE" == pending ]]; then
     # fp32-output GEMMs, RoPE's backward with the bias sums against the three column sums.
     step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
     step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
-    # 2026-11-27, fourth session: the merged attention backward (dQ added from the dK/dV kernel), opt-in: the 1.5B
-    # step under it (against the first step above, the split backward's), then the kernels alone
-    # (the attention section's "attn_bwd bf16 mma, merged" rows).
+    # 2026-11-27, fourth session: the merged attention backward (one kernel adds dQ, dK and dV
+    # with atomics), opt-in: the 1.5B step under it (against the first step above, the split
+    # backward's), then the kernels alone (the attention section's "attn_bwd bf16 mma, merged" rows).
     step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" \
       --no-decode --no-baseline --matmul-precision bf16 --steps 2
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV

@@ -23,7 +23,8 @@
 //   lse = m ln 2 + log l (natural units, as the backward reads it).
 // - p enters P V as two bf16 terms, hi = bf16(p), lo = bf16(p - hi), as in the WMMA forward and
 //   for the same reason (its header: the learner's log-probs stay at the sampler's).
-// - Backward as the WMMA backward: P from the saved lse, dS = P (dP - D), one bf16 term each.
+// - Backward as the WMMA backward: P from the saved lse, dS = P (dP - D), one bf16 term each
+//   (its kernels: attention_mma_backward.cuh).
 //
 // Layout: a block is 4 warps and 64 rows (the WMMA kernels' geometry and block order, so the
 // launch code and the group sum of dK/dV are shared); each warp owns 16 rows. The forward can

@@ -19,10 +19,13 @@ namespace azr::kernels::cuda_detail::tensor_core {
 // kernel does not run. Why: the two kernels take 7 products a pair of tiles, S and dP twice (once
 // a kernel); merged, 5. What it costs: dS goes through shared memory (the dK product holds it as
 // keys x queries, dQ's needs it as queries x keys), a barrier a tile, and dq's adds in L2, each
-// element once per key block that sees its query (about T / 128 on average); dq must be zero
-// before, and its bits depend on the order the blocks' adds land in. A training step's bits
-// already do (the norm, embedding and bias gradients are sums by atomics), so the merged form
-// gives up nothing the step had.
+// element once per key block that sees its query (about T / 128 on average). The same kernel then
+// adds its dK and dV into the kv head's rows with atomics too, not into a share of its own that
+// tc_group_sum_kernel adds up after: the shares' round trip through memory (at 1.5B, 6 query heads
+// a kv head, 6 x dK's and dV's bytes written and read again) and a launch go. dq, dk and dv must
+// be zero before, and their bits depend on the order the blocks' adds land in. A training step's
+// bits already do (the norm, embedding and bias gradients are sums by atomics), so the merged
+// form gives up nothing the step had.
 
 template <int D>
 constexpr size_t kMmaDqSmem = 6 * kTileBytes<D>;  // q, dout, and two stages of k and v
@@ -176,15 +179,31 @@ __device__ __forceinline__ void add_dq_share(float* dqb, int64_t q_row, const bf
     }
 }
 
+// mma_store_rows' form for the merged backward: a warp's C tiles times factor added into dst's rows
+// before real_end; the rows past stay as the zeroing before the launch left them.
+template <int D>
+__device__ __forceinline__ void mma_add_rows(float* dst, int64_t stride, const int64_t (&row)[2], int64_t real_end,
+                                             const float (&acc)[D / 8][4], float factor, int tq) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    if (row[r] >= real_end) continue;
+    float* o = dst + row[r] * stride + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) add_pair(o + 8 * n, acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
+  }
+}
+
 // Query head h's share of its kv head's gradients: dk_j = scale sum_{t >= j} bf16(dS_tj) q_t,
 // dv_j = sum bf16(P_tj) bf16(dout_t), into dk_h and dv_h [B, T, H, D], as tc_dkdv_kernel. grid
 // (ceil(T / 64), heads, B), 4 warps; a block owns 64 keys (the first block the first keys).
-// WithDq: the merged backward, which also adds the block's share of dQ into dq (zero before;
-// kMmaMergedSmem bytes of shared memory); without, dq is not read.
-template <int D, bool MaskEveryTile = false, bool WithDq = false>
+// Merged: the merged backward, which adds the block's share of dQ into dq and its dK and dV into
+// dk_h and dv_h as the kv head's [B, T, kv_heads, D] (sequences out_seq_stride apart, rows
+// s.kv_row), all three zero before; kMmaMergedSmem bytes of shared memory. Split: dq and
+// out_seq_stride are not read.
+template <int D, bool MaskEveryTile = false, bool Merged = false>
 __global__ void __launch_bounds__(kWarps * kWarp)
     mma_dkdv_kernel(float* dk_h, float* dv_h, float* dq, const bf16* dout, const float* lse, const float* Drow,
-                    const bf16* q, const bf16* k, const bf16* v, TcDims s) {
+                    const bf16* q, const bf16* k, const bf16* v, TcDims s, int64_t out_seq_stride) {
   AZR_DYNAMIC_SHARED(smem);
   // A stage: the query tile's q, then its dout (bf16), and apart its lse, then its D (fp32).
   // Addressed as base + stage offset: eight stage pointers held across the loop spilled.
@@ -193,15 +212,20 @@ __global__ void __launch_bounds__(kWarps * kWarp)
   bf16* Vb = Kb + kTileRows * kLd<D>;
   bf16* stages = Vb + kTileRows * kLd<D>;
   float* stats = reinterpret_cast<float*>(stages + 2 * kStage);
-  [[maybe_unused]] bf16* dsT = reinterpret_cast<bf16*>(stats + 2 * kStatsStage);  // WithDq's dS^T tile
+  [[maybe_unused]] bf16* dsT = reinterpret_cast<bf16*>(stats + 2 * kStatsStage);  // Merged's dS^T tile
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, tq = lane % 4, mat = lane / 8, mat_row = lane % 8;
 
   const int64_t b = blockIdx.z, h = blockIdx.y, j0 = int64_t(blockIdx.x) * kBlockRows;
   const int64_t L = tc_seq_len(s, b), q_row = s.H * D;
-  float* dkb = dk_h + b * s.T * q_row + h * D;
-  float* dvb = dv_h + b * s.T * q_row + h * D;
-  if (j0 >= L) return padding_key_block<D>(dkb, dvb, q_row, j0, s.T);
+  // Where the block's rows go: its share's, or merged, its kv head's.
+  const int64_t out_row = Merged ? s.kv_row : q_row;
+  float* dkb = Merged ? dk_h + b * out_seq_stride + (h / s.group) * D : dk_h + b * s.T * q_row + h * D;
+  float* dvb = Merged ? dv_h + b * out_seq_stride + (h / s.group) * D : dv_h + b * s.T * q_row + h * D;
+  if (j0 >= L) {
+    if (!Merged) padding_key_block<D>(dkb, dvb, q_row, j0, s.T);
+    return;
+  }
   const float scale_log2 = s.scale * kLog2e;
   const int64_t w0 = j0 + warp * kRowsPerWarp;  // this warp's first key
   const int64_t key[2] = {w0 + g, w0 + g + 8};
@@ -279,11 +303,11 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       }
       mma_accumulate<D, kMmaQueryTile>(dv_acc, st, dOs, mat, mat_row);
       mma_accumulate<D, kMmaQueryTile>(dk_acc, dpt, Qs, mat, mat_row);
-      if constexpr (WithDq) store_ds_rows(dsT, warp * kRowsPerWarp, dpt, g, tq);
-    } else if constexpr (WithDq) {
+      if constexpr (Merged) store_ds_rows(dsT, warp * kRowsPerWarp, dpt, g, tq);
+    } else if constexpr (Merged) {
       store_ds_rows(dsT, warp * kRowsPerWarp, nullptr, g, tq);
     }
-    if constexpr (WithDq) {
+    if constexpr (Merged) {
       __syncthreads();  // every warp's rows of dS^T are in place
       add_dq_share<D>(dq + b * s.T * q_row + h * D, q_row, dsT, Kb, i0, L, s.scale, warp, g, tq, mat, mat_row);
     }
@@ -294,8 +318,13 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     }
     __syncthreads();  // this stage is read before the next iteration's copies refill it
   }
-  mma_store_rows<D>(dkb, q_row, key, L, s.T, dk_acc, s.scale, tq);
-  mma_store_rows<D>(dvb, q_row, key, L, s.T, dv_acc, 1.f, tq);
+  if constexpr (Merged) {
+    mma_add_rows<D>(dkb, out_row, key, L, dk_acc, s.scale, tq);
+    mma_add_rows<D>(dvb, out_row, key, L, dv_acc, 1.f, tq);
+  } else {
+    mma_store_rows<D>(dkb, out_row, key, L, s.T, dk_acc, s.scale, tq);
+    mma_store_rows<D>(dvb, out_row, key, L, s.T, dv_acc, 1.f, tq);
+  }
 }
 
 }  // namespace azr::kernels::cuda_detail::tensor_core

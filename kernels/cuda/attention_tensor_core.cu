@@ -1,5 +1,5 @@
 // Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, on mma.sync,
-// attention_mma.cuh, which describe them) and the choice between them and the Simt ones
+// attention_mma.cuh and attention_mma_backward.cuh, which describe them) and the choice between them and the Simt ones
 // (cuda_ops.h: CudaAttentionKernel).
 #include <algorithm>
 #include <cmath>
@@ -147,7 +147,7 @@ void forward_d(float* out, float* lse, const float* q, const float* k, const flo
 
 // The mma.sync backward on bf16 q16, k16, v16 (compact): the row dots D with dout's rounding into
 // the scratch after the shares (one pass over dout), then dQ, the shares of dK and dV, and their
-// group sums; merged (backward_choice), dq zeroed and the dK/dV kernel adding dQ into it.
+// group sums; merged (backward_choice), dq, dk and dv zeroed and one kernel adding into all three.
 template <int D>
 void mma_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                   const __nv_bfloat16* q16, const __nv_bfloat16* k16, const __nv_bfloat16* v16, float* dk_h,
@@ -160,26 +160,38 @@ void mma_backward(float* dq, float* dk, float* dv, const float* dout, const floa
   const dim3 grid(unsigned((shape.T + kBlockRows - 1) / kBlockRows), unsigned(shape.heads), unsigned(shape.B));
   const bool every = masks_every_tile();
   if (backward_choice() == CudaAttentionBackward::Merged) {
+    // dk and dv: each sequence's T rows of kv_row floats, kv_seq_stride apart (what the group sum
+    // writes; the rest of a wider stride is not theirs to touch).
+    const size_t kv_bytes = size_t(shape.T * s16.kv_row) * sizeof(float);
+    const size_t pitch = size_t(shape.kv_seq_stride) * sizeof(float);
     AZR_CUDA_CHECK(cudaMemsetAsync(dq, 0, size_t(qn) * sizeof(float), op_stream()));
+    AZR_CUDA_CHECK(cudaMemset2DAsync(dk, pitch, 0, kv_bytes, size_t(shape.B), op_stream()));
+    AZR_CUDA_CHECK(cudaMemset2DAsync(dv, pitch, 0, kv_bytes, size_t(shape.B), op_stream()));
     const auto kernel = every ? mma_dkdv_kernel<D, true, true> : mma_dkdv_kernel<D, false, true>;
     allow_shared_memory(kernel, kMmaMergedSmem<D>);
     constexpr size_t smem = kMmaMergedSmem<D>;
-    kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(dk_h, dv_h, dq, do16, lse, Drow, q16, k16, v16, s16);
+    kernel<<<grid, kWarps * kWarp, smem, op_stream()>>>(dk, dv, dq, do16, lse, Drow, q16, k16, v16, s16,
+                                                        shape.kv_seq_stride);
     AZR_CUDA_LAUNCHED();
-  } else {
-    const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
-    const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
-    allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
-    allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
-    constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
-    dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
-    AZR_CUDA_LAUNCHED();
-    dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, nullptr, do16, lse, Drow, q16, k16,
-                                                                  v16, s16);
-    AZR_CUDA_LAUNCHED();
+    return;
   }
+  // Split: dQ, then the shares of dK and dV and their group sums.
+  const auto dq_kernel = every ? mma_dq_kernel<D, true> : mma_dq_kernel<D, false>;
+  const auto dkdv_kernel = every ? mma_dkdv_kernel<D, true> : mma_dkdv_kernel<D, false>;
+  allow_shared_memory(dq_kernel, kMmaDqSmem<D>);
+  allow_shared_memory(dkdv_kernel, kMmaDkDvSmem<D>);
+  constexpr size_t dq_smem = kMmaDqSmem<D>, dkdv_smem = kMmaDkDvSmem<D>;
+  dq_kernel<<<grid, kWarps * kWarp, dq_smem, op_stream()>>>(dq, do16, lse, Drow, q16, k16, v16, s16);
+  AZR_CUDA_LAUNCHED();
+  dkdv_kernel<<<grid, kWarps * kWarp, dkdv_smem, op_stream()>>>(dk_h, dv_h, nullptr, do16, lse, Drow, q16, k16,
+                                                                v16, s16, 0);
+  AZR_CUDA_LAUNCHED();
+  // dk and dv in the shape's kv layout (ops.h), as the merged kernel writes them: s16's stride is
+  // the compact bf16 copies'.
+  TcDims out_dims = s16;
+  out_dims.kv_seq_stride = shape.kv_seq_stride;
   tc_group_sum_kernel<<<grid_for(shape.B * shape.T * shape.kv_heads * D), 256, 0, op_stream()>>>(dk, dv, dk_h, dv_h,
-                                                                                               s16, shape.B, D);
+                                                                                               out_dims, shape.B, D);
   AZR_CUDA_LAUNCHED();
 }
 

@@ -86,9 +86,9 @@ void cuda_set_rmsnorm_forward_loop(bool loop);
 void cuda_set_attention_warp_rows(int rows);
 int cuda_attention_warp_rows();
 
-// Whether the Mma backward runs dQ in its own kernel (Split, the default) or adds it from the
-// dK/dV kernel with atomics (Merged; kernels/cuda/attention_mma_backward.cuh says why, and what
-// it costs), from AZR_CUDA_ATTENTION_BACKWARD at the first Mma backward
+// Whether the Mma backward runs dQ in its own kernel (Split, the default) or adds it, and dK and
+// dV, from one kernel with atomics (Merged; kernels/cuda/attention_mma_backward.cuh says why, and
+// what it costs), from AZR_CUDA_ATTENTION_BACKWARD at the first Mma backward
 // (kernels/cuda_attention_choice.h), or set here. The forward is unaffected.
 void cuda_set_attention_backward(CudaAttentionBackward backward);
 CudaAttentionBackward cuda_attention_backward();

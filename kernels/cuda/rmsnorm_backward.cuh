@@ -93,11 +93,33 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(
 // 1,863 GB/s against the loop form's 1,605, 39% of the bandwidth, where the add kernel reaches 59%:
 // the latencies were a part of the loop form's time, not most of it. What holds the rest back was
 // not profiled (gpu_check.sh pending asks Nsight Compute next). Registers (ptxas, CUDA 13, sm_90),
-// no spills: 45, 72, 110, 128, 186 and 238 at K = 1, 2, 3, 4, 6, 8; 4 blocks a multiprocessor at
-// 1.5B's K = 3, enough for the ~512 blocks of the launch in one wave.
+// no spills: 60, 87, 120, 128, 186 and 238 at K = 1, 2, 3, 4, 6, 8 (the first three with the next
+// row's copies, below); 4 blocks a multiprocessor at 1.5B's K = 3, enough for the ~512 blocks of
+// the launch in one wave.
+//
+// And at K <= 3 (0.5B's and 1.5B's widths), the next row's loads go out before this row's block
+// sum, not after its stores: a block's rows then overlap their memory latency with the sums' two
+// barriers, where each row waited on both in turn (2026-11-27, fourth session; not yet timed on a
+// GPU). At K = 3 the kernel takes 120 registers a thread (110 before), inside the 128 that keep
+// 4 blocks a multiprocessor; past K = 3 the copies would cost blocks, so the rows load in turn.
+// Same arithmetic, same bits (RmsnormBackwardEmulated; a prefetch of the wrong row fails it).
+template <int V, int K>
+__device__ __forceinline__ void load_norm_row(Group<V> (&d)[K], Group<V> (&x)[K], Group<V> (&dx)[K],
+                                              const RmsnormBackwardArgs& a, int64_t n, int64_t groups) {
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
+    d[k] = x[k] = dx[k] = Group<V>{};
+    if (g < groups)
+      d[k] = load_group<V>(a.dout + n * a.C, g), x[k] = load_group<V>(a.x + n * a.C, g),
+      dx[k] = load_group<V>(a.dx + n * a.C, g);
+  }
+}
+
 template <int V, int K>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_kernel(RmsnormBackwardArgs a) {
   static_assert(K > 0, "K: the groups a thread holds");
+  constexpr bool kPrefetch = K <= 3;
   __shared__ float shared[32];
   const int64_t C = a.C, groups = C / V;
   const int64_t r0 = blockIdx.x * a.rows_per_block;
@@ -110,15 +132,13 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_ke
     part[k] = Group<V>{};
     w[k] = g < groups ? load_group<V>(a.w, g) : Group<V>{};
   }
+  Group<V> d[K], x[K], out[K];
+  if (kPrefetch) load_norm_row<V, K>(d, x, out, a, r0, groups);
   for (int64_t n = r0; n < r1; n++) {
-    const float *dy = a.dout + n * C, *xr = a.x + n * C;
     float* dxr = a.dx + n * C;
-    Group<V> d[K]{}, x[K]{}, out[K]{};
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
-      if (g < groups) d[k] = load_group<V>(dy, g), x[k] = load_group<V>(xr, g), out[k] = load_group<V>(dxr, g);
-    }
+    Group<V> next_d[K], next_x[K], next_out[K];
+    if (!kPrefetch) load_norm_row<V, K>(d, x, out, a, n, groups);
+    else if (n + 1 < r1) load_norm_row<V, K>(next_d, next_x, next_out, a, n + 1, groups);
     const float r = a.rstd[n];
     float dot = 0.f;
 #pragma unroll
@@ -139,6 +159,10 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_ke
       }
       store_group<V>(dxr, g, out[k]);
       if (a.dx16) store_group<V>(a.dx16 + n * C, g, out[k]);
+    }
+    if (kPrefetch && n + 1 < r1) {
+#pragma unroll
+      for (int k = 0; k < K; k++) d[k] = next_d[k], x[k] = next_x[k], out[k] = next_out[k];
     }
   }
 #pragma unroll

@@ -2,8 +2,8 @@
 // A CPU stand-in for the CUDA device features that some kernels use, so that their logic (tiling,
 // masking, shared-memory staging, warp synchronisation, the split of rows over warps and blocks)
 // runs in CI, where there is no GPU: the tensor-core attention (kernels/cuda/
-// attention_tensor_core.cuh, and its forward on mma.sync, attention_mma.cuh), the few-row decode
-// products (gemv.cuh), the samplers, the two decode attentions (attention_decode.cuh,
+// attention_tensor_core.cuh, and on mma.sync, attention_mma.cuh and attention_mma_backward.cuh),
+// the few-row decode products (gemv.cuh), the samplers, the two decode attentions (attention_decode.cuh,
 // attention_decode_tiles.cuh), the token statistics, and the memory-bound training kernels
 // (swiglu.cuh, rope.cuh, rmsnorm_backward.cuh, streaming.cuh). A test double, used only by the
 // tests/kernels/*_emulated_test.cpp suites. It checks what CUDA documents of the hardware: WMMA's

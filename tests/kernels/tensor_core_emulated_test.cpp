@@ -45,8 +45,8 @@ using testing::attn_case_name;
 // same with the causal mask on every tile (their MaskEveryTile flag), as they ran before they
 // skipped the tiles it cannot touch; Mma32Rows the mma.sync forward with 32 query rows a warp
 // (M = 2: 128-query blocks over 32-key tiles; cuda_set_attention_warp_rows), the same backward;
-// MmaMerged the Mma forward and the merged backward (attention_mma_backward.cuh: the dK/dV kernel
-// adds dQ with atomics; cuda_set_attention_backward).
+// MmaMerged the Mma forward and the merged backward (attention_mma_backward.cuh: one kernel adds
+// dQ, dK and dV with atomics; cuda_set_attention_backward).
 enum class Kernels { Wmma, Mma, MmaMaskEveryTile, Mma32Rows, MmaMerged };
 
 // attention_tensor_core.cu's round_rows: compact bf16 copies of the rows, the mma.sync kernels'
@@ -119,16 +119,22 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
     const auto k16 = round_rows(k, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const auto v16 = round_rows(v, sh, sh.kv_heads * D, sh.kv_seq_stride);
     const TcDims s16 = compact_kv(s, sh, D);
-    if constexpr (F == Kernels::MmaMerged) {  // dq zeroed first, as attention_tensor_core.cu does
+    if constexpr (F == Kernels::MmaMerged) {
+      // dq, dk and dv zeroed first (each sequence's T rows), as attention_tensor_core.cu does; no
+      // shares, no group sum.
       std::fill(dq, dq + share, 0.f);
-      emu::launch(grid, threads, kMmaMergedSmem<D>, mma_dkdv_kernel<D, false, true>, shares.data(),
-                  shares.data() + share, dq, do16.data(), lse, D_, q16.data(), k16.data(), v16.data(), s16);
-    } else {
-      emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D, every>, dq, do16.data(), lse, D_, q16.data(),
-                  k16.data(), v16.data(), s16);
-      emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D, every>, shares.data(), shares.data() + share,
-                  nullptr, do16.data(), lse, D_, q16.data(), k16.data(), v16.data(), s16);
+      for (int64_t b = 0; b < sh.B; b++) {
+        std::fill_n(dk + b * sh.kv_seq_stride, sh.T * sh.kv_heads * D, 0.f);
+        std::fill_n(dv + b * sh.kv_seq_stride, sh.T * sh.kv_heads * D, 0.f);
+      }
+      emu::launch(grid, threads, kMmaMergedSmem<D>, mma_dkdv_kernel<D, false, true>, dk, dv, dq, do16.data(), lse,
+                  D_, q16.data(), k16.data(), v16.data(), s16, sh.kv_seq_stride);
+      return;
     }
+    emu::launch(grid, threads, kMmaDqSmem<D>, mma_dq_kernel<D, every>, dq, do16.data(), lse, D_, q16.data(),
+                k16.data(), v16.data(), s16);
+    emu::launch(grid, threads, kMmaDkDvSmem<D>, mma_dkdv_kernel<D, every>, shares.data(), shares.data() + share,
+                nullptr, do16.data(), lse, D_, q16.data(), k16.data(), v16.data(), s16, int64_t(0));
   } else {
     emu::launch(grid, threads, kDqSmem<D>, tc_dq_kernel<D>, dq, dout, lse, D_, q, k, v, s);
     emu::launch(grid, threads, kDkDvSmem<D>, tc_dkdv_kernel<D>, shares.data(), shares.data() + share, dout, lse, D_, q,
@@ -316,24 +322,23 @@ TEST_P(TensorCoreEmulated, Mma32RowsForwardMatchesTheEmulatedArithmetic) {
 
 // The merged backward against the same arithmetic: dS^T through shared memory into dQ's product
 // (its .trans reading of queries x keys), each warp's column share, the adds of every key block
-// whose keys a query sees, zeros from the warps that skip a tile, and rows at or past a sequence's
-// end left as the zeroing left them.
+// whose keys a query sees, zeros from the warps that skip a tile, each query head's dK and dV added
+// into its kv head's rows (GQA), and rows at or past a sequence's end left as the zeroing left
+// them.
 TEST_P(TensorCoreEmulated, MmaMergedBackwardMatchesTheEmulatedArithmetic) {
   expect_kernels_match_the_emulated_arithmetic<Kernels::MmaMerged>(GetParam());
 }
 
-// Merging moves only dQ: dK and dV come from the same products in the same order, so they keep
-// every bit of the split backward's; dq sums the same bf16 terms in another order (by key block,
-// then scaled, where the dQ kernel scales once), so it agrees to fp32 rounding: here within 1e-6
-// of dq's largest magnitude (the five shapes measured 7e-8 at most).
-TEST_P(TensorCoreEmulated, MergingTheBackwardChangesOnlyDqsRounding) {
+// Merging changes only the order of the sums: dq adds the same bf16 terms by key block (each
+// share scaled, where the dQ kernel scales once), dk and dv add the query heads' shares by atomics
+// where the group sum adds them in head order. So each agrees with the split backward to fp32
+// rounding: here within 1e-6 of its largest magnitude (the five shapes measured 7e-8 at most for
+// dq; the emulation runs blocks in order, so dk and dv came out bit for bit, which a GPU need not).
+TEST_P(TensorCoreEmulated, MergingTheBackwardChangesOnlyTheSumsOrder) {
   const Outputs split = run_case<Kernels::Mma>(GetParam()), merged = run_case<Kernels::MmaMerged>(GetParam());
-  EXPECT_TRUE(testing::same_bits(split.dk, merged.dk)) << "dk";
-  EXPECT_TRUE(testing::same_bits(split.dv, merged.dv)) << "dv";
-  double mag = 0;
-  for (float x : split.dq) mag = std::max(mag, double(std::fabs(x)));
-  for (size_t i = 0; i < split.dq.size(); i++)
-    ASSERT_NEAR(merged.dq[i], split.dq[i], 1e-6 * mag) << "dq at " << i;
+  testing::expect_same_to_fp32_sums(merged.dq, split.dq, "dq");
+  testing::expect_same_to_fp32_sums(merged.dk, split.dk, "dk");
+  testing::expect_same_to_fp32_sums(merged.dv, split.dv, "dv");
 }
 
 // The mma.sync kernels skip the mask on tiles it cannot touch (attention_mma.cuh,

@@ -140,4 +140,14 @@ inline void expect_matches_tensor_core_reference(const TensorCoreReference& want
   EXPECT_EQ(bad, 0u) << "lse: " << bad << " of " << lse.size() << " differ by more than fp32 rounding";
 }
 
+// got against want where the two sum the same terms in another order (the merged backward's
+// atomics against the split one's stores): every element within 1e-6 of want's largest magnitude.
+inline void expect_same_to_fp32_sums(const std::vector<float>& got, const std::vector<float>& want,
+                                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double mag = 0;
+  for (float x : want) mag = std::max(mag, double(std::fabs(x)));
+  for (size_t i = 0; i < want.size(); i++) ASSERT_NEAR(got[i], want[i], 1e-6 * mag) << what << " at " << i;
+}
+
 }  // namespace azr::kernels::testing
