@@ -32,6 +32,7 @@ namespace {
 
 using kernels::cpu_ops;
 using kernels::cuda_ops;
+using kernels::testing::AttentionBackwardChoice;
 using kernels::testing::AttentionChoice;
 using testing::config_named;
 using testing::expect_bf16_model_matches_cpu;
@@ -135,6 +136,18 @@ TEST_P(CudaModel, MmaAttentionBf16ModelMatchesTheCpuBf16Model) {
   if (c.head_dim != 64 && c.head_dim != 128)
     GTEST_SKIP() << "head dim " << c.head_dim << ": the tensor-core attention takes 64 and 128";
   const AttentionChoice mma(kernels::CudaAttentionKernel::Mma);
+  expect_bf16_model_matches_cpu(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
+}
+
+// And with the merged backward (CudaAttentionBackward::Merged, attention_mma_backward.cuh: one
+// kernel adds dQ, dK and dV with atomics): every parameter's gradient within the same bounds (the
+// emulated TensorCoreEmulatedModel.ComputesTheBf16ModelWithTheMergedBackward).
+TEST_P(CudaModel, MergedAttentionBackwardBf16ModelMatchesTheCpuBf16Model) {
+  const ModelConfig c = config_named(GetParam());
+  if (c.head_dim != 64 && c.head_dim != 128)
+    GTEST_SKIP() << "head dim " << c.head_dim << ": the tensor-core attention takes 64 and 128";
+  const AttentionChoice mma(kernels::CudaAttentionKernel::Mma);
+  const AttentionBackwardChoice merged(kernels::CudaAttentionBackward::Merged);
   expect_bf16_model_matches_cpu(c, kernels::cuda_bf16_matmul_ops(), cuda_ops(), std::nullopt);
 }
 
