@@ -947,6 +947,63 @@ TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
     EXPECT_TRUE(same_bits(skipping[i], every[i])) << names[i];
 }
 
+// k and v at a stride wider than their T rows (ops.h: the kv layout of the shape): each backward
+// (the WMMA one, the mma.sync split and merged ones) writes dk and dv in that layout, the compact
+// run's values at each sequence's offset (bit for bit; the merged one's to the rounding of its
+// atomics, whose order changes run to run), and leaves the gap between sequences as it was.
+TEST_P(CudaTensorCoreAttention, StridedKeysAndValuesGetTheirGradientsInTheirLayout) {
+  const AttnCase c = GetParam();
+  const int64_t q_n = c.B * c.T * c.H * c.d, kv_row = c.KV * c.d, per_seq = c.T * kv_row;
+  const int64_t stride = per_seq + 8 * kv_row, kv_n = c.B * per_seq, wide_n = c.B * stride;
+  const auto q = randn(q_n, 61, c.qk_scale), k = randn(kv_n, 62, c.qk_scale), v = randn(kv_n, 63),
+             dout = randn(q_n, 64);
+  constexpr float kGap = 3.f, kUnwritten = 7.f;
+  auto widen = [&](const std::vector<float>& x) {  // each sequence's rows at b * stride
+    std::vector<float> w(size_t(wide_n), kGap);
+    for (int64_t b = 0; b < c.B; b++) std::copy_n(x.begin() + b * per_seq, per_seq, w.begin() + b * stride);
+    return w;
+  };
+  auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_dout = to_device(dout);
+  auto d_kw = to_device(widen(k)), d_vw = to_device(widen(v));
+  auto d_len = to_device(c.lengths);
+  const int32_t* lengths = c.lengths.empty() ? nullptr : d_len.data();
+  const AttentionShape compact{c.B, c.T, c.H, c.KV, c.d, per_seq, lengths}, wide{c.B, c.T, c.H, c.KV, c.d, stride,
+                                                                                 lengths};
+  const Ops& dev = cuda_bf16_matmul_ops();
+  auto run = [&](const AttentionShape& s, const float* kk, const float* vv, int64_t n) {
+    Buffer<float> out(cuda_ops(), size_t(q_n)), lse(cuda_ops(), size_t(c.B * c.H * c.T)), dq(cuda_ops(), size_t(q_n));
+    const std::vector<float> unwritten(static_cast<size_t>(n), kUnwritten);
+    auto dk = to_device(unwritten), dv = to_device(unwritten);
+    dev.attention_forward(out.data(), lse.data(), d_q.data(), kk, vv, s);
+    dev.attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), out.data(), lse.data(), d_q.data(), kk, vv,
+                           s);
+    return std::pair{to_host<float>(dk, size_t(n)), to_host<float>(dv, size_t(n))};
+  };
+  const std::tuple<CudaAttentionKernel, CudaAttentionBackward, const char*> kernels[] = {
+      {CudaAttentionKernel::TensorCore, CudaAttentionBackward::Split, "WMMA"},
+      {CudaAttentionKernel::Mma, CudaAttentionBackward::Split, "mma.sync, split"},
+      {CudaAttentionKernel::Mma, CudaAttentionBackward::Merged, "mma.sync, merged"}};
+  for (const auto& [kernel, backward, name] : kernels) {
+    SCOPED_TRACE(name);
+    const AttentionChoice choice(kernel);
+    const AttentionBackwardChoice how(backward);
+    const auto [dk, dv] = run(compact, d_k.data(), d_v.data(), kv_n);
+    const auto [dk_w, dv_w] = run(wide, d_kw.data(), d_vw.data(), wide_n);
+    for (const auto& [got, want, what] : {std::tuple{&dk_w, &dk, "dk"}, std::tuple{&dv_w, &dv, "dv"}}) {
+      std::vector<float> at_offsets(static_cast<size_t>(kv_n));
+      for (int64_t b = 0; b < c.B; b++) {
+        std::copy_n(got->begin() + b * stride, per_seq, at_offsets.begin() + b * per_seq);
+        for (int64_t i = per_seq; i < stride; i++)
+          ASSERT_EQ((*got)[size_t(b * stride + i)], kUnwritten) << what << ": the gap after sequence " << b;
+      }
+      if (backward == CudaAttentionBackward::Merged)
+        testing::expect_same_to_fp32_sums(at_offsets, *want, what);
+      else
+        EXPECT_TRUE(same_bits(at_offsets, *want)) << what;
+    }
+  }
+}
+
 // The training attention's operands made once in bf16 (Ops::rope_round_qkv_w16 and the rest) are
 // the ops they replace on the same device, bit for bit, with each training attention (the mma.sync
 // forward at 16 and at 32 query rows a warp): RoPE and to_bf16 of each part of [q | k | v] rows;
