@@ -123,7 +123,7 @@ __device__ __forceinline__ void store_ds_rows(bf16* dsT, int first, const float 
           ds ? mma::pack_bf16x2(ds[n][2 * r], ds[n][2 * r + 1]) : 0u;
 }
 
-// Two adjacent floats of dq (8-byte aligned) += a, b. sm_90 adds both with one vector atomic.
+// Two adjacent floats of a gradient (8-byte aligned) += a, b. sm_90 adds both with one vector atomic.
 __device__ __forceinline__ void add_pair(float* p, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));

@@ -928,6 +928,7 @@ TEST_P(CudaTensorCoreAttention, MmaSkippingTheMasksOfWholeTilesChangesNoBit) {
   auto d_len = to_device(c.lengths);
   const AttentionShape s{c.B, c.T, c.H, c.KV, c.d, c.T * c.KV * c.d, c.lengths.empty() ? nullptr : d_len.data()};
   const AttentionChoice mma(CudaAttentionKernel::Mma);
+  const AttentionBackwardChoice split(CudaAttentionBackward::Split);  // bit for bit: no atomics' order
   auto run = [&](bool every_tile) {
     cuda_set_attention_masks_every_tile(every_tile);
     Buffer<float> out(cuda_ops(), size_t(q_n)), lse(cuda_ops(), size_t(c.B * c.H * c.T)),
@@ -1055,6 +1056,7 @@ TEST_P(CudaTensorCoreAttention, AttentionOperandOpsAreTheOpsTheyReplaceBitForBit
                                                        : std::string("WMMA"));
     const AttentionChoice choice(kernel);
     const AttentionWarpRows rows(warp_rows);
+    const AttentionBackwardChoice split(CudaAttentionBackward::Split);  // bit for bit: no atomics' order
     const size_t lse_n = size_t(c.B * c.H * c.T);
     auto out = garbage(size_t(N * qd)), lse = garbage(lse_n), dq = garbage(size_t(N * qd)),
          dk = garbage(size_t(N * kd)), dv = garbage(size_t(N * kd));
