@@ -331,8 +331,9 @@ TEST_P(TensorCoreEmulated, MmaMergedBackwardMatchesTheEmulatedArithmetic) {
 // Merging changes only the order of the sums: dq adds the same bf16 terms by key block (each
 // share scaled, where the dQ kernel scales once), dk and dv add the query heads' shares by atomics
 // where the group sum adds them in head order. So each agrees with the split backward to fp32
-// rounding: here within 1e-6 of its largest magnitude (the five shapes measured 7e-8 at most for
-// dq; the emulation runs blocks in order, so dk and dv came out bit for bit, which a GPU need not).
+// rounding: here within 1e-6 of its largest magnitude (the first five shapes measured 7e-8 at
+// most for dq; the emulation runs blocks in order, so dk and dv came out bit for bit, which a GPU
+// need not).
 TEST_P(TensorCoreEmulated, MergingTheBackwardChangesOnlyTheSumsOrder) {
   const Outputs split = run_case<Kernels::Mma>(GetParam()), merged = run_case<Kernels::MmaMerged>(GetParam());
   testing::expect_same_to_fp32_sums(merged.dq, split.dq, "dq");
@@ -463,7 +464,8 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{1, 65, 2, 1, 128, {}},           // head dim 128, one row past a tile
                       AttnCase{3, 20, 2, 2, 64, {20, 1, 0}},    // no GQA; a 1-token and an empty sequence
                       AttnCase{1, 70, 2, 1, 64, {}, 4.f},       // peaked softmax: the online max matters
-                      AttnCase{1, 200, 2, 1, 64, {}, 4.f}),     // 4 key tiles: the running max rescales 3 times
+                      AttnCase{1, 200, 2, 1, 64, {}, 4.f},      // 4 key tiles: the running max rescales 3 times
+                      AttnCase{1, 90, 6, 1, 128, {83}}),        // 1.5B's 6:1 grouping and head dim, ragged
     attn_case_name);
 
 }  // namespace
