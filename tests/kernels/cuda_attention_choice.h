@@ -1,47 +1,30 @@
 #pragma once
-// Sets the CUDA Bf16 table's training attention kernels (kernels/cuda/cuda_ops.h) for one scope
-// of a test, and restores the previous choice, so a test of one path never leaks into the next.
+// Sets one of the CUDA Bf16 table's training attention choices (kernels/cuda/cuda_ops.h) for one
+// scope of a test, and restores the previous value, so a test of one path never leaks into the
+// next.
 #include "kernels/cuda/cuda_ops.h"
 
 namespace azr::kernels::testing {
 
-class AttentionChoice {
+template <class T, T (*Get)(), void (*Set)(T)>
+class ScopedAttentionSetting {
  public:
-  explicit AttentionChoice(CudaAttentionKernel kernel) : saved_(cuda_attention_kernel()) {
-    cuda_set_attention_kernel(kernel);
-  }
-  ~AttentionChoice() { cuda_set_attention_kernel(saved_); }
-  AttentionChoice(const AttentionChoice&) = delete;
-  AttentionChoice& operator=(const AttentionChoice&) = delete;
+  explicit ScopedAttentionSetting(T value) : saved_(Get()) { Set(value); }
+  ~ScopedAttentionSetting() { Set(saved_); }
+  ScopedAttentionSetting(const ScopedAttentionSetting&) = delete;
+  ScopedAttentionSetting& operator=(const ScopedAttentionSetting&) = delete;
 
  private:
-  CudaAttentionKernel saved_;
+  T saved_;
 };
 
-// The same for the query rows a warp of the Mma forward owns (cuda_set_attention_warp_rows).
-class AttentionWarpRows {
- public:
-  explicit AttentionWarpRows(int rows) : saved_(cuda_attention_warp_rows()) { cuda_set_attention_warp_rows(rows); }
-  ~AttentionWarpRows() { cuda_set_attention_warp_rows(saved_); }
-  AttentionWarpRows(const AttentionWarpRows&) = delete;
-  AttentionWarpRows& operator=(const AttentionWarpRows&) = delete;
-
- private:
-  int saved_;
-};
-
-// The same for how the Mma backward runs dQ (cuda_set_attention_backward).
-class AttentionBackwardChoice {
- public:
-  explicit AttentionBackwardChoice(CudaAttentionBackward backward) : saved_(cuda_attention_backward()) {
-    cuda_set_attention_backward(backward);
-  }
-  ~AttentionBackwardChoice() { cuda_set_attention_backward(saved_); }
-  AttentionBackwardChoice(const AttentionBackwardChoice&) = delete;
-  AttentionBackwardChoice& operator=(const AttentionBackwardChoice&) = delete;
-
- private:
-  CudaAttentionBackward saved_;
-};
+// Which kernels run (cuda_set_attention_kernel).
+using AttentionChoice =
+    ScopedAttentionSetting<CudaAttentionKernel, cuda_attention_kernel, cuda_set_attention_kernel>;
+// The query rows a warp of the Mma forward owns (cuda_set_attention_warp_rows).
+using AttentionWarpRows = ScopedAttentionSetting<int, cuda_attention_warp_rows, cuda_set_attention_warp_rows>;
+// How the Mma backward runs dQ (cuda_set_attention_backward).
+using AttentionBackwardChoice =
+    ScopedAttentionSetting<CudaAttentionBackward, cuda_attention_backward, cuda_set_attention_backward>;
 
 }  // namespace azr::kernels::testing
