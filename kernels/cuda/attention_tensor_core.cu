@@ -1,6 +1,6 @@
 // Launches of the tensor-core attention kernels (attention_tensor_core.cuh and, on mma.sync,
-// attention_mma.cuh and attention_mma_backward.cuh, which describe them) and the choice between them and the Simt ones
-// (cuda_ops.h: CudaAttentionKernel).
+// attention_mma.cuh and attention_mma_backward.cuh, which describe them) and the choice between
+// them and the Simt ones (cuda_ops.h: CudaAttentionKernel).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
