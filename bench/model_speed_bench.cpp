@@ -16,7 +16,9 @@
 //           tokens/s a batch-1 decode would reach reading bf16 weights and cache at the peak.
 //           On a table that records (a GPU), each batch runs eagerly, with the step recorded as a
 //           CUDA graph ("graphs"), and where the GPU has it (sm_90) recorded with programmatic
-//           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process. And
+//           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process; at batch
+//           1, recorded once more with the layers as one persistent kernel ("persistent",
+//           kernels/cuda/decode_layers.cuh), programmatic launch as in "graphs pdl". And
 //           "apart" (recorded where the table records): the step with its norms, residual adds,
 //           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
 //           their own, as before they were folded (the table without decode_linear_w16,
@@ -415,8 +417,11 @@ int main(int argc, char** argv) {
         // On a GPU with programmatic dependent launch (sm_90), the recorded step a third time with it
         // (kernels/cuda/cuda_ops.h, cuda_set_programmatic_launch): "graphs pdl"; the other rows run
         // without it whatever AZR_CUDA_PDL says.
+        // At batch 1 on a GPU, the recorded step once more with its layers as one persistent kernel
+        // (kernels/cuda/decode_layers.cuh, cuda_set_decode_layers_persistent): "persistent", with
+        // programmatic launch where "graphs pdl" has it, so that those two rows differ by the kernel.
         struct DecodeMode {
-          bool graphs, pdl, apart;
+          bool graphs, pdl, apart, persistent = false;
         };
         std::vector<DecodeMode> modes = {{false, false, false}};
         const bool records = o.graphs && precision_ops.recorder.begin;
@@ -424,73 +429,97 @@ int main(int argc, char** argv) {
         if (apart_model) modes.push_back({records, false, true});
 #ifdef AZR_HAVE_CUDA_KERNELS
         const bool pdl_choice = o.device == "cuda" && azr::kernels::cuda_programmatic_launch();
+        const bool persistent_choice = o.device == "cuda" && azr::kernels::cuda_decode_layers_persistent();
         if (o.device == "cuda" && o.graphs && precision_ops.recorder.begin) {
           azr::kernels::cuda_set_programmatic_launch(true);
-          if (azr::kernels::cuda_programmatic_launch_applies()) modes.push_back({true, true, false});
+          const bool pdl = azr::kernels::cuda_programmatic_launch_applies();
+          if (pdl) modes.push_back({true, true, false});
+          if (precision_ops.decode_layers_w16) modes.push_back({true, pdl, false, true});
         }
 #endif
+        // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
+        // fault in it (a grid barrier that timed out) then costs no other row.
+        std::vector<std::pair<int64_t, DecodeMode>> runs_in_order;
         for (const int64_t G : o.decode_batches)
-          for (const DecodeMode& dm : modes) {
-            const bool graphs = dm.graphs;
-            m::Transformer& runs = dm.apart ? *apart_model : model;
-            runs.set_decode_graphs(graphs);
+          for (const DecodeMode& dm : modes)
+            if (!dm.persistent) runs_in_order.push_back({G, dm});
+        for (const DecodeMode& dm : modes)
+          if (dm.persistent && std::count(o.decode_batches.begin(), o.decode_batches.end(), int64_t(1)))
+            runs_in_order.push_back({1, dm});
+        for (const auto& [G, dm] : runs_in_order) {
+          const bool graphs = dm.graphs;
+          m::Transformer& runs = dm.apart ? *apart_model : model;
+          runs.set_decode_graphs(graphs);
 #ifdef AZR_HAVE_CUDA_KERNELS
-            if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(dm.pdl);
-#endif
-            const std::string mode =
-                tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") + (dm.apart ? " apart" : "");
-            const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
-            const double t_n = timed_generate(runs, prompts, N);
-            const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false);
-            const double step_s = (t_n - t_1) / double(N - 1);
-            const double tps = double(G * N) / t_n;
-            // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
-            const int value_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
-            const double bytes = decode_step_bytes(sh, G, mean_pos, value_bytes, value_bytes);
-            const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
-            const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
-            json j = {{"config", name},
-                      {"workload", "decode"},
-                      {"batch", G},
-                      {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
-                      {"prompt_len", P},
-                      {"new_tokens", N},
-                      {"azr_tokens_per_s", tps},
-                      {"azr_seconds", t_n},
-                      {"azr_seconds_one_token", t_1},
-                      {"azr_decode_step_ms", 1e3 * step_s},
-                      {"azr_step_bytes", bytes},
-                      {"azr_bandwidth_fraction", bw},
-                      {"bf16_bound_tokens_per_s", bf16_bound_tps},
-                      {"decode_graphs", graphs},
-                      {"programmatic_launch", dm.pdl},
-                      {"ops_apart", dm.apart}};
-            const json h = hf_decode(G);
-            double ratio = 0;
-            if (h.is_object()) {
-              j["hf"] = h;
-              if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
-              j["azr_over_hf"] = ratio;
-            }
-            if (o.op_profile) {
-              azr::kernels::OpProfile profile;
-              const double wall = timed_generate(runs, prompts, N, /*warm_up=*/false);
-              j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
-                                                         std::to_string(N) + " new tokens", profile.take(), wall);
-            }
-            results.push_back(j);
-            char notes[160];
-            std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
-                          100 * bw, bf16_bound_tps);
-            table.push_back({name, "decode G=" + std::to_string(G) + mode, fmt(tps),
-                             h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
-            std::printf("  %-27s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G) + mode).c_str(), tps, notes);
-            std::fflush(stdout);
+          if (o.device == "cuda") {
+            azr::kernels::cuda_set_programmatic_launch(dm.pdl);
+            azr::kernels::cuda_set_decode_layers_persistent(dm.persistent);
           }
+          const uint64_t persistent_before = azr::kernels::cuda_decode_layers_persistent_launches();
+#endif
+          const std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") +
+                                   (dm.apart ? " apart" : "") + (dm.persistent ? " persistent" : "");
+          const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
+          const double t_n = timed_generate(runs, prompts, N);
+          const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false);
+          const double step_s = (t_n - t_1) / double(N - 1);
+          const double tps = double(G * N) / t_n;
+          // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
+          const int value_bytes = precision == azr::kernels::MatmulPrecision::Bf16 ? 2 : 4;
+          const double bytes = decode_step_bytes(sh, G, mean_pos, value_bytes, value_bytes);
+          const double bw = step_s > 0 ? bytes / step_s / peak_bw : 0;
+          const double bf16_bound_tps = double(G) * peak_bw / decode_step_bytes(sh, G, mean_pos, 2, 2);
+          json j = {{"config", name},
+                    {"workload", "decode"},
+                    {"batch", G},
+                    {"matmul_precision", azr::kernels::matmul_precision_name(precision)},
+                    {"prompt_len", P},
+                    {"new_tokens", N},
+                    {"azr_tokens_per_s", tps},
+                    {"azr_seconds", t_n},
+                    {"azr_seconds_one_token", t_1},
+                    {"azr_decode_step_ms", 1e3 * step_s},
+                    {"azr_step_bytes", bytes},
+                    {"azr_bandwidth_fraction", bw},
+                    {"bf16_bound_tokens_per_s", bf16_bound_tps},
+                    {"decode_graphs", graphs},
+                    {"programmatic_launch", dm.pdl},
+                    {"ops_apart", dm.apart},
+                    {"decode_layers_persistent", dm.persistent}};
+#ifdef AZR_HAVE_CUDA_KERNELS
+          if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
+            std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",
+                        name.c_str());
+            j["decode_layers_persistent"] = false;
+          }
+#endif
+          const json h = hf_decode(G);
+          double ratio = 0;
+          if (h.is_object()) {
+            j["hf"] = h;
+            if (h.value("tokens_per_s", 0.0) > 0) ratio = tps / h.value("tokens_per_s", 0.0);
+            j["azr_over_hf"] = ratio;
+          }
+          if (o.op_profile) {
+            azr::kernels::OpProfile profile;
+            const double wall = timed_generate(runs, prompts, N, /*warm_up=*/false);
+            j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
+                                                       std::to_string(N) + " new tokens", profile.take(), wall);
+          }
+          results.push_back(j);
+          char notes[160];
+          std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,
+                        100 * bw, bf16_bound_tps);
+          table.push_back({name, "decode G=" + std::to_string(G) + mode, fmt(tps),
+                           h.is_object() ? fmt(h.value("tokens_per_s", 0.0)) : "n/a", fmt(ratio, "%.2f"), notes});
+          std::printf("  %-27s azr %9.1f tok/s  %s\n", ("decode G=" + std::to_string(G) + mode).c_str(), tps, notes);
+          std::fflush(stdout);
+        }
         model.set_decode_graphs(false);
         apart_model.reset();
 #ifdef AZR_HAVE_CUDA_KERNELS
         if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(pdl_choice);
+        if (o.device == "cuda") azr::kernels::cuda_set_decode_layers_persistent(persistent_choice);
 #endif
       }
 

@@ -40,15 +40,16 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   if (device == "cuda") {
 #ifdef AZR_HAVE_CUDA_KERNELS
     cuda_select_device(device_index % usable_gpus());
-    // AZR_CUDA_ATTENTION, AZR_CUDA_ATTENTION_WARP_ROWS, AZR_CUDA_ATTENTION_BACKWARD and AZR_CUDA_PDL
-    // are read here, so a bad value stops the command before any work, not at its first attention
-    // call or decode step.
+    // AZR_CUDA_ATTENTION, AZR_CUDA_ATTENTION_WARP_ROWS, AZR_CUDA_ATTENTION_BACKWARD, AZR_CUDA_PDL
+    // and AZR_CUDA_DECODE_LAYERS are read here, so a bad value stops the command before any work,
+    // not at its first attention call or decode step.
     if (bf16) {
       (void)cuda_attention_kernel();
       (void)cuda_attention_warp_rows();
       (void)cuda_attention_backward();
     }
     (void)cuda_programmatic_launch();
+    (void)cuda_decode_layers_persistent();
     return bf16 ? cuda_bf16_matmul_ops() : cuda_ops();
 #else
     (void)device_index;

@@ -1,7 +1,8 @@
 #pragma once
 // How the environment spells whether the CUDA backend launches the decode step's kernels with
-// programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does), and
-// whether its GEMM plans time cuBLASLt's candidates (AZR_CUBLASLT_AUTOTUNE). Plain
+// programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does),
+// whether its GEMM plans time cuBLASLt's candidates (AZR_CUBLASLT_AUTOTUNE), and whether a decode
+// step's layers at one row run as one persistent kernel (AZR_CUDA_DECODE_LAYERS). Plain
 // C++, outside kernels/cuda, so that the parsing is built and tested where there is no CUDA.
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,16 @@ inline bool parse_cublaslt_autotune(const std::string& value) {
   if (value == "1" || value == "on") return true;
   if (value.empty() || value == "0" || value == "off") return false;
   throw std::invalid_argument("AZR_CUBLASLT_AUTOTUNE=" + value + ": expected 1 or on, 0 or off");
+}
+
+// AZR_CUDA_DECODE_LAYERS: "" (unset) or "launches": a decode step's layers at one row are five
+// launches each (the default, measured); "persistent": one kernel for all of them
+// (kernels/cuda/decode_layers.cuh), opt-in until a GPU run has measured it. Anything else is an
+// std::invalid_argument that names the variable, the value and the values it takes.
+inline bool parse_cuda_decode_layers(const std::string& value) {
+  if (value == "persistent") return true;
+  if (value.empty() || value == "launches") return false;
+  throw std::invalid_argument("AZR_CUDA_DECODE_LAYERS=" + value + ": expected launches or persistent");
 }
 
 }  // namespace azr::kernels

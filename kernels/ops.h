@@ -52,6 +52,30 @@ struct DecodeQkv {
   int64_t R = 0, H = 0, heads = 0, kv_heads = 0, d = 0, slot_stride = 0;
 };
 
+// A decode step's layers at one row (decode_layers_w16 below), in the flat buffers' layout: layer
+// l's tensors are layer 0's below plus l * param_stride elements (the fp32 parameters and their
+// bf16 copy alike: model/transformer.cpp, build_layout), its caches layer 0's plus l * cache_stride.
+struct DecodeLayers {
+  float* x = nullptr;  // [1, H] the residual stream: the first layer's input, the last one's output
+  const float *ln1 = nullptr, *ln2 = nullptr;
+  const uint16_t *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // bf16
+  const uint16_t *wg = nullptr, *wu = nullptr, *wd = nullptr;                 // bf16
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;     // may be null
+  const float *bg = nullptr, *bu = nullptr, *bd = nullptr;                    // may be null
+  const float *cos = nullptr, *sin = nullptr;  // RoPE tables [max_pos, d/2]
+  const int32_t *slot = nullptr, *pos = nullptr;  // [1]; pos[0] >= 0
+  uint16_t *kcache = nullptr, *vcache = nullptr;  // layer 0's bf16 KV cache
+  float* q = nullptr;         // [1, heads d] scratch: the rotated queries
+  float* att = nullptr;       // [1, heads d] the attention's output
+  uint16_t* att16 = nullptr;  // [1, heads d] its bf16 rounding, the o projection's input
+  float* h = nullptr;         // [1, H] the residual stream after the attention
+  uint16_t* mlp16 = nullptr;  // [1, I] SwiGLU's output, bf16
+  int64_t H = 0, heads = 0, kv_heads = 0, d = 0, I = 0, slot_stride = 0;
+  int64_t layers = 0, param_stride = 0, cache_stride = 0;
+  float eps = 0.f;
+  bool round_gate_up = false;
+};
+
 // The most rows decode_qkv_w16 and gate_up_swiglu_w16 take: their GPU kernels read each weight
 // once for all rows and keep every row's sums in registers, which pays below about this many rows;
 // past it a decode step runs the unfused ops, whose GEMMs reuse weights across rows on tensor cores.
@@ -303,6 +327,14 @@ struct Ops {
   // take no launches of their own: the o and down projections add, the next products normalize.
   void (*decode_linear_w16)(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
                             const float* residual, int64_t R, int64_t IC, int64_t OC);
+  // A decode step's layers at one row (DecodeLayers above), each layer as five of the ops above:
+  // decode_qkv_w16 (in = {x, the layer's first norm, eps}, into q and the caches),
+  // attention_decode_w16 (into att and att16), decode_linear_w16 of the o projection into h with x
+  // as the residual, gate_up_swiglu_w16 into mlp16 (in = {h, the second norm, eps}), and
+  // decode_linear_w16 of the down projection into x with h as the residual. Their values bit for bit; a backend may run
+  // them as one kernel (kernels/cuda/decode_layers.cuh). Null where a backend has nothing to gain
+  // over the model's own loop of those ops (kernels/cpu).
+  void (*decode_layers_w16)(const DecodeLayers& a);
 
   // Training's backward and update with bf16 where the next reader only wants bf16 (Bf16 tables
   // only). A GEMM output's gradient is rounded to bf16 by the GEMMs that read it (dout16 below);
@@ -395,8 +427,9 @@ struct Ops {
   X(matmul_backward_w16) X(kv_store_w16) X(attention_decode_w16) X(rmsnorm_forward_w16)                         \
   X(matmul_forward_a16w16) X(matmul_backward_a16w16) X(matmul_forward_o16) X(residual_rmsnorm_forward_w16)      \
   X(swiglu_forward_w16) X(decode_qkv_w16) X(gate_up_swiglu_w16) X(rope_kv_store_w16) X(swiglu_rows_w16)         \
-  X(decode_linear_w16) X(swiglu_backward_w16) X(matmul_backward_g16) X(matmul_backward_g16_dinp16)              \
-  X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16) X(rope_round_qkv_w16)                        \
+  X(decode_linear_w16) X(decode_layers_w16) X(swiglu_backward_w16) X(matmul_backward_g16)                       \
+  X(matmul_backward_g16_dinp16) X(adamw_w16) X(rmsnorm_backward_w16) X(token_stats_backward_w16)                \
+  X(rope_round_qkv_w16)                                                                                         \
   X(attention_forward_w16) X(attention_backward_w16) X(rope_backward_round_w16) X(swiglu_rows_backward_w16)
 
 #define AZR_OPS_COUNT_ONE(field) +1

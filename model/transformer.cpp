@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "kernels/decode_layers.h"
 #include "model/safetensors.h"
 
 namespace azr::model {
@@ -209,6 +210,15 @@ void Transformer::build_layout() {
       layer_offsets_[size_t(l)][size_t(i)] = t ? t->offset : kNoTensor;
     }
   }
+  // Every layer holds the same tensors in the same order, so each is layer 0's a fixed stride on
+  // (kernels::DecodeLayers relies on it).
+  layer_stride_ = config_.num_hidden_layers > 1 ? layer_offsets_[1][0] - layer_offsets_[0][0] : 0;
+  for (size_t l = 0; l < layer_offsets_.size(); l++)
+    for (size_t i = 0; i < 16; i++) {
+      const size_t first = layer_offsets_[0][i];
+      const size_t want = first == kNoTensor ? kNoTensor : first + l * layer_stride_;
+      if (layer_offsets_[l][i] != want) throw std::logic_error("build_layout: layers at uneven strides");
+    }
 }
 
 std::vector<FlatRange> Transformer::file_order() const {
@@ -502,18 +512,32 @@ void Transformer::decode_layers_folded(float* x, float* h, float* q, float* att,
                                        float* logits, KVCache& cache, const int32_t* slot, const int32_t* pos,
                                        int64_t R) {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, I = c.intermediate_size, qd = c.num_attention_heads * c.head_dim;
-  const float eps = float(c.rms_norm_eps);
-  auto* mlp16 = reinterpret_cast<uint16_t*>(gate);  // gate's R x I floats hold the R x I bf16 values
-  for (int64_t l = 0; l < c.num_hidden_layers; l++) {
-    const LayerWeights w = layer_weights(l, false);
-    ops_->decode_qkv_w16(decode_qkv_args({.x = x, .norm = w.ln1, .eps = eps}, q, w, cache, l, slot, pos, R));
-    const GemmInput a = attend_cache(att, q, cache, l, slot, pos, R);
-    ops_->decode_linear_w16(h, {.x16 = a.x16}, weights16(w.wo), w.bo, x, R, qd, H);
-    ops_->gate_up_swiglu_w16(mlp16, {.x = h, .norm = w.ln2, .eps = eps}, weights16(w.wg), w.bg, weights16(w.wu),
-                             w.bu, R, H, I, gate_up_rounded(w));
-    ops_->decode_linear_w16(x, {.x16 = mlp16}, weights16(w.wd), w.bd, h, R, I, H);
-  }
+  const int64_t H = c.hidden_size;
+  if (R != 1) throw std::logic_error("decode_layers_folded: one row (kernels::kDecodeNormFoldMaxRows)");
+  // The layers as one op (kernels/decode_layers.h: five a layer where the table has no op of its
+  // own), over the flat buffers' layout: every layer's tensors layer 0's plus a fixed stride.
+  const LayerWeights w = layer_weights(0, false);
+  kernels::DecodeLayers a;
+  a.x = x, a.ln1 = w.ln1, a.ln2 = w.ln2;
+  a.wq = weights16(w.wq), a.wk = weights16(w.wk), a.wv = weights16(w.wv), a.wo = weights16(w.wo);
+  a.wg = weights16(w.wg), a.wu = weights16(w.wu), a.wd = weights16(w.wd);
+  a.bq = w.bq, a.bk = w.bk, a.bv = w.bv, a.bo = w.bo, a.bg = w.bg, a.bu = w.bu, a.bd = w.bd;
+  a.cos = rope_cos_.data(), a.sin = rope_sin_.data(), a.slot = slot, a.pos = pos;
+  a.kcache = cache.k16_at(0), a.vcache = cache.v16_at(0);
+  a.q = q, a.att = att, a.h = h;
+  // att16 and, after the layers, the final norm's bf16 row: one size, so no call reallocates it.
+  gemm_in16_.ensure(size_t(std::max(c.num_attention_heads * c.head_dim, H)));
+  a.att16 = gemm_in16_.data();
+  a.mlp16 = reinterpret_cast<uint16_t*>(gate);  // gate's I floats hold the I bf16 values
+  a.H = H, a.heads = c.num_attention_heads, a.kv_heads = c.num_key_value_heads, a.d = c.head_dim;
+  a.I = c.intermediate_size, a.slot_stride = cache.slot_stride();
+  a.layers = c.num_hidden_layers, a.param_stride = int64_t(layer_stride_);
+  a.cache_stride = c.num_hidden_layers > 1 ? cache.k16_at(1) - cache.k16_at(0) : 0;
+  a.eps = float(c.rms_norm_eps), a.round_gate_up = gate_up_rounded(w);
+  if (ops_->decode_layers_w16)
+    ops_->decode_layers_w16(a);
+  else
+    kernels::decode_layers_as_ops(*ops_, a);
   // The final norm in a launch of its own: the LM head's product is about 19,000 blocks at batch 1
   // (one per 8 of 151,936 rows), and every block normalizing the rows again would read 114 MB
   // from L2 beside its 467 MB of weights, more than one launch costs.

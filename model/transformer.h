@@ -336,7 +336,8 @@ class Transformer {
   // ops: every layer's norms folded
   // into the products that read them, its residual adds into the products before them
   // (kernels::DecodeInput, decode_linear_w16), five ops a layer; the same values as the unfused
-  // ops, which run the step otherwise. decode_layers_folded: from the embeddings in x to the logits.
+  // ops, which run the step otherwise. decode_layers_folded: from the embeddings in x to the logits,
+  // the layers as one op (kernels::DecodeLayers; the CUDA table's may be one persistent kernel).
   bool decode_norms_fold(const KVCache& cache, int64_t R) const;
   void decode_layers_folded(float* x, float* h, float* q, float* att, float* gate, float* rstd, float* logits,
                             KVCache& cache, const int32_t* slot, const int32_t* pos, int64_t R);
@@ -357,6 +358,7 @@ class Transformer {
   // hot path never looks tensors up by name.
   static constexpr size_t kNoTensor = size_t(-1);
   std::vector<std::array<size_t, 16>> layer_offsets_;
+  size_t layer_stride_ = 0;  // layer l's offsets are layer 0's plus l * layer_stride_ (build_layout)
   kernels::Buffer<float> params_, grads_;
   bool deferred_zero_grad_ = true;
   // zero_grad() left the weight matrices' gradients (product_written_grads) to the next backward:

@@ -57,7 +57,8 @@
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
 #          build last: every op test, every whole-model test, and where python3 has torch and
 #          transformers the real Qwen2.5 configs against them; then what the issue's done-when needs
-#          first: a 1.5B training step against torch's (the MFU figure, with the same step's joined
+#          first (the persistent decode kernel's test in a step of its own, 120 s at most): a 1.5B
+#          training step against torch's (the MFU figure, with the same step's joined
 #          products apart and its zero_grad() filling every gradient, in the same process), the same
 #          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
 #          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
@@ -153,16 +154,21 @@ op_profile_train() {
 if [[ "$STAGE" == pending ]]; then
   deadline=$((SECONDS + ${PENDING_SECONDS:-420}))
   # Runs "$@" with what is left of the deadline as its time limit; skips it when under 20 s remain.
+  # PENDING_STEP_LIMIT (seconds), where set for one step, caps it below that.
   step() {
     local left=$((deadline - SECONDS))
     if ((left < 20)); then echo "=== skipped (time): $*"; return 0; fi
+    if [[ -n "${PENDING_STEP_LIMIT:-}" ]] && ((PENDING_STEP_LIMIT < left)); then left=$PENDING_STEP_LIMIT; fi
     echo "=== $* (limit ${left} s)"
     timeout "$left" "$@" || { echo "=== exit $?: $*"; status=1; }
   }
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
     step "$BUILD/bin/cuda_ops_test"
-    step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*'
+    step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
+    # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
+    # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
+    PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
     # The real Qwen2.5 0.5B and 1.5B configs against transformers (random weights), where python3
     # has torch and transformers: the reference files, then the test that reads them.
     if python3 -c "import torch, transformers" 2>/dev/null; then
@@ -182,6 +188,7 @@ if [[ "$STAGE" == pending ]]; then
     # better than 4's.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
       --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
+    # Its last row: batch 1 with the persistent decode kernel ("persistent", against "graphs pdl").
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \

@@ -564,6 +564,7 @@ const Ops kCpuOps = {
     /*rope_kv_store_w16=*/nullptr,
     /*swiglu_rows_w16=*/nullptr,
     /*decode_linear_w16=*/nullptr,
+    /*decode_layers_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
     /*matmul_backward_g16_dinp16=*/nullptr,

@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
       if (g < nh && u < left) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
   decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
-                              merge_counts + decode::merge_count_index());
+                              merge_counts + decode::merge_count_index(decode::launched_block()));
 }
 
 Dims dims_of(const AttentionShape& s) {
@@ -451,13 +451,6 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   simt_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, /*round_q=*/false);
 }
 
-namespace {
-
-// Which decode kernel runs where it applies (cuda_set_decode_kernel): over a bf16 cache at head
-// dims 32, 64 and 128 the shared-memory tiles (attention_decode_tiles.cuh); over an fp32 cache at
-// those head dims the lane groups (attention_decode.cuh); else one position per warp.
-CudaDecodeKernel g_decode_kernel = CudaDecodeKernel::Tiles;
-
 // The splits' partials: grow-only, one per process (ops run on one stream).
 float* decode_partials(size_t n) {
   static DeviceScratch<> scratch;
@@ -469,6 +462,32 @@ unsigned* decode_merge_counts(size_t n) {
   static ZeroedCounts counts;
   return counts.get(n);
 }
+
+DecodeSplit decode_split(int64_t R, const AttentionShape& shape, bool tiles) {
+  const int64_t group = shape.heads / shape.kv_heads, kv_row = shape.kv_heads * shape.d;
+  const int head_chunks = int((group + kDecodeHeads - 1) / kDecodeHeads);
+  const int64_t blocks = std::max<int64_t>(1, R * shape.kv_heads * head_chunks);
+  // Split the positions when the blocks would not give every multiprocessor two, down to
+  // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
+  const int64_t capacity = std::max<int64_t>(1, shape.kv_seq_stride / kv_row);
+  const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
+  int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
+  int64_t chunk = (capacity + splits - 1) / splits;
+  if (tiles) {  // whole tiles per split: a split's last tile is then the row's last
+    const int64_t tile = decode_tiles::kTile;
+    chunk = (chunk + tile - 1) / tile * tile;
+    splits = int((capacity + chunk - 1) / chunk);
+  }
+  return {head_chunks, splits, chunk};
+}
+
+namespace {
+
+// Which decode kernel runs where it applies (cuda_set_decode_kernel): over a bf16 cache at head
+// dims 32, 64 and 128 the shared-memory tiles (attention_decode_tiles.cuh); over an fp32 cache at
+// those head dims the lane groups (attention_decode.cuh); else one position per warp.
+CudaDecodeKernel g_decode_kernel = CudaDecodeKernel::Tiles;
+
 
 template <int E, bool FULL, class KV>
 void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, unsigned* counts, const float* q,
@@ -484,21 +503,11 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
                    const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& shape) {
   const Dims s = dims_of(shape);
   if (R == 0) return;
-  const int head_chunks = int((s.group + kDecodeHeads - 1) / kDecodeHeads);
-  const int64_t blocks = R * shape.kv_heads * head_chunks;
-  // Split the positions when the blocks would not give every multiprocessor two, down to
-  // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
-  const int64_t capacity = std::max<int64_t>(1, s.kv_seq_stride / s.kv_row);
-  const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
-  int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
-  int64_t chunk = (capacity + splits - 1) / splits;
   const bool lane_dims = s.d == 32 || s.d == 64 || s.d == 128;
   const bool tiles = g_decode_kernel == CudaDecodeKernel::Tiles && lane_dims && std::is_same_v<KV, __nv_bfloat16>;
-  if (tiles) {  // whole tiles per split: a split's last tile is then the row's last
-    const int64_t tile = decode_tiles::kTile;
-    chunk = (chunk + tile - 1) / tile * tile;
-    splits = int((capacity + chunk - 1) / chunk);
-  }
+  const DecodeSplit plan = decode_split(R, shape, tiles);
+  const int head_chunks = plan.head_chunks, splits = plan.splits;
+  const int64_t chunk = plan.chunk;
   float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
   unsigned* counts = splits > 1 ? decode_merge_counts(size_t(R * shape.kv_heads * head_chunks)) : nullptr;
   const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));

@@ -112,28 +112,39 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
   if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, part, out, out16);
 }
 
-// What a decode block of the grid (R, kv_heads * head_chunks, splits) works on: row r, query heads
-// h0 .. h0 + nh - 1 (of kv head kvh, at most kDecodeHeads), positions begin .. end - 1 (split z of
-// `splits`, `chunk` positions each; the last split runs to the row's end).
+// Which block of the grid (R, kv_heads * head_chunks, splits) this is, with the grid's y and z
+// extents: blockIdx and gridDim in a launch of its own (launched_block), or a turn of a
+// persistent kernel's block (decode_layers.cuh).
+struct DecodeGridIndex {
+  int64_t x, y;
+  int z, gy, gz;
+};
+__device__ __forceinline__ DecodeGridIndex launched_block() {
+  return {int64_t(blockIdx.x), int64_t(blockIdx.y), int(blockIdx.z), int(gridDim.y), int(gridDim.z)};
+}
+
+// What decode block g works on: row r, query heads h0 .. h0 + nh - 1 (of kv head kvh, at most
+// kDecodeHeads), positions begin .. end - 1 (split z of `splits`, `chunk` positions each; the last
+// split runs to the row's end).
 struct DecodeBlock {
   int64_t r, kvh, h0, begin, end;
   int nh, splits, z;
 };
-__device__ __forceinline__ DecodeBlock decode_block(const int32_t* pos, int64_t group, int head_chunks,
-                                                    int64_t chunk) {
+__device__ __forceinline__ DecodeBlock decode_block(const DecodeGridIndex& g, const int32_t* pos, int64_t group,
+                                                    int head_chunks, int64_t chunk) {
   DecodeBlock b;
-  b.r = blockIdx.x, b.kvh = blockIdx.y / head_chunks;
-  b.h0 = b.kvh * group + int64_t(blockIdx.y % head_chunks) * kDecodeHeads;
+  b.r = g.x, b.kvh = g.y / head_chunks;
+  b.h0 = b.kvh * group + (g.y % head_chunks) * kDecodeHeads;
   b.nh = int(min(int64_t(kDecodeHeads), (b.kvh + 1) * group - b.h0));
-  b.splits = int(gridDim.z), b.z = int(blockIdx.z);
+  b.splits = g.gz, b.z = g.z;
   const int64_t n = int64_t(pos[b.r]) + 1;
   b.begin = int64_t(b.z) * chunk;
   b.end = b.z == b.splits - 1 ? n : min(n, b.begin + chunk);
   return b;
 }
 
-// The block's merge count (merge_splits_if_last): one per (row, kv head, head chunk), [R, gridDim.y].
-__device__ __forceinline__ int64_t merge_count_index() { return int64_t(blockIdx.x) * gridDim.y + blockIdx.y; }
+// Block g's merge count (merge_splits_if_last): one per (row, kv head, head chunk), [R, gy].
+__device__ __forceinline__ int64_t merge_count_index(const DecodeGridIndex& g) { return g.x * g.gy + g.y; }
 
 __device__ __forceinline__ float bf16_bits_value(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
@@ -171,7 +182,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
   const int64_t e0 = int64_t(lane % LP) * 8;
   wait_for_prior_grids();  // q and this step's key and value come from the kernel before
   release_next_grid();
-  const DecodeBlock blk = decode_block(pos, s.group, head_chunks, chunk);
+  const DecodeBlock blk = decode_block(launched_block(), pos, s.group, head_chunks, chunk);
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
 
@@ -244,7 +255,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
         for (int u = 0; u < 8; u++) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
   decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
-                      merge_counts + merge_count_index());
+                      merge_counts + merge_count_index(launched_block()));
 }
 
 }  // namespace azr::kernels::cuda_detail::decode

@@ -120,16 +120,17 @@ __device__ __forceinline__ void load_values(float (&x)[E], const bf16* p) {
   }
 }
 
-// grid (R, kv_heads * head_chunks, splits), kThreads threads, smem_bytes<D>() of dynamic shared
-// memory. Positions begin .. end - 1 of row r's slot: split z of `chunk` positions each.
+// Block g of the grid (R, kv_heads * head_chunks, splits): kThreads threads, smem_bytes<D>() of
+// shared memory at smem_raw, every thread of the block calling it. Positions begin .. end - 1 of
+// row r's slot: split z of `chunk` positions each.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 2)
-    decode_tiles_kernel(float* out, bf16* out16, float* part, unsigned* merge_counts, const float* q,
-                        const bf16* kcache, const bf16* vcache, const int32_t* slot, const int32_t* pos, DecodeDims s,
-                        int head_chunks, int64_t chunk) {
+__device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex& g, float* out, bf16* out16,
+                                                   float* part, unsigned* merge_counts, const float* q,
+                                                   const bf16* kcache, const bf16* vcache, const int32_t* slot,
+                                                   const int32_t* pos, const DecodeDims& s, int head_chunks,
+                                                   int64_t chunk, unsigned char* smem_raw) {
   static_assert(D == 32 || D == 64 || D == 128, "head dims 32, 64, 128");
   constexpr int E = D / kWarp;  // value elements per lane in P V
-  AZR_DYNAMIC_SHARED(smem_raw);
   bf16* k_s = reinterpret_cast<bf16*>(smem_raw);
   bf16* v_s = k_s + kTile * kLd<D>;
   bf16* q_s = v_s + kTile * kLd<D>;
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   wait_for_prior_grids();  // q and this step's key and value come from the kernel before
   release_next_grid();
-  const decode::DecodeBlock blk = decode::decode_block(pos, s.group, head_chunks, chunk);
+  const decode::DecodeBlock blk = decode::decode_block(g, pos, s.group, head_chunks, chunk);
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
   const bf16* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
@@ -248,8 +249,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     decode::decode_write_element(r * s.H + h0 + h, e, D, m_s[h], l_s[h], o, splits, z, out, out16, part);
   }
   if (splits > 1)
-    decode::merge_splits_if_last(merge_counts + decode::merge_count_index(), r, h0, nh, D, s.H, splits, part, out,
+    decode::merge_splits_if_last(merge_counts + decode::merge_count_index(g), r, h0, nh, D, s.H, splits, part, out,
                                  out16);
+}
+
+// grid (R, kv_heads * head_chunks, splits), kThreads threads, smem_bytes<D>() of dynamic shared
+// memory.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2)
+    decode_tiles_kernel(float* out, bf16* out16, float* part, unsigned* merge_counts, const float* q,
+                        const bf16* kcache, const bf16* vcache, const int32_t* slot, const int32_t* pos, DecodeDims s,
+                        int head_chunks, int64_t chunk) {
+  AZR_DYNAMIC_SHARED(smem_raw);
+  decode_tiles_block<D>(decode::launched_block(), out, out16, part, merge_counts, q, kcache, vcache, slot, pos, s,
+                        head_chunks, chunk, smem_raw);
 }
 
 }  // namespace azr::kernels::cuda_detail::decode_tiles

@@ -81,6 +81,7 @@ const Ops kCudaOps = {
     /*rope_kv_store_w16=*/nullptr,
     /*swiglu_rows_w16=*/nullptr,
     /*decode_linear_w16=*/nullptr,
+    /*decode_layers_w16=*/nullptr,
     /*swiglu_backward_w16=*/nullptr,
     /*matmul_backward_g16=*/nullptr,
     /*matmul_backward_g16_dinp16=*/nullptr,
@@ -123,6 +124,7 @@ const Ops& cuda_bf16_matmul_ops() {
     t.rope_kv_store_w16 = rope_kv_store_w16;
     t.swiglu_rows_w16 = swiglu_rows_w16;
     t.decode_linear_w16 = gemv_linear;
+    t.decode_layers_w16 = decode_layers_w16;
     t.swiglu_backward_w16 = swiglu_backward_w16;
     t.matmul_backward_g16 = matmul_backward_g16;
     t.matmul_backward_g16_dinp16 = matmul_backward_g16_dinp16;

@@ -117,6 +117,16 @@ void cuda_set_programmatic_launch(bool on);
 bool cuda_programmatic_launch();          // the choice
 bool cuda_programmatic_launch_applies();  // the choice, on a device and with code that have it
 
+// A decode step's layers at one row (the table's decode_layers_w16) as one persistent kernel
+// (true; kernels/cuda/decode_layers.cuh says why) or five launches a layer (false, the default),
+// from AZR_CUDA_DECODE_LAYERS at the first call that asks (kernels/cuda_launch_choice.h), or set
+// here. The same bits either way. Changing it makes a model record its decode steps anew.
+void cuda_set_decode_layers_persistent(bool on);
+bool cuda_decode_layers_persistent();
+// How many persistent kernels this process has launched (or recorded), for the tests and benches
+// that must know the kernel ran rather than its five-launch stand-in.
+uint64_t cuda_decode_layers_persistent_launches();
+
 // The stream this thread's current device runs the ops on (a cudaStream_t, opaque here), for
 // work outside the table that must be ordered with them: NCCL's all-reduce of the gradients.
 void* cuda_op_stream();

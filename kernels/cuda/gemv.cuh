@@ -77,14 +77,17 @@ __device__ __forceinline__ float bf16_value(uint16_t one) { return __uint_as_flo
 
 // acc[j][r] += sum over this thread's packs p (p = part, part + parts, ...) of w_j[8p .. 8p+7] .
 // x_r[8p .. 8p+7], for rows r < rows of x (row stride ldx). kVec = 8: 16-byte loads (k a multiple of
-// 8, every row 16-byte aligned); kVec = 1: one element per step, any k and alignment.
-template <int J, int kRows, int kVec>
+// 8, every row 16-byte aligned); kVec = 1: one element per step, any k and alignment. kUnroll: the
+// packs a thread's loads cover at once (the sums' order is the same whatever it is): 2 where
+// the launch fills a multiprocessor with up to 64 warps; more in the persistent kernel
+// (decode_layers.cuh), whose 16 warps must each have more bytes in flight.
+template <int J, int kRows, int kVec, int kUnroll = 2>
 __device__ __forceinline__ void partial_dots(float (&acc)[J][kRows], const uint16_t* const (&w)[J],
                                              const uint16_t* x, int64_t ldx, int rows, int64_t k, int part,
                                              int parts) {
   if constexpr (kVec == 8) {
     const int64_t packs = k / 8;
-#pragma unroll 2
+#pragma unroll kUnroll
     for (int64_t p = part; p < packs; p += parts) {
       uint4 wp[J];
 #pragma unroll
@@ -143,7 +146,7 @@ AZR_DEVICE_INLINE const uint16_t* block_input(const DecodeInput& in, int rows, i
 // row: lane r < rows of the item's first warp, with dots[j] = w_j . x_r. Every thread of the block
 // must call it (it has barriers); `active` is false in warps whose item does not exist. smem: the
 // partial sums, then room for the normalized rows (kSmemBytes, input_smem_bytes).
-template <int J, int kRows, int kVec>
+template <int J, int kRows, int kVec, int kUnroll = 2>
 __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* const (&w)[J], const DecodeInput& in,
                                           int64_t k, int rows, int split, bool active, float* smem) {
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
@@ -164,7 +167,8 @@ __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* cons
   for (int j = 0; j < J; j++)
 #pragma unroll
     for (int r = 0; r < kRows; r++) acc[j][r] = 0.f;
-  if (active) partial_dots<J, kRows, kVec>(acc, w, x, k, rows, k, (warp % split) * kWarp + lane, split * kWarp);
+  if (active)
+    partial_dots<J, kRows, kVec, kUnroll>(acc, w, x, k, rows, k, (warp % split) * kWarp + lane, split * kWarp);
 #pragma unroll
   for (int j = 0; j < J; j++)
 #pragma unroll
@@ -183,27 +187,37 @@ __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* cons
   return true;
 }
 
-// This warp's item: the block holds kWarps / split items.
-__device__ __forceinline__ int64_t item_of_warp(int split) {
-  return int64_t(blockIdx.x) * (kWarps / split) + int(threadIdx.x) / kWarp / split;
+// This warp's item in block `block` (blockIdx.x, or a persistent kernel's turn: decode_layers.cuh):
+// the block holds kWarps / split items.
+__device__ __forceinline__ int64_t item_of_warp(int64_t block, int split) {
+  return block * (kWarps / split) + int(threadIdx.x) / kWarp / split;
 }
 
 // out[r * OC + o] = (x[r] . w16[o] + bias[o]) + residual[r * OC + o] (bias, residual may be null;
 // residual may alias out: each entry is read and written by one thread), r < rows. The sum of the
 // product and the residual is the one fp32 addition the unfused residual add makes.
+// One block's work (block: its index in the launch's grid); every thread of the block calls it.
+template <int kRows, int kVec, int kUnroll = 2>
+__device__ __forceinline__ void linear_block(int64_t block, float* out, const DecodeInput& in, const uint16_t* w16,
+                                             const float* bias, const float* residual, int rows, int64_t IC,
+                                             int64_t OC, int split, float* smem) {
+  const int64_t o = item_of_warp(block, split);
+  const bool active = o < OC;
+  const uint16_t* const w[1] = {w16 + (active ? o : 0) * IC};
+  float dot[1];
+  if (!item_dots<1, kRows, kVec, kUnroll>(dot, w, in, IC, rows, split, active, smem)) return;
+  const int r = int(threadIdx.x) % kWarp;
+  const float y = dot[0] + (bias ? bias[o] : 0.f);
+  out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
+}
+
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
     gemv_linear_kernel(float* out, DecodeInput in, const uint16_t* w16, const float* bias, const float* residual,
                        int rows, int64_t IC, int64_t OC, int split) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  const int64_t o = item_of_warp(split);
-  const bool active = o < OC;
-  const uint16_t* const w[1] = {w16 + (active ? o : 0) * IC};
-  float dot[1];
-  if (!item_dots<1, kRows, kVec>(dot, w, in, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
-  const int r = int(threadIdx.x) % kWarp;
-  const float y = dot[0] + (bias ? bias[o] : 0.f);
-  out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
+  linear_block<kRows, kVec>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
+                            reinterpret_cast<float*>(smem_raw));
 }
 
 // What decode_qkv_w16 (kernels/ops.h) needs on the device.
@@ -227,11 +241,10 @@ inline QkvArgs qkv_args(const DecodeQkv& a) {
 
 // Items: the RoPE pairs (i, i + d/2) of every q head, then of every k head, then of every v head
 // (v is not rotated; pairing its outputs the same way keeps one kind of item).
-template <int kRows, int kVec>
-__global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split) {
-  AZR_DYNAMIC_SHARED(smem_raw);
+template <int kRows, int kVec, int kUnroll = 2>
+__device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int rows, int split, float* smem) {
   const int64_t half = a.d / 2, items = (a.heads + 2 * a.kv_heads) * half;
-  const int64_t item = item_of_warp(split);
+  const int64_t item = item_of_warp(block, split);
   const bool active = item < items;
   const int64_t head = active ? item / half : 0, i = item % half;
   // which: 0 = q, 1 = k, 2 = v; h: the head within its projection
@@ -242,8 +255,7 @@ __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows,
   const int64_t o0 = h * a.d + i, o1 = o0 + half;
   const uint16_t* const w[2] = {wbase + o0 * a.H, wbase + o1 * a.H};
   float dot[2];
-  if (!item_dots<2, kRows, kVec>(dot, w, a.in, a.H, rows, split, active, reinterpret_cast<float*>(smem_raw)))
-    return;
+  if (!item_dots<2, kRows, kVec, kUnroll>(dot, w, a.in, a.H, rows, split, active, smem)) return;
   const int r = int(threadIdx.x) % kWarp;
   const float x1 = dot[0] + (bias ? bias[o0] : 0.f), x2 = dot[1] + (bias ? bias[o1] : 0.f);
   const int64_t p = a.pos[r];
@@ -268,24 +280,39 @@ __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows,
   }
 }
 
+template <int kRows, int kVec>
+__global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split) {
+  AZR_DYNAMIC_SHARED(smem_raw);
+  qkv_block<kRows, kVec>(blockIdx.x, a, rows, split, reinterpret_cast<float*>(smem_raw));
+}
+
 // out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j], g and
 // u rounded to bf16 first where round_gate_up (the training forward's matmul_forward_o16).
+template <int kRows, int kVec, int kUnroll = 2>
+__device__ __forceinline__ void gate_up_block(int64_t block, __nv_bfloat16* out16, const DecodeInput& in,
+                                              const uint16_t* wg, const float* bg, const uint16_t* wu,
+                                              const float* bu, int rows, int64_t IC, int64_t I, int split,
+                                              bool round_gate_up, float* smem) {
+  const int64_t j = item_of_warp(block, split);
+  const bool active = j < I;
+  const int64_t row = active ? j : 0;
+  const uint16_t* const w[2] = {wg + row * IC, wu + row * IC};
+  float dot[2];
+  if (!item_dots<2, kRows, kVec, kUnroll>(dot, w, in, IC, rows, split, active, smem)) return;
+  const int r = int(threadIdx.x) % kWarp;
+  float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
+  if (round_gate_up) g = rounded_to_bf16(g), u = rounded_to_bf16(u);
+  out16[r * I + j] = __float2bfloat16_rn(swiglu_value(g, u));
+}
+
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
     gemv_gate_up_kernel(__nv_bfloat16* out16, DecodeInput in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split,
                         bool round_gate_up) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  const int64_t j = item_of_warp(split);
-  const bool active = j < I;
-  const int64_t row = active ? j : 0;
-  const uint16_t* const w[2] = {wg + row * IC, wu + row * IC};
-  float dot[2];
-  if (!item_dots<2, kRows, kVec>(dot, w, in, IC, rows, split, active, reinterpret_cast<float*>(smem_raw))) return;
-  const int r = int(threadIdx.x) % kWarp;
-  float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
-  if (round_gate_up) g = rounded_to_bf16(g), u = rounded_to_bf16(u);
-  out16[r * I + j] = __float2bfloat16_rn(swiglu_value(g, u));
+  gate_up_block<kRows, kVec>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split, round_gate_up,
+                             reinterpret_cast<float*>(smem_raw));
 }
 
 // The launch geometry, host code shared by gemv.cu and the emulated test.

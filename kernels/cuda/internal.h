@@ -133,6 +133,19 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout,
 void attention_decode_w16(float* out, uint16_t* out16, const float* q, const uint16_t* kcache,
                           const uint16_t* vcache, const int32_t* slot, const int32_t* pos, int64_t R,
                           const AttentionShape& s);
+// How attention_decode_w16 divides R rows' work among blocks: head chunks of up to 8 query heads a
+// kv head, and `splits` splits of `chunk` positions each; tiles: the tile kernel's whole tiles a
+// split (decode_layers.cu runs the same blocks). With the splits' records and merge counts
+// (grow-only scratch, one each per process).
+struct DecodeSplit {
+  int head_chunks, splits;
+  int64_t chunk;
+};
+DecodeSplit decode_split(int64_t R, const AttentionShape& shape, bool tiles);
+float* decode_partials(size_t n);
+unsigned* decode_merge_counts(size_t n);
+// decode_layers.cu: the table's decode_layers_w16.
+void decode_layers_w16(const DecodeLayers& a);
 // Decode attention's kernel for head dims 32, 64 and 128, for benchmarks and tests: Tiles (the
 // default; attention_decode_tiles.cuh, over a bf16 cache; an fp32 cache takes the lane groups),
 // LaneGroups (attention_decode.cuh) or WarpPerPosition (attention.cu). Other head dims always run

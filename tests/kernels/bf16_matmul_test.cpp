@@ -579,6 +579,17 @@ TEST(CudaLaunchChoice, TheAutotuneSpellings) {
                        "expected 1 or on, 0 or off");
 }
 
+// AZR_CUDA_DECODE_LAYERS's spellings: unset and "launches" run a decode step's layers at one row as
+// five launches each, "persistent" as one kernel; anything else stops with the variable and the
+// values it takes.
+TEST(CudaLaunchChoice, TheDecodeLayersSpellings) {
+  EXPECT_FALSE(parse_cuda_decode_layers(""));
+  EXPECT_FALSE(parse_cuda_decode_layers("launches"));
+  EXPECT_TRUE(parse_cuda_decode_layers("persistent"));
+  expect_each_rejected(parse_cuda_decode_layers, {"1", "on", "Persistent", "persistent ", "launch"},
+                       "AZR_CUDA_DECODE_LAYERS", "expected launches or persistent");
+}
+
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,
 // not equal. (Both models start from the same seed, so the weights are identical.)
 TEST(CpuBf16Matmul, TheModelStaysNearTheFp32ModelButIsNotIt) {

@@ -25,7 +25,7 @@
 #include "model/presets.h"
 #include "model/transformer.h"
 #include "tests/kernels/bf16_model_checks.h"
-#include "tests/kernels/cuda_attention_choice.h"
+#include "tests/kernels/scoped_cuda_setting.h"
 
 namespace azr::model {
 namespace {
@@ -34,6 +34,8 @@ using kernels::cpu_ops;
 using kernels::cuda_ops;
 using kernels::testing::AttentionBackwardChoice;
 using kernels::testing::AttentionChoice;
+using kernels::testing::PersistentDecodeLayers;
+using kernels::testing::ProgrammaticLaunch;
 using testing::config_named;
 using testing::expect_bf16_model_matches_cpu;
 using testing::expect_bf16_sampler_matches_learner;
@@ -286,20 +288,6 @@ TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
   }
 }
 
-// Sets programmatic dependent launch (kernels/cuda/cuda_ops.h) for one scope, then restores it.
-class ProgrammaticLaunch {
- public:
-  explicit ProgrammaticLaunch(bool on) : saved_(kernels::cuda_programmatic_launch()) {
-    kernels::cuda_set_programmatic_launch(on);
-  }
-  ~ProgrammaticLaunch() { kernels::cuda_set_programmatic_launch(saved_); }
-  ProgrammaticLaunch(const ProgrammaticLaunch&) = delete;
-  ProgrammaticLaunch& operator=(const ProgrammaticLaunch&) = delete;
-
- private:
-  bool saved_;
-};
-
 // Programmatic dependent launch changes when the decode step's kernels start, never what they
 // compute, so generation with it is generation without, bit for bit: eager and recorded, at batch
 // 1 and 4 (the GEMV and the fused decode ops, the norms, the decode attention; 150 positions split
@@ -357,6 +345,45 @@ TEST_P(CudaModel, ProgrammaticLaunchesComputeWhatOrdinaryLaunchesDo) {
   }
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0) << "training forward";
+}
+
+// The persistent decode kernel (kernels/cuda/decode_layers.cuh) runs the five launches a layer's
+// block functions between grid barriers, so generation at batch 1 with it is generation with the
+// launches, bit for bit: eager and recorded (a cooperative launch inside a CUDA graph), 150 new
+// tokens (positions past two tiles: the attention's splits merged by their last block), repeated
+// so that a barrier that let a block run ahead would rarely go unseen. That the kernel ran, and
+// not its stand-in of five launches a layer, is checked by its launch count. Both configs apply
+// (head dims 32 and 64, every width a multiple of 8).
+TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
+  const ModelConfig c = config_named(GetParam());
+  const kernels::Ops& ops = kernels::cuda_bf16_matmul_ops();
+  Transformer launches = Transformer::random(c, 16, 0.05f, ops);
+  Transformer persistent = launches.copy_to(ops);
+  SamplingParams sp;
+  sp.temperature = 1.f, sp.max_new_tokens = 150, sp.seed = 10;
+  const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+  for (const bool graphs : {false, true})
+    for (int repeat = 0; repeat < 3; repeat++) {
+      launches.set_decode_graphs(graphs);
+      persistent.set_decode_graphs(graphs);
+      std::vector<Completion> want, got;
+      {
+        const PersistentDecodeLayers off(false);
+        want = generate(launches, one, sp);
+      }
+      {
+        const PersistentDecodeLayers on(true);
+        const uint64_t before = kernels::cuda_decode_layers_persistent_launches();
+        got = generate(persistent, one, sp);
+        EXPECT_GT(kernels::cuda_decode_layers_persistent_launches(), before) << "the persistent kernel never ran";
+      }
+      const std::string where = graphs ? "recorded" : "eager";
+      EXPECT_EQ(got[0].tokens, want[0].tokens) << where;
+      ASSERT_EQ(got[0].logprobs.size(), want[0].logprobs.size()) << where;
+      EXPECT_EQ(std::memcmp(got[0].logprobs.data(), want[0].logprobs.data(), sizeof(float) * want[0].logprobs.size()),
+                0)
+          << where;
+    }
 }
 
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {

@@ -25,7 +25,7 @@
 #include "kernels/cuda/internal.h"
 #include "kernels/ops.h"
 #include "tests/kernels/attention_case.h"
-#include "tests/kernels/cuda_attention_choice.h"
+#include "tests/kernels/scoped_cuda_setting.h"
 #include "tests/kernels/gemv_cases.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/same_bits.h"

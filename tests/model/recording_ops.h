@@ -113,14 +113,15 @@ inline uint64_t generation() { return recording_state().generation; }
 
 }  // namespace recording_detail
 
-// The table: every op of cpu_bf16_matmul_ops() behind the recorder.
+// The table: every op of cpu_bf16_matmul_ops() behind the recorder (its null ones stay null).
 inline const kernels::Ops& recording_ops() {
   using kernels::Ops;
   using namespace recording_detail;
   static const Ops table = [] {
     Ops t = inner();
     t.name = "cpu+bf16 recording";
-#define AZR_RECORDED(f) t.f = &Recorded<&Ops::f, decltype(Ops::f)>::call;
+#define AZR_RECORDED(f) \
+  if (t.f) t.f = &Recorded<&Ops::f, decltype(Ops::f)>::call;
     AZR_OPS_FUNCTIONS(AZR_RECORDED)
     // Memory and transfers are not recorded: they refuse while recording (as under CUDA capture).
     t.alloc_zeroed = recording_detail::alloc_zeroed;

@@ -1,0 +1,51 @@
+#pragma once
+// What Ops::decode_layers_w16 computes, as the ops it is defined by (kernels/ops.h): the model's
+// decode step where the table has no such op (kernels/cpu), the CUDA table's own where its
+// persistent kernel is not chosen or does not apply (kernels/cuda/decode_layers.cu), and the
+// reference of the tests that compare the two. Host code only (C++17: nvcc compiles it too).
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace azr::kernels {
+
+template <class T>
+T* decode_layer_at(T* p, int64_t l, int64_t stride) {
+  return p ? p + l * stride : p;
+}
+
+// Layer l's decode_qkv_w16 arguments.
+inline DecodeQkv decode_layer_qkv(const DecodeLayers& a, int64_t l) {
+  const int64_t ps = a.param_stride;
+  DecodeQkv q;
+  q.in.x = a.x, q.in.norm = decode_layer_at(a.ln1, l, ps), q.in.eps = a.eps;
+  q.wq = decode_layer_at(a.wq, l, ps), q.wk = decode_layer_at(a.wk, l, ps), q.wv = decode_layer_at(a.wv, l, ps);
+  q.bq = decode_layer_at(a.bq, l, ps), q.bk = decode_layer_at(a.bk, l, ps), q.bv = decode_layer_at(a.bv, l, ps);
+  q.cos = a.cos, q.sin = a.sin, q.slot = a.slot, q.pos = a.pos, q.q = a.q;
+  q.kcache = decode_layer_at(a.kcache, l, a.cache_stride), q.vcache = decode_layer_at(a.vcache, l, a.cache_stride);
+  q.R = 1, q.H = a.H, q.heads = a.heads, q.kv_heads = a.kv_heads, q.d = a.d, q.slot_stride = a.slot_stride;
+  return q;
+}
+
+// decode_layers_w16's five ops a layer, on `ops`.
+inline void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a) {
+  const int64_t ps = a.param_stride, qd = a.heads * a.d;
+  const AttentionShape shape{0, 0, a.heads, a.kv_heads, a.d, a.slot_stride, nullptr};
+  for (int64_t l = 0; l < a.layers; l++) {
+    const DecodeQkv qkv = decode_layer_qkv(a, l);
+    ops.decode_qkv_w16(qkv);
+    ops.attention_decode_w16(a.att, a.att16, a.q, qkv.kcache, qkv.vcache, a.slot, a.pos, 1, shape);
+    DecodeInput att;
+    att.x16 = a.att16;
+    ops.decode_linear_w16(a.h, att, decode_layer_at(a.wo, l, ps), decode_layer_at(a.bo, l, ps), a.x, 1, qd, a.H);
+    DecodeInput normed_h;
+    normed_h.x = a.h, normed_h.norm = decode_layer_at(a.ln2, l, ps), normed_h.eps = a.eps;
+    ops.gate_up_swiglu_w16(a.mlp16, normed_h, decode_layer_at(a.wg, l, ps), decode_layer_at(a.bg, l, ps),
+                           decode_layer_at(a.wu, l, ps), decode_layer_at(a.bu, l, ps), 1, a.H, a.I, a.round_gate_up);
+    DecodeInput mlp;
+    mlp.x16 = a.mlp16;
+    ops.decode_linear_w16(a.x, mlp, decode_layer_at(a.wd, l, ps), decode_layer_at(a.bd, l, ps), a.h, 1, a.I, a.H);
+  }
+}
+
+}  // namespace azr::kernels

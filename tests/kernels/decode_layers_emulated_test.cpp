@@ -1,0 +1,248 @@
+// The persistent decode kernel (kernels/cuda/decode_layers.cuh) on the CPU, through
+// tests/kernels/cuda_emulation.h, a stand-in for the device, so that its logic runs in CI, where
+// there is no GPU: every layer's five phases in order, the turns of each phase's grid taken by
+// the block (here one block takes them all: the emulation runs blocks one after another, so two
+// could not meet at a grid barrier), the layers' tensors at their strides, the attention's splits
+// merged by their last block, the products' warps splitting a row. Checked against two truths:
+//   - the five launches a layer it replaces (gemv.cuh's and attention_decode_tiles.cuh's kernels,
+//     emulated, with the same geometry): every output and cache entry bit for bit, which is the
+//     kernel's promise (ops.h, decode_layers_w16);
+//   - the CPU Bf16 table's ops (kernels/cpu) composed as decode_layers_w16 defines the op
+//     (kernels/decode_layers.h): the residual stream within the bf16 roundings' reach.
+// And what it asks L2 for before its barriers: weights only, whole 16-byte units. What the
+// emulation cannot show (blocks meeting at the barrier, the cooperative launch, speed) is for the
+// GPU tests (CudaModel.PersistentDecodeLayers...) and model_speed_bench.
+//
+// Small shapes: every CUDA thread is a std::thread here.
+#include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
+//
+#include "kernels/cuda/decode_layers.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/decode_layers.h"
+#include "kernels/ops.h"
+#include "tests/kernels/gemv_cases.h"
+#include "tests/kernels/random_inputs.h"
+
+namespace azr::kernels::cuda_detail::decode_layers {
+namespace {
+
+using testing::bf16_bits;
+using testing::randn;
+
+struct Case {
+  int64_t H, heads, kv_heads, d, I, layers, capacity;
+  int32_t pos;
+  int splits;         // the attention's splits of whole tiles (attention.cu's decode_split picks them on a GPU)
+  bool mlp_biases;    // o, gate, up and down biases too (Qwen2.5 has q, k and v's only)
+  bool round_gate_up;
+};
+
+// One layer's tensors, at these offsets (elements) from the layer's start, in both flat buffers:
+// the fp32 parameters (norms, biases) and their bf16 copy (the weight matrices), as the model
+// keeps them (model/transformer.cpp, build_layout). Every offset a multiple of 8 elements, so the
+// bf16 matrices start 16-byte aligned.
+struct Layout {
+  int64_t ln1, ln2, bq, bk, bv, bo, bg, bu, bd, wq, wk, wv, wo, wg, wu, wd, stride;
+  explicit Layout(const Case& c) {
+    const int64_t qd = c.heads * c.d, kd = c.kv_heads * c.d;
+    int64_t at = 0;
+    auto take = [&](int64_t n) {
+      const int64_t here = at;
+      at += (n + 7) / 8 * 8;
+      return here;
+    };
+    ln1 = take(c.H), ln2 = take(c.H), bq = take(qd), bk = take(kd), bv = take(kd), bo = take(c.H);
+    bg = take(c.I), bu = take(c.I), bd = take(c.H);
+    wq = take(qd * c.H), wk = take(kd * c.H), wv = take(kd * c.H), wo = take(c.H * qd);
+    wg = take(c.I * c.H), wu = take(c.I * c.H), wd = take(c.H * c.I);
+    stride = at + 8;  // and a gap: the layers' stride need not be their size
+  }
+};
+
+// A decode step's inputs (host memory), and the buffers one run writes.
+struct Step {
+  Case c;
+  Layout o;
+  std::vector<float> params, cos, sin;
+  std::vector<uint16_t> params16;
+  std::vector<int32_t> slot{0}, pos;
+  // What a run writes: x (in and out), the caches (the step's position), and the scratch outputs.
+  std::vector<float> x, q, att, h;
+  std::vector<uint16_t> att16, mlp16, kcache, vcache;
+
+  explicit Step(const Case& cs) : c(cs), o(cs) {
+    const size_t n = size_t(c.layers * o.stride);
+    params = randn(n, 41, 0.05f);
+    for (int64_t l = 0; l < c.layers; l++)  // norm weights near one, as trained ones are
+      for (int64_t i = 0; i < c.H; i++) {
+        params[size_t(l * o.stride + o.ln1 + i)] += 1.f;
+        params[size_t(l * o.stride + o.ln2 + i)] += 1.f;
+      }
+    params16 = bf16_bits(randn(n, 42, 0.08f));
+    testing::rope_tables(c.capacity, c.d, cos, sin);
+    pos = {c.pos};
+    x = randn(size_t(c.H), 43);
+    const size_t cache = size_t(c.layers * c.capacity * c.kv_heads * c.d);
+    kcache = bf16_bits(randn(cache, 44)), vcache = bf16_bits(randn(cache, 45));
+    q.assign(size_t(c.heads * c.d), NAN), att = q, h.assign(size_t(c.H), NAN);
+    att16.assign(size_t(c.heads * c.d), 0xFFFF), mlp16.assign(size_t(c.I), 0xFFFF);
+  }
+
+  // The op's arguments over this step's buffers.
+  DecodeLayers args() {
+    DecodeLayers a;
+    const float* p = params.data();
+    const uint16_t* p16 = params16.data();
+    a.x = x.data(), a.ln1 = p + o.ln1, a.ln2 = p + o.ln2;
+    a.wq = p16 + o.wq, a.wk = p16 + o.wk, a.wv = p16 + o.wv, a.wo = p16 + o.wo;
+    a.wg = p16 + o.wg, a.wu = p16 + o.wu, a.wd = p16 + o.wd;
+    a.bq = p + o.bq, a.bk = p + o.bk, a.bv = p + o.bv;
+    if (c.mlp_biases) a.bo = p + o.bo, a.bg = p + o.bg, a.bu = p + o.bu, a.bd = p + o.bd;
+    a.cos = cos.data(), a.sin = sin.data(), a.slot = slot.data(), a.pos = pos.data();
+    a.kcache = kcache.data(), a.vcache = vcache.data();
+    a.q = q.data(), a.att = att.data(), a.att16 = att16.data(), a.h = h.data(), a.mlp16 = mlp16.data();
+    a.H = c.H, a.heads = c.heads, a.kv_heads = c.kv_heads, a.d = c.d, a.I = c.I;
+    a.slot_stride = c.capacity * c.kv_heads * c.d;
+    a.layers = c.layers, a.param_stride = o.stride, a.cache_stride = a.slot_stride;  // one slot a layer
+    a.eps = 1e-6f, a.round_gate_up = c.round_gate_up;
+    return a;
+  }
+};
+
+Plan plan_of(const Step& s, const DecodeLayers& a) {
+  const int head_chunks = int((s.c.heads / s.c.kv_heads + decode::kDecodeHeads - 1) / decode::kDecodeHeads);
+  const int64_t chunk = s.c.capacity / s.c.splits;
+  return plan_for(a, head_chunks, s.c.splits, chunk);
+}
+
+template <class T>
+__nv_bfloat16* bf16_ptr(T* p) {
+  return reinterpret_cast<__nv_bfloat16*>(const_cast<std::remove_const_t<T>*>(p));
+}
+
+// The five launches a layer that the persistent kernel replaces, emulated, with plan p's grids.
+template <int D>
+void run_launches(Step& s, const Plan& p) {
+  const DecodeLayers a = s.args();
+  std::vector<float> part(size_t(a.heads * p.splits * (D + 2)), NAN);
+  std::vector<unsigned> counts(size_t(a.kv_heads * p.head_chunks), 0u);
+  const decode::DecodeDims dims{a.heads, D, a.heads / a.kv_heads, a.slot_stride, a.kv_heads * D, p.scale};
+  const size_t normed = size_t(a.H) * sizeof(uint16_t);
+  for (int64_t l = 0; l < a.layers; l++) {
+    const DecodeQkv qkv = decode_layer_qkv(a, l);
+    emu::launch({unsigned(p.qkv_blocks), 1, 1}, kThreads, gemv::kSmemBytes<2, 1> + normed,
+                gemv::gemv_qkv_kernel<1, 8>, gemv::qkv_args(qkv), 1, p.qkv_split);
+    emu::launch({1, unsigned(a.kv_heads * p.head_chunks), unsigned(p.splits)}, kThreads,
+                decode_tiles::smem_bytes<D>(), decode_tiles::decode_tiles_kernel<D>, a.att, bf16_ptr(a.att16),
+                part.data(), counts.data(), static_cast<const float*>(a.q), bf16_ptr(qkv.kcache),
+                bf16_ptr(qkv.vcache), a.slot, a.pos, dims, p.head_chunks, p.chunk);
+    const int64_t ps = a.param_stride;
+    emu::launch({unsigned(p.o_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>, a.h,
+                DecodeInput{a.att16, nullptr, nullptr, 0.f}, decode_layer_at(a.wo, l, ps),
+                decode_layer_at(a.bo, l, ps), static_cast<const float*>(a.x), 1, a.heads * D, a.H, p.o_split);
+    emu::launch({unsigned(p.gate_up_blocks), 1, 1}, kThreads, gemv::kSmemBytes<2, 1> + normed,
+                gemv::gemv_gate_up_kernel<1, 8>, bf16_ptr(a.mlp16),
+                DecodeInput{nullptr, a.h, decode_layer_at(a.ln2, l, ps), a.eps}, decode_layer_at(a.wg, l, ps),
+                decode_layer_at(a.bg, l, ps), decode_layer_at(a.wu, l, ps), decode_layer_at(a.bu, l, ps), 1, a.H, a.I,
+                p.gate_up_split, a.round_gate_up);
+    emu::launch({unsigned(p.down_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>,
+                a.x, DecodeInput{a.mlp16, nullptr, nullptr, 0.f}, decode_layer_at(a.wd, l, ps),
+                decode_layer_at(a.bd, l, ps), static_cast<const float*>(a.h), 1, a.I, a.H, p.down_split);
+  }
+  for (unsigned n : counts) EXPECT_EQ(n, 0u) << "a merge count was left set";
+}
+
+// The persistent kernel with one block, which takes every turn; returns what it prefetched.
+template <int D>
+std::vector<emu::Prefetch> run_persistent(Step& s, const Plan& p) {
+  const DecodeLayers a = s.args();
+  std::vector<float> part(size_t(a.heads * p.splits * (D + 2)), NAN);
+  std::vector<unsigned> counts(size_t(a.kv_heads * p.head_chunks), 0u);
+  unsigned barrier = 0x1234u;  // any value: each barrier leaves the low bits as it found them
+  emu::take_prefetches();
+  emu::launch({1, 1, 1}, kThreads, smem_bytes<D>(a), decode_layers_kernel<D>, a, p, part.data(), counts.data(),
+              &barrier);
+  EXPECT_EQ(barrier & 0x7fffffffu, 0x1234u) << "the barrier word's count moved";
+  const unsigned barriers = unsigned(5 * a.layers - 1);  // the flips: one a barrier
+  EXPECT_EQ(barrier >> 31, barriers % 2) << barriers << " barriers";
+  for (unsigned n : counts) EXPECT_EQ(n, 0u) << "a merge count was left set";
+  return emu::take_prefetches();
+}
+
+template <int D>
+void expect_persistent_is_the_launches(const Case& c) {
+  SCOPED_TRACE("H " + std::to_string(c.H) + " heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
+               " d " + std::to_string(D) + " I " + std::to_string(c.I) + " layers " + std::to_string(c.layers) +
+               " pos " + std::to_string(c.pos) + " splits " + std::to_string(c.splits));
+  Step launches(c), persistent(c), cpu(c);
+  const DecodeLayers a = persistent.args();
+  const Plan p = plan_of(persistent, a);
+  run_launches<D>(launches, p);
+  const std::vector<emu::Prefetch> asked = run_persistent<D>(persistent, p);
+
+  // The launches' values, bit for bit.
+  auto same = [](const auto& got, const auto& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(got[0])), 0) << what << " differs";
+  };
+  same(persistent.x, launches.x, "x");
+  same(persistent.h, launches.h, "h");
+  same(persistent.q, launches.q, "q");
+  same(persistent.att, launches.att, "att");
+  same(persistent.att16, launches.att16, "att16");
+  same(persistent.mlp16, launches.mlp16, "mlp16");
+  same(persistent.kcache, launches.kcache, "the k cache");
+  same(persistent.vcache, launches.vcache, "the v cache");
+
+  // The CPU's ops, composed as the op is defined: the residual stream to within what the bf16
+  // roundings between the products (the normalized rows, att16, mlp16) can move it when two
+  // orders of fp32 sums round a value to neighbouring bf16 values (2^-8 of one term of a sum, well
+  // under a part in a thousand of the stream; measured: under 1e-7, no value rounded apart); a
+  // wrong layer, weight or stride moves it by its whole size.
+  decode_layers_as_ops(cpu_bf16_matmul_ops(), cpu.args());
+  double diff = 0, size = 0, moved = 0;
+  const std::vector<float> x0 = Step(c).x;
+  for (size_t i = 0; i < cpu.x.size(); i++) {
+    diff += std::pow(double(persistent.x[i]) - double(cpu.x[i]), 2);
+    size += std::pow(double(cpu.x[i]), 2);
+    moved += std::pow(double(cpu.x[i]) - double(x0[i]), 2);
+  }
+  EXPECT_LT(std::sqrt(diff), 1e-3 * std::sqrt(size)) << "the residual stream against the CPU's ops";
+  EXPECT_GT(std::sqrt(moved), 0.1 * std::sqrt(size)) << "the layers hardly changed the stream: a weak check";
+  for (size_t i = 0; i < cpu.kcache.size(); i++)
+    if (persistent.kcache[i] != cpu.kcache[i]) {
+      const float g = testing::bf16_value(persistent.kcache[i]), w = testing::bf16_value(cpu.kcache[i]);
+      ASSERT_NEAR(g, w, 0.05 * std::fabs(w) + 1e-2) << "k cache entry " << i;
+    }
+
+  // Prefetches: inside the bf16 weights, whole 16-byte units from 16-byte boundaries, and some.
+  const auto lo = reinterpret_cast<uintptr_t>(persistent.params16.data());
+  const uintptr_t hi = lo + persistent.params16.size() * sizeof(uint16_t);
+  EXPECT_FALSE(asked.empty());
+  for (const emu::Prefetch& f : asked) {
+    EXPECT_EQ(f.begin % 16, 0u);
+    EXPECT_EQ(f.bytes % 16, 0u);
+    EXPECT_GT(f.bytes, 0u);
+    EXPECT_TRUE(f.begin >= lo && f.begin + f.bytes <= hi) << "a prefetch outside the weights";
+  }
+}
+
+TEST(DecodeLayersEmulated, PersistentKernelIsTheFiveLaunchesALayer) {
+  // Head dim 32, 2 splits of the positions (the second partly past pos), the down projection's
+  // rows split over 2 warps (I = 512), every bias.
+  expect_persistent_is_the_launches<32>({64, 4, 2, 32, 512, 3, 128, 100, 2, true, false});
+  // 0.5B's head dim, GQA 2:1 with one kv head, gate and up rounded to bf16 first, one split.
+  expect_persistent_is_the_launches<64>({128, 2, 1, 64, 64, 2, 64, 37, 1, false, true});
+  // 1.5B's head dim, three splits, the last holding the step's position.
+  expect_persistent_is_the_launches<128>({128, 2, 2, 128, 128, 2, 192, 150, 3, false, true});
+}
+
+}  // namespace
+}  // namespace azr::kernels::cuda_detail::decode_layers
