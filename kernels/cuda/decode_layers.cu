@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <utility>
+#include <tuple>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -62,18 +62,19 @@ unsigned* barrier_word() {
 template <class Kernel>
 int resident_blocks(Kernel kernel, size_t smem) {
   static std::mutex mutex;
-  static std::map<std::pair<int, size_t>, int> known;
+  static std::map<std::tuple<const void*, int, size_t>, int> known;
   int device = 0;
   AZR_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find({device, smem});
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, smem);
+  auto it = known.find(key);
   if (it != known.end()) return it->second;
   if (smem > 48 * 1024)
     AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
   AZR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, decode_layers::kThreads, smem));
   if (per_sm < 1) throw std::runtime_error("decode_layers_w16: the persistent kernel does not fit a multiprocessor");
-  known[{device, smem}] = per_sm;
+  known[key] = per_sm;
   return per_sm;
 }
 
