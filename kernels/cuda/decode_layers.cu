@@ -50,8 +50,8 @@ bool persistent_applies(const DecodeLayers& a) {
 
 std::atomic<uint64_t> g_persistent_launches{0};
 
-// grid_barrier's word: zero before the first launch, and each launch leaves its low bits as it
-// found them.
+// grid_barrier's word: zero before the first launch, and each launch leaves its count at zero
+// (its top bit flipped once a barrier).
 unsigned* barrier_word() {
   static ZeroedCounts word;
   return word.get(1);

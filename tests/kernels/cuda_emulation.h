@@ -19,13 +19,15 @@
 // documented, so their stand-ins (kernels/cuda/mma_sync.cuh's functions) keep each lane's own
 // registers, exchanged through the warp's shuffle slots. Shared memory starts filled with 0xFF
 // bytes (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
-// results. Blocks run one after another, on the same threads.
+// results. Blocks run one after another, on the same threads; launch_concurrent runs them all at
+// once, for the grid barrier (kernels/cuda/grid_barrier.cuh), which blocks taking turns could not pass.
 #define AZR_CUDA_EMULATION 1
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -94,22 +96,26 @@ inline thread_local BlockState* t_state = nullptr;
 inline unsigned lane() { return t_thread.x % 32; }
 inline void warp_barrier() { t_state->warps[t_thread.x / 32]->arrive_and_wait(); }
 
-// Runs kernel(args...) over grid x block threads, block after block: one std::thread per CUDA
-// thread of a block, reused for every block (a barrier between blocks, shared memory poisoned
-// again before each).
 // The launch limits of every GPU the build targets (sm_80 and up): 1,024 threads per block, and
 // 163 KiB of dynamic shared memory per block with the kernel's opt-in (an A100's; an H100 allows
 // 227 KiB). A launch past them fails on a GPU; here it stops the test.
 constexpr unsigned kMaxThreadsPerBlock = 1024;
 constexpr size_t kMaxDynamicSharedBytes = 166912;
 
-template <class Kernel, class... Args>
-void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
+inline void check_launch_limits(unsigned threads, size_t smem_bytes) {
   if (threads == 0 || threads > kMaxThreadsPerBlock || threads % 32 != 0 || smem_bytes > kMaxDynamicSharedBytes) {
     std::fprintf(stderr, "cuda_emulation: a launch of %u threads with %zu bytes of shared memory is past sm_80's limits\n",
                  threads, smem_bytes);
     std::abort();
   }
+}
+
+// Runs kernel(args...) over grid x block threads, block after block: one std::thread per CUDA
+// thread of a block, reused for every block (a barrier between blocks, shared memory poisoned
+// again before each).
+template <class Kernel, class... Args>
+void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
+  check_launch_limits(threads, smem_bytes);
   BlockState state(threads, smem_bytes);
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; t++)
@@ -129,6 +135,46 @@ void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Ar
           }
     });
   for (std::thread& th : pool) th.join();
+}
+
+// Runs kernel(args...) with every block of the grid at once (grid.x blocks, 1-D), as a
+// cooperative launch guarantees on a GPU: one std::thread per CUDA thread of every block, each
+// block with its own barriers and dynamic shared memory. Only for kernels whose blocks must meet
+// (grid_barrier.cuh) and that declare no __shared__ variable: those are static here, one for the
+// process, which blocks running at once would share.
+template <class Kernel, class... Args>
+void launch_concurrent(unsigned blocks, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
+  check_launch_limits(threads, smem_bytes);
+  std::vector<std::unique_ptr<BlockState>> states;
+  for (unsigned b = 0; b < blocks; b++) states.push_back(std::make_unique<BlockState>(threads, smem_bytes));
+  std::vector<std::thread> pool;
+  for (unsigned b = 0; b < blocks; b++)
+    for (unsigned t = 0; t < threads; t++)
+      pool.emplace_back([&, b, t] {
+        t_thread = {t, 0, 0};
+        t_block = {b, 0, 0};
+        t_block_dim = {threads, 1, 1};
+        t_grid_dim = {blocks, 1, 1};
+        t_state = states[b].get();
+        kernel(args...);
+      });
+  for (std::thread& th : pool) th.join();
+}
+
+// grid_barrier.cuh's polling: an atomic read (blocks run at once here), a yield so that the
+// blocks still on their way get the CPU, the time, and the trap as a stop with a message.
+inline unsigned spin_read(const unsigned* p) {
+  std::this_thread::yield();
+  return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_acquire);
+}
+inline uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+[[noreturn]] inline void trap(const char* why) {
+  std::fprintf(stderr, "cuda_emulation: trap: %s\n", why);
+  std::abort();
 }
 
 }  // namespace azr::emu

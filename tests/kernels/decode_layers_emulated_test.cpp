@@ -165,13 +165,13 @@ std::vector<emu::Prefetch> run_persistent(Step& s, const Plan& p) {
   const DecodeLayers a = s.args();
   std::vector<float> part(size_t(a.heads * p.splits * (D + 2)), NAN);
   std::vector<unsigned> counts(size_t(a.kv_heads * p.head_chunks), 0u);
-  unsigned barrier = 0x1234u;  // any value: each barrier leaves the low bits as it found them
+  unsigned barrier = 0x80000000u;  // the count zero, the top bit flipped by earlier launches
   emu::take_prefetches();
   emu::launch({1, 1, 1}, kThreads, smem_bytes<D>(a), decode_layers_kernel<D>, a, p, part.data(), counts.data(),
               &barrier);
-  EXPECT_EQ(barrier & 0x7fffffffu, 0x1234u) << "the barrier word's count moved";
+  EXPECT_EQ(barrier & 0x7fffffffu, 0u) << "the barrier word's count moved";
   const unsigned barriers = unsigned(5 * a.layers - 1);  // the flips: one a barrier
-  EXPECT_EQ(barrier >> 31, barriers % 2) << barriers << " barriers";
+  EXPECT_EQ(barrier >> 31, 1 - barriers % 2) << barriers << " barriers";
   for (unsigned n : counts) EXPECT_EQ(n, 0u) << "a merge count was left set";
   return emu::take_prefetches();
 }
