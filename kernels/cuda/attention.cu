@@ -488,7 +488,6 @@ namespace {
 // those head dims the lane groups (attention_decode.cuh); else one position per warp.
 CudaDecodeKernel g_decode_kernel = CudaDecodeKernel::Tiles;
 
-
 template <int E, bool FULL, class KV>
 void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, unsigned* counts, const float* q,
                           const KV* kcache, const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s,

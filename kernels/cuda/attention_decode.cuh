@@ -115,12 +115,13 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
 // Which block of the grid (R, kv_heads * head_chunks, splits) this is, with the grid's y and z
 // extents: blockIdx and gridDim in a launch of its own (launched_block), or a turn of a
 // persistent kernel's block (decode_layers.cuh).
+// Unsigned 32-bit, as blockIdx is: 64-bit or signed divisions by head_chunks would cost the
+// kernels registers.
 struct DecodeGridIndex {
-  int64_t x, y;
-  int z, gy, gz;
+  unsigned x, y, z, gy, gz;
 };
 __device__ __forceinline__ DecodeGridIndex launched_block() {
-  return {int64_t(blockIdx.x), int64_t(blockIdx.y), int(blockIdx.z), int(gridDim.y), int(gridDim.z)};
+  return {blockIdx.x, blockIdx.y, blockIdx.z, gridDim.y, gridDim.z};
 }
 
 // What decode block g works on: row r, query heads h0 .. h0 + nh - 1 (of kv head kvh, at most
@@ -134,9 +135,9 @@ __device__ __forceinline__ DecodeBlock decode_block(const DecodeGridIndex& g, co
                                                     int head_chunks, int64_t chunk) {
   DecodeBlock b;
   b.r = g.x, b.kvh = g.y / head_chunks;
-  b.h0 = b.kvh * group + (g.y % head_chunks) * kDecodeHeads;
+  b.h0 = b.kvh * group + int64_t(g.y % head_chunks) * kDecodeHeads;
   b.nh = int(min(int64_t(kDecodeHeads), (b.kvh + 1) * group - b.h0));
-  b.splits = g.gz, b.z = g.z;
+  b.splits = int(g.gz), b.z = int(g.z);
   const int64_t n = int64_t(pos[b.r]) + 1;
   b.begin = int64_t(b.z) * chunk;
   b.end = b.z == b.splits - 1 ? n : min(n, b.begin + chunk);
@@ -144,7 +145,7 @@ __device__ __forceinline__ DecodeBlock decode_block(const DecodeGridIndex& g, co
 }
 
 // Block g's merge count (merge_splits_if_last): one per (row, kv head, head chunk), [R, gy].
-__device__ __forceinline__ int64_t merge_count_index(const DecodeGridIndex& g) { return g.x * g.gy + g.y; }
+__device__ __forceinline__ int64_t merge_count_index(const DecodeGridIndex& g) { return int64_t(g.x) * g.gy + g.y; }
 
 __device__ __forceinline__ float bf16_bits_value(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 

@@ -120,7 +120,7 @@ AZR_DEVICE_INLINE void prefetch_slice(const uint16_t* w, int64_t bytes, int part
 
 // The phases of layer l, each every turn of its launch's grid that falls to this block, then the
 // block's barrier (the next turn reuses the shared memory). Inlined: with the kernel's arguments
-// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 104
+// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 96
 // bytes at head dim 128, where the tile attention alone takes 124 registers, and none at 64 and
 // 32; each phase a function of its own spilled 340 bytes at 128 (their calls' saved registers).
 template <class Body>
@@ -138,13 +138,13 @@ AZR_DEVICE_INLINE void qkv_phase(const DecodeLayers& a, const Plan& p, int64_t l
 
 template <int D>
 AZR_DEVICE_INLINE void attention_phase(const DecodeLayers& a, const Plan& p, int64_t l, float* part,
-                                             unsigned* merge_counts, unsigned char* smem_raw) {
+                                       unsigned* merge_counts, unsigned char* smem_raw) {
   const decode::DecodeDims dims{a.heads, D, a.heads / a.kv_heads, a.slot_stride, a.kv_heads * D, p.scale};
-  const int gy = int(a.kv_heads) * p.head_chunks;
+  const unsigned gy = unsigned(a.kv_heads * p.head_chunks);
   const auto* kcache = reinterpret_cast<const __nv_bfloat16*>(layer_at(a.kcache, l, a.cache_stride));
   const auto* vcache = reinterpret_cast<const __nv_bfloat16*>(layer_at(a.vcache, l, a.cache_stride));
   turns(p.attention_blocks, [&](int64_t t) {
-    const decode::DecodeGridIndex g{0, t % gy, int(t / gy), gy, p.splits};
+    const decode::DecodeGridIndex g{0, unsigned(t) % gy, unsigned(t) / gy, gy, unsigned(p.splits)};
     decode_tiles::decode_tiles_block<D>(g, a.att, reinterpret_cast<__nv_bfloat16*>(a.att16), part, merge_counts, a.q,
                                         kcache, vcache, a.slot, a.pos, dims, p.head_chunks, p.chunk, smem_raw);
   });
