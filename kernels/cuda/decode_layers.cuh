@@ -1,5 +1,5 @@
 // A decode step's layers at one row in one persistent kernel (ops.h: decode_layers_w16), opt-in
-// (cuda_set_decode_layers, AZR_CUDA_DECODE_LAYERS=persistent).
+// (cuda_set_decode_layers_persistent, AZR_CUDA_DECODE_LAYERS=persistent).
 //
 // Why: at batch 1 a 1.5B step is about 145 launches, five a layer (gemv.cuh's q/k/v, o, gate/up
 // and down products, attention_decode_tiles.cuh's attention), and on the H200 (2026-11-27) it took
