@@ -2,20 +2,29 @@
 // What Ops::decode_layers_w16 computes, as the ops it is defined by (kernels/ops.h): the model's
 // decode step where the table has no such op (kernels/cpu), the CUDA table's own where its
 // persistent kernel is not chosen or does not apply (kernels/cuda/decode_layers.cu), and the
-// reference of the tests that compare the two. Host code only (C++17: nvcc compiles it too).
+// reference of the tests that compare the two. C++17, so that nvcc compiles it too; the two
+// helpers below are device code as well there, where the persistent kernel (decode_layers.cuh)
+// finds each layer's tensors with them.
 #include <cstdint>
 
 #include "kernels/ops.h"
 
+#ifdef __CUDACC__
+#define AZR_HOST_DEVICE __host__ __device__
+#else
+#define AZR_HOST_DEVICE
+#endif
+
 namespace azr::kernels {
 
+// Layer l's tensor from layer 0's (null stays null).
 template <class T>
-T* decode_layer_at(T* p, int64_t l, int64_t stride) {
+AZR_HOST_DEVICE T* decode_layer_at(T* p, int64_t l, int64_t stride) {
   return p ? p + l * stride : p;
 }
 
 // Layer l's decode_qkv_w16 arguments.
-inline DecodeQkv decode_layer_qkv(const DecodeLayers& a, int64_t l) {
+AZR_HOST_DEVICE inline DecodeQkv decode_layer_qkv(const DecodeLayers& a, int64_t l) {
   const int64_t ps = a.param_stride;
   DecodeQkv q;
   q.in.x = a.x, q.in.norm = decode_layer_at(a.ln1, l, ps), q.in.eps = a.eps;

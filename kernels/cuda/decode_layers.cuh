@@ -29,6 +29,7 @@
 #include "kernels/cuda/attention_decode_tiles.cuh"
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/grid_barrier.cuh"
+#include "kernels/decode_layers.h"
 #include "kernels/ops.h"
 
 namespace azr::kernels::cuda_detail::decode_layers {
@@ -84,26 +85,6 @@ size_t smem_bytes(const DecodeLayers& a) {
   return std::max({decode_tiles::smem_bytes<D>(), gemv::kSmemBytes<2, 1> + normed, gemv::kSmemBytes<1, 1>});
 }
 
-template <class T>
-AZR_DEVICE_INLINE T* layer_at(T* p, int64_t l, int64_t stride) {
-  return p ? p + l * stride : p;
-}
-
-// Layer l's decode_qkv_w16 arguments.
-AZR_DEVICE_INLINE gemv::QkvArgs qkv_of(const DecodeLayers& a, int64_t l) {
-  gemv::QkvArgs q;
-  q.in = DecodeInput{nullptr, a.x, layer_at(a.ln1, l, a.param_stride), a.eps};
-  q.wq = layer_at(a.wq, l, a.param_stride), q.wk = layer_at(a.wk, l, a.param_stride);
-  q.wv = layer_at(a.wv, l, a.param_stride);
-  q.bq = layer_at(a.bq, l, a.param_stride), q.bk = layer_at(a.bk, l, a.param_stride);
-  q.bv = layer_at(a.bv, l, a.param_stride);
-  q.cos = a.cos, q.sin = a.sin, q.slot = a.slot, q.pos = a.pos, q.q = a.q;
-  q.kcache = reinterpret_cast<__nv_bfloat16*>(layer_at(a.kcache, l, a.cache_stride));
-  q.vcache = reinterpret_cast<__nv_bfloat16*>(layer_at(a.vcache, l, a.cache_stride));
-  q.H = a.H, q.heads = a.heads, q.kv_heads = a.kv_heads, q.d = a.d, q.slot_stride = a.slot_stride;
-  return q;
-}
-
 // This block's part of slice `slice` of a matrix of `bytes` (16-byte aligned): the grid's blocks
 // take consecutive pieces of kPrefetchBytesPerBlock / parts bytes (parts: the matrices asked for
 // together), each of its warps an eighth. Slice 0 is the matrix's first rows, which the products'
@@ -132,7 +113,7 @@ AZR_DEVICE_INLINE void turns(int64_t n, Body&& body) {
 }
 
 AZR_DEVICE_INLINE void qkv_phase(const DecodeLayers& a, const Plan& p, int64_t l, float* smem) {
-  const gemv::QkvArgs qa = qkv_of(a, l);
+  const gemv::QkvArgs qa = gemv::qkv_args(decode_layer_qkv(a, l));
   turns(p.qkv_blocks, [&](int64_t t) { gemv::qkv_block<1, 8, kUnrollPairs>(t, qa, 1, p.qkv_split, smem); });
 }
 
@@ -141,8 +122,8 @@ AZR_DEVICE_INLINE void attention_phase(const DecodeLayers& a, const Plan& p, int
                                        unsigned* merge_counts, unsigned char* smem_raw) {
   const decode::DecodeDims dims{a.heads, D, a.heads / a.kv_heads, a.slot_stride, a.kv_heads * D, p.scale};
   const unsigned gy = unsigned(a.kv_heads * p.head_chunks);
-  const auto* kcache = reinterpret_cast<const __nv_bfloat16*>(layer_at(a.kcache, l, a.cache_stride));
-  const auto* vcache = reinterpret_cast<const __nv_bfloat16*>(layer_at(a.vcache, l, a.cache_stride));
+  const auto* kcache = reinterpret_cast<const __nv_bfloat16*>(decode_layer_at(a.kcache, l, a.cache_stride));
+  const auto* vcache = reinterpret_cast<const __nv_bfloat16*>(decode_layer_at(a.vcache, l, a.cache_stride));
   turns(p.attention_blocks, [&](int64_t t) {
     const decode::DecodeGridIndex g{0, unsigned(t) % gy, unsigned(t) / gy, gy, unsigned(p.splits)};
     decode_tiles::decode_tiles_block<D>(g, a.att, reinterpret_cast<__nv_bfloat16*>(a.att16), part, merge_counts, a.q,
@@ -151,8 +132,8 @@ AZR_DEVICE_INLINE void attention_phase(const DecodeLayers& a, const Plan& p, int
 }
 
 AZR_DEVICE_INLINE void o_phase(const DecodeLayers& a, const Plan& p, int64_t l, float* smem) {
-  const uint16_t* wo = layer_at(a.wo, l, a.param_stride);
-  const float* bo = layer_at(a.bo, l, a.param_stride);
+  const uint16_t* wo = decode_layer_at(a.wo, l, a.param_stride);
+  const float* bo = decode_layer_at(a.bo, l, a.param_stride);
   turns(p.o_blocks, [&](int64_t t) {
     gemv::linear_block<1, 8, kUnrollSingles>(t, a.h, DecodeInput{a.att16, nullptr, nullptr, 0.f}, wo, bo, a.x, 1,
                                              a.heads * a.d, a.H, p.o_split, smem);
@@ -161,9 +142,9 @@ AZR_DEVICE_INLINE void o_phase(const DecodeLayers& a, const Plan& p, int64_t l, 
 
 AZR_DEVICE_INLINE void gate_up_phase(const DecodeLayers& a, const Plan& p, int64_t l, float* smem) {
   const int64_t ps = a.param_stride;
-  const DecodeInput in{nullptr, a.h, layer_at(a.ln2, l, ps), a.eps};
-  const uint16_t *wg = layer_at(a.wg, l, ps), *wu = layer_at(a.wu, l, ps);
-  const float *bg = layer_at(a.bg, l, ps), *bu = layer_at(a.bu, l, ps);
+  const DecodeInput in{nullptr, a.h, decode_layer_at(a.ln2, l, ps), a.eps};
+  const uint16_t *wg = decode_layer_at(a.wg, l, ps), *wu = decode_layer_at(a.wu, l, ps);
+  const float *bg = decode_layer_at(a.bg, l, ps), *bu = decode_layer_at(a.bu, l, ps);
   turns(p.gate_up_blocks, [&](int64_t t) {
     gemv::gate_up_block<1, 8, kUnrollPairs>(t, reinterpret_cast<__nv_bfloat16*>(a.mlp16), in, wg, bg, wu, bu, 1,
                                             a.H, a.I, p.gate_up_split, a.round_gate_up, smem);
@@ -171,8 +152,8 @@ AZR_DEVICE_INLINE void gate_up_phase(const DecodeLayers& a, const Plan& p, int64
 }
 
 AZR_DEVICE_INLINE void down_phase(const DecodeLayers& a, const Plan& p, int64_t l, float* smem) {
-  const uint16_t* wd = layer_at(a.wd, l, a.param_stride);
-  const float* bd = layer_at(a.bd, l, a.param_stride);
+  const uint16_t* wd = decode_layer_at(a.wd, l, a.param_stride);
+  const float* bd = decode_layer_at(a.bd, l, a.param_stride);
   turns(p.down_blocks, [&](int64_t t) {
     gemv::linear_block<1, 8, kUnrollSingles>(t, a.x, DecodeInput{a.mlp16, nullptr, nullptr, 0.f}, wd, bd, a.h, 1,
                                              a.I, a.H, p.down_split, smem);
@@ -182,9 +163,9 @@ AZR_DEVICE_INLINE void down_phase(const DecodeLayers& a, const Plan& p, int64_t 
 // Layer l's q/k/v weights, slice 0 of each.
 AZR_DEVICE_INLINE void prefetch_qkv(const DecodeLayers& a, int64_t l) {
   const int64_t bytes_q = a.heads * a.d * a.H * 2, bytes_kv = a.kv_heads * a.d * a.H * 2;
-  prefetch_slice(layer_at(a.wq, l, a.param_stride), bytes_q, 3, 0);
-  prefetch_slice(layer_at(a.wk, l, a.param_stride), bytes_kv, 3, 0);
-  prefetch_slice(layer_at(a.wv, l, a.param_stride), bytes_kv, 3, 0);
+  prefetch_slice(decode_layer_at(a.wq, l, a.param_stride), bytes_q, 3, 0);
+  prefetch_slice(decode_layer_at(a.wk, l, a.param_stride), bytes_kv, 3, 0);
+  prefetch_slice(decode_layer_at(a.wv, l, a.param_stride), bytes_kv, 3, 0);
 }
 
 // grid: as many blocks of kThreads as are resident at once (a cooperative launch), at most
@@ -204,16 +185,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   prefetch_qkv(a, 0);
   for (int64_t l = 0; l < a.layers; l++) {
     qkv_phase(a, p, l, smem);
-    prefetch_slice(layer_at(a.wo, l, ps), bytes_o, 1, 0);
+    prefetch_slice(decode_layer_at(a.wo, l, ps), bytes_o, 1, 0);
     grid_barrier(barrier);
     attention_phase<D>(a, p, l, part, merge_counts, smem_raw);
-    prefetch_slice(layer_at(a.wg, l, ps), bytes_mlp, 2, 0), prefetch_slice(layer_at(a.wu, l, ps), bytes_mlp, 2, 0);
+    prefetch_slice(decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 0);
+    prefetch_slice(decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 0);
     grid_barrier(barrier);
     o_phase(a, p, l, smem);
-    prefetch_slice(layer_at(a.wg, l, ps), bytes_mlp, 2, 1), prefetch_slice(layer_at(a.wu, l, ps), bytes_mlp, 2, 1);
+    prefetch_slice(decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 1);
+    prefetch_slice(decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 1);
     grid_barrier(barrier);
     gate_up_phase(a, p, l, smem);
-    prefetch_slice(layer_at(a.wd, l, ps), bytes_mlp, 1, 0);
+    prefetch_slice(decode_layer_at(a.wd, l, ps), bytes_mlp, 1, 0);
     grid_barrier(barrier);
     down_phase(a, p, l, smem);
     if (l + 1 < a.layers) {

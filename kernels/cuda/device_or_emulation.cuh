@@ -10,8 +10,10 @@
 #include <cuda_bf16.h>
 #define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
 #define AZR_DEVICE_INLINE __device__ __forceinline__
+#define AZR_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
 #else
 #define AZR_DEVICE_INLINE inline
+#define AZR_HOST_DEVICE_INLINE inline
 #endif
 
 namespace azr::kernels::cuda_detail {

@@ -232,8 +232,9 @@ struct QkvArgs {
   int64_t H, heads, kv_heads, d, slot_stride;
 };
 
-// The op's arguments as the kernel takes them (the caches as bf16 values).
-inline QkvArgs qkv_args(const DecodeQkv& a) {
+// The op's arguments as the kernel takes them (the caches as bf16 values); on the device too, for
+// the persistent kernel (decode_layers.cuh).
+AZR_HOST_DEVICE_INLINE QkvArgs qkv_args(const DecodeQkv& a) {
   return {a.in, a.wq, a.wk, a.wv, a.bq, a.bk, a.bv, a.cos, a.sin, a.slot, a.pos, a.q,
           reinterpret_cast<__nv_bfloat16*>(a.kcache), reinterpret_cast<__nv_bfloat16*>(a.vcache),
           a.H, a.heads, a.kv_heads, a.d, a.slot_stride};
