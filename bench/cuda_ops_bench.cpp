@@ -7,7 +7,7 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw, swiglu, rope, rmsnorm, attention_operands or mlp_rows (default: all).
+// sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows or grid_barrier (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
@@ -16,7 +16,8 @@
 // SwiGLU's, AdamW's, add's and to_bf16's four-values-a-thread kernels against their one-value
 // ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, the LM head's bf16 dlogits,
 // a training layer's attention block with its operands made once in bf16, and its gate and up
-// as one GEMM, against what they replace.
+// as one GEMM, against what they replace; the persistent decode kernel's grid barrier against a
+// recorded graph's kernel boundary, in microseconds.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -96,7 +97,7 @@ double time_cpu(const std::function<void()>& fn) {
 }
 
 struct Row {
-  std::string op, shape, unit;
+  std::string op, shape, unit;  // unit: GB/s or TFLOP/s (rates), or us (a time)
   double gpu_rate, cpu_rate, fraction_of_peak;  // fraction < 0: no bound given
 };
 
@@ -108,13 +109,14 @@ int main(int argc, char** argv) {
   const std::vector<std::string> sections = {"gemm",        "gemm_bwd", "gemm_algos", "grads16", "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
                                              "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands",
-                                             "mlp_rows"};
+                                             "mlp_rows",    "grid_barrier"};
   // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
   // option wants a value; anything else is an error, named, with a non-zero exit.
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
                          "SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows\n",
+                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows, "
+                         "grid_barrier\n",
                  why.c_str());
     return 2;
   };
@@ -1011,17 +1013,32 @@ int main(int argc, char** argv) {
                     6.0 * double(N * C) / r1 / 1e9, 6.0 * double(N * C) / r4 / peak_bw});
   }
 
+  if (want("grid_barrier")) {  // What the persistent decode kernel's grid barriers cost
+    // (kernels/cuda/grid_barrier.cuh; 139 a 1.5B step at one row), against the kernel boundaries
+    // of a recorded graph they replace (145 a step): microseconds each, at 2 blocks a
+    // multiprocessor (the kernel's grid at 1.5B) and at 1. 10,000 of each; the "speedup" is the
+    // boundary's time over the barrier's.
+    for (const int per_sm : {2, 1}) {
+      const cuda_detail::BarrierTiming t = cuda_detail::time_grid_barriers(per_sm, 10000);
+      rows.push_back({"grid barrier", std::to_string(t.blocks) + " blocks of 256; base = a graph's kernel boundary",
+                      "us", 1e6 * t.barrier_s, 1e6 * t.launch_s, -1});
+    }
+  }
+
   std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",
               device.c_str(), peak_bw / 1e9, cpu_threads());
   std::printf("%-18s %-36s %10s %10s %9s %8s\n", "op", "shape", "gpu", "cpu", "speedup", "of peak");
   nlohmann::ordered_json j = {{"bench", "cuda_ops"}, {"device", device}, {"peak_bandwidth_gbs", peak_bw / 1e9},
                               {"cpu_threads", cpu_threads()}, {"ops", nlohmann::json::array()}};
   for (const Row& r : rows) {
-    std::printf("%-18s %-36s %7.2f %-2s %7.3f %-2s %8.1fx %7s\n", r.op.c_str(), r.shape.c_str(), r.gpu_rate,
-                r.unit == "GB/s" ? "GB" : "TF", r.cpu_rate, r.unit == "GB/s" ? "GB" : "TF", r.gpu_rate / r.cpu_rate,
+    // Rates, and times ("us", lower is better: the speedup is the baseline's time over the row's).
+    const char* unit = r.unit == "GB/s" ? "GB" : r.unit == "us" ? "us" : "TF";
+    const double speedup = r.unit == "us" ? r.cpu_rate / r.gpu_rate : r.gpu_rate / r.cpu_rate;
+    std::printf("%-18s %-36s %7.2f %-2s %7.3f %-2s %8.1fx %7s\n", r.op.c_str(), r.shape.c_str(), r.gpu_rate, unit,
+                r.cpu_rate, unit, speedup,
                 r.fraction_of_peak < 0 ? "-" : (std::to_string(int(r.fraction_of_peak * 100 + 0.5)) + "%").c_str());
     j["ops"].push_back({{"op", r.op}, {"shape", r.shape}, {"unit", r.unit}, {"gpu", r.gpu_rate}, {"cpu", r.cpu_rate},
-                        {"speedup", r.gpu_rate / r.cpu_rate},
+                        {"speedup", speedup},
                         {"fraction_of_peak_bandwidth", r.fraction_of_peak < 0 ? nlohmann::json() : nlohmann::json(r.fraction_of_peak)}});
   }
   std::printf("%s\n", j.dump().c_str());

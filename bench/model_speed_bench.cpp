@@ -18,7 +18,9 @@
 //           CUDA graph ("graphs"), and where the GPU has it (sm_90) recorded with programmatic
 //           dependent launch ("graphs pdl", kernels/cuda/cuda_ops.h), in the same process; at batch
 //           1, recorded once more with the layers as one persistent kernel ("persistent",
-//           kernels/cuda/decode_layers.cuh), programmatic launch as in "graphs pdl". And
+//           kernels/cuda/decode_layers.cuh), programmatic launch as in "graphs pdl"; with
+//           --persistent-sweep, that row again under other tunings of the kernel ("pf=": what a
+//           block prefetches before each grid barrier; "1/SM": one block a multiprocessor). And
 //           "apart" (recorded where the table records): the step with its norms, residual adds,
 //           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
 //           their own, as before they were folded (the table without decode_linear_w16,
@@ -51,7 +53,7 @@
 //                     [--prompt-len 128] [--new 128] [--train-batch 4] [--seq 1024] [--steps 3]
 //                     [--micro-batches 1]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
-//                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile]
+//                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile] [--persistent-sweep]
 //                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
 // --op-profile: the models run on the op table's profiled twin (kernels/op_profile.h), and after
 // each timed workload one more decode run, or one more training step, is split by op: calls, ms
@@ -105,6 +107,7 @@ struct Options {
   bool recompute = false, decode = true, train = true, baseline = true;
   bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
   bool op_profile = false;
+  bool persistent_sweep = false;  // --persistent-sweep: the persistent decode kernel's tunings too
   std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
                                                            azr::kernels::MatmulPrecision::Bf16};
   double peak_tflops = 0, peak_gbs = 0;
@@ -216,7 +219,8 @@ int usage() {
                "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
                "  [--micro-batches K]\n"
                "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
-               "  [--no-graphs] [--op-profile] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]\n");
+               "  [--no-graphs] [--op-profile] [--persistent-sweep] [--python EXE] [--peak-tflops X] [--peak-gbs X]\n"
+               "  [--source-dir DIR]\n");
   return 2;
 }
 
@@ -260,6 +264,7 @@ int main(int argc, char** argv) {
       else if (a == "--no-baseline") o.baseline = false;
       else if (a == "--no-graphs") o.graphs = false;
       else if (a == "--op-profile") o.op_profile = true;
+      else if (a == "--persistent-sweep") o.persistent_sweep = true;
       else if (a == "--python") o.python = val();
       else if (a == "--peak-tflops") o.peak_tflops = std::stod(val());
       else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
@@ -420,8 +425,14 @@ int main(int argc, char** argv) {
         // At batch 1 on a GPU, the recorded step once more with its layers as one persistent kernel
         // (kernels/cuda/decode_layers.cuh, cuda_set_decode_layers_persistent): "persistent", with
         // programmatic launch where "graphs pdl" has it, so that those two rows differ by the kernel.
+        // With --persistent-sweep, the persistent row again under other tunings of the kernel
+        // (cuda_set_decode_layers_tuning: what a block prefetches before each barrier, blocks a
+        // multiprocessor), which change no value: for the GPU run that picks the defaults.
         struct DecodeMode {
           bool graphs, pdl, apart, persistent = false;
+#ifdef AZR_HAVE_CUDA_KERNELS
+          azr::kernels::DecodeLayersTuning tuning{};
+#endif
         };
         std::vector<DecodeMode> modes = {{false, false, false}};
         const bool records = o.graphs && precision_ops.recorder.begin;
@@ -434,8 +445,17 @@ int main(int argc, char** argv) {
           azr::kernels::cuda_set_programmatic_launch(true);
           const bool pdl = azr::kernels::cuda_programmatic_launch_applies();
           if (pdl) modes.push_back({true, true, false});
-          if (precision_ops.decode_layers_w16) modes.push_back({true, pdl, false, true});
+          if (precision_ops.decode_layers_w16) {
+            modes.push_back({true, pdl, false, true});
+            if (o.persistent_sweep)
+              for (const azr::kernels::DecodeLayersTuning t :
+                   {azr::kernels::DecodeLayersTuning{0, 0}, azr::kernels::DecodeLayersTuning{16384, 0},
+                    azr::kernels::DecodeLayersTuning{65536, 0}, azr::kernels::DecodeLayersTuning{131072, 0},
+                    azr::kernels::DecodeLayersTuning{32768, 1}})
+                modes.push_back({true, pdl, false, true, t});
+          }
         }
+        const azr::kernels::DecodeLayersTuning tuning_choice = azr::kernels::cuda_decode_layers_tuning();
 #endif
         // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
         // fault in it (a grid barrier that timed out) then costs no other row.
@@ -454,11 +474,19 @@ int main(int argc, char** argv) {
           if (o.device == "cuda") {
             azr::kernels::cuda_set_programmatic_launch(dm.pdl);
             azr::kernels::cuda_set_decode_layers_persistent(dm.persistent);
+            azr::kernels::cuda_set_decode_layers_tuning(dm.tuning);
           }
           const uint64_t persistent_before = azr::kernels::cuda_decode_layers_persistent_launches();
 #endif
-          const std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") +
-                                   (dm.apart ? " apart" : "") + (dm.persistent ? " persistent" : "");
+          std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") + (dm.apart ? " apart" : "") +
+                             (dm.persistent ? " persistent" : "");
+#ifdef AZR_HAVE_CUDA_KERNELS
+          if (dm.persistent && o.persistent_sweep) {
+            const int per_sm = dm.tuning.blocks_per_multiprocessor;
+            mode += " pf=" + std::to_string(dm.tuning.prefetch_bytes_per_block / 1024) + "K" +
+                    (per_sm ? " " + std::to_string(per_sm) + "/SM" : "");
+          }
+#endif
           const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
           const double t_n = timed_generate(runs, prompts, N);
           const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false);
@@ -487,6 +515,10 @@ int main(int argc, char** argv) {
                     {"ops_apart", dm.apart},
                     {"decode_layers_persistent", dm.persistent}};
 #ifdef AZR_HAVE_CUDA_KERNELS
+          if (dm.persistent) {
+            j["decode_layers_prefetch_bytes"] = dm.tuning.prefetch_bytes_per_block;
+            j["decode_layers_blocks_per_sm"] = dm.tuning.blocks_per_multiprocessor;  // 0: as many as fit
+          }
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",
                         name.c_str());
@@ -520,6 +552,7 @@ int main(int argc, char** argv) {
 #ifdef AZR_HAVE_CUDA_KERNELS
         if (o.device == "cuda") azr::kernels::cuda_set_programmatic_launch(pdl_choice);
         if (o.device == "cuda") azr::kernels::cuda_set_decode_layers_persistent(persistent_choice);
+        if (o.device == "cuda") azr::kernels::cuda_set_decode_layers_tuning(tuning_choice);
 #endif
       }
 

@@ -2,8 +2,10 @@
 // How the environment spells whether the CUDA backend launches the decode step's kernels with
 // programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does),
 // whether its GEMM plans time cuBLASLt's candidates (AZR_CUBLASLT_AUTOTUNE), and whether a decode
-// step's layers at one row run as one persistent kernel (AZR_CUDA_DECODE_LAYERS). Plain
+// step's layers at one row run as one persistent kernel (AZR_CUDA_DECODE_LAYERS), and that
+// kernel's tuning's ranges. Plain
 // C++, outside kernels/cuda, so that the parsing is built and tested where there is no CUDA.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -41,6 +43,21 @@ inline bool parse_cuda_decode_layers(const std::string& value) {
   if (value == "persistent") return true;
   if (value.empty() || value == "launches") return false;
   throw std::invalid_argument("AZR_CUDA_DECODE_LAYERS=" + value + ": expected launches or persistent");
+}
+
+// The persistent decode kernel's tuning (kernels/cuda/cuda_ops.h, cuda_set_decode_layers_tuning):
+// what a block asks L2 for before each grid barrier, 0 to kMaxDecodeLayersPrefetchBytes, and its
+// blocks a multiprocessor, 0 (as many as fit) or more. Out of range: an std::invalid_argument
+// that names the field, the value and its range.
+constexpr int64_t kMaxDecodeLayersPrefetchBytes = int64_t(1) << 20;
+inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blocks_per_multiprocessor) {
+  if (prefetch_bytes_per_block < 0 || prefetch_bytes_per_block > kMaxDecodeLayersPrefetchBytes)
+    throw std::invalid_argument("decode layers tuning: prefetch_bytes_per_block " +
+                                std::to_string(prefetch_bytes_per_block) + " is outside 0.." +
+                                std::to_string(kMaxDecodeLayersPrefetchBytes));
+  if (blocks_per_multiprocessor < 0)
+    throw std::invalid_argument("decode layers tuning: blocks_per_multiprocessor " +
+                                std::to_string(blocks_per_multiprocessor) + " is negative (0: as many as fit)");
 }
 
 }  // namespace azr::kernels

@@ -57,12 +57,14 @@
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
 #          build last: every op test, every whole-model test, and where python3 has torch and
 #          transformers the real Qwen2.5 configs against them; then what the issue's done-when needs
-#          first (the persistent decode kernel's test in a step of its own, 120 s at most): a 1.5B
+#          first (the persistent decode kernel's test in a step of its own, 120 s at most, then
+#          what its grid barrier costs against a graph's kernel boundary): a 1.5B
 #          training step against torch's (the MFU figure, with the same step's joined
 #          products apart and its zero_grad() filling every gradient, in the same process), the same
 #          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
 #          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
-#          generate (eager, graphs, graphs apart, graphs pdl), the step split by op,
+#          generate (eager, graphs, graphs apart, graphs pdl; at batch 1 the persistent kernel
+#          under its default and five other tunings), the step split by op,
 #          cuda_ops_bench's gate and up in bf16 (mlp_rows) and its rmsnorm section (the held
 #          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), the
 #          1.5B step with the merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged), and,
@@ -169,6 +171,8 @@ if [[ "$STAGE" == pending ]]; then
     # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
+    # What one of its grid barriers costs, against a recorded graph's kernel boundary (a second).
+    PENDING_STEP_LIMIT=60 step "$BUILD/bin/cuda_ops_bench" --only grid_barrier
     # The real Qwen2.5 0.5B and 1.5B configs against transformers (random weights), where python3
     # has torch and transformers: the reference files, then the test that reads them.
     if python3 -c "import torch, transformers" 2>/dev/null; then
@@ -188,9 +192,11 @@ if [[ "$STAGE" == pending ]]; then
     # better than 4's.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
       --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
-    # Its last row: batch 1 with the persistent decode kernel ("persistent", against "graphs pdl").
+    # Its last rows: batch 1 with the persistent decode kernel ("persistent", against "graphs pdl"),
+    # then under other tunings (prefetch before each barrier 0, 16, 64 and 128 KiB a block; one
+    # block a multiprocessor), a second or so each, which pick its defaults.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
-      --decode-batches 1,2,4,8,256
+      --decode-batches 1,2,4,8,256 --persistent-sweep
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
     # The changes of 2026-11-27's third session, op by op: gate/up (and dact) in bf16 against two

@@ -27,7 +27,27 @@ bool& persistent_choice() {
   return choice;
 }
 
+DecodeLayersTuning& tuning() {
+  static DecodeLayersTuning t;
+  return t;
+}
+static_assert(DecodeLayersTuning{}.prefetch_bytes_per_block == decode_layers::kPrefetchBytesPerBlock,
+              "cuda_ops.h's default is the kernel's");
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether the current device launches cooperative grids: asked once a device, as every eager
+// decode step at one row asks.
+bool cooperative_launches() {
+  static std::mutex mutex;
+  static std::map<int, bool> known;
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) it = known.emplace(device, device_attribute(cudaDevAttrCooperativeLaunch, device) != 0).first;
+  return it->second;
+}
 
 // Where the kernel applies: a head dim of the tile attention, 16-byte loads in every product of
 // every layer (the kernel has no scalar variant: rows of whole 16-byte packs, each layer's weights
@@ -43,9 +63,7 @@ bool persistent_applies(const DecodeLayers& a) {
                         static_cast<const void*>(a.wd), static_cast<const void*>(a.att16),
                         static_cast<const void*>(a.mlp16)})
     if (!aligned16(p)) return false;
-  int device = 0;
-  AZR_CUDA_CHECK(cudaGetDevice(&device));
-  return device_attribute(cudaDevAttrCooperativeLaunch, device) != 0;
+  return cooperative_launches();
 }
 
 std::atomic<uint64_t> g_persistent_launches{0};
@@ -82,13 +100,15 @@ template <int D>
 void launch_persistent(const DecodeLayers& a) {
   const AttentionShape shape{0, 0, a.heads, a.kv_heads, a.d, a.slot_stride, nullptr};
   const DecodeSplit split = decode_split(1, shape, /*tiles=*/true);
-  const decode_layers::Plan plan = decode_layers::plan_for(a, split.head_chunks, split.splits, split.chunk);
+  const decode_layers::Plan plan =
+      decode_layers::plan_for(a, split.head_chunks, split.splits, split.chunk, tuning().prefetch_bytes_per_block);
   float* part = split.splits > 1 ? decode_partials(size_t(a.heads * split.splits * (a.d + 2))) : nullptr;
   unsigned* counts = split.splits > 1 ? decode_merge_counts(size_t(a.kv_heads * split.head_chunks)) : nullptr;
   const size_t smem = decode_layers::smem_bytes<D>(a);
   auto* kernel = decode_layers::decode_layers_kernel<D>;
-  const int64_t blocks =
-      std::min<int64_t>(int64_t(resident_blocks(kernel, smem)) * multiprocessors(), decode_layers::most_turns(plan));
+  int per_sm = resident_blocks(kernel, smem);
+  if (tuning().blocks_per_multiprocessor > 0) per_sm = std::min(per_sm, tuning().blocks_per_multiprocessor);
+  const int64_t blocks = std::min<int64_t>(int64_t(per_sm) * multiprocessors(), decode_layers::most_turns(plan));
   // Cooperative: the launch fails, rather than start, if the grid cannot be resident all at once.
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeCooperative;
@@ -129,6 +149,18 @@ void cuda_set_decode_layers_persistent(bool on) {
 }
 
 bool cuda_decode_layers_persistent() { return cuda_detail::persistent_choice(); }
+
+void cuda_set_decode_layers_tuning(DecodeLayersTuning t) {
+  check_decode_layers_tuning(t.prefetch_bytes_per_block, t.blocks_per_multiprocessor);
+  DecodeLayersTuning& now = cuda_detail::tuning();
+  if (now.prefetch_bytes_per_block == t.prefetch_bytes_per_block &&
+      now.blocks_per_multiprocessor == t.blocks_per_multiprocessor)
+    return;
+  now = t;
+  cuda_detail::scratch_generation()++;  // recorded decode steps are made anew with the new grid
+}
+
+DecodeLayersTuning cuda_decode_layers_tuning() { return cuda_detail::tuning(); }
 
 uint64_t cuda_decode_layers_persistent_launches() { return cuda_detail::g_persistent_launches.load(); }
 

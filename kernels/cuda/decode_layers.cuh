@@ -29,6 +29,7 @@
 #include "kernels/cuda/attention_decode_tiles.cuh"
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/grid_barrier.cuh"
+#include "kernels/cuda_launch_choice.h"
 #include "kernels/decode_layers.h"
 #include "kernels/ops.h"
 
@@ -36,10 +37,12 @@ namespace azr::kernels::cuda_detail::decode_layers {
 
 constexpr int kThreads = gemv::kThreads;
 static_assert(gemv::kThreads == decode_tiles::kThreads, "one block size for every phase");
-// What a block asks L2 for before each barrier, at most: with two blocks on each of an H200's
-// 132 multiprocessors, 8.4 MB, well within its L2, so that the first of it is not evicted before
-// it is read. A first guess, for the GPU to tune.
+// What a block asks L2 for before each barrier, at most, by default (Plan::prefetch_bytes; the
+// tuning of cuda_ops.h's cuda_set_decode_layers_tuning): with two blocks on each of an H200's 132
+// multiprocessors, 8.4 MB, well within its L2, so that the first of it is not evicted before it is
+// read. A first guess, for the GPU to tune (model_speed_bench --persistent-sweep).
 constexpr int64_t kPrefetchBytesPerBlock = 32768;
+constexpr int64_t kMaxPrefetchBytesPerBlock = kMaxDecodeLayersPrefetchBytes;  // cuda_launch_choice.h
 // The products' loads a thread has in flight (gemv.cuh, partial_dots' kUnroll; the sums' order
 // does not depend on it): with 16 warps a multiprocessor where a launch of the products had up to
 // 64, each warp covers 4 packs of its pair of rows (q/k/v, gate/up) or 8 of its one row (o, down)
@@ -56,12 +59,17 @@ struct Plan {
   int head_chunks = 1, splits = 1;
   int64_t chunk = 0, attention_blocks = 0;
   float scale = 0.f;  // 1 / sqrt(d), as the launch's host code computes it
+  // What each block asks L2 for before a barrier (prefetch_slice): 0 to kMaxPrefetchBytesPerBlock.
+  // No value depends on it.
+  int64_t prefetch_bytes = kPrefetchBytesPerBlock;
 };
 
 // The plan of the five launches for `a`, given the attention's head chunks, splits and chunk
 // (attention.cu's decode_split: it depends on the device's multiprocessors).
-inline Plan plan_for(const DecodeLayers& a, int head_chunks, int splits, int64_t chunk) {
+inline Plan plan_for(const DecodeLayers& a, int head_chunks, int splits, int64_t chunk,
+                     int64_t prefetch_bytes = kPrefetchBytesPerBlock) {
   Plan p;
+  p.prefetch_bytes = prefetch_bytes;
   const int64_t qkv_items = (a.heads + 2 * a.kv_heads) * (a.d / 2), qd = a.heads * a.d;
   p.qkv_split = gemv::split_for(qkv_items, a.H), p.qkv_blocks = gemv::blocks_for(qkv_items, p.qkv_split);
   p.o_split = gemv::split_for(a.H, qd), p.o_blocks = gemv::blocks_for(a.H, p.o_split);
@@ -86,12 +94,13 @@ size_t smem_bytes(const DecodeLayers& a) {
 }
 
 // This block's part of slice `slice` of a matrix of `bytes` (16-byte aligned): the grid's blocks
-// take consecutive pieces of kPrefetchBytesPerBlock / parts bytes (parts: the matrices asked for
-// together), each of its warps an eighth. Slice 0 is the matrix's first rows, which the products'
-// first turns read (turn t = blockIdx.x takes the t-th run of rows).
-AZR_DEVICE_INLINE void prefetch_slice(const uint16_t* w, int64_t bytes, int parts, int slice) {
-  if (!w) return;
-  const int64_t piece = kPrefetchBytesPerBlock / parts / 16 * 16, warp_piece = piece / gemv::kWarps / 16 * 16;
+// take consecutive pieces of p.prefetch_bytes / parts bytes (parts: the matrices asked for
+// together), each of its warps an eighth, in whole 16-byte units (none below 128 bytes a warp).
+// Slice 0 is the matrix's first rows, which the products' first turns read (turn t = blockIdx.x
+// takes the t-th run of rows).
+AZR_DEVICE_INLINE void prefetch_slice(const Plan& p, const uint16_t* w, int64_t bytes, int parts, int slice) {
+  const int64_t piece = p.prefetch_bytes / parts / 16 * 16, warp_piece = piece / gemv::kWarps / 16 * 16;
+  if (!w || warp_piece == 0) return;
   const int warp = int(threadIdx.x) / kWarp;
   const int64_t first = (int64_t(slice) * gridDim.x + blockIdx.x) * piece + warp * warp_piece;
   if (threadIdx.x % kWarp != 0 || first >= bytes) return;
@@ -161,11 +170,11 @@ AZR_DEVICE_INLINE void down_phase(const DecodeLayers& a, const Plan& p, int64_t 
 }
 
 // Layer l's q/k/v weights, slice 0 of each.
-AZR_DEVICE_INLINE void prefetch_qkv(const DecodeLayers& a, int64_t l) {
+AZR_DEVICE_INLINE void prefetch_qkv(const DecodeLayers& a, const Plan& p, int64_t l) {
   const int64_t bytes_q = a.heads * a.d * a.H * 2, bytes_kv = a.kv_heads * a.d * a.H * 2;
-  prefetch_slice(decode_layer_at(a.wq, l, a.param_stride), bytes_q, 3, 0);
-  prefetch_slice(decode_layer_at(a.wk, l, a.param_stride), bytes_kv, 3, 0);
-  prefetch_slice(decode_layer_at(a.wv, l, a.param_stride), bytes_kv, 3, 0);
+  prefetch_slice(p, decode_layer_at(a.wq, l, a.param_stride), bytes_q, 3, 0);
+  prefetch_slice(p, decode_layer_at(a.wk, l, a.param_stride), bytes_kv, 3, 0);
+  prefetch_slice(p, decode_layer_at(a.wv, l, a.param_stride), bytes_kv, 3, 0);
 }
 
 // grid: as many blocks of kThreads as are resident at once (a cooperative launch), at most
@@ -182,25 +191,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   AZR_DYNAMIC_SHARED(smem_raw);
   float* smem = reinterpret_cast<float*>(smem_raw);
   const int64_t ps = a.param_stride, bytes_o = a.H * a.heads * a.d * 2, bytes_mlp = a.I * a.H * 2;
-  prefetch_qkv(a, 0);
+  prefetch_qkv(a, p, 0);
   for (int64_t l = 0; l < a.layers; l++) {
     qkv_phase(a, p, l, smem);
-    prefetch_slice(decode_layer_at(a.wo, l, ps), bytes_o, 1, 0);
+    prefetch_slice(p, decode_layer_at(a.wo, l, ps), bytes_o, 1, 0);
     grid_barrier(barrier);
     attention_phase<D>(a, p, l, part, merge_counts, smem_raw);
-    prefetch_slice(decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 0);
-    prefetch_slice(decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 0);
+    prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 0);
+    prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 0);
     grid_barrier(barrier);
     o_phase(a, p, l, smem);
-    prefetch_slice(decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 1);
-    prefetch_slice(decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 1);
+    prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 1);
+    prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 1);
     grid_barrier(barrier);
     gate_up_phase(a, p, l, smem);
-    prefetch_slice(decode_layer_at(a.wd, l, ps), bytes_mlp, 1, 0);
+    prefetch_slice(p, decode_layer_at(a.wd, l, ps), bytes_mlp, 1, 0);
     grid_barrier(barrier);
     down_phase(a, p, l, smem);
     if (l + 1 < a.layers) {
-      prefetch_qkv(a, l + 1);
+      prefetch_qkv(a, p, l + 1);
       grid_barrier(barrier);
     }
   }

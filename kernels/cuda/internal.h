@@ -146,6 +146,18 @@ float* decode_partials(size_t n);
 unsigned* decode_merge_counts(size_t n);
 // decode_layers.cu: the table's decode_layers_w16.
 void decode_layers_w16(const DecodeLayers& a);
+
+// grid_barrier_timing.cu, for cuda_ops_bench: seconds per grid barrier (grid_barrier.cuh) of a
+// cooperative grid of `blocks` blocks (blocks_per_multiprocessor on each multiprocessor, at most as
+// many as fit), over `barriers` of them in one launch, the launch's own time taken off; and, the
+// baseline, seconds per kernel of as many launches of an empty kernel on the same grid, recorded
+// as a graph and replayed. Throws std::invalid_argument on a count below 1, std::runtime_error
+// where the device launches no cooperative grids.
+struct BarrierTiming {
+  double barrier_s = 0, launch_s = 0;
+  int blocks = 0;
+};
+BarrierTiming time_grid_barriers(int blocks_per_multiprocessor, int barriers);
 // Decode attention's kernel for head dims 32, 64 and 128, for benchmarks and tests: Tiles (the
 // default; attention_decode_tiles.cuh, over a bf16 cache; an fp32 cache takes the lane groups),
 // LaneGroups (attention_decode.cuh) or WarpPerPosition (attention.cu). Other head dims always run

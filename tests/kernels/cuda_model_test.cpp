@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda_launch_choice.h"
 #include "model/adamw.h"
 #include "model/generate.h"
 #include "model/presets.h"
@@ -34,6 +35,7 @@ using kernels::cpu_ops;
 using kernels::cuda_ops;
 using kernels::testing::AttentionBackwardChoice;
 using kernels::testing::AttentionChoice;
+using kernels::testing::DecodeLayersTuningScope;
 using kernels::testing::PersistentDecodeLayers;
 using kernels::testing::ProgrammaticLaunch;
 using testing::config_named;
@@ -351,9 +353,11 @@ TEST_P(CudaModel, ProgrammaticLaunchesComputeWhatOrdinaryLaunchesDo) {
 // block functions between grid barriers, so generation at batch 1 with it is generation with the
 // launches, bit for bit: eager and recorded (a cooperative launch inside a CUDA graph), 150 new
 // tokens (positions past two tiles: the attention's splits merged by their last block), repeated
-// so that a barrier that let a block run ahead would rarely go unseen. That the kernel ran, and
-// not its stand-in of five launches a layer, is checked by its launch count. Both configs apply
-// (head dims 32 and 64, every width a multiple of 8).
+// so that a barrier that let a block run ahead would rarely go unseen, each time under another
+// tuning (cuda_set_decode_layers_tuning: the default; no prefetch at one block a multiprocessor,
+// where each block takes more turns; the most prefetch). That the kernel ran, and not its
+// stand-in of five launches a layer, is checked by its launch count. Both configs apply (head
+// dims 32 and 64, every width a multiple of 8).
 TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
   const ModelConfig c = config_named(GetParam());
   const kernels::Ops& ops = kernels::cuda_bf16_matmul_ops();
@@ -362,8 +366,9 @@ TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
   SamplingParams sp;
   sp.temperature = 1.f, sp.max_new_tokens = 150, sp.seed = 10;
   const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+  const kernels::DecodeLayersTuning tunings[] = {{}, {0, 1}, {kernels::kMaxDecodeLayersPrefetchBytes, 0}};
   for (const bool graphs : {false, true})
-    for (int repeat = 0; repeat < 3; repeat++) {
+    for (const kernels::DecodeLayersTuning& tuning : tunings) {
       launches.set_decode_graphs(graphs);
       persistent.set_decode_graphs(graphs);
       std::vector<Completion> want, got;
@@ -373,11 +378,14 @@ TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
       }
       {
         const PersistentDecodeLayers on(true);
+        const DecodeLayersTuningScope tuned(tuning);
         const uint64_t before = kernels::cuda_decode_layers_persistent_launches();
         got = generate(persistent, one, sp);
         EXPECT_GT(kernels::cuda_decode_layers_persistent_launches(), before) << "the persistent kernel never ran";
       }
-      const std::string where = graphs ? "recorded" : "eager";
+      const std::string where = std::string(graphs ? "recorded" : "eager") + ", prefetch " +
+                                std::to_string(tuning.prefetch_bytes_per_block) + " bytes a block, " +
+                                std::to_string(tuning.blocks_per_multiprocessor) + " blocks a multiprocessor";
       EXPECT_EQ(got[0].tokens, want[0].tokens) << where;
       ASSERT_EQ(got[0].logprobs.size(), want[0].logprobs.size()) << where;
       EXPECT_EQ(std::memcmp(got[0].logprobs.data(), want[0].logprobs.data(), sizeof(float) * want[0].logprobs.size()),

@@ -20,9 +20,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/decode_layers.h"
@@ -35,6 +39,8 @@ namespace {
 
 using testing::bf16_bits;
 using testing::randn;
+
+constexpr uint64_t kWarpsPerBlock = uint64_t(kThreads) / 32;
 
 struct Case {
   int64_t H, heads, kv_heads, d, I, layers, capacity;
@@ -222,15 +228,58 @@ void expect_persistent_is_the_launches(const Case& c) {
       ASSERT_NEAR(g, w, 0.05 * std::fabs(w) + 1e-2) << "k cache entry " << i;
     }
 
-  // Prefetches: inside the bf16 weights, whole 16-byte units from 16-byte boundaries, and some.
-  const auto lo = reinterpret_cast<uintptr_t>(persistent.params16.data());
-  const uintptr_t hi = lo + persistent.params16.size() * sizeof(uint16_t);
-  EXPECT_FALSE(asked.empty());
-  for (const emu::Prefetch& f : asked) {
-    EXPECT_EQ(f.begin % 16, 0u);
-    EXPECT_EQ(f.bytes % 16, 0u);
-    EXPECT_GT(f.bytes, 0u);
-    EXPECT_TRUE(f.begin >= lo && f.begin + f.bytes <= hi) << "a prefetch outside the weights";
+  // Prefetches, as (offset into the bf16 weights, bytes): inside them, whole 16-byte units from
+  // 16-byte boundaries. The products ask for the start of each item's rows whatever the tuning
+  // (gemv.cuh's item_dots, for the launches' programmatic launch); the rest are the barriers'
+  // (prefetch_slice), at most a warp's share of Plan::prefetch_bytes each.
+  using Asked = std::multiset<std::pair<uintptr_t, uint32_t>>;
+  auto offsets = [](const Step& run, const std::vector<emu::Prefetch>& prefetches) {
+    const auto lo = reinterpret_cast<uintptr_t>(run.params16.data());
+    const uintptr_t size = run.params16.size() * sizeof(uint16_t);
+    Asked out;
+    for (const emu::Prefetch& f : prefetches) {
+      EXPECT_EQ(f.begin % 16, 0u);
+      EXPECT_EQ(f.bytes % 16, 0u);
+      EXPECT_GT(f.bytes, 0u);
+      EXPECT_TRUE(f.begin >= lo && f.begin - lo + f.bytes <= size) << "a prefetch outside the weights";
+      out.insert({f.begin - lo, f.bytes});
+    }
+    return out;
+  };
+  // What `tuned` asked for beyond the products' own: some, each within a warp's share.
+  auto expect_barriers_share = [](const Asked& tuned, const Asked& products_own, int64_t per_block) {
+    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block));
+    EXPECT_TRUE(std::includes(tuned.begin(), tuned.end(), products_own.begin(), products_own.end()))
+        << "a product's own prefetch went missing";
+    Asked barriers;
+    std::set_difference(tuned.begin(), tuned.end(), products_own.begin(), products_own.end(),
+                        std::inserter(barriers, barriers.end()));
+    EXPECT_FALSE(barriers.empty());
+    for (const auto& [at, bytes] : barriers)
+      EXPECT_LE(bytes, uint64_t(per_block) / kWarpsPerBlock) << "a warp asked for more than its share at " << at;
+  };
+
+  // The tuning's prefetch (cuda_set_decode_layers_tuning) changes no value: none at the barriers,
+  // an odd small size, and the most it takes, against the default's run above.
+  const Asked by_default = offsets(persistent, asked);
+  Asked products_own;
+  for (const int64_t per_block : {int64_t(0), int64_t(4000), kMaxPrefetchBytesPerBlock}) {
+    Step tuned(c);
+    Plan q = p;
+    q.prefetch_bytes = per_block;
+    const Asked tuned_asked = offsets(tuned, run_persistent<D>(tuned, q));
+    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block));
+    same(tuned.x, persistent.x, "x");
+    same(tuned.mlp16, persistent.mlp16, "mlp16");
+    same(tuned.kcache, persistent.kcache, "the k cache");
+    same(tuned.vcache, persistent.vcache, "the v cache");
+    if (per_block == 0) {
+      products_own = tuned_asked;
+      EXPECT_LT(products_own.size(), by_default.size()) << "the barriers' prefetches stayed at a size of 0";
+      expect_barriers_share(by_default, products_own, p.prefetch_bytes);
+    } else {
+      expect_barriers_share(tuned_asked, products_own, per_block);
+    }
   }
 }
 

@@ -30,5 +30,8 @@ using ProgrammaticLaunch = ScopedCudaSetting<bool, cuda_programmatic_launch, cud
 // A decode step's layers at one row as one persistent kernel (cuda_set_decode_layers_persistent).
 using PersistentDecodeLayers =
     ScopedCudaSetting<bool, cuda_decode_layers_persistent, cuda_set_decode_layers_persistent>;
+// That kernel's prefetch and grid (cuda_set_decode_layers_tuning).
+using DecodeLayersTuningScope =
+    ScopedCudaSetting<DecodeLayersTuning, cuda_decode_layers_tuning, cuda_set_decode_layers_tuning>;
 
 }  // namespace azr::kernels::testing
