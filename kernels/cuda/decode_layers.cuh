@@ -110,7 +110,7 @@ AZR_DEVICE_INLINE void prefetch_slice(const Plan& p, const uint16_t* w, int64_t 
 
 // The phases of layer l, each every turn of its launch's grid that falls to this block, then the
 // block's barrier (the next turn reuses the shared memory). Inlined: with the kernel's arguments
-// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 96
+// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 60
 // bytes at head dim 128, where the tile attention alone takes 124 registers, and none at 64 and
 // 32; each phase a function of its own spilled 340 bytes at 128 (their calls' saved registers).
 template <class Body>
