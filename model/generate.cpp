@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -84,10 +85,13 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   // draw goes over, and its token and log-prob come back.
   const kernels::Ops& ops = model.ops();
   const int64_t V_limit = params.vocab_limit > 0 ? params.vocab_limit : V;
+  // A step's R tokens and R log-probs side by side (4 bytes each), so that one download brings
+  // both back: on a GPU each download waits for the device, and a batch-1 step is about a
+  // millisecond.
   kernels::Buffer<double> u_dev(ops, size_t(B));
-  kernels::Buffer<int32_t> tok_dev(ops, size_t(B));
-  kernels::Buffer<float> lp_dev(ops, size_t(B));
+  kernels::Buffer<uint32_t> sampled_dev(ops, size_t(2 * B));
   std::vector<double> u(static_cast<size_t>(B));
+  std::vector<uint32_t> sampled_bits(static_cast<size_t>(2 * B));
   std::vector<int32_t> sampled(static_cast<size_t>(B));
   std::vector<float> sampled_lp(static_cast<size_t>(B));
 
@@ -100,10 +104,11 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
     const size_t R = live.size();
     for (size_t r = 0; r < R; r++) u[r] = rng[size_t(live[r])].uniform();
     u_dev.upload(u.data(), R);
-    ops.sample_rows(tok_dev.data(), lp_dev.data(), logits, u_dev.data(), int64_t(R), V, V_limit, params.temperature,
-                    params.top_k, params.top_p);
-    tok_dev.download(sampled.data(), R);
-    lp_dev.download(sampled_lp.data(), R);
+    ops.sample_rows(reinterpret_cast<int32_t*>(sampled_dev.data()), reinterpret_cast<float*>(sampled_dev.data() + R),
+                    logits, u_dev.data(), int64_t(R), V, V_limit, params.temperature, params.top_k, params.top_p);
+    sampled_dev.download(sampled_bits.data(), 2 * R);
+    std::memcpy(sampled.data(), sampled_bits.data(), sizeof(int32_t) * R);
+    std::memcpy(sampled_lp.data(), sampled_bits.data() + R, sizeof(float) * R);
     tokens.clear(), slots.clear(), pos.clear();
     for (size_t r = 0; r < R; r++) {
       const int32_t b = live[r];

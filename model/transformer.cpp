@@ -1254,8 +1254,8 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
         *att = take(R * qd), *qkv = take(R * (qd + 2 * kd)), *gate = take(2 * R * I), *rstd = take(R),
         *out = take(R * V);
-  // One upload, not three: on a GPU each is a synchronous copy, where the host waits for the
-  // device to drain.
+  // One upload, not three: on a GPU each is a copy staged through pinned memory and queued
+  // (kernels/cuda/cuda_ops.cu), a few microseconds of the host's while the device may be idle.
   std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
   std::copy(tokens.begin(), tokens.end(), step_host.begin());
   std::copy(slot.begin(), slot.end(), step_host.begin() + R);

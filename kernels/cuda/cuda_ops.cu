@@ -2,7 +2,11 @@
 #include "kernels/cuda/cuda_ops.h"
 
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -20,8 +24,65 @@ void* alloc_zeroed(size_t bytes) {
 void release(void* p) {
   (void)device_free(p);  // no throw: called from destructors
 }
+// Small uploads are staged in pinned memory and copied asynchronously on the op stream. Every
+// decode step uploads its tokens, slots and positions, and generation the sampler's uniforms, and
+// a synchronous copy from pageable memory first waits for the device to finish what it has queued
+// (the recorded step) and then stages the bytes: the device idled while the host caught up, a
+// few microseconds a copy, where a batch-1 step is about a millisecond. Queued instead, the
+// uniforms' copy and the sampler's kernels follow the step on the device with no gap. Every op
+// that reads the destination runs on the op stream, after the copy, and a download waits for
+// the stream. The host bytes are copied into a slot before upload returns, so the caller may
+// reuse them at once; a slot is reused after its copy has run (its event). Larger uploads
+// (weights, prompts) keep the synchronous copy, as does the CPU's memcpy.
+constexpr size_t kStagedUploadBytes = size_t(64) << 10;
+constexpr int kStagingSlots = 16;
+
+struct UploadStaging {
+  char* host = nullptr;  // kStagingSlots slots of kStagedUploadBytes, pinned
+  cudaEvent_t done[kStagingSlots] = {};
+  int next = 0;
+};
+
+// The current device's staging, made at its first small upload; kept for the process.
+UploadStaging& upload_staging() {
+  static std::mutex mutex;
+  static UploadStaging* staging[64] = {};
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 64) throw std::runtime_error("upload: device index " + std::to_string(device) + " past 63");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!staging[device]) {
+    auto* s = new UploadStaging;
+    AZR_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s->host), kStagingSlots * kStagedUploadBytes,
+                                 cudaHostAllocDefault));
+    for (cudaEvent_t& e : s->done) AZR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    staging[device] = s;
+  }
+  return *staging[device];
+}
+
 void upload(void* dst, const void* host, size_t bytes) {
-  if (bytes) AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+  if (!bytes) return;
+  if (bytes > kStagedUploadBytes) {
+    AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  // A recording must not upload (kernels/ops.h, OpRecorder): the synchronous copy fails inside a
+  // capture, and this one would be recorded with the slot's bytes of the moment.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw std::runtime_error("upload: the op stream is being recorded, and a recording must not upload");
+  static std::mutex mutex;  // one slot per upload, whatever the thread
+  const std::lock_guard<std::mutex> lock(mutex);
+  UploadStaging& s = upload_staging();
+  const int slot = s.next;
+  s.next = (slot + 1) % kStagingSlots;
+  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));  // its last copy has run (at once, but for bursts)
+  char* staged = s.host + size_t(slot) * kStagedUploadBytes;
+  std::memcpy(staged, host, bytes);
+  AZR_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, op_stream()));
+  AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
 }
 void download(void* host, const void* src, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));

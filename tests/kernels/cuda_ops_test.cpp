@@ -15,6 +15,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,39 @@ class CudaOps : public ::testing::Test {
   const Ops& cpu = cpu_ops();
   const Ops& gpu = cuda_ops();
 };
+
+// Uploads of up to 64 KiB are staged in pinned memory and copied on the op stream
+// (kernels/cuda/cuda_ops.cu): each lands where it was sent, in the stream's order with the ops
+// around it, though the host buffer is overwritten as soon as upload returns and a burst has more
+// uploads than the staging has slots (16); a download right after one sees it; a larger upload
+// keeps the synchronous copy; and a recording that uploads fails, as kernels/ops.h asks.
+TEST_F(CudaOps, SmallUploadsLandInTheOpStreamsOrder) {
+  const int64_t n = 1000;
+  Buffer<float> sum(gpu, size_t(n)), piece(gpu, size_t(n));
+  std::vector<float> host(static_cast<size_t>(n)), want(static_cast<size_t>(n), 0.f);
+  for (int round = 0; round < 40; round++) {
+    for (int64_t i = 0; i < n; i++) host[size_t(i)] = float(round * n + i);
+    piece.upload(host.data(), size_t(n));
+    std::fill(host.begin(), host.end(), -1e9f);
+    gpu.add(sum.data(), sum.data(), piece.data(), n);  // this round's piece, not the next one's
+    for (int64_t i = 0; i < n; i++) want[size_t(i)] += float(round * n + i);  // integers: exact sums
+  }
+  EXPECT_EQ(to_host<float>(sum, size_t(n)), want);
+  for (int64_t i = 0; i < n; i++) host[size_t(i)] = float(7 * i);
+  piece.upload(host.data(), size_t(n));
+  EXPECT_EQ(to_host<float>(piece, size_t(n)), host) << "a download right after an upload";
+
+  const std::vector<float> large = randn(20000, 4);  // 80 KB: the synchronous copy
+  Buffer<float> d_large(gpu, large.size());
+  d_large.upload(large.data(), large.size());
+  EXPECT_EQ(to_host<float>(d_large, large.size()), large);
+
+  gpu.recorder.begin();
+  EXPECT_THROW(piece.upload(host.data(), size_t(n)), std::runtime_error);
+  gpu.recorder.abandon();
+  piece.upload(host.data(), size_t(n));  // and uploads work again after it
+  EXPECT_EQ(to_host<float>(piece, size_t(n)), host);
+}
 
 TEST_F(CudaOps, EmbeddingForwardAndBackwardWithRepeatedIds) {
   const int64_t N = 37, C = 70, V = 11;
