@@ -24,7 +24,8 @@ void* alloc_zeroed(size_t bytes) {
 void release(void* p) {
   (void)device_free(p);  // no throw: called from destructors
 }
-// Small uploads are staged in pinned memory and copied asynchronously on the op stream. Every
+// Small uploads are staged in pinned memory and copied asynchronously on the op stream (small
+// downloads use the same slots, below). Every
 // decode step uploads its tokens, slots and positions, and generation the sampler's uniforms, and
 // a synchronous copy from pageable memory first waits for the device to finish what it has queued
 // (the recorded step) and then stages the bytes: the device idled while the host caught up, a
@@ -61,20 +62,28 @@ UploadStaging& upload_staging() {
   return *staging[device];
 }
 
+// A recording must not upload or download (kernels/ops.h, OpRecorder): the synchronous copies
+// fail inside a capture, and a staged one would be recorded with the slot's bytes of the moment.
+void check_not_recording(const char* what) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw std::runtime_error(std::string(what) + ": the op stream is being recorded, and a recording must not " + what);
+}
+
+std::mutex& staging_mutex() {  // one slot per copy, whatever the thread
+  static std::mutex mutex;
+  return mutex;
+}
+
 void upload(void* dst, const void* host, size_t bytes) {
   if (!bytes) return;
   if (bytes > kStagedUploadBytes) {
     AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
     return;
   }
-  // A recording must not upload (kernels/ops.h, OpRecorder): the synchronous copy fails inside a
-  // capture, and this one would be recorded with the slot's bytes of the moment.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &capturing));
-  if (capturing != cudaStreamCaptureStatusNone)
-    throw std::runtime_error("upload: the op stream is being recorded, and a recording must not upload");
-  static std::mutex mutex;  // one slot per upload, whatever the thread
-  const std::lock_guard<std::mutex> lock(mutex);
+  check_not_recording("upload");
+  const std::lock_guard<std::mutex> lock(staging_mutex());
   UploadStaging& s = upload_staging();
   const int slot = s.next;
   s.next = (slot + 1) % kStagingSlots;
@@ -84,8 +93,26 @@ void upload(void* dst, const void* host, size_t bytes) {
   AZR_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, op_stream()));
   AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
 }
+// Small downloads (a step's sampled tokens and log-probs) go through a staging slot too: an
+// asynchronous copy into pinned memory and a wait for the op stream, where a copy to pageable
+// memory is staged by the driver on top of the wait.
 void download(void* host, const void* src, size_t bytes) {
-  if (bytes) AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+  if (!bytes) return;
+  if (bytes > kStagedUploadBytes) {
+    AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+    return;
+  }
+  check_not_recording("download");
+  const std::lock_guard<std::mutex> lock(staging_mutex());
+  UploadStaging& s = upload_staging();
+  const int slot = s.next;
+  s.next = (slot + 1) % kStagingSlots;
+  char* staged = s.host + size_t(slot) * kStagedUploadBytes;
+  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));  // an upload's copy from it has run
+  AZR_CUDA_CHECK(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost, op_stream()));
+  AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
+  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
+  std::memcpy(host, staged, bytes);
 }
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, op_stream()));

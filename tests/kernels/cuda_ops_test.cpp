@@ -93,11 +93,12 @@ class CudaOps : public ::testing::Test {
   const Ops& gpu = cuda_ops();
 };
 
-// Uploads of up to 64 KiB are staged in pinned memory and copied on the op stream
-// (kernels/cuda/cuda_ops.cu): each lands where it was sent, in the stream's order with the ops
-// around it, though the host buffer is overwritten as soon as upload returns and a burst has more
-// uploads than the staging has slots (16); a download right after one sees it; a larger upload
-// keeps the synchronous copy; and a recording that uploads fails, as kernels/ops.h asks.
+// Uploads and downloads of up to 64 KiB are staged in pinned memory and copied on the op stream
+// (kernels/cuda/cuda_ops.cu): each upload lands where it was sent, in the stream's order with the
+// ops around it, though the host buffer is overwritten as soon as upload returns and a burst has
+// more uploads than the staging has slots (16); a download right after one sees it, and one after
+// the kernels sees their sums; a larger upload keeps the synchronous copy; and a recording that
+// uploads or downloads fails, as kernels/ops.h asks.
 TEST_F(CudaOps, SmallUploadsLandInTheOpStreamsOrder) {
   const int64_t n = 1000;
   Buffer<float> sum(gpu, size_t(n)), piece(gpu, size_t(n));
@@ -119,8 +120,12 @@ TEST_F(CudaOps, SmallUploadsLandInTheOpStreamsOrder) {
   d_large.upload(large.data(), large.size());
   EXPECT_EQ(to_host<float>(d_large, large.size()), large);
 
+  std::vector<float> back(static_cast<size_t>(n));
   gpu.recorder.begin();
   EXPECT_THROW(piece.upload(host.data(), size_t(n)), std::runtime_error);
+  gpu.recorder.abandon();
+  gpu.recorder.begin();
+  EXPECT_THROW(piece.download(back.data(), size_t(n)), std::runtime_error);
   gpu.recorder.abandon();
   piece.upload(host.data(), size_t(n));  // and uploads work again after it
   EXPECT_EQ(to_host<float>(piece, size_t(n)), host);
