@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_or_emulation.cuh"
@@ -78,6 +79,16 @@ inline cudaError_t device_free(void* p) {
 // device and the code compiled for it are sm_90 or later (programmatic_launch.cu).
 bool programmatic_launch_applies();
 
+// Set by a launch that no programmatic launch may follow, and cleared by the next
+// launch_after_prior, which then launches the ordinary way: the persistent decode kernel
+// (decode_layers.cu), a cooperative launch, after which a programmatic edge in a recorded graph
+// has not been tried on a GPU. What it costs: the one kernel after it (the final norm) starts
+// after a launch gap, a few microseconds a step. One flag a thread: each drives its own device.
+inline bool& next_launch_ordinary() {
+  thread_local bool ordinary = false;
+  return ordinary;
+}
+
 // kernel<<<grid, block, smem, op_stream()>>>(args...), or, where programmatic_launch_applies(),
 // the same launch allowed to start before the kernel ahead of it on the stream has finished
 // (cudaLaunchAttributeProgrammaticStreamSerialization; also in a recorded graph). Only for kernels
@@ -86,7 +97,7 @@ bool programmatic_launch_applies();
 // while the kernel before finishes, instead of after a launch gap.
 template <class... Params, class... Args>
 void launch_after_prior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args... args) {
-  if (!programmatic_launch_applies()) {
+  if (!programmatic_launch_applies() || std::exchange(next_launch_ordinary(), false)) {
     kernel<<<grid, block, smem, op_stream()>>>(args...);
     AZR_CUDA_CHECK(cudaGetLastError());
     return;

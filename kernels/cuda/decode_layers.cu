@@ -121,6 +121,7 @@ void launch_persistent(const DecodeLayers& a) {
   config.attrs = &attribute;
   config.numAttrs = 1;
   AZR_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, plan, part, counts, barrier_word()));
+  next_launch_ordinary() = true;  // no programmatic edge out of a cooperative node (common.cuh)
   g_persistent_launches++;
 }
 
