@@ -25,20 +25,23 @@ void release(void* p) {
   (void)device_free(p);  // no throw: called from destructors
 }
 // Small uploads are staged in pinned memory and copied asynchronously on the op stream (small
-// downloads use the same slots, below). Every
-// decode step uploads its tokens, slots and positions, and generation the sampler's uniforms, and
-// a synchronous copy from pageable memory first waits for the device to finish what it has queued
-// (the recorded step) and then stages the bytes: the device idled while the host caught up, a
-// few microseconds a copy, where a batch-1 step is about a millisecond. Queued instead, the
-// uniforms' copy and the sampler's kernels follow the step on the device with no gap. Every op
-// that reads the destination runs on the op stream, after the copy, and a download waits for
-// the stream. The host bytes are copied into a slot before upload returns, so the caller may
-// reuse them at once; a slot is reused after its copy has run (its event). Larger uploads
-// (weights, prompts) keep the synchronous copy, as does the CPU's memcpy.
+// downloads use the same slots, below). Every decode step uploads its tokens, slots and positions,
+// and generation the sampler's uniforms, and a synchronous copy from pageable memory first waits
+// for the device to finish what it has queued (the recorded step) and then stages the bytes: the
+// device idled while the host caught up, a few microseconds a copy, where a batch-1 step is about a
+// millisecond. Queued instead, the uniforms' copy and the sampler's kernels follow the step on the
+// device with no gap. Every op that reads the destination runs on the op stream, after the copy,
+// and a download waits for the stream. The host bytes are copied into a slot before upload returns,
+// so the caller may reuse them at once; a slot is reused after its copy has run (its event). Larger
+// uploads (weights, prompts) keep the synchronous copy, as does the CPU's memcpy.
 constexpr size_t kStagedUploadBytes = size_t(64) << 10;
 constexpr int kStagingSlots = 16;
 
+// One a device, with its own lock: a copy may wait for its device (a burst of uploads, or a
+// download), and a thread driving another device must not wait with it (data-parallel training:
+// each device's all-reduce waits for the others' threads to queue theirs).
 struct UploadStaging {
+  std::mutex mutex;
   char* host = nullptr;  // kStagingSlots slots of kStagedUploadBytes, pinned
   cudaEvent_t done[kStagingSlots] = {};
   int next = 0;
@@ -71,11 +74,6 @@ void check_not_recording(const char* what) {
     throw std::runtime_error(std::string(what) + ": the op stream is being recorded, and a recording must not " + what);
 }
 
-std::mutex& staging_mutex() {  // one slot per copy, whatever the thread
-  static std::mutex mutex;
-  return mutex;
-}
-
 void upload(void* dst, const void* host, size_t bytes) {
   if (!bytes) return;
   if (bytes > kStagedUploadBytes) {
@@ -83,8 +81,8 @@ void upload(void* dst, const void* host, size_t bytes) {
     return;
   }
   check_not_recording("upload");
-  const std::lock_guard<std::mutex> lock(staging_mutex());
   UploadStaging& s = upload_staging();
+  const std::lock_guard<std::mutex> lock(s.mutex);
   const int slot = s.next;
   s.next = (slot + 1) % kStagingSlots;
   AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));  // its last copy has run (at once, but for bursts)
@@ -103,8 +101,8 @@ void download(void* host, const void* src, size_t bytes) {
     return;
   }
   check_not_recording("download");
-  const std::lock_guard<std::mutex> lock(staging_mutex());
   UploadStaging& s = upload_staging();
+  const std::lock_guard<std::mutex> lock(s.mutex);
   const int slot = s.next;
   s.next = (slot + 1) % kStagingSlots;
   char* staged = s.host + size_t(slot) * kStagedUploadBytes;
