@@ -64,7 +64,8 @@
 #          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
 #          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
 #          generate (eager, graphs, graphs apart, graphs pdl; at batch 1 the persistent kernel
-#          under its default and five other tunings), the step split by op,
+#          under its default and five other tunings; then 0.5B at batch 1 likewise), the step
+#          split by op,
 #          cuda_ops_bench's gate and up in bf16 (mlp_rows) and its rmsnorm section (the held
 #          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), the
 #          1.5B step with the merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged), and,
@@ -197,6 +198,10 @@ if [[ "$STAGE" == pending ]]; then
     # block a multiprocessor), a second or so each, which pick its defaults.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256 --persistent-sweep
+    # The same at batch 1 for 0.5B (head dim 64, 24 layers of smaller products), where the share
+    # of the bound was lower still.
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
+      --matmul-precision bf16 --decode-batches 1 --persistent-sweep
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
     # The changes of 2026-11-27's third session, op by op: gate/up (and dact) in bf16 against two
