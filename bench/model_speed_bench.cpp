@@ -20,7 +20,8 @@
 //           1, recorded once more with the layers as one persistent kernel ("persistent",
 //           kernels/cuda/decode_layers.cuh), programmatic launch as in "graphs pdl"; with
 //           --persistent-sweep, that row again under other tunings of the kernel ("pf=": what a
-//           block prefetches before each grid barrier; "1/SM": one block a multiprocessor). And
+//           block prefetches before each grid barrier; "gu=": the slices of gate and up it asks
+//           for while the attention runs; "1/SM": one block a multiprocessor). And
 //           "apart" (recorded where the table records): the step with its norms, residual adds,
 //           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
 //           their own, as before they were folded (the table without decode_linear_w16,
@@ -449,9 +450,10 @@ int main(int argc, char** argv) {
             modes.push_back({true, pdl, false, true});
             if (o.persistent_sweep)
               for (const azr::kernels::DecodeLayersTuning t :
-                   {azr::kernels::DecodeLayersTuning{0, 0}, azr::kernels::DecodeLayersTuning{16384, 0},
-                    azr::kernels::DecodeLayersTuning{65536, 0}, azr::kernels::DecodeLayersTuning{131072, 0},
-                    azr::kernels::DecodeLayersTuning{32768, 1}})
+                   {azr::kernels::DecodeLayersTuning{0, 0, 0}, azr::kernels::DecodeLayersTuning{16384, 0, 2},
+                    azr::kernels::DecodeLayersTuning{65536, 0, 2}, azr::kernels::DecodeLayersTuning{131072, 0, 2},
+                    azr::kernels::DecodeLayersTuning{32768, 1, 2}, azr::kernels::DecodeLayersTuning{32768, 0, 1},
+                    azr::kernels::DecodeLayersTuning{32768, 0, 4}, azr::kernels::DecodeLayersTuning{65536, 0, 4}})
                 modes.push_back({true, pdl, false, true, t});
           }
         }
@@ -484,6 +486,7 @@ int main(int argc, char** argv) {
           if (dm.persistent && o.persistent_sweep) {
             const int per_sm = dm.tuning.blocks_per_multiprocessor;
             mode += " pf=" + std::to_string(dm.tuning.prefetch_bytes_per_block / 1024) + "K" +
+                    " gu=" + std::to_string(dm.tuning.gate_up_slices_at_attention) +
                     (per_sm ? " " + std::to_string(per_sm) + "/SM" : "");
           }
 #endif
@@ -518,6 +521,7 @@ int main(int argc, char** argv) {
           if (dm.persistent) {
             j["decode_layers_prefetch_bytes"] = dm.tuning.prefetch_bytes_per_block;
             j["decode_layers_blocks_per_sm"] = dm.tuning.blocks_per_multiprocessor;  // 0: as many as fit
+            j["decode_layers_gate_up_slices_at_attention"] = dm.tuning.gate_up_slices_at_attention;
           }
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",

@@ -46,11 +46,14 @@ inline bool parse_cuda_decode_layers(const std::string& value) {
 }
 
 // The persistent decode kernel's tuning (kernels/cuda/cuda_ops.h, cuda_set_decode_layers_tuning):
-// what a block asks L2 for before each grid barrier, 0 to kMaxDecodeLayersPrefetchBytes, and its
-// blocks a multiprocessor, 0 (as many as fit) or more. Out of range: an std::invalid_argument
-// that names the field, the value and its range.
+// what a block asks L2 for before each grid barrier, 0 to kMaxDecodeLayersPrefetchBytes; its
+// blocks a multiprocessor, 0 (as many as fit) or more; and the slices of gate and up it asks for
+// while the attention runs, 0 to kMaxDecodeLayersGateUpSlices. Out of range: an
+// std::invalid_argument that names the field, the value and its range.
 constexpr int64_t kMaxDecodeLayersPrefetchBytes = int64_t(1) << 20;
-inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blocks_per_multiprocessor) {
+constexpr int kMaxDecodeLayersGateUpSlices = 16;
+inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blocks_per_multiprocessor,
+                                       int gate_up_slices_at_attention) {
   if (prefetch_bytes_per_block < 0 || prefetch_bytes_per_block > kMaxDecodeLayersPrefetchBytes)
     throw std::invalid_argument("decode layers tuning: prefetch_bytes_per_block " +
                                 std::to_string(prefetch_bytes_per_block) + " is outside 0.." +
@@ -58,6 +61,10 @@ inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blo
   if (blocks_per_multiprocessor < 0)
     throw std::invalid_argument("decode layers tuning: blocks_per_multiprocessor " +
                                 std::to_string(blocks_per_multiprocessor) + " is negative (0: as many as fit)");
+  if (gate_up_slices_at_attention < 0 || gate_up_slices_at_attention > kMaxDecodeLayersGateUpSlices)
+    throw std::invalid_argument("decode layers tuning: gate_up_slices_at_attention " +
+                                std::to_string(gate_up_slices_at_attention) + " is outside 0.." +
+                                std::to_string(kMaxDecodeLayersGateUpSlices));
 }
 
 }  // namespace azr::kernels

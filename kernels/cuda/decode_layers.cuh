@@ -43,6 +43,12 @@ static_assert(gemv::kThreads == decode_tiles::kThreads, "one block size for ever
 // read. A first guess, for the GPU to tune (model_speed_bench --persistent-sweep).
 constexpr int64_t kPrefetchBytesPerBlock = 32768;
 constexpr int64_t kMaxPrefetchBytesPerBlock = kMaxDecodeLayersPrefetchBytes;  // cuda_launch_choice.h
+// The slices of gate's and up's weights each block asks for while the attention runs (and one more
+// during the o projection), by default. The attention phase is a few blocks' latency-bound work
+// (at 1.5B and batch 1, 2 kv heads times a few splits, against 264 blocks) that leaves the memory
+// nearly idle for microseconds, and gate and up are 55 MB of a layer's 94: two slices (17 MB at
+// 32 KiB a block on an H200) fill about 3.5 us of it. A first guess, for the GPU to tune.
+constexpr int kGateUpSlicesAtAttention = 2;
 // The products' loads a thread has in flight (gemv.cuh, partial_dots' kUnroll; the sums' order
 // does not depend on it): with 16 warps a multiprocessor where a launch of the products had up to
 // 64, each warp covers 4 packs of its pair of rows (q/k/v, gate/up) or 8 of its one row (o, down)
@@ -62,14 +68,16 @@ struct Plan {
   // What each block asks L2 for before a barrier (prefetch_slice): 0 to kMaxPrefetchBytesPerBlock.
   // No value depends on it.
   int64_t prefetch_bytes = kPrefetchBytesPerBlock;
+  int gate_up_slices_at_attention = kGateUpSlicesAtAttention;  // 0 to kMaxDecodeLayersGateUpSlices
 };
 
 // The plan of the five launches for `a`, given the attention's head chunks, splits and chunk
 // (attention.cu's decode_split: it depends on the device's multiprocessors).
 inline Plan plan_for(const DecodeLayers& a, int head_chunks, int splits, int64_t chunk,
-                     int64_t prefetch_bytes = kPrefetchBytesPerBlock) {
+                     int64_t prefetch_bytes = kPrefetchBytesPerBlock,
+                     int gate_up_slices_at_attention = kGateUpSlicesAtAttention) {
   Plan p;
-  p.prefetch_bytes = prefetch_bytes;
+  p.prefetch_bytes = prefetch_bytes, p.gate_up_slices_at_attention = gate_up_slices_at_attention;
   const int64_t qkv_items = (a.heads + 2 * a.kv_heads) * (a.d / 2), qd = a.heads * a.d;
   p.qkv_split = gemv::split_for(qkv_items, a.H), p.qkv_blocks = gemv::blocks_for(qkv_items, p.qkv_split);
   p.o_split = gemv::split_for(a.H, qd), p.o_blocks = gemv::blocks_for(a.H, p.o_split);
@@ -110,7 +118,7 @@ AZR_DEVICE_INLINE void prefetch_slice(const Plan& p, const uint16_t* w, int64_t 
 
 // The phases of layer l, each every turn of its launch's grid that falls to this block, then the
 // block's barrier (the next turn reuses the shared memory). Inlined: with the kernel's arguments
-// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 60
+// grid constants, ptxas (sm_90, 128 registers for 2 blocks a multiprocessor) then spills 84
 // bytes at head dim 128, where the tile attention alone takes 124 registers, and none at 64 and
 // 32; each phase a function of its own spilled 340 bytes at 128 (their calls' saved registers).
 template <class Body>
@@ -183,7 +191,8 @@ AZR_DEVICE_INLINE void prefetch_qkv(const DecodeLayers& a, const Plan& p, int64_
 // every thread's stack. part and merge_counts: the attention's
 // split records and counts (attention.cu's); barrier: grid_barrier's word. Before each barrier
 // the block asks for a slice of the weights of the next product (for the o projection one phase
-// earlier, as the attention reads none; gate and up in two slices).
+// earlier, as the attention reads none; gate and up p.gate_up_slices_at_attention slices while
+// the attention runs, and one more during the o projection).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_layers_kernel(const __grid_constant__ DecodeLayers a, const __grid_constant__ Plan p, float* part,
@@ -197,12 +206,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     prefetch_slice(p, decode_layer_at(a.wo, l, ps), bytes_o, 1, 0);
     grid_barrier(barrier);
     attention_phase<D>(a, p, l, part, merge_counts, smem_raw);
-    prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 0);
-    prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 0);
+    for (int s = 0; s < p.gate_up_slices_at_attention; s++) {
+      prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, s);
+      prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, s);
+    }
     grid_barrier(barrier);
     o_phase(a, p, l, smem);
-    prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, 1);
-    prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, 1);
+    prefetch_slice(p, decode_layer_at(a.wg, l, ps), bytes_mlp, 2, p.gate_up_slices_at_attention);
+    prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, p.gate_up_slices_at_attention);
     grid_barrier(barrier);
     gate_up_phase(a, p, l, smem);
     prefetch_slice(p, decode_layer_at(a.wd, l, ps), bytes_mlp, 1, 0);

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -259,16 +260,25 @@ void expect_persistent_is_the_launches(const Case& c) {
       EXPECT_LE(bytes, uint64_t(per_block) / kWarpsPerBlock) << "a warp asked for more than its share at " << at;
   };
 
-  // The tuning's prefetch (cuda_set_decode_layers_tuning) changes no value: none at the barriers,
-  // an odd small size, and the most it takes, against the default's run above.
+  // The tuning's prefetch (cuda_set_decode_layers_tuning) changes no value: none at the barriers
+  // (first: what remains are the products' own), an odd small size with none, the default and the
+  // most slices of gate and up during the attention, and the most it takes, against the default's
+  // run above.
   const Asked by_default = offsets(persistent, asked);
   Asked products_own;
-  for (const int64_t per_block : {int64_t(0), int64_t(4000), kMaxPrefetchBytesPerBlock}) {
+  std::map<int, size_t> asked_at_4000;  // slices -> prefetches, at 4,000 bytes a block
+  const std::pair<int64_t, int> tunings[] = {{0, kGateUpSlicesAtAttention},
+                                             {4000, kGateUpSlicesAtAttention},
+                                             {4000, 0},
+                                             {4000, kMaxDecodeLayersGateUpSlices},
+                                             {kMaxPrefetchBytesPerBlock, kGateUpSlicesAtAttention}};
+  for (const auto& [per_block, slices] : tunings) {
     Step tuned(c);
     Plan q = p;
-    q.prefetch_bytes = per_block;
+    q.prefetch_bytes = per_block, q.gate_up_slices_at_attention = slices;
     const Asked tuned_asked = offsets(tuned, run_persistent<D>(tuned, q));
-    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block));
+    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block) + ", gate/up slices at the attention " +
+                 std::to_string(slices));
     same(tuned.x, persistent.x, "x");
     same(tuned.mlp16, persistent.mlp16, "mlp16");
     same(tuned.kcache, persistent.kcache, "the k cache");
@@ -280,7 +290,12 @@ void expect_persistent_is_the_launches(const Case& c) {
     } else {
       expect_barriers_share(tuned_asked, products_own, per_block);
     }
+    if (per_block == 4000) asked_at_4000[slices] = tuned_asked.size();
   }
+  // More slices during the attention ask for more of gate and up (as far as the matrices go: at
+  // 2,000 bytes a slice of each, 8 slices or more of the smallest case's).
+  EXPECT_LT(asked_at_4000[0], asked_at_4000[kGateUpSlicesAtAttention]);
+  EXPECT_LT(asked_at_4000[kGateUpSlicesAtAttention], asked_at_4000[kMaxDecodeLayersGateUpSlices]);
 }
 
 TEST(DecodeLayersEmulated, PersistentKernelIsTheFiveLaunchesALayer) {
