@@ -21,7 +21,8 @@
 //           kernels/cuda/decode_layers.cuh), programmatic launch as in "graphs pdl"; with
 //           --persistent-sweep, that row again under other tunings of the kernel ("pf=": what a
 //           block prefetches before each grid barrier; "gu=": the slices of gate and up it asks
-//           for while the attention runs; "1/SM": one block a multiprocessor). And
+//           for while the attention runs; "dn=": of down while gate and up run; "1/SM": one block
+//           a multiprocessor). And
 //           "apart" (recorded where the table records): the step with its norms, residual adds,
 //           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
 //           their own, as before they were folded (the table without decode_linear_w16,
@@ -449,11 +450,9 @@ int main(int argc, char** argv) {
           if (precision_ops.decode_layers_w16) {
             modes.push_back({true, pdl, false, true});
             if (o.persistent_sweep)
-              for (const azr::kernels::DecodeLayersTuning t :
-                   {azr::kernels::DecodeLayersTuning{0, 0, 0}, azr::kernels::DecodeLayersTuning{16384, 0, 2},
-                    azr::kernels::DecodeLayersTuning{65536, 0, 2}, azr::kernels::DecodeLayersTuning{131072, 0, 2},
-                    azr::kernels::DecodeLayersTuning{32768, 1, 2}, azr::kernels::DecodeLayersTuning{32768, 0, 1},
-                    azr::kernels::DecodeLayersTuning{32768, 0, 4}, azr::kernels::DecodeLayersTuning{65536, 0, 4}})
+              for (const azr::kernels::DecodeLayersTuning t : std::initializer_list<azr::kernels::DecodeLayersTuning>{
+                       {0, 0, 0, 0}, {16384, 0, 2, 1}, {65536, 0, 2, 1}, {131072, 0, 2, 1}, {32768, 1, 2, 1},
+                       {32768, 0, 1, 1}, {32768, 0, 4, 1}, {65536, 0, 4, 1}, {32768, 0, 2, 2}, {32768, 0, 2, 4}})
                 modes.push_back({true, pdl, false, true, t});
           }
         }
@@ -487,6 +486,7 @@ int main(int argc, char** argv) {
             const int per_sm = dm.tuning.blocks_per_multiprocessor;
             mode += " pf=" + std::to_string(dm.tuning.prefetch_bytes_per_block / 1024) + "K" +
                     " gu=" + std::to_string(dm.tuning.gate_up_slices_at_attention) +
+                    " dn=" + std::to_string(dm.tuning.down_slices_at_gate_up) +
                     (per_sm ? " " + std::to_string(per_sm) + "/SM" : "");
           }
 #endif
@@ -522,6 +522,7 @@ int main(int argc, char** argv) {
             j["decode_layers_prefetch_bytes"] = dm.tuning.prefetch_bytes_per_block;
             j["decode_layers_blocks_per_sm"] = dm.tuning.blocks_per_multiprocessor;  // 0: as many as fit
             j["decode_layers_gate_up_slices_at_attention"] = dm.tuning.gate_up_slices_at_attention;
+            j["decode_layers_down_slices_at_gate_up"] = dm.tuning.down_slices_at_gate_up;
           }
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",

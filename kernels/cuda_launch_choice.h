@@ -48,12 +48,12 @@ inline bool parse_cuda_decode_layers(const std::string& value) {
 // The persistent decode kernel's tuning (kernels/cuda/cuda_ops.h, cuda_set_decode_layers_tuning):
 // what a block asks L2 for before each grid barrier, 0 to kMaxDecodeLayersPrefetchBytes; its
 // blocks a multiprocessor, 0 (as many as fit) or more; and the slices of gate and up it asks for
-// while the attention runs, 0 to kMaxDecodeLayersGateUpSlices. Out of range: an
-// std::invalid_argument that names the field, the value and its range.
+// while the attention runs, and of down while gate and up run, 0 to kMaxDecodeLayersSlices each.
+// Out of range: an std::invalid_argument that names the field, the value and its range.
 constexpr int64_t kMaxDecodeLayersPrefetchBytes = int64_t(1) << 20;
-constexpr int kMaxDecodeLayersGateUpSlices = 16;
+constexpr int kMaxDecodeLayersSlices = 16;
 inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blocks_per_multiprocessor,
-                                       int gate_up_slices_at_attention) {
+                                       int gate_up_slices_at_attention, int down_slices_at_gate_up) {
   if (prefetch_bytes_per_block < 0 || prefetch_bytes_per_block > kMaxDecodeLayersPrefetchBytes)
     throw std::invalid_argument("decode layers tuning: prefetch_bytes_per_block " +
                                 std::to_string(prefetch_bytes_per_block) + " is outside 0.." +
@@ -61,10 +61,13 @@ inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blo
   if (blocks_per_multiprocessor < 0)
     throw std::invalid_argument("decode layers tuning: blocks_per_multiprocessor " +
                                 std::to_string(blocks_per_multiprocessor) + " is negative (0: as many as fit)");
-  if (gate_up_slices_at_attention < 0 || gate_up_slices_at_attention > kMaxDecodeLayersGateUpSlices)
-    throw std::invalid_argument("decode layers tuning: gate_up_slices_at_attention " +
-                                std::to_string(gate_up_slices_at_attention) + " is outside 0.." +
-                                std::to_string(kMaxDecodeLayersGateUpSlices));
+  const auto check_slices = [](const char* field, int slices) {
+    if (slices < 0 || slices > kMaxDecodeLayersSlices)
+      throw std::invalid_argument(std::string("decode layers tuning: ") + field + " " + std::to_string(slices) +
+                                  " is outside 0.." + std::to_string(kMaxDecodeLayersSlices));
+  };
+  check_slices("gate_up_slices_at_attention", gate_up_slices_at_attention);
+  check_slices("down_slices_at_gate_up", down_slices_at_gate_up);
 }
 
 }  // namespace azr::kernels

@@ -64,7 +64,7 @@
 #          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
 #          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
 #          generate (eager, graphs, graphs apart, graphs pdl; at batch 1 the persistent kernel
-#          under its default and eight other tunings; then 0.5B at batch 1 likewise), the step
+#          under its default and ten other tunings; then 0.5B at batch 1 likewise), the step
 #          split by op,
 #          cuda_ops_bench's gate and up in bf16 (mlp_rows) and its rmsnorm section (the held
 #          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), the
@@ -195,8 +195,8 @@ if [[ "$STAGE" == pending ]]; then
       --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
     # Its last rows: batch 1 with the persistent decode kernel ("persistent", against "graphs pdl"),
     # then under other tunings (prefetch before each barrier 0, 16, 64 and 128 KiB a block; one
-    # block a multiprocessor; 1 and 4 slices of gate and up during the attention, and 4 at 64 KiB),
-    # a second or so each, which pick its defaults.
+    # block a multiprocessor; 1 and 4 slices of gate and up during the attention, and 4 at 64 KiB;
+    # 2 and 4 of down during gate and up), a second or so each, which pick its defaults.
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,2,4,8,256 --persistent-sweep
     # The same at batch 1 for 0.5B (head dim 64, 24 layers of smaller products), where the share

@@ -129,15 +129,17 @@ uint64_t cuda_decode_layers_persistent_launches();
 // The persistent kernel's knobs that change no value, for a GPU run to tune
 // (model_speed_bench --persistent-sweep): what each block asks L2 for before a grid barrier
 // (0 to 1 MiB; decode_layers.cuh's kPrefetchBytesPerBlock by default), the blocks it keeps on
-// each multiprocessor (1 or more; 0, the default: as many as fit, 2 at 1.5B), and how many such
+// each multiprocessor (1 or more; 0, the default: as many as fit, 2 at 1.5B), how many such
 // slices of gate's and up's weights each block asks for while the attention runs (0 to 16;
-// kGateUpSlicesAtAttention, 2, by default). Out of range: an
+// kGateUpSlicesAtAttention, 2, by default), and of down's while gate and up run (0 to 16;
+// kDownSlicesAtGateUp, 1, by default). Out of range: an
 // std::invalid_argument naming the field (kernels/cuda_launch_choice.h), and the tuning kept.
 // Changing it makes a model record its decode steps anew.
 struct DecodeLayersTuning {
   int64_t prefetch_bytes_per_block = 32768;
   int blocks_per_multiprocessor = 0;
   int gate_up_slices_at_attention = 2;
+  int down_slices_at_gate_up = 1;
 };
 void cuda_set_decode_layers_tuning(DecodeLayersTuning tuning);
 DecodeLayersTuning cuda_decode_layers_tuning();

@@ -32,7 +32,8 @@ DecodeLayersTuning& tuning() {
   return t;
 }
 static_assert(DecodeLayersTuning{}.prefetch_bytes_per_block == decode_layers::kPrefetchBytesPerBlock &&
-                  DecodeLayersTuning{}.gate_up_slices_at_attention == decode_layers::kGateUpSlicesAtAttention,
+                  DecodeLayersTuning{}.gate_up_slices_at_attention == decode_layers::kGateUpSlicesAtAttention &&
+                  DecodeLayersTuning{}.down_slices_at_gate_up == decode_layers::kDownSlicesAtGateUp,
               "cuda_ops.h's defaults are the kernel's");
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -103,7 +104,7 @@ void launch_persistent(const DecodeLayers& a) {
   const DecodeSplit split = decode_split(1, shape, /*tiles=*/true);
   const decode_layers::Plan plan =
       decode_layers::plan_for(a, split.head_chunks, split.splits, split.chunk, tuning().prefetch_bytes_per_block,
-                              tuning().gate_up_slices_at_attention);
+                              tuning().gate_up_slices_at_attention, tuning().down_slices_at_gate_up);
   float* part = split.splits > 1 ? decode_partials(size_t(a.heads * split.splits * (a.d + 2))) : nullptr;
   unsigned* counts = split.splits > 1 ? decode_merge_counts(size_t(a.kv_heads * split.head_chunks)) : nullptr;
   const size_t smem = decode_layers::smem_bytes<D>(a);
@@ -154,11 +155,13 @@ void cuda_set_decode_layers_persistent(bool on) {
 bool cuda_decode_layers_persistent() { return cuda_detail::persistent_choice(); }
 
 void cuda_set_decode_layers_tuning(DecodeLayersTuning t) {
-  check_decode_layers_tuning(t.prefetch_bytes_per_block, t.blocks_per_multiprocessor, t.gate_up_slices_at_attention);
+  check_decode_layers_tuning(t.prefetch_bytes_per_block, t.blocks_per_multiprocessor, t.gate_up_slices_at_attention,
+                             t.down_slices_at_gate_up);
   DecodeLayersTuning& now = cuda_detail::tuning();
   if (now.prefetch_bytes_per_block == t.prefetch_bytes_per_block &&
       now.blocks_per_multiprocessor == t.blocks_per_multiprocessor &&
-      now.gate_up_slices_at_attention == t.gate_up_slices_at_attention)
+      now.gate_up_slices_at_attention == t.gate_up_slices_at_attention &&
+      now.down_slices_at_gate_up == t.down_slices_at_gate_up)
     return;
   now = t;
   cuda_detail::scratch_generation()++;  // recorded decode steps are made anew with the new grid

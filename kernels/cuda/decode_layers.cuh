@@ -49,6 +49,11 @@ constexpr int64_t kMaxPrefetchBytesPerBlock = kMaxDecodeLayersPrefetchBytes;  //
 // nearly idle for microseconds, and gate and up are 55 MB of a layer's 94: two slices (17 MB at
 // 32 KiB a block on an H200) fill about 3.5 us of it. A first guess, for the GPU to tune.
 constexpr int kGateUpSlicesAtAttention = 2;
+// The slices of down's weights each block asks for once its turns of gate and up are done, by
+// default: one, as before the tuning. Gate and up's 1,120 turns at 1.5B leave 200 of 264 blocks
+// idle for their last turn, when more of down (27.5 MB) could stream in; whether that or the
+// last turns' own loads gain more is for the GPU to tell.
+constexpr int kDownSlicesAtGateUp = 1;
 // The products' loads a thread has in flight (gemv.cuh, partial_dots' kUnroll; the sums' order
 // does not depend on it): with 16 warps a multiprocessor where a launch of the products had up to
 // 64, each warp covers 4 packs of its pair of rows (q/k/v, gate/up) or 8 of its one row (o, down)
@@ -68,16 +73,19 @@ struct Plan {
   // What each block asks L2 for before a barrier (prefetch_slice): 0 to kMaxPrefetchBytesPerBlock.
   // No value depends on it.
   int64_t prefetch_bytes = kPrefetchBytesPerBlock;
-  int gate_up_slices_at_attention = kGateUpSlicesAtAttention;  // 0 to kMaxDecodeLayersGateUpSlices
+  int gate_up_slices_at_attention = kGateUpSlicesAtAttention;  // 0 to kMaxDecodeLayersSlices
+  int down_slices_at_gate_up = kDownSlicesAtGateUp;             // 0 to kMaxDecodeLayersSlices
 };
 
 // The plan of the five launches for `a`, given the attention's head chunks, splits and chunk
 // (attention.cu's decode_split: it depends on the device's multiprocessors).
 inline Plan plan_for(const DecodeLayers& a, int head_chunks, int splits, int64_t chunk,
                      int64_t prefetch_bytes = kPrefetchBytesPerBlock,
-                     int gate_up_slices_at_attention = kGateUpSlicesAtAttention) {
+                     int gate_up_slices_at_attention = kGateUpSlicesAtAttention,
+                     int down_slices_at_gate_up = kDownSlicesAtGateUp) {
   Plan p;
   p.prefetch_bytes = prefetch_bytes, p.gate_up_slices_at_attention = gate_up_slices_at_attention;
+  p.down_slices_at_gate_up = down_slices_at_gate_up;
   const int64_t qkv_items = (a.heads + 2 * a.kv_heads) * (a.d / 2), qd = a.heads * a.d;
   p.qkv_split = gemv::split_for(qkv_items, a.H), p.qkv_blocks = gemv::blocks_for(qkv_items, p.qkv_split);
   p.o_split = gemv::split_for(a.H, qd), p.o_blocks = gemv::blocks_for(a.H, p.o_split);
@@ -192,7 +200,7 @@ AZR_DEVICE_INLINE void prefetch_qkv(const DecodeLayers& a, const Plan& p, int64_
 // split records and counts (attention.cu's); barrier: grid_barrier's word. Before each barrier
 // the block asks for a slice of the weights of the next product (for the o projection one phase
 // earlier, as the attention reads none; gate and up p.gate_up_slices_at_attention slices while
-// the attention runs, and one more during the o projection).
+// the attention runs, and one more during the o projection; down p.down_slices_at_gate_up).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_layers_kernel(const __grid_constant__ DecodeLayers a, const __grid_constant__ Plan p, float* part,
@@ -216,7 +224,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     prefetch_slice(p, decode_layer_at(a.wu, l, ps), bytes_mlp, 2, p.gate_up_slices_at_attention);
     grid_barrier(barrier);
     gate_up_phase(a, p, l, smem);
-    prefetch_slice(p, decode_layer_at(a.wd, l, ps), bytes_mlp, 1, 0);
+    for (int s = 0; s < p.down_slices_at_gate_up; s++)
+      prefetch_slice(p, decode_layer_at(a.wd, l, ps), bytes_mlp, 1, s);
     grid_barrier(barrier);
     down_phase(a, p, l, smem);
     if (l + 1 < a.layers) {

@@ -591,25 +591,30 @@ TEST(CudaLaunchChoice, TheDecodeLayersSpellings) {
 }
 
 // The persistent decode kernel's tuning: a prefetch of 0 to 1 MiB a block, blocks a
-// multiprocessor 0 (as many as fit) or more, 0 to 16 slices of gate and up during the attention;
-// outside that, an error that names the field.
+// multiprocessor 0 (as many as fit) or more, 0 to 16 slices of gate and up during the attention
+// and of down during gate and up; outside that, an error that names the field.
 TEST(CudaLaunchChoice, TheDecodeLayersTuningRanges) {
   for (const int64_t bytes : {int64_t(0), int64_t(16), int64_t(32768), int64_t(1) << 20})
     for (const int per_sm : {0, 1, 2, 32})
-      for (const int slices : {0, 2, 16}) EXPECT_NO_THROW(check_decode_layers_tuning(bytes, per_sm, slices));
-  auto expect_rejected = [](int64_t bytes, int per_sm, int slices, const std::string& names) {
+      for (const int slices : {0, 2, 16}) {
+        EXPECT_NO_THROW(check_decode_layers_tuning(bytes, per_sm, slices, 1));
+        EXPECT_NO_THROW(check_decode_layers_tuning(bytes, per_sm, 2, slices));
+      }
+  auto expect_rejected = [](int64_t bytes, int per_sm, int gate_up, int down, const std::string& names) {
     try {
-      check_decode_layers_tuning(bytes, per_sm, slices);
-      ADD_FAILURE() << bytes << ", " << per_sm << ", " << slices << " was accepted";
+      check_decode_layers_tuning(bytes, per_sm, gate_up, down);
+      ADD_FAILURE() << bytes << ", " << per_sm << ", " << gate_up << ", " << down << " was accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
     }
   };
-  expect_rejected(-1, 0, 2, "prefetch_bytes_per_block -1 is outside 0..1048576");
-  expect_rejected((int64_t(1) << 20) + 16, 2, 2, "prefetch_bytes_per_block 1048592");
-  expect_rejected(32768, -1, 2, "blocks_per_multiprocessor -1 is negative");
-  expect_rejected(32768, 0, -1, "gate_up_slices_at_attention -1 is outside 0..16");
-  expect_rejected(32768, 0, 17, "gate_up_slices_at_attention 17 is outside 0..16");
+  expect_rejected(-1, 0, 2, 1, "prefetch_bytes_per_block -1 is outside 0..1048576");
+  expect_rejected((int64_t(1) << 20) + 16, 2, 2, 1, "prefetch_bytes_per_block 1048592");
+  expect_rejected(32768, -1, 2, 1, "blocks_per_multiprocessor -1 is negative");
+  expect_rejected(32768, 0, -1, 1, "gate_up_slices_at_attention -1 is outside 0..16");
+  expect_rejected(32768, 0, 17, 1, "gate_up_slices_at_attention 17 is outside 0..16");
+  expect_rejected(32768, 0, 2, -1, "down_slices_at_gate_up -1 is outside 0..16");
+  expect_rejected(32768, 0, 2, 17, "down_slices_at_gate_up 17 is outside 0..16");
 }
 
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,

@@ -355,7 +355,7 @@ TEST_P(CudaModel, ProgrammaticLaunchesComputeWhatOrdinaryLaunchesDo) {
 // tokens (positions past two tiles: the attention's splits merged by their last block), repeated
 // so that a barrier that let a block run ahead would rarely go unseen, each time under another
 // tuning (cuda_set_decode_layers_tuning: the default; no prefetch at one block a multiprocessor,
-// where each block takes more turns; the most prefetch and slices of gate and up). That the
+// where each block takes more turns; the most prefetch and slices of gate, up and down). That the
 // kernel ran, and not its stand-in of five launches a layer, is checked by its launch count.
 // Both configs apply (head dims 32 and 64, every width a multiple of 8).
 TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
@@ -366,8 +366,9 @@ TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
   SamplingParams sp;
   sp.temperature = 1.f, sp.max_new_tokens = 150, sp.seed = 10;
   const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+  constexpr int kMost = kernels::kMaxDecodeLayersSlices;
   const kernels::DecodeLayersTuning tunings[] = {
-      {}, {0, 1, 0}, {kernels::kMaxDecodeLayersPrefetchBytes, 0, kernels::kMaxDecodeLayersGateUpSlices}};
+      {}, {0, 1, 0, 0}, {kernels::kMaxDecodeLayersPrefetchBytes, 0, kMost, kMost}};
   for (const bool graphs : {false, true})
     for (const kernels::DecodeLayersTuning& tuning : tunings) {
       launches.set_decode_graphs(graphs);
@@ -387,7 +388,8 @@ TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
       const std::string where = std::string(graphs ? "recorded" : "eager") + ", prefetch " +
                                 std::to_string(tuning.prefetch_bytes_per_block) + " bytes a block, " +
                                 std::to_string(tuning.blocks_per_multiprocessor) + " blocks a multiprocessor, " +
-                                std::to_string(tuning.gate_up_slices_at_attention) + " gate/up slices";
+                                std::to_string(tuning.gate_up_slices_at_attention) + " gate/up and " +
+                                std::to_string(tuning.down_slices_at_gate_up) + " down slices";
       EXPECT_EQ(got[0].tokens, want[0].tokens) << where;
       ASSERT_EQ(got[0].logprobs.size(), want[0].logprobs.size()) << where;
       EXPECT_EQ(std::memcmp(got[0].logprobs.data(), want[0].logprobs.data(), sizeof(float) * want[0].logprobs.size()),

@@ -262,23 +262,26 @@ void expect_persistent_is_the_launches(const Case& c) {
 
   // The tuning's prefetch (cuda_set_decode_layers_tuning) changes no value: none at the barriers
   // (first: what remains are the products' own), an odd small size with none, the default and the
-  // most slices of gate and up during the attention, and the most it takes, against the default's
-  // run above.
+  // most slices of gate and up during the attention and of down during gate and up, and the most
+  // it takes, against the default's run above.
   const Asked by_default = offsets(persistent, asked);
   Asked products_own;
-  std::map<int, size_t> asked_at_4000;  // slices -> prefetches, at 4,000 bytes a block
-  const std::pair<int64_t, int> tunings[] = {{0, kGateUpSlicesAtAttention},
-                                             {4000, kGateUpSlicesAtAttention},
-                                             {4000, 0},
-                                             {4000, kMaxDecodeLayersGateUpSlices},
-                                             {kMaxPrefetchBytesPerBlock, kGateUpSlicesAtAttention}};
-  for (const auto& [per_block, slices] : tunings) {
+  struct Tuning {
+    int64_t per_block;
+    int gate_up, down;
+  };
+  std::map<std::pair<int, int>, size_t> asked_at_4000;  // (gate/up, down slices) -> prefetches
+  constexpr int kGu = kGateUpSlicesAtAttention, kDown = kDownSlicesAtGateUp, kMost = kMaxDecodeLayersSlices;
+  const Tuning tunings[] = {{0, kGu, kDown},    {4000, kGu, kDown}, {4000, 0, kDown},
+                            {4000, kMost, kDown}, {4000, kGu, 0},     {4000, kGu, kMost},
+                            {kMaxPrefetchBytesPerBlock, kGu, kDown}};
+  for (const auto& [per_block, gate_up, down] : tunings) {
     Step tuned(c);
     Plan q = p;
-    q.prefetch_bytes = per_block, q.gate_up_slices_at_attention = slices;
+    q.prefetch_bytes = per_block, q.gate_up_slices_at_attention = gate_up, q.down_slices_at_gate_up = down;
     const Asked tuned_asked = offsets(tuned, run_persistent<D>(tuned, q));
-    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block) + ", gate/up slices at the attention " +
-                 std::to_string(slices));
+    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block) + ", slices of gate/up at the attention " +
+                 std::to_string(gate_up) + ", of down at gate/up " + std::to_string(down));
     same(tuned.x, persistent.x, "x");
     same(tuned.mlp16, persistent.mlp16, "mlp16");
     same(tuned.kcache, persistent.kcache, "the k cache");
@@ -290,12 +293,15 @@ void expect_persistent_is_the_launches(const Case& c) {
     } else {
       expect_barriers_share(tuned_asked, products_own, per_block);
     }
-    if (per_block == 4000) asked_at_4000[slices] = tuned_asked.size();
+    if (per_block == 4000) asked_at_4000[{gate_up, down}] = tuned_asked.size();
   }
-  // More slices during the attention ask for more of gate and up (as far as the matrices go: at
-  // 2,000 bytes a slice of each, 8 slices or more of the smallest case's).
-  EXPECT_LT(asked_at_4000[0], asked_at_4000[kGateUpSlicesAtAttention]);
-  EXPECT_LT(asked_at_4000[kGateUpSlicesAtAttention], asked_at_4000[kMaxDecodeLayersGateUpSlices]);
+  // More slices ask for more (as far as the matrices go: at 2,000 bytes a slice of gate and of
+  // up, 8 slices or more of the smallest case's; at 4,000 of down, 4).
+  auto at = [&](int gate_up, int down) { return asked_at_4000[std::make_pair(gate_up, down)]; };
+  EXPECT_LT(at(0, kDown), at(kGu, kDown));
+  EXPECT_LT(at(kGu, kDown), at(kMost, kDown));
+  EXPECT_LT(at(kGu, 0), at(kGu, kDown));
+  EXPECT_LT(at(kGu, kDown), at(kGu, kMost));
 }
 
 TEST(DecodeLayersEmulated, PersistentKernelIsTheFiveLaunchesALayer) {
