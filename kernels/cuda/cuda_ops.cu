@@ -74,43 +74,38 @@ void check_not_recording(const char* what) {
     throw std::runtime_error(std::string(what) + ": the op stream is being recorded, and a recording must not " + what);
 }
 
-void upload(void* dst, const void* host, size_t bytes) {
-  if (!bytes) return;
-  if (bytes > kStagedUploadBytes) {
-    AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
-    return;
-  }
-  check_not_recording("upload");
+// A copy of at most kStagedUploadBytes through the current device's next slot, once the slot's
+// last copy has run (at once, but in a burst): host to device queued on the op stream (upload);
+// device to host queued, then waited for, where a copy to pageable memory is staged by the driver
+// on top of the wait (download: a step's sampled tokens and log-probs).
+void staged_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
+  check_not_recording(what);
   UploadStaging& s = upload_staging();
   const std::lock_guard<std::mutex> lock(s.mutex);
   const int slot = s.next;
   s.next = (slot + 1) % kStagingSlots;
-  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));  // its last copy has run (at once, but for bursts)
-  char* staged = s.host + size_t(slot) * kStagedUploadBytes;
-  std::memcpy(staged, host, bytes);
-  AZR_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, op_stream()));
-  AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
-}
-// Small downloads (a step's sampled tokens and log-probs) go through a staging slot too: an
-// asynchronous copy into pinned memory and a wait for the op stream, where a copy to pageable
-// memory is staged by the driver on top of the wait.
-void download(void* host, const void* src, size_t bytes) {
-  if (!bytes) return;
-  if (bytes > kStagedUploadBytes) {
-    AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
-    return;
-  }
-  check_not_recording("download");
-  UploadStaging& s = upload_staging();
-  const std::lock_guard<std::mutex> lock(s.mutex);
-  const int slot = s.next;
-  s.next = (slot + 1) % kStagingSlots;
-  char* staged = s.host + size_t(slot) * kStagedUploadBytes;
-  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));  // an upload's copy from it has run
-  AZR_CUDA_CHECK(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost, op_stream()));
-  AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
   AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
-  std::memcpy(host, staged, bytes);
+  char* staged = s.host + size_t(slot) * kStagedUploadBytes;
+  const bool up = kind == cudaMemcpyHostToDevice;
+  if (up) std::memcpy(staged, src, bytes);
+  AZR_CUDA_CHECK(cudaMemcpyAsync(up ? dst : staged, up ? staged : src, bytes, kind, op_stream()));
+  AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
+  if (up) return;
+  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
+  std::memcpy(dst, staged, bytes);
+}
+
+void upload(void* dst, const void* host, size_t bytes) {
+  if (bytes > kStagedUploadBytes)
+    AZR_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+  else if (bytes)
+    staged_copy(dst, host, bytes, cudaMemcpyHostToDevice, "upload");
+}
+void download(void* host, const void* src, size_t bytes) {
+  if (bytes > kStagedUploadBytes)
+    AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+  else if (bytes)
+    staged_copy(host, src, bytes, cudaMemcpyDeviceToHost, "download");
 }
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, op_stream()));
