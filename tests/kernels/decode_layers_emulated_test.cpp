@@ -183,6 +183,45 @@ std::vector<emu::Prefetch> run_persistent(Step& s, const Plan& p) {
   return emu::take_prefetches();
 }
 
+// Two runs' buffers, bit for bit.
+template <class V>
+void expect_same(const V& got, const V& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(got[0])), 0) << what << " differs";
+}
+
+// Prefetches, as (offset into the bf16 weights, bytes): inside them, whole 16-byte units from
+// 16-byte boundaries. The products ask for the start of each item's rows whatever the tuning
+// (gemv.cuh's item_dots, for the launches' programmatic launch); the rest are the barriers'
+// (prefetch_slice), at most a warp's share of Plan::prefetch_bytes each.
+using Asked = std::multiset<std::pair<uintptr_t, uint32_t>>;
+Asked offsets(const Step& run, const std::vector<emu::Prefetch>& prefetches) {
+  const auto lo = reinterpret_cast<uintptr_t>(run.params16.data());
+  const uintptr_t size = run.params16.size() * sizeof(uint16_t);
+  Asked out;
+  for (const emu::Prefetch& f : prefetches) {
+    EXPECT_EQ(f.begin % 16, 0u);
+    EXPECT_EQ(f.bytes % 16, 0u);
+    EXPECT_GT(f.bytes, 0u);
+    EXPECT_TRUE(f.begin >= lo && f.begin - lo + f.bytes <= size) << "a prefetch outside the weights";
+    out.insert({f.begin - lo, f.bytes});
+  }
+  return out;
+}
+
+// What `tuned` asked for beyond the products' own: some, each within a warp's share.
+void expect_barriers_share(const Asked& tuned, const Asked& products_own, int64_t per_block) {
+  SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block));
+  EXPECT_TRUE(std::includes(tuned.begin(), tuned.end(), products_own.begin(), products_own.end()))
+      << "a product's own prefetch went missing";
+  Asked barriers;
+  std::set_difference(tuned.begin(), tuned.end(), products_own.begin(), products_own.end(),
+                      std::inserter(barriers, barriers.end()));
+  EXPECT_FALSE(barriers.empty());
+  for (const auto& [at, bytes] : barriers)
+    EXPECT_LE(bytes, uint64_t(per_block) / kWarpsPerBlock) << "a warp asked for more than its share at " << at;
+}
+
 template <int D>
 void expect_persistent_is_the_launches(const Case& c) {
   SCOPED_TRACE("H " + std::to_string(c.H) + " heads " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) +
@@ -195,10 +234,7 @@ void expect_persistent_is_the_launches(const Case& c) {
   const std::vector<emu::Prefetch> asked = run_persistent<D>(persistent, p);
 
   // The launches' values, bit for bit.
-  auto same = [](const auto& got, const auto& want, const char* what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(got[0])), 0) << what << " differs";
-  };
+  const auto same = [](const auto& got, const auto& want, const char* what) { expect_same(got, want, what); };
   same(persistent.x, launches.x, "x");
   same(persistent.h, launches.h, "h");
   same(persistent.q, launches.q, "q");
@@ -229,74 +265,45 @@ void expect_persistent_is_the_launches(const Case& c) {
       ASSERT_NEAR(g, w, 0.05 * std::fabs(w) + 1e-2) << "k cache entry " << i;
     }
 
-  // Prefetches, as (offset into the bf16 weights, bytes): inside them, whole 16-byte units from
-  // 16-byte boundaries. The products ask for the start of each item's rows whatever the tuning
-  // (gemv.cuh's item_dots, for the launches' programmatic launch); the rest are the barriers'
-  // (prefetch_slice), at most a warp's share of Plan::prefetch_bytes each.
-  using Asked = std::multiset<std::pair<uintptr_t, uint32_t>>;
-  auto offsets = [](const Step& run, const std::vector<emu::Prefetch>& prefetches) {
-    const auto lo = reinterpret_cast<uintptr_t>(run.params16.data());
-    const uintptr_t size = run.params16.size() * sizeof(uint16_t);
-    Asked out;
-    for (const emu::Prefetch& f : prefetches) {
-      EXPECT_EQ(f.begin % 16, 0u);
-      EXPECT_EQ(f.bytes % 16, 0u);
-      EXPECT_GT(f.bytes, 0u);
-      EXPECT_TRUE(f.begin >= lo && f.begin - lo + f.bytes <= size) << "a prefetch outside the weights";
-      out.insert({f.begin - lo, f.bytes});
-    }
-    return out;
-  };
-  // What `tuned` asked for beyond the products' own: some, each within a warp's share.
-  auto expect_barriers_share = [](const Asked& tuned, const Asked& products_own, int64_t per_block) {
-    SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block));
-    EXPECT_TRUE(std::includes(tuned.begin(), tuned.end(), products_own.begin(), products_own.end()))
-        << "a product's own prefetch went missing";
-    Asked barriers;
-    std::set_difference(tuned.begin(), tuned.end(), products_own.begin(), products_own.end(),
-                        std::inserter(barriers, barriers.end()));
-    EXPECT_FALSE(barriers.empty());
-    for (const auto& [at, bytes] : barriers)
-      EXPECT_LE(bytes, uint64_t(per_block) / kWarpsPerBlock) << "a warp asked for more than its share at " << at;
-  };
+  // The default run's prefetches: inside the weights, aligned, and some.
+  EXPECT_FALSE(offsets(persistent, asked).empty());
+}
 
-  // The tuning's prefetch (cuda_set_decode_layers_tuning) changes no value: none at the barriers
-  // (first: what remains are the products' own), an odd small size with none, the default and the
-  // most slices of gate and up during the attention and of down during gate and up, and the most
-  // it takes, against the default's run above.
-  const Asked by_default = offsets(persistent, asked);
-  Asked products_own;
+// The tuning (cuda_set_decode_layers_tuning) changes no value, only what the barriers prefetch.
+template <int D>
+void expect_tuning_changes_no_value(const Case& c) {
+  const auto same = [](const auto& got, const auto& want, const char* what) { expect_same(got, want, what); };
+  // First no prefetch at the barriers (what remains are the products' own, and the values the
+  // others must give), then an odd small size with none, the default and the most slices of gate
+  // and up during the attention and of down during gate and up, then the most it takes, whose
+  // slices pass the matrices' ends.
+  Step reference(c);
+  Plan q = plan_of(reference, reference.args());
+  q.prefetch_bytes = 0;
+  const Asked products_own = offsets(reference, run_persistent<D>(reference, q));
   struct Tuning {
     int64_t per_block;
     int gate_up, down;
   };
   std::map<std::pair<int, int>, size_t> asked_at_4000;  // (gate/up, down slices) -> prefetches
   constexpr int kGu = kGateUpSlicesAtAttention, kDown = kDownSlicesAtGateUp, kMost = kMaxDecodeLayersSlices;
-  const Tuning tunings[] = {{0, kGu, kDown},    {4000, kGu, kDown}, {4000, 0, kDown},
-                            {4000, kMost, kDown}, {4000, kGu, 0},     {4000, kGu, kMost},
-                            {kMaxPrefetchBytesPerBlock, kGu, kDown}};
+  const Tuning tunings[] = {{4000, kGu, kDown}, {4000, 0, kDown}, {4000, kMost, kDown},
+                            {4000, kGu, 0},     {4000, kGu, kMost}, {kMaxPrefetchBytesPerBlock, kGu, kDown}};
   for (const auto& [per_block, gate_up, down] : tunings) {
     Step tuned(c);
-    Plan q = p;
     q.prefetch_bytes = per_block, q.gate_up_slices_at_attention = gate_up, q.down_slices_at_gate_up = down;
     const Asked tuned_asked = offsets(tuned, run_persistent<D>(tuned, q));
     SCOPED_TRACE("prefetch bytes a block " + std::to_string(per_block) + ", slices of gate/up at the attention " +
                  std::to_string(gate_up) + ", of down at gate/up " + std::to_string(down));
-    same(tuned.x, persistent.x, "x");
-    same(tuned.mlp16, persistent.mlp16, "mlp16");
-    same(tuned.kcache, persistent.kcache, "the k cache");
-    same(tuned.vcache, persistent.vcache, "the v cache");
-    if (per_block == 0) {
-      products_own = tuned_asked;
-      EXPECT_LT(products_own.size(), by_default.size()) << "the barriers' prefetches stayed at a size of 0";
-      expect_barriers_share(by_default, products_own, p.prefetch_bytes);
-    } else {
-      expect_barriers_share(tuned_asked, products_own, per_block);
-    }
+    same(tuned.x, reference.x, "x");
+    same(tuned.mlp16, reference.mlp16, "mlp16");
+    same(tuned.kcache, reference.kcache, "the k cache");
+    same(tuned.vcache, reference.vcache, "the v cache");
+    expect_barriers_share(tuned_asked, products_own, per_block);
     if (per_block == 4000) asked_at_4000[{gate_up, down}] = tuned_asked.size();
   }
-  // More slices ask for more (as far as the matrices go: at 2,000 bytes a slice of gate and of
-  // up, 8 slices or more of the smallest case's; at 4,000 of down, 4).
+  // More slices ask for more, as far as the matrices go (2,000 bytes a slice of gate and of up,
+  // 4,000 of down: 16 KB each in the case below, so 8 and 4 slices).
   auto at = [&](int gate_up, int down) { return asked_at_4000[std::make_pair(gate_up, down)]; };
   EXPECT_LT(at(0, kDown), at(kGu, kDown));
   EXPECT_LT(at(kGu, kDown), at(kMost, kDown));
@@ -312,6 +319,14 @@ TEST(DecodeLayersEmulated, PersistentKernelIsTheFiveLaunchesALayer) {
   expect_persistent_is_the_launches<64>({128, 2, 1, 64, 64, 2, 64, 37, 1, false, true});
   // 1.5B's head dim, three splits, the last holding the step's position.
   expect_persistent_is_the_launches<128>({128, 2, 2, 128, 128, 2, 192, 150, 3, false, true});
+}
+
+// The prefetch's tuning: the same bits under six tunings as with none, each barrier's prefetch
+// within a warp's share, more slices asking for more. A small case (the emulation runs a block's
+// 256 threads as threads of the host, and every turn ends at a block barrier): head dim 32, two
+// layers, every bias.
+TEST(DecodeLayersEmulated, TheTuningChangesNoValueAndPrefetchesWithinItsShare) {
+  expect_tuning_changes_no_value<32>({64, 4, 2, 32, 128, 2, 64, 37, 1, true, false});
 }
 
 }  // namespace
