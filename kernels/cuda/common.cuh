@@ -115,6 +115,35 @@ void launch_after_prior(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   AZR_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
+// A timing's two events, destroyed on every way out (a failed check throws).
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    AZR_CUDA_CHECK(cudaEventCreate(&start));
+    AZR_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~TimingEvents() {
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
+// Milliseconds on op_stream() between events recorded around what `enqueue` queues there, waited
+// for: the benches' timings of the library's own work (matmul.cu's algorithms, grid barriers).
+template <class Enqueue>
+double milliseconds_on_op_stream(Enqueue&& enqueue) {
+  const TimingEvents events;
+  AZR_CUDA_CHECK(cudaEventRecord(events.start, op_stream()));
+  enqueue();
+  AZR_CUDA_CHECK(cudaEventRecord(events.stop, op_stream()));
+  AZR_CUDA_CHECK(cudaEventSynchronize(events.stop));
+  float elapsed = 0.f;
+  AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, events.start, events.stop));
+  return double(elapsed);
+}
+
 // Blocks for a grid-stride loop over n elements: enough to fill the device, no more than needed.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -22,23 +22,6 @@ __global__ void barriers_kernel(unsigned* arrived, int barriers) {
 
 __global__ void empty_kernel() {}
 
-// Seconds between two events recorded on `stream` around what `enqueue` queues there.
-template <class Enqueue>
-double timed_on(cudaStream_t stream, Enqueue&& enqueue) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  AZR_CUDA_CHECK(cudaEventCreate(&start));
-  AZR_CUDA_CHECK(cudaEventCreate(&stop));
-  AZR_CUDA_CHECK(cudaEventRecord(start, stream));
-  enqueue();
-  AZR_CUDA_CHECK(cudaEventRecord(stop, stream));
-  AZR_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0.f;
-  AZR_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  AZR_CUDA_CHECK(cudaEventDestroy(start));
-  AZR_CUDA_CHECK(cudaEventDestroy(stop));
-  return 1e-3 * double(ms);
-}
-
 }  // namespace
 
 BarrierTiming time_grid_barriers(int blocks_per_multiprocessor, int barriers) {
@@ -68,8 +51,8 @@ BarrierTiming time_grid_barriers(int blocks_per_multiprocessor, int barriers) {
   auto launch = [&](int n) { AZR_CUDA_CHECK(cudaLaunchKernelEx(&config, barriers_kernel, arrived, n)); };
   // The launch's own cost, timed with no barrier and taken off: what is left is the barriers'.
   launch(barriers);  // warm-up
-  const double none = timed_on(stream, [&] { launch(0); });
-  t.barrier_s = std::max(0.0, timed_on(stream, [&] { launch(barriers); }) - none) / barriers;
+  const double none_ms = milliseconds_on_op_stream([&] { launch(0); });
+  t.barrier_s = 1e-3 * std::max(0.0, milliseconds_on_op_stream([&] { launch(barriers); }) - none_ms) / barriers;
 
   // The baseline: as many launches of an empty kernel on the same grid, recorded and replayed,
   // so that each boundary is a graph's, as in a recorded decode step.
@@ -83,7 +66,7 @@ BarrierTiming time_grid_barriers(int blocks_per_multiprocessor, int barriers) {
   cudaGraphExec_t exec = nullptr;
   AZR_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   AZR_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up (the first replay uploads the graph)
-  t.launch_s = timed_on(stream, [&] { AZR_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / barriers;
+  t.launch_s = 1e-3 * milliseconds_on_op_stream([&] { AZR_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / barriers;
   AZR_CUDA_CHECK(cudaGraphExecDestroy(exec));
   AZR_CUDA_CHECK(cudaGraphDestroy(graph));
   AZR_CUDA_CHECK(cudaStreamDestroy(capture));

@@ -143,21 +143,6 @@ std::unique_ptr<Plan> make_plan(bool ta, bool tb, int64_t m, int64_t n, int64_t 
   return plan;
 }
 
-// A timing's two events, destroyed on every way out (a failed check throws).
-struct TimingEvents {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TimingEvents() {
-    AZR_CUDA_CHECK(cudaEventCreate(&start));
-    AZR_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~TimingEvents() {
-    if (stop) cudaEventDestroy(stop);
-    if (start) cudaEventDestroy(start);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-};
-
 // Enqueues C = A B + beta C (the descriptors' shapes and transposes) under `algo` on op_stream(),
 // with the process's workspace: lt_gemm's call and each timed run's.
 cublasStatus_t enqueue_matmul(const Desc& d, const cublasLtMatmulAlgo_t& algo, const void* A, const void* B,
@@ -175,14 +160,10 @@ double time_algorithm(const Desc& d, const cublasLtMatmulAlgo_t& algo, const voi
                       void* C, int reps) {
   auto run = [&] { return enqueue_matmul(d, algo, A, B, beta, C); };
   if (run() != CUBLAS_STATUS_SUCCESS || run() != CUBLAS_STATUS_SUCCESS) return std::nan("");
-  const TimingEvents events;
-  AZR_CUDA_CHECK(cudaEventRecord(events.start, op_stream()));
-  for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
-  AZR_CUDA_CHECK(cudaEventRecord(events.stop, op_stream()));
-  AZR_CUDA_CHECK(cudaEventSynchronize(events.stop));
-  float elapsed = 0.f;
-  AZR_CUDA_CHECK(cudaEventElapsedTime(&elapsed, events.start, events.stop));
-  return double(elapsed) / reps;
+  const double ms = milliseconds_on_op_stream([&] {
+    for (int r = 0; r < reps; r++) AZR_CUBLAS_CHECK(run());
+  });
+  return ms / reps;
 }
 
 // lt_gemm's product (no bias) under each of the heuristic's first `count` algorithms, in its order.
