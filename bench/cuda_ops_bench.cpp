@@ -668,14 +668,31 @@ int main(int argc, char** argv) {
       int32_t top_k;
       float top_p;
     };
+    auto sample_on_gpu = [&](int64_t R, const Mode& m) {
+      gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, m.temperature, m.top_k, m.top_p);
+    };
     for (const Mode m : {Mode{"t=1", 1.f, 0, 1.f}, Mode{"greedy", 0.f, 0, 1.f}, Mode{"top_p=0.9", 1.f, 0, 0.9f},
                          Mode{"top_k=50", 1.f, 50, 1.f}})
       for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
         const double bytes = double(R) * double(V) * 4.0;
-        const double g = time_gpu([&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, m.temperature, m.top_k, m.top_p); }, reps);
+        const double g = time_gpu([&] { sample_on_gpu(R, m); }, reps);
         const double c = time_cpu([&] { cpu.sample_rows(tok.data(), lp.data(), logits.data(), u.data(), R, V, V, m.temperature, m.top_k, m.top_p); });
         rows.push_back({"sample_rows", std::to_string(R) + " rows x 151936, " + m.label, "GB/s", bytes / g / 1e9,
                         bytes / c / 1e9, bytes / g / peak_bw});
+      }
+    // Filtered sampling split over blocks (bins, a list of the tokens the filters can keep, a walk
+    // over it; sampling_filtered.cuh) against a block per row reading its row (the baseline, in the
+    // "cpu" column's place). On these N(0, 9) rows top_p 0.9 keeps 5,000-7,500 tokens of 151,936.
+    for (const Mode m : {Mode{"top_p=0.9", 1.f, 0, 0.9f}, Mode{"top_k=50", 1.f, 50, 1.f}})
+      for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
+        const double bytes = double(R) * double(V) * 4.0;
+        auto run = [&] { sample_on_gpu(R, m); };
+        const double split = time_gpu(run, reps);
+        cuda_detail::cuda_set_filtered_sampling_split(false);
+        const double block_per_row = time_gpu(run, reps);
+        cuda_detail::cuda_set_filtered_sampling_split(true);
+        rows.push_back({"sample_rows split", std::to_string(R) + " rows, " + m.label + "; base = a block a row", "GB/s",
+                        bytes / split / 1e9, bytes / block_per_row / 1e9, bytes / split / peak_bw});
       }
     // The samplers that split rows into parts (t=1 and greedy) aiming at 8 blocks per
     // multiprocessor instead of 2 (parts_for): at 64 and 256 rows, against the default (the
@@ -683,7 +700,7 @@ int main(int argc, char** argv) {
     for (const Mode m : {Mode{"t=1", 1.f, 0, 1.f}, Mode{"greedy", 0.f, 0, 1.f}})
       for (const int64_t R : {int64_t(64), R_max}) {
         const double bytes = double(R) * double(V) * 4.0;
-        auto run = [&] { gpu.sample_rows(dtok.data(), dlp.data(), dl.data(), du.data(), R, V, V, m.temperature, m.top_k, m.top_p); };
+        auto run = [&] { sample_on_gpu(R, m); };
         const double base = time_gpu(run, reps);
         cuda_detail::cuda_set_sampling_blocks_per_sm(8);
         const double eight = time_gpu(run, reps);

@@ -66,8 +66,9 @@
 #          generate (eager, graphs, graphs apart, graphs pdl; at batch 1 the persistent kernel
 #          under its default and ten other tunings; then 0.5B at batch 1 likewise), the step
 #          split by op,
-#          cuda_ops_bench's gate and up in bf16 (mlp_rows) and its rmsnorm section (the held
-#          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums), the
+#          cuda_ops_bench's gate and up in bf16 (mlp_rows), its rmsnorm section (the held
+#          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums) and its
+#          samplers (top-k and top-p split over blocks against a block a row), the
 #          1.5B step with the merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged), and,
 #          where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
 #          kernels and for the streaming kernels below the bandwidth (RMSNorm's backward, the
@@ -209,6 +210,9 @@ if [[ "$STAGE" == pending ]]; then
     # fp32-output GEMMs, RoPE's backward with the bias sums against the three column sums.
     step "$BUILD/bin/cuda_ops_bench" --only mlp_rows
     step "$BUILD/bin/cuda_ops_bench" --only rmsnorm
+    # 2026-11-27, seventh session: top-k and top-p split over blocks (the "sample_rows split" rows,
+    # against a block a row reading its row).
+    step "$BUILD/bin/cuda_ops_bench" --only sampling
     # 2026-11-27, fourth session: the merged attention backward (one kernel adds dQ, dK and dV
     # with atomics), opt-in: the 1.5B step under it (against the first step above, the split
     # backward's), then the kernels alone (the attention section's "attn_bwd bf16 mma, merged" rows).

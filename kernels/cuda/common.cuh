@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
@@ -21,16 +23,22 @@ inline int device_attribute(cudaDeviceAttr a, int device) {
   return v;
 }
 
-// The current device's multiprocessor count, which launches size their grids by; cached per device
-// (a query is a driver call, and a launch asks on every call).
-inline int multiprocessors() {
-  static int cached[64] = {};
+// One attribute of the current device, queried once per device and attribute (a query is a driver
+// call, and launches ask on every call), under a lock: ops run from several threads, one a device.
+inline int current_device_attribute(cudaDeviceAttr a) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, int> known;
   int device = 0;
   AZR_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 64) return device_attribute(cudaDevAttrMultiProcessorCount, device);
-  if (cached[device] == 0) cached[device] = device_attribute(cudaDevAttrMultiProcessorCount, device);
-  return cached[device];
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(device, int(a));
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(key, device_attribute(a, device)).first;
+  return it->second;
 }
+
+// The current device's multiprocessor count, which launches size their grids by.
+inline int multiprocessors() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
 // The stream every op runs on, one per device, created on first use. A stream of its own rather
 // than the legacy default stream, because only such a stream can be recorded into a CUDA graph
@@ -174,24 +182,28 @@ class DeviceScratch {
   size_t capacity_ = 0;
 };
 
-// The counts of last_block_done (reductions.cuh), one per merged item (a sampled row, a decode row
-// and head chunk): zero before every launch, since each item's last block sets its count back, so
-// only a grown buffer is cleared, once. Grows in an eager call, never inside a recording.
-class ZeroedCounts {
+// Scratch that is zero before every launch because its kernels leave it so: the counts of
+// last_block_done (reductions.cuh), one per merged item (a sampled row, a decode row and head
+// chunk), which each item's last block sets back; the filtered sampler's bins and list counts,
+// which their last reader zeroes. Only a grown buffer is cleared, once. Grows in an eager call,
+// never inside a recording.
+template <class T>
+class ZeroedScratch {
  public:
-  unsigned* get(size_t n) {
-    unsigned* p = scratch_.get(n);
+  T* get(size_t n) {
+    T* p = scratch_.get(n);
     if (n > zeroed_) {
-      AZR_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(unsigned), op_stream()));
+      AZR_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(T), op_stream()));
       zeroed_ = n;
     }
     return p;
   }
 
  private:
-  DeviceScratch<unsigned> scratch_;
+  DeviceScratch<T> scratch_;
   size_t zeroed_ = 0;
 };
+using ZeroedCounts = ZeroedScratch<unsigned>;
 
 }  // namespace azr::kernels::cuda_detail
 

@@ -40,16 +40,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // Whether the current device launches cooperative grids: asked once a device, as every eager
 // decode step at one row asks.
-bool cooperative_launches() {
-  static std::mutex mutex;
-  static std::map<int, bool> known;
-  int device = 0;
-  AZR_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(device);
-  if (it == known.end()) it = known.emplace(device, device_attribute(cudaDevAttrCooperativeLaunch, device) != 0).first;
-  return it->second;
-}
+bool cooperative_launches() { return current_device_attribute(cudaDevAttrCooperativeLaunch) != 0; }
 
 // Where the kernel applies: a head dim of the tile attention, 16-byte loads in every product of
 // every layer (the kernel has no scalar variant: rows of whole 16-byte packs, each layer's weights

@@ -167,6 +167,10 @@ void cuda_set_decode_kernel(CudaDecodeKernel kernel);
 // The blocks per multiprocessor the temperature and greedy samplers aim for when they split rows
 // into parts (sampling_common.cuh, parts_for; default 2, at least 1), for benchmarks.
 void cuda_set_sampling_blocks_per_sm(int n);
+// Whether the filtered sampler (top-k, top-p) splits rows over blocks when the temperature sampler
+// would (sampling_filtered.cuh; default on), for benchmarks: off, a block per row reads its row.
+void cuda_set_filtered_sampling_split(bool on);
+bool cuda_filtered_sampling_split();
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);

@@ -219,7 +219,9 @@ T __shfl_up_sync(unsigned /*mask*/, T v, unsigned delta) {
 // atomic is for form.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
@@ -234,6 +236,13 @@ inline __nv_bfloat16 __float2bfloat16_rn(float x) {
 
 // The device's rsqrtf is within 2 ulp of 1/sqrt; here, the correctly rounded quotient.
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline unsigned __float_as_uint(float x) {
+  unsigned bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 inline float __uint_as_float(unsigned bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -266,6 +275,25 @@ std::array<T, 32> gather_warp(T v) {
   return all;
 }
 }  // namespace azr::emu
+
+inline unsigned __ballot_sync(unsigned /*mask*/, int predicate) {
+  const auto all = ::azr::emu::gather_warp(predicate != 0);
+  unsigned lanes = 0;
+  for (unsigned l = 0; l < 32; l++) lanes |= unsigned(all[l]) << l;
+  return lanes;
+}
+// The lanes whose value equals this lane's.
+template <class T>
+unsigned __match_any_sync(unsigned /*mask*/, T v) {
+  const auto all = ::azr::emu::gather_warp(v);
+  unsigned lanes = 0;
+  for (unsigned l = 0; l < 32; l++) lanes |= unsigned(all[l] == v) << l;
+  return lanes;
+}
+template <class T>
+T __shfl_sync(unsigned /*mask*/, T v, int source) {
+  return ::azr::emu::shuffle(v, [&](unsigned) { return unsigned(source) % 32; });
+}
 
 inline int __any_sync(unsigned /*mask*/, int predicate) {
   const auto all = ::azr::emu::gather_warp(predicate != 0);

@@ -1534,11 +1534,14 @@ INSTANTIATE_TEST_SUITE_P(Vocab, CudaTokenStats, ::testing::Values<int64_t>(263, 
 class CudaSampling : public CudaOps, public ::testing::WithParamInterface<int64_t> {};
 
 // Tokens equal the CPU's; log-probs within float rounding (the probabilities are the same
-// doubles but for exp's last bit, the sums the same but for their order). 256 rows take a block
-// per row; 5 and 1 rows (a decode step's few) split each row over blocks where it is long enough
-// (unfiltered sampling at V = 151,936, sampling_unfiltered.cuh).
+// doubles but for exp's last bit, the sums the same but for their order). Rows long enough are
+// split over blocks (at V = 151,936: 4 parts a row at 300 rows, more at 5 and 1), short rows take
+// a block each. Filtered sampling runs both ways where it splits: split (sampling_filtered.cuh: 300
+// rows go as two groups, 256 and 44), and with the split off, a block per row reading its row.
+using FilteredSplit = testing::ScopedCudaSetting<bool, cuda_detail::cuda_filtered_sampling_split,
+                                                 cuda_detail::cuda_set_filtered_sampling_split>;
 TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
-  for (const int64_t R : {int64_t(256), int64_t(5), int64_t(1)}) {
+  for (const int64_t R : {int64_t(300), int64_t(5), int64_t(1)}) {
     SCOPED_TRACE("rows " + std::to_string(R));
     const int64_t V = GetParam();
     const std::vector<float> base = randn(size_t(R * V), 70);
@@ -1559,17 +1562,22 @@ TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
 
       d_logits.upload(logits.data(), logits.size());
       d_u.upload(u.data(), size_t(R));
-      gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,
-                      c.top_k, c.top_p);
-      const std::vector<int32_t> got = to_host<int32_t>(d_tokens, size_t(R));
-      size_t mismatches = 0;
-      for (int64_t r = 0; r < R; r++) {
-        if (got[r] != want[r] && mismatches++ < 5)
-          ADD_FAILURE() << c.name << " V=" << V << " row " << r << ": cuda token " << got[r] << ", cpu " << want[r]
-                        << " (u = " << u[r] << ")";
+      const bool filtered = c.temperature > 0.f && ((c.top_k > 0 && c.top_k < limit) || c.top_p < 1.f);
+      for (const bool split : filtered ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
+        const FilteredSplit scope(split);
+        const std::string label = std::string(c.name) + (split ? "" : " (filtered split off)");
+        gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,
+                        c.top_k, c.top_p);
+        const std::vector<int32_t> got = to_host<int32_t>(d_tokens, size_t(R));
+        size_t mismatches = 0;
+        for (int64_t r = 0; r < R; r++) {
+          if (got[r] != want[r] && mismatches++ < 5)
+            ADD_FAILURE() << label << " V=" << V << " row " << r << ": cuda token " << got[r] << ", cpu " << want[r]
+                          << " (u = " << u[r] << ")";
+        }
+        EXPECT_EQ(mismatches, 0u) << label;
+        expect_close(to_host<float>(d_logprobs, size_t(R)), want_lp, 1e-6f, 1e-6f, label + " logprobs");
       }
-      EXPECT_EQ(mismatches, 0u) << c.name;
-      expect_close(to_host<float>(d_logprobs, size_t(R)), want_lp, 1e-6f, 1e-6f, std::string(c.name) + " logprobs");
     }
     // logits are only read (compared as bits: -0 and -inf included)
     const std::vector<float> after = to_host<float>(d_logits, logits.size());

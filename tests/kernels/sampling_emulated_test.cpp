@@ -1,8 +1,9 @@
-// The CUDA backend's unfiltered and greedy samplers (kernels/cuda/sampling_unfiltered.cuh,
-// sampling_greedy.cuh) on the CPU, through tests/kernels/cuda_emulation.h, a stand-in for the
+// The CUDA backend's samplers (kernels/cuda/sampling_unfiltered.cuh, sampling_greedy.cuh,
+// sampling_filtered.cuh) on the CPU, through tests/kernels/cuda_emulation.h, a stand-in for the
 // device, so that they run in CI, where there is no GPU: a block per row, and the few-rows path
 // that splits each row over blocks (the parts' maxima or first maxima, their masses, the ticket
-// that elects each row's last block, the choice of part, then of warp segment, then the scan),
+// that elects each row's last block, the choice of part, then of warp segment, then the scan; for
+// top-k and top-p, the bins, the list of the tokens they can keep, and the walk over it),
 // against the CPU backend's sampler (model::sample_token, row by row) on the same rows and
 // uniforms: the same tokens, log-probs to float rounding. The GPU test (CudaSampling) checks the
 // same on the hardware, every mode and the full vocabulary; and only there do a row's blocks run
@@ -12,14 +13,17 @@
 // Small shapes: every CUDA thread is a std::thread here.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
+#include "kernels/cuda/sampling_filtered.cuh"
 #include "kernels/cuda/sampling_greedy.cuh"
 #include "kernels/cuda/sampling_unfiltered.cuh"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -178,6 +182,153 @@ TEST(SamplingEmulated, GreedySplitRowsTakeTheFirstMaximum) {
     EXPECT_EQ(got.tokens[1], 1100) << "parts " << parts;
     expect_greedy_matches_cpu(logits, R, V, V, parts);
   }
+}
+
+// Whether sample_rows filters case c at `limit` candidates (sampling.cu): a top_k of `limit` or
+// more is no filter, and takes the unfiltered sampler, whose order is another.
+bool filtered_at(const SampleCase& c, int64_t limit) {
+  return c.temperature > 0.f && ((c.top_k > 0 && c.top_k < limit) || c.top_p < 1.f);
+}
+
+struct FilteredRun {
+  Result result;
+  std::vector<unsigned> listed;    // each row's list length, before the last kernel zeroes it
+  std::vector<int32_t> last_bin;
+};
+
+// Filtered sampling as sampling.cu launches it: parts == 1, a block per row reading its row;
+// otherwise the split, with lists of `capacity` keys a row. Checks that the split leaves its
+// tickets, bins and list counts at zero for the next call.
+FilteredRun run_filtered(const std::vector<float>& logits, const std::vector<double>& u, int64_t R, int64_t V,
+                         int64_t limit, const SampleCase& c, int64_t parts, int64_t capacity) {
+  FilteredRun out{{std::vector<int32_t>(size_t(R), -1), std::vector<float>(size_t(R), NAN)}, {}, {}};
+  const SampleArgs a{out.result.tokens.data(), out.result.logprobs.data(), logits.data(), u.data(), V, limit,
+                     1.0 / double(c.temperature), c.top_k, c.top_p};
+  if (parts == 1) {
+    emu::launch({unsigned(R), 1, 1}, kThreads, 0, filtered_kernel, a);
+    return out;
+  }
+  std::vector<float> part_max(size_t(R * parts), NAN);
+  std::vector<double> part_mass(size_t(R * parts), NAN), totals(size_t(R), NAN);
+  std::vector<unsigned> bin_count(size_t(R * kMassBins), 0), tickets(size_t(R), 0), listed(size_t(R), 0);
+  std::vector<double> bin_mass(size_t(R * kMassBins), 0.0);
+  std::vector<int32_t> last_bin(size_t(R), -1);
+  std::vector<uint64_t> keys(size_t(R * capacity), 0);
+  const EmuDim3 grid{unsigned(parts), unsigned(R), 1};
+  emu::launch(grid, kThreads, 0, part_max_kernel, a, part_max.data());
+  emu::launch(grid, kThreads, 0, part_bins_kernel, a, static_cast<const float*>(part_max.data()), part_mass.data(),
+              bin_count.data(), bin_mass.data(), tickets.data(), totals.data(), last_bin.data());
+  emu::launch(grid, kThreads, 0, gather_kernel, a, static_cast<const float*>(part_max.data()),
+              static_cast<const int32_t*>(last_bin.data()), keys.data(), listed.data(), capacity);
+  out.listed = listed;
+  out.last_bin = last_bin;
+  emu::launch({unsigned(R), 1, 1}, kThreads, 0, filtered_list_kernel, a, static_cast<const float*>(part_max.data()),
+              parts, static_cast<const double*>(totals.data()), static_cast<const uint64_t*>(keys.data()),
+              listed.data(), capacity);
+  for (int64_t r = 0; r < R; r++) {
+    EXPECT_EQ(tickets[size_t(r)], 0u) << "row " << r << "'s tickets not reset";
+    EXPECT_EQ(listed[size_t(r)], 0u) << "row " << r << "'s list count not reset";
+  }
+  EXPECT_EQ(std::count(bin_count.begin(), bin_count.end(), 0u), std::ptrdiff_t(bin_count.size())) << "bins not reset";
+  EXPECT_EQ(std::count(bin_mass.begin(), bin_mass.end(), 0.0), std::ptrdiff_t(bin_mass.size())) << "bins not reset";
+  return out;
+}
+
+// The kept set of a row by hand, from the CPU's rule (kernels/cpu/sampling.cpp): candidates by
+// descending probability then id; the top-k; then the shortest prefix whose mass reaches top_p
+// of theirs. Its size, for checking that the split's list holds it.
+int64_t kept_count(const float* z, int64_t limit, const SampleCase& c) {
+  std::vector<std::pair<double, int64_t>> order;
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < limit; j++) mx = std::max(mx, double(z[j]) / double(c.temperature));
+  for (int64_t j = 0; j < limit; j++) order.push_back({std::exp(double(z[j]) / double(c.temperature) - mx), j});
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  const int64_t k = c.top_k > 0 && c.top_k < limit ? c.top_k : limit;
+  double total = 0;
+  for (int64_t i = 0; i < k; i++) total += order[size_t(i)].first;
+  if (c.top_p >= 1.f) return k;
+  double before = 0;
+  int64_t taken = 0;
+  while (taken < k && (taken == 0 || before < double(c.top_p) * total)) before += order[size_t(taken++)].first;
+  return taken;
+}
+
+// The filtered cases, split, against the CPU's tokens and log-probs, on rows like the unfiltered
+// test's. At V = 263, every case: with lists of 64 keys, which the peaked rows' kept sets fit and
+// the flat rows overflow (those rows are then walked from the row, as filtered_kernel walks them);
+// and a block per row. At V = 6,000, the cases that walk more than one chunk of 2,048 (flat rows,
+// top_k 5000), with lists long enough for every row. (The walk from the row runs at 6,000 in the
+// GPU test only: here every CUDA thread is a std::thread, and it takes a minute.)
+TEST(SamplingEmulated, FilteredTokensAreTheCpusOnEverySplit) {
+  const int64_t R = 4;
+  int64_t listed_rows = 0, overflowed_rows = 0;  // of the split runs: both paths ran
+  for (const int64_t V : {int64_t(263), int64_t(6000)}) {
+    const std::vector<float> base = randn(size_t(R * V), 75);
+    for (const SampleCase& c : kSampleCases) {
+      const int64_t limit = V - c.limit_short;
+      const bool several_chunks = c.scale < 1.f || c.top_k > kChunk;
+      if (!filtered_at(c, limit) || (V > 1000 && !several_chunks)) continue;
+      std::vector<float> logits(base.size());
+      for (size_t i = 0; i < base.size(); i++) logits[i] = base[i] * c.scale;
+      make_awkward(logits, R, V);
+      const std::vector<double> u = uniforms_off_boundaries(logits, R, V, limit, c, 76);
+      std::vector<int32_t> want(static_cast<size_t>(R));
+      std::vector<float> want_lp(static_cast<size_t>(R));
+      cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, c.temperature,
+                            c.top_k, c.top_p);
+      struct Split {
+        int64_t parts, capacity;
+      };
+      const std::vector<Split> splits =
+          V < 1000 ? std::vector<Split>{{3, 64}, {1, 0}} : std::vector<Split>{{2, V}};
+      for (const Split s : splits) {
+        SCOPED_TRACE(std::string(c.name) + " V " + std::to_string(V) + " parts " + std::to_string(s.parts) +
+                     " capacity " + std::to_string(s.capacity));
+        const FilteredRun got = run_filtered(logits, u, R, V, limit, c, s.parts, s.capacity);
+        for (int64_t r = 0; r < R; r++) {
+          EXPECT_EQ(got.result.tokens[size_t(r)], want[size_t(r)]) << "row " << r << " (u = " << u[size_t(r)] << ")";
+          EXPECT_NEAR(got.result.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
+              << "row " << r;
+          if (s.parts > 1) {  // the list holds the kept set, and no more than the row
+            EXPECT_LE(kept_count(&logits[size_t(r * V)], limit, c), int64_t(got.listed[size_t(r)])) << "row " << r;
+            EXPECT_LE(int64_t(got.listed[size_t(r)]), limit) << "row " << r;
+            (int64_t(got.listed[size_t(r)]) <= s.capacity ? listed_rows : overflowed_rows)++;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(listed_rows, 0);
+  EXPECT_GT(overflowed_rows, 0);
+}
+
+// The bins by hand: a row whose logits lie at known distances below the maximum, at t = 1. Bin b
+// holds the tokens 32 * b / 2048 .. below it (kBinsPerNat = 64 a unit), so with top_k 3 the list
+// is the maximum's bin and the next two tokens' bins, whole: ties at a bin's edge go in with it;
+// and with top_p, the bins up to where the mass reaches top_p of the total.
+TEST(SamplingEmulated, FilteredSplitListsWholeBinsUpToTheKeptSet) {
+  const int64_t V = 3000;
+  std::vector<float> logits(size_t(V), -20.f);  // 20 below the maximum: bin 1280
+  logits[10] = 0.f;                               // the maximum, bin 0
+  logits[2000] = -0.01f;                          // bin 0 as well (0.64 bins)
+  logits[500] = -0.5f, logits[501] = -0.5f;       // bin 32, tied
+  logits[2999] = -0.52f;                          // bin 33
+  const std::vector<double> u = {0.5};
+  SampleCase c{"top_k_3", 1.f, 3, 1.f, 1.f, 0};
+  FilteredRun got = run_filtered(logits, u, 1, V, V, c, 3, V);
+  EXPECT_EQ(got.last_bin[0], 32);
+  EXPECT_EQ(got.listed[0], 4u);  // 10, 2000, 500 and 501: the third token's bin, whole
+  c = {"top_p", 1.f, 0, 0.5f, 1.f, 0};
+  got = run_filtered(logits, u, 1, V, V, c, 3, V);
+  // Masses 1, e^-0.01, 2 e^-0.5, e^-0.52, 2995 e^-20 (6e-6): half of 3.80 is passed in bin 0
+  EXPECT_EQ(got.last_bin[0], 0);
+  EXPECT_EQ(got.listed[0], 2u);
+  c = {"top_p", 1.f, 0, 0.9f, 1.f, 0};  // 90% = 3.42: bins 0 and 32 hold 3.20, bin 33 reaches 3.80
+  got = run_filtered(logits, u, 1, V, V, c, 3, V);
+  EXPECT_EQ(got.last_bin[0], 33);
+  EXPECT_EQ(got.listed[0], 5u);
 }
 
 TEST(SamplingEmulated, PartsFillTheGpuAndKeepPartsLong) {
