@@ -210,7 +210,7 @@ __device__ void walk(const Candidates& row, int64_t limit, Chunk& c, Visit visit
 __device__ inline void filtered_row(const SampleArgs& a, int64_t r, const Candidates& row, const double* row_total,
                                     Chunk& c, int64_t* keep_s) {
   // The mass that top-p renormalises against: of the top-k set, summed in order as on the CPU;
-  // without top-k, of the whole row, summed by the block (the CPU sums it in sorted order).
+  // without top-k, of the whole row, summed by the block (the CPU sums it in id order).
   const int64_t filter_k = a.top_k > 0 && a.top_k < a.n ? a.top_k : a.n;
   const int64_t keep_k = filter_k < row.n ? filter_k : row.n;
   double kept_total = 0;

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/sampling.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
+#include "tests/kernels/sampling_full_sort.h"
 
 namespace azr::kernels {
 namespace {
@@ -169,6 +171,45 @@ TEST(CpuSampleRows, UniformOrderIsByIdWithoutFilters) {
   EXPECT_EQ(tokens[1], 1);
   EXPECT_NEAR(lp[0], std::log(0.3), 1e-6);
   EXPECT_NEAR(lp[1], std::log(0.6), 1e-6);
+}
+
+// The sampler orders only the prefix the filters can keep (growing it 4x at a time for top-p: 256,
+// 1,024, 4,096, 16,384, then the row); the plain way sorts every candidate
+// (tests/kernels/sampling_full_sort.h). Over peaked, moderate and nearly flat rows of 20,000 with
+// the awkward cases, so that top-p's prefix stops at every size, and every mode of filtering: the
+// same tokens, and log-probs to float rounding (without top-k, the sampler sums the row's mass in
+// id order, the plain way in sorted order).
+TEST(CpuSampleRows, OrderingTheKeptPrefixPicksWhatSortingEverythingPicks) {
+  const int64_t R = 8, V = 20000;
+  const std::vector<float> base = awkward_logits(R, V, 5);  // N(0, 9)
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  struct Filter {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+  };
+  const Filter filters[] = {{1.f, 0, 1e-4f}, {1.f, 0, 0.5f},   {0.7f, 0, 0.9f},  {1.f, 0, 0.95f}, {1.3f, 0, 0.999f},
+                            {1.f, 1, 1.f},   {1.f, 50, 1.f},   {1.f, 3000, 1.f}, {1.f, 40, 0.8f}, {1.f, 5000, 0.97f}};
+  int64_t rows = 0, mismatches = 0;
+  for (const float scale : {1.f, 1.f / 6, 1.f / 60}) {  // N(0, 9), N(0, 0.25), N(0, 0.0025)
+    std::vector<float> logits(base);
+    for (float& x : logits) x *= scale;
+    for (const Filter& f : filters)
+      for (int64_t r = 0; r < R; r++) {
+        const float* row = &logits[size_t(r * V)];
+        const double u = uniform(rng);
+        float lp = 0, want_lp = 0;
+        const int32_t got = sample_row(row, V, f.temperature, f.top_k, f.top_p, u, &lp);
+        const int32_t want = testing::full_sort_sample_row(row, V, f.temperature, f.top_k, f.top_p, u, &want_lp);
+        rows++;
+        if (got != want && mismatches++ < 5)
+          ADD_FAILURE() << "scale " << scale << " t " << f.temperature << " top_k " << f.top_k << " top_p " << f.top_p
+                        << " row " << r << ": " << got << ", sorting everything " << want;
+        EXPECT_NEAR(lp, want_lp, 1e-6 + 1e-6 * std::fabs(want_lp));
+      }
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << rows << " rows";
 }
 
 }  // namespace
