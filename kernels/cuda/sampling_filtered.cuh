@@ -291,14 +291,6 @@ __device__ __forceinline__ int mass_bin(float z, double inv_t, double mx) {
   return d < double(kMassBins - 1) ? int(d) : kMassBins - 1;  // -inf and NaN too
 }
 
-// The largest scaled logit of row r from its parts' maxima (exact in any order).
-__device__ inline double row_max(const SampleArgs& a, const float* part_max, int64_t r, int64_t parts,
-                                 float* shared_f) {
-  float m = -INFINITY;
-  for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) m = fmaxf(m, part_max[r * parts + q]);
-  return __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
-}
-
 // Whether the filters keep a subset of the top-k set (then bins are counted), or only top-p
 // applies (then bins weigh their mass).
 __device__ __forceinline__ bool kept_by_count(const SampleArgs& a) { return a.top_k > 0 && a.top_k < a.n; }

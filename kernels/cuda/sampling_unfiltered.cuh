@@ -145,6 +145,15 @@ __global__ void __launch_bounds__(kThreads) part_max_kernel(SampleArgs a, float*
   if (threadIdx.x == 0) part_max[r * parts + p] = m;
 }
 
+// The largest scaled logit of row r from its parts' maxima (exact in any order); every thread
+// calls it, and it ends with a barrier.
+__device__ inline double row_max(const SampleArgs& a, const float* part_max, int64_t r, int64_t parts,
+                                 float* shared_f) {
+  float m = -INFINITY;
+  for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) m = fmaxf(m, part_max[r * parts + q]);
+  return __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
+}
+
 // Few rows, second kernel: each part's mass into part_mass; the row's last block (by tickets,
 // last_block_done) picks the token.
 __global__ void __launch_bounds__(kThreads)
@@ -159,9 +168,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
 
-  float m = -INFINITY;
-  for (int64_t q = threadIdx.x; q < parts; q += blockDim.x) m = fmaxf(m, part_max[r * parts + q]);
-  const double mx = __dmul_rn(double(block_max(m, shared_f)), a.inv_t);
+  const double mx = row_max(a, part_max, r, parts, shared_f);
   int64_t from, to;
   part_range(a.n, parts, p, &from, &to);
   double s = 0;

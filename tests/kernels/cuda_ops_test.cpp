@@ -44,6 +44,7 @@ using testing::AttnCase;
 using testing::attn_case_name;
 using testing::emulate_tensor_core_attention;
 using testing::expect_matches_tensor_core_reference;
+using testing::filtered_at;
 using testing::kSampleCases;
 using testing::make_awkward;
 using testing::randn;
@@ -1562,8 +1563,7 @@ TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
 
       d_logits.upload(logits.data(), logits.size());
       d_u.upload(u.data(), size_t(R));
-      const bool filtered = c.temperature > 0.f && ((c.top_k > 0 && c.top_k < limit) || c.top_p < 1.f);
-      for (const bool split : filtered ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
+      for (const bool split : filtered_at(c, limit) ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
         const FilteredSplit scope(split);
         const std::string label = std::string(c.name) + (split ? "" : " (filtered split off)");
         gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,

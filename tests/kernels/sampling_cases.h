@@ -38,6 +38,12 @@ inline const SampleCase kSampleCases[] = {
     {"top_p_tiny", 1.f, 0, 1e-4f, 3.f, 0},
 };
 
+// Whether sample_rows filters case c at `limit` candidates (kernels/cuda/sampling.cu): a top_k of
+// `limit` or more is no filter, and takes the unfiltered sampler, whose order is another.
+inline bool filtered_at(const SampleCase& c, int64_t limit) {
+  return c.temperature > 0.f && ((c.top_k > 0 && c.top_k < limit) || c.top_p < 1.f);
+}
+
 // Rows with the awkward cases mixed in: every third id -inf, a tied maximum and a run of tied
 // values, -0 beside +0.
 inline void make_awkward(std::vector<float>& z, int64_t R, int64_t V) {

@@ -23,12 +23,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/sampling_cases.h"
+#include "tests/kernels/sampling_full_sort.h"
 
 namespace azr::kernels::cuda_detail::sampling {
 namespace {
@@ -184,12 +184,6 @@ TEST(SamplingEmulated, GreedySplitRowsTakeTheFirstMaximum) {
   }
 }
 
-// Whether sample_rows filters case c at `limit` candidates (sampling.cu): a top_k of `limit` or
-// more is no filter, and takes the unfiltered sampler, whose order is another.
-bool filtered_at(const SampleCase& c, int64_t limit) {
-  return c.temperature > 0.f && ((c.top_k > 0 && c.top_k < limit) || c.top_p < 1.f);
-}
-
 struct FilteredRun {
   Result result;
   std::vector<unsigned> listed;    // each row's list length, before the last kernel zeroes it
@@ -234,27 +228,6 @@ FilteredRun run_filtered(const std::vector<float>& logits, const std::vector<dou
   return out;
 }
 
-// The kept set of a row by hand, from the CPU's rule (kernels/cpu/sampling.cpp): candidates by
-// descending probability then id; the top-k; then the shortest prefix whose mass reaches top_p
-// of theirs. Its size, for checking that the split's list holds it.
-int64_t kept_count(const float* z, int64_t limit, const SampleCase& c) {
-  std::vector<std::pair<double, int64_t>> order;
-  double mx = -INFINITY;
-  for (int64_t j = 0; j < limit; j++) mx = std::max(mx, double(z[j]) / double(c.temperature));
-  for (int64_t j = 0; j < limit; j++) order.push_back({std::exp(double(z[j]) / double(c.temperature) - mx), j});
-  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first > y.first : x.second < y.second;
-  });
-  const int64_t k = c.top_k > 0 && c.top_k < limit ? c.top_k : limit;
-  double total = 0;
-  for (int64_t i = 0; i < k; i++) total += order[size_t(i)].first;
-  if (c.top_p >= 1.f) return k;
-  double before = 0;
-  int64_t taken = 0;
-  while (taken < k && (taken == 0 || before < double(c.top_p) * total)) before += order[size_t(taken++)].first;
-  return taken;
-}
-
 // The filtered cases, split, against the CPU's tokens and log-probs, on rows like the unfiltered
 // test's. At V = 263, every case: with lists of 64 keys, which the peaked rows' kept sets fit and
 // the flat rows overflow (those rows are then walked from the row, as filtered_kernel walks them);
@@ -292,7 +265,9 @@ TEST(SamplingEmulated, FilteredTokensAreTheCpusOnEverySplit) {
           EXPECT_NEAR(got.result.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
               << "row " << r;
           if (s.parts > 1) {  // the list holds the kept set, and no more than the row
-            EXPECT_LE(kept_count(&logits[size_t(r * V)], limit, c), int64_t(got.listed[size_t(r)])) << "row " << r;
+            EXPECT_LE(full_sort_kept(&logits[size_t(r * V)], limit, c.temperature, c.top_k, c.top_p).keep,
+                      int64_t(got.listed[size_t(r)]))
+                << "row " << r;
             EXPECT_LE(int64_t(got.listed[size_t(r)]), limit) << "row " << r;
             (int64_t(got.listed[size_t(r)]) <= s.capacity ? listed_rows : overflowed_rows)++;
           }
