@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
@@ -24,13 +23,12 @@ inline int device_attribute(cudaDeviceAttr a, int device) {
 }
 
 // One attribute of the current device, queried once per device and attribute (a query is a driver
-// call, and launches ask on every call), under a lock: ops run from several threads, one a device.
+// call, and launches ask on every call) by each thread: ops run from several threads, one a
+// device, and a cache of each thread's own needs no lock on a launch's path.
 inline int current_device_attribute(cudaDeviceAttr a) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, int>, int> known;
+  thread_local std::map<std::pair<int, int>, int> known;
   int device = 0;
   AZR_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_pair(device, int(a));
   auto it = known.find(key);
   if (it == known.end()) it = known.emplace(key, device_attribute(a, device)).first;
