@@ -18,6 +18,7 @@
 // a training layer's attention block with its operands made once in bf16, and its gate and up
 // as one GEMM, against what they replace; the persistent decode kernel's grid barrier against a
 // recorded graph's kernel boundary, in microseconds.
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -110,32 +111,10 @@ int main(int argc, char** argv) {
                                              "decode_products", "decode_attention", "token_stats", "sampling",
                                              "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands",
                                              "mlp_rows",    "grid_barrier"};
-  // By hand rather than CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) carries no CLI11. Every
-  // option wants a value; anything else is an error, named, with a non-zero exit.
-  auto usage = [&](const std::string& why) {
-    std::fprintf(stderr, "cuda_ops_bench: %s\nusage: cuda_ops_bench [--reps N (1..1000000)] [--only SECTION]\n"
-                         "SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, "
-                         "token_stats, sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows, "
-                         "grid_barrier\n",
-                 why.c_str());
-    return 2;
-  };
-  for (int i = 1; i < argc; i += 2) {
-    const std::string opt = argv[i];
-    if (opt != "--reps" && opt != "--only") return usage("unknown option '" + opt + "'");
-    if (i + 1 >= argc) return usage("option " + opt + " wants a value");
-    const std::string value = argv[i + 1];
-    if (opt == "--only") {
-      if (std::find(sections.begin(), sections.end(), value) == sections.end())
-        return usage("--only " + value + ": no such section");
-      only = value;
-      continue;
-    }
-    char* end = nullptr;
-    const long n = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || n < 1 || n > 1000000) return usage("--reps " + value + ": not 1..1000000");
-    reps = int(n);
-  }
+  CLI::App app{"The CUDA op table's hot kernels against the CPU backend and the device's limits"};
+  app.add_option("--reps", reps, "timed repeats of each kernel")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--only", only, "one section (default: all)")->check(CLI::IsMember(sections));
+  CLI11_PARSE(app, argc, argv);
   const auto want = [&](const char* section) { return only.empty() || only == section; };
   std::string why;
   if (cuda_device_count(&why) == 0) {

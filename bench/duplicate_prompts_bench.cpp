@@ -10,6 +10,8 @@
 //   duplicate_prompts_bench [--device cpu] [--matmul-precision fp32] [--config azr-25m|path.json]
 //                           [--prompts 4] [--copies 8] [--prompt-len 512] [--new 32] [--repeats 3]
 //                           [--threads 0]
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -30,29 +32,23 @@ int main(int argc, char** argv) {
   std::string device = "cpu", precision = "fp32", config = "azr-25m";
   int64_t prompts = 4, copies = 8, prompt_len = 512, new_tokens = 32;
   int repeats = 3, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {  // no CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) lacks it
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device") device = v;
-    else if (a == "--matmul-precision") precision = v;
-    else if (a == "--config") config = v;
-    else if (a == "--prompts") prompts = std::stoll(v);
-    else if (a == "--copies") copies = std::stoll(v);
-    else if (a == "--prompt-len") prompt_len = std::stoll(v);
-    else if (a == "--new") new_tokens = std::stoll(v);
-    else if (a == "--repeats") repeats = std::stoi(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else {
-      std::fprintf(stderr, "duplicate_prompts_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "duplicate_prompts_bench: option %s has no value\n", argv[argc - 1]);
-    return 2;
-  }
-  if (prompts < 1 || copies < 1 || prompt_len < 1 || new_tokens < 1 || repeats < 1) {
-    std::fprintf(stderr, "duplicate_prompts_bench: --prompts, --copies, --prompt-len, --new, --repeats >= 1\n");
-    return 2;
+  CLI::App app{"Identical prompts prefilled once against every copy computed"};
+  app.add_option("--device", device)->capture_default_str()->check(CLI::IsMember(kernels::backend_names()));
+  app.add_option("--matmul-precision", precision)
+      ->capture_default_str()
+      ->check(CLI::IsMember(kernels::matmul_precision_names()));
+  app.add_option("--config", config, "a preset or a config.json")->capture_default_str();
+  app.add_option("--prompts", prompts, "distinct prompts")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--copies", copies, "copies of each")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--prompt-len", prompt_len)->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--new", new_tokens, "tokens generated")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--repeats", repeats, "timed repeats (median)")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--threads", threads, "CPU threads (0: all)")->capture_default_str()->check(CLI::Range(0, 4096));
+  CLI11_PARSE(app, argc, argv);
+  if (std::string why; !kernels::device_usable(device, &why)) {  // nothing to measure here
+    std::printf("duplicate_prompts_bench: %s; nothing measured\n%s\n", why.c_str(),
+                nlohmann::json{{"bench", "duplicate_prompts"}, {"device", device}, {"skipped", why}}.dump().c_str());
+    return 0;
   }
   kernels::set_cpu_threads(threads);
   model::ModelConfig c;

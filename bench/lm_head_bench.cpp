@@ -13,6 +13,8 @@
 //   lm_head_bench [--device cpu] [--matmul-precision fp32] [--hidden 896] [--vocab 151936]
 //                 [--batch 2] [--seq 257] [--repeats 3] [--threads 0]
 // On a GPU, the 1.5B training shape: --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -32,26 +34,24 @@ int main(int argc, char** argv) {
   std::string device = "cpu", precision = "fp32";
   int64_t hidden = 896, vocab = 151936, B = 2, T = 257;
   int repeats = 3, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {  // no CLI11: the GPU-only build (AZR_GPU_CHECKS_ONLY) lacks it
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device") device = v;
-    else if (a == "--matmul-precision") precision = v;
-    else if (a == "--hidden") hidden = std::stoll(v);
-    else if (a == "--vocab") vocab = std::stoll(v);
-    else if (a == "--batch") B = std::stoll(v);
-    else if (a == "--seq") T = std::stoll(v);
-    else if (a == "--repeats") repeats = std::stoi(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else {
-      std::fprintf(stderr, "lm_head_bench: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (hidden < 8 || vocab < 2 || B < 1 || T < 2 || repeats < 1) {
-    std::fprintf(stderr, "lm_head_bench: --hidden >= 8, --vocab >= 2, --batch >= 1, --seq >= 2, --repeats >= 1\n");
-    return 2;
-  }
+  CLI::App app{"The LM head's planned tiles against made-again logits and row blocks"};
+  app.add_option("--device", device)->capture_default_str()->check(CLI::IsMember(kernels::backend_names()));
+  app.add_option("--matmul-precision", precision)
+      ->capture_default_str()
+      ->check(CLI::IsMember(kernels::matmul_precision_names()));
+  app.add_option("--hidden", hidden, "hidden size")->capture_default_str()->check(CLI::Range(8, 1 << 16));
+  app.add_option("--vocab", vocab, "vocabulary")->capture_default_str()->check(CLI::Range(2, 1 << 24));
+  app.add_option("--batch", B, "sequences")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--seq", T, "tokens a sequence")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--repeats", repeats, "timed repeats (median)")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--threads", threads, "CPU threads (0: all)")->capture_default_str()->check(CLI::Range(0, 4096));
+  CLI11_PARSE(app, argc, argv);
   kernels::set_cpu_threads(threads);
+  if (std::string why; !kernels::device_usable(device, &why)) {  // nothing to measure here
+    std::printf("lm_head_bench: %s; nothing measured\n%s\n", why.c_str(),
+                nlohmann::json{{"bench", "lm_head"}, {"device", device}, {"skipped", why}}.dump().c_str());
+    return 0;
+  }
   const kernels::Ops& ops = kernels::backend_ops(device, 0, kernels::parse_matmul_precision(precision));
 
   model::ModelConfig c = model::preset_config("azr-tiny");

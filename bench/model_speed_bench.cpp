@@ -67,6 +67,8 @@
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
 #include <stdlib.h>  // mkdtemp
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -215,84 +217,69 @@ json print_op_profile(const std::string& title, const std::vector<azr::kernels::
   return rows;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: model_speed_bench [--device cuda|cpu|cpu-guarded] [--configs a.json,b.json|preset]\n"
-               "  [--decode-batches 1,64,256] [--prompt-len P] [--new N] [--train-batch B] [--seq T] [--steps S]\n"
-               "  [--micro-batches K]\n"
-               "  [--warmup W] [--recompute] [--matmul-precision fp32,bf16] [--no-decode] [--no-train] [--no-baseline]\n"
-               "  [--no-graphs] [--op-profile] [--persistent-sweep] [--python EXE] [--peak-tflops X] [--peak-gbs X]\n"
-               "  [--source-dir DIR]\n");
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  std::string configs_arg;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "model_speed_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    try {
-      if (a == "--device") o.device = val();
-      else if (a == "--configs") configs_arg = val();
-      else if (a == "--decode-batches") {
-        o.decode_batches.clear();
-        for (const auto& x : split_commas(val())) o.decode_batches.push_back(std::stoll(x));
-      } else if (a == "--prompt-len") o.prompt_len = std::stoll(val());
-      else if (a == "--new") o.new_tokens = std::max<int64_t>(2, std::stoll(val()));
-      else if (a == "--train-batch") o.train_batch = std::stoll(val());
-      else if (a == "--seq") o.seq = std::stoll(val());
-      else if (a == "--steps") o.steps = std::max(1, std::stoi(val()));
-      else if (a == "--micro-batches") {
-        o.micro_batches = std::stoi(val());
-        if (o.micro_batches < 1) throw std::invalid_argument("expected a count of 1 or more");
-      }
-      else if (a == "--warmup") o.warmup = std::stoi(val());
-      else if (a == "--recompute") o.recompute = true;
-      else if (a == "--matmul-precision") {
-        o.precisions.clear();
-        for (const auto& x : split_commas(val())) o.precisions.push_back(azr::kernels::parse_matmul_precision(x));
-      }
-      else if (a == "--no-decode") o.decode = false;
-      else if (a == "--no-train") o.train = false;
-      else if (a == "--no-baseline") o.baseline = false;
-      else if (a == "--no-graphs") o.graphs = false;
-      else if (a == "--op-profile") o.op_profile = true;
-      else if (a == "--persistent-sweep") o.persistent_sweep = true;
-      else if (a == "--python") o.python = val();
-      else if (a == "--peak-tflops") o.peak_tflops = std::stod(val());
-      else if (a == "--peak-gbs") o.peak_gbs = std::stod(val());
-      else if (a == "--source-dir") o.source_dir = val();
-      else return usage();
-    } catch (const std::invalid_argument& e) {  // stoll/stod on a non-number, an unknown precision
-      std::fprintf(stderr, "model_speed_bench: %s: %s\n", a.c_str(), e.what());
-      return 2;
-    } catch (const std::out_of_range&) {
-      std::fprintf(stderr, "model_speed_bench: %s: out of range\n", a.c_str());
-      return 2;
-    }
+  std::vector<std::string> precision_names;
+  bool no_decode = false, no_train = false, no_baseline = false, no_graphs = false;
+  CLI::App app{"Decode and training speed on a device against Hugging Face transformers and the hardware's bounds"};
+  app.add_option("--device", o.device)->capture_default_str()->check(CLI::IsMember(azr::kernels::backend_names()));
+  app.add_option("--configs", o.configs, "config.json files or presets (default: Qwen2.5-0.5B and 1.5B)")
+      ->delimiter(',');
+  app.add_option("--decode-batches", o.decode_batches, "decode batch sizes")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--prompt-len", o.prompt_len, "decode: prompt tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--new", o.new_tokens, "decode: new tokens")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--train-batch", o.train_batch, "train: sequences")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--seq", o.seq, "train: tokens a sequence")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--steps", o.steps, "timed steps")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--micro-batches", o.micro_batches, "train: forward/backward passes a step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(0, 100000));
+  app.add_flag("--recompute", o.recompute, "train with activation recomputation");
+  app.add_option("--matmul-precision", precision_names, "fp32, bf16 or both (default: both)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(azr::kernels::matmul_precision_names()));
+  app.add_flag("--no-decode", no_decode);
+  app.add_flag("--no-train", no_train);
+  app.add_flag("--no-baseline", no_baseline, "no Hugging Face / PyTorch baseline");
+  app.add_flag("--no-graphs", no_graphs, "decode eagerly only");
+  app.add_flag("--op-profile", o.op_profile, "split each workload by op");
+  app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
+  app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peak-gbs", o.peak_gbs, "bandwidth peak (default: the device's)")->check(CLI::PositiveNumber);
+  app.add_option("--source-dir", o.source_dir, "the checkout (configs, baseline script)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  o.decode = !no_decode, o.train = !no_train, o.baseline = !no_baseline, o.graphs = !no_graphs;
+  if (!precision_names.empty()) {
+    o.precisions.clear();
+    for (const std::string& x : precision_names) o.precisions.push_back(azr::kernels::parse_matmul_precision(x));
   }
-  o.configs = configs_arg.empty()
-                  ? std::vector<std::string>{o.source_dir + "/tests/model/configs/qwen2.5-0.5b.json",
-                                             o.source_dir + "/tests/model/configs/qwen2.5-1.5b.json"}
-                  : split_commas(configs_arg);
+  if (o.configs.empty())
+    o.configs = {o.source_dir + "/tests/model/configs/qwen2.5-0.5b.json",
+                 o.source_dir + "/tests/model/configs/qwen2.5-1.5b.json"};
 
+  if (std::string why; !azr::kernels::device_usable(o.device, &why)) {  // nothing to measure here
+    std::printf("model_speed_bench: %s; nothing measured\n%s\n", why.c_str(),
+                json{{"bench", "model_speed"}, {"device", o.device}, {"skipped", why}}.dump().c_str());
+    return 0;
+  }
   const azr::kernels::Ops* ops = nullptr;
   try {
     ops = &azr::kernels::backend_ops(o.device);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "model_speed_bench: --device: %s\n", e.what());
-    json skipped = {{"bench", "model_speed"}, {"device", o.device}, {"skipped", e.what()}};
-    std::printf("%s\n", skipped.dump().c_str());
-    return 0;  // no device here: nothing to measure, as cuda_ops_bench does
+  } catch (const std::exception& e) {  // a bad AZR_CUDA_* setting (kernels/backend.cpp)
+    std::fprintf(stderr, "model_speed_bench: %s\n", e.what());
+    return 2;
   }
 
   std::string device_name = o.device;

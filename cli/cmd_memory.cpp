@@ -96,6 +96,7 @@ int run_memory(const MemoryOptions& o) {
                                   {"decode_buffers", p.decode_buffers},
                                   {"prefill_activations", p.prefill_activations},
                                   {"prefill_logits", p.prefill_logits},
+                                  {"sampler", p.sampler},
                                   {"reserve", p.reserve},
                                   {"training_peak", p.training_peak()},
                                   {"generation_peak", p.generation_peak()}}},

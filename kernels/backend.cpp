@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/guarded/guarded_ops.h"
@@ -60,6 +61,18 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   std::string known;
   for (const std::string& name : backend_names()) known += (known.empty() ? "" : ", ") + name;
   throw std::invalid_argument("unknown device '" + std::string(device) + "' (known: " + known + ")");
+}
+
+bool device_usable(std::string_view device, std::string* why) {
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), device) == names.end()) {
+    *why = "unknown device '" + std::string(device) + "'";
+    return false;
+  }
+#ifdef AZR_HAVE_CUDA_KERNELS
+  if (device == "cuda") return cuda_device_count(why) > 0;
+#endif
+  return true;
 }
 
 double device_memory_bytes(std::string_view device, int device_index) {

@@ -22,6 +22,11 @@ std::vector<std::string> backend_names();
 const Ops& backend_ops(std::string_view device, int device_index = 0,
                        MatmulPrecision precision = MatmulPrecision::Fp32);
 
+// Whether backend_ops(device) can give a table on this machine: false, with the reason in *why,
+// for a name this build does not know or "cuda" with no usable GPU. For a benchmark, which has
+// nothing to measure then and says so, where a command would stop with backend_ops' error.
+bool device_usable(std::string_view device, std::string* why);
+
 // The memory a model on `device` can use, in bytes: the GPU's (device_index modulo the visible
 // GPUs) for "cuda", this machine's physical memory for the CPU devices. Throws as backend_ops.
 double device_memory_bytes(std::string_view device, int device_index = 0);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "kernels/cuda/sampling_limits.h"
+
 namespace azr::model {
 
 Precision parse_precision(std::string_view s) {
@@ -43,6 +45,29 @@ PerToken layer_acts(const ModelConfig& c, bool norms16) {
   // slot of I floats that the q/k/v GEMM's fp32 rows borrow first: max(I, q_dim + 2 kv_dim).
   if (norms16) return {H + 2 * qd + 2 * kd + std::max(I, qd + 2 * kd), 2 * H + I, stats};
   return {3 * H + 2 * qd + 2 * kd + 2 * I, 0, stats};
+}
+
+}  // namespace
+
+namespace {
+
+// The CUDA sampler's scratch after calls of up to R rows, of every mode (kernels/cuda/sampling.cu):
+// each buffer grows to its largest call and stays. Rows up to kMaxSplitRows may be split into parts
+// (parts_for): R x parts partial values, indices and sums (4 + 8 + 8 bytes) and a ticket a row;
+// parts_for aims at 2 blocks a multiprocessor, at least kMinParts and at most kMaxParts a row, so
+// R x parts <= max(kMinParts R, 2 x kPlanMaxMultiprocessors) below kMaxParts R. Top-k and top-p
+// split up to kSplitGroupRows rows at once: a count and a mass a bin, a total, a last bin, a list
+// count and kListCapacity 8-byte keys a row.
+constexpr double kPlanMaxMultiprocessors = 256;  // more than any GPU has (an H100 SXM: 132)
+
+double sampler_scratch_bytes(int64_t R) {
+  namespace smp = kernels::cuda_detail::sampling;
+  if (R <= 0 || R > smp::kMaxSplitRows) return 0;  // past kMaxSplitRows a row is a block's
+  const double rows = double(R), group = double(std::min(R, smp::kSplitGroupRows));
+  const double parts = std::min(rows * double(smp::kMaxParts),
+                                std::max(rows * double(smp::kMinParts), 2 * kPlanMaxMultiprocessors));
+  return parts * (4.0 + 8.0 + 8.0) + rows * 4.0 +
+         group * (double(smp::kMassBins) * (4.0 + 8.0) + 8.0 + 4.0 + 4.0 + double(smp::kListCapacity) * 8.0);
 }
 
 }  // namespace
@@ -134,6 +159,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     p.prefill_activations = prefill_tokens * (2 * H * a + layer_bytes + tail_bytes);
     p.prefill_logits = double(s.kv_slots) * V * 4.0;
   }
+  p.sampler = sampler_scratch_bytes(s.kv_slots);
 
   if (s.precision == Precision::Fp32Bf16Gemm) {
     // The fp32 model is the master; the GEMMs read a bf16 copy of it and round their other
@@ -242,6 +268,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   if (s.kv_slots > 0) {
     line("prefill activations", p.prefill_activations);
     line("prefill logits", p.prefill_logits);
+    line("sampler scratch", p.sampler);
   }
   line("reserve", p.reserve);
   line("peak: training", p.training_peak());

@@ -93,13 +93,18 @@ struct MemoryPlan {
   // buffers share one arena, so the larger of the two counts; prefill's logits [slots, V] stay
   // through decode.
   double kv_cache = 0, decode_buffers = 0, prefill_activations = 0, prefill_logits = 0;
+  // The CUDA sampler's grow-only scratch at kv_slots rows (kernels/cuda/sampling.cu), an upper
+  // bound: top-k / top-p's bins and lists of kept tokens for up to 256 rows at once (38 MiB), and
+  // the split rows' partial results. Counted for every precision: the CPU sampler's per-call
+  // buffers are smaller.
+  double sampler = 0;
   double reserve = 0;
 
   double persistent() const { return weights + master_weights + gradients + adam + gemm_scratch; }
   double training_peak() const { return persistent() + activations + backward_scratch + lm_head + reserve; }
   double generation_peak() const {
     return persistent() + kv_cache + (decode_buffers > prefill_activations ? decode_buffers : prefill_activations) +
-           prefill_logits + reserve;
+           prefill_logits + sampler + reserve;
   }
   double peak() const { return training_peak() > generation_peak() ? training_peak() : generation_peak(); }
 };

@@ -174,6 +174,7 @@ class DeviceScratch {
     }
     return ptr_;
   }
+  size_t bytes() const { return capacity_ * sizeof(T); }  // what it holds now
 
  private:
   T* ptr_ = nullptr;
@@ -196,6 +197,7 @@ class ZeroedScratch {
     }
     return p;
   }
+  size_t bytes() const { return scratch_.bytes(); }
 
  private:
   DeviceScratch<T> scratch_;

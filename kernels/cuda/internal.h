@@ -171,6 +171,8 @@ void cuda_set_sampling_blocks_per_sm(int n);
 // would (sampling_filtered.cuh; default on), for benchmarks: off, a block per row reads its row.
 void cuda_set_filtered_sampling_split(bool on);
 bool cuda_filtered_sampling_split();
+// The bytes the sampler's grow-only scratch holds now (the memory plan's `sampler` line bounds it).
+size_t cuda_sampler_scratch_bytes();
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),
 // in a grow-only scratch valid until the next call.
 const float* attention_row_dots(const float* dout, const float* out, const AttentionShape& s);

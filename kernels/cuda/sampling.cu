@@ -50,12 +50,8 @@ DeviceScratch<uint64_t> g_list;
 int g_sampling_blocks_per_sm = 2;
 bool g_filtered_split = true;  // cuda_set_filtered_sampling_split
 
-// The filtered split's list holds kListCapacity keys a row, 128 KiB: the kept set of a peaked row
-// (top_p 0.9 of cuda_ops_bench's N(0, 9) rows keeps 5,000-7,500 of 151,936), not of a nearly
-// flat one. Rows go kSplitGroupRows at a time, so that the scratch stays under 40 MiB (list and
-// bins) however many rows a call has.
-constexpr int64_t kListCapacity = 16384;
-constexpr int64_t kSplitGroupRows = 256;
+using sampling::kListCapacity;  // the filtered split's list and groups of rows (sampling_limits.h)
+using sampling::kSplitGroupRows;
 
 void unfiltered(const SampleArgs& a, int64_t R) {
   const int64_t parts = sampling::parts_for(R, a.n, multiprocessors(), g_sampling_blocks_per_sm);
@@ -142,5 +138,9 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
 void cuda_set_sampling_blocks_per_sm(int n) { g_sampling_blocks_per_sm = n < 1 ? 1 : n; }
 void cuda_set_filtered_sampling_split(bool on) { g_filtered_split = on; }
 bool cuda_filtered_sampling_split() { return g_filtered_split; }
+size_t cuda_sampler_scratch_bytes() {
+  return g_part_value.bytes() + g_part_at.bytes() + g_part_sum.bytes() + g_tickets.bytes() + g_bin_count.bytes() +
+         g_list_count.bytes() + g_bin_mass.bytes() + g_row_total.bytes() + g_last_bin.bytes() + g_list.bytes();
+}
 
 }  // namespace azr::kernels::cuda_detail

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/sampling_limits.h"
 
 namespace azr::kernels::cuda_detail::sampling {
 
@@ -37,9 +38,6 @@ __device__ __forceinline__ int64_t part_length(int64_t n, int64_t parts) { retur
 // 151,936-token vocabulary, 4 parts a row read the logits 1.2x (t = 1) and 1.5x (greedy) faster
 // than 1 on an H200 (cuda_ops_bench, 2026-11-26), while 16 parts at 64 rows, where 2 blocks per
 // multiprocessor give 4, was 0.8x for greedy: parts beyond 4 are not what helps.
-constexpr int64_t kMaxParts = 128;
-constexpr int64_t kMinParts = 4;
-constexpr int64_t kMaxSplitRows = 65535;  // the split kernels' grid holds the rows in y
 inline int64_t parts_for(int64_t R, int64_t n, int sms, int blocks_per_sm = 2) {
   if (R > kMaxSplitRows) return 1;
   int64_t parts = int64_t(blocks_per_sm) * int64_t(sms) / (R > 0 ? R : 1);

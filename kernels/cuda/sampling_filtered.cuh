@@ -33,6 +33,10 @@ constexpr int kChunk = 2048;  // candidates sorted at a time: 2048 keys + their 
 constexpr int kRadixBits = 8;
 constexpr int kBins = 1 << kRadixBits;
 constexpr uint64_t kNoCursor = ~uint64_t(0);  // above every key: the walk starts at the top
+// Chunks whose start a prefix-summing walk marks (Chunk::mark_*): a list's kept set spans at most
+// 8 (16,384 keys), a row walked whole may span more, whose later chunks the inverse CDF then
+// reaches from the 16th.
+constexpr int kMarks = 16;
 
 // The CPU's candidate order, descending probability then ascending id, as one unsigned 64-bit
 // key in descending order: the logit's bits mapped so that unsigned order is float order, then
@@ -57,7 +61,15 @@ struct Chunk {
   uint64_t keys[kChunk];  // sorted descending; padding 0 (below every key) up to a power of two
   double p[kChunk];
   int64_t start;          // rank of keys[0] in the whole order; -1 before the first load
+  uint64_t cursor;        // the key it was loaded below (kNoCursor for rank 0)
   int n;                  // candidates held
+  // Where the last walk that summed the probabilities from rank 0 found each of its first kMarks
+  // chunks: the cursor it was loaded below, its first rank, and the sum of the probabilities of
+  // the ranks before it, added in order (mark_chunk). The inverse CDF starts from one of them.
+  int marks, resume;  // resume: the mark the inverse CDF starts from, -1 for rank 0
+  uint64_t mark_cursor[kMarks];
+  int64_t mark_start[kMarks];
+  double mark_sum[kMarks];
   int hist[kBins];
   int digit, above, in_bin;
   bool stop;
@@ -176,16 +188,33 @@ __device__ inline void load_chunk(const Candidates& row, uint64_t cursor, int si
   __syncthreads();
   sort_descending(c.keys, width);
   for (int i = threadIdx.x; i < n; i += blockDim.x) c.p[i] = prob(key_logit(c.keys[i]), row.inv_t, row.mx);
-  if (threadIdx.x == 0) c.start = start, c.n = n;
+  if (threadIdx.x == 0) c.start = start, c.cursor = cursor, c.n = n;
   __syncthreads();
+}
+
+// A prefix-summing walk's visitor, on thread 0, at rank `rank` whose preceding ranks' probabilities
+// add up to `sum` (in order): marks the chunk held when `rank` is its first.
+__device__ __forceinline__ void mark_chunk(Chunk& c, int64_t rank, double sum) {
+  if (rank != c.start || c.marks >= kMarks) return;
+  c.mark_cursor[c.marks] = c.cursor, c.mark_start[c.marks] = rank, c.mark_sum[c.marks] = sum;
+  c.marks++;
 }
 
 // Calls visit(p, id) on thread 0 for the candidates of rank 0, 1, ... < limit, in order, until
 // it returns true. Every thread calls it (chunks load block-wide); limit must be the same for
 // all, and no larger than in the walk that loaded the chunk held now, if that is the first.
 template <class Visit>
+__device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit visit);
+
+template <class Visit>
 __device__ void walk(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
   if (c.start != 0) load_chunk(row, kNoCursor, int(limit < kChunk ? limit : kChunk), 0, c);
+  walk_on(row, limit, c, visit);
+}
+
+// walk from the chunk held now: visit(p, id) for its candidates and the ones after, up to limit.
+template <class Visit>
+__device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
   for (;;) {
     if (threadIdx.x == 0) {
       bool done = false;
@@ -214,8 +243,11 @@ __device__ inline void filtered_row(const SampleArgs& a, int64_t r, const Candid
   const int64_t filter_k = a.top_k > 0 && a.top_k < a.n ? a.top_k : a.n;
   const int64_t keep_k = filter_k < row.n ? filter_k : row.n;
   double kept_total = 0;
+  if (threadIdx.x == 0) c.marks = 0;  // walks mark on thread 0 alone: no barrier needed
   if (filter_k < a.n) {
+    int64_t rank = 0;
     walk(row, keep_k, c, [&](double p, int32_t) {
+      mark_chunk(c, rank++, kept_total);
       kept_total += p;
       return false;
     });
@@ -233,7 +265,9 @@ __device__ inline void filtered_row(const SampleArgs& a, int64_t r, const Candid
     const double cut = double(a.top_p) * kept_total;
     double before = 0;
     int64_t taken = 0;
+    if (threadIdx.x == 0) c.marks = 0;  // the same sums as top-k's walk, over the same chunks
     walk(row, keep_k, c, [&](double p, int32_t) {
+      mark_chunk(c, taken, before);
       if (taken > 0 && !(before < cut)) return true;
       before += p;
       taken++;
@@ -245,11 +279,26 @@ __device__ inline void filtered_row(const SampleArgs& a, int64_t r, const Candid
   __syncthreads();
   keep = *keep_s;
 
-  // Inverse CDF over the kept set in order; without a crossing, its last token.
+  // Inverse CDF over the kept set in order; without a crossing, its last token. It starts at the
+  // last marked chunk whose preceding mass is at most the target, so no earlier rank crosses it,
+  // with that mass: the same additions in the same order as from rank 0, without walking the
+  // chunks before again (a kept set of several chunks, which top-p's walk has just passed).
   const double target = threadIdx.x == 0 ? a.u[r] * kept_total : 0.0;
-  double acc = 0, p_pick = 0;
+  if (threadIdx.x == 0) {
+    int from = 0;
+    for (int i = 1; i < c.marks; i++)
+      if (c.mark_start[i] < keep && c.mark_sum[i] <= target) from = i;
+    c.resume = c.marks > 0 ? from : -1;
+  }
+  __syncthreads();
+  const int from = c.resume;
+  const int64_t start = from < 0 ? 0 : c.mark_start[from];
+  double acc = from < 0 || threadIdx.x != 0 ? 0.0 : c.mark_sum[from], p_pick = 0;
   int32_t pick = -1;
-  walk(row, keep, c, [&](double p, int32_t id) {
+  if (c.start != start)
+    load_chunk(row, from < 0 ? kNoCursor : c.mark_cursor[from], int(keep - start < kChunk ? keep - start : kChunk),
+               start, c);
+  walk_on(row, keep, c, [&](double p, int32_t id) {
     acc += p, pick = id, p_pick = p;
     return acc > target;
   });
@@ -278,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) filtered_kernel(SampleArgs a) {
 // kBinsPerNat bins to a unit of log-probability: 32 below the maximum, where a token's probability
 // is under 1e-14 of the top one's, all share the last bin. The bin is monotonic in the logit, so
 // the tokens of bins 0..b are a prefix of the CPU's order, and tokens of equal logit share a bin.
-constexpr int kMassBins = 2048;
+// (kMassBins: sampling_limits.h.)
 constexpr double kBinsPerNat = 64;
 // top-p's bins are chosen with mass to spare, so that the CPU's sum over the same tokens, in its
 // order, reaches the cut too: two double sums of at most a few 100k positive terms differ by ~1e-11

@@ -19,10 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/buffer.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/internal.h"
 #include "kernels/cuda_launch_choice.h"
 #include "model/adamw.h"
 #include "model/generate.h"
+#include "model/memory_plan.h"
 #include "model/presets.h"
 #include "model/transformer.h"
 #include "tests/kernels/bf16_model_checks.h"
@@ -409,6 +412,48 @@ TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   EXPECT_EQ(host(gpu.parameters(), cuda_ops()), want);
   EXPECT_EQ(host(back.parameters(), cuda_ops()), want);
   std::filesystem::remove_all(dir);
+}
+
+// The memory plan's `sampler` line bounds what the CUDA sampler's grow-only scratch holds after
+// calls of every mode (greedy, temperature, top-k, top-p) at 1, 5 and 300 rows of the 151,936-token
+// vocabulary, and top-p's list of 16,384 keys a row for a group of 256 rows is part of it. The
+// bound is taken at 4,096 rows, more than any test here samples, so that it holds in a process
+// shared with other tests too (ctest gives each test one of its own).
+TEST(CudaSamplerScratch, StaysWithinTheMemoryPlansLine) {
+  std::string why;
+  if (kernels::cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device here (" << why << ")";
+  const kernels::Ops& gpu = cuda_ops();
+  constexpr int64_t V = 151936;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (const int64_t R : {int64_t(1), int64_t(5), int64_t(300)}) {
+    std::vector<float> logits(size_t(R * V));
+    for (float& z : logits) z = normal(rng);
+    const std::vector<double> u(size_t(R), 0.5);
+    kernels::Buffer<float> d_logits(gpu, logits.size()), d_logprobs(gpu, size_t(R));
+    kernels::Buffer<double> d_u(gpu, size_t(R));
+    kernels::Buffer<int32_t> d_tokens(gpu, size_t(R));
+    d_logits.upload(logits.data(), logits.size());
+    d_u.upload(u.data(), u.size());
+    struct Mode {
+      float temperature;
+      int32_t top_k;
+      float top_p;
+    };
+    for (const Mode& m : {Mode{0.f, 0, 1.f}, Mode{1.f, 0, 1.f}, Mode{1.f, 50, 1.f}, Mode{0.7f, 0, 0.9f}}) {
+      gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, V, m.temperature,
+                      m.top_k, m.top_p);
+      std::vector<int32_t> tokens(static_cast<size_t>(R));
+      gpu.download(tokens.data(), d_tokens.data(), tokens.size() * sizeof(int32_t));
+      for (const int32_t t : tokens) ASSERT_TRUE(t >= 0 && t < V) << t;
+    }
+  }
+  MemoryPlanSettings s;
+  s.kv_slots = 4096, s.kv_capacity = 64;
+  const double bound = plan_memory(preset_config("azr-tiny"), s).sampler;
+  const double held = double(kernels::cuda_detail::cuda_sampler_scratch_bytes());
+  EXPECT_LE(held, bound);
+  EXPECT_GE(held, 256.0 * 16384 * 8) << "top-p's lists for 256 rows";
 }
 
 // Hugging Face transformers as the reference on the real Qwen2.5 configs with random weights:

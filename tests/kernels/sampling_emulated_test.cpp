@@ -306,6 +306,70 @@ TEST(SamplingEmulated, FilteredSplitListsWholeBinsUpToTheKeptSet) {
   EXPECT_EQ(got.listed[0], 5u);
 }
 
+// filtered_row over a list of row r's keys (list_n of them), as filtered_list_kernel runs it, and
+// what its inverse CDF started from: the marks its walks left and the one it took.
+struct ResumeSeen {
+  int marks = -1, resume = -2;
+  int64_t start = -1;
+};
+__global__ void __launch_bounds__(kThreads)
+    filtered_resume_kernel(SampleArgs a, const uint64_t* keys, int64_t list_n, const double* mx,
+                           const double* totals, ResumeSeen* seen) {
+  __shared__ Chunk c;
+  __shared__ int64_t keep_s;
+  const int64_t r = blockIdx.x;
+  if (threadIdx.x == 0) c.start = -1;
+  __syncthreads();
+  const Candidates row{nullptr, keys + r * list_n, list_n, a.inv_t, mx[r]};
+  filtered_row(a, r, row, totals + r, c, &keep_s);
+  if (threadIdx.x == 0) seen[r] = {c.marks, c.resume, c.resume >= 0 ? c.mark_start[c.resume] : -1};
+}
+
+// The inverse CDF starts from the chunk that holds its target, where top-k's or top-p's walk
+// marked it, with the mass before it: nearly flat rows of 6,000 tokens (each within 1% of the
+// mean probability), whose kept sets span three chunks of 2,048 ranks (top_k 5,000; top_p 0.9,
+// about 5,400), so that u = 0.1, 0.5 and 0.95 of the kept mass fall near ranks 500, 2,500 and
+// 4,750: in chunks 0, 1 and 2 (marked at ranks 0, 2,048 and 4,096). The tokens and log-probs are
+// the CPU's. The list holds the whole row (a prefix of any length is one).
+TEST(SamplingEmulated, FilteredInverseCdfStartsFromTheChunkOfItsTarget) {
+  const int64_t R = 3, V = 6000;
+  std::vector<float> logits = randn(size_t(R * V), 77);
+  for (float& z : logits) z *= 0.003f;
+  const std::vector<double> u = {0.1, 0.5, 0.95};
+  std::vector<uint64_t> keys(size_t(R * V));
+  const size_t rows = static_cast<size_t>(R);
+  std::vector<double> mx(rows), totals(rows, 0.0);
+  for (const SampleCase& c : {SampleCase{"top_k_5000", 1.f, 5000, 1.f, 1.f, 0},
+                              SampleCase{"top_p_0.9", 1.f, 0, 0.9f, 1.f, 0}}) {
+    SCOPED_TRACE(c.name);
+    for (int64_t r = 0; r < R; r++) {
+      const float* z = &logits[size_t(r * V)];
+      mx[size_t(r)] = double(*std::max_element(z, z + V));
+      totals[size_t(r)] = 0;
+      for (int64_t j = 0; j < V; j++) {
+        keys[size_t(r * V + j)] = order_key(z[j], j);
+        totals[size_t(r)] += std::exp(double(z[j]) - mx[size_t(r)]);  // in id order, as the CPU sums it
+      }
+    }
+    std::vector<int32_t> want(rows), got(rows, -1);
+    std::vector<float> want_lp(rows), got_lp(rows, NAN);
+    cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, c.temperature, c.top_k,
+                          c.top_p);
+    const SampleArgs a{got.data(), got_lp.data(), logits.data(), u.data(), V, V, 1.0, c.top_k, c.top_p};
+    std::vector<ResumeSeen> seen(rows);
+    emu::launch({unsigned(R), 1, 1}, kThreads, 0, filtered_resume_kernel, a,
+                static_cast<const uint64_t*>(keys.data()), V, static_cast<const double*>(mx.data()),
+                static_cast<const double*>(totals.data()), seen.data());
+    for (int64_t r = 0; r < R; r++) {
+      EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << "row " << r;
+      EXPECT_NEAR(got_lp[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)])) << "row " << r;
+      EXPECT_EQ(seen[size_t(r)].marks, 3) << "row " << r;
+      EXPECT_EQ(seen[size_t(r)].resume, int(r)) << "row " << r;
+      EXPECT_EQ(seen[size_t(r)].start, 2048 * r) << "row " << r;
+    }
+  }
+}
+
 TEST(SamplingEmulated, PartsFillTheGpuAndKeepPartsLong) {
   EXPECT_EQ(parts_for(1, 151936, 132), 128);  // batch 1: 264 blocks wanted, 128 at most
   EXPECT_EQ(parts_for(64, 151936, 132), 4);   // 256 blocks
