@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,15 +35,6 @@ inline std::string sh_quote(const std::string& s) {
   std::string r = "'";
   for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return r + "'";
-}
-
-// "a,b,,c" -> {"a", "b", "c"}
-inline std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) r.push_back(x);
-  return r;
 }
 
 // Runs `cmd` through the shell with stdout sent to `out_path`, and returns the last non-empty

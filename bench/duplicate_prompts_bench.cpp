@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_util.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
@@ -45,11 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed repeats (median)")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--threads", threads, "CPU threads (0: all)")->capture_default_str()->check(CLI::Range(0, 4096));
   CLI11_PARSE(app, argc, argv);
-  if (std::string why; !kernels::device_usable(device, &why)) {  // nothing to measure here
-    std::printf("duplicate_prompts_bench: %s; nothing measured\n%s\n", why.c_str(),
-                nlohmann::json{{"bench", "duplicate_prompts"}, {"device", device}, {"skipped", why}}.dump().c_str());
-    return 0;
-  }
+  if (bench::skipped_for_device("duplicate_prompts", device)) return 0;
   kernels::set_cpu_threads(threads);
   model::ModelConfig c;
   try {

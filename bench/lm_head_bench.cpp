@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_util.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
@@ -47,11 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all)")->capture_default_str()->check(CLI::Range(0, 4096));
   CLI11_PARSE(app, argc, argv);
   kernels::set_cpu_threads(threads);
-  if (std::string why; !kernels::device_usable(device, &why)) {  // nothing to measure here
-    std::printf("lm_head_bench: %s; nothing measured\n%s\n", why.c_str(),
-                nlohmann::json{{"bench", "lm_head"}, {"device", device}, {"skipped", why}}.dump().c_str());
-    return 0;
-  }
+  if (bench::skipped_for_device("lm_head", device)) return 0;
   const kernels::Ops& ops = kernels::backend_ops(device, 0, kernels::parse_matmul_precision(precision));
 
   model::ModelConfig c = model::preset_config("azr-tiny");

@@ -77,6 +77,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_util.h"
 #include "bench/model_workloads.h"
 #include "kernels/backend.h"
@@ -269,11 +270,7 @@ int main(int argc, char** argv) {
     o.configs = {o.source_dir + "/tests/model/configs/qwen2.5-0.5b.json",
                  o.source_dir + "/tests/model/configs/qwen2.5-1.5b.json"};
 
-  if (std::string why; !azr::kernels::device_usable(o.device, &why)) {  // nothing to measure here
-    std::printf("model_speed_bench: %s; nothing measured\n%s\n", why.c_str(),
-                json{{"bench", "model_speed"}, {"device", o.device}, {"skipped", why}}.dump().c_str());
-    return 0;
-  }
+  if (skipped_for_device("model_speed", o.device)) return 0;
   const azr::kernels::Ops* ops = nullptr;
   try {
     ops = &azr::kernels::backend_ops(o.device);
