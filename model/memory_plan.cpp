@@ -47,10 +47,6 @@ PerToken layer_acts(const ModelConfig& c, bool norms16) {
   return {3 * H + 2 * qd + 2 * kd + 2 * I, 0, stats};
 }
 
-}  // namespace
-
-namespace {
-
 // The CUDA sampler's scratch after calls of up to R rows, of every mode (kernels/cuda/sampling.cu):
 // each buffer grows to its largest call and stays. Rows up to kMaxSplitRows may be split into parts
 // (parts_for): R x parts partial values, indices and sums (4 + 8 + 8 bytes) and a ticket a row;

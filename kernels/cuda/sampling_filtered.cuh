@@ -200,19 +200,10 @@ __device__ __forceinline__ void mark_chunk(Chunk& c, int64_t rank, double sum) {
   c.marks++;
 }
 
-// Calls visit(p, id) on thread 0 for the candidates of rank 0, 1, ... < limit, in order, until
-// it returns true. Every thread calls it (chunks load block-wide); limit must be the same for
-// all, and no larger than in the walk that loaded the chunk held now, if that is the first.
-template <class Visit>
-__device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit visit);
-
-template <class Visit>
-__device__ void walk(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
-  if (c.start != 0) load_chunk(row, kNoCursor, int(limit < kChunk ? limit : kChunk), 0, c);
-  walk_on(row, limit, c, visit);
-}
-
-// walk from the chunk held now: visit(p, id) for its candidates and the ones after, up to limit.
+// walk from the chunk held now: visit(p, id) on thread 0 for its candidates and the ones after
+// them, in order, up to rank limit, until it returns true. Every thread calls it (chunks load
+// block-wide); limit must be the same for all, and no larger than in the walk that loaded the
+// chunk held now.
 template <class Visit>
 __device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
   for (;;) {
@@ -230,6 +221,14 @@ __device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit vi
     load_chunk(row, cursor, int(left < kChunk ? left : kChunk), next, c);
   }
   __syncthreads();  // everyone has read c.stop before the next walk writes it
+}
+
+// walk_on from rank 0: loads the first chunk unless it is the one held (then limit is no larger
+// than in the walk that loaded it).
+template <class Visit>
+__device__ void walk(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
+  if (c.start != 0) load_chunk(row, kNoCursor, int(limit < kChunk ? limit : kChunk), 0, c);
+  walk_on(row, limit, c, visit);
 }
 
 // The CPU's filtered sampling of row r, step for step, over `row`: the whole row, or a list that
