@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "duplicate_prompts_bench: --config: %s\n", e.what());
     return 2;
   }
-  const kernels::Ops& ops = kernels::backend_ops(device, 0, kernels::parse_matmul_precision(precision));
+  const kernels::Ops& ops = bench::ops_for("duplicate_prompts", device, kernels::parse_matmul_precision(precision));
   model::Transformer m = model::Transformer::random(c, 1, 0.02f, ops);
 
   // Copies of a prompt side by side, as the trainer lays out a proposal's rollouts.

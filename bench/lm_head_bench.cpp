@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   kernels::set_cpu_threads(threads);
   if (bench::skipped_for_device("lm_head", device)) return 0;
-  const kernels::Ops& ops = kernels::backend_ops(device, 0, kernels::parse_matmul_precision(precision));
+  const kernels::Ops& ops = bench::ops_for("lm_head", device, kernels::parse_matmul_precision(precision));
 
   model::ModelConfig c = model::preset_config("azr-tiny");
   c.vocab_size = vocab, c.hidden_size = hidden, c.intermediate_size = hidden, c.num_hidden_layers = 1;

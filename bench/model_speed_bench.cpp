@@ -271,13 +271,7 @@ int main(int argc, char** argv) {
                  o.source_dir + "/tests/model/configs/qwen2.5-1.5b.json"};
 
   if (skipped_for_device("model_speed", o.device)) return 0;
-  const azr::kernels::Ops* ops = nullptr;
-  try {
-    ops = &azr::kernels::backend_ops(o.device);
-  } catch (const std::exception& e) {  // a bad AZR_CUDA_* setting (kernels/backend.cpp)
-    std::fprintf(stderr, "model_speed_bench: %s\n", e.what());
-    return 2;
-  }
+  const azr::kernels::Ops* ops = &ops_for("model_speed", o.device);
 
   std::string device_name = o.device;
   double peak_bw = o.peak_gbs * 1e9, peak_flops = o.peak_tflops * 1e12;
@@ -375,7 +369,7 @@ int main(int argc, char** argv) {
     // onto each precision's table.
     const m::Transformer initial = m::Transformer::random(cfg, 0, 0.02f);
     for (const azr::kernels::MatmulPrecision precision : o.precisions) {
-      const azr::kernels::Ops& device_ops = azr::kernels::backend_ops(o.device, 0, precision);
+      const azr::kernels::Ops& device_ops = ops_for("model_speed", o.device, precision);
       // Outside an OpProfile the profiled table only forwards each call (kernels/op_profile.h).
       const azr::kernels::Ops& precision_ops = o.op_profile ? azr::kernels::profiled_ops(device_ops) : device_ops;
       const std::string tag = std::string(" [") + azr::kernels::matmul_precision_name(precision) + "]";
