@@ -19,6 +19,7 @@ PACKAGES=(
   libtomlplusplus-dev                # trainer: TOML run configs
   libopenmpi-dev openmpi-bin         # trainer: data parallel between CPU processes (mpirun)
   python3-protobuf                   # tests: an independent reader of the TensorBoard event files
+  libboost-context-dev               # tests: the emulated CUDA threads' fibers
 )
 
 missing=()

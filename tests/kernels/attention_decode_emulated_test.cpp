@@ -11,7 +11,7 @@
 // Against the CPU backend's attention_decode and the Bf16 table's attention_decode_w16
 // (kernels/cpu), as the GPU test (CudaDecode) checks them on the hardware.
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/attention_decode.cuh"

@@ -11,22 +11,22 @@
 // the launch limits of sm_80; what it cannot show (WMMA's real fragment layouts, blocks running at
 // once, speed) the GPU tests and benchmarks check.
 //
-// The model: a block runs as blockDim.x std::threads, one per CUDA thread; __syncthreads is a
-// barrier of the block, __syncwarp and every warp-collective call (shuffles, WMMA) a barrier of
-// the warp. A WMMA fragment is opaque to the kernels, so here lane 0 of the warp holds the whole
+// The model: every CUDA thread is a fiber (emulation_fibers.h, which says why not a std::thread),
+// and the test's thread runs them in turn; __syncthreads is a barrier of the block, __syncwarp and
+// every warp-collective call (shuffles, WMMA) a barrier of the warp, and a thread runs on until it
+// reaches one. A WMMA fragment is opaque to the kernels, so here lane 0 of the warp holds the whole
 // 16 x 16 tile and does the warp's work (loads, products in fp32 with k ascending, stores) after
 // the warp's barrier; the other lanes hold nothing. The mma.sync instructions' fragments are
 // documented, so their stand-ins (kernels/cuda/mma_sync.cuh's functions) keep each lane's own
 // registers, exchanged through the warp's shuffle slots. Shared memory starts filled with 0xFF
 // bytes (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
-// results. Blocks run one after another, on the same threads; launch_concurrent runs them all at
-// once, for the grid barrier (kernels/cuda/grid_barrier.cuh), which blocks taking turns could not pass.
+// results. Blocks run one after another; launch_concurrent runs them all at once, for the grid
+// barrier (kernels/cuda/grid_barrier.cuh), which blocks taking turns could not pass.
 #define AZR_CUDA_EMULATION 1
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -36,12 +36,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/bf16_matmul.h"
+#include "tests/kernels/emulation_fibers.h"
 
 #define __global__
 #define __device__
@@ -74,15 +74,26 @@ struct alignas(8) uint2 {
 
 namespace azr::emu {
 
+// A cp.async copy, deferred (the mma namespace's cp_async16 below says why).
+struct AsyncCopy {
+  __nv_bfloat16* dst;
+  const __nv_bfloat16* src;  // null: zero-fill
+};
+struct AsyncCopies {
+  std::vector<std::vector<AsyncCopy>> committed;  // oldest first
+  std::vector<AsyncCopy> open;
+};
+
 struct BlockState {
   BlockState(unsigned threads, size_t smem_bytes)
-      : all(std::ptrdiff_t(threads)), shuffle(threads), fragments(threads), smem(smem_bytes + 128, 0xFF) {
-    for (unsigned w = 0; w < threads / 32; w++) warps.push_back(std::make_unique<std::barrier<>>(32));
+      : all(threads), shuffle(threads), fragments(threads), async(threads), smem(smem_bytes + 128, 0xFF) {
+    for (unsigned w = 0; w < threads / 32; w++) warps.emplace_back(32);
   }
-  std::barrier<> all;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  fibers::Barrier all;
+  std::vector<fibers::Barrier> warps;
   std::vector<uint64_t> shuffle;  // one slot per thread, for values of up to 8 bytes
   std::vector<std::array<uint32_t, 6>> fragments;  // one per thread: an mma's A and B registers
+  std::vector<AsyncCopies> async;  // one per thread: its cp.async groups
   std::vector<unsigned char> smem;
   unsigned char* dynamic_shared() {
     const auto p = reinterpret_cast<uintptr_t>(smem.data());
@@ -90,11 +101,20 @@ struct BlockState {
   }
 };
 
+// The running CUDA thread's registers: the fiber that runs sets them, and keeps them across a switch.
 inline thread_local EmuDim3 t_thread, t_block, t_block_dim, t_grid_dim;
 inline thread_local BlockState* t_state = nullptr;
 
+// Lets the other CUDA threads run until *watch != seen (watch null: for one pass).
+inline void switch_away(const uint64_t* watch, uint64_t seen) {
+  const EmuDim3 thread = t_thread, block = t_block, block_dim = t_block_dim, grid_dim = t_grid_dim;
+  BlockState* const state = t_state;
+  fibers::wait_for_change(watch, seen);
+  t_thread = thread, t_block = block, t_block_dim = block_dim, t_grid_dim = grid_dim, t_state = state;
+}
+
 inline unsigned lane() { return t_thread.x % 32; }
-inline void warp_barrier() { t_state->warps[t_thread.x / 32]->arrive_and_wait(); }
+inline void warp_barrier() { t_state->warps[t_thread.x / 32].arrive_and_wait(switch_away); }
 
 // The launch limits of every GPU the build targets (sm_80 and up): 1,024 threads per block, and
 // 163 KiB of dynamic shared memory per block with the kernel's opt-in (an A100's; an H100 allows
@@ -110,36 +130,29 @@ inline void check_launch_limits(unsigned threads, size_t smem_bytes) {
   }
 }
 
-// Runs kernel(args...) over grid x block threads, block after block: one std::thread per CUDA
-// thread of a block, reused for every block (a barrier between blocks, shared memory poisoned
-// again before each).
+// Runs kernel(args...) over grid x block threads, block after block, each block's threads as
+// fibers (shared memory poisoned again before each block).
 template <class Kernel, class... Args>
 void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
   check_launch_limits(threads, smem_bytes);
-  BlockState state(threads, smem_bytes);
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; t++)
-    pool.emplace_back([&, t] {
-      t_thread = {t, 0, 0};
-      t_block_dim = {threads, 1, 1};
-      t_grid_dim = grid;
-      t_state = &state;
-      for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-          for (unsigned x = 0; x < grid.x; x++) {
-            if (t == 0) std::fill(state.smem.begin(), state.smem.end(), 0xFF);
-            state.all.arrive_and_wait();
-            t_block = {x, y, z};
-            kernel(args...);
-            state.all.arrive_and_wait();  // the block is done before the next one poisons its memory
-          }
-    });
-  for (std::thread& th : pool) th.join();
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        BlockState state(threads, smem_bytes);
+        fibers::run(threads, [&](unsigned t) {
+          t_thread = {t, 0, 0};
+          t_block = {x, y, z};
+          t_block_dim = {threads, 1, 1};
+          t_grid_dim = grid;
+          t_state = &state;
+          kernel(args...);
+        });
+      }
 }
 
 // Runs kernel(args...) with every block of the grid at once (grid.x blocks, 1-D), as a
-// cooperative launch guarantees on a GPU: one std::thread per CUDA thread of every block, each
-// block with its own barriers and dynamic shared memory. Only for kernels whose blocks must meet
+// cooperative launch guarantees on a GPU: every CUDA thread of every block a fiber, each block
+// with its own barriers and dynamic shared memory. Only for kernels whose blocks must meet
 // (grid_barrier.cuh) and that declare no __shared__ variable: those are static here, one for the
 // process, which blocks running at once would share.
 template <class Kernel, class... Args>
@@ -147,24 +160,21 @@ void launch_concurrent(unsigned blocks, unsigned threads, size_t smem_bytes, Ker
   check_launch_limits(threads, smem_bytes);
   std::vector<std::unique_ptr<BlockState>> states;
   for (unsigned b = 0; b < blocks; b++) states.push_back(std::make_unique<BlockState>(threads, smem_bytes));
-  std::vector<std::thread> pool;
-  for (unsigned b = 0; b < blocks; b++)
-    for (unsigned t = 0; t < threads; t++)
-      pool.emplace_back([&, b, t] {
-        t_thread = {t, 0, 0};
-        t_block = {b, 0, 0};
-        t_block_dim = {threads, 1, 1};
-        t_grid_dim = {blocks, 1, 1};
-        t_state = states[b].get();
-        kernel(args...);
-      });
-  for (std::thread& th : pool) th.join();
+  fibers::run(blocks * threads, [&](unsigned i) {
+    const unsigned b = i / threads, t = i % threads;
+    t_thread = {t, 0, 0};
+    t_block = {b, 0, 0};
+    t_block_dim = {threads, 1, 1};
+    t_grid_dim = {blocks, 1, 1};
+    t_state = states[b].get();
+    kernel(args...);
+  });
 }
 
-// grid_barrier.cuh's polling: an atomic read (blocks run at once here), a yield so that the
-// blocks still on their way get the CPU, the time, and the trap as a stop with a message.
+// grid_barrier.cuh's polling: a switch to the other CUDA threads (the blocks still on their way),
+// then an atomic read; the time, and the trap as a stop with a message.
 inline unsigned spin_read(const unsigned* p) {
-  std::this_thread::yield();
+  switch_away(nullptr, 0);
   return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_acquire);
 }
 inline uint64_t now_ns() {
@@ -188,7 +198,7 @@ inline uint64_t now_ns() {
 #define __shared__ static
 #define AZR_DYNAMIC_SHARED(name) unsigned char* name = ::azr::emu::t_state->dynamic_shared()
 
-inline void __syncthreads() { ::azr::emu::t_state->all.arrive_and_wait(); }
+inline void __syncthreads() { ::azr::emu::t_state->all.arrive_and_wait(::azr::emu::switch_away); }
 inline void __syncwarp() { ::azr::emu::warp_barrier(); }
 
 namespace azr::emu {
@@ -392,15 +402,7 @@ inline uint32_t pack_bf16x2(float lo, float hi) { return emu_pair(__float2bfloat
 // kernel that reads a tile before waiting for it reads the poisoned bytes (or the tile before).
 // The other hazard, a copy issued into a stage that another warp is still reading (a missing
 // barrier), cannot show here, where copies land late; that one is the GPU test's.
-struct EmuAsyncCopy {
-  __nv_bfloat16* dst;
-  const __nv_bfloat16* src;  // null: zero-fill
-};
-struct EmuAsyncCopies {
-  std::vector<std::vector<EmuAsyncCopy>> committed;  // oldest first
-  std::vector<EmuAsyncCopy> open;
-};
-inline thread_local EmuAsyncCopies t_async;
+inline ::azr::emu::AsyncCopies& emu_async() { return ::azr::emu::t_state->async[::azr::emu::t_thread.x]; }
 
 inline void cp_async16(__nv_bfloat16* dst, const __nv_bfloat16* src, bool valid) {
   if (reinterpret_cast<uintptr_t>(dst) % 16 != 0 || (valid && reinterpret_cast<uintptr_t>(src) % 16 != 0)) {
@@ -408,22 +410,24 @@ inline void cp_async16(__nv_bfloat16* dst, const __nv_bfloat16* src, bool valid)
                  static_cast<const void*>(src));
     std::abort();
   }
-  t_async.open.push_back({dst, valid ? src : nullptr});
+  emu_async().open.push_back({dst, valid ? src : nullptr});
 }
 
 inline void cp_async_commit() {
-  t_async.committed.push_back(std::move(t_async.open));
-  t_async.open.clear();
+  ::azr::emu::AsyncCopies& a = emu_async();
+  a.committed.push_back(std::move(a.open));
+  a.open.clear();
 }
 
 template <int N>
 void cp_async_wait() {
-  while (t_async.committed.size() > size_t(N)) {
-    for (const EmuAsyncCopy& c : t_async.committed.front()) {
+  ::azr::emu::AsyncCopies& a = emu_async();
+  while (a.committed.size() > size_t(N)) {
+    for (const ::azr::emu::AsyncCopy& c : a.committed.front()) {
       if (c.src) std::memcpy(c.dst, c.src, 16);
       else std::memset(c.dst, 0, 16);
     }
-    t_async.committed.erase(t_async.committed.begin());
+    a.committed.erase(a.committed.begin());
   }
 }
 

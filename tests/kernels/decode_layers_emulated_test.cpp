@@ -13,7 +13,7 @@
 // emulation cannot show (blocks meeting at the barrier, the cooperative launch, speed) is for the
 // GPU tests (CudaModel.PersistentDecodeLayers...) and model_speed_bench.
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/decode_layers.cuh"

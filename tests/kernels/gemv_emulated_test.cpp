@@ -10,7 +10,7 @@
 // faults, speed, the launch overlap itself) is for the GPU tests (CudaGemv, CudaModel) and the
 // benchmarks.
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/gemv.cuh"

@@ -1,15 +1,16 @@
 // The grid barrier of the persistent decode kernel (kernels/cuda/grid_barrier.cuh) on the CPU,
 // through tests/kernels/cuda_emulation.h with every block of the grid running at once
-// (emu::launch_concurrent: one std::thread per CUDA thread), as a cooperative launch guarantees
+// (emu::launch_concurrent: every CUDA thread of every block a fiber), as a cooperative launch guarantees
 // on a GPU. What it must do: no block leaves a barrier before every block has arrived, and what
 // each wrote before it is what every block reads after it; the same word serves barrier after
 // barrier, launch after launch, with its count back where it started. A block 0 that adds one too
 // little never lets the grid go (the barrier's timeout stops the test with a message); without
 // its wait, or without the barrier between rounds, blocks read the wrong round.
 //
-// The emulation's ordering is the C++ memory model's (the barrier's atomic add, its acquire reads
-// and fences), not the GPU's: whether the fences keep the multiprocessors' L1 from serving stale
-// lines is for the GPU test of the kernel that uses it (CudaModel.PersistentDecodeLayers...).
+// The emulation runs every CUDA thread in turn on one core, so every access lands in the order
+// written: whether the barrier's atomic add, acquire reads and fences keep the multiprocessors'
+// L1 from serving stale lines is for the GPU test of the kernel that uses it
+// (CudaModel.PersistentDecodeLayers...). What runs here is the protocol: who waits for whom.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/grid_barrier.cuh"

@@ -10,7 +10,7 @@
 // at once, which the ticket that elects the last block exists for (here blocks run one after
 // another, so any block that closes the row sees every part's result).
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/sampling_filtered.cuh"
@@ -232,8 +232,8 @@ FilteredRun run_filtered(const std::vector<float>& logits, const std::vector<dou
 // test's. At V = 263, every case: with lists of 64 keys, which the peaked rows' kept sets fit and
 // the flat rows overflow (those rows are then walked from the row, as filtered_kernel walks them);
 // and a block per row. At V = 6,000, the cases that walk more than one chunk of 2,048 (flat rows,
-// top_k 5000), with lists long enough for every row. (The walk from the row runs at 6,000 in the
-// GPU test only: here every CUDA thread is a std::thread, and it takes a minute.)
+// top_k 5000), with lists long enough for every row, with lists of 64 (walked from the row) and
+// with a block per row.
 TEST(SamplingEmulated, FilteredTokensAreTheCpusOnEverySplit) {
   const int64_t R = 4;
   int64_t listed_rows = 0, overflowed_rows = 0;  // of the split runs: both paths ran
@@ -255,7 +255,7 @@ TEST(SamplingEmulated, FilteredTokensAreTheCpusOnEverySplit) {
         int64_t parts, capacity;
       };
       const std::vector<Split> splits =
-          V < 1000 ? std::vector<Split>{{3, 64}, {1, 0}} : std::vector<Split>{{2, V}};
+          V < 1000 ? std::vector<Split>{{3, 64}, {1, 0}} : std::vector<Split>{{2, V}, {3, 64}, {1, 0}};
       for (const Split s : splits) {
         SCOPED_TRACE(std::string(c.name) + " V " + std::to_string(V) + " parts " + std::to_string(s.parts) +
                      " capacity " + std::to_string(s.capacity));

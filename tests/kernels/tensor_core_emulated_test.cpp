@@ -10,7 +10,7 @@
 // Also the whole bf16 model with its training attention on these kernels (an op table that runs
 // them through the emulation), held to the GPU test's model checks (bf16_model_checks.h).
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/attention_mma_backward.cuh"

@@ -7,7 +7,7 @@
 // definitions in long double and the CPU backend's gradients (tests/kernels/token_stats_cases.h).
 // The GPU test (CudaTokenStats) checks the same on the hardware at the full vocabulary.
 //
-// Small shapes: every CUDA thread is a std::thread here.
+// Small shapes: here every CUDA thread runs in turn on one core (tests/kernels/emulation_fibers.h).
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/token_stats.cuh"
