@@ -73,7 +73,8 @@ __global__ void registers_kernel(unsigned* out, int rounds) {
 TEST(CudaEmulation, ThreadsKeepTheirRegistersAcrossEverySwitch) {
   std::vector<unsigned> out(3 * kThreads, 0);
   emu::launch_concurrent(3, kThreads, 0, registers_kernel, out.data(), 30);
-  for (unsigned i = 0; i < out.size(); i++) EXPECT_EQ(out[i], 30u) << "block " << i / kThreads << " thread " << i % kThreads;
+  for (unsigned i = 0; i < out.size(); i++)
+    EXPECT_EQ(out[i], 30u) << "block " << i / kThreads << " thread " << i % kThreads;
 }
 
 __global__ void first_warp_syncs_kernel() {

@@ -325,6 +325,39 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) seen[r] = {c.marks, c.resume, c.resume >= 0 ? c.mark_start[c.resume] : -1};
 }
 
+// One run of filtered_resume_kernel, a row a block, each row's list its whole row, against the CPU.
+struct ResumeRun {
+  std::vector<int32_t> got, want;
+  std::vector<float> got_lp, want_lp;
+  std::vector<ResumeSeen> seen;
+};
+ResumeRun run_resume(const std::vector<float>& logits, const std::vector<double>& u, int64_t V, const SampleCase& c) {
+  const int64_t R = int64_t(u.size());
+  const size_t rows = u.size();
+  std::vector<uint64_t> keys(size_t(R * V));
+  std::vector<double> mx(rows), totals(rows, 0.0);
+  for (int64_t r = 0; r < R; r++) {
+    const float* z = &logits[size_t(r * V)];
+    mx[size_t(r)] = double(*std::max_element(z, z + V));
+    for (int64_t j = 0; j < V; j++) {
+      keys[size_t(r * V + j)] = order_key(z[j], j);
+      totals[size_t(r)] += std::exp(double(z[j]) - mx[size_t(r)]);  // in id order, as the CPU sums it
+    }
+  }
+  ResumeRun run{std::vector<int32_t>(rows, -1), std::vector<int32_t>(rows), std::vector<float>(rows, NAN),
+                std::vector<float>(rows), std::vector<ResumeSeen>(rows)};
+  cpu_ops().sample_rows(run.want.data(), run.want_lp.data(), logits.data(), u.data(), R, V, V, c.temperature, c.top_k,
+                        c.top_p);
+  const SampleArgs a{run.got.data(), run.got_lp.data(), logits.data(), u.data(), V, V, 1.0, c.top_k, c.top_p};
+  emu::launch({unsigned(R), 1, 1}, kThreads, 0, filtered_resume_kernel, a, static_cast<const uint64_t*>(keys.data()),
+              V, static_cast<const double*>(mx.data()), static_cast<const double*>(totals.data()), run.seen.data());
+  for (size_t r = 0; r < rows; r++) {
+    EXPECT_EQ(run.got[r], run.want[r]) << "row " << r;
+    EXPECT_NEAR(run.got_lp[r], run.want_lp[r], 1e-6 + 1e-6 * std::fabs(run.want_lp[r])) << "row " << r;
+  }
+  return run;
+}
+
 // The inverse CDF starts from the chunk that holds its target, where top-k's or top-p's walk
 // marked it, with the mass before it: nearly flat rows of 6,000 tokens (each within 1% of the
 // mean probability), whose kept sets span three chunks of 2,048 ranks (top_k 5,000; top_p 0.9,
@@ -332,41 +365,38 @@ __global__ void __launch_bounds__(kThreads)
 // 4,750: in chunks 0, 1 and 2 (marked at ranks 0, 2,048 and 4,096). The tokens and log-probs are
 // the CPU's. The list holds the whole row (a prefix of any length is one).
 TEST(SamplingEmulated, FilteredInverseCdfStartsFromTheChunkOfItsTarget) {
-  const int64_t R = 3, V = 6000;
-  std::vector<float> logits = randn(size_t(R * V), 77);
-  for (float& z : logits) z *= 0.003f;
+  const int64_t V = 6000;
   const std::vector<double> u = {0.1, 0.5, 0.95};
-  std::vector<uint64_t> keys(size_t(R * V));
-  const size_t rows = static_cast<size_t>(R);
-  std::vector<double> mx(rows), totals(rows, 0.0);
+  std::vector<float> logits = randn(u.size() * size_t(V), 77);
+  for (float& z : logits) z *= 0.003f;
   for (const SampleCase& c : {SampleCase{"top_k_5000", 1.f, 5000, 1.f, 1.f, 0},
                               SampleCase{"top_p_0.9", 1.f, 0, 0.9f, 1.f, 0}}) {
     SCOPED_TRACE(c.name);
-    for (int64_t r = 0; r < R; r++) {
-      const float* z = &logits[size_t(r * V)];
-      mx[size_t(r)] = double(*std::max_element(z, z + V));
-      totals[size_t(r)] = 0;
-      for (int64_t j = 0; j < V; j++) {
-        keys[size_t(r * V + j)] = order_key(z[j], j);
-        totals[size_t(r)] += std::exp(double(z[j]) - mx[size_t(r)]);  // in id order, as the CPU sums it
-      }
+    const ResumeRun run = run_resume(logits, u, V, c);
+    for (size_t r = 0; r < u.size(); r++) {
+      EXPECT_EQ(run.seen[r].marks, 3) << "row " << r;
+      EXPECT_EQ(run.seen[r].resume, int(r)) << "row " << r;
+      EXPECT_EQ(run.seen[r].start, 2048 * int64_t(r)) << "row " << r;
     }
-    std::vector<int32_t> want(rows), got(rows, -1);
-    std::vector<float> want_lp(rows), got_lp(rows, NAN);
-    cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, c.temperature, c.top_k,
-                          c.top_p);
-    const SampleArgs a{got.data(), got_lp.data(), logits.data(), u.data(), V, V, 1.0, c.top_k, c.top_p};
-    std::vector<ResumeSeen> seen(rows);
-    emu::launch({unsigned(R), 1, 1}, kThreads, 0, filtered_resume_kernel, a,
-                static_cast<const uint64_t*>(keys.data()), V, static_cast<const double*>(mx.data()),
-                static_cast<const double*>(totals.data()), seen.data());
-    for (int64_t r = 0; r < R; r++) {
-      EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << "row " << r;
-      EXPECT_NEAR(got_lp[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)])) << "row " << r;
-      EXPECT_EQ(seen[size_t(r)].marks, 3) << "row " << r;
-      EXPECT_EQ(seen[size_t(r)].resume, int(r)) << "row " << r;
-      EXPECT_EQ(seen[size_t(r)].start, 2048 * r) << "row " << r;
-    }
+  }
+}
+
+// Past the marks: nearly flat rows of 40,000 tokens with top_p 0.999, whose kept set (about
+// 39,960 ranks) spans 20 chunks, more than the kMarks = 16 the walk marks. u = 0.28 falls near rank
+// 11,200, in chunk 5 (marked at rank 10,240); u = 0.8, near rank 32,000, in chunk 15, the last
+// marked; u = 0.95, near rank 38,000, in chunk 18, past the marks, so the draw starts from the last
+// mark (rank 30,720) and walks on through chunks it did not mark.
+TEST(SamplingEmulated, FilteredInverseCdfWalksOnPastTheLastMark) {
+  const int64_t V = 40000;
+  const std::vector<double> u = {0.28, 0.8, 0.95};
+  std::vector<float> logits = randn(u.size() * size_t(V), 78);
+  for (float& z : logits) z *= 0.003f;
+  const ResumeRun run = run_resume(logits, u, V, SampleCase{"top_p_0.999", 1.f, 0, 0.999f, 1.f, 0});
+  const int resume[] = {5, kMarks - 1, kMarks - 1};
+  for (size_t r = 0; r < u.size(); r++) {
+    EXPECT_EQ(run.seen[r].marks, kMarks) << "row " << r;
+    EXPECT_EQ(run.seen[r].resume, resume[r]) << "row " << r;
+    EXPECT_EQ(run.seen[r].start, int64_t(kChunk) * resume[r]) << "row " << r;
   }
 }
 
