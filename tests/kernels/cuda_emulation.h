@@ -105,7 +105,7 @@ struct BlockState {
 inline thread_local EmuDim3 t_thread, t_block, t_block_dim, t_grid_dim;
 inline thread_local BlockState* t_state = nullptr;
 
-// Lets the other CUDA threads run until *watch != seen (watch null: for one pass).
+// Lets the other CUDA threads run until *watch != seen (watch null: until the scan comes back).
 inline void switch_away(const uint64_t* watch, uint64_t seen) {
   const EmuDim3 thread = t_thread, block = t_block, block_dim = t_block_dim, grid_dim = t_grid_dim;
   BlockState* const state = t_state;

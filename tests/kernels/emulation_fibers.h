@@ -10,13 +10,14 @@
 // calls sigprocmask every time, and was 88% of the time), and a fiber whose barrier has not opened
 // is skipped without one.
 //
-// Why it also tests more: the order is fixed, and it flips at every pass over the fibers (first to
-// last, then last to first), so in the phase between two barriers each thread runs whole before
-// the next starts, once in each order. A kernel that reads what another thread writes in the same
-// phase (a missing __syncthreads) reads it before the write in one of the two orders (the poisoned
-// shared memory, or the last phase's value) every time, not only when the OS happens to preempt
-// at the wrong moment. And a barrier that not every thread reaches stops with a message where
-// threads would wait for ever.
+// Why it also tests more: the order is fixed (run() below says it), and each warp runs its whole
+// phase, from one __syncthreads to the next, before the next warp starts, first warp to last and
+// then last to first. A kernel that reads what another warp writes in the same phase (a missing
+// __syncthreads before the read) or overwrites what another still has to read (one missing after
+// it) gets the wrong value in one of the two orders (the poisoned shared memory, the last phase's
+// value, or the next one's) every time, not only when the OS happens to preempt at the wrong
+// moment. And a barrier that not every thread reaches stops with a message where threads would
+// wait for ever.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -66,14 +67,15 @@ class PooledStacks {
  public:
   boost::context::stack_context allocate() {
     Pool& p = pool();
+    boost::context::stack_context c;
+    c.size = kStackBytes;
     if (p.free.empty()) {
       p.all.push_back(std::make_unique<Stack>());
-      p.free.push_back(p.all.back()->top());
+      c.sp = p.all.back()->top();
+    } else {
+      c.sp = p.free.back();
+      p.free.pop_back();
     }
-    boost::context::stack_context c;
-    c.sp = p.free.back();
-    c.size = kStackBytes;
-    p.free.pop_back();
     return c;
   }
   void deallocate(boost::context::stack_context& c) noexcept { pool().free.push_back(c.sp); }
