@@ -342,9 +342,8 @@ TEST(DecodeLayersEmulated, PersistentKernelIsTheFiveLaunchesAtTheRealModelsShape
 }
 
 // The prefetch's tuning: the same bits under six tunings as with none, each barrier's prefetch
-// within a warp's share, more slices asking for more. A small case (the emulation runs a block's
-// 256 threads as threads of the host, and every turn ends at a block barrier): head dim 32, two
-// layers, every bias.
+// within a warp's share, more slices asking for more. A small case, run seven times, whose slice
+// counts the test works out below: head dim 32, two layers, every bias.
 TEST(DecodeLayersEmulated, TheTuningChangesNoValueAndPrefetchesWithinItsShare) {
   expect_tuning_changes_no_value<32>({64, 4, 2, 32, 128, 2, 64, 37, 1, true, false});
 }
