@@ -55,29 +55,24 @@
 #   pending (not part of all) what was changed since the last GPU run, for a session with one
 #          command's worth of device time: builds the five targets of decode and train (or runs
 #          them prebuilt), then in order, each only while PENDING_SECONDS (default 420) after the
-#          build last: every op test, every whole-model test, and where python3 has torch and
-#          transformers the real Qwen2.5 configs against them; then what the issue's done-when needs
-#          first (the persistent decode kernel's test in a step of its own, 120 s at most, then
-#          what its grid barrier costs against a graph's kernel boundary): a 1.5B
-#          training step against torch's (the MFU figure, with the same step's joined
-#          products apart and its zero_grad() filling every gradient, in the same process), the same
-#          with 8 micro-batches per AdamW step, and with 4 of 8 sequences each (no torch baseline),
-#          1.5B decode at batch 1, 2, 4, 8 and 256 against HF
-#          generate (eager, graphs, graphs apart, graphs pdl; at batch 1 the persistent kernel
-#          under its default and ten other tunings; then 0.5B at batch 1 likewise), the step
-#          split by op,
-#          cuda_ops_bench's gate and up in bf16 (mlp_rows), its rmsnorm section (the held
-#          RMSNorm backward, the q/k/v bias gradients, RoPE's backward with the bias sums) and its
-#          samplers (top-k and top-p split over blocks against a block a row), the
-#          1.5B step with the merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged), and,
-#          where ncu is installed, Nsight Compute's stall reasons for the mma.sync attention
+#          build last: every op test, every whole-model test, the persistent decode kernel's test
+#          (each under a cap of its own); then what the issue's done-when needs: the 1.5B training
+#          step against torch's (the MFU figure, with the same step's joined products apart and its
+#          zero_grad() filling every gradient, in the same process), the same with the merged
+#          attention backward, with 8 micro-batches per AdamW step; 1.5B decode at batch 1 and 256
+#          against HF generate (eager, graphs, graphs apart, graphs pdl, and at batch 1 the
+#          persistent kernel under its default and ten other tunings), 0.5B at batch 1 likewise;
+#          where python3 has torch and transformers the real Qwen2.5 configs against them; then
+#          what one grid barrier costs, the step split by op, cuda_ops_bench's gate and up in bf16
+#          (mlp_rows), its rmsnorm section (the held RMSNorm backward, the q/k/v bias gradients,
+#          RoPE's backward with the bias sums) and its samplers (top-k and top-p split over blocks
+#          against a block a row), the step at 8 sequences a micro-batch, decode at batch 2, 4, 8,
+#          and where ncu is installed Nsight Compute's stall reasons for the mma.sync attention
 #          kernels and for the streaming kernels below the bandwidth (RMSNorm's backward, the
 #          bias gradients, SwiGLU); then, as time allows, cuda_ops_bench's attention block with
 #          its operands made once against the unfused one (attention_operands), the attention
-#          kernels (the forward at 32 query rows a warp against 16 among them), lm_head_bench at
-#          1.5B's shape, and cuda_ops_bench's token statistics, AdamW, GEMM algorithm, SwiGLU,
-#          RoPE and decode-product rows. The 32-row forward and the autotuned GEMM plans, both
-#          measured on 2026-11-27 without a gain, left the list. All into pending.txt
+#          kernels, lm_head_bench at 1.5B's shape, and cuda_ops_bench's token statistics, AdamW,
+#          GEMM algorithm, SwiGLU, RoPE and decode-product rows. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -168,13 +163,33 @@ if [[ "$STAGE" == pending ]]; then
   }
   b15=tests/model/configs/qwen2.5-1.5b.json
   {
-    step "$BUILD/bin/cuda_ops_test"
-    step "$BUILD/bin/cuda_model_test" --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
+    # The tests under caps of their own: a hung kernel must not take the rest of the lease.
+    PENDING_STEP_LIMIT=200 step "$BUILD/bin/cuda_ops_test"
+    PENDING_STEP_LIMIT=150 step "$BUILD/bin/cuda_model_test" \
+      --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
     # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
-    # What one of its grid barriers costs, against a recorded graph's kernel boundary (a second).
-    PENDING_STEP_LIMIT=60 step "$BUILD/bin/cuda_ops_bench" --only grid_barrier
+    # Then in the order of what the issue's done-when needs. The 1.5B step against torch (the MFU
+    # figure, with its "apart" and "zero filled" rows), then with the merged attention backward
+    # (AZR_CUDA_ATTENTION_BACKWARD=merged, 2026-11-27 fourth session), then 8 micro-batches per
+    # AdamW step, the RL workload (torch's side of it measured on 2026-11-27: 31.1% MFU; not again).
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
+    step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" \
+      --no-decode --no-baseline --matmul-precision bf16 --steps 2
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
+      --matmul-precision bf16 --micro-batches 8 --steps 2
+    # Decode at batch 1 and 256 against HF generate. Its last rows: batch 1 with the persistent
+    # decode kernel ("persistent", against "graphs pdl"), then under other tunings (prefetch before
+    # each barrier 0, 16, 64 and 128 KiB a block; one block a multiprocessor; 1 and 4 slices of gate
+    # and up during the attention, and 4 at 64 KiB; 2 and 4 of down during gate and up), a second
+    # or so each, which pick its defaults.
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
+      --decode-batches 1,256 --persistent-sweep
+    # The same at batch 1 for 0.5B (head dim 64, 24 layers of smaller products), where the share
+    # of the bound was lower still.
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
+      --no-baseline --matmul-precision bf16 --decode-batches 1 --persistent-sweep
     # The real Qwen2.5 0.5B and 1.5B configs against transformers (random weights), where python3
     # has torch and transformers: the reference files, then the test that reads them.
     if python3 -c "import torch, transformers" 2>/dev/null; then
@@ -183,27 +198,9 @@ if [[ "$STAGE" == pending ]]; then
       step env AZR_HF_REFERENCE_DIR="$ref" "$BUILD/bin/cuda_model_test" --gtest_filter='*QwenConfigsMatchTransformers*'
       rm -rf "$ref"   # 8 GB of random weights
     fi
-    # Then in the order of what the issue's done-when needs: the 1.5B step against torch (with its
-    # "apart" and "zero filled" rows), the same with 8 micro-batches per AdamW step (the RL
-    # workload), decode against HF, the op profile and the profile of the attention kernels (the
-    # largest share of the step outside the GEMMs); the op benches after, as time allows.
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 --steps 2
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --matmul-precision bf16 \
-      --micro-batches 8 --steps 2
-    # 8 sequences a micro-batch (53 GiB at 1.5B: within an 80 GB card), whose GEMMs fill the device
-    # better than 4's.
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
-      --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
-    # Its last rows: batch 1 with the persistent decode kernel ("persistent", against "graphs pdl"),
-    # then under other tunings (prefetch before each barrier 0, 16, 64 and 128 KiB a block; one
-    # block a multiprocessor; 1 and 4 slices of gate and up during the attention, and 4 at 64 KiB;
-    # 2 and 4 of down during gate and up), a second or so each, which pick its defaults.
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
-      --decode-batches 1,2,4,8,256 --persistent-sweep
-    # The same at batch 1 for 0.5B (head dim 64, 24 layers of smaller products), where the share
-    # of the bound was lower still.
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
-      --matmul-precision bf16 --decode-batches 1 --persistent-sweep
+    # What one of the persistent kernel's grid barriers costs, against a recorded graph's kernel
+    # boundary (a second), and the step split by op.
+    PENDING_STEP_LIMIT=60 step "$BUILD/bin/cuda_ops_bench" --only grid_barrier
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline --matmul-precision bf16 \
       --steps 1 --op-profile
     # The changes of 2026-11-27's third session, op by op: gate/up (and dact) in bf16 against two
@@ -213,11 +210,13 @@ if [[ "$STAGE" == pending ]]; then
     # 2026-11-27, seventh session: top-k and top-p split over blocks (the "sample_rows split" rows,
     # against a block a row reading its row).
     step "$BUILD/bin/cuda_ops_bench" --only sampling
-    # 2026-11-27, fourth session: the merged attention backward (one kernel adds dQ, dK and dV
-    # with atomics), opt-in: the 1.5B step under it (against the first step above, the split
-    # backward's), then the kernels alone (the attention section's "attn_bwd bf16 mma, merged" rows).
-    step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" \
-      --no-decode --no-baseline --matmul-precision bf16 --steps 2
+    # 8 sequences a micro-batch (53 GiB at 1.5B: within an 80 GB card), whose GEMMs fill the device
+    # better than 4's.
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
+      --matmul-precision bf16 --train-batch 8 --micro-batches 4 --steps 2
+    # 1.5B decode at the batches between (not in the done-when).
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
+      --matmul-precision bf16 --decode-batches 2,4,8
     # Where the mma.sync attention kernels' time goes (1.5B's heads: the forward, dQ and dK/dV
     # launches of the attention_operands section), for the next change to them: Nsight Compute's
     # occupancy, warp stall reasons and issue statistics.
