@@ -283,10 +283,11 @@ struct Pool::Impl {
 
   // Returns false if the worker broke the protocol.
   bool handle_messages(Worker& w) {
-    std::string payload;
+    std::string_view payload;
     try {
-      while (w.inbox.pop(payload)) {
+      while (w.inbox.front(payload)) {
         protocol::Response resp = protocol::decode_response(payload);
+        w.inbox.consume();
         if (w.inflight.empty() || w.inflight.front() != resp.job_id) return false;
         w.inflight.pop_front();
         w.front_since = Clock::now();

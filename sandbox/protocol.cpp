@@ -95,17 +95,23 @@ Request decode_request(std::string_view payload) {
   return r;
 }
 
+ResponsePieces encode_pieces(const Response& r) {
+  ResponsePieces p;
+  wire::Writer head(p.head);
+  head.u64(r.job_id);
+  head.u8(static_cast<uint8_t>(r.end));
+  head.u32(static_cast<uint32_t>(r.code));
+  head.f64(r.wall_seconds);
+  head.f64(r.cpu_seconds);
+  head.u32(static_cast<uint32_t>(r.records.size()));  // then the records: wire::Writer::str's layout
+  wire::Writer middle(p.middle);
+  middle.u32(static_cast<uint32_t>(r.output.size()));  // then the output
+  return p;
+}
+
 std::string encode(const Response& r) {
-  std::string out;
-  wire::Writer w(out);
-  w.u64(r.job_id);
-  w.u8(static_cast<uint8_t>(r.end));
-  w.u32(static_cast<uint32_t>(r.code));
-  w.f64(r.wall_seconds);
-  w.f64(r.cpu_seconds);
-  w.str(r.records);
-  w.str(r.output);
-  return out;
+  ResponsePieces p = encode_pieces(r);
+  return p.head + r.records + p.middle + r.output;
 }
 
 Response decode_response(std::string_view payload) {

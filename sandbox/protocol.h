@@ -107,6 +107,12 @@ Hello decode_hello(std::string_view payload);
 std::string encode(const Request& r);
 Request decode_request(std::string_view payload);
 std::string encode(const Response& r);
+// encode(r) in the pieces around its two large fields: head + r.records + middle + r.output,
+// which the zygote sends as they are instead of copying the records into one more buffer.
+struct ResponsePieces {
+  std::string head, middle;
+};
+ResponsePieces encode_pieces(const Response& r);
 Response decode_response(std::string_view payload);
 
 }  // namespace azr::sandbox::protocol

@@ -96,6 +96,10 @@ class Zygote {
     resp.job_id = req.job_id;
     int res[2], out[2];
     if (pipe2(res, O_CLOEXEC) != 0) return spawn_failed(resp, errno);
+    // A 1 MiB results pipe where the limit allows more than the default 64 KiB: a large result
+    // then wakes the zygote once per MiB, not once per 64 KiB. Best effort (pipe-max-size and
+    // the per-user pipe quota may refuse it).
+    if (req.limits.max_result_bytes > (64u << 10)) fcntl(res[1], F_SETPIPE_SZ, 1 << 20);
     if (pipe2(out, O_CLOEXEC) != 0) {
       int e = errno;
       close(res[0]);
@@ -153,6 +157,10 @@ class Zygote {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n > 0) {
           size_t take = into.size() < cap ? std::min(cap - into.size(), static_cast<size_t>(n)) : 0;
+          // Past 1 MiB, address space for the whole cap at once: its pages are faulted in only as
+          // bytes arrive, and a result of many megabytes is not copied through every doubling.
+          if (into.size() + take > (1u << 20) && into.capacity() < cap)
+            into.reserve(std::min<size_t>(cap, kMaxMessageBytes));
           into.append(buf, take);
           if (take < static_cast<size_t>(n) && kill_reason == protocol::End::Exited) {
             kill_reason = reason;
@@ -324,7 +332,9 @@ int zygote_main(int argc, char** argv) {
       std::fprintf(stderr, "azr-zygote: bad request: %s\n", e.what());
       return 1;
     }
-    if (!send_message(kSocketFd, protocol::encode(z.run(req)))) return 1;
+    protocol::Response resp = z.run(req);
+    protocol::ResponsePieces pieces = protocol::encode_pieces(resp);
+    if (!send_message(kSocketFd, {pieces.head, resp.records, pieces.middle, resp.output})) return 1;
   }
   return 0;  // the supervisor closed the socket
 }

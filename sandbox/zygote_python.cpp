@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -188,6 +189,9 @@ class Encoder {
   void u32(uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), 4); }
   void blob(char t, const char* p, size_t n) {
     if (!room(5 + n)) return;
+    // Straight to the size a large blob needs (geometric growth otherwise): a string of many
+    // megabytes is not copied through every doubling, each into freshly faulted pages.
+    if (out_.capacity() < out_.size() + 5 + n) out_.reserve(std::max(out_.size() + 5 + n, 2 * out_.capacity()));
     tag(t);
     u32(static_cast<uint32_t>(n));
     out_.append(p, n);
@@ -357,7 +361,9 @@ void record_error(std::string& rec, uint32_t index, protocol::RecordStatus st, c
 }
 
 // Encodes `obj` (a borrowed reference) as the record for input `index`.
-void record_value(std::string& rec, uint32_t index, PyObject* obj, size_t budget) {
+// Writes the record of call `index`: for a value, the header from `rec` and then the encoded
+// bytes as they are (a value of many megabytes is not copied into the record first).
+void write_value_record(int fd, std::string& rec, uint32_t index, PyObject* obj, size_t budget) {
   Encoder enc(budget);
   switch (enc.encode(obj)) {
     case Encoder::Outcome::Ok: {
@@ -365,16 +371,19 @@ void record_value(std::string& rec, uint32_t index, PyObject* obj, size_t budget
       record_header(w, protocol::kRecordResult);
       w.u32(index);
       w.u8(static_cast<uint8_t>(protocol::RecordStatus::Ok));
-      w.str(enc.bytes());
+      w.u32(static_cast<uint32_t>(enc.bytes().size()));  // then the bytes: wire::Writer::str's layout
+      write_all(fd, rec);
+      write_all(fd, enc.bytes());
       return;
     }
     case Encoder::Outcome::Unrepresentable:
       record_error(rec, index, protocol::RecordStatus::Unrepresentable, "", enc.why());
-      return;
+      break;
     case Encoder::Outcome::TooLarge:
       record_error(rec, index, protocol::RecordStatus::ResultTooLarge, "", enc.why());
-      return;
+      break;
   }
+  write_all(fd, rec);
 }
 
 PyObject* unicode_from(const std::string& s) {
@@ -477,12 +486,12 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       PyObject* src = unicode_from(req.inputs[i]);
       PyObject* v = src ? PyObject_CallOneArg(g_parse_literal, src) : nullptr;
       if (v) {
-        record_value(rec, i, v, budget);
+        write_value_record(result_fd, rec, i, v, budget);
       } else {
         auto [type, msg] = take_exception();
         record_error(rec, i, protocol::RecordStatus::InputError, type, msg);
+        write_all(result_fd, rec);
       }
-      write_all(result_fd, rec);
     }
     rec.clear();
     done();
@@ -557,13 +566,13 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       } else if (!PyErr_Occurred()) {
         PyErr_SetString(PyExc_TypeError, "input did not evaluate to arguments");
       }
-      if (v) {
-        record_value(rec, i, v, budget);
-      } else {
-        auto [type, msg] = take_exception();
-        record_error(rec, i, protocol::RecordStatus::Exception, type, msg);
-      }
       // Results are never released: a user __del__ must not run after the record is made.
+      if (v) {
+        write_value_record(result_fd, rec, i, v, budget);
+        continue;
+      }
+      auto [type, msg] = take_exception();
+      record_error(rec, i, protocol::RecordStatus::Exception, type, msg);
     }
     write_all(result_fd, rec);
   }

@@ -243,6 +243,39 @@ TEST_F(SandboxTest, ResultCapRefusesHugeResults) {
   EXPECT_EQ(r.error_type, "ResultLimit");
 }
 
+// Results of megabytes (the EvalPlus outputs are up to 147 MB a problem) take the large path
+// end to end: the encoder's one-step growth, the record written in two parts, the zygote's
+// reserved buffer and 1 MiB pipe, the response sent in pieces, the supervisor's buffer sized by
+// the frame. Each repr is built here independently.
+TEST_F(SandboxTest, ResultsOfMegabytesArriveIntact) {
+  Limits l = fast_limits();
+  l.max_result_bytes = 64ull << 20;
+  l.memory_bytes = 1ull << 30;
+  l.cpu_seconds = 20;
+  CallResult s = evaluate(pool(), "def f(n): return 'ab' * n + 'c'", "1500000", l);
+  ASSERT_EQ(s.status, Status::Ok) << s.error_type << ": " << s.message;
+  std::string want = "'";
+  for (int i = 0; i < 1500000; ++i) want += "ab";
+  want += "c'";
+  EXPECT_EQ(s.repr.size(), want.size());
+  EXPECT_TRUE(s.repr == want);
+
+  std::vector<Job> jobs(1);
+  jobs[0].program = "def f(n, k): return [list(range(k * n, k * n + n)), str(k) * n]";
+  jobs[0].inputs = {"200000, 0", "3, 1", "200000, 2"};  // large, small, large: records stay in order
+  jobs[0].limits = l;
+  JobResult r = pool().run(std::move(jobs)).at(0);
+  ASSERT_EQ(r.calls.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const long n = k == 1 ? 3 : 200000;
+    ASSERT_EQ(r.calls[k].status, Status::Ok) << k << " " << r.calls[k].message;
+    std::string want_list = "[[";
+    for (long i = 0; i < n; ++i) want_list += (i ? ", " : "") + std::to_string(k * n + i);
+    want_list += "], '" + std::string(static_cast<size_t>(n), static_cast<char>('0' + k)) + "']";
+    EXPECT_TRUE(r.calls[k].repr == want_list) << k << ": " << r.calls[k].repr.substr(0, 80);
+  }
+}
+
 TEST_F(SandboxTest, StdoutIsCapturedNotReturned) {
   std::vector<Job> jobs(1);
   jobs[0].program = "def f():\n    print('hi')\n    return 1";
