@@ -362,7 +362,8 @@ bool is_number(const Value& v) {
 double as_double(const Value& v) {
   if (v.kind() == ValueKind::Float) return v.as_float();
   if (v.kind() == ValueKind::Bool) return v.as_bool() ? 1 : 0;
-  const auto& b = v.as_int();
+  if (const auto small = v.as_small_int()) return static_cast<double>(*small);
+  const sandbox::BigInt b = v.as_int();
   double r = 0;
   for (size_t k = b.limbs.size(); k-- > 0;) r = r * 4294967296.0 + b.limbs[k];
   return b.negative ? -r : r;

@@ -360,11 +360,15 @@ bool same_double(double x, double y, NanRule nan) {
   return x == y || (nan == NanRule::Identical && std::isnan(x) && std::isnan(y));
 }
 
-const BigInt& int_of(const Value& v) {
-  static const BigInt kFalse;
-  static const BigInt kTrue = BigInt::from_i64(1);
-  if (v.kind() == ValueKind::Bool) return v.as_bool() ? kTrue : kFalse;
+BigInt int_of(const Value& v) {
+  if (v.kind() == ValueKind::Bool) return BigInt::from_i64(v.as_bool() ? 1 : 0);
   return v.as_int();
+}
+
+// A bool or an int that fits in 64 bits, as int64; nullopt for a larger int.
+std::optional<int64_t> small_int_of(const Value& v) {
+  if (v.kind() == ValueKind::Bool) return v.as_bool() ? 1 : 0;
+  return v.as_small_int();
 }
 
 // The exact integer value of a finite, integral double (|x| < 2**1024).
@@ -399,6 +403,11 @@ bool int_equals_double(const BigInt& n, double x) {
 // A real number (bool, int or float) against a double, NaN handled by `nan`.
 bool real_equals_double(const Value& v, double x, NanRule nan) {
   if (v.kind() == ValueKind::Float) return same_double(v.as_float(), x, nan);
+  if (const auto small = small_int_of(v)) {
+    // Every int64 and every integral double in [-2**63, 2**63) convert exactly to each other.
+    if (!std::isfinite(x) || std::trunc(x) != x || x < -0x1p63 || x >= 0x1p63) return false;
+    return static_cast<int64_t>(x) == *small;
+  }
   return int_equals_double(int_of(v), x);
 }
 
@@ -410,6 +419,8 @@ bool number_equal(const Value& a, const Value& b, NanRule nan) {
   if (b.kind() == ValueKind::Complex) return b.imag() == 0 && real_equals_double(a, b.real(), nan);
   if (a.kind() == ValueKind::Float) return real_equals_double(b, a.as_float(), nan);
   if (b.kind() == ValueKind::Float) return real_equals_double(a, b.as_float(), nan);
+  const auto sa = small_int_of(a), sb = small_int_of(b);
+  if (sa || sb) return sa == sb;  // an int held as a BigInt does not fit in 64 bits
   return int_of(a) == int_of(b);  // Values hold normalized BigInts
 }
 
@@ -528,12 +539,20 @@ Value Value::boolean(bool b) {
   return v;
 }
 
-Value Value::integer(int64_t i) { return integer(BigInt::from_i64(i)); }
-
-Value Value::integer(BigInt i) {
+Value Value::integer(int64_t i) {
   Value v;
   v.kind_ = ValueKind::Int;
-  v.int_ = std::make_shared<const BigInt>(normalized(std::move(i)));
+  v.small_ = true;
+  v.i_ = i;
+  return v;
+}
+
+Value Value::integer(BigInt i) {
+  BigInt n = normalized(std::move(i));
+  if (const auto small = n.to_i64()) return integer(*small);  // one representation per value
+  Value v;
+  v.kind_ = ValueKind::Int;
+  v.ptr_ = std::make_shared<const BigInt>(std::move(n));
   return v;
 }
 
@@ -560,14 +579,14 @@ Value Value::str(std::string utf8) {
   }
   Value v;
   v.kind_ = ValueKind::Str;
-  v.bytes_ = std::make_shared<const std::string>(std::move(utf8));
+  v.ptr_ = std::make_shared<const std::string>(std::move(utf8));
   return v;
 }
 
 Value Value::bytes(std::string raw) {
   Value v;
   v.kind_ = ValueKind::Bytes;
-  v.bytes_ = std::make_shared<const std::string>(std::move(raw));
+  v.ptr_ = std::make_shared<const std::string>(std::move(raw));
   return v;
 }
 
@@ -580,7 +599,7 @@ Value Value::bytearray(std::string raw) {
 Value Value::tuple(Items items) {
   Value v;
   v.kind_ = ValueKind::Tuple;
-  v.items_ = std::make_shared<const Items>(std::move(items));
+  v.ptr_ = std::make_shared<const Items>(std::move(items));
   return v;
 }
 
@@ -605,7 +624,7 @@ Value Value::frozenset(Items items) {
 Value Value::dict(Pairs pairs) {
   Value v;
   v.kind_ = ValueKind::Dict;
-  v.pairs_ = std::make_shared<const Pairs>(std::move(pairs));
+  v.ptr_ = std::make_shared<const Pairs>(std::move(pairs));
   return v;
 }
 
@@ -614,9 +633,15 @@ bool Value::as_bool() const {
   return b_;
 }
 
-const BigInt& Value::as_int() const {
+BigInt Value::as_int() const {
   if (kind_ != ValueKind::Int) wrong_kind("as_int", kind_);
-  return *int_;
+  return small_ ? BigInt::from_i64(i_) : *static_cast<const BigInt*>(ptr_.get());
+}
+
+std::optional<int64_t> Value::as_small_int() const {
+  if (kind_ != ValueKind::Int) wrong_kind("as_small_int", kind_);
+  if (small_) return i_;
+  return std::nullopt;
 }
 
 double Value::as_float() const {
@@ -636,19 +661,19 @@ double Value::imag() const {
 
 const std::string& Value::as_bytes() const {
   if (kind_ != ValueKind::Str && !is_bytes_like(kind_)) wrong_kind("as_bytes", kind_);
-  return *bytes_;
+  return *static_cast<const std::string*>(ptr_.get());
 }
 
 const Value::Items& Value::items() const {
   if (kind_ != ValueKind::Tuple && kind_ != ValueKind::List && !is_set_like(kind_)) {
     wrong_kind("items", kind_);
   }
-  return *items_;
+  return *static_cast<const Items*>(ptr_.get());
 }
 
 const Value::Pairs& Value::pairs() const {
   if (kind_ != ValueKind::Dict) wrong_kind("pairs", kind_);
-  return *pairs_;
+  return *static_cast<const Pairs*>(ptr_.get());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -684,12 +709,12 @@ void encode_value(const Value& v, std::string& out) {
     case ValueKind::Bool: out.push_back(v.as_bool() ? 'T' : 'F'); return;
     case ValueKind::Int: {
       // Canonical form, as the child writes it: 'i' whenever the value fits in 64 bits.
-      const BigInt& n = v.as_int();
-      if (const auto small = n.to_i64()) {
+      if (const auto small = v.as_small_int()) {
         out.push_back('i');
         put_u64(out, static_cast<uint64_t>(*small));
         return;
       }
+      const BigInt n = v.as_int();
       std::string mag;
       for (const uint32_t limb : n.limbs) {
         for (int k = 0; k < 4; ++k) mag.push_back(static_cast<char>((limb >> (8 * k)) & 0xff));

@@ -75,7 +75,8 @@ class Value {
 
   ValueKind kind() const { return kind_; }
   bool as_bool() const;
-  const BigInt& as_int() const;
+  BigInt as_int() const;  // by value: an int that fits in 64 bits is not held as a BigInt
+  std::optional<int64_t> as_small_int() const;  // an Int that fits in 64 bits, else nullopt
   double as_float() const;
   double real() const;
   double imag() const;
@@ -86,11 +87,15 @@ class Value {
  private:
   ValueKind kind_ = ValueKind::None;
   bool b_ = false;
+  // An int that fits in 64 bits is held inline, without an allocation: a result list of ten
+  // million ints is ten million Values (48 bytes each), not also ten million BigInts.
+  bool small_ = false;
+  int64_t i_ = 0;
   double f_[2] = {0, 0};
-  std::shared_ptr<const BigInt> int_;
-  std::shared_ptr<const std::string> bytes_;
-  std::shared_ptr<const Items> items_;
-  std::shared_ptr<const Pairs> pairs_;
+  // By kind_: BigInt (an Int past 64 bits), std::string (Str, Bytes, ByteArray), Items (Tuple,
+  // List, Set, FrozenSet), Pairs (Dict). One pointer, not one per kind: Values are the elements
+  // of every decoded container, so their size is the decoder's memory traffic.
+  std::shared_ptr<const void> ptr_;
 };
 
 struct DecodeError : std::runtime_error {

@@ -267,7 +267,15 @@ void put_value(Out& out, const Value& v) {
     case ValueKind::None: out.put("None"); return;
     case ValueKind::Ellipsis: out.put("Ellipsis"); return;
     case ValueKind::Bool: out.put(v.as_bool() ? "True" : "False"); return;
-    case ValueKind::Int: put_int(out, v.as_int()); return;
+    case ValueKind::Int:
+      if (const auto small = v.as_small_int()) {
+        char digits[24];  // at most 20 characters: no digit limit to check
+        const auto end = std::to_chars(digits, digits + sizeof digits, *small).ptr;
+        out.put(std::string_view(digits, static_cast<size_t>(end - digits)));
+      } else {
+        put_int(out, v.as_int());
+      }
+      return;
     case ValueKind::Float: put_double(out, v.as_float(), true, false); return;
     case ValueKind::Complex: put_complex(out, v.real(), v.imag()); return;
     case ValueKind::Str: put_str(out, v.as_bytes()); return;

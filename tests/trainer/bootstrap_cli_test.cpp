@@ -21,8 +21,10 @@ using nlohmann::json;
 
 std::string azr() { return env_or_fail("AZR_BIN"); }
 
+const azr::testing::ProcessScratch& kScratch = azr::testing::register_process_scratch("azr-bootstrap-test");
+
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("azr-bootstrap-test-" + std::to_string(getpid())) / name;
+  fs::path p = kScratch.dir() / name;
   fs::remove_all(p);
   fs::create_directories(p.parent_path());
   return p;

@@ -70,8 +70,10 @@ std::vector<std::string> resume_args(const std::string& run_dir, int steps = kSt
   return {azr(), "train", "--resume", run_dir, "--set", "run.steps=" + std::to_string(steps)};
 }
 
+const azr::testing::ProcessScratch& kScratch = azr::testing::register_process_scratch("azr-train-test");
+
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("azr-train-test-" + std::to_string(getpid())) / name;
+  fs::path p = kScratch.dir() / name;
   fs::remove_all(p);
   fs::create_directories(p.parent_path());
   return p;
