@@ -95,12 +95,4 @@ void MessageBuffer::consume() {
   }
 }
 
-bool MessageBuffer::pop(std::string& out) {
-  std::string_view msg;
-  if (!front(msg)) return false;
-  out.assign(msg);
-  consume();
-  return true;
-}
-
 }  // namespace azr::sandbox

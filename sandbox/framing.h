@@ -17,14 +17,12 @@ bool send_message(int fd, const std::string& payload);
 bool send_message(int fd, std::initializer_list<std::string_view> parts);
 bool read_message(int fd, std::string& payload);  // false on EOF, error or oversize
 
-// Incremental parser for the supervisor's non-blocking reads: append bytes, pop whole messages.
+// Incremental parser for the supervisor's non-blocking reads: append bytes, take whole messages.
 class MessageBuffer {
  public:
   // Once a frame's length is known, the buffer grows to hold all of it at once: a 100 MB
   // message is not copied through every doubling of the buffer on its way in.
   void append(const char* data, size_t n);
-  // Moves the next complete message into `out`. Throws std::runtime_error on an oversize frame.
-  bool pop(std::string& out);
   // The next complete message, in place: valid until the next append() or consume().
   // Throws std::runtime_error on an oversize frame.
   bool front(std::string_view& out);

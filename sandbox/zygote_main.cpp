@@ -96,10 +96,11 @@ class Zygote {
     resp.job_id = req.job_id;
     int res[2], out[2];
     if (pipe2(res, O_CLOEXEC) != 0) return spawn_failed(resp, errno);
-    // A 1 MiB results pipe where the limit allows more than the default 64 KiB: a large result
-    // then wakes the zygote once per MiB, not once per 64 KiB. Best effort (pipe-max-size and
-    // the per-user pipe quota may refuse it).
-    if (req.limits.max_result_bytes > (64u << 10)) fcntl(res[1], F_SETPIPE_SZ, 1 << 20);
+    // A 1 MiB results pipe for a job allowed more than the default 1 MiB of results (EvalPlus's
+    // canonical runs): a large result then wakes the zygote once per MiB, not once per 64 KiB.
+    // Not for every job: the kernel's per-user quota of pipe pages (pipe-user-pages-soft, 64 MiB)
+    // would be spent by 64 workers, and past it every new pipe gets a single page. Best effort.
+    if (req.limits.max_result_bytes > (1u << 20)) fcntl(res[1], F_SETPIPE_SZ, 1 << 20);
     if (pipe2(out, O_CLOEXEC) != 0) {
       int e = errno;
       close(res[0]);
