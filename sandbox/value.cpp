@@ -289,6 +289,13 @@ uint64_t hash_int(const BigInt& n) {
   return avoid_minus_one(x);
 }
 
+// hash_int for an int that fits in 64 bits, without a BigInt: |v| mod (2**61 - 1), signed.
+uint64_t hash_small_int(int64_t v) {
+  const uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  const uint64_t x = magnitude % kHashModulus;
+  return avoid_minus_one(v < 0 ? 0 - x : x);
+}
+
 uint64_t hash_double(double v) {
   if (std::isnan(v)) return 0;  // sys.hash_info.nan: NaNs must hash alike to match each other
   if (std::isinf(v)) return v > 0 ? kHashInf : 0 - kHashInf;
@@ -789,7 +796,9 @@ bool python_equal(const Value& a, const Value& b, NanRule nan) {
 uint64_t value_hash(const Value& v) {
   switch (v.kind()) {
     case ValueKind::Bool: return v.as_bool() ? 1 : 0;
-    case ValueKind::Int: return hash_int(v.as_int());
+    case ValueKind::Int:
+      if (const auto small = v.as_small_int()) return hash_small_int(*small);
+      return hash_int(v.as_int());
     case ValueKind::Float: return hash_double(v.as_float());
     case ValueKind::Complex:
       return avoid_minus_one(hash_double(v.real()) + kHashImag * hash_double(v.imag()));
