@@ -1,5 +1,6 @@
 #pragma once
 // Small helpers the benchmarks share.
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -16,6 +17,20 @@ namespace azr::bench {
 using Clock = std::chrono::steady_clock;
 
 inline double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// CPU seconds and minor page faults of this process and of every reaped descendant (a sandbox
+// pool's zygotes are reaped when the pool is destroyed, their children by the zygotes).
+struct ProcessUsage {
+  double cpu_s = 0;
+  long minflt = 0;
+};
+inline ProcessUsage process_usage() {
+  rusage self{}, kids{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return {s(self.ru_utime) + s(self.ru_stime) + s(kids.ru_utime) + s(kids.ru_stime), self.ru_minflt + kids.ru_minflt};
+}
 
 // The middle value (the mean of the two middle ones of an even count); 0 for none.
 inline double median(std::vector<double> v) {

@@ -10,7 +10,6 @@
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "sandbox/pool.h"
 
 extern char** environ;
@@ -75,20 +75,10 @@ struct Run {
   int calls_per_job = 1;
 };
 
-// CPU time of this process and of every reaped descendant (zygotes are reaped when their pool
-// is destroyed, their children by the zygotes).
-double cpu_seconds_total() {
-  rusage self{}, kids{};
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &kids);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return s(self.ru_utime) + s(self.ru_stime) + s(kids.ru_utime) + s(kids.ru_stime);
-}
-
 // inputs_per_job > 1: one child runs the same program on that many inputs (the shape of
 // abduction and induction grading); throughput is then counted in calls.
 Run run_pool(const std::vector<Task>& tasks, int workers, int rounds, int inputs_per_job = 1) {
-  double cpu0 = cpu_seconds_total();
+  double cpu0 = azr::bench::process_usage().cpu_s;
   int executed = 0;
   Run r;
   r.workers = workers;
@@ -131,7 +121,7 @@ Run run_pool(const std::vector<Task>& tasks, int workers, int rounds, int inputs
     r.p50_ms = percentile(lat, 0.5);
     r.p99_ms = percentile(lat, 0.99);
   }
-  r.cpu_ms_per_job = (cpu_seconds_total() - cpu0) * 1e3 / executed;
+  r.cpu_ms_per_job = (azr::bench::process_usage().cpu_s - cpu0) * 1e3 / executed;
   return r;
 }
 
@@ -184,7 +174,7 @@ bool run_one_process(const std::string& python, bool tuned, const Task& t, std::
 }
 
 Run run_baseline(const std::vector<Task>& tasks, const std::string& python, bool tuned, int workers, int jobs) {
-  double cpu0 = cpu_seconds_total();
+  double cpu0 = azr::bench::process_usage().cpu_s;
   Run r;
   r.workers = workers;
   r.jobs = jobs;
@@ -210,7 +200,7 @@ Run run_baseline(const std::vector<Task>& tasks, const std::string& python, bool
   }
   r.p50_ms = percentile(lat, 0.5);
   r.p99_ms = percentile(lat, 0.99);
-  r.cpu_ms_per_job = (cpu_seconds_total() - cpu0) * 1e3 / (jobs + 100);
+  r.cpu_ms_per_job = (azr::bench::process_usage().cpu_s - cpu0) * 1e3 / (jobs + 100);
   return r;
 }
 

@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,26 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "sandbox/pool.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace sb = azr::sandbox;
-
-struct Usage {
-  double cpu_s = 0;
-  long minflt = 0;
-};
-
-// This process and every reaped descendant (the pool's zygotes are reaped when it is destroyed).
-Usage usage_now() {
-  rusage self{}, kids{};
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &kids);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return {s(self.ru_utime) + s(self.ru_stime) + s(kids.ru_utime) + s(kids.ru_stime), self.ru_minflt + kids.ru_minflt};
-}
 
 struct Shape {
   const char* name;
@@ -64,7 +50,7 @@ struct Measure {
 
 Measure run_sandbox(const Shape& s, long n, uint64_t limit) {
   Measure m;
-  Usage u0 = usage_now();
+  const azr::bench::ProcessUsage u0 = azr::bench::process_usage();
   {
     sb::PoolOptions o;
     o.workers = 1;
@@ -82,7 +68,7 @@ Measure run_sandbox(const Shape& s, long n, uint64_t limit) {
     m.ok = r.calls.size() == 1 && r.calls[0].status == sb::Status::Ok;
     if (m.ok) m.bytes = r.calls[0].repr.size();
   }
-  Usage u1 = usage_now();
+  const azr::bench::ProcessUsage u1 = azr::bench::process_usage();
   m.cpu_s = u1.cpu_s - u0.cpu_s;
   m.minflt = u1.minflt - u0.minflt;
   return m;
@@ -101,7 +87,7 @@ Measure run_baseline(const std::string& python, const Shape& s, long n) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
-  Usage u0 = usage_now();
+  const azr::bench::ProcessUsage u0 = azr::bench::process_usage();
   auto t0 = Clock::now();
   pid_t pid;
   int rc = posix_spawn(&pid, python.c_str(), &fa, nullptr, argv.data(), envp);
@@ -119,7 +105,7 @@ Measure run_baseline(const std::string& python, const Shape& s, long n) {
   int st = 0;
   waitpid(pid, &st, 0);
   m.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  Usage u1 = usage_now();
+  const azr::bench::ProcessUsage u1 = azr::bench::process_usage();
   m.cpu_s = u1.cpu_s - u0.cpu_s;
   m.minflt = u1.minflt - u0.minflt;
   m.ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;

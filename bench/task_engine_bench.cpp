@@ -4,7 +4,9 @@
 //   learn      8 answers per valid task (n = 8 learnability rollouts), half right, half wrong
 //   solve      64 solver answers per type
 // at the pool's default size and, as the baseline in the same run, with one worker (and one
-// alternate). Prints a table and one JSON line. Never asserts on time.
+// alternate). A second baseline on the full-size pool: learnability and solve graded again with
+// a parse job per answer (GradeSettings::share_literal_jobs = false, grading before 2026-11-28),
+// which must give the same grades. Prints a table and one JSON line. Never asserts on time.
 //
 //   task_engine_bench [--data FILE] [--batch B] [--rollouts N] [--alternates A]
 // (--alternates: alternate workers of the full-size pool; default the pool's own, max(1, workers/2))
@@ -44,7 +46,7 @@ struct Phase {
   uint64_t jobs = 0;
 };
 
-json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int rollouts) {
+json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int rollouts, bool apart_baseline) {
   // Proposals: deduction from items [0, B), abduction from [B, 2B), induction from [2B, 3B)
   // (one program, its recorded input repeated with small variations is not possible in general,
   // so the ten inputs are the recorded one ten times: the same cost as ten distinct ones).
@@ -117,6 +119,22 @@ json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int 
 
   double total = since(t0);
   uint64_t jobs = pool.stats().completed - jobs0;
+
+  if (apart_baseline) {
+    sv::GradeSettings apart = gs;
+    apart.share_literal_jobs = false;
+    size_t differ = 0;
+    auto regrade = [&](const char* name, const std::vector<sv::Answer>& answers, const std::vector<sv::Grade>& want) {
+      t = Clock::now();
+      j = pool.stats().completed;
+      auto g = sv::grade(pool, tasks, answers, apart);
+      phases[name] = {{"seconds", since(t)}, {"jobs", pool.stats().completed - j}, {"answers", answers.size()}};
+      for (size_t k = 0; k < g.size(); ++k) differ += g[k].correct != want[k].correct || g[k].reason != want[k].reason;
+    };
+    regrade("learnability_apart", learn, lg);
+    regrade("solve_apart", solve, sg);
+    phases["grades_differing_apart"] = differ;
+  }
   return {{"workers", pool.primary_workers()},
           {"alternates", pool.alternate_workers()},
           {"seconds", total},
@@ -173,13 +191,25 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    json r = run_step(pool, items, batch, rollouts);
+    json r = run_step(pool, items, batch, rollouts, workers == 0);
     std::printf("workers %d (+%d alternate): %.2f s, %llu jobs, %.0f jobs/s  [validate %.2f s, learnability %.2f s, "
                 "solve %.2f s]\n",
                 r["workers"].get<int>(), r["alternates"].get<int>(), r["seconds"].get<double>(),
                 static_cast<unsigned long long>(r["jobs"].get<uint64_t>()), r["jobs_per_second"].get<double>(),
                 r["phases"]["validate"]["seconds"].get<double>(), r["phases"]["learnability"]["seconds"].get<double>(),
                 r["phases"]["solve"]["seconds"].get<double>());
+    if (r["phases"].contains("learnability_apart")) {
+      const json& ph = r["phases"];
+      std::printf("  a parse job per answer (baseline): learnability %.2f s, %llu jobs (shared: %llu); solve %.2f s, "
+                  "%llu jobs (shared: %llu); grades differing: %zu\n",
+                  ph["learnability_apart"]["seconds"].get<double>(),
+                  static_cast<unsigned long long>(ph["learnability_apart"]["jobs"].get<uint64_t>()),
+                  static_cast<unsigned long long>(ph["learnability"]["jobs"].get<uint64_t>()),
+                  ph["solve_apart"]["seconds"].get<double>(),
+                  static_cast<unsigned long long>(ph["solve_apart"]["jobs"].get<uint64_t>()),
+                  static_cast<unsigned long long>(ph["solve"]["jobs"].get<uint64_t>()),
+                  ph["grades_differing_apart"].get<size_t>());
+    }
     runs.push_back(r);
   }
   json out = {{"bench", "task_engine"}, {"batch", batch}, {"rollouts", rollouts}, {"runs", runs}};

@@ -549,7 +549,6 @@ Value Value::boolean(bool b) {
 Value Value::integer(int64_t i) {
   Value v;
   v.kind_ = ValueKind::Int;
-  v.small_ = true;
   v.i_ = i;
   return v;
 }
@@ -642,12 +641,12 @@ bool Value::as_bool() const {
 
 BigInt Value::as_int() const {
   if (kind_ != ValueKind::Int) wrong_kind("as_int", kind_);
-  return small_ ? BigInt::from_i64(i_) : *static_cast<const BigInt*>(ptr_.get());
+  return ptr_ ? *static_cast<const BigInt*>(ptr_.get()) : BigInt::from_i64(i_);
 }
 
 std::optional<int64_t> Value::as_small_int() const {
   if (kind_ != ValueKind::Int) wrong_kind("as_small_int", kind_);
-  if (small_) return i_;
+  if (!ptr_) return i_;
   return std::nullopt;
 }
 

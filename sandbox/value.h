@@ -87,9 +87,9 @@ class Value {
  private:
   ValueKind kind_ = ValueKind::None;
   bool b_ = false;
-  // An int that fits in 64 bits is held inline, without an allocation: a result list of ten
-  // million ints is ten million Values (48 bytes each), not also ten million BigInts.
-  bool small_ = false;
+  // An int that fits in 64 bits is held inline, without an allocation (an Int with no ptr_): a
+  // result list of ten million ints is ten million Values (48 bytes each), not also ten million
+  // BigInts.
   int64_t i_ = 0;
   double f_[2] = {0, 0};
   // By kind_: BigInt (an Int past 64 bits), std::string (Str, Bytes, ByteArray), Items (Tuple,

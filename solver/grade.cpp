@@ -1,7 +1,11 @@
 #include "solver/grade.h"
 
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
 #include <utility>
+
+#include "solver/literal_parses.h"
 
 namespace azr::solver {
 namespace sb = azr::sandbox;
@@ -39,14 +43,6 @@ std::string literal_failure(const sb::CallResult& r) {
   return failure_reason(r);
 }
 
-sb::Job parse_job(std::vector<std::string> literals, const sb::Limits& limits) {
-  sb::Job j;
-  j.op = sb::protocol::Op::ParseLiterals;
-  j.inputs = std::move(literals);
-  j.limits = limits;
-  return j;
-}
-
 sb::Job run_job(const std::string& program, const std::string& input, const sb::Limits& limits,
                sb::InputMode mode = sb::InputMode::Literal) {
   sb::Job j;
@@ -58,34 +54,39 @@ sb::Job run_job(const std::string& program, const std::string& input, const sb::
   return j;
 }
 
-const sb::CallResult* only_call(const sb::JobResult& r, size_t n = 1, size_t k = 0) {
-  return r.calls.size() == n ? &r.calls[k] : nullptr;
-}
-
 Grade internal(std::string why) { return Grade{false, 0, "internal_error", std::move(why)}; }
 
 }  // namespace
 
 std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks, const std::vector<Answer>& answers,
                          const GradeSettings& s) {
-  // Job layout per answer:
-  //   deduction  1 job: ParseLiterals [answer, gold]
-  //   abduction  2 jobs: RunProgram(task program, answer), ParseLiterals [gold]
-  //   induction  h + 1 jobs: RunProgram(answer, hidden input k) for each k, ParseLiterals [hidden outputs]
-  // The gold literals never share a child with the program whose output they judge.
+  // Jobs per answer:
+  //   deduction  none of its own: the answer and the task's output are literals to parse
+  //   abduction  RunProgram(task program, answer); the task's output is a literal to parse
+  //   induction  RunProgram(answer, hidden input k) for each k; the hidden outputs are literals
+  // The literals are parsed in ParseLiterals jobs (LiteralParses), which run no program: a
+  // task's output never shares a child with the program whose output it judges.
   std::vector<sb::Job> jobs;
-  std::vector<size_t> first(answers.size());
+  LiteralParses literals(s.share_literal_jobs, s.limits);
+  std::vector<size_t> first(answers.size());    // the answer's first RunProgram job
+  std::vector<size_t> literal(answers.size());  // where its literals start in `slots` (deduction: answer, gold)
   std::vector<Grade> out(answers.size());
   std::vector<bool> skip(answers.size(), false);
+  std::vector<size_t> slots;  // every answer's literals' slots in LiteralParses, in order
   for (size_t i = 0; i < answers.size(); ++i) {
     const auto& t = tasks.at(answers[i].task);
     first[i] = jobs.size();
     const std::string& a = answers[i].text;
     switch (t.type) {
-      case buffer::TaskType::Deduction: jobs.push_back(parse_job({a, t.output}, s.limits)); break;
+      case buffer::TaskType::Deduction:
+        literal[i] = slots.size();
+        slots.push_back(literals.add(a));
+        slots.push_back(literals.add(t.output));
+        break;
       case buffer::TaskType::Abduction:
         jobs.push_back(run_job(t.program, a, s.limits, s.abduction_input_mode));
-        jobs.push_back(parse_job({t.output}, s.limits));
+        literal[i] = slots.size();
+        slots.push_back(literals.add(t.output));
         break;
       case buffer::TaskType::Induction: {
         size_t n = std::min(t.inputs.size(), t.outputs.size());
@@ -96,14 +97,20 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           break;
         }
         for (size_t k = h0; k < n; ++k) jobs.push_back(run_job(a, t.inputs[k], s.limits));
-        jobs.push_back(parse_job(std::vector<std::string>(t.outputs.begin() + static_cast<std::ptrdiff_t>(h0),
-                                                          t.outputs.end()),
-                                 s.limits));
+        literal[i] = slots.size();
+        for (size_t k = h0; k < n; ++k) slots.push_back(literals.add(t.outputs[k]));
         break;
       }
     }
+    literals.end_group();
   }
-  auto res = pool.run(std::move(jobs));
+  const size_t programs = jobs.size();
+  for (sb::Job& j : literals.jobs()) jobs.push_back(std::move(j));
+  std::vector<sb::JobResult> res = pool.run(std::move(jobs));
+  literals.take({std::make_move_iterator(res.begin() + static_cast<std::ptrdiff_t>(programs)),
+                 std::make_move_iterator(res.end())},
+                [&pool](std::vector<sb::Job> alone) { return pool.run(std::move(alone)); });
+  auto parsed = [&](size_t i, size_t k = 0) -> const sb::CallResult& { return literals[slots[literal[i] + k]]; };
 
   for (size_t i = 0; i < answers.size(); ++i) {
     if (skip[i]) continue;
@@ -112,61 +119,48 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
     Grade& g = out[i];
     switch (t.type) {
       case buffer::TaskType::Deduction: {
-        const sb::CallResult* ans = only_call(res[j], 2, 0);
-        const sb::CallResult* gold = only_call(res[j], 2, 1);
-        if (!ans || !gold) {
-          // A limit that killed the child leaves no per-literal results; blame the answer unless
-          // the sandbox itself failed.
-          const sb::CallResult* any = res[j].calls.empty() ? nullptr : &res[j].calls[0];
-          if (!any) g = internal("parse job gave no result");
-          else g = Grade{false, 0, literal_failure(*any), detail_of(*any)};
+        const sb::CallResult& ans = parsed(i, 0);
+        const sb::CallResult& gold = parsed(i, 1);
+        if (gold.status != sb::Status::Ok) {
+          g = gold.status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(gold)}
+                                               : Grade{false, 0, literal_failure(gold), detail_of(gold)};
           break;
         }
-        if (gold->status != sb::Status::Ok) {
-          g = gold->status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(*gold)}
-                                                : Grade{false, 0, literal_failure(*gold), detail_of(*gold)};
+        if (ans.status != sb::Status::Ok) {
+          g = Grade{false, 0, literal_failure(ans), detail_of(ans)};
           break;
         }
-        if (ans->status != sb::Status::Ok) {
-          g = Grade{false, 0, literal_failure(*ans), detail_of(*ans)};
-          break;
-        }
-        bool eq = sb::python_equal(*ans->value, *gold->value);
-        g = eq ? Grade{true, 1, "ok", ""} : Grade{false, 0, "wrong", ans->repr.substr(0, 200)};
+        bool eq = sb::python_equal(*ans.value, *gold.value);
+        g = eq ? Grade{true, 1, "ok", ""} : Grade{false, 0, "wrong", ans.repr.substr(0, 200)};
         break;
       }
       case buffer::TaskType::Abduction: {
-        const sb::CallResult* run = only_call(res[j]);
-        const sb::CallResult* gold = only_call(res[j + 1]);
-        if (!run || !gold) {
+        const sb::CallResult* run = res[j].calls.size() == 1 ? &res[j].calls[0] : nullptr;
+        const sb::CallResult& gold = parsed(i);
+        if (!run) {
           g = internal("no call result");
           break;
         }
-        if (gold->status != sb::Status::Ok) {
-          g = gold->status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(*gold)}
-                                                : internal(detail_of(*gold));
+        if (gold.status != sb::Status::Ok) {
+          g = gold.status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(gold)}
+                                               : internal(detail_of(gold));
           break;
         }
         if (run->status != sb::Status::Ok) {
           g = Grade{false, 0, failure_reason(*run), detail_of(*run)};
           break;
         }
-        bool eq = sb::python_equal(*run->value, *gold->value);
+        bool eq = sb::python_equal(*run->value, *gold.value);
         g = eq ? Grade{true, 1, "ok", ""} : Grade{false, 0, "wrong", "f(answer) = " + run->repr.substr(0, 200)};
         break;
       }
       case buffer::TaskType::Induction: {
         size_t h0 = t.inputs.size() / 2, h = t.inputs.size() - h0;
-        const sb::JobResult& golds = res[j + h];
-        if (golds.calls.size() != h) {
-          g = internal("parse job gave no result");
-          break;
-        }
         size_t right = 0;
         g = Grade{true, 0, "ok", ""};
         for (size_t k = 0; k < h; ++k) {
-          const sb::CallResult* run = only_call(res[j + k]);
-          const sb::CallResult& gold = golds.calls[k];
+          const sb::CallResult* run = res[j + k].calls.size() == 1 ? &res[j + k].calls[0] : nullptr;
+          const sb::CallResult& gold = parsed(i, k);
           Grade pair;
           if (gold.status != sb::Status::Ok) pair = Grade{false, 0, "bad_task", "task output: " + detail_of(gold)};
           else if (!run) pair = internal("no call result");

@@ -9,6 +9,9 @@
 //              literals), and the result is compared by value with the task's output.
 //   induction  the answer program runs on each hidden input (inputs[n/2:]), each in its own child;
 //              correct iff every hidden output is reproduced (binary, §5.3); accuracy = fraction.
+// Every program runs in a child of its own, one input each, as validation ran it. The literals
+// (deduction answers, the tasks' outputs) are parsed in children that run no program, each
+// distinct text once, many to a child (GradeSettings::share_literal_jobs).
 //
 // Reason codes (Grade::reason):
 //   ok                 correct
@@ -37,6 +40,9 @@ struct GradeSettings {
   // `f(<answer>)` does; for answers no reward depends on (benchmark gold inputs such as
   // CRUXEval's `dict(...)` and `lambda` ones, evaluation).
   sandbox::InputMode abduction_input_mode = sandbox::InputMode::Literal;
+  // true: each distinct literal is parsed once, many to a parse job, each with the result it gets
+  // alone (solver/literal_parses.h). false: each answer's literals are a parse job of their own.
+  bool share_literal_jobs = true;
 };
 
 struct Answer {

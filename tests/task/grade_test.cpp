@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "proposer/validate.h"
 #include "solver/grade.h"
+#include "solver/literal_parses.h"
 #include "tests/test_support.h"
 
 namespace azr::solver {
@@ -263,6 +265,149 @@ TEST_F(Grading, Induction) {
   empty.inputs.clear();
   empty.outputs.clear();
   EXPECT_EQ(grade(*pool_, {empty}, std::vector<std::string>{programs[0]})[0].reason, "bad_task");
+}
+
+// Shared parse jobs change how many children grading takes, not a single grade. The job counts
+// follow from the layout (solver/literal_parses.h): per answer, one parse job (unshared) or none
+// (shared), plus one RunProgram job per abduction answer and per hidden pair of an induction one.
+TEST_F(Grading, SharedLiteralJobsGradeAsAJobPerAnswerInFewerJobs) {
+  const std::string huge = "'" + std::string(70000, 'a') + "'";  // a value past the result cap
+  std::vector<Task> tasks = {
+      task(TaskType::Deduction, "def f(x):\n    return [x, 2]", "1", "[1, 2]"),
+      task(TaskType::Deduction, "def f(x):\n    return x", "0", "float('nan')"),  // not a literal: bad task
+      task(TaskType::Abduction, "def f(x):\n    return x + 1", "1", "2"),
+      task(TaskType::Induction, "def f(x):\n    return x * x + 1", "", ""),
+  };
+  for (int x = 1; x <= 10; ++x) {
+    tasks[3].inputs.push_back(std::to_string(x));
+    tasks[3].outputs.push_back(std::to_string(x * x + 1));
+  }
+  const std::vector<Answer> answers = {
+      {0, "[1, 2]"}, {0, "[1,2]"},       {0, "(1, 2)"},    {0, "[1, 2]"},
+      {0, "0) or (True"}, {0, "'x' * 3"}, {0, huge},       {1, "3"},
+      {2, "1"},      {2, "1"},           {2, "2"},
+      {3, "def f(a):\n    return a ** 2 + 1"}, {3, "def f(x):\n    return x * x + 1 if x <= 7 else 0"},
+  };
+  GradeSettings s = settings();
+  s.limits.max_result_bytes = 64 << 10;  // an eighth, 8 KiB of literal text, to a parse job
+  auto graded = [&](bool shared, uint64_t& jobs) {
+    s.share_literal_jobs = shared;
+    const uint64_t before = pool_->stats().submitted;
+    auto g = grade(*pool_, tasks, answers, s);
+    jobs = pool_->stats().submitted - before;
+    return g;
+  };
+  uint64_t jobs_apart = 0, jobs_shared = 0;
+  const std::vector<Grade> apart = graded(false, jobs_apart), shared = graded(true, jobs_shared);
+  // Apart: 8 deduction answers, 3 abduction and 2 induction ones, a parse job each; RunProgram:
+  // 3 abduction answers and 2 x 5 hidden pairs.
+  EXPECT_EQ(jobs_apart, 13u + 13u);
+  // Shared: 14 distinct texts (the first task's output is its first answer's text; the five
+  // hidden outputs once for both programs) in three parse jobs: the five before the huge one,
+  // the huge one alone (past 8 KiB), the eight after it. Nothing parsed again.
+  EXPECT_EQ(jobs_shared, 3u + 13u);
+  ASSERT_EQ(shared.size(), answers.size());
+  for (size_t i = 0; i < answers.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(shared[i].correct, apart[i].correct);
+    EXPECT_EQ(shared[i].accuracy, apart[i].accuracy);
+    EXPECT_EQ(shared[i].reason, apart[i].reason);
+    // A parse error's message may name an object's address, which differs from child to child.
+    const std::regex address("0x[0-9a-f]+");
+    EXPECT_EQ(std::regex_replace(shared[i].detail, address, "0x"), std::regex_replace(apart[i].detail, address, "0x"));
+  }
+  // And the grades themselves, by hand.
+  const std::vector<std::string> reasons = {"ok",        "ok",  "wrong", "ok",    "not_a_literal",
+                                            "not_a_literal", "output_too_large", "bad_task",
+                                            "ok",        "ok",  "wrong", "ok",    "wrong"};
+  for (size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(shared[i].reason, reasons[i]) << i << " " << shared[i].detail;
+  EXPECT_DOUBLE_EQ(shared[12].accuracy, 0.4);
+}
+
+sb::CallResult call(sb::Status status, std::string message = "") {
+  sb::CallResult c;
+  c.status = status;
+  if (status == sb::Status::Ok) c.value = sb::Value::integer(int64_t(1));
+  if (status == sb::Status::Error) c.error_type = sb::kInputError;
+  c.message = std::move(message);
+  return c;
+}
+
+// What a job's limits did can be another literal's doing; what the sandbox cannot be made to do
+// on demand (a timeout, a lost worker, a MemoryError among good literals) is given here as job
+// results, and LiteralParses must parse exactly those literals again, each alone.
+TEST(LiteralParses, ParsesAgainAloneWhatTheJobMayHaveCaused) {
+  LiteralParses lp(true, sb::Limits{});
+  std::vector<size_t> slot;
+  for (const char* t : {"1", "2", "3", "4", "2", "5"}) slot.push_back(lp.add(t));
+  EXPECT_EQ(slot, (std::vector<size_t>{0, 1, 2, 3, 1, 4}));  // an equal text is parsed once
+  std::vector<sb::Job> jobs = lp.jobs();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].inputs, (std::vector<std::string>{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(jobs[0].op, sb::protocol::Op::ParseLiterals);
+
+  sb::JobResult r;
+  r.calls = {call(sb::Status::Ok), call(sb::Status::Error, "SyntaxError: invalid syntax"),
+             call(sb::Status::Error, "MemoryError: "), call(sb::Status::Timeout), call(sb::Status::Internal)};
+  std::vector<std::string> again;
+  lp.take({r}, [&](std::vector<sb::Job> alone) {
+    std::vector<sb::JobResult> out;
+    for (const auto& j : alone) {
+      EXPECT_EQ(j.inputs.size(), 1u);
+      again.push_back(j.inputs.at(0));
+      sb::JobResult one;
+      one.calls = {call(sb::Status::Ok)};
+      out.push_back(one);
+    }
+    return out;
+  });
+  EXPECT_EQ(again, (std::vector<std::string>{"3", "4", "5"}));
+  EXPECT_EQ(lp[slot[0]].status, sb::Status::Ok);
+  EXPECT_EQ(lp[slot[1]].status, sb::Status::Error);  // a parse error stands
+  for (size_t k : {2, 3, 5}) EXPECT_EQ(lp[slot[k]].status, sb::Status::Ok) << k;
+}
+
+TEST(LiteralParses, PacksByCountAndBytesAndKeepsGroupsApartWhenNotShared) {
+  auto sizes_of = [](LiteralParses& lp) {
+    std::vector<size_t> sizes;
+    for (const auto& j : lp.jobs()) sizes.push_back(j.inputs.size());
+    return sizes;
+  };
+  LiteralParses by_count(true, sb::Limits{});  // 128 KiB of text a job: the count binds
+  for (int i = 0; i < 130; ++i) by_count.add(std::to_string(i));
+  EXPECT_EQ(sizes_of(by_count), (std::vector<size_t>{64, 64, 2}));
+
+  sb::Limits limits;
+  limits.max_result_bytes = 800;  // 100 bytes of text a job
+  LiteralParses by_bytes(true, limits);
+  for (int i = 0; i < 130; ++i) by_bytes.add(std::to_string(i));
+  by_bytes.add(std::string(150, '7'));
+  for (int i = 0; i < 40; ++i) by_bytes.add(std::string(9, char('a' + i % 26)) + std::to_string(i));
+  // "0".."54": 10 + 45 x 2 = 100 bytes; "55".."102": 90 + 9; "103".."129": 81; the 150 bytes
+  // alone; ten texts of 10 bytes; then 11 bytes each, 9 to a job.
+  EXPECT_EQ(sizes_of(by_bytes), (std::vector<size_t>{55, 48, 27, 1, 10, 9, 9, 9, 3}));
+
+  LiteralParses apart(false, sb::Limits{});
+  for (const char* t : {"1", "1"}) apart.add(t);
+  apart.end_group();
+  apart.end_group();  // an empty group makes no job
+  apart.add("2");
+  auto groups = apart.jobs();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].inputs, (std::vector<std::string>{"1", "1"}));
+  EXPECT_EQ(groups[1].inputs, (std::vector<std::string>{"2"}));
+  sb::JobResult timed_out;
+  timed_out.calls = {call(sb::Status::Timeout), call(sb::Status::Timeout)};
+  sb::JobResult ok;
+  ok.calls = {call(sb::Status::Ok)};
+  bool ran = false;
+  apart.take({timed_out, ok}, [&](std::vector<sb::Job>) {
+    ran = true;
+    return std::vector<sb::JobResult>{};
+  });
+  EXPECT_FALSE(ran) << "a job per answer is what grading did before: its results stand";
+  EXPECT_EQ(apart[0].status, sb::Status::Timeout);
+  EXPECT_EQ(apart[2].status, sb::Status::Ok);
 }
 
 }  // namespace
