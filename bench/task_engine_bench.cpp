@@ -1,14 +1,17 @@
 // One training step's sandbox load for the task engine (proposer/validate.h, solver/grade.h), on
 // CRUXEval programs standing in for proposals, for each of the three task types (B = 64):
 //   validate   64 deduction + 64 abduction + 64 induction proposals (10 inputs each)
-//   learn      8 answers per valid task (n = 8 learnability rollouts), half right, half wrong
+//   learn      8 answers per valid task (n = 8 learnability rollouts), half right, half wrong,
+//              each written apart (a rollout's own spaces or comment: no run or literal twice);
+//              --repeated-answers: the right ones one text, the wrong ones another, so grading
+//              that runs each distinct run once runs two a task (the other end of the range)
 //   solve      64 solver answers per type
 // at the pool's default size and, as the baseline in the same run, with one worker (and one
 // alternate). A second baseline on the full-size pool: learnability and solve graded again with
-// a parse job per answer (GradeSettings::share_literal_jobs = false, grading before 2026-11-28),
-// which must give the same grades. Prints a table and one JSON line. Never asserts on time.
+// a job per run and a parse job per answer (GradeSettings::share_jobs = false, grading before
+// 2026-11-28), which must give the same grades. Prints a table and one JSON line. Never asserts on time.
 //
-//   task_engine_bench [--data FILE] [--batch B] [--rollouts N] [--alternates A]
+//   task_engine_bench [--data FILE] [--batch B] [--rollouts N] [--alternates A] [--repeated-answers]
 // (--alternates: alternate workers of the full-size pool; default the pool's own, max(1, workers/2))
 #include <CLI/CLI.hpp>
 
@@ -46,17 +49,19 @@ struct Phase {
   uint64_t jobs = 0;
 };
 
-json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int rollouts, bool apart_baseline) {
+json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int rollouts, bool repeated,
+              bool apart_baseline) {
   // Proposals: deduction from items [0, B), abduction from [B, 2B), induction from [2B, 3B)
   // (one program, its recorded input repeated with small variations is not possible in general,
-  // so the ten inputs are the recorded one ten times: the same cost as ten distinct ones).
+  // so the ten inputs are the recorded one ten times, each with its own number of trailing
+  // spaces: ten texts, as a proposal's ten inputs are, at the cost of ten distinct ones).
   std::vector<pr::Proposal> props;
   for (size_t i = 0; i < 3 * batch; ++i) {
     pr::Proposal p;
     p.type = i < batch ? TaskType::Deduction : i < 2 * batch ? TaskType::Abduction : TaskType::Induction;
     p.program = items[i].code;
     if (p.type == TaskType::Induction) {
-      p.inputs.assign(10, items[i].input);
+      for (size_t k = 0; k < 10; ++k) p.inputs.push_back(items[i].input + std::string(k, ' '));
       p.message = "bench";
     } else {
       p.input = items[i].input;
@@ -100,7 +105,14 @@ json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int 
   j = pool.stats().completed;
   std::vector<sv::Answer> learn;
   for (size_t k = 0; k < tasks.size(); ++k)
-    for (int r = 0; r < rollouts; ++r) learn.push_back({k, answer(k, r % 2 == 0)});
+    for (int r = 0; r < rollouts; ++r) {
+      std::string a = answer(k, r % 2 == 0);
+      // Spaces after a literal or an argument list, a comment after a program: the same answer
+      // to the grader, another text to a cache.
+      if (!repeated)
+        a += tasks[k].type == TaskType::Induction ? "\n# rollout " + std::to_string(r) : std::string(size_t(r), ' ');
+      learn.push_back({k, std::move(a)});
+    }
   auto lg = sv::grade(pool, tasks, learn, gs);
   size_t lcorrect = 0;
   for (const auto& g : lg) lcorrect += g.correct;
@@ -122,7 +134,7 @@ json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int 
 
   if (apart_baseline) {
     sv::GradeSettings apart = gs;
-    apart.share_literal_jobs = false;
+    apart.share_jobs = false;
     size_t differ = 0;
     auto regrade = [&](const char* name, const std::vector<sv::Answer>& answers, const std::vector<sv::Grade>& want) {
       t = Clock::now();
@@ -150,12 +162,14 @@ int main(int argc, char** argv) {
   size_t batch = 64;
   int rollouts = 8;
   int alternates = -1;
+  bool repeated = false;
   CLI::App app{"One training step's sandbox load for the task engine, against one sandbox worker"};
   app.add_option("--data", data, "CRUXEval JSONL, standing in for proposals")->capture_default_str();
   app.add_option("--batch", batch, "proposals and solver answers per task type")->capture_default_str();
   app.add_option("--rollouts", rollouts, "learnability answers per valid task")->capture_default_str();
   app.add_option("--alternates", alternates, "alternate workers of the full-size pool; -1 = the pool's own")
       ->capture_default_str();
+  app.add_flag("--repeated-answers", repeated, "a task's right rollouts one text, its wrong ones another");
   CLI11_PARSE(app, argc, argv);
   std::ifstream in(data);
   if (!in) {
@@ -191,7 +205,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    json r = run_step(pool, items, batch, rollouts, workers == 0);
+    json r = run_step(pool, items, batch, rollouts, repeated, workers == 0);
     std::printf("workers %d (+%d alternate): %.2f s, %llu jobs, %.0f jobs/s  [validate %.2f s, learnability %.2f s, "
                 "solve %.2f s]\n",
                 r["workers"].get<int>(), r["alternates"].get<int>(), r["seconds"].get<double>(),
@@ -200,8 +214,8 @@ int main(int argc, char** argv) {
                 r["phases"]["solve"]["seconds"].get<double>());
     if (r["phases"].contains("learnability_apart")) {
       const json& ph = r["phases"];
-      std::printf("  a parse job per answer (baseline): learnability %.2f s, %llu jobs (shared: %llu); solve %.2f s, "
-                  "%llu jobs (shared: %llu); grades differing: %zu\n",
+      std::printf("  a job per run, a parse job per answer (baseline): learnability %.2f s, %llu jobs (shared: %llu); "
+                  "solve %.2f s, %llu jobs (shared: %llu); grades differing: %zu\n",
                   ph["learnability_apart"]["seconds"].get<double>(),
                   static_cast<unsigned long long>(ph["learnability_apart"]["jobs"].get<uint64_t>()),
                   static_cast<unsigned long long>(ph["learnability"]["jobs"].get<uint64_t>()),
@@ -212,7 +226,8 @@ int main(int argc, char** argv) {
     }
     runs.push_back(r);
   }
-  json out = {{"bench", "task_engine"}, {"batch", batch}, {"rollouts", rollouts}, {"runs", runs}};
+  json out = {{"bench", "task_engine"}, {"batch", batch}, {"rollouts", rollouts}, {"repeated_answers", repeated},
+              {"runs", runs}};
   if (runs.size() == 2 && runs[0]["seconds"].get<double>() > 0)
     out["speedup_vs_one_worker"] = runs[1]["seconds"].get<double>() / runs[0]["seconds"].get<double>();
   std::cout << out.dump() << "\n";

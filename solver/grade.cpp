@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "solver/literal_parses.h"
@@ -64,18 +66,30 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   //   deduction  none of its own: the answer and the task's output are literals to parse
   //   abduction  RunProgram(task program, answer); the task's output is a literal to parse
   //   induction  RunProgram(answer, hidden input k) for each k; the hidden outputs are literals
-  // The literals are parsed in ParseLiterals jobs (LiteralParses), which run no program: a
-  // task's output never shares a child with the program whose output it judges.
+  // Shared (GradeSettings::share_jobs), a run asked for again (8 rollouts that wrote the same
+  // answer) is one job. The literals are parsed in ParseLiterals jobs (LiteralParses), which run
+  // no program: a task's output never shares a child with the program whose output it judges.
   std::vector<sb::Job> jobs;
-  LiteralParses literals(s.share_literal_jobs, s.limits);
-  std::vector<size_t> first(answers.size());    // the answer's first RunProgram job
+  std::unordered_map<std::string, size_t> job_of_run;  // shared: (program, input, mode) -> job
+  std::vector<size_t> runs;                            // every answer's runs' jobs, in order
+  auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
+    size_t job = jobs.size();
+    if (s.share_jobs) {
+      std::string key = std::to_string(program.size()) + ':' + program + input + static_cast<char>(mode);
+      job = job_of_run.try_emplace(std::move(key), jobs.size()).first->second;
+    }
+    if (job == jobs.size()) jobs.push_back(run_job(program, input, s.limits, mode));
+    runs.push_back(job);
+  };
+  LiteralParses literals(s.share_jobs, s.limits);
+  std::vector<size_t> first(answers.size());    // where its runs start in `runs`
   std::vector<size_t> literal(answers.size());  // where its literals start in `slots` (deduction: answer, gold)
   std::vector<Grade> out(answers.size());
   std::vector<bool> skip(answers.size(), false);
   std::vector<size_t> slots;  // every answer's literals' slots in LiteralParses, in order
   for (size_t i = 0; i < answers.size(); ++i) {
     const auto& t = tasks.at(answers[i].task);
-    first[i] = jobs.size();
+    first[i] = runs.size();
     const std::string& a = answers[i].text;
     switch (t.type) {
       case buffer::TaskType::Deduction:
@@ -84,7 +98,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         slots.push_back(literals.add(t.output));
         break;
       case buffer::TaskType::Abduction:
-        jobs.push_back(run_job(t.program, a, s.limits, s.abduction_input_mode));
+        add_run(t.program, a, s.abduction_input_mode);
         literal[i] = slots.size();
         slots.push_back(literals.add(t.output));
         break;
@@ -96,7 +110,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           skip[i] = true;
           break;
         }
-        for (size_t k = h0; k < n; ++k) jobs.push_back(run_job(a, t.inputs[k], s.limits));
+        for (size_t k = h0; k < n; ++k) add_run(a, t.inputs[k], sb::InputMode::Literal);
         literal[i] = slots.size();
         for (size_t k = h0; k < n; ++k) slots.push_back(literals.add(t.outputs[k]));
         break;
@@ -110,12 +124,16 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   literals.take({std::make_move_iterator(res.begin() + static_cast<std::ptrdiff_t>(programs)),
                  std::make_move_iterator(res.end())},
                 [&pool](std::vector<sb::Job> alone) { return pool.run(std::move(alone)); });
+  // The k-th run of answer i: its call, or null if the job did not give exactly one.
+  auto ran = [&](size_t i, size_t k = 0) -> const sb::CallResult* {
+    const sb::JobResult& r = res[runs[first[i] + k]];
+    return r.calls.size() == 1 ? &r.calls[0] : nullptr;
+  };
   auto parsed = [&](size_t i, size_t k = 0) -> const sb::CallResult& { return literals[slots[literal[i] + k]]; };
 
   for (size_t i = 0; i < answers.size(); ++i) {
     if (skip[i]) continue;
     const auto& t = tasks[answers[i].task];
-    size_t j = first[i];
     Grade& g = out[i];
     switch (t.type) {
       case buffer::TaskType::Deduction: {
@@ -135,7 +153,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         break;
       }
       case buffer::TaskType::Abduction: {
-        const sb::CallResult* run = res[j].calls.size() == 1 ? &res[j].calls[0] : nullptr;
+        const sb::CallResult* run = ran(i);
         const sb::CallResult& gold = parsed(i);
         if (!run) {
           g = internal("no call result");
@@ -159,7 +177,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         size_t right = 0;
         g = Grade{true, 0, "ok", ""};
         for (size_t k = 0; k < h; ++k) {
-          const sb::CallResult* run = res[j + k].calls.size() == 1 ? &res[j + k].calls[0] : nullptr;
+          const sb::CallResult* run = ran(i, k);
           const sb::CallResult& gold = parsed(i, k);
           Grade pair;
           if (gold.status != sb::Status::Ok) pair = Grade{false, 0, "bad_task", "task output: " + detail_of(gold)};

@@ -9,9 +9,10 @@
 //              literals), and the result is compared by value with the task's output.
 //   induction  the answer program runs on each hidden input (inputs[n/2:]), each in its own child;
 //              correct iff every hidden output is reproduced (binary, §5.3); accuracy = fraction.
-// Every program runs in a child of its own, one input each, as validation ran it. The literals
+// Every program runs in a child of its own, one input each, as validation ran it; the same run
+// asked for by several answers (rollouts that wrote the same answer) runs once. The literals
 // (deduction answers, the tasks' outputs) are parsed in children that run no program, each
-// distinct text once, many to a child (GradeSettings::share_literal_jobs).
+// distinct text once, many to a child (GradeSettings::share_jobs).
 //
 // Reason codes (Grade::reason):
 //   ok                 correct
@@ -40,9 +41,14 @@ struct GradeSettings {
   // `f(<answer>)` does; for answers no reward depends on (benchmark gold inputs such as
   // CRUXEval's `dict(...)` and `lambda` ones, evaluation).
   sandbox::InputMode abduction_input_mode = sandbox::InputMode::Literal;
-  // true: each distinct literal is parsed once, many to a parse job, each with the result it gets
-  // alone (solver/literal_parses.h). false: each answer's literals are a parse job of their own.
-  bool share_literal_jobs = true;
+  // true: each distinct run (program, input, input mode) is one job, and each distinct literal is
+  // parsed once, many to a parse job, with the result it gets alone (solver/literal_parses.h).
+  // A run's result is the one each answer would get from a run of its own wherever the program
+  // gives one result (a validated task's program was run twice to show it does); only a program
+  // near a limit or drawing on `random` could give equal answers different grades, and shared
+  // they get one. false: a job per run and a parse job per answer, as grading did before
+  // 2026-11-28 (task_engine_bench's baseline).
+  bool share_jobs = true;
 };
 
 struct Answer {

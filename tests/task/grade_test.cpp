@@ -267,10 +267,11 @@ TEST_F(Grading, Induction) {
   EXPECT_EQ(grade(*pool_, {empty}, std::vector<std::string>{programs[0]})[0].reason, "bad_task");
 }
 
-// Shared parse jobs change how many children grading takes, not a single grade. The job counts
-// follow from the layout (solver/literal_parses.h): per answer, one parse job (unshared) or none
-// (shared), plus one RunProgram job per abduction answer and per hidden pair of an induction one.
-TEST_F(Grading, SharedLiteralJobsGradeAsAJobPerAnswerInFewerJobs) {
+// Shared jobs change how many children grading takes, not a single grade. The job counts follow
+// from the layout (solver/grade.h, solver/literal_parses.h): apart, a parse job per answer and a
+// RunProgram job per abduction answer and per hidden pair of an induction one; shared, each
+// distinct run once and the distinct literals packed into parse jobs.
+TEST_F(Grading, SharedJobsGradeAsAJobPerAnswerInFewerJobs) {
   const std::string huge = "'" + std::string(70000, 'a') + "'";  // a value past the result cap
   std::vector<Task> tasks = {
       task(TaskType::Deduction, "def f(x):\n    return [x, 2]", "1", "[1, 2]"),
@@ -287,11 +288,12 @@ TEST_F(Grading, SharedLiteralJobsGradeAsAJobPerAnswerInFewerJobs) {
       {0, "0) or (True"}, {0, "'x' * 3"}, {0, huge},       {1, "3"},
       {2, "1"},      {2, "1"},           {2, "2"},
       {3, "def f(a):\n    return a ** 2 + 1"}, {3, "def f(x):\n    return x * x + 1 if x <= 7 else 0"},
+      {3, "def f(a):\n    return a ** 2 + 1"},
   };
   GradeSettings s = settings();
   s.limits.max_result_bytes = 64 << 10;  // an eighth, 8 KiB of literal text, to a parse job
   auto graded = [&](bool shared, uint64_t& jobs) {
-    s.share_literal_jobs = shared;
+    s.share_jobs = shared;
     const uint64_t before = pool_->stats().submitted;
     auto g = grade(*pool_, tasks, answers, s);
     jobs = pool_->stats().submitted - before;
@@ -299,13 +301,14 @@ TEST_F(Grading, SharedLiteralJobsGradeAsAJobPerAnswerInFewerJobs) {
   };
   uint64_t jobs_apart = 0, jobs_shared = 0;
   const std::vector<Grade> apart = graded(false, jobs_apart), shared = graded(true, jobs_shared);
-  // Apart: 8 deduction answers, 3 abduction and 2 induction ones, a parse job each; RunProgram:
-  // 3 abduction answers and 2 x 5 hidden pairs.
-  EXPECT_EQ(jobs_apart, 13u + 13u);
+  // Apart: 8 deduction answers, 3 abduction and 3 induction ones, a parse job each; RunProgram:
+  // 3 abduction answers and 3 x 5 hidden pairs.
+  EXPECT_EQ(jobs_apart, 14u + 18u);
   // Shared: 14 distinct texts (the first task's output is its first answer's text; the five
-  // hidden outputs once for both programs) in three parse jobs: the five before the huge one,
-  // the huge one alone (past 8 KiB), the eight after it. Nothing parsed again.
-  EXPECT_EQ(jobs_shared, 3u + 13u);
+  // hidden outputs once for all three programs) in three parse jobs: the five before the huge
+  // one, the huge one alone (past 8 KiB), the eight after it; nothing parsed again. RunProgram:
+  // the abduction inputs "1" and "2", and 2 distinct programs x 5 hidden pairs.
+  EXPECT_EQ(jobs_shared, 3u + 12u);
   ASSERT_EQ(shared.size(), answers.size());
   for (size_t i = 0; i < answers.size(); ++i) {
     SCOPED_TRACE(i);
@@ -319,9 +322,10 @@ TEST_F(Grading, SharedLiteralJobsGradeAsAJobPerAnswerInFewerJobs) {
   // And the grades themselves, by hand.
   const std::vector<std::string> reasons = {"ok",        "ok",  "wrong", "ok",    "not_a_literal",
                                             "not_a_literal", "output_too_large", "bad_task",
-                                            "ok",        "ok",  "wrong", "ok",    "wrong"};
+                                            "ok",        "ok",  "wrong", "ok",    "wrong", "ok"};
   for (size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(shared[i].reason, reasons[i]) << i << " " << shared[i].detail;
   EXPECT_DOUBLE_EQ(shared[12].accuracy, 0.4);
+  EXPECT_DOUBLE_EQ(shared[13].accuracy, 1.0);
 }
 
 sb::CallResult call(sb::Status status, std::string message = "") {
