@@ -4,7 +4,9 @@ workload's time goes to (scripts/gpu_check.sh's `profile` stage, on a decode run
 model_speed_bench). Reads the CSV of `ncu -i REPORT --csv --page raw` with the metric
 gpu__time_duration.sum; prints the kernels by total time, their launch counts and share.
 
-    python3 bench/kernel_profile.py REPORT.csv [--top 25]
+    python3 bench/kernel_profile.py REPORT.csv [--top 25] [--steps N]
+
+--steps N: the report holds N steps of one workload; each kernel's time is also given per step.
 """
 import argparse
 import csv
@@ -16,6 +18,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("csv_path")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--steps", type=int, default=0, help="steps in the report: adds a per-step column")
     args = p.parse_args()
     with open(args.csv_path, newline="") as f:
         rows = list(csv.reader(f))
@@ -43,9 +46,15 @@ def main():
     if launches == 0:
         sys.exit(f"kernel_profile: {args.csv_path}: no kernel rows")
     print(f"{launches} launches, {all_us:.1f} us of kernel time ({all_us / launches:.2f} us per launch)")
-    print(f"{'total us':>10} {'share':>6} {'count':>6} {'mean us':>8}  kernel")
+    steps = args.steps
+    if steps > 0:
+        print(f"per step of {steps}: {launches / steps:.1f} launches, {all_us / steps:.1f} us")
+    per_step = f" {'us/step':>8}" if steps > 0 else ""
+    print(f"{'total us':>10} {'share':>6} {'count':>6} {'mean us':>8}{per_step}  kernel")
     for name in sorted(total, key=total.get, reverse=True)[: args.top]:
-        print(f"{total[name]:10.1f} {100 * total[name] / all_us:5.1f}% {count[name]:6d} {total[name] / count[name]:8.2f}  {name}")
+        step_col = f" {total[name] / steps:8.2f}" if steps > 0 else ""
+        share, mean = 100 * total[name] / all_us, total[name] / count[name]
+        print(f"{total[name]:10.1f} {share:5.1f}% {count[name]:6d} {mean:8.2f}{step_col}  {name}")
 
 
 if __name__ == "__main__":

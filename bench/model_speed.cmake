@@ -26,6 +26,8 @@ azr_bench_rejects(model_speed_bench "--matmul-precision: fp16 not in" --matmul-p
 azr_bench_rejects(model_speed_bench "--decode-batches: Value x not in range" --decode-batches 1,x)
 azr_bench_rejects(model_speed_bench "--device: tpu not in" --device tpu)
 azr_bench_rejects(model_speed_bench "not expected: --no-such" --no-such)
+azr_bench_rejects(model_speed_bench "--profile-range: the profilers. range is CUDA.s; --device is cpu"
+                  --device cpu --profile-range)
 azr_bench_rejects(lm_head_bench "--seq: Value 1 not in range" --seq 1)
 azr_bench_rejects(lm_head_bench "--threads" --threads)
 azr_bench_rejects(duplicate_prompts_bench "--copies: Value 0 not in range" --copies 0)

@@ -56,13 +56,17 @@
 //                     [--micro-batches 1]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
 //                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile] [--persistent-sweep]
-//                     [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
+//                     [--profile-range] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
 // --op-profile: the models run on the op table's profiled twin (kernels/op_profile.h), and after
 // each timed workload one more decode run, or one more training step, is split by op: calls, ms
 // and share per op. Each op is then timed alone (the profile waits for the device after each), so
 // the split is exact for a training step's large ops and overstates small ones (a batch-1 decode
 // step's kernels: Nsight Compute measures those, scripts/gpu_check.sh profile); the profiled
 // table cannot record, so there are no graphs rows.
+// --profile-range (cuda): after each batch's eager row, one more decode run of it inside the
+// profilers' capture range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that
+// `ncu --profile-from-start off` measures that run's kernels alone: one prefill and --new - 1
+// decode steps, whatever the start-up and the timed runs launched before it (gpu_check.sh pending).
 // Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
 #include <stdlib.h>  // mkdtemp
@@ -112,6 +116,7 @@ struct Options {
   bool recompute = false, decode = true, train = true, baseline = true;
   bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
   bool op_profile = false;
+  bool profile_range = false;
   bool persistent_sweep = false;  // --persistent-sweep: the persistent decode kernel's tunings too
   std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
                                                            azr::kernels::MatmulPrecision::Bf16};
@@ -255,6 +260,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-graphs", no_graphs, "decode eagerly only");
   app.add_flag("--op-profile", o.op_profile, "split each workload by op");
   app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
+  app.add_flag("--profile-range", o.profile_range, "cuda: one more eager decode run a batch in a profiler range");
   app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
       ->check(CLI::PositiveNumber);
@@ -262,6 +268,11 @@ int main(int argc, char** argv) {
   app.add_option("--source-dir", o.source_dir, "the checkout (configs, baseline script)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.decode = !no_decode, o.train = !no_train, o.baseline = !no_baseline, o.graphs = !no_graphs;
+  if (o.profile_range && o.device != "cuda") {
+    std::fprintf(stderr, "model_speed_bench: --profile-range: the profilers' range is CUDA's; --device is %s\n",
+                 o.device.c_str());
+    return 2;
+  }
   if (!precision_names.empty()) {
     o.precisions.clear();
     for (const std::string& x : precision_names) o.precisions.push_back(azr::kernels::parse_matmul_precision(x));
@@ -521,6 +532,13 @@ int main(int argc, char** argv) {
             j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
                                                        std::to_string(N) + " new tokens", profile.take(), wall);
           }
+#ifdef AZR_HAVE_CUDA_KERNELS
+          if (o.profile_range && o.device == "cuda" && !graphs && !dm.apart) {
+            azr::kernels::cuda_profiler_range(true);
+            timed_generate(runs, prompts, N, /*warm_up=*/false);
+            azr::kernels::cuda_profiler_range(false);
+          }
+#endif
           results.push_back(j);
           char notes[160];
           std::snprintf(notes, sizeof notes, "step %.2f ms, bw %.0f%% of peak, bf16 bound %.0f tok/s", 1e3 * step_s,

@@ -6,14 +6,7 @@ namespace azr::sandbox {
 namespace {
 
 Job program_job(const EvalRequest& r, const Limits& limits, SeedClass seed, InputMode mode) {
-  Job j;
-  j.input_mode = mode;
-  j.op = protocol::Op::RunProgram;
-  j.program = r.program;
-  j.inputs = {r.input};
-  j.limits = limits;
-  j.seed = seed;
-  return j;
+  return run_program_job(r.program, {r.input}, limits, mode, seed);
 }
 
 CallResult single(JobResult&& r) {
@@ -64,11 +57,7 @@ std::vector<DeterminismResult> determinism(Pool& pool, const std::vector<EvalReq
 }
 
 std::vector<CallResult> parse_literals(Pool& pool, const std::vector<std::string>& literals, const Limits& limits) {
-  Job j;
-  j.op = protocol::Op::ParseLiterals;
-  j.inputs = literals;
-  j.limits = limits;
-  return pool.run({std::move(j)}).at(0).calls;
+  return pool.run({parse_literals_job(literals, limits)}).at(0).calls;
 }
 
 std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest>& reqs,
@@ -80,11 +69,7 @@ std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest
   std::vector<Job> jobs;
   jobs.reserve(reqs.size() + 1);
   for (const auto& r : reqs) jobs.push_back(program_job(r, limits, SeedClass::Primary, mode));
-  Job parse;
-  parse.op = protocol::Op::ParseLiterals;
-  parse.inputs = expected;
-  parse.limits = limits;
-  jobs.push_back(std::move(parse));
+  jobs.push_back(parse_literals_job(expected, limits));
   auto results = pool.run(std::move(jobs));
   std::vector<CallResult> parsed = std::move(results.back().calls);
   std::vector<EqualsResult> out(reqs.size());
@@ -99,13 +84,27 @@ std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest
 
 std::vector<CallResult> run_on_inputs(Pool& pool, const std::string& program, const std::vector<std::string>& inputs,
                                       const Limits& limits, InputMode mode) {
+  return pool.run({run_program_job(program, inputs, limits, mode)}).at(0).calls;
+}
+
+Job run_program_job(std::string program, std::vector<std::string> inputs, const Limits& limits, InputMode mode,
+                    SeedClass seed) {
   Job j;
   j.op = protocol::Op::RunProgram;
   j.input_mode = mode;
-  j.program = program;
-  j.inputs = inputs;
+  j.program = std::move(program);
+  j.inputs = std::move(inputs);
   j.limits = limits;
-  return pool.run({std::move(j)}).at(0).calls;
+  j.seed = seed;
+  return j;
+}
+
+Job parse_literals_job(std::vector<std::string> literals, const Limits& limits) {
+  Job j;
+  j.op = protocol::Op::ParseLiterals;
+  j.inputs = std::move(literals);
+  j.limits = limits;
+  return j;
 }
 
 }  // namespace azr::sandbox

@@ -53,4 +53,11 @@ std::vector<EqualsResult> check_equals(Pool& pool, const std::vector<EvalRequest
 std::vector<CallResult> run_on_inputs(Pool& pool, const std::string& program, const std::vector<std::string>& inputs,
                                       const Limits& limits = {}, InputMode mode = InputMode::Literal);
 
+// The two jobs these checks are made of, for callers that batch them with work of their own
+// (solver/grade.cpp, solver/literal_parses.cpp): the program on each input, one call each;
+// each literal parsed, one call each, in a child that runs no program.
+Job run_program_job(std::string program, std::vector<std::string> inputs, const Limits& limits,
+                    InputMode mode = InputMode::Literal, SeedClass seed = SeedClass::Primary);
+Job parse_literals_job(std::vector<std::string> literals, const Limits& limits);
+
 }  // namespace azr::sandbox

@@ -1,12 +1,15 @@
 #include "solver/grade.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
+#include "sandbox/checks.h"
 #include "solver/literal_parses.h"
 
 namespace azr::solver {
@@ -45,16 +48,19 @@ std::string literal_failure(const sb::CallResult& r) {
   return failure_reason(r);
 }
 
-sb::Job run_job(const std::string& program, const std::string& input, const sb::Limits& limits,
-               sb::InputMode mode = sb::InputMode::Literal) {
-  sb::Job j;
-  j.op = sb::protocol::Op::RunProgram;
-  j.program = program;
-  j.inputs = {input};
-  j.input_mode = mode;
-  j.limits = limits;
-  return j;
-}
+// A run's identity, for sharing: views of its program and input (the tasks' and answers' texts,
+// which outlive grade()) and the input mode. Equal texts are one run wherever they are kept.
+struct RunKey {
+  std::string_view program, input;
+  sb::InputMode mode;
+  bool operator==(const RunKey&) const = default;
+};
+struct RunKeyHash {
+  size_t operator()(const RunKey& k) const {
+    const size_t p = std::hash<std::string_view>{}(k.program), i = std::hash<std::string_view>{}(k.input);
+    return p ^ (i + 0x9e3779b97f4a7c15ULL + (p << 6) + (p >> 2)) ^ static_cast<size_t>(k.mode);
+  }
+};
 
 Grade internal(std::string why) { return Grade{false, 0, "internal_error", std::move(why)}; }
 
@@ -70,15 +76,12 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   // answer) is one job. The literals are parsed in ParseLiterals jobs (LiteralParses), which run
   // no program: a task's output never shares a child with the program whose output it judges.
   std::vector<sb::Job> jobs;
-  std::unordered_map<std::string, size_t> job_of_run;  // shared: (program, input, mode) -> job
-  std::vector<size_t> runs;                            // every answer's runs' jobs, in order
+  std::unordered_map<RunKey, size_t, RunKeyHash> job_of_run;  // shared: (program, input, mode) -> job
+  std::vector<size_t> runs;                                   // every answer's runs' jobs, in order
   auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
     size_t job = jobs.size();
-    if (s.share_jobs) {
-      std::string key = std::to_string(program.size()) + ':' + program + input + static_cast<char>(mode);
-      job = job_of_run.try_emplace(std::move(key), jobs.size()).first->second;
-    }
-    if (job == jobs.size()) jobs.push_back(run_job(program, input, s.limits, mode));
+    if (s.share_jobs) job = job_of_run.try_emplace(RunKey{program, input, mode}, jobs.size()).first->second;
+    if (job == jobs.size()) jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
     runs.push_back(job);
   };
   LiteralParses literals(s.share_jobs, s.limits);

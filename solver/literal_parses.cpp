@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <string_view>
 
+#include "sandbox/checks.h"
+
 namespace azr::solver {
 namespace sb = azr::sandbox;
 
 namespace {
-
-sb::Job parse_job(std::vector<std::string> literals, const sb::Limits& limits) {
-  sb::Job j;
-  j.op = sb::protocol::Op::ParseLiterals;
-  j.inputs = std::move(literals);
-  j.limits = limits;
-  return j;
-}
 
 sb::CallResult no_result() {
   sb::CallResult c;
@@ -33,9 +27,10 @@ bool independent_of_its_job(const sb::CallResult& r) {
 
 size_t LiteralParses::add(const std::string& text) {
   if (shared_) {
-    auto [it, fresh] = slot_of_.try_emplace(text, texts_.size());
-    if (fresh) texts_.push_back(text);
-    return it->second;
+    if (auto it = slot_of_.find(text); it != slot_of_.end()) return it->second;
+    const size_t slot = texts_.size();
+    slot_of_.emplace(texts_.emplace_back(text), slot);
+    return slot;
   }
   texts_.push_back(text);
   return texts_.size() - 1;
@@ -70,7 +65,7 @@ std::vector<sb::Job> LiteralParses::jobs() {
   std::vector<sb::Job> out;
   out.reserve(bounds_.size());
   for (auto [b, e] : bounds_)
-    out.push_back(parse_job(std::vector<std::string>(texts_.begin() + static_cast<std::ptrdiff_t>(b),
+    out.push_back(sb::parse_literals_job(std::vector<std::string>(texts_.begin() + static_cast<std::ptrdiff_t>(b),
                                                      texts_.begin() + static_cast<std::ptrdiff_t>(e)),
                             limits_));
   return out;
@@ -91,7 +86,7 @@ void LiteralParses::take(std::vector<sb::JobResult> results, const RunJobs& run_
   if (again.empty()) return;
   std::vector<sb::Job> alone;
   alone.reserve(again.size());
-  for (size_t i : again) alone.push_back(parse_job({texts_[i]}, limits_));
+  for (size_t i : again) alone.push_back(sb::parse_literals_job({texts_[i]}, limits_));
   std::vector<sb::JobResult> r = run_alone(std::move(alone));
   for (size_t k = 0; k < again.size(); ++k)
     results_[again[k]] = k < r.size() && r[k].calls.size() == 1 ? std::move(r[k].calls[0]) : no_result();

@@ -14,8 +14,10 @@
 // Not shared, each answer's literals (the group added between two end_group calls) are one job,
 // as grading did before: task_engine_bench's baseline.
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -49,8 +51,8 @@ class LiteralParses {
  private:
   bool shared_;
   sandbox::Limits limits_;
-  std::vector<std::string> texts_;
-  std::unordered_map<std::string, size_t> slot_of_;
+  std::deque<std::string> texts_;  // a deque: growing it moves no text, so slot_of_'s keys stay valid
+  std::unordered_map<std::string_view, size_t> slot_of_;  // shared: each text once, its key a view of it
   std::vector<size_t> group_starts_{0};
   std::vector<std::pair<size_t, size_t>> bounds_;  // [begin, end) of texts_, a job each
   std::vector<sandbox::CallResult> results_;

@@ -1,6 +1,8 @@
 // The CUDA op table, device queries and device memory (kernels/cuda/cuda_ops.h).
 #include "kernels/cuda/cuda_ops.h"
 
+#include <cuda_profiler_api.h>
+
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -277,6 +279,14 @@ std::string cuda_compiled_architectures() {
 void* cuda_op_stream() { return static_cast<void*>(op_stream()); }
 
 void cuda_synchronize() { AZR_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+void cuda_profiler_range(bool on) {
+  AZR_CUDA_CHECK(cudaDeviceSynchronize());  // the range holds whole kernels: what ran before stays out
+  if (on)
+    AZR_CUDA_CHECK(cudaProfilerStart());
+  else
+    AZR_CUDA_CHECK(cudaProfilerStop());
+}
 
 size_t cuda_memory_in_use() { return device_memory_meter().in_use(); }
 size_t cuda_memory_peak() { return device_memory_meter().peak(); }

@@ -151,6 +151,11 @@ void* cuda_op_stream();
 // Waits for every op queued so far; throws std::runtime_error naming a failed kernel's error.
 void cuda_synchronize();
 
+// Opens (on) or closes (off) the profilers' capture range (cudaProfilerStart / Stop), after
+// waiting for what was queued: `ncu --profile-from-start off` then measures only the kernels
+// launched in between (model_speed_bench --profile-range, scripts/gpu_check.sh).
+void cuda_profiler_range(bool on);
+
 // The bytes of device memory azr's allocations hold now and at most since cuda_reset_memory_peak()
 // (kernels/memory_meter.h): the op table's buffers, the ops' grow-only scratch and cuBLASLt's
 // workspace, on every device of the process; not the CUDA context or NCCL's own buffers.

@@ -1246,22 +1246,12 @@ TEST(CpuBf16Matmul, BackwardWithBf16GradientsIsTheFp32GradientsPathBitForBit) {
 // A training step with the attention's operands made once in bf16 (Transformer::attention16),
 // and one with gate and up as one GEMM (Transformer::mlp_rows16), each against the same table
 // without its ops (bf16_model_checks.h says what may differ and why).
-// Gate and up (and backward's dout) rounded to bf16, widened again, in scratch: what the unfused
-// SwiGLU ops below are given in place of their fp32 inputs.
-const float* rounded_copy(std::vector<float>& dst, const float* src, int64_t n) {
-  dst.resize(size_t(n));
-  for (int64_t i = 0; i < n; i++) dst[size_t(i)] = round_to_bf16(src[i]);
-  return dst.data();
-}
-
-// The joined gate/up GEMM writes its rows in bf16 (matmul_forward_o16), so its step gives SwiGLU
-// gate and up rounded, forward and backward, and backward's SwiGLU a bf16 dout
-// (matmul_backward_g16_dinp16). The table without mlp_rows16 whose SwiGLU ops round gate, up and
-// dout first (and nothing else differs) is that arithmetic on two GEMMs: the steps agree to
-// the sums' order, as the attention operands' do (here: the same log-probs, gradients within
-// 1.3e-3 relative L2). Against the plain table without mlp_rows16 (fp32 gate and up) they differ
-// by more, the rounding's own effect, held to the bound the whole bf16 model keeps from the fp32
-// one (TheModelStaysNearTheFp32ModelButIsNotIt): log-probs moved by up to 0.01, gradients 0.01.
+// The gate/up step against the table without mlp_rows16 whose SwiGLU ops round gate, up and
+// dout first (without_mlp_rows16_gate_up_rounded): the steps agree to the sums' order, as the
+// attention operands' do (here: the same log-probs, gradients within 1.3e-3 relative L2). Against
+// the plain table without mlp_rows16 (fp32 gate and up) they differ by more, the rounding's own
+// effect, held to the bound the whole bf16 model keeps from the fp32 one
+// (TheModelStaysNearTheFp32ModelButIsNotIt): log-probs moved by up to 0.01, gradients 0.01.
 TEST(CpuBf16Matmul, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
   static const Ops no_attention16 = [] {
     Ops t = model::testing::without_attention16(cpu_bf16_matmul_ops());
@@ -1273,21 +1263,8 @@ TEST(CpuBf16Matmul, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
     t.name = "cpu+bf16 without mlp_rows16";
     return t;
   }();
-  static const Ops no_mlp_rows16_rounded = [] {
-    Ops t = model::testing::without_mlp_rows16(cpu_bf16_matmul_ops());
-    t.name = "cpu+bf16 without mlp_rows16, gate and up rounded";
-    t.swiglu_forward_w16 = [](float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
-      static thread_local std::vector<float> g, u;
-      cpu_bf16_matmul_ops().swiglu_forward_w16(out, out16, rounded_copy(g, gate, n), rounded_copy(u, up, n), n);
-    };
-    t.swiglu_backward_w16 = [](uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
-                               const float* up, int64_t n) {
-      static thread_local std::vector<float> d, g, u;
-      cpu_bf16_matmul_ops().swiglu_backward_w16(dgate16, dup16, rounded_copy(d, dout, n), rounded_copy(g, gate, n),
-                                                rounded_copy(u, up, n), n);
-    };
-    return t;
-  }();
+  static const Ops no_mlp_rows16_rounded = model::testing::without_mlp_rows16_gate_up_rounded<cpu_bf16_matmul_ops>(
+      "cpu+bf16 without mlp_rows16, gate and up rounded");
   for (const char* name : {"azr-tiny", "untied"}) {
     model::ModelConfig c = model::testing::config_named(name);
     c.o_bias = true;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/buffer.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
 #include "model/presets.h"
@@ -150,6 +152,44 @@ inline kernels::Ops without_attention16(kernels::Ops t) {
 // (Transformer::mlp_rows16): it takes two GEMMs and SwiGLU on their two outputs.
 inline kernels::Ops without_mlp_rows16(kernels::Ops t) {
   t.swiglu_rows_backward_w16 = nullptr;
+  return t;
+}
+
+// n floats of `src` (in ops' memory) rounded to bf16 and widened again, into `dst` (ops' memory
+// too), through the host: a test's reference, not a kernel.
+inline const float* bf16_rounded_copy(const kernels::Ops& ops, kernels::Buffer<float>& dst, const float* src,
+                                      int64_t n) {
+  std::vector<float> host(static_cast<size_t>(n));
+  ops.download(host.data(), src, sizeof(float) * host.size());
+  for (float& x : host) x = kernels::round_to_bf16(x);
+  dst.ensure(host.size());
+  dst.upload(host.data(), host.size());
+  return dst.data();
+}
+
+// Base() without mlp_rows16, its SwiGLU ops handed gate and up (and backward's dout) rounded to
+// bf16 first. The joined gate/up GEMM writes its rows in bf16 (matmul_forward_o16), so the fused
+// step gives SwiGLU gate and up rounded, forward and backward, and backward's SwiGLU a bf16 dout
+// (matmul_backward_g16_dinp16): this table is that arithmetic on two GEMMs, the reference that
+// differs from the fused step only in the order of the sums. A template over the base table, as
+// an op is a plain function pointer that captures nothing. Scratch is allocated per call: the
+// test configs are small, and nothing device-side outlives the call.
+template <const kernels::Ops& (*Base)()>
+kernels::Ops without_mlp_rows16_gate_up_rounded(const char* name) {
+  kernels::Ops t = without_mlp_rows16(Base());
+  t.name = name;
+  t.swiglu_forward_w16 = [](float* out, uint16_t* out16, const float* gate, const float* up, int64_t n) {
+    const kernels::Ops& o = Base();
+    kernels::Buffer<float> g(o), u(o);
+    o.swiglu_forward_w16(out, out16, bf16_rounded_copy(o, g, gate, n), bf16_rounded_copy(o, u, up, n), n);
+  };
+  t.swiglu_backward_w16 = [](uint16_t* dgate16, uint16_t* dup16, const float* dout, const float* gate,
+                             const float* up, int64_t n) {
+    const kernels::Ops& o = Base();
+    kernels::Buffer<float> d(o), g(o), u(o);
+    o.swiglu_backward_w16(dgate16, dup16, bf16_rounded_copy(o, d, dout, n), bf16_rounded_copy(o, g, gate, n),
+                          bf16_rounded_copy(o, u, up, n), n);
+  };
   return t;
 }
 

@@ -178,6 +178,9 @@ TEST_P(CudaModel, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
     t.name = "cuda+bf16 without mlp_rows16";
     return t;
   }();
+  static const kernels::Ops no_mlp_rows16_rounded =
+      testing::without_mlp_rows16_gate_up_rounded<kernels::cuda_bf16_matmul_ops>(
+          "cuda+bf16 without mlp_rows16, gate and up rounded");
   for (const auto kernel : {kernels::CudaAttentionKernel::Mma, kernels::CudaAttentionKernel::TensorCore,
                             kernels::CudaAttentionKernel::Simt}) {
     SCOPED_TRACE(kernel == kernels::CudaAttentionKernel::Mma ? "mma.sync" :
@@ -185,7 +188,15 @@ TEST_P(CudaModel, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
     const AttentionChoice choice(kernel);
     testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_attention16, c, 1e-2, 1e-2);
   }
-  testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_mlp_rows16, c, 1e-2, 1e-2);
+  {
+    SCOPED_TRACE("gate and up");
+    testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_mlp_rows16_rounded, c, 1e-2, 1e-2);
+  }
+  // Against fp32 gate and up the rounding's own effect adds to the sums' order: the CPU test's
+  // wider bounds. Held to 1e-2, this failed on an H200 (2026-11-28): log-probs 0.0111 apart at
+  // recompute 1, the k_proj bias gradients 0.0104 and 0.0117 relative L2.
+  SCOPED_TRACE("gate and up against fp32 gate and up");
+  testing::expect_fused_step_matches_unfused(kernels::cuda_bf16_matmul_ops(), no_mlp_rows16, c, 0.02, 0.02);
 }
 
 // zero_grad() leaves the weight gradients to the next backward's products, which write them with
