@@ -519,12 +519,15 @@ int main(int argc, char** argv) {
     // the default) and the lane-group kernel (attention_decode.cuh), each against one position per
     // warp (the baseline, in the "cpu" column's place), at 1.5B's heads with long rows and at the
     // last step of model_speed_bench's batch 256 (256 positions a row), and at 0.5B's there too.
+    // At one row (batch-1 decode: a few blocks, latency-bound) the time a call, in us: at the last
+    // step of model_speed_bench's batch 1 for both configs, and at 4,096 positions (an RL rollout's).
     const Ops& gpu16 = cuda_bf16_matmul_ops();
     struct DecodeShape {
       int64_t R, cap, H, KV, d;
     };
     for (const DecodeShape ds :
-         {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64}}) {
+         {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64},
+          DecodeShape{1, 256, 12, 2, 128}, DecodeShape{1, 256, 14, 2, 64}, DecodeShape{1, 4096, 12, 2, 128}}) {
       const int64_t st = ds.cap * ds.KV * ds.d;
       auto k16 = upload16(randn(size_t(ds.R * st), 6)), v16 = upload16(randn(size_t(ds.R * st), 7));
       auto q16 = upload(randn(size_t(ds.R * ds.H * ds.d), 8));
@@ -549,6 +552,11 @@ int main(int argc, char** argv) {
       const std::string shape = std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) + ", " +
                                 std::to_string(ds.H) + "/" + std::to_string(ds.KV) + " x " + std::to_string(ds.d) +
                                 "; base = warp per position";
+      if (ds.R == 1) {
+        rows.push_back({"attn_decode tiles", shape, "us", 1e6 * tiles, 1e6 * warp, cache_bytes / tiles / peak_bw});
+        rows.push_back({"attn_decode lanes", shape, "us", 1e6 * lg, 1e6 * warp, cache_bytes / lg / peak_bw});
+        continue;
+      }
       rows.push_back({"attn_decode tiles", shape, "GB/s", cache_bytes / tiles / 1e9, cache_bytes / warp / 1e9,
                       cache_bytes / tiles / peak_bw});
       rows.push_back({"attn_decode lanes", shape, "GB/s", cache_bytes / lg / 1e9, cache_bytes / warp / 1e9,

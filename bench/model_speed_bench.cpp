@@ -63,10 +63,12 @@
 // the split is exact for a training step's large ops and overstates small ones (a batch-1 decode
 // step's kernels: Nsight Compute measures those, scripts/gpu_check.sh profile); the profiled
 // table cannot record, so there are no graphs rows.
-// --profile-range (cuda): after each batch's eager row, one more decode run of it inside the
-// profilers' capture range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that
-// `ncu --profile-from-start off` measures that run's kernels alone: one prefill and --new - 1
-// decode steps, whatever the start-up and the timed runs launched before it (gpu_check.sh pending).
+// --profile-range (cuda): after each batch's fastest row (graphs with programmatic launch where
+// they apply; eager under --no-graphs), one more decode run of it inside the profilers' capture
+// range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that `ncu --profile-from-start off` or
+// `nsys profile --capture-range=cudaProfilerApi` measures that run's kernels alone: one prefill and
+// --new - 1 decode steps, whatever the start-up and the timed runs launched before it
+// (gpu_check.sh pending).
 // Defaults: the Qwen2.5-0.5B and 1.5B configs of tests/model/configs, python3 ($AZR_TORCH_PYTHON).
 // scripts/gpu_check.sh runs it on a GPU machine (its `bench` stage).
 #include <stdlib.h>  // mkdtemp
@@ -260,7 +262,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-graphs", no_graphs, "decode eagerly only");
   app.add_flag("--op-profile", o.op_profile, "split each workload by op");
   app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
-  app.add_flag("--profile-range", o.profile_range, "cuda: one more eager decode run a batch in a profiler range");
+  app.add_flag("--profile-range", o.profile_range, "cuda: each batch's fastest row once more, in a profiler range");
   app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
       ->check(CLI::PositiveNumber);
@@ -446,6 +448,10 @@ int main(int argc, char** argv) {
           }
         }
         const azr::kernels::DecodeLayersTuning tuning_choice = azr::kernels::cuda_decode_layers_tuning();
+        // --profile-range's row: the last of the launches' modes, the fastest configuration.
+        DecodeMode profiled = modes.front();
+        for (const DecodeMode& dm : modes)
+          if (!dm.apart && !dm.persistent) profiled = dm;
 #endif
         // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
         // fault in it (a grid barrier that timed out) then costs no other row.
@@ -533,7 +539,8 @@ int main(int argc, char** argv) {
                                                        std::to_string(N) + " new tokens", profile.take(), wall);
           }
 #ifdef AZR_HAVE_CUDA_KERNELS
-          if (o.profile_range && o.device == "cuda" && !graphs && !dm.apart) {
+          if (o.profile_range && o.device == "cuda" && dm.graphs == profiled.graphs && dm.pdl == profiled.pdl &&
+              !dm.apart && !dm.persistent) {
             azr::kernels::cuda_profiler_range(true);
             timed_generate(runs, prompts, N, /*warm_up=*/false);
             azr::kernels::cuda_profiler_range(false);

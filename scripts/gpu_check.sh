@@ -57,16 +57,18 @@
 #          in order, each only while PENDING_SECONDS (default 420) after the build last: every op
 #          test, every whole-model test, the persistent decode kernel's test (each under a cap of
 #          its own); every whole-model test again under the merged attention backward (whether it
-#          can be the default); where ncu is installed, Nsight Compute's time per kernel over a
-#          batch-1 generation of the 1.5B and the 0.5B configs (model_speed_bench --profile-range;
-#          bench/kernel_profile.py --steps), for the done-when's unmet batch-1 decode, and 1.5B
-#          decode at batch 1 beside it; then what 2026-11-28's run left for time: Nsight Compute's
-#          stall reasons for the mma.sync attention and the streaming kernels below the bandwidth
-#          (RMSNorm's backward, the bias gradients, SwiGLU), cuda_ops_bench's decode-product,
-#          attention_operands and attention rows, lm_head_bench at 1.5B's shape, the token
-#          statistics, AdamW, GEMM algorithm, SwiGLU and RoPE rows, decode at batch 2, 4, 8; last,
-#          what that run settled, again: the 1.5B step of 8 micro-batches, decode at batch 1 and 256
-#          against HF generate, the real Qwen2.5 configs against transformers. All into pending.txt
+#          can be the default); where nsys and ncu are installed, Nsight Systems' timeline and
+#          Nsight Compute's time per kernel over a batch-1 generation of the 1.5B and the 0.5B
+#          configs (model_speed_bench --profile-range; bench/kernel_profile.py --steps), for the
+#          done-when's unmet batch-1 decode, 1.5B decode at batch 1 beside it, cuda_ops_bench's
+#          decode attention (one row among its shapes) and few-row products; then what 2026-11-28's
+#          run left for time: Nsight Compute's stall reasons for the mma.sync attention and the
+#          streaming kernels below the bandwidth (RMSNorm's backward, the bias gradients, SwiGLU),
+#          cuda_ops_bench's attention_operands and attention rows, lm_head_bench at 1.5B's shape,
+#          the token statistics, AdamW, GEMM algorithm, SwiGLU and RoPE rows, decode at batch 2, 4,
+#          8; last, what that run settled, again: the 1.5B step of 8 micro-batches, decode at batch
+#          1 and 256 against HF generate, the real Qwen2.5 configs against transformers. All into
+#          pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -170,28 +172,44 @@ if [[ "$STAGE" == pending ]]; then
     PENDING_STEP_LIMIT=150 step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/cuda_model_test" \
       --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
     # What the done-when has not met: batch-1 decode at 37% of the bandwidth bound (2026-11-28).
-    # Nsight Compute's time per kernel over one eager generation of 16 tokens at batch 1 (one
-    # prefill, 15 decode steps: model_speed_bench --profile-range), 1.5B then 0.5B, summed by
-    # kernel: where the step's 1.72 ms go. Kernels run one at a time under ncu, so this is each
-    # kernel's own time, not the overlap that programmatic launch gives.
-    if command -v ncu >/dev/null; then
-      for cfg in qwen2.5-1.5b qwen2.5-0.5b; do
-        rep="$OUT/profile_decode_b1_$cfg"
-        step ncu --metrics gpu__time_duration.sum --profile-from-start off -f -o "$rep" \
-          "$BUILD/bin/model_speed_bench" --device cuda --configs "tests/model/configs/$cfg.json" --no-train \
-          --no-baseline --no-graphs --matmul-precision bf16 --decode-batches 1 --new 16 --profile-range
+    # Where a step's 1.72 ms go, 1.5B then 0.5B, over one generation of 16 tokens at batch 1 (one
+    # prefill, 15 decode steps: model_speed_bench --profile-range), summed by kernel:
+    # - Nsight Systems, where installed: the recorded step with programmatic launch as it runs
+    #   (each graph node traced), so kernel time against the step's wall time shows the gaps;
+    # - Nsight Compute: each kernel's own time (eager; kernels one at a time, no overlap), at the
+    #   clocks and with the caches as the run left them (ncu's defaults lock the base clock and
+    #   flush the caches before each kernel, which would lengthen latency-bound kernels and drop
+    #   the weights' L2 prefetch).
+    for cfg in qwen2.5-1.5b qwen2.5-0.5b; do
+      args=(--device cuda --configs "tests/model/configs/$cfg.json" --no-train --no-baseline --matmul-precision bf16
+            --decode-batches 1 --new 16 --profile-range)
+      rep="$OUT/decode_b1_$cfg"
+      if command -v nsys >/dev/null; then
+        step nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop --cuda-graph-trace=node \
+          --trace=cuda -f true -o "$rep" "$BUILD/bin/model_speed_bench" "${args[@]}"
+        [[ -f "$rep.nsys-rep" ]] && { echo "=== nsys, decode at batch 1, $cfg (graphs pdl): one prefill and 15 steps"
+          nsys stats --report cuda_gpu_kern_sum --format csv "$rep.nsys-rep" | head -45; }
+        rm -f "$rep.nsys-rep" "$rep.sqlite"
+      fi
+      if command -v ncu >/dev/null; then
+        step ncu --metrics gpu__time_duration.sum --profile-from-start off --clock-control none --cache-control none \
+          -f -o "$rep" "$BUILD/bin/model_speed_bench" "${args[@]}" --no-graphs
         if [[ -f "$rep.ncu-rep" ]]; then
           ncu -i "$rep.ncu-rep" --csv --page raw > "$rep.csv" &&
-            { echo "=== decode at batch 1, $cfg, bf16: one prefill and 15 steps"
+            { echo "=== ncu, decode at batch 1, $cfg (eager): one prefill and 15 steps"
               python3 bench/kernel_profile.py "$rep.csv" --steps 15 --top 40; }
           rm -f "$rep.ncu-rep" "$rep.csv"
         fi
-      done
-    fi
+      fi
+    done
     # Batch-1 decode of 1.5B as the issue measures it (graphs and programmatic launch), against the
     # profile above; no HF run (it took 12.9 tok/s on 2026-11-28).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
       --matmul-precision bf16 --decode-batches 1
+    # The batch-1 step's parts alone: the decode attention at one row (us a call, tiles against lane
+    # groups against a warp a position), the few-row products at 1 to 8 rows.
+    step "$BUILD/bin/cuda_ops_bench" --only decode_attention
+    step "$BUILD/bin/cuda_ops_bench" --only decode_products
     # Left from 2026-11-28's run (cut for time). Where the mma.sync attention kernels' time goes
     # (1.5B's heads: the forward, dQ and dK/dV launches of the attention_operands section):
     # Nsight Compute's occupancy, warp stall reasons and issue statistics, each reason's warps a
@@ -210,7 +228,6 @@ if [[ "$STAGE" == pending ]]; then
       step ncu --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
         --metrics "$stalls" -k regex:swiglu --launch-count 4 "$BUILD/bin/cuda_ops_bench" --only swiglu --reps 1
     fi
-    step "$BUILD/bin/cuda_ops_bench" --only decode_products
     step "$BUILD/bin/cuda_ops_bench" --only attention_operands
     step "$BUILD/bin/cuda_ops_bench" --only attention
     step "$BUILD/bin/lm_head_bench" --device cuda --matmul-precision bf16 --hidden 1536 --batch 4 --seq 1025
