@@ -7,7 +7,12 @@
 // periodic evaluation does: the canonical solutions' plus-input results are then kept ones
 // (eval::CanonicalResults), and the "again" columns compare that grading with the first.
 //
-//   eval_bench [--data DIR] [--bench A,B] [--baseline-all]
+// --samples K (K > 1): the code benchmarks' gold answers again, each K times, as pass@k sampling
+// gives them when a model repeats itself, graded on all cores with identical candidates graded
+// once (grade_code's share_identical, `azr eval`'s way) against every candidate graded on its own
+// in the same run (the baseline); both cold, nothing kept.
+//
+//   eval_bench [--data DIR] [--bench A,B] [--baseline-all] [--samples K]
 // By default the one-worker baseline skips humanevalplus and mbppplus (minutes each on 2 cores).
 #include <algorithm>
 #include <CLI/CLI.hpp>
@@ -58,6 +63,29 @@ Run grade_gold(const ev::Benchmark& b, int workers) {
   return r;
 }
 
+// b's gold programs, each `samples` times, through grade_code on all cores; nothing kept.
+Run grade_repeated_code(const ev::Benchmark& b, int samples, bool share) {
+  std::vector<ev::CodeProblem> problems;
+  std::vector<std::string> completions;
+  for (const ev::BenchItem& item : b.items) {
+    const ev::CodeProblem& p = b.code.at(item.code_index);
+    const std::string program = ev::extract_code(ev::gold_response(b, item), p);
+    for (int k = 0; k < samples; k++) problems.push_back(p), completions.push_back(program);
+  }
+  azr::sandbox::PoolOptions po;
+  po.preimports = ev::code_bench_preimports();
+  azr::sandbox::Pool pool(po);
+  azr::sandbox::Limits limits;
+  limits.cpu_seconds = 5;
+  limits.memory_bytes = 1024ull << 20;
+  const auto t0 = Clock::now();
+  const std::vector<ev::CodeVerdict> v = ev::grade_code(pool, problems, completions, limits, nullptr, share);
+  Run r;
+  r.seconds = secs_since(t0);
+  for (const ev::CodeVerdict& x : v) r.correct += x.passed;
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +95,9 @@ int main(int argc, char** argv) {
   app.add_option("--data", data, "benchmarks folder (default: $AZR_BENCHMARKS or ../shared/benchmarks)");
   app.add_option("--bench", benches, "comma-separated benchmark names (default: all)");
   app.add_flag("--baseline-all", baseline_all, "also run the one-worker baseline on humanevalplus and mbppplus");
+  int samples = 1;
+  app.add_option("--samples", samples, "code benchmarks: each gold answer this many times, shared and not")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 
   std::filesystem::path dir;
@@ -123,6 +154,16 @@ int main(int argc, char** argv) {
     }
     std::printf("%-14s %6zu %8zu %10.2f %12.1f %12s %8s %9s %8s\n", info.name.c_str(), b.items.size(), all.correct,
                 all.seconds, rate, one_rate, speedup, again_s, kept_x);
+    if (samples > 1 && info.category == ev::Category::Code) {
+      const Run shared = grade_repeated_code(loaded, samples, true), each = grade_repeated_code(loaded, samples, false);
+      row["samples"] = samples;
+      row["repeated"] = {{"candidates", b.items.size() * size_t(samples)}, {"shared_seconds", shared.seconds},
+                         {"shared_correct", shared.correct}, {"each_seconds", each.seconds},
+                         {"each_correct", each.correct}, {"speedup", each.seconds / shared.seconds}};
+      std::printf("  x%d samples: %zu candidates, shared %.2f s (%zu correct), each its own %.2f s (%zu), %.2fx\n",
+                  samples, b.items.size() * size_t(samples), shared.seconds, shared.correct, each.seconds, each.correct,
+                  each.seconds / shared.seconds);
+    }
     rows.push_back(row);
   }
   std::printf("%s\n", nlohmann::json{{"bench", "eval_grading"}, {"results", rows}}.dump().c_str());

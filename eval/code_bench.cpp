@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 #include "sandbox/result.h"
@@ -527,13 +529,46 @@ bool CanonicalResults::keep(const CodeProblem& p, const sandbox::Limits& ran_und
   return true;
 }
 
+namespace {
+
+bool same_problem(const CodeProblem& a, const CodeProblem& b) {
+  return a.id == b.id && a.entry_point == b.entry_point && a.test == b.test && a.plus_inputs == b.plus_inputs &&
+         a.canonical_solution == b.canonical_solution && a.atol == b.atol;
+}
+
+// A candidate's identity for sharing: views of its problem's id and its program (the caller's
+// vectors, which outlive grade_code).
+struct CandidateKey {
+  std::string_view id, program;
+  bool operator==(const CandidateKey&) const = default;
+};
+struct CandidateKeyHash {
+  size_t operator()(const CandidateKey& k) const {
+    const size_t a = std::hash<std::string_view>{}(k.id), b = std::hash<std::string_view>{}(k.program);
+    return a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  }
+};
+
+}  // namespace
+
 std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
                                     const std::vector<std::string>& completions, const sandbox::Limits& limits,
-                                    CanonicalResults* kept) {
+                                    CanonicalResults* kept, bool share_identical) {
   if (problems.size() != completions.size())
     throw std::invalid_argument("grade_code: problems and completions differ in size");
   const size_t n = problems.size();
   std::vector<CodeVerdict> verdicts(n);
+
+  // Stage 0: which candidates run. leader[i] is i, or an earlier candidate that is the same
+  // program for the same problem, whose verdict i takes at the end.
+  std::vector<size_t> leader(n);
+  std::unordered_map<CandidateKey, size_t, CandidateKeyHash> first_of;
+  for (size_t i = 0; i < n; ++i) {
+    leader[i] = i;
+    if (!share_identical) continue;
+    auto [it, fresh] = first_of.try_emplace(CandidateKey{problems[i].id, completions[i]}, i);
+    if (!fresh && same_problem(problems[it->second], problems[i])) leader[i] = it->second;
+  }
 
   // Stage 1: base tests for every candidate. The canonical outputs on the plus inputs (one job
   // per distinct problem id) are computed only once some candidate of that problem passes its
@@ -550,6 +585,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     return kept ? kept->find(problems[i], canonical_limits) : nullptr;
   };
   for (size_t i = 0; i < n; ++i) {
+    if (leader[i] != i) continue;
     sandbox::Job job;
     job.program = base_test_program(completions[i], problems[i]);
     job.entry = kCheckEntry;
@@ -649,6 +685,8 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
       verdicts[i] = std::move(v);
     }
   }
+  for (size_t i = 0; i < n; ++i)
+    if (leader[i] != i) verdicts[i] = verdicts[leader[i]];
   return verdicts;
 }
 

@@ -72,9 +72,15 @@ class CanonicalResults {
 // plus-input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time.
 // The canonical results come from `canonical` where it has them, and what is computed goes into
 // it; without one, they are computed for this call alone.
+// share_identical: candidates that are the same program for the same problem (the same id and
+// the same tests, inputs and canonical solution) are graded once, and the others take that
+// verdict: pass@k sampling repeats completions, the more so at a low temperature. Their jobs are
+// the same program on the same inputs under the same limits; only a program that draws on
+// randomness or the clock, or one near a limit, could have been graded apart. Off, each
+// candidate runs its own jobs (eval_bench's baseline).
 std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
                                     const std::vector<std::string>& completions, const sandbox::Limits& limits = {},
-                                    CanonicalResults* canonical = nullptr);
+                                    CanonicalResults* canonical = nullptr, bool share_identical = true);
 
 // The last ```python (or bare ```) block of a response (the whole response if none); for
 // HumanEval problems the prompt is prepended when the block does not define the entry point.

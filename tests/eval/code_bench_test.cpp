@@ -325,5 +325,47 @@ TEST(GradeCode, PlusInputsAndTolerance) {
   EXPECT_EQ(vs[2].reason, "wrong_output");
 }
 
+// Candidates that are the same program for the same problem run once and share the verdict;
+// the same text for a problem that only shares the id runs on its own. The grades are those of a
+// grading that runs every candidate, in fewer jobs (counts by hand below).
+TEST(GradeCode, IdenticalCandidatesAreGradedOnce) {
+  CodeProblem add = he_problem();
+  add.test = "assert add(1, 2) == 3\n";
+  CodeProblem add_other_test = add;  // the same id, another problem: its own jobs
+  add_other_test.test = "assert add(1, 1) == 5\n";
+  CodeProblem half;
+  half.id = "Mbpp/900";
+  half.entry_point = "half";
+  half.canonical_solution = "def half(x):\n    return x / 2\n";
+  half.test = "assert abs(half(2) - 1) < 0.01\n";
+  half.plus_inputs = {"3", "7"};
+  const std::string add_right = "def add(a, b):\n    return a + b\n", add_wrong = "def add(a, b):\n    return a - b\n";
+  const std::string half_close = "def half(x):\n    return x / 2 + 1e-4\n";
+  const std::string half_wrong = "def half(x):\n    return 1.0 if x == 2 else x / 2 + 1\n";  // passes the base test
+  half.atol = 1e-3;
+  const std::vector<CodeProblem> ps = {add, add, add, add, add, add_other_test, half, half, half, half};
+  const std::vector<std::string> cs = {add_right, add_wrong, add_right, add_right, add_wrong, add_right,
+                                       half.canonical_solution, half_close, half.canonical_solution, half_wrong};
+  auto jobs_of = [&](bool share) {
+    const uint64_t before = pool().stats().submitted;
+    std::vector<CodeVerdict> v = grade_code(pool(), ps, cs, {}, nullptr, share);
+    return std::make_pair(v, pool().stats().submitted - before);
+  };
+  auto [alone, alone_jobs] = jobs_of(false);
+  auto [shared, shared_jobs] = jobs_of(true);
+  // Alone: 10 base tests, half's canonical solution once, 4 plus-input runs (every half passes its
+  // base test). Shared: add's 2 programs, add_other_test's 1, half's 3; its canonical; 3 plus runs.
+  EXPECT_EQ(alone_jobs, 15u);
+  EXPECT_EQ(shared_jobs, 10u);
+  const std::vector<std::string> want = {"ok", "failed_test", "ok", "ok", "failed_test", "failed_test",
+                                         "ok", "ok", "ok", "wrong_output"};
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_EQ(alone[i].reason, want[i]) << i << ": " << alone[i].detail;
+    EXPECT_EQ(shared[i].passed, alone[i].passed) << i;
+    EXPECT_EQ(shared[i].reason, alone[i].reason) << i;
+    EXPECT_EQ(shared[i].detail, alone[i].detail) << i;
+  }
+}
+
 }  // namespace
 }  // namespace azr::eval
