@@ -28,6 +28,8 @@ azr_bench_rejects(model_speed_bench "--device: tpu not in" --device tpu)
 azr_bench_rejects(model_speed_bench "not expected: --no-such" --no-such)
 azr_bench_rejects(model_speed_bench "--profile-range: the profilers. range is CUDA.s; --device is cpu"
                   --device cpu --profile-range)
+azr_bench_rejects(model_speed_bench "--ahead-sweep: a tuning of the CUDA decode step; --device is cpu"
+                  --device cpu --ahead-sweep)
 azr_bench_rejects(lm_head_bench "--seq: Value 1 not in range" --seq 1)
 azr_bench_rejects(lm_head_bench "--threads" --threads)
 azr_bench_rejects(duplicate_prompts_bench "--copies: Value 0 not in range" --copies 0)

@@ -56,13 +56,18 @@
 //                     [--micro-batches 1]
 //                     [--warmup 1] [--recompute] [--matmul-precision fp32,bf16] [--no-decode]
 //                     [--no-train] [--no-baseline] [--no-graphs] [--op-profile] [--persistent-sweep]
-//                     [--profile-range] [--python EXE] [--peak-tflops X] [--peak-gbs X] [--source-dir DIR]
+//                     [--profile-range] [--ahead-sweep] [--python EXE] [--peak-tflops X] [--peak-gbs X]
+//                     [--source-dir DIR]
 // --op-profile: the models run on the op table's profiled twin (kernels/op_profile.h), and after
 // each timed workload one more decode run, or one more training step, is split by op: calls, ms
 // and share per op. Each op is then timed alone (the profile waits for the device after each), so
 // the split is exact for a training step's large ops and overstates small ones (a batch-1 decode
 // step's kernels: Nsight Compute measures those, scripts/gpu_check.sh profile); the profiled
 // table cannot record, so there are no graphs rows.
+// --ahead-sweep (cuda): at batch 1, the recorded step again with the o projection's launch asking
+// L2 for 4, 8, 16 and 32 MiB of gate's and of up's weights each while the attention runs
+// (DecodeLayersTuning::gate_up_ahead_bytes; 0, the default, in the rows before), for the GPU run
+// that picks it.
 // --profile-range (cuda): after each batch's fastest row (graphs with programmatic launch where
 // they apply; eager under --no-graphs), one more decode run of it inside the profilers' capture
 // range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that `ncu --profile-from-start off` or
@@ -119,6 +124,7 @@ struct Options {
   bool graphs = true;  // also decode with recorded steps where the table can record (--no-graphs: eager only)
   bool op_profile = false;
   bool profile_range = false;
+  bool ahead_sweep = false;  // --ahead-sweep: the five launches' gate/up prefetch during the attention
   bool persistent_sweep = false;  // --persistent-sweep: the persistent decode kernel's tunings too
   std::vector<azr::kernels::MatmulPrecision> precisions = {azr::kernels::MatmulPrecision::Fp32,
                                                            azr::kernels::MatmulPrecision::Bf16};
@@ -262,6 +268,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-graphs", no_graphs, "decode eagerly only");
   app.add_flag("--op-profile", o.op_profile, "split each workload by op");
   app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
+  app.add_flag("--ahead-sweep", o.ahead_sweep, "cuda: batch 1 again with gate/up asked of L2 during the attention");
   app.add_flag("--profile-range", o.profile_range, "cuda: each batch's fastest row once more, in a profiler range");
   app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
@@ -272,6 +279,11 @@ int main(int argc, char** argv) {
   o.decode = !no_decode, o.train = !no_train, o.baseline = !no_baseline, o.graphs = !no_graphs;
   if (o.profile_range && o.device != "cuda") {
     std::fprintf(stderr, "model_speed_bench: --profile-range: the profilers' range is CUDA's; --device is %s\n",
+                 o.device.c_str());
+    return 2;
+  }
+  if (o.ahead_sweep && o.device != "cuda") {
+    std::fprintf(stderr, "model_speed_bench: --ahead-sweep: a tuning of the CUDA decode step; --device is %s\n",
                  o.device.c_str());
     return 2;
   }
@@ -423,6 +435,7 @@ int main(int argc, char** argv) {
         // multiprocessor), which change no value: for the GPU run that picks the defaults.
         struct DecodeMode {
           bool graphs, pdl, apart, persistent = false;
+          bool one_row = false;  // batch 1 only (the --ahead-sweep rows)
 #ifdef AZR_HAVE_CUDA_KERNELS
           azr::kernels::DecodeLayersTuning tuning{};
 #endif
@@ -438,27 +451,33 @@ int main(int argc, char** argv) {
           azr::kernels::cuda_set_programmatic_launch(true);
           const bool pdl = azr::kernels::cuda_programmatic_launch_applies();
           if (pdl) modes.push_back({true, true, false});
+          if (precision_ops.decode_layers_w16 && o.ahead_sweep)
+            for (const int64_t mib : {4, 8, 16, 32}) {
+              DecodeMode m{true, pdl, false, false, true};
+              m.tuning.gate_up_ahead_bytes = mib << 20;
+              modes.push_back(m);
+            }
           if (precision_ops.decode_layers_w16) {
             modes.push_back({true, pdl, false, true});
             if (o.persistent_sweep)
               for (const azr::kernels::DecodeLayersTuning t : std::initializer_list<azr::kernels::DecodeLayersTuning>{
                        {0, 0, 0, 0}, {16384, 0, 2, 1}, {65536, 0, 2, 1}, {131072, 0, 2, 1}, {32768, 1, 2, 1},
                        {32768, 0, 1, 1}, {32768, 0, 4, 1}, {65536, 0, 4, 1}, {32768, 0, 2, 2}, {32768, 0, 2, 4}})
-                modes.push_back({true, pdl, false, true, t});
+                modes.push_back({true, pdl, false, true, false, t});
           }
         }
         const azr::kernels::DecodeLayersTuning tuning_choice = azr::kernels::cuda_decode_layers_tuning();
         // --profile-range's row: the last of the launches' modes, the fastest configuration.
         DecodeMode profiled = modes.front();
         for (const DecodeMode& dm : modes)
-          if (!dm.apart && !dm.persistent) profiled = dm;
+          if (!dm.apart && !dm.persistent && !dm.one_row) profiled = dm;
 #endif
         // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
         // fault in it (a grid barrier that timed out) then costs no other row.
         std::vector<std::pair<int64_t, DecodeMode>> runs_in_order;
         for (const int64_t G : o.decode_batches)
           for (const DecodeMode& dm : modes)
-            if (!dm.persistent) runs_in_order.push_back({G, dm});
+            if (!dm.persistent && (!dm.one_row || G == 1)) runs_in_order.push_back({G, dm});
         for (const DecodeMode& dm : modes)
           if (dm.persistent && std::count(o.decode_batches.begin(), o.decode_batches.end(), int64_t(1)))
             runs_in_order.push_back({1, dm});
@@ -484,6 +503,8 @@ int main(int argc, char** argv) {
                     " dn=" + std::to_string(dm.tuning.down_slices_at_gate_up) +
                     (per_sm ? " " + std::to_string(per_sm) + "/SM" : "");
           }
+          if (dm.tuning.gate_up_ahead_bytes > 0)
+            mode += " ahead=" + std::to_string(dm.tuning.gate_up_ahead_bytes >> 20) + "M";
 #endif
           const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
           const double t_n = timed_generate(runs, prompts, N);
@@ -519,6 +540,7 @@ int main(int argc, char** argv) {
             j["decode_layers_gate_up_slices_at_attention"] = dm.tuning.gate_up_slices_at_attention;
             j["decode_layers_down_slices_at_gate_up"] = dm.tuning.down_slices_at_gate_up;
           }
+          if (dm.tuning.gate_up_ahead_bytes > 0) j["decode_layers_gate_up_ahead_bytes"] = dm.tuning.gate_up_ahead_bytes;
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",
                         name.c_str());
@@ -540,7 +562,7 @@ int main(int argc, char** argv) {
           }
 #ifdef AZR_HAVE_CUDA_KERNELS
           if (o.profile_range && o.device == "cuda" && dm.graphs == profiled.graphs && dm.pdl == profiled.pdl &&
-              !dm.apart && !dm.persistent) {
+              !dm.apart && !dm.persistent && !dm.one_row) {
             azr::kernels::cuda_profiler_range(true);
             timed_generate(runs, prompts, N, /*warm_up=*/false);
             azr::kernels::cuda_profiler_range(false);

@@ -48,12 +48,20 @@ inline bool parse_cuda_decode_layers(const std::string& value) {
 // The persistent decode kernel's tuning (kernels/cuda/cuda_ops.h, cuda_set_decode_layers_tuning):
 // what a block asks L2 for before each grid barrier, 0 to kMaxDecodeLayersPrefetchBytes; its
 // blocks a multiprocessor, 0 (as many as fit) or more; and the slices of gate and up it asks for
-// while the attention runs, and of down while gate and up run, 0 to kMaxDecodeLayersSlices each.
+// while the attention runs, and of down while gate and up run, 0 to kMaxDecodeLayersSlices each;
+// and, for the five launches a layer, what the o projection asks L2 for ahead of gate and of up,
+// 0 to kMaxDecodeLayersAheadBytes, whole 16-byte units.
 // Out of range: an std::invalid_argument that names the field, the value and its range.
 constexpr int64_t kMaxDecodeLayersPrefetchBytes = int64_t(1) << 20;
 constexpr int kMaxDecodeLayersSlices = 16;
+constexpr int64_t kMaxDecodeLayersAheadBytes = int64_t(64) << 20;
 inline void check_decode_layers_tuning(int64_t prefetch_bytes_per_block, int blocks_per_multiprocessor,
-                                       int gate_up_slices_at_attention, int down_slices_at_gate_up) {
+                                       int gate_up_slices_at_attention, int down_slices_at_gate_up,
+                                       int64_t gate_up_ahead_bytes = 0) {
+  if (gate_up_ahead_bytes < 0 || gate_up_ahead_bytes > kMaxDecodeLayersAheadBytes || gate_up_ahead_bytes % 16 != 0)
+    throw std::invalid_argument("decode layers tuning: gate_up_ahead_bytes " + std::to_string(gate_up_ahead_bytes) +
+                                " is outside 0.." + std::to_string(kMaxDecodeLayersAheadBytes) +
+                                " or not a multiple of 16");
   if (prefetch_bytes_per_block < 0 || prefetch_bytes_per_block > kMaxDecodeLayersPrefetchBytes)
     throw std::invalid_argument("decode layers tuning: prefetch_bytes_per_block " +
                                 std::to_string(prefetch_bytes_per_block) + " is outside 0.." +

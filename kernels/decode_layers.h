@@ -36,8 +36,11 @@ AZR_HOST_DEVICE inline DecodeQkv decode_layer_qkv(const DecodeLayers& a, int64_t
   return q;
 }
 
-// decode_layers_w16's five ops a layer, on `ops`.
-inline void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a) {
+// decode_layers_w16's five ops a layer, on `ops`; o_projection(l, out, in, w16, bias, residual, R,
+// IC, OC) computes layer l's o projection as ops.decode_linear_w16 does, where a backend wants
+// more of that launch (kernels/cuda/decode_layers.cu: gate's and up's weights asked of L2 ahead).
+template <class OProjection>
+void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a, OProjection&& o_projection) {
   const int64_t ps = a.param_stride, qd = a.heads * a.d;
   const AttentionShape shape{0, 0, a.heads, a.kv_heads, a.d, a.slot_stride, nullptr};
   for (int64_t l = 0; l < a.layers; l++) {
@@ -46,7 +49,7 @@ inline void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a) {
     ops.attention_decode_w16(a.att, a.att16, a.q, qkv.kcache, qkv.vcache, a.slot, a.pos, 1, shape);
     DecodeInput att;
     att.x16 = a.att16;
-    ops.decode_linear_w16(a.h, att, decode_layer_at(a.wo, l, ps), decode_layer_at(a.bo, l, ps), a.x, 1, qd, a.H);
+    o_projection(l, a.h, att, decode_layer_at(a.wo, l, ps), decode_layer_at(a.bo, l, ps), a.x, int64_t(1), qd, a.H);
     DecodeInput normed_h;
     normed_h.x = a.h, normed_h.norm = decode_layer_at(a.ln2, l, ps), normed_h.eps = a.eps;
     ops.gate_up_swiglu_w16(a.mlp16, normed_h, decode_layer_at(a.wg, l, ps), decode_layer_at(a.bg, l, ps),
@@ -55,6 +58,15 @@ inline void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a) {
     mlp.x16 = a.mlp16;
     ops.decode_linear_w16(a.x, mlp, decode_layer_at(a.wd, l, ps), decode_layer_at(a.bd, l, ps), a.h, 1, a.I, a.H);
   }
+}
+
+// decode_layers_w16's five ops a layer, on `ops`.
+inline void decode_layers_as_ops(const Ops& ops, const DecodeLayers& a) {
+  decode_layers_as_ops(ops, a,
+                       [&ops](int64_t, float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                              const float* residual, int64_t R, int64_t IC, int64_t OC) {
+                         ops.decode_linear_w16(out, in, w16, bias, residual, R, IC, OC);
+                       });
 }
 
 }  // namespace azr::kernels

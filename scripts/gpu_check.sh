@@ -60,7 +60,8 @@
 #          can be the default); where nsys and ncu are installed, Nsight Systems' timeline and
 #          Nsight Compute's time per kernel over a batch-1 generation of the 1.5B and the 0.5B
 #          configs (model_speed_bench --profile-range; bench/kernel_profile.py --steps), for the
-#          done-when's unmet batch-1 decode, 1.5B decode at batch 1 beside it, cuda_ops_bench's
+#          done-when's unmet batch-1 decode, decode at batch 1 beside it (with the gate/up L2
+#          prefetch during the attention at four sizes, --ahead-sweep), cuda_ops_bench's
 #          decode attention (one row among its shapes) and few-row products; then what 2026-11-28's
 #          run left for time: Nsight Compute's stall reasons for the mma.sync attention and the
 #          streaming kernels below the bandwidth (RMSNorm's backward, the bias gradients, SwiGLU),
@@ -202,10 +203,14 @@ if [[ "$STAGE" == pending ]]; then
         fi
       fi
     done
-    # Batch-1 decode of 1.5B as the issue measures it (graphs and programmatic launch), against the
-    # profile above; no HF run (it took 12.9 tok/s on 2026-11-28).
+    # Batch-1 decode as the issue measures it (graphs and programmatic launch), against the profile
+    # above, 1.5B then 0.5B; no HF run (it took 12.9 tok/s at 1.5B on 2026-11-28). With the rows of
+    # the o projection asking L2 for 4 to 32 MiB of gate's and up's weights each during the
+    # attention (--ahead-sweep; written 2026-11-28 without a GPU, off by default until measured).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
-      --matmul-precision bf16 --decode-batches 1
+      --matmul-precision bf16 --decode-batches 1 --ahead-sweep
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
+      --no-baseline --matmul-precision bf16 --decode-batches 1 --ahead-sweep
     # The batch-1 step's parts alone: the decode attention at one row (us a call, tiles against lane
     # groups against a warp a position), the few-row products at 1 to 8 rows.
     step "$BUILD/bin/cuda_ops_bench" --only decode_attention

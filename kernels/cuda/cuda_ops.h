@@ -132,14 +132,20 @@ uint64_t cuda_decode_layers_persistent_launches();
 // each multiprocessor (1 or more; 0, the default: as many as fit, 2 at 1.5B), how many such
 // slices of gate's and up's weights each block asks for while the attention runs (0 to 16;
 // kGateUpSlicesAtAttention, 2, by default), and of down's while gate and up run (0 to 16;
-// kDownSlicesAtGateUp, 1, by default). Out of range: an
-// std::invalid_argument naming the field (kernels/cuda_launch_choice.h), and the tuning kept.
-// Changing it makes a model record its decode steps anew.
+// kDownSlicesAtGateUp, 1, by default). And one of the five launches a layer (the persistent kernel
+// not chosen, or not applying): what the o projection's launch asks L2 for before its wait, from
+// the start of the layer's gate weights and as much of its up weights (0, the default, to 64 MiB
+// each, a multiple of 16; model_speed_bench --ahead-sweep). Under programmatic launch the o
+// projection's blocks are resident while the attention runs, a few blocks' latency-bound work that
+// leaves the memory nearly idle, and gate and up (55 MB at 1.5B) come right after it. Out of
+// range: an std::invalid_argument naming the field (kernels/cuda_launch_choice.h), and the tuning
+// kept. Changing it makes a model record its decode steps anew.
 struct DecodeLayersTuning {
   int64_t prefetch_bytes_per_block = 32768;
   int blocks_per_multiprocessor = 0;
   int gate_up_slices_at_attention = 2;
   int down_slices_at_gate_up = 1;
+  int64_t gate_up_ahead_bytes = 0;
 };
 void cuda_set_decode_layers_tuning(DecodeLayersTuning tuning);
 DecodeLayersTuning cuda_decode_layers_tuning();

@@ -1,6 +1,7 @@
 // The table's decode_layers_w16 (kernels/ops.h): a decode step's layers at one row, as one
 // persistent kernel (decode_layers.cuh, which says why) where it is chosen and applies, else as
 // the five launches a layer of kernels/decode_layers.h.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -124,7 +125,21 @@ void launch_persistent(const DecodeLayers& a) {
 void decode_layers_w16(const DecodeLayers& a) {
   if (a.layers == 0) return;
   if (!persistent_choice() || !persistent_applies(a)) {
-    decode_layers_as_ops(cuda_bf16_matmul_ops(), a);
+    // The five launches a layer; where the tuning asks, the o projection's launch asks L2 for the
+    // start of gate's and up's weights (DecodeLayersTuning::gate_up_ahead_bytes), whole 16-byte
+    // units of 16-byte aligned matrices, at most each matrix's bytes.
+    const int64_t ahead = std::min(tuning().gate_up_ahead_bytes, a.I * a.H * int64_t(sizeof(uint16_t))) / 16 * 16;
+    if (ahead <= 0 || !aligned16(a.wg) || !aligned16(a.wu) || a.param_stride % 8 != 0) {
+      decode_layers_as_ops(cuda_bf16_matmul_ops(), a);
+      return;
+    }
+    decode_layers_as_ops(cuda_bf16_matmul_ops(), a,
+                         [&](int64_t l, float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                             const float* residual, int64_t R, int64_t IC, int64_t OC) {
+                           const DecodeAhead gate_up{decode_layer_at(a.wg, l, a.param_stride),
+                                                     decode_layer_at(a.wu, l, a.param_stride), ahead};
+                           gemv_linear_ahead(out, in, w16, bias, residual, R, IC, OC, gate_up);
+                         });
     return;
   }
   if (a.d == 32)
@@ -147,12 +162,12 @@ bool cuda_decode_layers_persistent() { return cuda_detail::persistent_choice(); 
 
 void cuda_set_decode_layers_tuning(DecodeLayersTuning t) {
   check_decode_layers_tuning(t.prefetch_bytes_per_block, t.blocks_per_multiprocessor, t.gate_up_slices_at_attention,
-                             t.down_slices_at_gate_up);
+                             t.down_slices_at_gate_up, t.gate_up_ahead_bytes);
   DecodeLayersTuning& now = cuda_detail::tuning();
   if (now.prefetch_bytes_per_block == t.prefetch_bytes_per_block &&
       now.blocks_per_multiprocessor == t.blocks_per_multiprocessor &&
       now.gate_up_slices_at_attention == t.gate_up_slices_at_attention &&
-      now.down_slices_at_gate_up == t.down_slices_at_gate_up)
+      now.down_slices_at_gate_up == t.down_slices_at_gate_up && now.gate_up_ahead_bytes == t.gate_up_ahead_bytes)
     return;
   now = t;
   cuda_detail::scratch_generation()++;  // recorded decode steps are made anew with the new grid

@@ -58,7 +58,14 @@ bool gemv_applies(int64_t rows) { return rows >= 1 && rows <= kMaxRows; }
 
 void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias, const float* residual,
                  int64_t R, int64_t IC, int64_t OC) {
+  gemv_linear_ahead(out, in, w16, bias, residual, R, IC, OC, DecodeAhead{});
+}
+
+void gemv_linear_ahead(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                       const float* residual, int64_t R, int64_t IC, int64_t OC, const DecodeAhead& ahead) {
   check_input("decode_linear_w16", in, R, IC);
+  if (ahead.bytes < 0 || ahead.bytes % 16 != 0 || !aligned16(ahead.first) || !aligned16(ahead.second))
+    throw std::invalid_argument("decode_linear_w16: the weights asked for ahead are not whole 16-byte units");
   if (OC == 0) return;
   const bool vec8 = input_vec8(in, IC) && aligned16(w16);
   const int split = split_for(OC, IC);
@@ -66,7 +73,7 @@ void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const f
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     launch_gemv(gemv_linear_kernel<kRows, kVec>, blocks_for(OC, split),
                 kSmemBytes<1, kRows> + input_smem_bytes(in, R, IC), out, in, w16, bias, residual, int(R), IC, OC,
-                split);
+                split, ahead);
   });
 }
 

@@ -34,6 +34,7 @@
 
 #include "kernels/cuda/decode_epilogues.cuh"  // swiglu_value, rounded_to_bf16
 #include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/internal.h"  // DecodeAhead
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/rmsnorm_row.cuh"
 #include "kernels/ops.h"
@@ -59,6 +60,23 @@ template <int J>
 AZR_DEVICE_INLINE uint32_t prefetch_bytes_per_row(int64_t row_bytes, int split) {
   const int64_t share = kPrefetchBytesPerBlock * split / (kWarps * J) / 16 * 16;
   return uint32_t(row_bytes < share ? row_bytes : share);
+}
+
+// This block's slice of `ahead`, a later product's weights (which no kernel of the step writes),
+// asked of L2 before the wait: the launch's blocks take consecutive slices of bytes / blocks and
+// each warp a consecutive part of its block's, all in whole 16-byte units (cp.async.bulk.prefetch's
+// contract); lane 0 asks for that part of `first` and of `second` alike.
+AZR_DEVICE_INLINE void prefetch_ahead(const DecodeAhead& ahead, int64_t block, int64_t blocks) {
+  if (ahead.bytes <= 0 || threadIdx.x % kWarp != 0) return;
+  const int64_t per_block = (ahead.bytes + blocks * 16 - 1) / (blocks * 16) * 16;
+  const int64_t per_warp = (per_block + kWarps * 16 - 1) / (kWarps * 16) * 16;
+  const int64_t begin = block * per_block + int64_t(threadIdx.x / kWarp) * per_warp;
+  int64_t end = begin + per_warp;
+  if (end > (block + 1) * per_block) end = (block + 1) * per_block;
+  if (end > ahead.bytes) end = ahead.bytes;
+  if (begin >= end) return;
+  if (ahead.first) prefetch_to_l2(reinterpret_cast<const char*>(ahead.first) + begin, uint32_t(end - begin));
+  if (ahead.second) prefetch_to_l2(reinterpret_cast<const char*>(ahead.second) + begin, uint32_t(end - begin));
 }
 
 // Shared memory for the partial sums: [kWarps][J][kRows] floats; after them, where the op
@@ -211,11 +229,13 @@ __device__ __forceinline__ void linear_block(int64_t block, float* out, const De
   out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
 }
 
+// ahead: a later product's weights to ask L2 for before the wait as well (16-byte loads only).
 template <int kRows, int kVec>
 __global__ void __launch_bounds__(kThreads)
     gemv_linear_kernel(float* out, DecodeInput in, const uint16_t* w16, const float* bias, const float* residual,
-                       int rows, int64_t IC, int64_t OC, int split) {
+                       int rows, int64_t IC, int64_t OC, int split, DecodeAhead ahead) {
   AZR_DYNAMIC_SHARED(smem_raw);
+  if constexpr (kVec == 8) prefetch_ahead(ahead, blockIdx.x, gridDim.x);
   linear_block<kRows, kVec>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
                             reinterpret_cast<float*>(smem_raw));
 }

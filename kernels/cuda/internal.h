@@ -101,6 +101,18 @@ bool gemv_applies(int64_t rows);
 // gemv_linear is the table's decode_linear_w16 (and matmul_forward_a16w16's few-row path).
 void gemv_linear(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias, const float* residual,
                  int64_t R, int64_t IC, int64_t OC);
+// A later product's weights that a launch asks L2 for before its wait: `bytes` from the start of
+// `first` and as many from `second` (null: none), 16-byte aligned, bytes a multiple of 16; the
+// launch's blocks take consecutive slices (gemv.cuh, prefetch_ahead). None where bytes is 0.
+struct DecodeAhead {
+  const uint16_t* first = nullptr;
+  const uint16_t* second = nullptr;
+  int64_t bytes = 0;
+};
+// gemv_linear whose launch also asks L2 for `ahead` (decode_layers.cu: gate and up during the
+// attention); with 16-byte loads only (the scalar kernels ask for nothing).
+void gemv_linear_ahead(float* out, const DecodeInput& in, const uint16_t* w16, const float* bias,
+                       const float* residual, int64_t R, int64_t IC, int64_t OC, const DecodeAhead& ahead);
 void decode_qkv_w16(const DecodeQkv& a);
 void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int64_t R, int64_t IC, int64_t I, bool round_gate_up);

@@ -592,7 +592,8 @@ TEST(CudaLaunchChoice, TheDecodeLayersSpellings) {
 
 // The persistent decode kernel's tuning: a prefetch of 0 to 1 MiB a block, blocks a
 // multiprocessor 0 (as many as fit) or more, 0 to 16 slices of gate and up during the attention
-// and of down during gate and up; outside that, an error that names the field.
+// and of down during gate and up; the five launches' gate/up ahead 0 to 64 MiB in 16-byte units;
+// outside that, an error that names the field.
 TEST(CudaLaunchChoice, TheDecodeLayersTuningRanges) {
   for (const int64_t bytes : {int64_t(0), int64_t(16), int64_t(32768), int64_t(1) << 20})
     for (const int per_sm : {0, 1, 2, 32})
@@ -615,6 +616,19 @@ TEST(CudaLaunchChoice, TheDecodeLayersTuningRanges) {
   expect_rejected(32768, 0, 17, 1, "gate_up_slices_at_attention 17 is outside 0..16");
   expect_rejected(32768, 0, 2, -1, "down_slices_at_gate_up -1 is outside 0..16");
   expect_rejected(32768, 0, 2, 17, "down_slices_at_gate_up 17 is outside 0..16");
+  // The five launches' gate/up prefetch ahead: 0 to 64 MiB, whole 16-byte units.
+  for (const int64_t ahead : {int64_t(0), int64_t(16), int64_t(8) << 20, int64_t(64) << 20})
+    EXPECT_NO_THROW(check_decode_layers_tuning(32768, 0, 2, 1, ahead));
+  for (const int64_t ahead : {int64_t(-16), int64_t(8), (int64_t(64) << 20) + 16})
+    try {
+      check_decode_layers_tuning(32768, 0, 2, 1, ahead);
+      ADD_FAILURE() << "gate_up_ahead_bytes " << ahead << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("gate_up_ahead_bytes " + std::to_string(ahead) +
+                                           " is outside 0..67108864 or not a multiple of 16"),
+                std::string::npos)
+          << e.what();
+    }
 }
 
 // The model with bf16 GEMMs is the fp32 model to bf16's precision: log-probs and gradients near,

@@ -412,6 +412,36 @@ TEST_P(CudaModel, PersistentDecodeLayersComputeWhatTheLaunchesDo) {
     }
 }
 
+// The five launches a layer with the o projection asking L2 for gate's and up's weights ahead
+// (DecodeLayersTuning::gate_up_ahead_bytes, kernels/cuda/decode_layers.cu) generate what they
+// generate without, bit for bit, eager and recorded: a prefetch changes no value. 1 MiB, and the
+// most (64 MiB, past both configs' matrices: clipped to each). Both configs take that path (their
+// gate and up 16-byte aligned in every layer, as the persistent kernel's test above needs too).
+TEST_P(CudaModel, GateUpAskedAheadChangesNoBitOfGeneration) {
+  const ModelConfig c = config_named(GetParam());
+  Transformer m = Transformer::random(c, 16, 0.05f, kernels::cuda_bf16_matmul_ops());
+  SamplingParams sp;
+  sp.temperature = 1.f, sp.max_new_tokens = 40, sp.seed = 10;
+  const std::vector<std::vector<int32_t>> one = {{3, 1, 4, 1, 5}};
+  const PersistentDecodeLayers launches(false);
+  for (const bool graphs : {false, true}) {
+    m.set_decode_graphs(graphs);
+    const std::vector<Completion> want = generate(m, one, sp);
+    for (const int64_t ahead : {int64_t(1) << 20, kernels::kMaxDecodeLayersAheadBytes}) {
+      kernels::DecodeLayersTuning t;
+      t.gate_up_ahead_bytes = ahead;
+      const DecodeLayersTuningScope tuned(t);
+      const std::vector<Completion> got = generate(m, one, sp);
+      const std::string where = std::string(graphs ? "recorded" : "eager") + ", " + std::to_string(ahead) + " bytes";
+      EXPECT_EQ(got[0].tokens, want[0].tokens) << where;
+      ASSERT_EQ(got[0].logprobs.size(), want[0].logprobs.size()) << where;
+      EXPECT_EQ(std::memcmp(got[0].logprobs.data(), want[0].logprobs.data(), sizeof(float) * want[0].logprobs.size()),
+                0)
+          << where;
+    }
+  }
+}
+
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 13, 0.05f, cuda_ops());

@@ -154,7 +154,8 @@ void run_launches(Step& s, const Plan& p) {
     const int64_t ps = a.param_stride;
     emu::launch({unsigned(p.o_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>, a.h,
                 DecodeInput{a.att16, nullptr, nullptr, 0.f}, decode_layer_at(a.wo, l, ps),
-                decode_layer_at(a.bo, l, ps), static_cast<const float*>(a.x), 1, a.heads * D, a.H, p.o_split);
+                decode_layer_at(a.bo, l, ps), static_cast<const float*>(a.x), 1, a.heads * D, a.H, p.o_split,
+                DecodeAhead{});
     emu::launch({unsigned(p.gate_up_blocks), 1, 1}, kThreads, gemv::kSmemBytes<2, 1> + normed,
                 gemv::gemv_gate_up_kernel<1, 8>, bf16_ptr(a.mlp16),
                 DecodeInput{nullptr, a.h, decode_layer_at(a.ln2, l, ps), a.eps}, decode_layer_at(a.wg, l, ps),
@@ -162,7 +163,8 @@ void run_launches(Step& s, const Plan& p) {
                 p.gate_up_split, a.round_gate_up);
     emu::launch({unsigned(p.down_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>,
                 a.x, DecodeInput{a.mlp16, nullptr, nullptr, 0.f}, decode_layer_at(a.wd, l, ps),
-                decode_layer_at(a.bd, l, ps), static_cast<const float*>(a.h), 1, a.I, a.H, p.down_split);
+                decode_layer_at(a.bd, l, ps), static_cast<const float*>(a.h), 1, a.I, a.H, p.down_split,
+                DecodeAhead{});
   }
   for (unsigned n : counts) EXPECT_EQ(n, 0u) << "a merge count was left set";
 }

@@ -99,7 +99,7 @@ TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
                     out.data(), DecodeInput{.x16 = x16.data()}, w16.data(), c.bias ? bias.data() : nullptr, nullptr,
-                    c.R, c.IC, c.OC, split);
+                    c.R, c.IC, c.OC, split, DecodeAhead{});
       });
       expect_weights_prefetched(emu::take_prefetches(), {{w16.data(), c.OC}}, c.IC * 2, c.vec8);
       for (int r = 0; r < c.R; r++)
@@ -219,7 +219,8 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
       std::vector<float> normed(size_t(c.R * c.OC), NAN), plain = normed;
       for (auto [in, out] : {std::pair{n.in, &normed}, std::pair{given, &plain}})
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + input_smem_bytes(in, c.R, c.IC),
-                    gemv_linear_kernel<kRows, kVec>, out->data(), in, w16.data(), b, nullptr, c.R, c.IC, c.OC, split);
+                    gemv_linear_kernel<kRows, kVec>, out->data(), in, w16.data(), b, nullptr, c.R, c.IC, c.OC, split,
+                    DecodeAhead{});
       EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * sizeof(float)), 0) << "linear";
       // Gate, up and SwiGLU (gate and up rounded to bf16 in the cases with biases, so both forms run).
       std::vector<uint16_t> normed16(size_t(c.R * c.OC), 0xFFFF), plain16 = normed16;
@@ -272,7 +273,8 @@ TEST(GemvEmulated, LinearAddsTheResidualAfterTheProduct) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     const auto run = [&](float* out, const float* res) {
       emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
-                  out, DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), res, c.R, c.IC, c.OC, split);
+                  out, DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), res, c.R, c.IC, c.OC, split,
+                  DecodeAhead{});
     };
     run(plain.data(), nullptr);
     run(added.data(), residual.data());
@@ -284,6 +286,74 @@ TEST(GemvEmulated, LinearAddsTheResidualAfterTheProduct) {
     ASSERT_EQ(std::memcmp(&added[i], &want, sizeof want), 0) << i << ": " << added[i] << " against " << want;
     ASSERT_EQ(std::memcmp(&in_place[i], &want, sizeof want), 0) << i << " in place";
   }
+}
+
+// The o projection's launch may ask L2 for a later product's weights as well (DecodeAhead: gate's
+// and up's, kernels/cuda/decode_layers.cu). Its outputs are the same bits; beside each weight row
+// of its own (expect_weights_prefetched), its blocks ask for every 16-byte unit of the first
+// `bytes` of `first` and of `second` exactly once, in whole aligned units, and for nothing past
+// them; a null `second` is skipped; the scalar kernel asks for none of it.
+TEST(GemvEmulated, LinearAsksL2AheadForALaterProductsWeightsAndChangesNoBit) {
+  const int64_t IC = 64, OC = 19;
+  const std::vector<uint16_t> x16 = bf16_bits(randn(size_t(IC), 80));
+  const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(OC * IC), 81, 0.2f));
+  const std::vector<float> bias = randn(size_t(OC), 82);
+  // Later weights, more than any case asks for (vectors of 16-byte aligned storage, as malloc's).
+  const std::vector<uint16_t> gate(70000), up(70000);
+  struct Case {
+    int64_t bytes;
+    bool second, vec8;
+  };
+  const Case cases[] = {{16, true, true},     {4000, true, true},    {100000, true, true},
+                        {131072, false, true}, {4000, true, false}};
+  for (const Case& c : cases)
+    for (int split : kSplits) {
+      SCOPED_TRACE(std::to_string(c.bytes) + " bytes ahead, split " + std::to_string(split) +
+                   (c.second ? "" : ", no second matrix") + (c.vec8 ? "" : ", scalar loads"));
+      const DecodeAhead ahead{gate.data(), c.second ? up.data() : nullptr, c.bytes};
+      std::vector<float> plain(size_t(OC), NAN), with = plain;
+      std::vector<emu::Prefetch> asked[2];
+      dispatch(1, c.vec8, [&](auto rows_c, auto vec_c) {
+        constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
+        int i = 0;
+        for (auto [out, a] : {std::pair{&plain, DecodeAhead{}}, std::pair{&with, ahead}}) {
+          emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
+                      out->data(), DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), nullptr, 1, IC, OC, split,
+                      a);
+          asked[i++] = emu::take_prefetches();
+        }
+      });
+      EXPECT_EQ(std::memcmp(plain.data(), with.data(), sizeof(float) * plain.size()), 0);
+      // The weights' own prefetches, and the rest, which must be `ahead`'s.
+      std::vector<emu::Prefetch> own;
+      const std::vector<int> none(size_t(c.bytes / 16), 0);
+      std::vector<int> units[2] = {none, none};  // times each 16-byte unit of first and second was asked for
+      for (const emu::Prefetch& p : asked[1]) {
+        const auto w = reinterpret_cast<uintptr_t>(w16.data());
+        if (p.begin >= w && p.begin < w + uintptr_t(w16.size() * 2)) {
+          own.push_back(p);
+          continue;
+        }
+        EXPECT_EQ(p.begin % 16, 0u);
+        EXPECT_EQ(p.bytes % 16, 0u);
+        EXPECT_GT(p.bytes, 0u);
+        bool inside = false;
+        for (int m = 0; m < 2; m++) {
+          const auto base = reinterpret_cast<uintptr_t>(m == 0 ? gate.data() : up.data());
+          if (p.begin < base || p.begin + p.bytes > base + uintptr_t(c.bytes)) continue;
+          inside = true;
+          for (uintptr_t u = (p.begin - base) / 16; u < (p.begin - base + p.bytes) / 16; u++) units[m][size_t(u)]++;
+        }
+        EXPECT_TRUE(inside) << "a prefetch outside the weights asked for ahead";
+      }
+      expect_weights_prefetched(own, {{w16.data(), OC}}, IC * 2, c.vec8);
+      EXPECT_EQ(asked[0].size(), own.size()) << "the weights' own prefetches, with and without";
+      for (int m = 0; m < 2; m++) {
+        const int want = c.vec8 && (m == 0 || c.second) ? 1 : 0;
+        for (size_t u = 0; u < units[m].size(); u++)
+          ASSERT_EQ(units[m][u], want) << (m == 0 ? "first" : "second") << ", 16-byte unit " << u;
+      }
+    }
 }
 
 // The launch geometry: a split doubles while the device has fewer than 8,192 warps and each lane
