@@ -188,17 +188,23 @@ if [[ "$STAGE" == pending ]]; then
       if command -v nsys >/dev/null; then
         step nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop --cuda-graph-trace=node \
           --trace=cuda -f true -o "$rep" "$BUILD/bin/model_speed_bench" "${args[@]}"
-        [[ -f "$rep.nsys-rep" ]] && { echo "=== nsys, decode at batch 1, $cfg (graphs pdl): one prefill and 15 steps"
-          nsys stats --report cuda_gpu_kern_sum --format csv "$rep.nsys-rep" | head -45; }
-        rm -f "$rep.nsys-rep" "$rep.sqlite"
+        if [[ -f "$rep.nsys-rep" ]]; then
+          echo "=== nsys, decode at batch 1, $cfg (graphs pdl): one prefill and 15 steps"
+          # The summary to a file first (head on a pipe would stop nsys with SIGPIPE, and the
+          # pipefail that this script runs under would end it); gpukernsum: nsys before 2023.
+          { nsys stats --report cuda_gpu_kern_sum --format csv -o "$rep" "$rep.nsys-rep" ||
+              nsys stats --report gpukernsum --format csv -o "$rep" "$rep.nsys-rep"; } > /dev/null 2>&1 || true
+          for f in "$rep"_*.csv; do if [[ -f "$f" ]]; then sed -n 1,45p "$f"; fi; done
+          rm -f "$rep.nsys-rep" "$rep.sqlite" "$rep"_*.csv
+        fi
       fi
       if command -v ncu >/dev/null; then
         step ncu --metrics gpu__time_duration.sum --profile-from-start off --clock-control none --cache-control none \
           -f -o "$rep" "$BUILD/bin/model_speed_bench" "${args[@]}" --no-graphs
         if [[ -f "$rep.ncu-rep" ]]; then
-          ncu -i "$rep.ncu-rep" --csv --page raw > "$rep.csv" &&
-            { echo "=== ncu, decode at batch 1, $cfg (eager): one prefill and 15 steps"
-              python3 bench/kernel_profile.py "$rep.csv" --steps 15 --top 40; }
+          echo "=== ncu, decode at batch 1, $cfg (eager): one prefill and 15 steps"
+          { ncu -i "$rep.ncu-rep" --csv --page raw > "$rep.csv" &&
+              python3 bench/kernel_profile.py "$rep.csv" --steps 15 --top 40; } || echo "=== ncu's report could not be read"
           rm -f "$rep.ncu-rep" "$rep.csv"
         fi
       fi
