@@ -86,6 +86,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/bench_device.h"
@@ -277,16 +278,12 @@ int main(int argc, char** argv) {
   app.add_option("--source-dir", o.source_dir, "the checkout (configs, baseline script)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.decode = !no_decode, o.train = !no_train, o.baseline = !no_baseline, o.graphs = !no_graphs;
-  if (o.profile_range && o.device != "cuda") {
-    std::fprintf(stderr, "model_speed_bench: --profile-range: the profilers' range is CUDA's; --device is %s\n",
-                 o.device.c_str());
-    return 2;
-  }
-  if (o.ahead_sweep && o.device != "cuda") {
-    std::fprintf(stderr, "model_speed_bench: --ahead-sweep: a tuning of the CUDA decode step; --device is %s\n",
-                 o.device.c_str());
-    return 2;
-  }
+  for (const auto& [on, flag, what] : {std::tuple{o.profile_range, "--profile-range", "the profilers' range is CUDA's"},
+                                       std::tuple{o.ahead_sweep, "--ahead-sweep", "a tuning of the CUDA decode step"}})
+    if (on && o.device != "cuda") {
+      std::fprintf(stderr, "model_speed_bench: %s: %s; --device is %s\n", flag, what, o.device.c_str());
+      return 2;
+    }
   if (!precision_names.empty()) {
     o.precisions.clear();
     for (const std::string& x : precision_names) o.precisions.push_back(azr::kernels::parse_matmul_precision(x));

@@ -6,16 +6,15 @@
 
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-#include <string_view>
 #include <unordered_map>
 
 #include "sandbox/result.h"
 #include "sandbox/value.h"
+#include "sandbox/work_key.h"
 
 namespace azr::eval {
 namespace {
@@ -536,19 +535,6 @@ bool same_problem(const CodeProblem& a, const CodeProblem& b) {
          a.canonical_solution == b.canonical_solution && a.atol == b.atol;
 }
 
-// A candidate's identity for sharing: views of its problem's id and its program (the caller's
-// vectors, which outlive grade_code).
-struct CandidateKey {
-  std::string_view id, program;
-  bool operator==(const CandidateKey&) const = default;
-};
-struct CandidateKeyHash {
-  size_t operator()(const CandidateKey& k) const {
-    const size_t a = std::hash<std::string_view>{}(k.id), b = std::hash<std::string_view>{}(k.program);
-    return a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
-  }
-};
-
 }  // namespace
 
 std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeProblem>& problems,
@@ -562,11 +548,11 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
   // Stage 0: which candidates run. leader[i] is i, or an earlier candidate that is the same
   // program for the same problem, whose verdict i takes at the end.
   std::vector<size_t> leader(n);
-  std::unordered_map<CandidateKey, size_t, CandidateKeyHash> first_of;
+  std::unordered_map<sandbox::WorkKey, size_t, sandbox::WorkKeyHash> first_of;  // (problem id, program)
   for (size_t i = 0; i < n; ++i) {
     leader[i] = i;
     if (!share_identical) continue;
-    auto [it, fresh] = first_of.try_emplace(CandidateKey{problems[i].id, completions[i]}, i);
+    auto [it, fresh] = first_of.try_emplace(sandbox::WorkKey{problems[i].id, completions[i]}, i);
     if (!fresh && same_problem(problems[it->second], problems[i])) leader[i] = it->second;
   }
 

@@ -1,15 +1,14 @@
 #include "solver/grade.h"
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <utility>
 
 #include "sandbox/checks.h"
+#include "sandbox/work_key.h"
 #include "solver/literal_parses.h"
 
 namespace azr::solver {
@@ -48,20 +47,6 @@ std::string literal_failure(const sb::CallResult& r) {
   return failure_reason(r);
 }
 
-// A run's identity, for sharing: views of its program and input (the tasks' and answers' texts,
-// which outlive grade()) and the input mode. Equal texts are one run wherever they are kept.
-struct RunKey {
-  std::string_view program, input;
-  sb::InputMode mode;
-  bool operator==(const RunKey&) const = default;
-};
-struct RunKeyHash {
-  size_t operator()(const RunKey& k) const {
-    const size_t p = std::hash<std::string_view>{}(k.program), i = std::hash<std::string_view>{}(k.input);
-    return p ^ (i + 0x9e3779b97f4a7c15ULL + (p << 6) + (p >> 2)) ^ static_cast<size_t>(k.mode);
-  }
-};
-
 Grade internal(std::string why) { return Grade{false, 0, "internal_error", std::move(why)}; }
 
 }  // namespace
@@ -76,11 +61,12 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   // answer) is one job. The literals are parsed in ParseLiterals jobs (LiteralParses), which run
   // no program: a task's output never shares a child with the program whose output it judges.
   std::vector<sb::Job> jobs;
-  std::unordered_map<RunKey, size_t, RunKeyHash> job_of_run;  // shared: (program, input, mode) -> job
-  std::vector<size_t> runs;                                   // every answer's runs' jobs, in order
+  std::unordered_map<sb::WorkKey, size_t, sb::WorkKeyHash> job_of_run;  // shared: (program, input, mode) -> job
+  std::vector<size_t> runs;  // every answer's runs' jobs, in order
   auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
     size_t job = jobs.size();
-    if (s.share_jobs) job = job_of_run.try_emplace(RunKey{program, input, mode}, jobs.size()).first->second;
+    if (s.share_jobs)
+      job = job_of_run.try_emplace(sb::WorkKey{program, input, static_cast<int>(mode)}, jobs.size()).first->second;
     if (job == jobs.size()) jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
     runs.push_back(job);
   };
