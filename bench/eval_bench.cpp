@@ -45,18 +45,26 @@ ev::Benchmark cold(const ev::Benchmark& b) {
   return c;
 }
 
-Run grade_gold(const ev::Benchmark& b, int workers) {
-  std::vector<ev::Sample> samples;
-  for (size_t i = 0; i < b.items.size(); i++) samples.push_back({i, ev::gold_response(b, b.items[i])});
+// The pool and the limits `azr eval` grades with; workers 0: one a core.
+azr::sandbox::PoolOptions pool_options(int workers) {
   azr::sandbox::PoolOptions po;
   po.workers = workers;
   po.preimports = ev::code_bench_preimports();
-  azr::sandbox::Pool pool(po);  // started before the clock: start-up is not grading
+  return po;
+}
+azr::sandbox::Limits eval_limits() {
   azr::sandbox::Limits limits;
   limits.cpu_seconds = 5;  // `azr eval`'s default (Mbpp/123's reference solution needs more than 2 s)
   limits.memory_bytes = 1024ull << 20;
+  return limits;
+}
+
+Run grade_gold(const ev::Benchmark& b, int workers) {
+  std::vector<ev::Sample> samples;
+  for (size_t i = 0; i < b.items.size(); i++) samples.push_back({i, ev::gold_response(b, b.items[i])});
+  azr::sandbox::Pool pool(pool_options(workers));  // started before the clock: start-up is not grading
   const auto t0 = Clock::now();
-  const std::vector<ev::Verdict> v = ev::grade_samples(pool, b, samples, limits);
+  const std::vector<ev::Verdict> v = ev::grade_samples(pool, b, samples, eval_limits());
   Run r;
   r.seconds = secs_since(t0);
   for (const ev::Verdict& x : v) r.correct += x.correct;
@@ -72,14 +80,9 @@ Run grade_repeated_code(const ev::Benchmark& b, int samples, bool share) {
     const std::string program = ev::extract_code(ev::gold_response(b, item), p);
     for (int k = 0; k < samples; k++) problems.push_back(p), completions.push_back(program);
   }
-  azr::sandbox::PoolOptions po;
-  po.preimports = ev::code_bench_preimports();
-  azr::sandbox::Pool pool(po);
-  azr::sandbox::Limits limits;
-  limits.cpu_seconds = 5;
-  limits.memory_bytes = 1024ull << 20;
+  azr::sandbox::Pool pool(pool_options(0));
   const auto t0 = Clock::now();
-  const std::vector<ev::CodeVerdict> v = ev::grade_code(pool, problems, completions, limits, nullptr, share);
+  const std::vector<ev::CodeVerdict> v = ev::grade_code(pool, problems, completions, eval_limits(), nullptr, share);
   Run r;
   r.seconds = secs_since(t0);
   for (const ev::CodeVerdict& x : v) r.correct += x.passed;

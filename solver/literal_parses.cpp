@@ -66,8 +66,8 @@ std::vector<sb::Job> LiteralParses::jobs() {
   out.reserve(bounds_.size());
   for (auto [b, e] : bounds_)
     out.push_back(sb::parse_literals_job(std::vector<std::string>(texts_.begin() + static_cast<std::ptrdiff_t>(b),
-                                                     texts_.begin() + static_cast<std::ptrdiff_t>(e)),
-                            limits_));
+                                                                  texts_.begin() + static_cast<std::ptrdiff_t>(e)),
+                                         limits_));
   return out;
 }
 
