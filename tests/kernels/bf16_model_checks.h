@@ -103,8 +103,9 @@ inline void expect_bf16_model_matches_cpu(const ModelConfig& c, const kernels::O
 // then rounds apart (see Bf16GemmsMatchTheCpuBf16Model): 87 of 120 tokens within 1e-4 on an H100
 // (2026-11-23), where the CPU, whose GEMM rows do not depend on the row count, gets 35 of 36 to
 // 1e-5 (bf16_matmul_test). So: within a bf16-sized bound, and closer to the learner's bf16 log-probs
-// than those are to the fp32 model's. Batch-invariant GEMMs would close this (README). The worst
-// token: below `worst_bound` where given, else below the learner's worst distance from fp32.
+// than those are to the fp32 model's. Batch-invariant GEMMs would close this
+// (kernels/cuda/README.md). The worst token: below `worst_bound` where given, else below the
+// learner's worst distance from fp32.
 inline void expect_bf16_sampler_matches_learner(const ModelConfig& c, const kernels::Ops& dev16,
                                                 const kernels::Ops& dev32, std::optional<double> worst_bound) {
   Transformer gpu = Transformer::random(c, 12, 0.05f, dev16);
