@@ -520,18 +520,22 @@ int main(int argc, char** argv) {
     // warp (the baseline, in the "cpu" column's place), at 1.5B's heads with long rows and at the
     // last step of model_speed_bench's batch 256 (256 positions a row), and at 0.5B's there too.
     // At one row (batch-1 decode: a few blocks, latency-bound) the time a call, in us: at the last
-    // step of model_speed_bench's batch 1 for both configs, and at 4,096 positions (an RL rollout's).
+    // step of model_speed_bench's batch 1 for both configs, and at 4,096 positions (an RL rollout's);
+    // and at the 256th position of an 8,192-position cache (early in a long generation: 128 splits,
+    // 4 of them holding positions), for the 256-position cache's row beside it.
     const Ops& gpu16 = cuda_bf16_matmul_ops();
     struct DecodeShape {
-      int64_t R, cap, H, KV, d;
+      int64_t R, cap, H, KV, d, at = -1;  // at: every row's position, -1 for the cache's last
     };
     for (const DecodeShape ds :
          {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64},
-          DecodeShape{1, 256, 12, 2, 128}, DecodeShape{1, 256, 14, 2, 64}, DecodeShape{1, 4096, 12, 2, 128}}) {
+          DecodeShape{1, 256, 12, 2, 128}, DecodeShape{1, 256, 14, 2, 64}, DecodeShape{1, 4096, 12, 2, 128},
+          DecodeShape{1, 8192, 12, 2, 128, 255}}) {
       const int64_t st = ds.cap * ds.KV * ds.d;
       auto k16 = upload16(randn(size_t(ds.R * st), 6)), v16 = upload16(randn(size_t(ds.R * st), 7));
       auto q16 = upload(randn(size_t(ds.R * ds.H * ds.d), 8));
-      std::vector<int32_t> sl(size_t(ds.R)), ps(size_t(ds.R), int32_t(ds.cap - 1));
+      const int64_t at = ds.at < 0 ? ds.cap - 1 : ds.at;
+      std::vector<int32_t> sl(size_t(ds.R)), ps(size_t(ds.R), int32_t(at));
       for (int64_t r = 0; r < ds.R; r++) sl[size_t(r)] = int32_t(r);
       Buffer<int32_t> dsl(cuda_ops(), size_t(ds.R)), dps(cuda_ops(), size_t(ds.R));
       dsl.upload(sl.data(), sl.size());
@@ -539,7 +543,7 @@ int main(int argc, char** argv) {
       Buffer<float> o(cuda_ops(), size_t(ds.R * ds.H * ds.d));
       Buffer<uint16_t> o16(cuda_ops(), size_t(ds.R * ds.H * ds.d));
       const AttentionShape sh{0, 0, ds.H, ds.KV, ds.d, st, nullptr};
-      const double cache_bytes = 2.0 * double(ds.R) * double(ds.cap) * double(ds.KV * ds.d) * 2.0;
+      const double cache_bytes = 2.0 * double(ds.R) * double(at + 1) * double(ds.KV * ds.d) * 2.0;
       using cuda_detail::CudaDecodeKernel;
       auto time_kernel = [&](CudaDecodeKernel kernel) {
         cuda_detail::cuda_set_decode_kernel(kernel);
@@ -549,7 +553,8 @@ int main(int argc, char** argv) {
       };
       const double tiles = time_kernel(CudaDecodeKernel::Tiles), lg = time_kernel(CudaDecodeKernel::LaneGroups),
                    warp = time_kernel(CudaDecodeKernel::WarpPerPosition);
-      const std::string shape = std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) + ", " +
+      const std::string shape = std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) +
+                                (ds.at < 0 ? "" : " at " + std::to_string(ds.at)) + ", " +
                                 std::to_string(ds.H) + "/" + std::to_string(ds.KV) + " x " + std::to_string(ds.d) +
                                 "; base = warp per position";
       if (ds.R == 1) {

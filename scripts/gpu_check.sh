@@ -218,9 +218,13 @@ if [[ "$STAGE" == pending ]]; then
     step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
       --no-baseline --matmul-precision bf16 --decode-batches 1 --ahead-sweep
     # The batch-1 step's parts alone: the decode attention at one row (us a call, tiles against lane
-    # groups against a warp a position), the few-row products at 1 to 8 rows.
+    # groups against a warp a position; and at the 256th position of an 8,192-position cache, whose
+    # splits without positions no longer run or merge), the few-row products at 1 to 8 rows, and
+    # the sampler (one row: 55 us a call at t = 1 on 2026-11-28, its last block then reading 128
+    # parts' sums one L2 round trip at a time; now all at once).
     step "$BUILD/bin/cuda_ops_bench" --only decode_attention
     step "$BUILD/bin/cuda_ops_bench" --only decode_products
+    step "$BUILD/bin/cuda_ops_bench" --only sampling
     # Left from 2026-11-28's run (cut for time). Where the mma.sync attention kernels' time goes
     # (1.5B's heads: the forward, dQ and dK/dV launches of the attention_operands section):
     # Nsight Compute's occupancy, warp stall reasons and issue statistics, each reason's warps a

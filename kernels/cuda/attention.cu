@@ -323,6 +323,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
   const int splits = int(gridDim.z), z = int(blockIdx.z);
   const int64_t n = int64_t(pos[r]) + 1, begin = int64_t(z) * chunk;
   const int64_t end = z == splits - 1 ? n : min(n, begin + chunk);
+  if (z >= decode::splits_with_positions(n, chunk, splits)) return;  // no position: no record, no merge
   const int64_t e0 = int64_t(lane) * E, left = d - e0;
 
   float qr[kDecodeHeads][E], acc[kDecodeHeads][E], m[kDecodeHeads], l[kDecodeHeads];
@@ -373,7 +374,9 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
     for (int u = 0; u < E; u++)
       if (g < nh && u < left) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
-  decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
+  // used again from pos, not kept from the start: one register less through the loop above.
+  const int used = decode::splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
+  decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, used, z, out, out16, part,
                               merge_counts + decode::merge_count_index(decode::launched_block()));
 }
 

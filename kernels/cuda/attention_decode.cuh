@@ -57,44 +57,79 @@ __device__ __forceinline__ void decode_write_element(int64_t row, int64_t i, int
   }
 }
 
-// Output row `row`'s element i from the splits' records in part (decode_write_element's), merged
-// in split order: the max over the splits, then the sum and the element rescaled to it. Reads
-// through volatile, past L1: the records come from other blocks of the running grid.
-__device__ __forceinline__ void merge_split_element(int64_t row, int64_t i, int64_t d, int splits, const float* part,
-                                                    float* out, __nv_bfloat16* out16) {
-  const volatile float* rec = part + row * splits * (d + 2);
-  float M = -INFINITY, L = 0.f, O = 0.f;
-  for (int z = 0; z < splits; z++) M = fmaxf(M, rec[z * (d + 2)]);
-  for (int z = 0; z < splits; z++) {
-    const float m = rec[z * (d + 2)];
-    if (m == -INFINITY) continue;  // a split with no positions of this row
-    const float c = expf(m - M);
-    L += rec[z * (d + 2) + 1] * c;
-    O += rec[z * (d + 2) + 2 + i] * c;
+// The splits of a row's n positions that hold any of them: the first ones, since split z of
+// `chunk` positions each starts at z * chunk. The others write no record and take no part in the
+// merge, so that a cache much longer than the row (a batch-1 step early in a long generation: 128
+// splits of 64 positions for 8,192, four of them holding the first 256) is not merged over
+// `splits` records.
+// At least one: split 0 runs whatever n is (outside the op's contract, n < 1 gives NaN rows, as a
+// row with no position always did).
+__device__ __forceinline__ int splits_with_positions(int64_t n, int64_t chunk, int splits) {
+  const int64_t used = n > 0 ? (n + chunk - 1) / chunk : 1;
+  return used < splits ? int(used) : splits;
+}
+
+constexpr int kMergeBatch = 4;  // records a merging thread loads before it uses them
+
+// Output row `row`'s element i from the first `used` records of its `splits` (decode_write_element's),
+// merged in split order: the max over the splits, then the sum and the element rescaled to it.
+// Records are loaded kMergeBatch at a time (load_past_l1: they come from other blocks of the
+// running grid), then used in order: the same operations as one record at a time.
+__device__ __forceinline__ void merge_split_element(int64_t row, int64_t i, int64_t d, int splits, int used,
+                                                    const float* part, float* out, __nv_bfloat16* out16) {
+  const float* rec = part + row * splits * (d + 2);
+  float M = -INFINITY;
+  for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
+    float m[kMergeBatch];
+#pragma unroll
+    for (int k = 0; k < kMergeBatch; k++) m[k] = z0 + k < used ? load_past_l1(rec + (z0 + k) * (d + 2)) : -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kMergeBatch; k++) M = fmaxf(M, m[k]);  // -inf for a padding: M unchanged
+  }
+  float L = 0.f, O = 0.f;
+  for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
+    float m[kMergeBatch], l[kMergeBatch], o[kMergeBatch];
+#pragma unroll
+    for (int k = 0; k < kMergeBatch; k++) {
+      const float* r = rec + (z0 + k) * (d + 2);
+      const bool in = z0 + k < used;
+      m[k] = in ? load_past_l1(r) : -INFINITY;
+      l[k] = in ? load_past_l1(r + 1) : 0.f;
+      o[k] = in ? load_past_l1(r + 2 + i) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < kMergeBatch; k++) {
+      if (m[k] == -INFINITY) continue;  // a split with no score of this row, or a padding
+      const float c = expf(m[k] - M);
+      L += l[k] * c;
+      O += o[k] * c;
+    }
   }
   out[row * d + i] = O / L;
   if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
 }
 
 // A split decode block's last step, after its records are written (decode_write_element): the
-// last of the splits of its (row, kv head, head chunk) to finish (last_block_done, reductions.cuh;
-// count: theirs) merges the records of its rows h0 .. h0 + nh - 1 into out (flash-decoding's
-// combine, in the same launch: one kernel less per layer at batch 1).
+// last of the `used` splits of its (row, kv head, head chunk) that hold positions
+// (splits_with_positions) to finish (last_block_done, reductions.cuh; count: theirs) merges their
+// records of rows h0 .. h0 + nh - 1 into out (flash-decoding's combine, in the same launch: one
+// kernel less per layer at batch 1).
 __device__ inline void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
-                                            int splits, const float* part, float* out, __nv_bfloat16* out16) {
+                                            int splits, int used, const float* part, float* out,
+                                            __nv_bfloat16* out16) {
   __shared__ bool last;
-  if (!last_block_done(count, splits, &last)) return;
+  if (!last_block_done(count, used, &last)) return;
   for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x)
-    merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, part, out, out16);
+    merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, used, part, out, out16);
 }
 
 // The block's last step: the warps' softmax states (running max m_s, sum l_s, accumulators acc_s)
 // merged, then the output rows h0 .. h0 + nh - 1 of row r written (decode_write_element), and with
-// splits, merged by the last of them (merge_splits_if_last; merge_count: the count of the block's
-// row and head chunk). Called after the barrier that follows the stores.
+// splits, merged by the last of the `used` that hold positions (merge_splits_if_last; merge_count:
+// the count of the block's row and head chunk). Called after the barrier that follows the stores.
 __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s)[kDecodeHeads],
                                            const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
-                                           int64_t r, int64_t h0, int splits, int z, float* out,
+                                           int64_t r, int64_t h0, int splits, int used, int z, float* out,
                                            __nv_bfloat16* out16, float* part, unsigned* merge_count) {
   for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
     const int g = int(idx / d);
@@ -109,7 +144,7 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
     }
     decode_write_element(r * H + h0 + g, i, d, M, L, O, splits, z, out, out16, part);
   }
-  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, part, out, out16);
+  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, used, part, out, out16);
 }
 
 // Which block of the grid (R, kv_heads * head_chunks, splits) this is, with the grid's y and z
@@ -126,10 +161,11 @@ __device__ __forceinline__ DecodeGridIndex launched_block() {
 
 // What decode block g works on: row r, query heads h0 .. h0 + nh - 1 (of kv head kvh, at most
 // kDecodeHeads), positions begin .. end - 1 (split z of `splits`, `chunk` positions each; the last
-// split runs to the row's end).
+// split runs to the row's end). Splits z >= used hold none of the row's positions
+// (splits_with_positions): such a block returns at once.
 struct DecodeBlock {
   int64_t r, kvh, h0, begin, end;
-  int nh, splits, z;
+  int nh, splits, used, z;
 };
 __device__ __forceinline__ DecodeBlock decode_block(const DecodeGridIndex& g, const int32_t* pos, int64_t group,
                                                     int head_chunks, int64_t chunk) {
@@ -141,6 +177,7 @@ __device__ __forceinline__ DecodeBlock decode_block(const DecodeGridIndex& g, co
   const int64_t n = int64_t(pos[b.r]) + 1;
   b.begin = int64_t(b.z) * chunk;
   b.end = b.z == b.splits - 1 ? n : min(n, b.begin + chunk);
+  b.used = splits_with_positions(n, chunk, b.splits);
   return b;
 }
 
@@ -184,6 +221,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
   wait_for_prior_grids();  // q and this step's key and value come from the kernel before
   release_next_grid();
   const DecodeBlock blk = decode_block(launched_block(), pos, s.group, head_chunks, chunk);
+  if (blk.z >= blk.used) return;  // no position of the row: no record, no part in the merge
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
 
@@ -255,7 +293,9 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
 #pragma unroll
         for (int u = 0; u < 8; u++) acc_s[(warp * kDecodeHeads + g) * d + e0 + u] = acc[g][u];
   __syncthreads();
-  decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, z, out, out16, part,
+  // used again from pos, not kept from the start: one register less through the loop above.
+  const int used = splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
+  decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, used, z, out, out16, part,
                       merge_counts + merge_count_index(launched_block()));
 }
 

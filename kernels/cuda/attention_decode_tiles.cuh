@@ -145,6 +145,7 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
   wait_for_prior_grids();  // q and this step's key and value come from the kernel before
   release_next_grid();
   const decode::DecodeBlock blk = decode::decode_block(g, pos, s.group, head_chunks, chunk);
+  if (blk.z >= blk.used) return;  // no position of the row: no record, no part in the merge
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
   const bf16* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
@@ -248,9 +249,12 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
     for (int w = 0; w < kWarps; w++) o += sum_s[(w * kHeads + h) * D + e];
     decode::decode_write_element(r * s.H + h0 + h, e, D, m_s[h], l_s[h], o, splits, z, out, out16, part);
   }
-  if (splits > 1)
-    decode::merge_splits_if_last(merge_counts + decode::merge_count_index(g), r, h0, nh, D, s.H, splits, part, out,
-                                 out16);
+  if (splits > 1) {
+    // used again from pos, not kept from the start: a register less through the tiles' loop.
+    const int used = decode::splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
+    decode::merge_splits_if_last(merge_counts + decode::merge_count_index(g), r, h0, nh, D, s.H, splits, used, part,
+                                 out, out16);
+  }
 }
 
 // grid (R, kv_heads * head_chunks, splits), kThreads threads, smem_bytes<D>() of dynamic shared

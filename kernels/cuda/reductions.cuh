@@ -78,4 +78,18 @@ __device__ inline bool last_block_done(unsigned* count, int64_t blocks, bool* la
   return *last;
 }
 
+// A part another block wrote, read by the block that last_block_done chose: from L2, past this
+// multiprocessor's L1 (ld.global.cg), whose lines may predate the other blocks' writes. Not a
+// volatile read: the compiler keeps those in program order, each between the arithmetic that uses
+// it, so one thread walking 128 parts waits out 128 round trips to L2 (tens of microseconds);
+// these it may issue together, and the merges load a batch of parts before they use it.
+template <class T>
+__device__ __forceinline__ T load_past_l1(const T* p) {
+#ifdef AZR_CUDA_EMULATION
+  return *p;
+#else
+  return __ldcg(p);
+#endif
+}
+
 }  // namespace azr::kernels::cuda_detail

@@ -54,4 +54,16 @@ __device__ __forceinline__ void part_range(int64_t n, int64_t parts, int64_t p, 
   *to = *from + len < n ? *from + len : n;
 }
 
+// The row's last block (last_block_done): the parts' sums part[0 .. parts), which the other blocks
+// wrote, into shared `parts_s` (kMaxParts values), a thread a part at once; every thread of the
+// block calls it, and it ends with a barrier. The block then adds them in part order from shared
+// memory: the sums a walk over `part` itself would make, without one round trip to L2 a part
+// (load_past_l1).
+__device__ __forceinline__ void load_parts(const double* part, int64_t parts, double* parts_s) {
+  static_assert(kMaxParts <= kThreads, "a thread a part");
+  const int q = int(threadIdx.x);
+  if (q < int(parts)) parts_s[q] = load_past_l1(part + q);
+  __syncthreads();
+}
+
 }  // namespace azr::kernels::cuda_detail::sampling

@@ -358,6 +358,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int shared_i[32];
   __shared__ double total_s;
   __shared__ bool last_s;
+  __shared__ double parts_s[kMaxParts];
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
   const bool by_count = kept_by_count(a);
@@ -387,11 +388,11 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!last_block_done(tickets + r, parts, &last_s)) return;
 
-  // The row's last block: every part's mass and bins are in (read past the L1 cache, hence volatile).
+  // The row's last block: every part's mass and bins are in.
+  load_parts(part_mass + r * parts, parts, parts_s);
   if (threadIdx.x == 0) {
-    const volatile double* pm = part_mass + r * parts;
     double total = 0;
-    for (int64_t q = 0; q < parts; q++) total += pm[q];
+    for (int64_t q = 0; q < parts; q++) total += parts_s[q];
     total_s = total;
     totals[r] = total;
   }
@@ -401,8 +402,7 @@ __global__ void __launch_bounds__(kThreads)
   double v[kBinsPerThread], own = 0;
   for (int i = 0; i < kBinsPerThread; i++) {
     const int b = int(threadIdx.x) * kBinsPerThread + i;
-    v[i] = by_count ? double(static_cast<const volatile unsigned*>(row_count)[b])
-                    : static_cast<const volatile double*>(row_mass)[b];
+    v[i] = by_count ? double(load_past_l1(row_count + b)) : load_past_l1(row_mass + b);
     own += v[i];
     row_count[b] = 0, row_mass[b] = 0;
   }

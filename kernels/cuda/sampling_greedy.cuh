@@ -93,6 +93,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int64_t shared_at[32];
   __shared__ double shared_d[32];
   __shared__ bool last_s;
+  __shared__ double parts_s[kMaxParts];
+  __shared__ int64_t at_s;  // the row's token, for the last block's thread 0: no register through the sum
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
   // The row's first maximum from the parts' (a part's is its own first maximum, so the lowest id
@@ -105,6 +107,7 @@ __global__ void __launch_bounds__(kThreads)
     if (v > best || (v == best && i < at) || at == INT64_MAX) best = v, at = i;
   }
   block_argmax(best, at, shared_v, shared_at);
+  if (threadIdx.x == 0) at_s = at;
   int64_t from, to;
   part_range(a.n, parts, p, &from, &to);
   double sum = 0;
@@ -112,11 +115,11 @@ __global__ void __launch_bounds__(kThreads)
   sum = block_sum(sum, shared_d);
   if (threadIdx.x == 0) part_sum[r * parts + p] = sum;
   if (!last_block_done(tickets + r, parts, &last_s)) return;
+  load_parts(part_sum + r * parts, parts, parts_s);
   if (threadIdx.x == 0) {
-    const volatile double* ps = part_sum + r * parts;  // read past the L1 cache
     double total = 0;
-    for (int64_t q = 0; q < parts; q++) total += ps[q];
-    a.tokens[r] = int32_t(at);
+    for (int64_t q = 0; q < parts; q++) total += parts_s[q];
+    a.tokens[r] = int32_t(at_s);
     a.logprobs[r] = float(-log(total));
   }
 }

@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double total_s, target_s, carry_s;
   __shared__ int64_t from_s, part_end_s;
   __shared__ bool last_s;
+  __shared__ double parts_s[kMaxParts];
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
   const float* z = a.logits + r * a.V;
 
@@ -177,9 +178,10 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) part_mass[r * parts + p] = s;
   if (!last_block_done(tickets + r, parts, &last_s)) return;
 
-  // The row's last block: every part's mass is in (read past the L1 cache, hence volatile).
+  // The row's last block: every part's mass is in.
+  load_parts(part_mass + r * parts, parts, parts_s);
   if (threadIdx.x == 0) {
-    const volatile double* pm = part_mass + r * parts;
+    const double* pm = parts_s;
     double total = 0;
     for (int64_t q = 0; q < parts; q++) total += pm[q];
     const double target = a.u[r] * total;

@@ -142,6 +142,8 @@ TEST(DecodeEmulated, LaneGroupsMatchTheCpuDecode) {
           {2, 12, 2, 128, 21, true, 2},
           {2, 20, 2, 32, 9, true, 1},     // group 10: two chunks of query heads; 8 positions per step
           {4, 4, 4, 32, 3, false, 1},     // no GQA, fewer positions than a step covers
+          {3, 14, 2, 64, 600, true, 12},  // 12 splits of 50: row 0 merges all 12 (more than a batch of
+                                          // kMergeBatch), rows 1 and 2 only their first
       },
       [](auto... args) { run(args...); });
 }
@@ -154,8 +156,61 @@ TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
           {2, 14, 2, 64, 40, true, 1},    // fewer positions than a tile
           {2, 20, 2, 32, 70, true, 1},    // group 10: two chunks of query heads, the second of 2 heads
           {2, 4, 4, 32, 129, true, 3},    // no GQA; three splits of one tile, the last holding one position
+          {3, 12, 2, 128, 1300, true, 20},  // 11 splits of two tiles: row 0 in all 11, rows 1 and 2 in one
       },
       [](auto... args) { run_tiles(args...); });
+}
+
+// merge_split_element against the merge by its definition, one record at a time over every split
+// (as it ran before splits without positions stopped writing records): the max of the records'
+// maxima, then the sums rescaled to it in split order, skipping splits that scored nothing. Over
+// `used` records of `splits`, loaded in batches of kMergeBatch, it must give the same bits; the
+// records past `used` are NaN here, as no block writes them, and must not be read.
+TEST(DecodeEmulated, MergeOfTheSplitsWithPositionsIsTheMergeOfEverySplitBitForBit) {
+  const int64_t d = 64, rows = 2;
+  for (int used : {1, 7, 8, 9, 19}) {
+    const int splits = 19;
+    SCOPED_TRACE("used " + std::to_string(used) + " of " + std::to_string(splits));
+    std::vector<float> m = randn(size_t(rows * splits), 40u + unsigned(used), 3.f);
+    std::vector<float> l = randn(size_t(rows * splits), 50u + unsigned(used), 1.f);
+    std::vector<float> o = randn(size_t(rows * splits * d), 60u + unsigned(used), 1.f);
+    std::vector<float> everything(size_t(rows * splits * (d + 2))), written(everything.size(), NAN);
+    for (int64_t row = 0; row < rows; row++)
+      for (int z = 0; z < splits; z++) {
+        const size_t at = size_t((row * splits + z) * (d + 2)), rz = size_t(row * splits + z);
+        const bool empty = z >= used, none = z == 2 && used > 2;  // split 2: positions, no finite score
+        everything[at] = empty || none ? -INFINITY : m[rz];
+        everything[at + 1] = empty || none ? 0.f : std::fabs(l[rz]) + 0.5f;
+        for (int64_t i = 0; i < d; i++)
+          everything[at + 2 + size_t(i)] = empty || none ? 0.f : o[rz * size_t(d) + size_t(i)];
+        if (!empty) std::copy_n(everything.begin() + long(at), d + 2, written.begin() + long(at));
+      }
+    std::vector<float> got(size_t(rows * d)), want(got.size());
+    std::vector<__nv_bfloat16> got16(got.size());
+    for (int64_t row = 0; row < rows; row++)
+      for (int64_t i = 0; i < d; i++) {
+        merge_split_element(row, i, d, splits, used, written.data(), got.data(), got16.data());
+        const float* rec = everything.data() + row * splits * (d + 2);
+        float M = -INFINITY, L = 0.f, O = 0.f;
+        for (int z = 0; z < splits; z++) M = std::fmax(M, rec[z * (d + 2)]);
+        for (int z = 0; z < splits; z++) {
+          const float mz = rec[z * (d + 2)];
+          if (mz == -INFINITY) continue;
+          const float c = std::exp(mz - M);
+          L += rec[z * (d + 2) + 1] * c;
+          O += rec[z * (d + 2) + 2 + i] * c;
+        }
+        want[size_t(row * d + i)] = O / L;
+      }
+    const std::vector<uint16_t> want16 = bf16_bits(want);
+    for (size_t k = 0; k < got.size(); k++) {
+      ASSERT_EQ(std::memcmp(&got[k], &want[k], sizeof(float)), 0) << "element " << k << ": " << got[k] << " vs "
+                                                                  << want[k];
+      uint16_t g16 = 0;
+      std::memcpy(&g16, &got16[k], sizeof g16);
+      ASSERT_EQ(g16, want16[k]) << "element " << k;
+    }
+  }
 }
 
 }  // namespace
