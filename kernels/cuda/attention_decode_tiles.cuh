@@ -151,6 +151,10 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
   const bf16* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
   const bf16* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
 
+  // The first tile's loads go out before the queries': the two round trips overlap.
+  TileShare<D> share;
+  if (begin < end) load_share(share, kb, vb, s.kv_row, begin, end);
+
   // The block's queries, rounded to bf16 (a bf16 cache: bf16 queries, as the CPU's decode does),
   // rows past nh zero; probabilities of the heads past nh zero for good, corrections one.
   for (int i = int(threadIdx.x); i < 16 * D; i += kThreads) {
@@ -159,9 +163,6 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
   }
   for (int i = int(threadIdx.x); i < kTile * kHeads; i += kThreads) p_s[i] = 0.f;
   if (threadIdx.x < kHeads) corr_s[threadIdx.x] = 1.f;
-
-  TileShare<D> share;
-  if (begin < end) load_share(share, kb, vb, s.kv_row, begin, end);
   float acc[kHeads][E];
 #pragma unroll
   for (int h = 0; h < kHeads; h++)
