@@ -142,14 +142,16 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
   float* sum_s = reinterpret_cast<float*>(smem_raw);  // at the end: [kWarps][kHeads][D]
 
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
-  wait_for_prior_grids();  // q and this step's key and value come from the kernel before
-  release_next_grid();
+  // pos and slot, the step's inputs, are uploaded before its first kernel and written by none: read
+  // before the wait, so that the block has its positions and cache row when the kernel before ends.
   const decode::DecodeBlock blk = decode::decode_block(g, pos, s.group, head_chunks, chunk);
   if (blk.z >= blk.used) return;  // no position of the row: no record, no part in the merge
   const int64_t r = blk.r, kvh = blk.kvh, h0 = blk.h0, begin = blk.begin, end = blk.end;
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
   const bf16* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
   const bf16* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
+  wait_for_prior_grids();  // q and this step's key and value come from the kernel before
+  release_next_grid();
 
   // The first tile's loads go out before the queries': the two round trips overlap.
   TileShare<D> share;

@@ -22,11 +22,13 @@ namespace azr::kernels::cuda_detail {
 // launched that way may start while the kernel before it on the stream is still running, so it
 // must call wait_for_prior_grids before it reads anything an earlier kernel wrote and before it
 // writes anything: the wait returns once every earlier grid has finished and its writes are
-// visible. What comes before the wait may only touch memory no kernel of the step writes (the
-// weights: prefetch_to_l2). release_next_grid lets the next PDL kernel start; every kernel calls
-// it right after its own wait, not earlier, so at most one kernel runs ahead of the one working,
-// and its prefetches do not evict what the working one reads. Launched the ordinary way, or
-// compiled for an architecture before sm_90, all three do nothing.
+// visible. What comes before the wait may only read memory no kernel of the step writes, and
+// write none but the block's shared memory: the weights (prefetch_to_l2; biases, RoPE tables) and
+// the step's inputs (its slots and positions), which the host uploads before the step's first
+// kernel. release_next_grid lets the next PDL kernel start; every kernel calls it right after its
+// own wait, not earlier (a block may exit before its wait instead), so at most one kernel runs
+// ahead of the one working, and its prefetches do not evict what the working one reads. Launched
+// the ordinary way, or compiled for an architecture before sm_90, all three do nothing.
 AZR_DEVICE_INLINE void wait_for_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

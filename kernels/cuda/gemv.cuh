@@ -275,27 +275,38 @@ __device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int r
   const float* bias = which == 0 ? a.bq : which == 1 ? a.bk : a.bv;
   const int64_t o0 = h * a.d + i, o1 = o0 + half;
   const uint16_t* const w[2] = {wbase + o0 * a.H, wbase + o1 * a.H};
+  // The epilogue's operands, read before item_dots' wait by the threads that finish a row and kept
+  // in shared memory through the dots (not in registers: they would cost the kernel its fifth
+  // block a multiprocessor): the biases and the RoPE tables, which no kernel writes, and the step's
+  // positions and slots, which the host uploads before the step's first kernel.
+  __shared__ float operands_s[kWarps][kRows][4];  // bias at o0, at o1, cos, sin
+  __shared__ int64_t at_s[kWarps][kRows];         // the row's cache offset; -1: no position (padding)
+  const int r = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  if (active && warp % split == 0 && r < rows) {
+    const int64_t p = a.pos[r];
+    float* o = operands_s[warp][r];
+    o[0] = bias ? bias[o0] : 0.f, o[1] = bias ? bias[o1] : 0.f;
+    o[2] = which != 2 && p >= 0 ? a.cos[p * half + i] : 1.f;
+    o[3] = which != 2 && p >= 0 ? a.sin[p * half + i] : 0.f;
+    at_s[warp][r] = p >= 0 ? int64_t(a.slot[r]) * a.slot_stride + p * (a.kv_heads * a.d) : -1;
+  }
   float dot[2];
   if (!item_dots<2, kRows, kVec, kUnroll>(dot, w, a.in, a.H, rows, split, active, smem)) return;
-  const int r = int(threadIdx.x) % kWarp;
-  const float x1 = dot[0] + (bias ? bias[o0] : 0.f), x2 = dot[1] + (bias ? bias[o1] : 0.f);
-  const int64_t p = a.pos[r];
+  const float* o = operands_s[warp][r];
+  const float x1 = dot[0] + o[0], x2 = dot[1] + o[1], c = o[2], s = o[3];
+  const int64_t at = at_s[warp][r];
   if (which == 2) {
-    if (p < 0) return;
-    const int64_t at = int64_t(a.slot[r]) * a.slot_stride + p * (a.kv_heads * a.d);
+    if (at < 0) return;
     a.vcache[at + o0] = __float2bfloat16_rn(x1);
     a.vcache[at + o1] = __float2bfloat16_rn(x2);
     return;
   }
-  const int64_t table = p * half + i;
-  const float c = a.cos[table], s = a.sin[table];
   const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
   if (which == 0) {
     float* qr = a.q + r * (a.heads * a.d);
     qr[o0] = y1;
     qr[o1] = y2;
-  } else {
-    const int64_t at = int64_t(a.slot[r]) * a.slot_stride + p * (a.kv_heads * a.d);
+  } else if (at >= 0) {
     a.kcache[at + o0] = __float2bfloat16_rn(y1);
     a.kcache[at + o1] = __float2bfloat16_rn(y2);
   }
