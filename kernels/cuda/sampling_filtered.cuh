@@ -37,6 +37,10 @@ constexpr uint64_t kNoCursor = ~uint64_t(0);  // above every key: the walk start
 // 8 (16,384 keys), a row walked whole may span more, whose later chunks the inverse CDF then
 // reaches from the 16th.
 constexpr int kMarks = 16;
+// Keys a thread loads at once in a pass over the candidates, and candidates thread 0 reads at once
+// in a walk, before it visits them in order.
+constexpr int kKeysAtOnce = 4;
+constexpr int kVisitsAtOnce = 8;
 
 // The CPU's candidate order, descending probability then ascending id, as one unsigned 64-bit
 // key in descending order: the logit's bits mapped so that unsigned order is float order, then
@@ -130,14 +134,18 @@ __device__ inline uint64_t select_threshold(const Candidates& row, uint64_t curs
   for (int shift = 64 - kRadixBits; shift >= 0; shift -= kRadixBits) {
     for (int i = threadIdx.x; i < kBins; i += blockDim.x) c.hist[i] = 0;
     __syncthreads();
-    for (int64_t base = 0; base < row.n; base += blockDim.x) {  // whole warps: count_into needs them
-      const int64_t j = base + threadIdx.x;
-      int bin = -1;
-      if (j < row.n) {
-        const uint64_t k = row.key(j);
-        if (k < cursor && (k & mask) == prefix) bin = int(k >> shift) & (kBins - 1);
+    // kKeysAtOnce keys a thread are loaded before any is counted: the loads then wait on L2
+    // together, where one at a time each would wait behind the previous key's count.
+    for (int64_t base = 0; base < row.n; base += kKeysAtOnce * blockDim.x) {  // whole warps: count_into needs them
+      uint64_t k[kKeysAtOnce];
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; u++) {
+        const int64_t j = base + u * blockDim.x + threadIdx.x;
+        k[u] = j < row.n ? row.key(j) : cursor;  // the cursor itself is never counted
       }
-      count_into(c.hist, bin);
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; u++)
+        count_into(c.hist, k[u] < cursor && (k[u] & mask) == prefix ? int(k[u] >> shift) & (kBins - 1) : -1);
     }
     __syncthreads();
     if (threadIdx.x < kWarp) find_bin(c, need);
@@ -173,11 +181,19 @@ __device__ inline void load_chunk(const Candidates& row, uint64_t cursor, int si
   const uint64_t threshold = select_threshold(row, cursor, size, c);
   if (threadIdx.x == 0) c.n = 0;
   __syncthreads();
-  for (int64_t j = threadIdx.x; j < row.n; j += blockDim.x) {
-    const uint64_t k = row.key(j);
-    if (k >= threshold && k < cursor) {
-      const int slot = atomicAdd(&c.n, 1);
-      if (slot < kChunk) c.keys[slot] = k;  // always: the threshold admits at most `size` keys
+  for (int64_t base = threadIdx.x; base < row.n; base += kKeysAtOnce * blockDim.x) {
+    uint64_t k[kKeysAtOnce];
+#pragma unroll
+    for (int u = 0; u < kKeysAtOnce; u++) {
+      const int64_t j = base + u * blockDim.x;
+      k[u] = j < row.n ? row.key(j) : cursor;  // not below the cursor: not taken
+    }
+#pragma unroll
+    for (int u = 0; u < kKeysAtOnce; u++) {
+      if (k[u] >= threshold && k[u] < cursor) {
+        const int slot = atomicAdd(&c.n, 1);
+        if (slot < kChunk) c.keys[slot] = k[u];  // always: the threshold admits at most `size` keys
+      }
     }
   }
   __syncthreads();
@@ -208,8 +224,21 @@ template <class Visit>
 __device__ void walk_on(const Candidates& row, int64_t limit, Chunk& c, Visit visit) {
   for (;;) {
     if (threadIdx.x == 0) {
+      // The visits run one after another (their sums are the CPU's, in its order), but the loads
+      // of the next kVisitsAtOnce candidates need not wait for them: they go first, together.
+      const int end = c.start + c.n <= limit ? c.n : int(limit - c.start);
       bool done = false;
-      for (int i = 0; i < c.n && c.start + i < limit && !done; i++) done = visit(c.p[i], key_id(c.keys[i]));
+      int i = 0;
+      for (; i + kVisitsAtOnce <= end && !done; i += kVisitsAtOnce) {
+        double p[kVisitsAtOnce];
+        uint64_t key[kVisitsAtOnce];
+#pragma unroll
+        for (int v = 0; v < kVisitsAtOnce; v++) p[v] = c.p[i + v], key[v] = c.keys[i + v];
+#pragma unroll
+        for (int v = 0; v < kVisitsAtOnce; v++)
+          if (!done) done = visit(p[v], key_id(key[v]));
+      }
+      for (; i < end && !done; i++) done = visit(c.p[i], key_id(c.keys[i]));
       c.stop = done || c.n == 0 || c.start + c.n >= limit;
     }
     __syncthreads();
