@@ -91,6 +91,15 @@ struct Candidates {
   __device__ __forceinline__ uint64_t key(int64_t j) const { return z != nullptr ? order_key(z[j], j) : keys[j]; }
 };
 
+// The candidates' keys j, j + blockDim.x, ... (kKeysAtOnce of them), loaded before any is used:
+// the loads then wait on L2 together, where one at a time each would wait behind the previous
+// key's use. Past the end, the cursor: not below itself, so never counted nor taken.
+__device__ __forceinline__ void load_keys(const Candidates& row, int64_t j, uint64_t cursor,
+                                          uint64_t (&k)[kKeysAtOnce]) {
+#pragma unroll
+  for (int u = 0; u < kKeysAtOnce; u++, j += blockDim.x) k[u] = j < row.n ? row.key(j) : cursor;
+}
+
 // hist[bin] += 1 for every lane whose bin >= 0, with one atomic per distinct bin of the warp: a
 // row's logits share a few leading bytes, and lanes adding to one shared counter serialise.
 __device__ __forceinline__ void count_into(int* hist, int bin) {
@@ -134,15 +143,9 @@ __device__ inline uint64_t select_threshold(const Candidates& row, uint64_t curs
   for (int shift = 64 - kRadixBits; shift >= 0; shift -= kRadixBits) {
     for (int i = threadIdx.x; i < kBins; i += blockDim.x) c.hist[i] = 0;
     __syncthreads();
-    // kKeysAtOnce keys a thread are loaded before any is counted: the loads then wait on L2
-    // together, where one at a time each would wait behind the previous key's count.
     for (int64_t base = 0; base < row.n; base += kKeysAtOnce * blockDim.x) {  // whole warps: count_into needs them
       uint64_t k[kKeysAtOnce];
-#pragma unroll
-      for (int u = 0; u < kKeysAtOnce; u++) {
-        const int64_t j = base + u * blockDim.x + threadIdx.x;
-        k[u] = j < row.n ? row.key(j) : cursor;  // the cursor itself is never counted
-      }
+      load_keys(row, base + threadIdx.x, cursor, k);
 #pragma unroll
       for (int u = 0; u < kKeysAtOnce; u++)
         count_into(c.hist, k[u] < cursor && (k[u] & mask) == prefix ? int(k[u] >> shift) & (kBins - 1) : -1);
@@ -183,11 +186,7 @@ __device__ inline void load_chunk(const Candidates& row, uint64_t cursor, int si
   __syncthreads();
   for (int64_t base = threadIdx.x; base < row.n; base += kKeysAtOnce * blockDim.x) {
     uint64_t k[kKeysAtOnce];
-#pragma unroll
-    for (int u = 0; u < kKeysAtOnce; u++) {
-      const int64_t j = base + u * blockDim.x;
-      k[u] = j < row.n ? row.key(j) : cursor;  // not below the cursor: not taken
-    }
+    load_keys(row, base, cursor, k);
 #pragma unroll
     for (int u = 0; u < kKeysAtOnce; u++) {
       if (k[u] >= threshold && k[u] < cursor) {
