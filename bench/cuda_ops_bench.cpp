@@ -522,7 +522,8 @@ int main(int argc, char** argv) {
     // At one row (batch-1 decode: a few blocks, latency-bound) the time a call, in us: at the last
     // step of model_speed_bench's batch 1 for both configs, and at 4,096 positions (an RL rollout's);
     // and at the 256th position of an 8,192-position cache (early in a long generation: 128 splits,
-    // 4 of them holding positions), for the 256-position cache's row beside it.
+    // 4 of them holding positions), for the 256-position cache's row beside it; and at its last
+    // (128 splits, all merged: the merge's cost beside the 4,096-position row's 64).
     const Ops& gpu16 = cuda_bf16_matmul_ops();
     struct DecodeShape {
       int64_t R, cap, H, KV, d, at = -1;  // at: every row's position, -1 for the cache's last
@@ -530,7 +531,7 @@ int main(int argc, char** argv) {
     for (const DecodeShape ds :
          {DecodeShape{64, 2048, 12, 2, 128}, DecodeShape{256, 256, 12, 2, 128}, DecodeShape{256, 256, 14, 2, 64},
           DecodeShape{1, 256, 12, 2, 128}, DecodeShape{1, 256, 14, 2, 64}, DecodeShape{1, 4096, 12, 2, 128},
-          DecodeShape{1, 8192, 12, 2, 128, 255}}) {
+          DecodeShape{1, 8192, 12, 2, 128, 255}, DecodeShape{1, 8192, 12, 2, 128}}) {
       const int64_t st = ds.cap * ds.KV * ds.d;
       auto k16 = upload16(randn(size_t(ds.R * st), 6)), v16 = upload16(randn(size_t(ds.R * st), 7));
       auto q16 = upload(randn(size_t(ds.R * ds.H * ds.d), 8));

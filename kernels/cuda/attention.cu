@@ -303,7 +303,7 @@ __device__ __forceinline__ void load_lane(float (&x)[E], const __nv_bfloat16* p,
   }
 }
 
-// grid (R, kv_heads * head_chunks, splits), block kDecodeWarps warps. Shared: each warp's
+// grid (R, kv_heads * head_chunks, splits), block kDecodeWarps warps. Shared (decode_smem_bytes): each warp's
 // accumulators [kDecodeWarps][kDecodeHeads][d]. With splits == 1 writes out (and out16, its bf16
 // rounding for the o projection, unless null); otherwise part, [R, H, splits] records of (max,
 // sum, acc[d]).
@@ -474,7 +474,9 @@ DecodeSplit decode_split(int64_t R, const AttentionShape& shape, bool tiles) {
   // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
   const int64_t capacity = std::max<int64_t>(1, shape.kv_seq_stride / kv_row);
   const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
-  int splits = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, capacity / kMinSplitKeys)));
+  // At most decode::kMaxMergeSplits: the merge keeps a weight per split in shared memory.
+  const int64_t most = std::min<int64_t>(decode::kMaxMergeSplits, std::max<int64_t>(1, capacity / kMinSplitKeys));
+  int splits = int(std::clamp<int64_t>(want, 1, most));
   int64_t chunk = (capacity + splits - 1) / splits;
   if (tiles) {  // whole tiles per split: a split's last tile is then the row's last
     const int64_t tile = decode_tiles::kTile;
@@ -495,7 +497,7 @@ template <int E, bool FULL, class KV>
 void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, unsigned* counts, const float* q,
                           const KV* kcache, const KV* vcache, const int32_t* slot, const int32_t* pos, const Dims& s,
                           int head_chunks, int64_t chunk) {
-  const size_t smem = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * s.d);
+  const size_t smem = decode::decode_smem_bytes(s.d);
   launch_after_prior(attention_decode_kernel<E, FULL, KV>, grid, kDecodeWarps * kWarp, smem, out, out16, part,
                      counts, q, kcache, vcache, slot, pos, s, head_chunks, chunk);
 }

@@ -38,8 +38,19 @@ struct DecodeDims {
   float scale;
 };
 
-// Shared memory of a decode block: each warp's accumulators [kDecodeWarps][kDecodeHeads][d].
-inline size_t decode_smem_bytes(int64_t d) { return sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * d); }
+// The most splits of a row's positions (decode_split, attention.cu, caps its plans here): the block
+// that merges them keeps each split's weight and sum, for each of its heads, in shared memory.
+constexpr int kMaxMergeSplits = 256;
+constexpr int kMergeStride = kMaxMergeSplits + 1;  // floats a head: the heads' serial sums in different banks
+// The merge's shared memory (merge_splits_if_last): weights, then sums, [kDecodeHeads][kMergeStride].
+constexpr size_t kMergeSmemBytes = sizeof(float) * 2 * kDecodeHeads * kMergeStride;
+
+// Shared memory of a decode block: each warp's accumulators [kDecodeWarps][kDecodeHeads][d], and
+// after them, the space of a split row's merge.
+inline size_t decode_smem_bytes(int64_t d) {
+  const size_t accumulators = sizeof(float) * size_t(kDecodeWarps * kDecodeHeads * d);
+  return accumulators > kMergeSmemBytes ? accumulators : kMergeSmemBytes;
+}
 
 // Element i of output row `row` (of d) from its merged softmax state (max M, sum L, unnormalised
 // O): out (and out16, its bf16 rounding, unless null) when splits == 1; otherwise split z's record
@@ -69,65 +80,89 @@ __device__ __forceinline__ int splits_with_positions(int64_t n, int64_t chunk, i
   return used < splits ? int(used) : splits;
 }
 
-constexpr int kMergeBatch = 4;  // records a merging thread loads before it uses them
-
-// Output row `row`'s element i from the first `used` records of its `splits` (decode_write_element's),
-// merged in split order: the max over the splits, then the sum and the element rescaled to it.
-// Records are loaded kMergeBatch at a time (load_past_l1: they come from other blocks of the
-// running grid), then used in order: the same operations as one record at a time.
-__device__ __forceinline__ void merge_split_element(int64_t row, int64_t i, int64_t d, int splits, int used,
-                                                    const float* part, float* out, __nv_bfloat16* out16) {
-  const float* rec = part + row * splits * (d + 2);
-  float M = -INFINITY;
-  for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
-    float m[kMergeBatch];
-#pragma unroll
-    for (int k = 0; k < kMergeBatch; k++) m[k] = z0 + k < used ? load_past_l1(rec + (z0 + k) * (d + 2)) : -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kMergeBatch; k++) M = fmaxf(M, m[k]);  // -inf for a padding: M unchanged
-  }
-  float L = 0.f, O = 0.f;
-  for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
-    float m[kMergeBatch], l[kMergeBatch], o[kMergeBatch];
-#pragma unroll
-    for (int k = 0; k < kMergeBatch; k++) {
-      const float* r = rec + (z0 + k) * (d + 2);
-      const bool in = z0 + k < used;
-      m[k] = in ? load_past_l1(r) : -INFINITY;
-      l[k] = in ? load_past_l1(r + 1) : 0.f;
-      o[k] = in ? load_past_l1(r + 2 + i) : 0.f;
-    }
-#pragma unroll
-    for (int k = 0; k < kMergeBatch; k++) {
-      if (m[k] == -INFINITY) continue;  // a split with no score of this row, or a padding
-      const float c = expf(m[k] - M);
-      L += l[k] * c;
-      O += o[k] * c;
-    }
-  }
-  out[row * d + i] = O / L;
-  if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
-}
+constexpr int kMergeBatch = 8;  // a merging thread's accumulator loads in flight at once
 
 // A split decode block's last step, after its records are written (decode_write_element): the
 // last of the `used` splits of its (row, kv head, head chunk) that hold positions
 // (splits_with_positions) to finish (last_block_done, reductions.cuh; count: theirs) merges their
-// records of rows h0 .. h0 + nh - 1 into out (flash-decoding's combine, in the same launch: one
-// kernel less per layer at batch 1).
-__device__ inline void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
+// records into output rows r H + h0 .. + nh - 1 (flash-decoding's combine, in the same launch: one
+// kernel less per layer at batch 1). smem: kMergeSmemBytes of the block's shared memory, free once
+// last_block_done's barrier is passed.
+// Per output row, in split order as the definition reads: M, the max of the records' maxima; the
+// weights c_z = exp(m_z - M); the sum L = sum of l_z c_z and each element O = sum of acc_z c_z,
+// skipping splits that scored nothing (m_z = -inf); out = O / L. The maxima, weights and sums are
+// worked out once a row, by a warp that loads all its records' (m, l) together, not once an
+// element: at batch 1 over a long cache (128 splits) each thread's elements walked the records
+// twice, 4 loads at a time, one round trip to L2 after another (64 per element). Now a thread
+// waits one round trip for its row's (m, l), and used / kMergeBatch for its elements' acc_z.
+// Not inlined: one block a launch runs it, and inlined its registers counted against the attention
+// loop's (ptxas, sm_90: the lane-group kernels at d = 64 and 128 spilled, 128 registers a thread).
+AZR_DEVICE_NOINLINE void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
                                             int splits, int used, const float* part, float* out,
-                                            __nv_bfloat16* out16) {
+                                            __nv_bfloat16* out16, float* smem) {
+  constexpr int kPerLane = kMaxMergeSplits / kWarp;
   __shared__ bool last;
+  __shared__ float L_s[kDecodeHeads];
   if (!last_block_done(count, used, &last)) return;
-  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x)
-    merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, used, part, out, out16);
+  float* c_s = smem;                                // [head][split]: c_z, or -inf for a split to skip
+  float* l_s = smem + kDecodeHeads * kMergeStride;  // [head][split]: l_z
+  const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, warps = int(blockDim.x) / kWarp;
+  for (int h = warp; h < nh; h += warps) {
+    const float* rec = part + (r * H + h0 + h) * splits * (d + 2);
+    float m[kPerLane], l[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; k++) {  // the loads go out together (load_past_l1: other blocks wrote them)
+      const int z = lane + k * kWarp;
+      m[k] = z < used ? load_past_l1(rec + z * (d + 2)) : -INFINITY;
+      l[k] = z < used ? load_past_l1(rec + z * (d + 2) + 1) : 0.f;
+    }
+    float M = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kPerLane; k++) M = fmaxf(M, m[k]);  // a max in any order is the max
+    M = warp_max(M);
+#pragma unroll
+    for (int k = 0; k < kPerLane; k++) {
+      const int z = lane + k * kWarp;
+      if (z >= used) continue;
+      c_s[h * kMergeStride + z] = m[k] == -INFINITY ? -INFINITY : expf(m[k] - M);
+      l_s[h * kMergeStride + z] = l[k];
+    }
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < nh) {  // a thread a row: L in split order
+    const float* c = c_s + threadIdx.x * kMergeStride;
+    const float* lz = l_s + threadIdx.x * kMergeStride;
+    float L = 0.f;
+    for (int z = 0; z < used; z++)
+      if (c[z] != -INFINITY) L += lz[z] * c[z];
+    L_s[threadIdx.x] = L;
+  }
+  __syncthreads();
+  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {  // a thread an element
+    const int h = int(idx / d);
+    const int64_t row = r * H + h0 + h, i = idx % d;
+    const float* acc = part + row * splits * (d + 2) + 2 + i;
+    const float* c = c_s + h * kMergeStride;
+    float O = 0.f;
+    for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
+      float o[kMergeBatch];
+#pragma unroll
+      for (int k = 0; k < kMergeBatch; k++) o[k] = z0 + k < used ? load_past_l1(acc + (z0 + k) * (d + 2)) : 0.f;
+#pragma unroll
+      for (int k = 0; k < kMergeBatch; k++)
+        if (z0 + k < used && c[z0 + k] != -INFINITY) O += o[k] * c[z0 + k];
+    }
+    out[row * d + i] = O / L_s[h];
+    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L_s[h]);
+  }
 }
 
 // The block's last step: the warps' softmax states (running max m_s, sum l_s, accumulators acc_s)
 // merged, then the output rows h0 .. h0 + nh - 1 of row r written (decode_write_element), and with
 // splits, merged by the last of the `used` that hold positions (merge_splits_if_last; merge_count:
-// the count of the block's row and head chunk). Called after the barrier that follows the stores.
-__device__ inline void decode_write_merged(const float* acc_s, const float (*m_s)[kDecodeHeads],
+// the count of the block's row and head chunk), in acc_s's space (decode_smem_bytes). Called after
+// the barrier that follows the stores.
+__device__ inline void decode_write_merged(float* acc_s, const float (*m_s)[kDecodeHeads],
                                            const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
                                            int64_t r, int64_t h0, int splits, int used, int z, float* out,
                                            __nv_bfloat16* out16, float* part, unsigned* merge_count) {
@@ -144,7 +179,7 @@ __device__ inline void decode_write_merged(const float* acc_s, const float (*m_s
     }
     decode_write_element(r * H + h0 + g, i, d, M, L, O, splits, z, out, out16, part);
   }
-  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, used, part, out, out16);
+  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, used, part, out, out16, acc_s);
 }
 
 // Which block of the grid (R, kv_heads * head_chunks, splits) this is, with the grid's y and z

@@ -66,6 +66,7 @@ constexpr size_t kSumBytes = size_t(kWarps) * kHeads * D * sizeof(float);
 static_assert(kSumBytes<128> <= 2 * kKvTileBytes<128> && kSumBytes<64> <= 2 * kKvTileBytes<64> &&
                   kSumBytes<32> <= 2 * kKvTileBytes<32>,
               "the warps' sums fit where the K and V tiles were");
+static_assert(smem_bytes<32>() >= decode::kMergeSmemBytes, "a split row's merge fits in the block's shared memory");
 
 // A tile's K and V rows, D / 8 16-byte pieces each, kTile rows: this thread's share.
 template <int D>
@@ -256,7 +257,7 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
     // used again from pos, not kept from the start: a register less through the tiles' loop.
     const int used = decode::splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
     decode::merge_splits_if_last(merge_counts + decode::merge_count_index(g), r, h0, nh, D, s.H, splits, used, part,
-                                 out, out16);
+                                 out, out16, reinterpret_cast<float*>(smem_raw));
   }
 }
 

@@ -11,9 +11,11 @@
 #define AZR_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
 #define AZR_DEVICE_INLINE __device__ __forceinline__
 #define AZR_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
+#define AZR_DEVICE_NOINLINE inline __device__ __noinline__
 #else
 #define AZR_DEVICE_INLINE inline
 #define AZR_HOST_DEVICE_INLINE inline
+#define AZR_DEVICE_NOINLINE inline
 #endif
 
 namespace azr::kernels::cuda_detail {

@@ -161,35 +161,57 @@ TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
       [](auto... args) { run_tiles(args...); });
 }
 
-// merge_split_element against the merge by its definition, one record at a time over every split
-// (as it ran before splits without positions stopped writing records): the max of the records'
-// maxima, then the sums rescaled to it in split order, skipping splits that scored nothing. Over
-// `used` records of `splits`, loaded in batches of kMergeBatch, it must give the same bits; the
-// records past `used` are NaN here, as no block writes them, and must not be read.
+// merge_splits_if_last run by the last block of a row: its count at used - 1 before it.
+__global__ void merge_as_last_block(unsigned* count, int nh, int64_t d, int splits, int used, const float* part,
+                                    float* out, __nv_bfloat16* out16) {
+  AZR_DYNAMIC_SHARED(smem_raw);
+  merge_splits_if_last(count, 0, 0, nh, d, nh, splits, used, part, out, out16, reinterpret_cast<float*>(smem_raw));
+}
+
+// The merge against its definition, one record at a time over every split (as it ran before splits
+// without positions stopped writing records): the max of the records' maxima, then the sums
+// rescaled to it in split order, skipping splits that scored nothing. Over `used` records of
+// `splits` it must give the same bits, though it works out each row's weights once, in shared
+// memory, and loads the accumulators kMergeBatch at a time; the records past `used` are NaN here,
+// as no block writes them, and must not be read. Rows of 1, 6 (1.5B's) and 8 heads; head dims of
+// 32 (a warp's elements in two rows), 64 and 128; up to kMaxMergeSplits.
 TEST(DecodeEmulated, MergeOfTheSplitsWithPositionsIsTheMergeOfEverySplitBitForBit) {
-  const int64_t d = 64, rows = 2;
-  for (int used : {1, 7, 8, 9, 19}) {
-    const int splits = 19;
-    SCOPED_TRACE("used " + std::to_string(used) + " of " + std::to_string(splits));
-    std::vector<float> m = randn(size_t(rows * splits), 40u + unsigned(used), 3.f);
-    std::vector<float> l = randn(size_t(rows * splits), 50u + unsigned(used), 1.f);
-    std::vector<float> o = randn(size_t(rows * splits * d), 60u + unsigned(used), 1.f);
-    std::vector<float> everything(size_t(rows * splits * (d + 2))), written(everything.size(), NAN);
-    for (int64_t row = 0; row < rows; row++)
+  struct MergeCase {
+    int nh;
+    int64_t d;
+    int used, splits;
+  };
+  for (const MergeCase& mc : {MergeCase{1, 64, 1, 19}, MergeCase{6, 128, 7, 19}, MergeCase{8, 64, 16, 19},
+                              MergeCase{8, 32, 17, 19}, MergeCase{6, 128, 19, 19}, MergeCase{2, 64, 33, 40},
+                              MergeCase{6, 128, 128, 132}, MergeCase{8, 32, kMaxMergeSplits, kMaxMergeSplits}}) {
+    const int nh = mc.nh, used = mc.used, splits = mc.splits;
+    const int64_t d = mc.d;
+    SCOPED_TRACE(std::to_string(nh) + " rows of " + std::to_string(d) + ", used " + std::to_string(used) + " of " +
+                 std::to_string(splits));
+    const unsigned seed = unsigned(used * 7 + nh);
+    std::vector<float> m = randn(size_t(nh * splits), 40u + seed, 3.f);
+    std::vector<float> l = randn(size_t(nh * splits), 50u + seed, 1.f);
+    std::vector<float> o = randn(size_t(nh * splits * d), 60u + seed, 1.f);
+    std::vector<float> everything(size_t(nh * splits * (d + 2))), written(everything.size(), NAN);
+    for (int64_t row = 0; row < nh; row++)
       for (int z = 0; z < splits; z++) {
         const size_t at = size_t((row * splits + z) * (d + 2)), rz = size_t(row * splits + z);
-        const bool empty = z >= used, none = z == 2 && used > 2;  // split 2: positions, no finite score
+        // Split 2: positions, no finite score, its sum and accumulators NaN: skipped, not weighted by 0.
+        const bool empty = z >= used, none = z == 2 && used > 2;
         everything[at] = empty || none ? -INFINITY : m[rz];
-        everything[at + 1] = empty || none ? 0.f : std::fabs(l[rz]) + 0.5f;
+        everything[at + 1] = empty ? 0.f : none ? NAN : std::fabs(l[rz]) + 0.5f;
         for (int64_t i = 0; i < d; i++)
-          everything[at + 2 + size_t(i)] = empty || none ? 0.f : o[rz * size_t(d) + size_t(i)];
+          everything[at + 2 + size_t(i)] = empty ? 0.f : none ? NAN : o[rz * size_t(d) + size_t(i)];
         if (!empty) std::copy_n(everything.begin() + long(at), d + 2, written.begin() + long(at));
       }
-    std::vector<float> got(size_t(rows * d)), want(got.size());
+    std::vector<float> got(size_t(nh * d), NAN), want(got.size());
     std::vector<__nv_bfloat16> got16(got.size());
-    for (int64_t row = 0; row < rows; row++)
+    std::vector<unsigned> count{unsigned(used - 1)};
+    emu::launch(EmuDim3{1, 1, 1}, kDecodeWarps * kWarp, decode_smem_bytes(d), merge_as_last_block, count.data(), nh,
+                d, splits, used, written.data(), got.data(), got16.data());
+    EXPECT_EQ(count[0], 0u) << "the merge count is set back for the next launch";
+    for (int64_t row = 0; row < nh; row++)
       for (int64_t i = 0; i < d; i++) {
-        merge_split_element(row, i, d, splits, used, written.data(), got.data(), got16.data());
         const float* rec = everything.data() + row * splits * (d + 2);
         float M = -INFINITY, L = 0.f, O = 0.f;
         for (int z = 0; z < splits; z++) M = std::fmax(M, rec[z * (d + 2)]);
