@@ -217,11 +217,17 @@ if [[ "$STAGE" == pending ]]; then
       --matmul-precision bf16 --decode-batches 1 --ahead-sweep
     step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
       --no-baseline --matmul-precision bf16 --decode-batches 1 --ahead-sweep
+    # Batch 1 late in a long generation, as RL rollouts run: 1.5B after a 4,096-token prompt, 65
+    # splits of 64 positions a row, all merged (the merge's weights once a head, 2026-11-28 fifth
+    # session, where each element walked every record twice).
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
+      --matmul-precision bf16 --decode-batches 1 --prompt-len 4096 --new 64
     # The batch-1 step's parts alone: the decode attention at one row (us a call, tiles against lane
     # groups against a warp a position; and at the 256th position of an 8,192-position cache, whose
-    # splits without positions no longer run or merge), the few-row products at 1 to 8 rows, and
-    # the sampler (one row: 55 us a call at t = 1 on 2026-11-28, its last block then reading 128
-    # parts' sums one L2 round trip at a time; now all at once).
+    # splits without positions no longer run or merge, and at its last, 128 splits merged), the
+    # few-row products at 1 to 8 rows, and the sampler (one row: 55 us a call at t = 1 on
+    # 2026-11-28, its last block then reading 128 parts' sums one L2 round trip at a time; now all
+    # at once).
     step "$BUILD/bin/cuda_ops_bench" --only decode_attention
     step "$BUILD/bin/cuda_ops_bench" --only decode_products
     step "$BUILD/bin/cuda_ops_bench" --only sampling
