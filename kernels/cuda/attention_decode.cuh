@@ -80,7 +80,8 @@ __device__ __forceinline__ int splits_with_positions(int64_t n, int64_t chunk, i
   return used < splits ? int(used) : splits;
 }
 
-constexpr int kMergeBatch = 8;  // a merging thread's accumulator loads in flight at once
+constexpr int kMergeBatch = 8;  // splits whose accumulators a merging thread loads at once
+constexpr int kMergeElems = 2;  // output elements a merging thread merges side by side
 
 // A split decode block's last step, after its records are written (decode_write_element): the
 // last of the `used` splits of its (row, kv head, head chunk) that hold positions
@@ -94,7 +95,8 @@ constexpr int kMergeBatch = 8;  // a merging thread's accumulator loads in fligh
 // worked out once a row, by a warp that loads all its records' (m, l) together, not once an
 // element: at batch 1 over a long cache (128 splits) each thread's elements walked the records
 // twice, 4 loads at a time, one round trip to L2 after another (64 per element). Now a thread
-// waits one round trip for its row's (m, l), and used / kMergeBatch for its elements' acc_z.
+// waits one round trip for its row's (m, l), then used / kMergeBatch for each kMergeElems of its
+// elements' acc_z (the loads of both in flight together; more would cost the kernels registers).
 // Not inlined: one block a launch runs it, and inlined its registers counted against the attention
 // loop's (ptxas, sm_90: the lane-group kernels at d = 64 and 128 spilled, 128 registers a thread).
 AZR_DEVICE_NOINLINE void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
@@ -138,22 +140,43 @@ AZR_DEVICE_NOINLINE void merge_splits_if_last(unsigned* count, int64_t r, int64_
     L_s[threadIdx.x] = L;
   }
   __syncthreads();
-  for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {  // a thread an element
-    const int h = int(idx / d);
-    const int64_t row = r * H + h0 + h, i = idx % d;
-    const float* acc = part + row * splits * (d + 2) + 2 + i;
-    const float* c = c_s + h * kMergeStride;
-    float O = 0.f;
-    for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
-      float o[kMergeBatch];
+  // A thread's elements idx0 + e blockDim, kMergeElems at a time (1.5B's 768 are 3 a thread of 256)
+  // merged together, so that their accumulators' loads are in flight at once.
+  const int64_t n = nh * d, stride = blockDim.x;
+  for (int64_t idx0 = threadIdx.x; idx0 < n; idx0 += kMergeElems * stride) {
+    const float* acc[kMergeElems];
+    const float* c[kMergeElems];
+    float O[kMergeElems];
 #pragma unroll
-      for (int k = 0; k < kMergeBatch; k++) o[k] = z0 + k < used ? load_past_l1(acc + (z0 + k) * (d + 2)) : 0.f;
-#pragma unroll
-      for (int k = 0; k < kMergeBatch; k++)
-        if (z0 + k < used && c[z0 + k] != -INFINITY) O += o[k] * c[z0 + k];
+    for (int e = 0; e < kMergeElems; e++) {
+      const int64_t idx = idx0 + e * stride < n ? idx0 + e * stride : idx0;  // past n: a copy of the first
+      const int h = int(idx / d);
+      acc[e] = part + (r * H + h0 + h) * splits * (d + 2) + 2 + idx % d;
+      c[e] = c_s + h * kMergeStride;
+      O[e] = 0.f;
     }
-    out[row * d + i] = O / L_s[h];
-    if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L_s[h]);
+    for (int z0 = 0; z0 < used; z0 += kMergeBatch) {
+      float o[kMergeElems][kMergeBatch];
+#pragma unroll
+      for (int e = 0; e < kMergeElems; e++)
+#pragma unroll
+        for (int k = 0; k < kMergeBatch; k++)
+          o[e][k] = z0 + k < used ? load_past_l1(acc[e] + (z0 + k) * (d + 2)) : 0.f;
+#pragma unroll
+      for (int e = 0; e < kMergeElems; e++)
+#pragma unroll
+        for (int k = 0; k < kMergeBatch; k++)
+          if (z0 + k < used && c[e][z0 + k] != -INFINITY) O[e] += o[e][k] * c[e][z0 + k];
+    }
+#pragma unroll
+    for (int e = 0; e < kMergeElems; e++) {
+      const int64_t idx = idx0 + e * stride;
+      if (idx >= n) break;
+      const int h = int(idx / d);
+      const int64_t at = (r * H + h0 + h) * d + idx % d;
+      out[at] = O[e] / L_s[h];
+      if (out16) out16[at] = __float2bfloat16_rn(O[e] / L_s[h]);
+    }
   }
 }
 
