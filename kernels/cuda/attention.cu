@@ -271,7 +271,6 @@ __global__ void attention_dkdv_kernel(float* dk, float* dv, const float* dout, c
 // 128 take attention_decode.cuh's lane-group kernel instead, which scores several positions per warp.
 using decode::kDecodeHeads;
 using decode::kDecodeWarps;
-constexpr int64_t kMinSplitKeys = 64;  // cache positions per split, at least
 
 // x[u] = p[u] for u < E as fp32; FULL: all E in bounds and aligned to E elements (d == 32 E).
 template <int E, bool FULL>
@@ -467,23 +466,9 @@ unsigned* decode_merge_counts(size_t n) {
 }
 
 DecodeSplit decode_split(int64_t R, const AttentionShape& shape, bool tiles) {
-  const int64_t group = shape.heads / shape.kv_heads, kv_row = shape.kv_heads * shape.d;
-  const int head_chunks = int((group + kDecodeHeads - 1) / kDecodeHeads);
-  const int64_t blocks = std::max<int64_t>(1, R * shape.kv_heads * head_chunks);
-  // Split the positions when the blocks would not give every multiprocessor two, down to
-  // kMinSplitKeys of the slot's capacity per split (splits past a row's position exit at once).
-  const int64_t capacity = std::max<int64_t>(1, shape.kv_seq_stride / kv_row);
-  const int64_t want = (2 * int64_t(multiprocessors()) + blocks - 1) / blocks;
-  // At most decode::kMaxMergeSplits: the merge keeps a weight per split in shared memory.
-  const int64_t most = std::min<int64_t>(decode::kMaxMergeSplits, std::max<int64_t>(1, capacity / kMinSplitKeys));
-  int splits = int(std::clamp<int64_t>(want, 1, most));
-  int64_t chunk = (capacity + splits - 1) / splits;
-  if (tiles) {  // whole tiles per split: a split's last tile is then the row's last
-    const int64_t tile = decode_tiles::kTile;
-    chunk = (chunk + tile - 1) / tile * tile;
-    splits = int((capacity + chunk - 1) / chunk);
-  }
-  return {head_chunks, splits, chunk};
+  const int64_t capacity = std::max<int64_t>(1, shape.kv_seq_stride / (shape.kv_heads * shape.d));
+  return decode::plan_decode_split(R, shape.heads, shape.kv_heads, capacity, tiles ? decode_tiles::kTile : 1,
+                                   multiprocessors());
 }
 
 namespace {

@@ -7,7 +7,9 @@
 //     capacity - 1, fp32 and bf16 caches;
 //   - the shared-memory tiles (kernels/cuda/attention_decode_tiles.cuh), bf16 caches: several
 //     tiles a row and a partial last one, tiles split across blocks (whole tiles a split, as
-//     attention.cu launches them, and splits with no positions), two chunks of query heads.
+//     attention.cu launches them, and splits with no positions), two chunks of query heads;
+//   - the split rows' merge, as a block, against its definition bit for bit; and the launch plan
+//     (plan_decode_split) by hand and by its invariants.
 // Against the CPU backend's attention_decode and the Bf16 table's attention_decode_w16
 // (kernels/cpu), as the GPU test (CudaDecode) checks them on the hardware.
 //
@@ -159,6 +161,58 @@ TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
           {3, 12, 2, 128, 1300, true, 20},  // 11 splits of two tiles: row 0 in all 11, rows 1 and 2 in one
       },
       [](auto... args) { run_tiles(args...); });
+}
+
+// The launch plan (attention.cu's decode_split on the device's multiprocessors), by hand: 1.5B's
+// heads (12 over 2 kv heads: one chunk) at batch 1 on an H100's 132 multiprocessors want 132
+// splits, and get the cache's 64-position splits where it holds fewer; one kv head wants 264,
+// capped at kMaxMergeSplits (the merge's shared memory); group 10 takes two head chunks.
+TEST(DecodeEmulated, SplitPlanByHand) {
+  auto expect = [](DecodeSplit got, int head_chunks, int splits, int64_t chunk) {
+    EXPECT_EQ(got.head_chunks, head_chunks);
+    EXPECT_EQ(got.splits, splits);
+    EXPECT_EQ(got.chunk, chunk);
+  };
+  const int64_t tile = decode_tiles::kTile;
+  expect(plan_decode_split(1, 12, 2, 8192, tile, 132), 1, 128, 64);
+  expect(plan_decode_split(1, 12, 2, 4160, tile, 132), 1, 65, 64);
+  expect(plan_decode_split(1, 12, 2, 256, tile, 132), 1, 4, 64);
+  expect(plan_decode_split(1, 12, 2, 20000, 1, 132), 1, 132, 152);  // 20,000 / 132, rounded up
+  expect(plan_decode_split(1, 8, 1, 32768, 1, 132), 1, 256, 128);   // 264 wanted
+  expect(plan_decode_split(64, 20, 2, 2048, tile, 132), 2, 2, 1024);
+  expect(plan_decode_split(256, 14, 2, 256, tile, 132), 1, 1, 256);
+}
+
+// The plan's invariants over shapes, batches, caches and GPUs: every position in a split, at most
+// kMaxMergeSplits of them, at least kMinSplitKeys positions a split, whole tiles a split, and two
+// blocks a multiprocessor wherever the cache and the cap allow.
+TEST(DecodeEmulated, SplitPlanCoversTheCacheWithinTheMergesCap) {
+  struct Heads {
+    int64_t H, KV;
+  };
+  for (const Heads hs : {Heads{12, 2}, Heads{14, 2}, Heads{8, 1}, Heads{20, 2}, Heads{4, 4}})
+    for (const int sms : {1, 108, 132, 148, 400})
+      for (const int64_t R : {1, 2, 3, 8, 64, 256})
+        for (const int64_t cap : {1, 63, 64, 65, 256, 4160, 8192, 32768, 100000})
+          for (const int64_t tile : {int64_t(1), int64_t(decode_tiles::kTile)}) {
+            SCOPED_TRACE(std::to_string(hs.H) + "/" + std::to_string(hs.KV) + " heads, " + std::to_string(sms) +
+                         " SMs, R " + std::to_string(R) + ", capacity " + std::to_string(cap) + ", tile " +
+                         std::to_string(tile));
+            const DecodeSplit p = plan_decode_split(R, hs.H, hs.KV, cap, tile, sms);
+            const int64_t group = hs.H / hs.KV;
+            ASSERT_GE(int64_t(p.head_chunks) * kDecodeHeads, group);
+            ASSERT_LT(int64_t(p.head_chunks - 1) * kDecodeHeads, group);
+            ASSERT_GE(p.splits, 1);
+            ASSERT_LE(p.splits, kMaxMergeSplits);
+            ASSERT_GE(int64_t(p.splits) * p.chunk, cap) << "positions past the last split";
+            ASSERT_GE(p.chunk, std::min<int64_t>(cap, kMinSplitKeys));
+            if (tile > 1) {
+              ASSERT_EQ(p.chunk % tile, 0);
+              ASSERT_LT(int64_t(p.splits - 1) * p.chunk, cap) << "a split past a full cache";
+            } else if (p.splits < kMaxMergeSplits && p.splits < cap / kMinSplitKeys) {
+              ASSERT_GE(R * hs.KV * p.head_chunks * p.splits, 2 * int64_t(sms)) << "multiprocessors left idle";
+            }
+          }
 }
 
 // merge_splits_if_last run by the last block of a row: its count at used - 1 before it.
