@@ -561,6 +561,16 @@ int main(int argc, char** argv) {
       if (ds.R == 1) {
         rows.push_back({"attn_decode tiles", shape, "us", 1e6 * tiles, 1e6 * warp, cache_bytes / tiles / peak_bw});
         rows.push_back({"attn_decode lanes", shape, "us", 1e6 * lg, 1e6 * warp, cache_bytes / lg / peak_bw});
+        // The split row's merge: each head's weights once (the default, in `tiles`) against each
+        // element walking every record on its own (the merge before 2026-11-28's fifth session).
+        cuda_detail::cuda_set_decode_merge(cuda_detail::CudaDecodeMerge::EachElement);
+        const double each = time_kernel(CudaDecodeKernel::Tiles);
+        cuda_detail::cuda_set_decode_merge(cuda_detail::CudaDecodeMerge::WeightsOnce);
+        const std::string merge_shape = std::to_string(ds.R) + " rows x " + std::to_string(ds.cap) +
+                                        (ds.at < 0 ? "" : " at " + std::to_string(ds.at)) +
+                                        ", tiles; base = each element merged on its own";
+        rows.push_back(
+            {"attn_decode merge", merge_shape, "us", 1e6 * tiles, 1e6 * each, cache_bytes / tiles / peak_bw});
         continue;
       }
       rows.push_back({"attn_decode tiles", shape, "GB/s", cache_bytes / tiles / 1e9, cache_bytes / warp / 1e9,

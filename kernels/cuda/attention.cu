@@ -36,6 +36,7 @@ struct Dims {
   const int32_t* lengths;
   float scale;
   bool round_q = false;  // the Bf16 table's: queries rounded to bf16 as they are read
+  bool merge_each_element = false;  // decode: cuda_set_decode_merge's baseline
 };
 
 __device__ __forceinline__ int64_t seq_len(const Dims& s, int64_t b) { return s.lengths ? s.lengths[b] : s.T; }
@@ -376,7 +377,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp)
   // used again from pos, not kept from the start: one register less through the loop above.
   const int used = decode::splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
   decode::decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, used, z, out, out16, part,
-                              merge_counts + decode::merge_count_index(decode::launched_block()));
+                              merge_counts + decode::merge_count_index(decode::launched_block()),
+                              s.merge_each_element);
 }
 
 Dims dims_of(const AttentionShape& s) {
@@ -477,6 +479,8 @@ namespace {
 // dims 32, 64 and 128 the shared-memory tiles (attention_decode_tiles.cuh); over an fp32 cache at
 // those head dims the lane groups (attention_decode.cuh); else one position per warp.
 CudaDecodeKernel g_decode_kernel = CudaDecodeKernel::Tiles;
+// How split rows merge (cuda_set_decode_merge): each head's weights once, or the baseline.
+CudaDecodeMerge g_decode_merge = CudaDecodeMerge::WeightsOnce;
 
 template <int E, bool FULL, class KV>
 void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* part, unsigned* counts, const float* q,
@@ -490,7 +494,8 @@ void launch_decode_kernel(dim3 grid, float* out, __nv_bfloat16* out16, float* pa
 template <class KV>
 void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* kcache, const KV* vcache,
                    const int32_t* slot, const int32_t* pos, int64_t R, const AttentionShape& shape) {
-  const Dims s = dims_of(shape);
+  Dims s = dims_of(shape);
+  s.merge_each_element = g_decode_merge == CudaDecodeMerge::EachElement;
   if (R == 0) return;
   const bool lane_dims = s.d == 32 || s.d == 64 || s.d == 128;
   const bool tiles = g_decode_kernel == CudaDecodeKernel::Tiles && lane_dims && std::is_same_v<KV, __nv_bfloat16>;
@@ -500,7 +505,7 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
   float* part = splits > 1 ? decode_partials(size_t(R * s.H * splits * (s.d + 2))) : nullptr;
   unsigned* counts = splits > 1 ? decode_merge_counts(size_t(R * shape.kv_heads * head_chunks)) : nullptr;
   const dim3 grid(unsigned(R), unsigned(shape.kv_heads * head_chunks), unsigned(splits));
-  const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale};
+  const decode::DecodeDims dd{s.H, s.d, s.group, s.kv_seq_stride, s.kv_row, s.scale, s.merge_each_element};
   // f(std::integral_constant<int, D>{}) for the head dim D = 32, 64 or 128.
   auto with_head_dim = [&](auto f) {
     if (s.d == 32)
@@ -564,6 +569,7 @@ DeviceScratch<> g_k16, g_v16;
 }  // namespace
 
 void cuda_set_decode_kernel(CudaDecodeKernel kernel) { g_decode_kernel = kernel; }
+void cuda_set_decode_merge(CudaDecodeMerge merge) { g_decode_merge = merge; }
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& shape) {

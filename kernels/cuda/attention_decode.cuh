@@ -38,6 +38,7 @@ constexpr unsigned kFull = 0xffffffffu;
 struct DecodeDims {
   int64_t H, d, group, kv_seq_stride, kv_row;
   float scale;
+  bool merge_each_element = false;  // cuda_set_decode_merge's baseline (merge_splits_if_last)
 };
 
 // The most splits of a row's positions (decode_split, attention.cu, caps its plans here): the block
@@ -106,6 +107,45 @@ __device__ __forceinline__ int splits_with_positions(int64_t n, int64_t chunk, i
   return used < splits ? int(used) : splits;
 }
 
+// cuda_ops_bench's baseline for merge_splits_if_last (cuda_set_decode_merge), the merge as it was
+// before 2026-11-28's fifth session: output row `row`'s element i on its own, from the first `used`
+// records of its `splits`, walked twice kEachElementBatch at a time, the max, then the sums.
+constexpr int kEachElementBatch = 4;
+AZR_DEVICE_INLINE void merge_split_element(int64_t row, int64_t i, int64_t d, int splits, int used,
+                                           const float* part, float* out, __nv_bfloat16* out16) {
+  const float* rec = part + row * splits * (d + 2);
+  float M = -INFINITY;
+  for (int z0 = 0; z0 < used; z0 += kEachElementBatch) {
+    float m[kEachElementBatch];
+#pragma unroll
+    for (int k = 0; k < kEachElementBatch; k++)
+      m[k] = z0 + k < used ? load_past_l1(rec + (z0 + k) * (d + 2)) : -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kEachElementBatch; k++) M = fmaxf(M, m[k]);
+  }
+  float L = 0.f, O = 0.f;
+  for (int z0 = 0; z0 < used; z0 += kEachElementBatch) {
+    float m[kEachElementBatch], l[kEachElementBatch], o[kEachElementBatch];
+#pragma unroll
+    for (int k = 0; k < kEachElementBatch; k++) {
+      const float* r = rec + (z0 + k) * (d + 2);
+      const bool in = z0 + k < used;
+      m[k] = in ? load_past_l1(r) : -INFINITY;
+      l[k] = in ? load_past_l1(r + 1) : 0.f;
+      o[k] = in ? load_past_l1(r + 2 + i) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < kEachElementBatch; k++) {
+      if (m[k] == -INFINITY) continue;
+      const float c = expf(m[k] - M);
+      L += l[k] * c;
+      O += o[k] * c;
+    }
+  }
+  out[row * d + i] = O / L;
+  if (out16) out16[row * d + i] = __float2bfloat16_rn(O / L);
+}
+
 constexpr int kMergeBatch = 8;  // splits whose accumulators a merging thread loads at once
 constexpr int kMergeElems = 2;  // output elements a merging thread merges side by side
 
@@ -114,7 +154,7 @@ constexpr int kMergeElems = 2;  // output elements a merging thread merges side 
 // (splits_with_positions) to finish (last_block_done, reductions.cuh; count: theirs) merges their
 // records into output rows r H + h0 .. + nh - 1 (flash-decoding's combine, in the same launch: one
 // kernel less per layer at batch 1). smem: kMergeSmemBytes of the block's shared memory, free once
-// last_block_done's barrier is passed.
+// last_block_done's barrier is passed. each_element: merge_split_element instead, the baseline.
 // Per output row, in split order as the definition reads: M, the max of the records' maxima; the
 // weights c_z = exp(m_z - M); the sum L = sum of l_z c_z and each element O = sum of acc_z c_z,
 // skipping splits that scored nothing (m_z = -inf); out = O / L. The maxima, weights and sums are
@@ -127,11 +167,16 @@ constexpr int kMergeElems = 2;  // output elements a merging thread merges side 
 // loop's (ptxas, sm_90: the lane-group kernels at d = 64 and 128 spilled, 128 registers a thread).
 AZR_DEVICE_NOINLINE void merge_splits_if_last(unsigned* count, int64_t r, int64_t h0, int nh, int64_t d, int64_t H,
                                             int splits, int used, const float* part, float* out,
-                                            __nv_bfloat16* out16, float* smem) {
+                                            __nv_bfloat16* out16, float* smem, bool each_element) {
   constexpr int kPerLane = kMaxMergeSplits / kWarp;
   __shared__ bool last;
   __shared__ float L_s[kDecodeHeads];
   if (!last_block_done(count, used, &last)) return;
+  if (each_element) {
+    for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x)
+      merge_split_element(r * H + h0 + idx / d, idx % d, d, splits, used, part, out, out16);
+    return;
+  }
   float* c_s = smem;                                // [head][split]: c_z, or -inf for a split to skip
   float* l_s = smem + kDecodeHeads * kMergeStride;  // [head][split]: l_z
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp, warps = int(blockDim.x) / kWarp;
@@ -214,7 +259,8 @@ AZR_DEVICE_NOINLINE void merge_splits_if_last(unsigned* count, int64_t r, int64_
 __device__ inline void decode_write_merged(float* acc_s, const float (*m_s)[kDecodeHeads],
                                            const float (*l_s)[kDecodeHeads], int nh, int64_t d, int64_t H,
                                            int64_t r, int64_t h0, int splits, int used, int z, float* out,
-                                           __nv_bfloat16* out16, float* part, unsigned* merge_count) {
+                                           __nv_bfloat16* out16, float* part, unsigned* merge_count,
+                                           bool merge_each_element) {
   for (int64_t idx = threadIdx.x; idx < nh * d; idx += blockDim.x) {
     const int g = int(idx / d);
     const int64_t i = idx % d;
@@ -228,7 +274,8 @@ __device__ inline void decode_write_merged(float* acc_s, const float (*m_s)[kDec
     }
     decode_write_element(r * H + h0 + g, i, d, M, L, O, splits, z, out, out16, part);
   }
-  if (splits > 1) merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, used, part, out, out16, acc_s);
+  if (splits > 1)
+    merge_splits_if_last(merge_count, r, h0, nh, d, H, splits, used, part, out, out16, acc_s, merge_each_element);
 }
 
 // Which block of the grid (R, kv_heads * head_chunks, splits) this is, with the grid's y and z
@@ -380,7 +427,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarp, 2)
   // used again from pos, not kept from the start: one register less through the loop above.
   const int used = splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
   decode_write_merged(acc_s, m_s, l_s, nh, d, s.H, r, h0, splits, used, z, out, out16, part,
-                      merge_counts + merge_count_index(launched_block()));
+                      merge_counts + merge_count_index(launched_block()), s.merge_each_element);
 }
 
 }  // namespace azr::kernels::cuda_detail::decode

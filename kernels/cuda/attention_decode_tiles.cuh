@@ -257,7 +257,7 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
     // used again from pos, not kept from the start: a register less through the tiles' loop.
     const int used = decode::splits_with_positions(int64_t(pos[r]) + 1, chunk, splits);
     decode::merge_splits_if_last(merge_counts + decode::merge_count_index(g), r, h0, nh, D, s.H, splits, used, part,
-                                 out, out16, reinterpret_cast<float*>(smem_raw));
+                                 out, out16, reinterpret_cast<float*>(smem_raw), s.merge_each_element);
   }
 }
 

@@ -176,6 +176,10 @@ BarrierTiming time_grid_barriers(int blocks_per_multiprocessor, int barriers);
 // one position per warp.
 enum class CudaDecodeKernel { Tiles, LaneGroups, WarpPerPosition };
 void cuda_set_decode_kernel(CudaDecodeKernel kernel);
+// How the last block of a split row merges it (attention_decode.cuh, merge_splits_if_last): each
+// head's weights once (the default), or each element on its own, cuda_ops_bench's baseline.
+enum class CudaDecodeMerge { WeightsOnce, EachElement };
+void cuda_set_decode_merge(CudaDecodeMerge merge);
 // The blocks per multiprocessor the temperature and greedy samplers aim for when they split rows
 // into parts (sampling_common.cuh, parts_for; default 2, at least 1), for benchmarks.
 void cuda_set_sampling_blocks_per_sm(int n);

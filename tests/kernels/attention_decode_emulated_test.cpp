@@ -217,9 +217,10 @@ TEST(DecodeEmulated, SplitPlanCoversTheCacheWithinTheMergesCap) {
 
 // merge_splits_if_last run by the last block of a row: its count at used - 1 before it.
 __global__ void merge_as_last_block(unsigned* count, int nh, int64_t d, int splits, int used, const float* part,
-                                    float* out, __nv_bfloat16* out16) {
+                                    float* out, __nv_bfloat16* out16, bool each_element) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  merge_splits_if_last(count, 0, 0, nh, d, nh, splits, used, part, out, out16, reinterpret_cast<float*>(smem_raw));
+  merge_splits_if_last(count, 0, 0, nh, d, nh, splits, used, part, out, out16, reinterpret_cast<float*>(smem_raw),
+                       each_element);
 }
 
 // The merge against its definition, one record at a time over every split (as it ran before splits
@@ -228,7 +229,8 @@ __global__ void merge_as_last_block(unsigned* count, int nh, int64_t d, int spli
 // `splits` it must give the same bits, though it works out each row's weights once, in shared
 // memory, and loads the accumulators kMergeBatch at a time; the records past `used` are NaN here,
 // as no block writes them, and must not be read. Rows of 1, 6 (1.5B's) and 8 heads; head dims of
-// 32 (a warp's elements in two rows), 64 and 128; up to kMaxMergeSplits.
+// 32 (a warp's elements in two rows), 64 and 128; up to kMaxMergeSplits. And the same of the
+// baseline that merges each element on its own (merge_split_element, cuda_set_decode_merge).
 TEST(DecodeEmulated, MergeOfTheSplitsWithPositionsIsTheMergeOfEverySplitBitForBit) {
   struct MergeCase {
     int nh;
@@ -258,12 +260,7 @@ TEST(DecodeEmulated, MergeOfTheSplitsWithPositionsIsTheMergeOfEverySplitBitForBi
           everything[at + 2 + size_t(i)] = empty ? 0.f : none ? NAN : o[rz * size_t(d) + size_t(i)];
         if (!empty) std::copy_n(everything.begin() + long(at), d + 2, written.begin() + long(at));
       }
-    std::vector<float> got(size_t(nh * d), NAN), want(got.size());
-    std::vector<__nv_bfloat16> got16(got.size());
-    std::vector<unsigned> count{unsigned(used - 1)};
-    emu::launch(EmuDim3{1, 1, 1}, kDecodeWarps * kWarp, decode_smem_bytes(d), merge_as_last_block, count.data(), nh,
-                d, splits, used, written.data(), got.data(), got16.data());
-    EXPECT_EQ(count[0], 0u) << "the merge count is set back for the next launch";
+    std::vector<float> want(size_t(nh * d));
     for (int64_t row = 0; row < nh; row++)
       for (int64_t i = 0; i < d; i++) {
         const float* rec = everything.data() + row * splits * (d + 2);
@@ -279,12 +276,21 @@ TEST(DecodeEmulated, MergeOfTheSplitsWithPositionsIsTheMergeOfEverySplitBitForBi
         want[size_t(row * d + i)] = O / L;
       }
     const std::vector<uint16_t> want16 = bf16_bits(want);
-    for (size_t k = 0; k < got.size(); k++) {
-      ASSERT_EQ(std::memcmp(&got[k], &want[k], sizeof(float)), 0) << "element " << k << ": " << got[k] << " vs "
-                                                                  << want[k];
-      uint16_t g16 = 0;
-      std::memcpy(&g16, &got16[k], sizeof g16);
-      ASSERT_EQ(g16, want16[k]) << "element " << k;
+    for (const bool each_element : {false, true}) {
+      SCOPED_TRACE(each_element ? "each element on its own (the baseline)" : "the weights once a row");
+      std::vector<float> got(want.size(), NAN);
+      std::vector<__nv_bfloat16> got16(got.size());
+      std::vector<unsigned> count{unsigned(used - 1)};
+      emu::launch(EmuDim3{1, 1, 1}, kDecodeWarps * kWarp, decode_smem_bytes(d), merge_as_last_block, count.data(),
+                  nh, d, splits, used, written.data(), got.data(), got16.data(), each_element);
+      EXPECT_EQ(count[0], 0u) << "the merge count is set back for the next launch";
+      for (size_t k = 0; k < got.size(); k++) {
+        ASSERT_EQ(std::memcmp(&got[k], &want[k], sizeof(float)), 0)
+            << "element " << k << ": " << got[k] << " vs " << want[k];
+        uint16_t g16 = 0;
+        std::memcpy(&g16, &got16[k], sizeof g16);
+        ASSERT_EQ(g16, want16[k]) << "element " << k;
+      }
     }
   }
 }
