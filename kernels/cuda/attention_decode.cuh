@@ -50,12 +50,23 @@ constexpr size_t kMergeSmemBytes = sizeof(float) * 2 * kDecodeHeads * kMergeStri
 
 constexpr int64_t kMinSplitKeys = 64;  // cache positions per split, at least
 
+// `splits` splits of a slot's `capacity` positions, `chunk` each; tile > 1: whole tiles of that many
+// positions a split (the tile kernel's), the splits then as many as it takes.
+inline DecodeSplit split_positions(int head_chunks, int splits, int64_t capacity, int64_t tile) {
+  int64_t chunk = (capacity + splits - 1) / splits;
+  if (tile > 1) {
+    chunk = (chunk + tile - 1) / tile * tile;
+    splits = int((capacity + chunk - 1) / chunk);
+  }
+  return {head_chunks, splits, chunk};
+}
+
 // How a decode of R rows divides among blocks (attention.cu's decode_split, with the device's
 // multiprocessors; host code here so that the emulated test checks it): a block per row, kv head
 // and chunk of up to kDecodeHeads of its query heads; and where those would not give every
 // multiprocessor two, the positions split too, down to kMinSplitKeys of the slot's `capacity` a
-// split and at most kMaxMergeSplits (splits past a row's position exit at once). tile > 1: whole
-// tiles of that many positions a split (the tile kernel's), the splits then as many as it takes.
+// split and at most kMaxMergeSplits (splits past a row's position exit at once); tile as in
+// split_positions.
 inline DecodeSplit plan_decode_split(int64_t R, int64_t heads, int64_t kv_heads, int64_t capacity, int64_t tile,
                                      int multiprocessors) {
   const int64_t group = heads / kv_heads;
@@ -63,13 +74,7 @@ inline DecodeSplit plan_decode_split(int64_t R, int64_t heads, int64_t kv_heads,
   const int64_t blocks = std::max<int64_t>(1, R * kv_heads * head_chunks);
   const int64_t want = (2 * int64_t(multiprocessors) + blocks - 1) / blocks;
   const int64_t most = std::min<int64_t>(kMaxMergeSplits, std::max<int64_t>(1, capacity / kMinSplitKeys));
-  int splits = int(std::clamp<int64_t>(want, 1, most));
-  int64_t chunk = (capacity + splits - 1) / splits;
-  if (tile > 1) {
-    chunk = (chunk + tile - 1) / tile * tile;
-    splits = int((capacity + chunk - 1) / chunk);
-  }
-  return {head_chunks, splits, chunk};
+  return split_positions(head_chunks, int(std::clamp<int64_t>(want, 1, most)), capacity, tile);
 }
 
 // Shared memory of a decode block: each warp's accumulators [kDecodeWarps][kDecodeHeads][d], and

@@ -55,7 +55,7 @@ template <class KV>
 void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const KV* vc, const int32_t* slot,
          const int32_t* pos, const Case& c) {
   const int64_t group = c.H / c.KV, head_chunks = (group + kDecodeHeads - 1) / kDecodeHeads;
-  const int64_t chunk = (c.capacity + c.splits - 1) / c.splits;
+  const int64_t chunk = split_positions(int(head_chunks), int(c.splits), c.capacity, 1).chunk;
   const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
   std::vector<float> part(size_t(c.R * c.H * c.splits * (c.d + 2)), NAN);
   std::vector<unsigned> counts(size_t(c.R * c.KV * head_chunks), 0u);
@@ -76,9 +76,8 @@ void run(float* out, __nv_bfloat16* out16, const float* q, const KV* kc, const K
 void run_tiles(float* out, __nv_bfloat16* out16, const float* q, const __nv_bfloat16* kc, const __nv_bfloat16* vc,
                const int32_t* slot, const int32_t* pos, const Case& c) {
   const int64_t group = c.H / c.KV, head_chunks = (group + decode_tiles::kHeads - 1) / decode_tiles::kHeads;
-  const int64_t tile = decode_tiles::kTile;
-  const int64_t chunk = ((c.capacity + c.splits - 1) / c.splits + tile - 1) / tile * tile;
-  const int64_t splits = (c.capacity + chunk - 1) / chunk;
+  const DecodeSplit plan = split_positions(int(head_chunks), int(c.splits), c.capacity, decode_tiles::kTile);
+  const int64_t chunk = plan.chunk, splits = plan.splits;
   const DecodeDims s{c.H, c.d, group, c.capacity * c.KV * c.d, c.KV * c.d, 1.f / std::sqrt(float(c.d))};
   std::vector<float> part(size_t(c.R * c.H * splits * (c.d + 2)), NAN);
   std::vector<unsigned> counts(size_t(c.R * c.KV * head_chunks), 0u);
