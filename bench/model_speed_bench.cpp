@@ -27,7 +27,9 @@
 //           RoPE and cache store in launches of their own and q/k/v and gate/up in GEMMs of
 //           their own, as before they were folded (the table without decode_linear_w16,
 //           rope_kv_store_w16 and swiglu_rows_w16, on a second copy of the model): those folds'
-//           baseline, in the same process.
+//           baseline, in the same process. Every mode launches step t+1 before the host reads step
+//           t's tokens (SamplingParams::launch_ahead); "one-step", the fastest mode again with each
+//           step launched after the host has read the last: what launching ahead hides.
 //   azr runs once per --matmul-precision (default both: fp32, and bf16 GEMM operands with fp32
 //   sums, kernels/ops.h); the decode "bw" counts the weights and KV cache azr reads: fp32, or with
 //   bf16 the model's bf16 copy of the weights and its bf16 cache.
@@ -436,6 +438,7 @@ int main(int argc, char** argv) {
 #ifdef AZR_HAVE_CUDA_KERNELS
           azr::kernels::DecodeLayersTuning tuning{};
 #endif
+          bool one_step = false;  // SamplingParams::launch_ahead = false
         };
         std::vector<DecodeMode> modes = {{false, false, false}};
         const bool records = o.graphs && precision_ops.recorder.begin;
@@ -469,6 +472,14 @@ int main(int argc, char** argv) {
         for (const DecodeMode& dm : modes)
           if (!dm.apart && !dm.persistent && !dm.one_row) profiled = dm;
 #endif
+        // The fastest launches' mode again, each step launched only once the host has read the last
+        // one's tokens (the baseline for launching ahead, model/generate.cpp): what the host's part
+        // of a step costs, in the same process.
+        DecodeMode one_step = modes.front();
+        for (const DecodeMode& dm : modes)
+          if (!dm.apart && !dm.persistent && !dm.one_row) one_step = dm;
+        one_step.one_step = true;
+        modes.push_back(one_step);
         // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
         // fault in it (a grid barrier that timed out) then costs no other row.
         std::vector<std::pair<int64_t, DecodeMode>> runs_in_order;
@@ -491,7 +502,7 @@ int main(int argc, char** argv) {
           const uint64_t persistent_before = azr::kernels::cuda_decode_layers_persistent_launches();
 #endif
           std::string mode = tag + (graphs ? " graphs" : "") + (dm.pdl ? " pdl" : "") + (dm.apart ? " apart" : "") +
-                             (dm.persistent ? " persistent" : "");
+                             (dm.persistent ? " persistent" : "") + (dm.one_step ? " one-step" : "");
 #ifdef AZR_HAVE_CUDA_KERNELS
           if (dm.persistent && o.persistent_sweep) {
             const int per_sm = dm.tuning.blocks_per_multiprocessor;
@@ -504,8 +515,8 @@ int main(int argc, char** argv) {
             mode += " ahead=" + std::to_string(dm.tuning.gate_up_ahead_bytes >> 20) + "M";
 #endif
           const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
-          const double t_n = timed_generate(runs, prompts, N);
-          const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false);
+          const double t_n = timed_generate(runs, prompts, N, /*warm_up=*/true, !dm.one_step);
+          const double t_1 = timed_generate(runs, prompts, 1, /*warm_up=*/false, !dm.one_step);
           const double step_s = (t_n - t_1) / double(N - 1);
           const double tps = double(G * N) / t_n;
           // A Bf16 table's model reads its bf16 copy of the weights and a bf16 KV cache.
@@ -529,7 +540,8 @@ int main(int argc, char** argv) {
                     {"decode_graphs", graphs},
                     {"programmatic_launch", dm.pdl},
                     {"ops_apart", dm.apart},
-                    {"decode_layers_persistent", dm.persistent}};
+                    {"decode_layers_persistent", dm.persistent},
+                    {"launch_ahead", !dm.one_step}};
 #ifdef AZR_HAVE_CUDA_KERNELS
           if (dm.persistent) {
             j["decode_layers_prefetch_bytes"] = dm.tuning.prefetch_bytes_per_block;

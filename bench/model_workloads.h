@@ -119,11 +119,12 @@ inline std::vector<std::vector<int32_t>> random_prompts(int64_t G, int64_t P, in
 }
 
 // Seconds for one generate() of N new tokens per prompt (after a short untimed warm-up when
-// `warm_up`); complains on stderr if a sequence stopped early.
+// `warm_up`); complains on stderr if a sequence stopped early. launch_ahead: SamplingParams'.
 inline double timed_generate(model::Transformer& m, const std::vector<std::vector<int32_t>>& prompts, int64_t N,
-                             bool warm_up = true) {
+                             bool warm_up = true, bool launch_ahead = true) {
   model::SamplingParams sp;
   sp.temperature = 1.f;
+  sp.launch_ahead = launch_ahead;
   if (warm_up) {
     sp.max_new_tokens = int32_t(std::min<int64_t>(N, 8));
     model::generate(m, prompts, sp);

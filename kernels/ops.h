@@ -143,9 +143,17 @@ struct Ops {
   void (*release)(void* p);             // p may be null
   void (*upload)(void* dst, const void* host, size_t bytes);     // host -> backend
   void (*download)(void* host, const void* src, size_t bytes);   // backend -> host
+  // A download that does not wait for the backend: the copy follows every op called before it, and
+  // `host` holds the bytes once download_wait(ticket) has returned, not before (a GPU's copy is
+  // queued on its stream; the CPU's is done at once). Meanwhile the host may queue more work:
+  // generation launches step t+1 from step t's sampled tokens on the backend, then reads step t's.
+  // Each ticket is waited for once; until then `host` must stay alive and unread.
+  int64_t (*download_start)(void* host, const void* src, size_t bytes);
+  void (*download_wait)(int64_t ticket);
   void (*copy)(void* dst, const void* src, size_t bytes);        // within the backend
   void (*fill_zero)(float* x, int64_t n);
-  // out[i] = src[rows[i]] for i < n, rows of C floats (rows on the backend)
+  // out[i] = src[rows[i]] for i < n, rows of C floats (rows on the backend), copied bit for bit:
+  // any 4-byte values (generation gathers sampled token ids with it)
   void (*gather_rows)(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);
   // dst[rows[i]] += src[i] for i < n; rows are distinct
   void (*scatter_add_rows)(float* dst, const float* src, const int32_t* rows, int64_t n, int64_t C);
@@ -419,7 +427,8 @@ struct Ops {
 // (kernels/guarded, kernels/op_profile.h). A function added to Ops but not here fails the
 // static_assert below, so no wrapper can leave it unwrapped by accident.
 #define AZR_OPS_FUNCTIONS(X)                                                                                    \
-  X(alloc_zeroed) X(release) X(upload) X(download) X(copy) X(fill_zero) X(gather_rows) X(scatter_add_rows)      \
+  X(alloc_zeroed) X(release) X(upload) X(download) X(download_start) X(download_wait) X(copy) X(fill_zero)     \
+  X(gather_rows) X(scatter_add_rows)                                                                            \
   X(embedding_forward) X(embedding_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(matmul_forward)           \
   X(matmul_backward) X(rope_forward) X(rope_backward) X(attention_forward) X(attention_backward)                \
   X(attention_decode) X(kv_store) X(swiglu_forward) X(swiglu_backward) X(add) X(token_stats)                    \

@@ -82,72 +82,111 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
                        : params.sequence_seeds[size_t(b)] * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull});
 
   // Sampling runs where the logits are (the op table's sample_rows): only each live row's uniform
-  // draw goes over, and its token and log-prob come back.
+  // draw goes over, and its token and log-prob come back, side by side (4 bytes each) so that one
+  // download brings both. Two such buffers, a step's and the next one's (launch_ahead below).
   const kernels::Ops& ops = model.ops();
   const int64_t V_limit = params.vocab_limit > 0 ? params.vocab_limit : V;
-  // A step's R tokens and R log-probs side by side (4 bytes each), so that one download brings
-  // both back: on a GPU each download waits for the device, and a batch-1 step is about a
-  // millisecond.
   kernels::Buffer<double> u_dev(ops, size_t(B));
-  kernels::Buffer<uint32_t> sampled_dev(ops, size_t(2 * B));
   std::vector<double> u(static_cast<size_t>(B));
-  std::vector<uint32_t> sampled_bits(static_cast<size_t>(2 * B));
-  std::vector<int32_t> sampled(static_cast<size_t>(B));
-  std::vector<float> sampled_lp(static_cast<size_t>(B));
-
-  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, ops);
-  const float* logits = model.prefill_on_backend(cache, batch);
-  std::vector<int32_t> live(static_cast<size_t>(B));  // slots still generating, in the order of `logits` rows
-  std::iota(live.begin(), live.end(), 0);
-  std::vector<int32_t> tokens, slots, pos;
-  for (int32_t step = 0; !live.empty(); step++) {
-    const size_t R = live.size();
-    for (size_t r = 0; r < R; r++) u[r] = rng[size_t(live[r])].uniform();
+  kernels::Buffer<uint32_t> sampled_dev[2] = {kernels::Buffer<uint32_t>(ops, size_t(2 * B)),
+                                              kernels::Buffer<uint32_t>(ops, size_t(2 * B))};
+  std::vector<uint32_t> sampled_host[2] = {std::vector<uint32_t>(size_t(2 * B)), std::vector<uint32_t>(size_t(2 * B))};
+  // Samples the step's rows (slots, in the order of `logits` rows) into sampled_dev[which] and
+  // starts their download: the ticket to wait for before reading sampled_host[which].
+  const auto start_sampling = [&](const float* logits, const std::vector<int32_t>& rows, int which) {
+    const size_t R = rows.size();
+    for (size_t r = 0; r < R; r++) u[r] = rng[size_t(rows[r])].uniform();
     u_dev.upload(u.data(), R);
-    ops.sample_rows(reinterpret_cast<int32_t*>(sampled_dev.data()), reinterpret_cast<float*>(sampled_dev.data() + R),
-                    logits, u_dev.data(), int64_t(R), V, V_limit, params.temperature, params.top_k, params.top_p);
-    sampled_dev.download(sampled_bits.data(), 2 * R);
-    std::memcpy(sampled.data(), sampled_bits.data(), sizeof(int32_t) * R);
-    std::memcpy(sampled_lp.data(), sampled_bits.data() + R, sizeof(float) * R);
-    tokens.clear(), slots.clear(), pos.clear();
-    for (size_t r = 0; r < R; r++) {
-      const int32_t b = live[r];
-      Completion& c = out[size_t(b)];
-      const float lp = sampled_lp[r];
-      const int32_t tok = sampled[r];
-      c.tokens.push_back(tok);
-      c.logprobs.push_back(lp);
-      bool done = false;
-      if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), tok) != params.stop_token_ids.end()) {
-        c.finish = FinishReason::StopToken;
-        done = true;
-      }
-      if (tokenizer && !done) {  // the stop token itself is not part of the text
-        std::string& text = bytes[size_t(b)];
-        const size_t before = text.size();
-        tokenizer->append_token_bytes(tok, text);
-        if (longest_stop > 0) {
-          // A match must end inside the new bytes; report the earliest one.
-          const size_t from = before >= longest_stop - 1 ? before - (longest_stop - 1) : 0;
-          size_t cut = std::string::npos;
-          for (const std::string& s : params.stop_strings) cut = std::min(cut, text.find(s, from));
-          if (cut != std::string::npos) {
-            text.resize(cut);
-            c.finish = FinishReason::StopString;
-            done = true;
-          }
+    uint32_t* sampled = sampled_dev[which].data();
+    ops.sample_rows(reinterpret_cast<int32_t*>(sampled), reinterpret_cast<float*>(sampled + R), logits, u_dev.data(),
+                    int64_t(R), V, V_limit, params.temperature, params.top_k, params.top_p);
+    return ops.download_start(sampled_host[which].data(), sampled, sizeof(uint32_t) * 2 * R);
+  };
+
+  // Appends slot b's sampled token to its completion; true when that finished it.
+  const auto append = [&](int32_t b, int32_t tok, float lp) {
+    Completion& c = out[size_t(b)];
+    c.tokens.push_back(tok);
+    c.logprobs.push_back(lp);
+    if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), tok) != params.stop_token_ids.end()) {
+      c.finish = FinishReason::StopToken;
+      return true;
+    }
+    if (tokenizer) {  // the stop token itself is not part of the text
+      std::string& text = bytes[size_t(b)];
+      const size_t before = text.size();
+      tokenizer->append_token_bytes(tok, text);
+      if (longest_stop > 0) {
+        // A match must end inside the new bytes; report the earliest one.
+        const size_t from = before >= longest_stop - 1 ? before - (longest_stop - 1) : 0;
+        size_t cut = std::string::npos;
+        for (const std::string& s : params.stop_strings) cut = std::min(cut, text.find(s, from));
+        if (cut != std::string::npos) {
+          text.resize(cut);
+          c.finish = FinishReason::StopString;
+          return true;
         }
       }
-      if (!done && int32_t(c.tokens.size()) >= params.max_new_tokens) done = true;  // FinishReason::Length
-      if (!done) {
-        tokens.push_back(tok);
-        slots.push_back(b);
-        pos.push_back(batch.lengths[b] + int32_t(c.tokens.size()) - 1);
-      }
     }
-    live = slots;
-    if (live.empty()) break;
-    logits = model.decode_on_backend(cache, tokens, slots, pos);
+    return int32_t(c.tokens.size()) >= params.max_new_tokens;  // FinishReason::Length
+  };
+
+  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, ops);
+  std::vector<int32_t> rows(static_cast<size_t>(B));  // the slots sampled in this step, in row order
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<char> finished(static_cast<size_t>(B), 0);
+  int64_t ticket = start_sampling(model.prefill_on_backend(cache, batch), rows, 0);
+  std::vector<int32_t> next, next_rows, next_pos;  // the next step: its slots, their rows here, positions
+  // Every slot still running has sampled step + 1 tokens, so the next step's token (this one's) is
+  // at position length + step, and no slot runs past max_new_tokens steps.
+  const auto plan_next = [&](int32_t step) {
+    next.clear(), next_rows.clear(), next_pos.clear();
+    if (step + 1 >= params.max_new_tokens) return;
+    for (size_t r = 0; r < rows.size(); r++)
+      if (!finished[size_t(rows[r])]) {
+        next.push_back(rows[r]);
+        next_rows.push_back(int32_t(r));
+        next_pos.push_back(batch.lengths[size_t(rows[r])] + step);
+      }
+  };
+  // Launches the next step from this step's tokens where they are, and samples it: its ticket.
+  const auto start_next = [&](int which) {
+    const float* logits = model.decode_on_backend(cache, reinterpret_cast<const int32_t*>(sampled_dev[which].data()),
+                                                  int64_t(rows.size()), next_rows, next, next_pos);
+    return start_sampling(logits, next, 1 - which);
+  };
+  for (int32_t step = 0;; step++) {
+    const int which = step % 2;
+    // Ahead: step + 1 runs on the device while the host reads this step's tokens. Slots that this
+    // step finishes are known only then, so they run one step more, whose samples are dropped (at
+    // most one wasted row-step a sequence, and one whole step after the last stop token).
+    int64_t next_ticket = 0;
+    if (params.launch_ahead) {
+      plan_next(step);
+      if (!next.empty()) next_ticket = start_next(which);
+    }
+    ops.download_wait(ticket);
+    const size_t R = rows.size();
+    const uint32_t* sampled = sampled_host[which].data();
+    for (size_t r = 0; r < R; r++) {
+      const int32_t b = rows[r];
+      if (finished[size_t(b)]) continue;  // finished in the step before: a step run ahead
+      int32_t tok;
+      float lp;
+      std::memcpy(&tok, sampled + r, sizeof tok);
+      std::memcpy(&lp, sampled + R + r, sizeof lp);
+      if (tok < 0 || tok >= V_limit)
+        throw std::runtime_error("generate(): the sampler returned token id " + std::to_string(tok) + ", outside [0, " +
+                                 std::to_string(V_limit) + ")");
+      if (append(b, tok, lp)) finished[size_t(b)] = 1;
+    }
+    if (!params.launch_ahead) {  // one step at a time: the next step's slots are all still running
+      plan_next(step);
+      if (!next.empty()) next_ticket = start_next(which);
+    }
+    if (next.empty()) break;
+    rows = next;
+    ticket = next_ticket;
   }
   if (tokenizer)
     for (int64_t b = 0; b < B; b++) out[b].text = utf8_lossy(bytes[size_t(b)]);

@@ -36,6 +36,10 @@ struct SamplingParams {
   // on the split.
   std::vector<uint64_t> sequence_seeds;
   int64_t vocab_limit = 0;  // sample only ids below this (a tokenizer's size); 0 = every row
+  // Launch decode step t+1 from step t's sampled tokens where they are, before the host reads them
+  // (its stop checks then overlap the device's step; model/generate.cpp). The samples are the same
+  // either way; false runs one step at a time (the baseline bench/model_speed_bench times it against).
+  bool launch_ahead = true;
 };
 
 enum class FinishReason { Length, StopToken, StopString };

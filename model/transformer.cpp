@@ -1228,19 +1228,59 @@ void Transformer::prefill_rows(KVCache& cache, const SequenceBatch& prompts, std
   }
 }
 
-const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int32_t> tokens,
-                                            std::span<const int32_t> slot, std::span<const int32_t> pos) {
-  const ModelConfig& c = config_;
-  const int64_t R = int64_t(tokens.size()), H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
-  const int64_t qd = nh * d, kd = nkv * d;
+void Transformer::check_decode_rows(const KVCache& cache, std::span<const int32_t> slot,
+                                    std::span<const int32_t> pos) const {
   check_cache_type(cache, *ops_);
-  if (int64_t(slot.size()) != R || int64_t(pos.size()) != R) throw std::invalid_argument("decode(): size mismatch");
-  for (int64_t r = 0; r < R; r++) {
+  if (slot.size() != pos.size()) throw std::invalid_argument("decode(): size mismatch");
+  for (size_t r = 0; r < slot.size(); r++)
     if (slot[r] < 0 || slot[r] >= cache.slots || pos[r] < 0 || pos[r] >= cache.capacity)
       throw std::invalid_argument("decode(): slot or position outside the KV cache");
-    if (tokens[r] < 0 || tokens[r] >= c.vocab_size) throw std::invalid_argument("decode(): token id out of range");
-  }
+}
+
+const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int32_t> tokens,
+                                            std::span<const int32_t> slot, std::span<const int32_t> pos) {
+  const int64_t R = int64_t(tokens.size());
+  if (int64_t(slot.size()) != R) throw std::invalid_argument("decode(): size mismatch");
+  check_decode_rows(cache, slot, pos);
+  for (const int32_t t : tokens)
+    if (t < 0 || t >= config_.vocab_size) throw std::invalid_argument("decode(): token id out of range");
+  // One upload, not three: on a GPU each is a copy staged through pinned memory and queued
+  // (kernels/cuda/cuda_ops.cu), a few microseconds of the host's while the device may be idle.
+  std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
+  std::copy(tokens.begin(), tokens.end(), step_host.begin());
+  std::copy(slot.begin(), slot.end(), step_host.begin() + R);
+  std::copy(pos.begin(), pos.end(), step_host.begin() + 2 * R);
+  step_idx_.ensure(size_t(4 * R));
+  step_idx_.upload(step_host.data(), step_host.size());
+  return decode_step_on_backend(cache, R);
+}
+
+const float* Transformer::decode_on_backend(KVCache& cache, const int32_t* tokens, int64_t token_count,
+                                            std::span<const int32_t> rows, std::span<const int32_t> slot,
+                                            std::span<const int32_t> pos) {
+  const int64_t R = int64_t(rows.size());
+  if (int64_t(slot.size()) != R) throw std::invalid_argument("decode(): size mismatch");
+  check_decode_rows(cache, slot, pos);
+  for (const int32_t r : rows)
+    if (r < 0 || r >= token_count) throw std::invalid_argument("decode(): a row's token is outside the tokens given");
+  // Slots, positions and the rows to gather in one upload, then the tokens gathered in front of
+  // them (4-byte rows copied bit for bit), where the recorded step reads them.
+  std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
+  std::copy(slot.begin(), slot.end(), step_host.begin());
+  std::copy(pos.begin(), pos.end(), step_host.begin() + R);
+  std::copy(rows.begin(), rows.end(), step_host.begin() + 2 * R);
+  step_idx_.ensure(size_t(4 * R));
+  step_idx_.upload(step_host.data(), step_host.size(), size_t(R));
+  ops_->gather_rows(reinterpret_cast<float*>(step_idx_.data()), reinterpret_cast<const float*>(tokens),
+                    step_idx_.data() + 3 * R, R, 1);
+  return decode_step_on_backend(cache, R);
+}
+
+const float* Transformer::decode_step_on_backend(KVCache& cache, int64_t R) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, d = c.head_dim;
+  const int64_t qd = nh * d, kd = nkv * d;
   // The whole cache's positions, not this step's: the tables then stay put while a generation runs,
   // and so does a recording of the step that points at them.
   ensure_rope(cache.capacity);
@@ -1254,14 +1294,6 @@ const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int3
   float *x = take(R * H), *ln = take(R * H), *tmp = take(R * H), *h = take(R * H), *q = take(R * qd),
         *att = take(R * qd), *qkv = take(R * (qd + 2 * kd)), *gate = take(2 * R * I), *rstd = take(R),
         *out = take(R * V);
-  // One upload, not three: on a GPU each is a copy staged through pinned memory and queued
-  // (kernels/cuda/cuda_ops.cu), a few microseconds of the host's while the device may be idle.
-  std::vector<int32_t> step_host(static_cast<size_t>(3 * R));
-  std::copy(tokens.begin(), tokens.end(), step_host.begin());
-  std::copy(slot.begin(), slot.end(), step_host.begin() + R);
-  std::copy(pos.begin(), pos.end(), step_host.begin() + 2 * R);
-  step_idx_.ensure(step_host.size());
-  step_idx_.upload(step_host.data(), step_host.size());
   const int32_t *tok_d = step_idx_.data(), *slot_d = tok_d + R, *pos_d = tok_d + 2 * R;
   // The step's ops, from the token embeddings to the logits: everything a recording replays. Each
   // residual add is fused with the norm after it, the next layer's (or the final one); or, for a few

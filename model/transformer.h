@@ -197,6 +197,14 @@ class Transformer {
   const float* prefill_on_backend(KVCache& cache, const SequenceBatch& prompts);
   const float* decode_on_backend(KVCache& cache, std::span<const int32_t> tokens, std::span<const int32_t> slot,
                                  std::span<const int32_t> pos);
+  // A decode step whose tokens are already in the backend's memory, `token_count` of them: row r's
+  // token is tokens[rows[r]] (a sampler's output, gathered on the backend). Generation launches
+  // step t+1 from step t's samples this way before it has read them (model/generate.cpp). The
+  // tokens are not checked here, as they cannot be without waiting for them: sample_rows draws ids
+  // below the vocabulary. Slots, positions and rows are checked as above.
+  const float* decode_on_backend(KVCache& cache, const int32_t* tokens, int64_t token_count,
+                                 std::span<const int32_t> rows, std::span<const int32_t> slot,
+                                 std::span<const int32_t> pos);
 
   // Decode steps recorded once and replayed (model/decode_graphs.h) where the table can record
   // (kernels::Ops::recorder: CUDA graphs), for the launch latency a step at a few rows is made of.
@@ -350,6 +358,10 @@ class Transformer {
 
   // Every address and size a decode step's recording holds, for DecodeGraphs::use_key.
   DecodeGraphs::Key decode_graph_key(const KVCache& cache) const;
+  // decode_on_backend's checks of a step's slots and positions, and its step once step_idx_ holds
+  // the step's tokens, slots and positions.
+  void check_decode_rows(const KVCache& cache, std::span<const int32_t> slot, std::span<const int32_t> pos) const;
+  const float* decode_step_on_backend(KVCache& cache, int64_t R);
 
   ModelConfig config_;
   const kernels::Ops* ops_;
@@ -393,7 +405,7 @@ class Transformer {
   kernels::Buffer<float> bwd_;  // backward scratch
   kernels::Buffer<int32_t> positions_, ids_, lengths_;  // [N], [N], [B]: the batch on the backend
   int64_t prefill_group_tokens_ = kDefaultPrefillGroupTokens;  // memory_plan.h
-  kernels::Buffer<int32_t> step_idx_;                   // decode: tokens, slots, positions [3 * R]
+  kernels::Buffer<int32_t> step_idx_;  // decode: tokens, slots, positions, rows of the tokens gathered [4 * R]
   int64_t fwd_B_ = 0, fwd_T_ = 0;
   bool fwd_kept_ = false;
   bool fwd_recomputes_ = false;  // the last forward kept layer inputs only

@@ -47,6 +47,14 @@ struct UploadStaging {
   char* host = nullptr;  // kStagingSlots slots of kStagedUploadBytes, pinned
   cudaEvent_t done[kStagingSlots] = {};
   int next = 0;
+  // A started download whose bytes are still in their slot (download_start): where they go, and
+  // its ticket's number. Delivered by download_wait or, at the latest, before the slot is reused.
+  struct Pending {
+    void* host = nullptr;
+    size_t bytes = 0;
+    uint64_t number = 0;
+  } pending[kStagingSlots];
+  uint64_t downloads_started = 0;
 };
 
 // The current device's staging, made at its first small upload; kept for the process.
@@ -76,25 +84,44 @@ void check_not_recording(const char* what) {
     throw std::runtime_error(std::string(what) + ": the op stream is being recorded, and a recording must not " + what);
 }
 
-// A copy of at most kStagedUploadBytes through the current device's next slot, once the slot's
-// last copy has run (at once, but in a burst): host to device queued on the op stream (upload);
-// device to host queued, then waited for, where a copy to pageable memory is staged by the driver
-// on top of the wait (download: a step's sampled tokens and log-probs).
-void staged_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
-  check_not_recording(what);
-  UploadStaging& s = upload_staging();
-  const std::lock_guard<std::mutex> lock(s.mutex);
+// With the slot's lock held: a started download's bytes in `slot` go to their host memory, once the
+// copy into the slot has run.
+void deliver_pending(UploadStaging& s, int slot) {
+  UploadStaging::Pending& p = s.pending[slot];
+  if (!p.host) return;
+  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
+  std::memcpy(p.host, s.host + size_t(slot) * kStagedUploadBytes, p.bytes);
+  p = {};
+}
+
+// Queues a copy of at most kStagedUploadBytes through the current device's next slot, once the
+// slot's last copy has run (at once, but in a burst) and any download left in it has been
+// delivered: host to device (upload, the bytes staged first), or device to host into the slot
+// (download and download_start, which deliver it). Returns the slot.
+int queue_staged_copy(UploadStaging& s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   const int slot = s.next;
   s.next = (slot + 1) % kStagingSlots;
+  deliver_pending(s, slot);
   AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
   char* staged = s.host + size_t(slot) * kStagedUploadBytes;
   const bool up = kind == cudaMemcpyHostToDevice;
   if (up) std::memcpy(staged, src, bytes);
   AZR_CUDA_CHECK(cudaMemcpyAsync(up ? dst : staged, up ? staged : src, bytes, kind, op_stream()));
   AZR_CUDA_CHECK(cudaEventRecord(s.done[slot], op_stream()));
-  if (up) return;
-  AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
-  std::memcpy(dst, staged, bytes);
+  return slot;
+}
+
+// Host to device queued on the op stream (upload); device to host queued, then waited for, where
+// a copy to pageable memory is staged by the driver on top of the wait (download: a step's sampled
+// tokens and log-probs, before generation started them ahead).
+void staged_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
+  check_not_recording(what);
+  UploadStaging& s = upload_staging();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  const int slot = queue_staged_copy(s, dst, src, bytes, kind);
+  if (kind == cudaMemcpyHostToDevice) return;
+  s.pending[slot] = {dst, bytes, 0};
+  deliver_pending(s, slot);
 }
 
 void upload(void* dst, const void* host, size_t bytes) {
@@ -108,6 +135,31 @@ void download(void* host, const void* src, size_t bytes) {
     AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
   else if (bytes)
     staged_copy(host, src, bytes, cudaMemcpyDeviceToHost, "download");
+}
+// A ticket is (number << 8) | slot, numbers counting from 1; 0 is a download already done (empty,
+// or too large for a slot and copied synchronously). Waiting on a ticket whose slot has since been
+// reused finds another number there: its bytes were delivered then.
+static_assert(kStagingSlots <= 256, "a ticket keeps its slot in 8 bits");
+int64_t download_start(void* host, const void* src, size_t bytes) {
+  if (bytes == 0) return 0;
+  if (bytes > kStagedUploadBytes) {
+    AZR_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+  }
+  check_not_recording("download");
+  UploadStaging& s = upload_staging();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  const int slot = queue_staged_copy(s, host, src, bytes, cudaMemcpyDeviceToHost);
+  const uint64_t number = ++s.downloads_started;
+  s.pending[slot] = {host, bytes, number};
+  return int64_t(number << 8 | uint64_t(slot));
+}
+void download_wait(int64_t ticket) {
+  if (ticket == 0) return;
+  UploadStaging& s = upload_staging();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  const int slot = int(ticket & 0xff);
+  if (slot < kStagingSlots && s.pending[slot].number == uint64_t(ticket) >> 8) deliver_pending(s, slot);
 }
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes) AZR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, op_stream()));
@@ -123,6 +175,8 @@ const Ops kCudaOps = {
     release,
     upload,
     download,
+    download_start,
+    download_wait,
     copy,
     fill_zero,
     gather_rows,

@@ -10,10 +10,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace azr::kernels {
 namespace {
@@ -159,6 +162,40 @@ void release(void* p) {
     }
 }
 
+// download_start as a GPU's: the bytes are copied out of backend memory now (the copy follows the
+// ops called before it) but reach `host` only at download_wait, and until then `host` holds 0xA5
+// bytes. So host code that reads a started download before waiting for it (a pipeline's missing
+// wait) reads garbage in every run on this backend, not only on a GPU.
+struct StartedDownload {
+  void* host;
+  std::vector<char> bytes;
+};
+std::mutex g_downloads_mutex;
+std::map<int64_t, StartedDownload> g_downloads;
+int64_t g_downloads_started = 0;
+
+int64_t download_start(void* host, const void* src, size_t bytes) {
+  std::vector<char> staged(bytes);
+  {
+    Open open;
+    if (bytes) std::memcpy(staged.data(), src, bytes);
+  }
+  if (bytes) std::memset(host, 0xA5, bytes);
+  const std::lock_guard<std::mutex> lock(g_downloads_mutex);
+  g_downloads.emplace(++g_downloads_started, StartedDownload{host, std::move(staged)});
+  return g_downloads_started;
+}
+
+void download_wait(int64_t ticket) {
+  const std::lock_guard<std::mutex> lock(g_downloads_mutex);
+  const auto it = g_downloads.find(ticket);
+  if (it == g_downloads.end())
+    throw std::invalid_argument("cpu-guarded: download_wait(" + std::to_string(ticket) +
+                                "): no download started with that ticket is waiting");
+  if (!it->second.bytes.empty()) std::memcpy(it->second.host, it->second.bytes.data(), it->second.bytes.size());
+  g_downloads.erase(it);
+}
+
 // An op of the CPU table Base(), run with backend memory open. Member is the Ops field, F its type.
 template <const Ops& (*Base)(), auto Member, class F>
 struct Guarded;
@@ -185,6 +222,8 @@ Ops make_table(const char* name) {
   AZR_OPS_FUNCTIONS(AZR_GUARD)
   t.alloc_zeroed = alloc_zeroed;
   t.release = release;
+  t.download_start = download_start;
+  t.download_wait = download_wait;
   install_handler();
   return t;
 }

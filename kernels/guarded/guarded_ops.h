@@ -9,6 +9,9 @@
 // access outside an op raises SIGSEGV, whose handler prints the faulting address, the allocation
 // it falls in and a backtrace, then exits with status 134 (as an abort would).
 //
+// Its download_start also delivers as a GPU's does, at download_wait and not before (0xA5 bytes
+// until then), so host code that reads a started download early fails here too.
+//
 // The results are the CPU backend's, bit for bit (the same kernels on the same values), so a
 // test can run a whole command on both and demand identical output. It is slow in proportion to
 // the number of live allocations (two mprotect calls each per op): meant for tiny models.

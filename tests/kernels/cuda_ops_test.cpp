@@ -132,6 +132,42 @@ TEST_F(CudaOps, SmallUploadsLandInTheOpStreamsOrder) {
   EXPECT_EQ(to_host<float>(piece, size_t(n)), host);
 }
 
+// Started downloads (download_start, generation's sampled tokens read while the next step runs):
+// each brings the bytes its source held when it was queued, not what the ops queued after it write
+// there, and brings them by its wait, whether the wait comes at once, after more downloads than the
+// staging has slots (the slot's reuse delivers them), or in any order; a second wait does nothing;
+// larger ones are copied at once (ticket 0); and a recording refuses them.
+TEST_F(CudaOps, StartedDownloadsBringWhatTheSourceHeldWhenQueued) {
+  const int64_t n = 500, rounds = 40;  // 40 downloads in flight: the 16 slots are each reused
+  Buffer<float> source(gpu, size_t(n));
+  std::vector<std::vector<float>> got(size_t(rounds), std::vector<float>(size_t(n), -1.f));
+  std::vector<std::vector<float>> want(static_cast<size_t>(rounds));
+  std::vector<int64_t> tickets;
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t round = 0; round < rounds; round++) {
+    for (int64_t i = 0; i < n; i++) host[size_t(i)] = float(round * n + i);
+    want[size_t(round)] = host;
+    source.upload(host.data(), size_t(n));
+    tickets.push_back(gpu.download_start(got[size_t(round)].data(), source.data(), sizeof(float) * size_t(n)));
+    gpu.fill_zero(source.data(), n);  // queued after the download: not what it brings
+  }
+  for (int64_t round = rounds - 1; round >= 0; round--) gpu.download_wait(tickets[size_t(round)]);
+  for (int64_t round = 0; round < rounds; round++) EXPECT_EQ(got[size_t(round)], want[size_t(round)]) << round;
+  gpu.download_wait(tickets.back());  // again: nothing
+  EXPECT_EQ(got.back(), want.back());
+
+  const std::vector<float> large = randn(20000, 5);  // 80 KB: past a slot, copied at once
+  Buffer<float> d_large(gpu, large.size());
+  d_large.upload(large.data(), large.size());
+  std::vector<float> large_back(large.size());
+  EXPECT_EQ(gpu.download_start(large_back.data(), d_large.data(), sizeof(float) * large.size()), 0);
+  EXPECT_EQ(large_back, large);
+
+  gpu.recorder.begin();
+  EXPECT_THROW(gpu.download_start(host.data(), source.data(), sizeof(float) * size_t(n)), std::runtime_error);
+  gpu.recorder.abandon();
+}
+
 TEST_F(CudaOps, EmbeddingForwardAndBackwardWithRepeatedIds) {
   const int64_t N = 37, C = 70, V = 11;
   std::vector<int32_t> ids(N);

@@ -58,6 +58,49 @@ TEST(GuardedOpsDeathTest, HostAccessOutsideTheOpTableStopsWithAMessage) {
   EXPECT_EXIT({ raw[0] = 2.f; }, ::testing::ExitedWithCode(134), "outside the op table");
 }
 
+// A started download delivers at its wait, as a GPU's does: until then the host bytes are not the
+// source's (0xA5 filler), then they are what the source held at the start, whatever was uploaded
+// since. A ticket is waited for once.
+TEST(GuardedOps, StartedDownloadsDeliverAtTheirWait) {
+  const kernels::Ops& ops = guarded_cpu_ops();
+  kernels::Buffer<int32_t> b(ops, 4);
+  const std::vector<int32_t> first = {1, 2, 3, 4}, second = {5, 6, 7, 8};
+  b.upload(first.data(), 4);
+  std::vector<int32_t> host(4, 0);
+  const int64_t ticket = ops.download_start(host.data(), b.data(), sizeof(int32_t) * 4);
+  b.upload(second.data(), 4);
+  EXPECT_EQ(host, std::vector<int32_t>(4, int32_t(0xA5A5A5A5)));
+  ops.download_wait(ticket);
+  EXPECT_EQ(host, first);
+  EXPECT_THROW(ops.download_wait(ticket), std::invalid_argument);
+  EXPECT_THROW(ops.download_wait(ticket + 1), std::invalid_argument);
+}
+
+// Generation launches each step before it reads the last one's tokens (model/generate.cpp): with
+// sequences that stop early, it must read each step's only after its wait, and sample what the CPU
+// samples, bit for bit.
+TEST(GuardedOps, GenerationLaunchedAheadReadsEachStepAfterItsWait) {
+  const model::ModelConfig c = model::preset_config("azr-tiny");
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 2}, {3}, {8, 1, 4, 4}, {5, 9, 2}};
+  model::SamplingParams sp;
+  sp.temperature = 0.7f, sp.max_new_tokens = 12, sp.seed = 4;
+  model::Transformer free = model::Transformer::random(c, 5, 0.05f);
+  const auto free_run = model::generate(free, prompts, sp);
+  sp.stop_token_ids = {free_run[1].tokens[2], free_run[2].tokens[5]};
+  std::vector<model::Completion> out[2];
+  for (const kernels::Ops* ops : {&cpu_ops(), &guarded_cpu_ops()}) {
+    model::Transformer m = model::Transformer::random(c, 5, 0.05f, *ops);
+    out[ops == &guarded_cpu_ops()] = model::generate(m, prompts, sp);
+  }
+  int stopped_early = 0;
+  for (size_t b = 0; b < prompts.size(); b++) {
+    EXPECT_EQ(out[1][b].tokens, out[0][b].tokens) << b;
+    EXPECT_EQ(differing(out[1][b].logprobs, out[0][b].logprobs), 0u) << b;
+    stopped_early += out[0][b].finish == model::FinishReason::StopToken && out[0][b].tokens.size() < 12;
+  }
+  EXPECT_GE(stopped_early, 2);
+}
+
 // Score, backward, a clipped AdamW step, sampling and a checkpoint round trip on both backends.
 TEST(GuardedOps, TheModelRunsThroughTheOpTableAloneAndMatchesTheCpuBitForBit) {
   const model::ModelConfig c = model::preset_config("azr-tiny");

@@ -247,6 +247,84 @@ TEST(GenerateTest, IdenticalPromptsArePrefilledOnceAndSampleAsIfAlone) {
   EXPECT_EQ(samples_of_a.size(), 3u);  // the copies share a prompt, not a sample
 }
 
+// Sequences that stop at different steps (on a stop token, a stop string, or the length), some
+// copies of one prompt: launching step t+1 before step t's tokens are read must sample what one
+// step at a time samples. The sampled tokens' log-probs to float rounding only: a step run ahead
+// carries the rows that have just finished, and OpenBLAS sums by shape (as above).
+TEST(GenerateTest, LaunchingAheadSamplesWhatOneStepAtATimeSamples) {
+  Transformer m = make_model();
+  const ByteTokenizer tok;
+  const std::vector<std::vector<int32_t>> prompts = {kPrompts[0], kPrompts[1], kPrompts[2], kPrompts[0], {70, 71}};
+  SamplingParams p;
+  p.temperature = 0.9f, p.top_k = 40, p.max_new_tokens = 14, p.seed = 3;
+  p.launch_ahead = false;
+  const auto free_run = generate(m, prompts, p, &tok);
+  // Stops taken from the free run: sequence 1's 1st token, sequence 3's 7th, and sequence 0's
+  // text from its 7th byte (one byte a token below 256), unless they come earlier elsewhere; and
+  // fewer tokens, so that some sequence runs to the length.
+  p.stop_token_ids = {free_run[1].tokens[0], free_run[3].tokens[6]};
+  p.stop_strings = {free_run[0].text.substr(6, 2)};
+  p.max_new_tokens = 9;
+  const auto one_at_a_time = generate(m, prompts, p, &tok);
+  p.launch_ahead = true;
+  const auto ahead = generate(m, prompts, p, &tok);
+  std::set<FinishReason> reasons;
+  std::set<size_t> lengths;
+  for (size_t b = 0; b < prompts.size(); b++) {
+    SCOPED_TRACE("sequence " + std::to_string(b));
+    EXPECT_EQ(ahead[b].tokens, one_at_a_time[b].tokens);
+    EXPECT_EQ(ahead[b].finish, one_at_a_time[b].finish);
+    EXPECT_EQ(ahead[b].text, one_at_a_time[b].text);
+    ASSERT_EQ(ahead[b].logprobs.size(), one_at_a_time[b].logprobs.size());
+    for (size_t t = 0; t < ahead[b].logprobs.size(); t++)
+      EXPECT_NEAR(ahead[b].logprobs[t], one_at_a_time[b].logprobs[t], 3e-5) << "token " << t;
+    reasons.insert(ahead[b].finish);
+    lengths.insert(ahead[b].tokens.size());
+  }
+  EXPECT_EQ(one_at_a_time[1].tokens.size(), 1u);  // stopped by its first token
+  EXPECT_EQ(reasons.size(), 3u);                  // every way to finish is covered
+  EXPECT_GE(lengths.size(), 3u);                  // and sequences finish at different steps
+}
+
+// Rows sampled, by a table that counts them (the CPU's ops otherwise).
+int64_t g_rows_sampled = 0;
+void counting_sample_rows(int32_t* tokens, float* logprobs, const float* logits, const double* u, int64_t R, int64_t V,
+                          int64_t V_limit, float temperature, int32_t top_k, float top_p) {
+  g_rows_sampled += R;
+  kernels::cpu_ops().sample_rows(tokens, logprobs, logits, u, R, V, V_limit, temperature, top_k, top_p);
+}
+const kernels::Ops& counting_ops() {
+  static const kernels::Ops table = [] {
+    kernels::Ops t = kernels::cpu_ops();
+    t.sample_rows = counting_sample_rows;
+    return t;
+  }();
+  return table;
+}
+
+// What launching ahead costs: a sequence that stops before its last allowed token is sampled one
+// step more (the step launched before its stop was read), every other sequence not at all.
+TEST(GenerateTest, AStepRunAheadCostsOneRowForEachSequenceThatStopsEarly) {
+  Transformer m = make_model().copy_to(counting_ops());
+  SamplingParams p;
+  p.temperature = 0, p.max_new_tokens = 10;
+  const auto free_run = generate(m, kPrompts, p);
+  p.stop_token_ids = {free_run[0].tokens[3], free_run[2].tokens[9]};  // one early, one on the last token
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "ahead" : "one step at a time");
+    p.launch_ahead = ahead;
+    g_rows_sampled = 0;
+    const auto out = generate(m, kPrompts, p);
+    int64_t want = 0, stopped_early = 0;
+    for (const Completion& c : out) {
+      want += int64_t(c.tokens.size());
+      stopped_early += c.finish == FinishReason::StopToken && int32_t(c.tokens.size()) < p.max_new_tokens;
+    }
+    ASSERT_GE(stopped_early, 1);
+    EXPECT_EQ(g_rows_sampled, want + (ahead ? stopped_early : 0));
+  }
+}
+
 TEST(GenerateTest, BadParametersAreRefused) {
   Transformer m = make_model();
   SamplingParams p;

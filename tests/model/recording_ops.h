@@ -80,6 +80,14 @@ inline void download(void* host, const void* src, size_t bytes) {
   refuse_while_recording("a download");
   inner().download(host, src, bytes);
 }
+inline int64_t download_start(void* host, const void* src, size_t bytes) {
+  refuse_while_recording("a download");
+  return inner().download_start(host, src, bytes);
+}
+inline void download_wait(int64_t ticket) {
+  refuse_while_recording("a download's wait");
+  inner().download_wait(ticket);
+}
 
 inline void begin() {
   refuse_while_recording("a recording");
@@ -128,6 +136,8 @@ inline const kernels::Ops& recording_ops() {
     t.release = recording_detail::release;
     t.upload = recording_detail::upload;
     t.download = recording_detail::download;
+    t.download_start = recording_detail::download_start;
+    t.download_wait = recording_detail::download_wait;
 #undef AZR_RECORDED
     t.recorder = {begin, end, abandon, replay, release_graph, generation};
     return t;
