@@ -147,7 +147,8 @@ struct Ops {
   // `host` holds the bytes once download_wait(ticket) has returned, not before (a GPU's copy is
   // queued on its stream; the CPU's is done at once). Meanwhile the host may queue more work:
   // generation launches step t+1 from step t's sampled tokens on the backend, then reads step t's.
-  // Each ticket is waited for once; until then `host` must stay alive and unread.
+  // Each ticket is waited for once; until then `host` must stay alive and unread. Ticket 0 is a
+  // download done at once (the CPU's; a GPU's past its staging), whose wait does nothing.
   int64_t (*download_start)(void* host, const void* src, size_t bytes);
   void (*download_wait)(int64_t ticket);
   void (*copy)(void* dst, const void* src, size_t bytes);        // within the backend

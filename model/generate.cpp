@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/cpu/sampling.h"
 
@@ -32,6 +33,23 @@ void check_params(const SamplingParams& p, int64_t V) {
   if (p.vocab_limit < 0 || p.vocab_limit > V)
     throw std::invalid_argument("vocab_limit must be in [0, " + std::to_string(V) + "]");
 }
+
+// Tickets of started downloads (Ops::download_start), one a buffer, 0 when none is outstanding.
+struct StartedDownloads {
+  explicit StartedDownloads(const kernels::Ops& ops) : ops(ops) {}
+  ~StartedDownloads() {
+    for (int64_t& t : ticket) try {
+        if (t) ops.download_wait(std::exchange(t, 0));
+      } catch (...) {  // already unwinding, or the device failed: nothing to deliver into then
+      }
+  }
+  StartedDownloads(const StartedDownloads&) = delete;
+  StartedDownloads& operator=(const StartedDownloads&) = delete;
+  void wait(int which) { ops.download_wait(std::exchange(ticket[which], 0)); }
+
+  const kernels::Ops& ops;
+  int64_t ticket[2] = {0, 0};
+};
 
 }  // namespace
 
@@ -91,8 +109,11 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   kernels::Buffer<uint32_t> sampled_dev[2] = {kernels::Buffer<uint32_t>(ops, size_t(2 * B)),
                                               kernels::Buffer<uint32_t>(ops, size_t(2 * B))};
   std::vector<uint32_t> sampled_host[2] = {std::vector<uint32_t>(size_t(2 * B)), std::vector<uint32_t>(size_t(2 * B))};
+  // The downloads started and not yet waited for, one a buffer: waited for on the way out too, as
+  // a GPU would otherwise deliver them into sampled_host after an exception had freed it.
+  StartedDownloads started(ops);
   // Samples the step's rows (slots, in the order of `logits` rows) into sampled_dev[which] and
-  // starts their download: the ticket to wait for before reading sampled_host[which].
+  // starts their download, to wait for (started.wait(which)) before reading sampled_host[which].
   const auto start_sampling = [&](const float* logits, const std::vector<int32_t>& rows, int which) {
     const size_t R = rows.size();
     for (size_t r = 0; r < R; r++) u[r] = rng[size_t(rows[r])].uniform();
@@ -100,7 +121,7 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
     uint32_t* sampled = sampled_dev[which].data();
     ops.sample_rows(reinterpret_cast<int32_t*>(sampled), reinterpret_cast<float*>(sampled + R), logits, u_dev.data(),
                     int64_t(R), V, V_limit, params.temperature, params.top_k, params.top_p);
-    return ops.download_start(sampled_host[which].data(), sampled, sizeof(uint32_t) * 2 * R);
+    started.ticket[which] = ops.download_start(sampled_host[which].data(), sampled, sizeof(uint32_t) * 2 * R);
   };
 
   // Appends slot b's sampled token to its completion; true when that finished it.
@@ -135,7 +156,7 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   std::vector<int32_t> rows(static_cast<size_t>(B));  // the slots sampled in this step, in row order
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<char> finished(static_cast<size_t>(B), 0);
-  int64_t ticket = start_sampling(model.prefill_on_backend(cache, batch), rows, 0);
+  start_sampling(model.prefill_on_backend(cache, batch), rows, 0);
   std::vector<int32_t> next, next_rows, next_pos;  // the next step: its slots, their rows here, positions
   // Every slot still running has sampled step + 1 tokens, so the next step's token (this one's) is
   // at position length + step, and no slot runs past max_new_tokens steps.
@@ -149,23 +170,22 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
         next_pos.push_back(batch.lengths[size_t(rows[r])] + step);
       }
   };
-  // Launches the next step from this step's tokens where they are, and samples it: its ticket.
+  // Launches the next step from this step's tokens where they are, and samples it.
   const auto start_next = [&](int which) {
     const float* logits = model.decode_on_backend(cache, reinterpret_cast<const int32_t*>(sampled_dev[which].data()),
                                                   int64_t(rows.size()), next_rows, next, next_pos);
-    return start_sampling(logits, next, 1 - which);
+    start_sampling(logits, next, 1 - which);
   };
   for (int32_t step = 0;; step++) {
     const int which = step % 2;
     // Ahead: step + 1 runs on the device while the host reads this step's tokens. Slots that this
     // step finishes are known only then, so they run one step more, whose samples are dropped (at
     // most one wasted row-step a sequence, and one whole step after the last stop token).
-    int64_t next_ticket = 0;
     if (params.launch_ahead) {
       plan_next(step);
-      if (!next.empty()) next_ticket = start_next(which);
+      if (!next.empty()) start_next(which);
     }
-    ops.download_wait(ticket);
+    started.wait(which);
     const size_t R = rows.size();
     const uint32_t* sampled = sampled_host[which].data();
     for (size_t r = 0; r < R; r++) {
@@ -182,11 +202,10 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
     }
     if (!params.launch_ahead) {  // one step at a time: the next step's slots are all still running
       plan_next(step);
-      if (!next.empty()) next_ticket = start_next(which);
+      if (!next.empty()) start_next(which);
     }
     if (next.empty()) break;
     rows = next;
-    ticket = next_ticket;
   }
   if (tokenizer)
     for (int64_t b = 0; b < B; b++) out[b].text = utf8_lossy(bytes[size_t(b)]);

@@ -187,6 +187,7 @@ int64_t download_start(void* host, const void* src, size_t bytes) {
 }
 
 void download_wait(int64_t ticket) {
+  if (ticket == 0) return;
   const std::lock_guard<std::mutex> lock(g_downloads_mutex);
   const auto it = g_downloads.find(ticket);
   if (it == g_downloads.end())
