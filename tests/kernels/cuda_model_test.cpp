@@ -304,6 +304,37 @@ TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
   }
 }
 
+// Generation launches step t+1 before it reads step t's tokens (SamplingParams::launch_ahead,
+// model/generate.cpp): the next step's tokens are gathered on the device from the sampler's output,
+// and step t's download is started, not waited for, until the next step is queued. It must sample
+// what one step at a time samples, with sequences stopping at different steps (a step launched ahead
+// then carries rows that have just finished). Log-probs to 1e-4: the GEMMs of the steps after a
+// stop run on more rows ahead than one step at a time, and cuBLASLt may sum another way per shape.
+TEST_P(CudaModel, LaunchingAheadSamplesWhatOneStepAtATimeSamples) {
+  const ModelConfig c = config_named(GetParam());
+  for (const kernels::Ops* ops : {&cuda_ops(), &kernels::cuda_bf16_matmul_ops()}) {
+    Transformer m = Transformer::random(c, 15, 0.05f, *ops);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {9}, {7, 7, 7, 7, 7, 7}, {30, 31}, {1, 2, 3}};
+    SamplingParams p;
+    p.temperature = 1.f, p.max_new_tokens = 20, p.seed = 12, p.launch_ahead = false;
+    const auto free_run = generate(m, prompts, p);
+    p.stop_token_ids = {free_run[1].tokens[0], free_run[3].tokens[6]};
+    const auto one_step = generate(m, prompts, p);
+    p.launch_ahead = true;
+    const auto ahead = generate(m, prompts, p);
+    int stopped_early = 0;
+    for (size_t b = 0; b < prompts.size(); b++) {
+      EXPECT_EQ(ahead[b].tokens, one_step[b].tokens) << ops->name << " sequence " << b;
+      EXPECT_EQ(ahead[b].finish, one_step[b].finish) << ops->name << " sequence " << b;
+      ASSERT_EQ(ahead[b].logprobs.size(), one_step[b].logprobs.size());
+      for (size_t t = 0; t < ahead[b].logprobs.size(); t++)
+        EXPECT_NEAR(ahead[b].logprobs[t], one_step[b].logprobs[t], 1e-4) << ops->name << " sequence " << b;
+      stopped_early += one_step[b].finish == FinishReason::StopToken && one_step[b].tokens.size() < 20;
+    }
+    EXPECT_GE(stopped_early, 2) << ops->name;
+  }
+}
+
 // Programmatic dependent launch changes when the decode step's kernels start, never what they
 // compute, so generation with it is generation without, bit for bit: eager and recorded, at batch
 // 1 and 4 (the GEMV and the fused decode ops, the norms, the decode attention; 150 positions split
