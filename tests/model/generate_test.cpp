@@ -325,6 +325,29 @@ TEST(GenerateTest, AStepRunAheadCostsOneRowForEachSequenceThatStopsEarly) {
   }
 }
 
+// A decode step from tokens on the backend (generation's step launched ahead) is the step from the
+// same tokens given by the host, row r taking tokens[rows[r]]; rows outside the tokens given, or
+// slots outside the cache, are refused.
+TEST(GenerateTest, ADecodeStepFromBackendTokensIsTheStepFromHostTokens) {
+  Transformer m = make_model();
+  const std::vector<int32_t> slots = {0, 1}, pos = {0, 0};
+  KVCache by_host(m.config(), 2, 8, m.ops()), by_backend(m.config(), 2, 8, m.ops());
+  const float* host_logits = m.decode_on_backend(by_host, std::vector<int32_t>{5, 7}, slots, pos);
+  const std::vector<float> want(host_logits, host_logits + 2 * 90);
+  kernels::Buffer<int32_t> sampled(m.ops(), 3);
+  const std::vector<int32_t> on_backend = {7, 11, 5};
+  sampled.upload(on_backend.data(), 3);
+  const float* got = m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{2, 0}, slots, pos);
+  EXPECT_EQ(std::vector<float>(got, got + 2 * 90), want);
+  EXPECT_THROW(m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{0, 3}, slots, pos),
+               std::invalid_argument);
+  EXPECT_THROW(m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{0}, slots, pos),
+               std::invalid_argument);
+  EXPECT_THROW(
+      m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{0, 1}, std::vector<int32_t>{0, 2}, pos),
+      std::invalid_argument);
+}
+
 TEST(GenerateTest, BadParametersAreRefused) {
   Transformer m = make_model();
   SamplingParams p;
