@@ -213,6 +213,8 @@ if [[ "$STAGE" == pending ]]; then
     # above, 1.5B then 0.5B; no HF run (it took 12.9 tok/s at 1.5B on 2026-11-28). With the rows of
     # the o projection asking L2 for 4 to 32 MiB of gate's and up's weights each during the
     # attention (--ahead-sweep; written 2026-11-28 without a GPU, off by default until measured).
+    # Each run also has a `one-step` row: the fastest mode with each step launched only after the
+    # host has read the last one's tokens, the baseline of launching ahead (2026-11-29, no GPU).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
       --matmul-precision bf16 --decode-batches 1 --ahead-sweep
     step "$BUILD/bin/model_speed_bench" --device cuda --configs tests/model/configs/qwen2.5-0.5b.json --no-train \
