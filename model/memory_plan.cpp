@@ -49,7 +49,8 @@ PerToken layer_acts(const ModelConfig& c, bool norms16) {
 
 // The CUDA sampler's scratch after calls of up to R rows, of every mode (kernels/cuda/sampling.cu):
 // each buffer grows to its largest call and stays. Rows up to kMaxSplitRows may be split into parts
-// (parts_for): R x parts partial values, indices and sums (4 + 8 + 8 bytes) and a ticket a row;
+// (parts_for): R x parts partial values, indices and sums (4 + 8 + 16 bytes: the temperature
+// sampler's one pass keeps a maximum and a mass a part, both double) and a ticket a row;
 // parts_for aims at 2 blocks a multiprocessor, at least kMinParts and at most kMaxParts a row, so
 // R x parts <= max(kMinParts R, 2 x kPlanMaxMultiprocessors) below kMaxParts R. Top-k and top-p
 // split up to kSplitGroupRows rows at once: a count and a mass a bin, a total, a last bin, a list
@@ -62,7 +63,7 @@ double sampler_scratch_bytes(int64_t R) {
   const double rows = double(R), group = double(std::min(R, smp::kSplitGroupRows));
   const double parts = std::min(rows * double(smp::kMaxParts),
                                 std::max(rows * double(smp::kMinParts), 2 * kPlanMaxMultiprocessors));
-  return parts * (4.0 + 8.0 + 8.0) + rows * 4.0 +
+  return parts * (4.0 + 8.0 + 16.0) + rows * 4.0 +
          group * (double(smp::kMassBins) * (4.0 + 8.0) + 8.0 + 4.0 + 4.0 + double(smp::kListCapacity) * 8.0);
 }
 

@@ -8,12 +8,18 @@
 //   only from there on is the row scanned, in tiles, for the first token that passes it.
 // - few rows (a decode step at batch 1 puts one block on one of the GPU's 132 SMs, 230 us for a
 //   151,936-token row in the 2026-11-23 profile): each row is split into gridDim.x parts, a block
-//   each. part_max_kernel finds each part's largest logit; part_mass_kernel takes the row's maximum
-//   from them (a maximum is exact in any order), sums its part's mass, and the last block of the
-//   row to finish (a ticket counter) adds the parts' masses in part order, finds the part where
-//   the cumulative mass passes u * total, and from there does what unfiltered_kernel does over the
-//   whole row, within that part: warp segments, then the scan in tiles.
-// The sums therefore run in another order than the CPU's in both, which only matters when u lies
+//   each. part_stats_kernel reads its part once, keeping a running maximum m of z / t and the mass
+//   against it (scaled by exp(m_old - m) when m grows, FlashAttention's online softmax), and the
+//   last block of the row to finish (a ticket counter) takes the row's maximum from the parts' (a
+//   maximum is exact in any order), weighs each part's mass by exp(m_part - max), adds them in
+//   part order, finds the part where the cumulative mass passes u * total, and from there does
+//   what unfiltered_kernel does over the whole row, within that part: warp segments, then the
+//   scan in tiles, on p_j = exp(z_j / t - max) as the CPU computes them.
+//   Until 2026-11-29 the parts read the row twice, first for the maxima (part_max_kernel), then
+//   for the masses against the row's maximum (part_mass_kernel): still there, as cuda_ops_bench's
+//   baseline (cuda_set_unfiltered_sampling_one_pass(false)).
+// The sums therefore run in another order than the CPU's in both, and the online masses round
+// otherwise (a product of exponentials for an exponential of a sum), which only matters when u lies
 // within a few units of the 16th digit of a boundary of the cumulative distribution.
 //
 // The kernels are in this header, apart from their launches (sampling.cu), so that
@@ -190,6 +196,111 @@ __global__ void __launch_bounds__(kThreads)
     while (q < parts - 1 && !(before + pm[q] > target)) before += pm[q++];
     total_s = total, target_s = target, carry_s = before;
     part_range(a.n, parts, q, &from_s, &part_end_s);
+  }
+  __syncthreads();
+  const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
+  if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
+  __syncthreads();
+  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+}
+
+// The mass of the values x seen so far against their maximum m: s = sum of exp(x - m), in double.
+// Values of -inf (masked logits) add nothing; a pair that has seen none is (-inf, 0).
+struct RunningMass {
+  double m, s;
+};
+
+__device__ __forceinline__ void add_value(RunningMass& r, double x) {
+  if (x > r.m) {  // exp(-inf - x) = 0 for the first finite value: s = 1
+    r.s = r.s * exp(r.m - x) + 1.0;
+    r.m = x;
+  } else if (x > -INFINITY) {
+    r.s += exp(x - r.m);
+  }
+}
+
+// Commutative, bit for bit (the same products, added in either order), so a butterfly leaves
+// every lane of a warp with the same pair.
+__device__ __forceinline__ RunningMass merged(const RunningMass& a, const RunningMass& b) {
+  const double m = fmax(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.0};
+  return {m, a.s * exp(a.m - m) + b.s * exp(b.m - m)};
+}
+
+// The block's pair, merged a warp at a time (xor butterfly), then the warps' pairs in warp order
+// by thread 0, which alone returns it. `shared` holds 2 kWarps doubles; ends with a barrier.
+__device__ inline RunningMass block_running_mass(RunningMass r, double* shared) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2)
+    r = merged(r, {__shfl_xor_sync(0xffffffffu, r.m, o), __shfl_xor_sync(0xffffffffu, r.s, o)});
+  if (lane == 0) shared[2 * warp] = r.m, shared[2 * warp + 1] = r.s;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < kWarps; w++) r = merged(r, {shared[2 * w], shared[2 * w + 1]});
+  __syncthreads();
+  return r;
+}
+
+// Few rows, one pass: each part's (maximum, mass against it) into part_stats [R * parts][2]; the
+// row's last block (by tickets, last_block_done) picks the token.
+__global__ void __launch_bounds__(kThreads)
+    part_stats_kernel(SampleArgs a, double* part_stats, unsigned* tickets) {
+  __shared__ double shared_d[2 * kWarps > 32 ? 2 * kWarps : 32];
+  __shared__ int64_t shared_i[32];
+  __shared__ double mass[kWarps];
+  __shared__ double total_s, target_s, carry_s;
+  __shared__ int64_t from_s, part_end_s;
+  __shared__ bool last_s;
+  __shared__ double weighed_s[kMaxParts];
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
+  const float* z = a.logits + r * a.V;
+
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
+  RunningMass run{-INFINITY, 0.0};
+  // kLoads loads in flight a thread before the values they feed (add_value branches on each): at
+  // 2 blocks a multiprocessor (56 registers, ptxas sm_90), 32 KiB a multiprocessor, as many as
+  // part_max_kernel's 64 warps had with their loads unrolled 4 times.
+  constexpr int kLoads = 8;
+  const int64_t step = blockDim.x;
+  int64_t j = from + threadIdx.x;
+  for (; j + (kLoads - 1) * step < to; j += kLoads * step) {
+    float zs[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; k++) zs[k] = z[j + k * step];
+#pragma unroll
+    for (int k = 0; k < kLoads; k++) add_value(run, __dmul_rn(double(zs[k]), a.inv_t));
+  }
+  for (; j < to; j += step) add_value(run, __dmul_rn(double(z[j]), a.inv_t));
+  run = block_running_mass(run, shared_d);
+  if (threadIdx.x == 0) {
+    part_stats[2 * (r * parts + p)] = run.m;
+    part_stats[2 * (r * parts + p) + 1] = run.s;
+  }
+  if (!last_block_done(tickets + r, parts, &last_s)) return;
+
+  // The row's last block: every part's pair is in. Max_j (z_j * inv_t) is the largest part
+  // maximum, the value part_max_kernel's route gives; each part's mass is weighed against it.
+  static_assert(kMaxParts <= kThreads, "a thread a part");
+  const int q = int(threadIdx.x);
+  RunningMass part{-INFINITY, 0.0};
+  if (q < int(parts)) {
+    const double* stats = part_stats + 2 * (r * parts + q);
+    part = {load_past_l1(stats), load_past_l1(stats + 1)};
+  }
+  const double mx = block_reduce(part.m, -double(INFINITY), Max{}, shared_d);
+  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? 0.0 : part.s * exp(part.m - mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int64_t k = 0; k < parts; k++) total += weighed_s[k];
+    const double target = a.u[r] * total;
+    int64_t k = 0;
+    double before = 0;
+    while (k < parts - 1 && !(before + weighed_s[k] > target)) before += weighed_s[k++];
+    total_s = total, target_s = target, carry_s = before;
+    part_range(a.n, parts, k, &from_s, &part_end_s);
   }
   __syncthreads();
   const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);

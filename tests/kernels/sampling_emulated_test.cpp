@@ -22,7 +22,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -48,9 +50,10 @@ struct Result {
   std::vector<float> logprobs;
 };
 
-// The kernels as sampling.cu launches them; parts == 1: a block per row.
+// The kernels as sampling.cu launches them; parts == 1: a block per row; else one pass over the
+// parts (part_stats_kernel) or, with one_pass false, two (cuda_set_unfiltered_sampling_one_pass).
 Result run(const std::vector<float>& logits, const std::vector<double>& u, int64_t R, int64_t V, int64_t limit,
-           float temperature, int64_t parts) {
+           float temperature, int64_t parts, bool one_pass = true) {
   Result out{std::vector<int32_t>(size_t(R), -1), std::vector<float>(size_t(R), NAN)};
   const SampleArgs a{out.tokens.data(), out.logprobs.data(), logits.data(), u.data(), V, limit,
                      1.0 / double(temperature), 0, 1.f};
@@ -58,14 +61,56 @@ Result run(const std::vector<float>& logits, const std::vector<double>& u, int64
     emu::launch({unsigned(R), 1, 1}, kThreads, 0, unfiltered_kernel, a);
     return out;
   }
-  std::vector<float> part_max(size_t(R * parts), NAN);
-  std::vector<double> part_mass(size_t(R * parts), NAN);
   std::vector<unsigned> tickets(size_t(R), 0);
-  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_max_kernel, a, part_max.data());
-  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_mass_kernel, a,
-              static_cast<const float*>(part_max.data()), part_mass.data(), tickets.data());
+  if (one_pass) {
+    std::vector<double> part_stats(size_t(2 * R * parts), NAN);
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_stats_kernel, a, part_stats.data(),
+                tickets.data());
+  } else {
+    std::vector<float> part_max(size_t(R * parts), NAN);
+    std::vector<double> part_mass(size_t(R * parts), NAN);
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_max_kernel, a, part_max.data());
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_mass_kernel, a,
+                static_cast<const float*>(part_max.data()), part_mass.data(), tickets.data());
+  }
   for (int64_t r = 0; r < R; r++) EXPECT_EQ(tickets[size_t(r)], 0u) << "row " << r << "'s tickets not reset";
   return out;
+}
+
+// The one pass's running (maximum, mass) against the definition: the maximum of the values, and
+// the sum of exp(x - max) in double over the finite ones, to double rounding (each rescale adds a
+// rounding of its own); -inf values add nothing, and a pair that saw only -inf is (-inf, 0).
+// Merging is commutative bit for bit (the warp butterfly's lanes then agree) and gives the pair of
+// the values seen by both.
+TEST(SamplingEmulated, RunningMassIsTheMassAgainstTheMaximum) {
+  std::mt19937_64 rng(31);
+  std::normal_distribution<double> normal(0.0, 4.0);
+  for (int trial = 0; trial < 50; trial++) {
+    std::vector<double> xs(size_t(1 + trial * 7));
+    for (double& x : xs) {
+      x = trial % 5 == 0 ? -INFINITY : normal(rng);  // every fifth: all -inf
+    }
+    if (trial % 3 == 1) xs[xs.size() / 2] = -INFINITY;
+    RunningMass all{-INFINITY, 0.0}, first{-INFINITY, 0.0}, second{-INFINITY, 0.0};
+    for (size_t i = 0; i < xs.size(); i++) {
+      add_value(all, xs[i]);
+      add_value(i < xs.size() / 3 ? first : second, xs[i]);
+    }
+    const double mx = *std::max_element(xs.begin(), xs.end());
+    double want = 0;
+    for (const double x : xs)
+      if (x > -INFINITY) want += std::exp(x - mx);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_EQ(all.m, mx);
+    EXPECT_NEAR(all.s, want, 1e-13 * want);
+    const RunningMass ab = merged(first, second), ba = merged(second, first);
+    EXPECT_EQ(ab.m, mx);
+    EXPECT_EQ(std::memcmp(&ab, &ba, sizeof ab), 0);
+    EXPECT_NEAR(ab.s, want, 1e-13 * want);
+    if (mx == -INFINITY) {
+      EXPECT_EQ(all.s, 0.0);
+    }
+  }
 }
 
 TEST(SamplingEmulated, UnfilteredTokensAreTheCpusOnEverySplit) {
@@ -84,9 +129,13 @@ TEST(SamplingEmulated, UnfilteredTokensAreTheCpusOnEverySplit) {
       std::vector<float> want_lp(static_cast<size_t>(R));
       cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, c.temperature,
                             c.top_k, c.top_p);
-      for (const int64_t parts : {int64_t(1), V < 1000 ? int64_t(3) : int64_t(2)}) {  // a block per row; parts
-        SCOPED_TRACE(std::string(c.name) + " V " + std::to_string(V) + " parts " + std::to_string(parts));
-        const Result got = run(logits, u, R, V, limit, c.temperature, parts);
+      // A block per row; parts, read once and read twice.
+      const int64_t split = V < 1000 ? 3 : 2;
+      for (const auto& [parts, one_pass] :
+           {std::pair{int64_t(1), true}, std::pair{split, true}, std::pair{split, false}}) {
+        SCOPED_TRACE(std::string(c.name) + " V " + std::to_string(V) + " parts " + std::to_string(parts) +
+                     (one_pass ? "" : ", two passes"));
+        const Result got = run(logits, u, R, V, limit, c.temperature, parts, one_pass);
         for (int64_t r = 0; r < R; r++) {
           EXPECT_EQ(got.tokens[size_t(r)], want[size_t(r)]) << "row " << r << " (u = " << u[size_t(r)] << ")";
           EXPECT_NEAR(got.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
@@ -108,10 +157,11 @@ TEST(SamplingEmulated, UnfilteredFallbackTakesTheLastTokenWithMass) {
   std::vector<float> want_lp(static_cast<size_t>(R));
   cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, 1.f, 0, 1.f);
   EXPECT_EQ(want[1], V - 41);  // the CPU's own answer, by hand: the last finite logit
-  for (const int64_t parts : {int64_t(1), int64_t(2)}) {
-    const Result got = run(logits, u, R, V, V, 1.f, parts);
-    EXPECT_EQ(got.tokens, want) << "parts " << parts;
-  }
+  for (const int64_t parts : {int64_t(1), int64_t(2)})
+    for (const bool one_pass : {true, false}) {
+      const Result got = run(logits, u, R, V, V, 1.f, parts, one_pass);
+      EXPECT_EQ(got.tokens, want) << "parts " << parts << (one_pass ? "" : ", two passes");
+    }
 }
 
 // Greedy as sampling.cu launches it; parts == 1: a block per row.

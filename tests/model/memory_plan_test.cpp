@@ -372,7 +372,7 @@ TEST(MemoryPlan, PrefillByHand) {
 }
 
 // The CUDA sampler's scratch (memory_plan.h's `sampler`, kernels/cuda/sampling.cu) by hand, per
-// row: a 4-byte ticket; at most 128 parts of 4 + 8 + 8 bytes, at least 4, and 512 in all below
+// row: a 4-byte ticket; at most 128 parts of 4 + 8 + 16 bytes, at least 4, and 512 in all below
 // that; and for top-k / top-p, up to 256 rows at once, 2,048 bins of 4 + 8 bytes, 8 + 4 + 4 bytes
 // of total, last bin and list count, and a list of 16,384 keys of 8 bytes: 155,664 bytes a row.
 // Past 65,535 rows a row is one block's and there is no scratch.
@@ -383,10 +383,10 @@ TEST(MemoryPlan, SamplerScratchByHand) {
     return plan_memory(qwen("1.5b"), s).sampler;
   };
   EXPECT_EQ(sampler(0), 0.0);
-  EXPECT_EQ(sampler(1), 128.0 * 20 + 4 + 155664);                   // 128 parts: the cap
-  EXPECT_EQ(sampler(256), 1024.0 * 20 + 256 * 4 + 256 * 155664.0);  // 4 parts a row
-  EXPECT_EQ(sampler(100), 512.0 * 20 + 100 * 4 + 100 * 155664.0);   // 512 parts in all
-  EXPECT_EQ(sampler(4096), 16384.0 * 20 + 4096 * 4 + 256 * 155664.0);
+  EXPECT_EQ(sampler(1), 128.0 * 28 + 4 + 155664);                   // 128 parts: the cap
+  EXPECT_EQ(sampler(256), 1024.0 * 28 + 256 * 4 + 256 * 155664.0);  // 4 parts a row
+  EXPECT_EQ(sampler(100), 512.0 * 28 + 100 * 4 + 100 * 155664.0);   // 512 parts in all
+  EXPECT_EQ(sampler(4096), 16384.0 * 28 + 4096 * 4 + 256 * 155664.0);
   EXPECT_EQ(sampler(70000), 0.0);
   MemoryPlanSettings s;
   s.kv_slots = 256, s.kv_capacity = 64;
