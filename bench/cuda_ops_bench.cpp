@@ -697,19 +697,20 @@ int main(int argc, char** argv) {
         rows.push_back({"sample_rows split", std::to_string(R) + " rows, " + m.label + "; base = a block a row", "GB/s",
                         bytes / split / 1e9, bytes / block_per_row / 1e9, bytes / split / peak_bw});
       }
-    // The temperature sampler's parts read once (a running maximum and the mass against it, the
-    // default since 2026-11-29) against twice (the maxima, then the masses: the baseline, in the
-    // "cpu" column's place).
-    for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
-      const double bytes = double(R) * double(V) * 4.0;
-      auto run = [&] { sample_on_gpu(R, Mode{"t=1", 1.f, 0, 1.f}); };
-      const double once = time_gpu(run, reps);
-      cuda_detail::cuda_set_unfiltered_sampling_one_pass(false);
-      const double twice = time_gpu(run, reps);
-      cuda_detail::cuda_set_unfiltered_sampling_one_pass(true);
-      rows.push_back({"sample_rows one pass", std::to_string(R) + " rows, t=1; base = two passes", "GB/s",
-                      bytes / once / 1e9, bytes / twice / 1e9, bytes / once / peak_bw});
-    }
+    // The temperature and greedy samplers' parts read once (a running maximum and the mass against
+    // it, the default since 2026-11-29) against twice (the maxima, then the masses: the baseline,
+    // in the "cpu" column's place).
+    for (const Mode m : {Mode{"t=1", 1.f, 0, 1.f}, Mode{"greedy", 0.f, 0, 1.f}})
+      for (const int64_t R : {int64_t(1), int64_t(64), R_max}) {
+        const double bytes = double(R) * double(V) * 4.0;
+        auto run = [&] { sample_on_gpu(R, m); };
+        const double once = time_gpu(run, reps);
+        cuda_detail::cuda_set_split_sampling_one_pass(false);
+        const double twice = time_gpu(run, reps);
+        cuda_detail::cuda_set_split_sampling_one_pass(true);
+        rows.push_back({"sample_rows one pass", std::to_string(R) + " rows, " + m.label + "; base = two passes",
+                        "GB/s", bytes / once / 1e9, bytes / twice / 1e9, bytes / once / peak_bw});
+      }
     // The samplers that split rows into parts (t=1 and greedy) aiming at 8 blocks per
     // multiprocessor instead of 2 (parts_for): at 64 and 256 rows, against the default (the
     // baseline, in the "cpu" column's place).

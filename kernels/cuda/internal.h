@@ -187,11 +187,12 @@ void cuda_set_sampling_blocks_per_sm(int n);
 // would (sampling_filtered.cuh; default on), for benchmarks: off, a block per row reads its row.
 void cuda_set_filtered_sampling_split(bool on);
 bool cuda_filtered_sampling_split();
-// Whether the temperature sampler's parts read their logits once (part_stats_kernel, each part's
-// maximum and its mass against it; default on) or twice (the maxima, then the masses against the
-// row's; sampling_unfiltered.cuh), for benchmarks and tests.
-void cuda_set_unfiltered_sampling_one_pass(bool on);
-bool cuda_unfiltered_sampling_one_pass();
+// Whether the temperature and greedy samplers' parts read their logits once (part_stats_kernel,
+// part_greedy_kernel: each part's maximum and its mass against it; default on) or twice (the
+// maxima, then the masses against the row's; sampling_unfiltered.cuh, sampling_greedy.cuh), for
+// benchmarks and tests.
+void cuda_set_split_sampling_one_pass(bool on);
+bool cuda_split_sampling_one_pass();
 // The bytes the sampler's grow-only scratch holds now (the memory plan's `sampler` line bounds it).
 size_t cuda_sampler_scratch_bytes();
 // D[b, h, t] = dot(dout, out) of each real row, 0 for padding ([B, H, T], backward's first step),

@@ -49,7 +49,7 @@ DeviceScratch<uint64_t> g_list;
 // sampling::parts_for's target; cuda_set_sampling_blocks_per_sm.
 int g_sampling_blocks_per_sm = 2;
 bool g_filtered_split = true;  // cuda_set_filtered_sampling_split
-bool g_unfiltered_one_pass = true;  // cuda_set_unfiltered_sampling_one_pass
+bool g_split_one_pass = true;  // cuda_set_split_sampling_one_pass
 
 using sampling::kListCapacity;  // the filtered split's list and groups of rows (sampling_limits.h)
 using sampling::kSplitGroupRows;
@@ -62,7 +62,7 @@ void unfiltered(const SampleArgs& a, int64_t R) {
   }
   unsigned* tickets = g_tickets.get(size_t(R));
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
-  if (g_unfiltered_one_pass) {
+  if (g_split_one_pass) {
     sampling::part_stats_kernel<<<grid, kThreads, 0, op_stream()>>>(a, g_part_sum.get(size_t(2 * R * parts)), tickets);
     return;
   }
@@ -81,9 +81,14 @@ void greedy(const SampleArgs& a, int64_t R) {
   }
   float* part_v = g_part_value.get(size_t(R * parts));
   int64_t* part_at = g_part_at.get(size_t(R * parts));
-  double* part_sum = g_part_sum.get(size_t(R * parts));
   unsigned* tickets = g_tickets.get(size_t(R));
   const dim3 grid{unsigned(parts), unsigned(R), 1u};
+  if (g_split_one_pass) {
+    sampling::part_greedy_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at,
+                                                                      g_part_sum.get(size_t(2 * R * parts)), tickets);
+    return;
+  }
+  double* part_sum = g_part_sum.get(size_t(R * parts));
   sampling::part_argmax_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at);
   AZR_CUDA_LAUNCHED();
   sampling::part_expsum_kernel<<<grid, kThreads, 0, op_stream()>>>(a, part_v, part_at, part_sum, tickets);
@@ -142,8 +147,8 @@ void sample_rows(int32_t* tokens, float* logprobs, const float* logits, const do
 
 void cuda_set_sampling_blocks_per_sm(int n) { g_sampling_blocks_per_sm = n < 1 ? 1 : n; }
 void cuda_set_filtered_sampling_split(bool on) { g_filtered_split = on; }
-void cuda_set_unfiltered_sampling_one_pass(bool on) { g_unfiltered_one_pass = on; }
-bool cuda_unfiltered_sampling_one_pass() { return g_unfiltered_one_pass; }
+void cuda_set_split_sampling_one_pass(bool on) { g_split_one_pass = on; }
+bool cuda_split_sampling_one_pass() { return g_split_one_pass; }
 bool cuda_filtered_sampling_split() { return g_filtered_split; }
 size_t cuda_sampler_scratch_bytes() {
   return g_part_value.bytes() + g_part_at.bytes() + g_part_sum.bytes() + g_tickets.bytes() + g_bin_count.bytes() +

@@ -54,6 +54,24 @@ __device__ __forceinline__ void part_range(int64_t n, int64_t parts, int64_t p, 
   *to = *from + len < n ? *from + len : n;
 }
 
+// visit(z[j], j) for this thread's j of [from, to): from + threadIdx.x on, a block apart, in
+// ascending order; kLoadsInFlight loads at a time before the values they feed, as the visits
+// (the one-pass samplers' running maximum and mass) branch on each value.
+constexpr int kLoadsInFlight = 8;
+template <class Visit>
+__device__ __forceinline__ void for_each_value(const float* z, int64_t from, int64_t to, Visit&& visit) {
+  const int64_t step = blockDim.x;
+  int64_t j = from + threadIdx.x;
+  for (; j + (kLoadsInFlight - 1) * step < to; j += kLoadsInFlight * step) {
+    float zs[kLoadsInFlight];
+#pragma unroll
+    for (int k = 0; k < kLoadsInFlight; k++) zs[k] = z[j + k * step];
+#pragma unroll
+    for (int k = 0; k < kLoadsInFlight; k++) visit(zs[k], j + k * step);
+  }
+  for (; j < to; j += step) visit(z[j], j);
+}
+
 // The row's last block (last_block_done): the parts' sums part[0 .. parts), which the other blocks
 // wrote, into shared `parts_s` (kMaxParts values), a thread a part at once; every thread of the
 // block calls it, and it ends with a barrier. The block then adds them in part order from shared

@@ -5,9 +5,13 @@
 // Two ways to cover a row, as for unfiltered sampling (sampling_unfiltered.cuh):
 // - greedy_kernel, one block per row (many rows);
 // - few rows (the tail of a batch, where most sequences have finished): each row split into
-//   gridDim.x parts, a block each. part_argmax_kernel finds each part's first maximum;
-//   part_expsum_kernel takes the row's from them (ties to the lowest id), sums its part's
-//   exp(z - max), and the row's last block to finish adds the parts' sums in part order.
+//   gridDim.x parts, a block each. part_greedy_kernel reads its part once for its first maximum
+//   and its mass against a running maximum (sampling_unfiltered.cuh's RunningMass, at t = 1); the
+//   row's last block to finish takes the row's first maximum from the parts' (ties to the lowest
+//   id), weighs each part's mass by exp(part max - max) and adds them in part order. Until
+//   2026-11-29 two kernels read each part twice (part_argmax_kernel, then part_expsum_kernel's
+//   exp(z - max) against the row's maximum): cuda_ops_bench's baseline now
+//   (cuda_set_split_sampling_one_pass(false)).
 //
 // The kernels are in this header, apart from their launches (sampling.cu), so that
 // tests/kernels/sampling_emulated_test.cpp can also run them on the CPU through
@@ -17,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/sampling_common.cuh"
+#include "kernels/cuda/sampling_unfiltered.cuh"  // RunningMass
 
 namespace azr::kernels::cuda_detail::sampling {
 
@@ -120,6 +125,61 @@ __global__ void __launch_bounds__(kThreads)
     double total = 0;
     for (int64_t q = 0; q < parts; q++) total += parts_s[q];
     a.tokens[r] = int32_t(at_s);
+    a.logprobs[r] = float(-log(total));
+  }
+}
+
+// Few rows, one pass: part p of row r's first maximum into part_v and part_at, and its mass
+// against its maximum into part_stats [R * parts][2]; the row's last block (by tickets,
+// last_block_done) writes the token and its log-prob.
+__global__ void __launch_bounds__(kThreads) part_greedy_kernel(SampleArgs a, float* part_v, int64_t* part_at,
+                                                               double* part_stats, unsigned* tickets) {
+  __shared__ float shared_v[32];
+  __shared__ int64_t shared_at[32];
+  __shared__ double shared_d[2 * kWarps > 32 ? 2 * kWarps : 32];
+  __shared__ bool last_s;
+  __shared__ double weighed_s[kMaxParts];
+  const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
+  const float* z = a.logits + r * a.V;
+  int64_t from, to;
+  part_range(a.n, parts, p, &from, &to);
+  // Ascending j a thread: strict > keeps the first maximum, and a thread's first entry is taken
+  // whatever it is (range_argmax's rule).
+  float best = -INFINITY;
+  int64_t at = INT64_MAX;
+  RunningMass run{-INFINITY, 0.0};
+  for_each_value(z, from, to, [&](float v, int64_t j) {
+    if (v > best || at == INT64_MAX) best = v, at = j;
+    add_value(run, double(v));
+  });
+  block_argmax(best, at, shared_v, shared_at);
+  run = block_running_mass(run, shared_d);
+  if (threadIdx.x == 0) {
+    part_v[r * parts + p] = best, part_at[r * parts + p] = at;
+    part_stats[2 * (r * parts + p)] = run.m, part_stats[2 * (r * parts + p) + 1] = run.s;
+  }
+  if (!last_block_done(tickets + r, parts, &last_s)) return;
+
+  // The row's last block: the row's first maximum from the parts' (a part's is its own first
+  // maximum, so the lowest id among the parts holding the largest value is the row's), and each
+  // part's mass against it.
+  static_assert(kMaxParts <= kThreads, "a thread a part");
+  const int q = int(threadIdx.x);
+  RunningMass part{-INFINITY, 0.0};
+  best = -INFINITY, at = INT64_MAX;
+  if (q < int(parts)) {
+    best = load_past_l1(part_v + r * parts + q), at = load_past_l1(part_at + r * parts + q);
+    const double* stats = part_stats + 2 * (r * parts + q);
+    part = {load_past_l1(stats), load_past_l1(stats + 1)};
+  }
+  block_argmax(best, at, shared_v, shared_at);
+  const double mx = double(best);
+  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? 0.0 : part.s * exp(part.m - mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int64_t k = 0; k < parts; k++) total += weighed_s[k];
+    a.tokens[r] = int32_t(at);
     a.logprobs[r] = float(-log(total));
   }
 }

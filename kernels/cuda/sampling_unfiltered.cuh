@@ -17,7 +17,7 @@
 //   scan in tiles, on p_j = exp(z_j / t - max) as the CPU computes them.
 //   Until 2026-11-29 the parts read the row twice, first for the maxima (part_max_kernel), then
 //   for the masses against the row's maximum (part_mass_kernel): still there, as cuda_ops_bench's
-//   baseline (cuda_set_unfiltered_sampling_one_pass(false)).
+//   baseline (cuda_set_split_sampling_one_pass(false)).
 // The sums therefore run in another order than the CPU's in both, and the online masses round
 // otherwise (a product of exponentials for an exponential of a sum), which only matters when u lies
 // within a few units of the 16th digit of a boundary of the cumulative distribution.
@@ -259,20 +259,10 @@ __global__ void __launch_bounds__(kThreads)
   int64_t from, to;
   part_range(a.n, parts, p, &from, &to);
   RunningMass run{-INFINITY, 0.0};
-  // kLoads loads in flight a thread before the values they feed (add_value branches on each): at
-  // 2 blocks a multiprocessor (56 registers, ptxas sm_90), 32 KiB a multiprocessor, as many as
-  // part_max_kernel's 64 warps had with their loads unrolled 4 times.
-  constexpr int kLoads = 8;
-  const int64_t step = blockDim.x;
-  int64_t j = from + threadIdx.x;
-  for (; j + (kLoads - 1) * step < to; j += kLoads * step) {
-    float zs[kLoads];
-#pragma unroll
-    for (int k = 0; k < kLoads; k++) zs[k] = z[j + k * step];
-#pragma unroll
-    for (int k = 0; k < kLoads; k++) add_value(run, __dmul_rn(double(zs[k]), a.inv_t));
-  }
-  for (; j < to; j += step) add_value(run, __dmul_rn(double(z[j]), a.inv_t));
+  // 8 loads a thread in flight (for_each_value): at 2 blocks a multiprocessor (56 registers,
+  // ptxas sm_90), 32 KiB a multiprocessor, as many as part_max_kernel's 64 warps had with their
+  // loads unrolled 4 times.
+  for_each_value(z, from, to, [&](float v, int64_t) { add_value(run, __dmul_rn(double(v), a.inv_t)); });
   run = block_running_mass(run, shared_d);
   if (threadIdx.x == 0) {
     part_stats[2 * (r * parts + p)] = run.m;

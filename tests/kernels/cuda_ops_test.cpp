@@ -1577,8 +1577,8 @@ class CudaSampling : public CudaOps, public ::testing::WithParamInterface<int64_
 // rows go as two groups, 256 and 44), and with the split off, a block per row reading its row.
 using FilteredSplit = testing::ScopedCudaSetting<bool, cuda_detail::cuda_filtered_sampling_split,
                                                  cuda_detail::cuda_set_filtered_sampling_split>;
-using UnfilteredOnePass = testing::ScopedCudaSetting<bool, cuda_detail::cuda_unfiltered_sampling_one_pass,
-                                                     cuda_detail::cuda_set_unfiltered_sampling_one_pass>;
+using SplitOnePass = testing::ScopedCudaSetting<bool, cuda_detail::cuda_split_sampling_one_pass,
+                                                     cuda_detail::cuda_set_split_sampling_one_pass>;
 TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
   for (const int64_t R : {int64_t(300), int64_t(5), int64_t(1)}) {
     SCOPED_TRACE("rows " + std::to_string(R));
@@ -1601,14 +1601,14 @@ TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
 
       d_logits.upload(logits.data(), logits.size());
       d_u.upload(u.data(), size_t(R));
-      // Filtered: split and a block a row. Temperature alone: its parts read once, and twice (the
-      // baseline of cuda_ops_bench; parts only where rows split, at 1 and 5 rows).
-      const bool unfiltered = c.temperature > 0.f && !filtered_at(c, limit);
+      // Filtered: split and a block a row. Temperature alone and greedy: their parts read once,
+      // and twice (the baseline of cuda_ops_bench; parts only where rows split, at 1 and 5 rows).
+      const bool unfiltered = !filtered_at(c, limit);
       const std::vector<bool> others = filtered_at(c, limit) || unfiltered ? std::vector<bool>{false, true}
                                                                            : std::vector<bool>{false};
       for (const bool other : others) {
         const FilteredSplit scope(!other);
-        const UnfilteredOnePass passes(!(other && unfiltered));
+        const SplitOnePass passes(!(other && unfiltered));
         const std::string label =
             std::string(c.name) + (!other ? "" : unfiltered ? " (two passes)" : " (filtered split off)");
         gpu.sample_rows(d_tokens.data(), d_logprobs.data(), d_logits.data(), d_u.data(), R, V, limit, c.temperature,

@@ -51,7 +51,7 @@ struct Result {
 };
 
 // The kernels as sampling.cu launches them; parts == 1: a block per row; else one pass over the
-// parts (part_stats_kernel) or, with one_pass false, two (cuda_set_unfiltered_sampling_one_pass).
+// parts (part_stats_kernel) or, with one_pass false, two (cuda_set_split_sampling_one_pass).
 Result run(const std::vector<float>& logits, const std::vector<double>& u, int64_t R, int64_t V, int64_t limit,
            float temperature, int64_t parts, bool one_pass = true) {
   Result out{std::vector<int32_t>(size_t(R), -1), std::vector<float>(size_t(R), NAN)};
@@ -164,8 +164,10 @@ TEST(SamplingEmulated, UnfilteredFallbackTakesTheLastTokenWithMass) {
     }
 }
 
-// Greedy as sampling.cu launches it; parts == 1: a block per row.
-Result run_greedy(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit, int64_t parts) {
+// Greedy as sampling.cu launches it; parts == 1: a block per row; else one pass over the parts
+// (part_greedy_kernel) or, with one_pass false, two (cuda_set_split_sampling_one_pass).
+Result run_greedy(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit, int64_t parts,
+                  bool one_pass = true) {
   Result out{std::vector<int32_t>(size_t(R), -1), std::vector<float>(size_t(R), NAN)};
   const SampleArgs a{out.tokens.data(), out.logprobs.data(), logits.data(), nullptr, V, limit, 0.0, 0, 1.f};
   if (parts == 1) {
@@ -174,26 +176,35 @@ Result run_greedy(const std::vector<float>& logits, int64_t R, int64_t V, int64_
   }
   std::vector<float> part_v(size_t(R * parts), NAN);
   std::vector<int64_t> part_at(size_t(R * parts), -1);
-  std::vector<double> part_sum(size_t(R * parts), NAN);
+  std::vector<double> part_sum(size_t(2 * R * parts), NAN);
   std::vector<unsigned> tickets(size_t(R), 0);
-  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_argmax_kernel, a, part_v.data(), part_at.data());
-  emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_expsum_kernel, a,
-              static_cast<const float*>(part_v.data()), static_cast<const int64_t*>(part_at.data()), part_sum.data(),
-              tickets.data());
+  if (one_pass) {
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_greedy_kernel, a, part_v.data(), part_at.data(),
+                part_sum.data(), tickets.data());
+  } else {
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_argmax_kernel, a, part_v.data(), part_at.data());
+    emu::launch({unsigned(parts), unsigned(R), 1}, kThreads, 0, part_expsum_kernel, a,
+                static_cast<const float*>(part_v.data()), static_cast<const int64_t*>(part_at.data()), part_sum.data(),
+                tickets.data());
+  }
   for (int64_t r = 0; r < R; r++) EXPECT_EQ(tickets[size_t(r)], 0u) << "row " << r << "'s tickets not reset";
   return out;
 }
 
+// Split rows both ways: their parts read once and read twice.
 void expect_greedy_matches_cpu(const std::vector<float>& logits, int64_t R, int64_t V, int64_t limit, int64_t parts) {
   std::vector<int32_t> want(static_cast<size_t>(R));
   std::vector<float> want_lp(static_cast<size_t>(R));
   const std::vector<double> u(static_cast<size_t>(R), 0.5);  // unused by greedy
   cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, limit, 0.f, 0, 1.f);
-  const Result got = run_greedy(logits, R, V, limit, parts);
-  for (int64_t r = 0; r < R; r++) {
-    EXPECT_EQ(got.tokens[size_t(r)], want[size_t(r)]) << "row " << r;
-    EXPECT_NEAR(got.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
-        << "row " << r;
+  for (const bool one_pass : parts == 1 ? std::vector<bool>{true} : std::vector<bool>{true, false}) {
+    SCOPED_TRACE(one_pass ? "one pass" : "two passes");
+    const Result got = run_greedy(logits, R, V, limit, parts, one_pass);
+    for (int64_t r = 0; r < R; r++) {
+      EXPECT_EQ(got.tokens[size_t(r)], want[size_t(r)]) << "row " << r;
+      EXPECT_NEAR(got.logprobs[size_t(r)], want_lp[size_t(r)], 1e-6 + 1e-6 * std::fabs(want_lp[size_t(r)]))
+          << "row " << r;
+    }
   }
 }
 
@@ -227,9 +238,11 @@ TEST(SamplingEmulated, GreedySplitRowsTakeTheFirstMaximum) {
   logits[size_t(2500)] = 50.f;
   logits[size_t(V + 1100)] = logits[size_t(V + 1612)] = logits[size_t(V + 2200)] = 40.f;
   for (const int64_t parts : {int64_t(1), int64_t(3)}) {
-    const Result got = run_greedy(logits, R, V, V, parts);
-    EXPECT_EQ(got.tokens[0], 2500) << "parts " << parts;
-    EXPECT_EQ(got.tokens[1], 1100) << "parts " << parts;
+    for (const bool one_pass : {true, false}) {
+      const Result got = run_greedy(logits, R, V, V, parts, one_pass);
+      EXPECT_EQ(got.tokens[0], 2500) << "parts " << parts << (one_pass ? "" : ", two passes");
+      EXPECT_EQ(got.tokens[1], 1100) << "parts " << parts << (one_pass ? "" : ", two passes");
+    }
     expect_greedy_matches_cpu(logits, R, V, V, parts);
   }
 }
