@@ -137,6 +137,32 @@ __global__ void __launch_bounds__(kThreads) unfiltered_kernel(SampleArgs a) {
   finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
 }
 
+// The row's last block, once every part's mass against the row's maximum mx is in shared
+// `masses`: thread 0 adds them in part order and finds the part where the cumulative mass passes
+// u * total (the last part when none does), and the block draws within it as unfiltered_kernel
+// does within the row: warp segments, then the scan in tiles.
+__device__ inline void draw_from_parts(const SampleArgs& a, int64_t r, const float* z, double mx, const double* masses,
+                                       int64_t parts, double* shared_d, int64_t* shared_i) {
+  __shared__ double mass[kWarps];
+  __shared__ double total_s, target_s, carry_s;
+  __shared__ int64_t from_s, part_end_s;
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int64_t q = 0; q < parts; q++) total += masses[q];
+    const double target = a.u[r] * total;
+    int64_t q = 0;
+    double before = 0;
+    while (q < parts - 1 && !(before + masses[q] > target)) before += masses[q++];
+    total_s = total, target_s = target, carry_s = before;
+    part_range(a.n, parts, q, &from_s, &part_end_s);
+  }
+  __syncthreads();
+  const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
+  if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
+  __syncthreads();
+  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+}
+
 // Few rows, first kernel: part_max[r * parts + p] = the largest logit of part p of row r
 // (blockIdx.x = p, blockIdx.y = r, gridDim.x = parts).
 __global__ void __launch_bounds__(kThreads) part_max_kernel(SampleArgs a, float* part_max) {
@@ -167,9 +193,6 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   __shared__ int64_t shared_i[32];
-  __shared__ double mass[kWarps];
-  __shared__ double total_s, target_s, carry_s;
-  __shared__ int64_t from_s, part_end_s;
   __shared__ bool last_s;
   __shared__ double parts_s[kMaxParts];
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
@@ -186,22 +209,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // The row's last block: every part's mass is in.
   load_parts(part_mass + r * parts, parts, parts_s);
-  if (threadIdx.x == 0) {
-    const double* pm = parts_s;
-    double total = 0;
-    for (int64_t q = 0; q < parts; q++) total += pm[q];
-    const double target = a.u[r] * total;
-    int64_t q = 0;
-    double before = 0;
-    while (q < parts - 1 && !(before + pm[q] > target)) before += pm[q++];
-    total_s = total, target_s = target, carry_s = before;
-    part_range(a.n, parts, q, &from_s, &part_end_s);
-  }
-  __syncthreads();
-  const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
-  if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
-  __syncthreads();
-  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+  draw_from_parts(a, r, z, mx, parts_s, parts, shared_d, shared_i);
 }
 
 // The mass of the values x seen so far against their maximum m: s = sum of exp(x - m), in double.
@@ -248,9 +256,6 @@ __global__ void __launch_bounds__(kThreads)
     part_stats_kernel(SampleArgs a, double* part_stats, unsigned* tickets) {
   __shared__ double shared_d[2 * kWarps > 32 ? 2 * kWarps : 32];
   __shared__ int64_t shared_i[32];
-  __shared__ double mass[kWarps];
-  __shared__ double total_s, target_s, carry_s;
-  __shared__ int64_t from_s, part_end_s;
   __shared__ bool last_s;
   __shared__ double weighed_s[kMaxParts];
   const int64_t r = blockIdx.y, p = blockIdx.x, parts = gridDim.x;
@@ -282,21 +287,7 @@ __global__ void __launch_bounds__(kThreads)
   const double mx = block_reduce(part.m, -double(INFINITY), Max{}, shared_d);
   if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? 0.0 : part.s * exp(part.m - mx);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int64_t k = 0; k < parts; k++) total += weighed_s[k];
-    const double target = a.u[r] * total;
-    int64_t k = 0;
-    double before = 0;
-    while (k < parts - 1 && !(before + weighed_s[k] > target)) before += weighed_s[k++];
-    total_s = total, target_s = target, carry_s = before;
-    part_range(a.n, parts, k, &from_s, &part_end_s);
-  }
-  __syncthreads();
-  const int64_t seg = segment_masses(z, a.inv_t, mx, from_s, part_end_s, mass);
-  if (threadIdx.x == 0) choose_segment(mass, seg, target_s, &from_s, &carry_s);
-  __syncthreads();
-  finish_row(a, r, z, mx, total_s, target_s, from_s, carry_s, shared_d, shared_i);
+  draw_from_parts(a, r, z, mx, weighed_s, parts, shared_d, shared_i);
 }
 
 }  // namespace azr::kernels::cuda_detail::sampling
