@@ -138,7 +138,9 @@ void download(void* host, const void* src, size_t bytes) {
 }
 // A ticket is (number << 8) | slot, numbers counting from 1; 0 is a download already done (empty,
 // or too large for a slot and copied synchronously). Waiting on a ticket whose slot has since been
-// reused finds another number there: its bytes were delivered then.
+// reused finds another number there: its bytes were delivered then. A ticket is its device's (the
+// staging of the device current at download_start): wait with that device current, as generation,
+// on one device throughout, does.
 static_assert(kStagingSlots <= 256, "a ticket keeps its slot in 8 bits");
 int64_t download_start(void* host, const void* src, size_t bytes) {
   if (bytes == 0) return 0;
