@@ -467,17 +467,15 @@ int main(int argc, char** argv) {
           }
         }
         const azr::kernels::DecodeLayersTuning tuning_choice = azr::kernels::cuda_decode_layers_tuning();
-        // --profile-range's row: the last of the launches' modes, the fastest configuration.
+#endif
+        // The last of the launches' modes, the fastest configuration: --profile-range's row, and
+        // again with each step launched only once the host has read the last one's tokens (the
+        // baseline for launching ahead, model/generate.cpp): what the host's part of a step costs,
+        // in the same process.
         DecodeMode profiled = modes.front();
         for (const DecodeMode& dm : modes)
           if (!dm.apart && !dm.persistent && !dm.one_row) profiled = dm;
-#endif
-        // The fastest launches' mode again, each step launched only once the host has read the last
-        // one's tokens (the baseline for launching ahead, model/generate.cpp): what the host's part
-        // of a step costs, in the same process.
-        DecodeMode one_step = modes.front();
-        for (const DecodeMode& dm : modes)
-          if (!dm.apart && !dm.persistent && !dm.one_row) one_step = dm;
+        DecodeMode one_step = profiled;
         one_step.one_step = true;
         modes.push_back(one_step);
         // Every batch's rows, then the persistent kernel's at batch 1 (it is for one row), last: a
