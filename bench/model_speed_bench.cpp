@@ -69,7 +69,8 @@
 // --ahead-sweep (cuda): at batch 1, the recorded step again with the o projection's launch asking
 // L2 for 4, 8, 16 and 32 MiB of gate's and of up's weights each while the attention runs
 // (DecodeLayersTuning::gate_up_ahead_bytes; 0, the default, in the rows before), for the GPU run
-// that picks it.
+// that picks it; and once with the few-row products' weights loaded after their wait (`no-hold`,
+// DecodeLayersTuning::hold_first_weights off), the baseline of holding their first packs before it.
 // --profile-range (cuda): after each batch's fastest row (graphs with programmatic launch where
 // they apply; eager under --no-graphs), one more decode run of it inside the profilers' capture
 // range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that `ncu --profile-from-start off` or
@@ -271,7 +272,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-graphs", no_graphs, "decode eagerly only");
   app.add_flag("--op-profile", o.op_profile, "split each workload by op");
   app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
-  app.add_flag("--ahead-sweep", o.ahead_sweep, "cuda: batch 1 again with gate/up asked of L2 during the attention");
+  app.add_flag("--ahead-sweep", o.ahead_sweep,
+               "cuda: batch 1 again with gate/up asked of L2 during the attention, and without held weights");
   app.add_flag("--profile-range", o.profile_range, "cuda: each batch's fastest row once more, in a profiler range");
   app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
@@ -451,12 +453,18 @@ int main(int argc, char** argv) {
           azr::kernels::cuda_set_programmatic_launch(true);
           const bool pdl = azr::kernels::cuda_programmatic_launch_applies();
           if (pdl) modes.push_back({true, true, false});
-          if (precision_ops.decode_layers_w16 && o.ahead_sweep)
+          if (precision_ops.decode_layers_w16 && o.ahead_sweep) {
             for (const int64_t mib : {4, 8, 16, 32}) {
               DecodeMode m{true, pdl, false, false, true};
               m.tuning.gate_up_ahead_bytes = mib << 20;
               modes.push_back(m);
             }
+            // The few-row products' weights loaded after their wait, as before 2026-11-29: the
+            // baseline of holding their first packs before it (DecodeLayersTuning::hold_first_weights).
+            DecodeMode m{true, pdl, false, false, true};
+            m.tuning.hold_first_weights = false;
+            modes.push_back(m);
+          }
           if (precision_ops.decode_layers_w16) {
             modes.push_back({true, pdl, false, true});
             if (o.persistent_sweep)
@@ -511,6 +519,7 @@ int main(int argc, char** argv) {
           }
           if (dm.tuning.gate_up_ahead_bytes > 0)
             mode += " ahead=" + std::to_string(dm.tuning.gate_up_ahead_bytes >> 20) + "M";
+          if (!dm.tuning.hold_first_weights) mode += " no-hold";
 #endif
           const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
           const double t_n = timed_generate(runs, prompts, N, /*warm_up=*/true, !dm.one_step);
@@ -548,6 +557,7 @@ int main(int argc, char** argv) {
             j["decode_layers_down_slices_at_gate_up"] = dm.tuning.down_slices_at_gate_up;
           }
           if (dm.tuning.gate_up_ahead_bytes > 0) j["decode_layers_gate_up_ahead_bytes"] = dm.tuning.gate_up_ahead_bytes;
+          if (o.device == "cuda") j["decode_hold_first_weights"] = dm.tuning.hold_first_weights;
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",
                         name.c_str());

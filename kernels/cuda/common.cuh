@@ -89,7 +89,10 @@ bool programmatic_launch_applies();
 // launch_after_prior, which then launches the ordinary way: the persistent decode kernel
 // (decode_layers.cu), a cooperative launch, after which a programmatic edge in a recorded graph
 // has not been tried on a GPU. What it costs: the one kernel after it (the final norm) starts
-// after a launch gap, a few microseconds a step. One flag a thread: each drives its own device.
+// after a launch gap, a few microseconds a step. And the kernels that write weights (AdamW, the
+// bf16 copy's rounding), which the kernels launched programmatically may read before their wait
+// (device_or_emulation.cuh): once after each update, not in a decode step. One flag a thread:
+// each drives its own device.
 inline bool& next_launch_ordinary() {
   thread_local bool ordinary = false;
   return ordinary;

@@ -139,13 +139,19 @@ uint64_t cuda_decode_layers_persistent_launches();
 // projection's blocks are resident while the attention runs, a few blocks' latency-bound work that
 // leaves the memory nearly idle, and gate and up (55 MB at 1.5B) come right after it. Out of
 // range: an std::invalid_argument naming the field (kernels/cuda_launch_choice.h), and the tuning
-// kept. Changing it makes a model record its decode steps anew.
+// kept. And of the few-row products at every row count (kernels/cuda/gemv.cuh, HeldPacks): whether
+// each thread loads its first packs of weights into registers before its wait (true, the default
+// since 2026-11-29, written without a GPU), so that under programmatic launch they arrive while the
+// kernel before finishes; false loads them after it, with the L2 prefetch from each row's start, as
+// before (model_speed_bench --ahead-sweep's `no-hold` row). Changing it makes a model record its
+// decode steps anew.
 struct DecodeLayersTuning {
   int64_t prefetch_bytes_per_block = 32768;
   int blocks_per_multiprocessor = 0;
   int gate_up_slices_at_attention = 2;
   int down_slices_at_gate_up = 1;
   int64_t gate_up_ahead_bytes = 0;
+  bool hold_first_weights = true;
 };
 void cuda_set_decode_layers_tuning(DecodeLayersTuning tuning);
 DecodeLayersTuning cuda_decode_layers_tuning();

@@ -25,9 +25,11 @@ namespace azr::kernels::cuda_detail {
 // must call wait_for_prior_grids before it reads anything an earlier kernel wrote and before it
 // writes anything: the wait returns once every earlier grid has finished and its writes are
 // visible. What comes before the wait may only read memory no kernel of the step writes, and
-// write none but the block's shared memory: the weights (prefetch_to_l2; biases, RoPE tables) and
-// the step's inputs (its slots and positions), which the host uploads before the step's first
-// kernel. release_next_grid lets the next PDL kernel start; every kernel calls it right after its
+// write none but the block's shared memory: the weights (prefetch_to_l2, and the few-row
+// products' held packs, gemv.cuh; biases, RoPE tables) and the step's inputs (its slots and
+// positions), which the host uploads before the step's first kernel. The kernels that do write
+// weights (AdamW, the bf16 copy's rounding) make the launch after them an ordinary one
+// (common.cuh, next_launch_ordinary). release_next_grid lets the next PDL kernel start; every kernel calls it right after its
 // own wait, not earlier (a block may exit before its wait instead), so at most one kernel runs
 // ahead of the one working, and its prefetches do not evict what the working one reads. Launched
 // the ordinary way, or compiled for an architecture before sm_90, all three do nothing.

@@ -314,6 +314,9 @@ void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int6
   else
     adamw_kernel<1><<<grid_for(n), 256, 0, op_stream()>>>(p, p16b, g, m, v, n, s);
   AZR_CUDA_LAUNCHED();
+  // It wrote weights, which a kernel launched after it programmatically reads before its wait
+  // (the few-row products' held packs, gemv.cuh; the q/k/v epilogue's biases): none may follow it.
+  next_launch_ordinary() = true;
 }
 
 double sum_squares(const float* x, int64_t n) {

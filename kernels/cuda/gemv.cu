@@ -5,9 +5,11 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"  // cuda_decode_layers_tuning
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/internal.h"
 
@@ -18,6 +20,17 @@ using namespace gemv;
 static_assert(gemv::kMaxRows == kDecodeFusedMaxRows, "the fused decode ops take what the kernels take");
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Calls launch(hold_c), an integral constant: whether the kernel's threads hold their first packs
+// of weights before the wait (gemv.cuh, HeldPacks), as DecodeLayersTuning::hold_first_weights asks,
+// with 16-byte loads only.
+template <class Launch>
+void with_hold(bool vec8, Launch&& launch) {
+  if (vec8 && cuda_decode_layers_tuning().hold_first_weights)
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
+}
 
 // The input rows allow 16-byte loads: normalized into shared memory (16-byte aligned, kSmemBytes)
 // or bf16 rows from a 16-byte boundary, k a multiple of 8 either way.
@@ -71,9 +84,12 @@ void gemv_linear_ahead(float* out, const DecodeInput& in, const uint16_t* w16, c
   const int split = split_for(OC, IC);
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    launch_gemv(gemv_linear_kernel<kRows, kVec>, blocks_for(OC, split),
-                kSmemBytes<1, kRows> + input_smem_bytes(in, R, IC), out, in, w16, bias, residual, int(R), IC, OC,
-                split, ahead);
+    with_hold(vec8, [&](auto hold_c) {
+      constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
+      launch_gemv(gemv_linear_kernel<kRows, kVec, kHold>, blocks_for(OC, split),
+                  kSmemBytes<1, kRows> + input_smem_bytes(in, R, IC), out, in, w16, bias, residual, int(R), IC, OC,
+                  split, ahead);
+    });
   });
 }
 
@@ -86,8 +102,11 @@ void decode_qkv_w16(const DecodeQkv& a) {
   const int split = split_for(items, a.H);
   dispatch(a.R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    launch_gemv(gemv_qkv_kernel<kRows, kVec>, blocks_for(items, split),
-                kSmemBytes<2, kRows> + input_smem_bytes(a.in, a.R, a.H), args, int(a.R), split);
+    with_hold(vec8, [&](auto hold_c) {
+      constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
+      launch_gemv(gemv_qkv_kernel<kRows, kVec, kHold>, blocks_for(items, split),
+                  kSmemBytes<2, kRows> + input_smem_bytes(a.in, a.R, a.H), args, int(a.R), split);
+    });
   });
 }
 
@@ -99,9 +118,12 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
   const int split = split_for(I, IC);
   dispatch(R, vec8, [&](auto rows_c, auto vec_c) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
-    launch_gemv(gemv_gate_up_kernel<kRows, kVec>, blocks_for(I, split),
-                kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in, wg,
-                bg, wu, bu, int(R), IC, I, split, round_gate_up);
+    with_hold(vec8, [&](auto hold_c) {
+      constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
+      launch_gemv(gemv_gate_up_kernel<kRows, kVec, kHold>, blocks_for(I, split),
+                  kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in,
+                  wg, bg, wu, bu, int(R), IC, I, split, round_gate_up);
+    });
   });
 }
 

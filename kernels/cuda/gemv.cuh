@@ -54,12 +54,36 @@ static_assert(kThreads == kNormThreads, "a normalized input row must have the no
 // over its rows, in whole 16-byte units. Every block resident at once prefetches: at 16 KiB, at
 // most 8 blocks on each of an H100's 132 multiprocessors ask for 17 MB of its 50 MB L2, not the
 // whole of 1.5B's 55 MB gate/up matrix, whose first lines would be evicted before they were read.
-// The rows' rest streams in as it is read. A first guess, for the GPU to tune.
+// The rows' rest streams in as it is read. A first guess, for the GPU to tune. `from`: the bytes
+// at the start of each row that the item's threads load into registers before the wait themselves
+// (held_bytes_per_row), which the prefetch then skips.
 constexpr int64_t kPrefetchBytesPerBlock = 16384;
 template <int J>
-AZR_DEVICE_INLINE uint32_t prefetch_bytes_per_row(int64_t row_bytes, int split) {
+AZR_HOST_DEVICE_INLINE uint32_t prefetch_bytes_per_row(int64_t row_bytes, int64_t from, int split) {
   const int64_t share = kPrefetchBytesPerBlock * split / (kWarps * J) / 16 * 16;
-  return uint32_t(row_bytes < share ? row_bytes : share);
+  const int64_t left = row_bytes - from;
+  return uint32_t(left <= 0 ? 0 : left < share ? left : share);
+}
+
+// Holding weights before the wait (kHold, DecodeLayersTuning::hold_first_weights): each thread
+// loads the first kPacks of its 8-element packs of each weight row into registers before its
+// wait, so that under programmatic launch they arrive while the kernel before is finishing, and
+// only the input, the sums and the epilogue are left after it. At batch 1 the o projection's
+// blocks are all resident during the attention, so its weights (4.7 MB at 1.5B, 1.5 packs a
+// thread) are all in registers when the attention ends; q/k/v's likewise during down's last wave.
+// partial_dots sums the held packs first, in the order it would have loaded them: the same bits.
+template <int J, int kPacks>
+struct HeldPacks {
+  uint4 w[kPacks][J];
+  int count = 0;  // packs part, part + parts, ... held, at most kPacks
+};
+
+// The bytes at the start of each weight row that an item's threads hold: kPacks packs of 16 bytes
+// for each of its split * 32 threads, within the row.
+template <int kPacks>
+AZR_HOST_DEVICE_INLINE int64_t held_bytes_per_row(int64_t row_bytes, int split) {
+  const int64_t held = int64_t(kPacks) * split * kWarp * 16;
+  return held < row_bytes ? held : row_bytes;
 }
 
 // This block's slice of `ahead`, a later product's weights (which no kernel of the step writes),
@@ -93,40 +117,71 @@ __device__ __forceinline__ float bf16_low(uint32_t two) { return __uint_as_float
 __device__ __forceinline__ float bf16_high(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
 __device__ __forceinline__ float bf16_value(uint16_t one) { return __uint_as_float(uint32_t(one) << 16); }
 
+// acc[j][r] += wp[j] . x_r[8p .. 8p+7] for rows r < rows of x (row stride ldx): one pack.
+template <int J, int kRows>
+__device__ __forceinline__ void add_pack(float (&acc)[J][kRows], const uint4 (&wp)[J], const uint16_t* x, int64_t ldx,
+                                         int rows, int64_t p) {
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    if (r >= rows) break;
+    const uint4 xp = reinterpret_cast<const uint4*>(x + r * ldx)[p];
+    const uint32_t xs[4] = {xp.x, xp.y, xp.z, xp.w};
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+      const uint32_t ws[4] = {wp[j].x, wp[j].y, wp[j].z, wp[j].w};
+      float a = acc[j][r];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        a += bf16_low(ws[e]) * bf16_low(xs[e]);
+        a += bf16_high(ws[e]) * bf16_high(xs[e]);
+      }
+      acc[j][r] = a;
+    }
+  }
+}
+
+// held: this thread's first packs of each row (16-byte loads), loaded before the wait.
+template <int J, int kPacks>
+__device__ __forceinline__ void hold_first_packs(HeldPacks<J, kPacks>& held, const uint16_t* const (&w)[J],
+                                                 int64_t k, int part, int parts) {
+  const int64_t packs = k / 8;
+#pragma unroll
+  for (int u = 0; u < kPacks; u++) {
+    const int64_t p = part + int64_t(u) * parts;
+    if (p >= packs) break;
+#pragma unroll
+    for (int j = 0; j < J; j++) held.w[u][j] = reinterpret_cast<const uint4*>(w[j])[p];
+    held.count = u + 1;
+  }
+}
+
 // acc[j][r] += sum over this thread's packs p (p = part, part + parts, ...) of w_j[8p .. 8p+7] .
 // x_r[8p .. 8p+7], for rows r < rows of x (row stride ldx). kVec = 8: 16-byte loads (k a multiple of
-// 8, every row 16-byte aligned); kVec = 1: one element per step, any k and alignment. kUnroll: the
-// packs a thread's loads cover at once (the sums' order is the same whatever it is): 2 where
-// the launch fills a multiprocessor with up to 64 warps; more in the persistent kernel
-// (decode_layers.cuh), whose 16 warps must each have more bytes in flight.
+// 8, every row 16-byte aligned), the first held.count packs from `held` (hold_first_packs), not
+// loaded again; kVec = 1: one element per step, any k and alignment. kUnroll: the packs a thread's
+// loads cover at once (the sums' order is the same whatever it is): 2 where the launch fills a
+// multiprocessor with up to 64 warps; more in the persistent kernel (decode_layers.cuh), whose 16
+// warps must each have more bytes in flight.
 template <int J, int kRows, int kVec, int kUnroll = 2>
 __device__ __forceinline__ void partial_dots(float (&acc)[J][kRows], const uint16_t* const (&w)[J],
                                              const uint16_t* x, int64_t ldx, int rows, int64_t k, int part,
-                                             int parts) {
+                                             int parts, const HeldPacks<J, kUnroll>* held = nullptr) {
   if constexpr (kVec == 8) {
     const int64_t packs = k / 8;
+    int64_t first = part;
+    if (held)
+#pragma unroll
+      for (int u = 0; u < kUnroll; u++)
+        if (u < held->count) {
+          add_pack<J, kRows>(acc, held->w[u], x, ldx, rows, first);
+          first += parts;
+        }
 #pragma unroll kUnroll
-    for (int64_t p = part; p < packs; p += parts) {
+    for (int64_t p = first; p < packs; p += parts) {
       uint4 wp[J];
 #pragma unroll
       for (int j = 0; j < J; j++) wp[j] = reinterpret_cast<const uint4*>(w[j])[p];
-#pragma unroll
-      for (int r = 0; r < kRows; r++) {
-        if (r >= rows) break;
-        const uint4 xp = reinterpret_cast<const uint4*>(x + r * ldx)[p];
-        const uint32_t xs[4] = {xp.x, xp.y, xp.z, xp.w};
-#pragma unroll
-        for (int j = 0; j < J; j++) {
-          const uint32_t ws[4] = {wp[j].x, wp[j].y, wp[j].z, wp[j].w};
-          float a = acc[j][r];
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            a += bf16_low(ws[e]) * bf16_low(xs[e]);
-            a += bf16_high(ws[e]) * bf16_high(xs[e]);
-          }
-          acc[j][r] = a;
-        }
-      }
+      add_pack<J, kRows>(acc, wp, x, ldx, rows, p);
     }
   } else {
     for (int64_t i = part; i < k; i += parts) {
@@ -163,19 +218,28 @@ AZR_DEVICE_INLINE const uint16_t* block_input(const DecodeInput& in, int rows, i
 // its packs, and the sums meet in shared memory. Returns true in the threads that hold a finished
 // row: lane r < rows of the item's first warp, with dots[j] = w_j . x_r. Every thread of the block
 // must call it (it has barriers); `active` is false in warps whose item does not exist. smem: the
-// partial sums, then room for the normalized rows (kSmemBytes, input_smem_bytes).
-template <int J, int kRows, int kVec, int kUnroll = 2>
+// partial sums, then room for the normalized rows (kSmemBytes, input_smem_bytes). kHold: each
+// thread holds its first kUnroll packs of each row before the wait (HeldPacks).
+template <int J, int kRows, int kVec, int kUnroll = 2, bool kHold = false>
 __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* const (&w)[J], const DecodeInput& in,
                                           int64_t k, int rows, int split, bool active, float* smem) {
   const int warp = int(threadIdx.x) / kWarp, lane = int(threadIdx.x) % kWarp;
   // Launched after the kernel before it (programmatic dependent launch, device_or_emulation.cuh),
-  // the start of the item's weight rows streams into L2 while that kernel finishes: no kernel of a
-  // decode step writes the weights. x, written by the kernel before, and every output wait.
+  // the item's weights are read while that kernel finishes: no kernel of a decode step writes the
+  // weights. Held (kHold), the first packs come into registers; past them, the start of the rest
+  // of each row streams into L2. x, written by the kernel before, and every output wait.
+  HeldPacks<J, kUnroll> held;
   if constexpr (kVec == 8)
-    if (active && warp % split == 0 && lane == 0) {
-      const uint32_t bytes = prefetch_bytes_per_row<J>(k * int64_t(sizeof(uint16_t)), split);
+    if (active) {
+      if constexpr (kHold) hold_first_packs<J, kUnroll>(held, w, k, (warp % split) * kWarp + lane, split * kWarp);
+      if (warp % split == 0 && lane == 0) {
+        const int64_t row_bytes = k * int64_t(sizeof(uint16_t));
+        const int64_t from = kHold ? held_bytes_per_row<kUnroll>(row_bytes, split) : 0;
+        const uint32_t bytes = prefetch_bytes_per_row<J>(row_bytes, from, split);
+        if (bytes > 0)
 #pragma unroll
-      for (int j = 0; j < J; j++) prefetch_to_l2(w[j], bytes);
+          for (int j = 0; j < J; j++) prefetch_to_l2(reinterpret_cast<const char*>(w[j]) + from, bytes);
+      }
     }
   wait_for_prior_grids();
   release_next_grid();
@@ -186,7 +250,8 @@ __device__ __forceinline__ bool item_dots(float (&dots)[J], const uint16_t* cons
 #pragma unroll
     for (int r = 0; r < kRows; r++) acc[j][r] = 0.f;
   if (active)
-    partial_dots<J, kRows, kVec, kUnroll>(acc, w, x, k, rows, k, (warp % split) * kWarp + lane, split * kWarp);
+    partial_dots<J, kRows, kVec, kUnroll>(acc, w, x, k, rows, k, (warp % split) * kWarp + lane, split * kWarp,
+                                          kHold ? &held : nullptr);
 #pragma unroll
   for (int j = 0; j < J; j++)
 #pragma unroll
@@ -215,7 +280,7 @@ __device__ __forceinline__ int64_t item_of_warp(int64_t block, int split) {
 // residual may alias out: each entry is read and written by one thread), r < rows. The sum of the
 // product and the residual is the one fp32 addition the unfused residual add makes.
 // One block's work (block: its index in the launch's grid); every thread of the block calls it.
-template <int kRows, int kVec, int kUnroll = 2>
+template <int kRows, int kVec, int kUnroll = 2, bool kHold = false>
 __device__ __forceinline__ void linear_block(int64_t block, float* out, const DecodeInput& in, const uint16_t* w16,
                                              const float* bias, const float* residual, int rows, int64_t IC,
                                              int64_t OC, int split, float* smem) {
@@ -223,21 +288,26 @@ __device__ __forceinline__ void linear_block(int64_t block, float* out, const De
   const bool active = o < OC;
   const uint16_t* const w[1] = {w16 + (active ? o : 0) * IC};
   float dot[1];
-  if (!item_dots<1, kRows, kVec, kUnroll>(dot, w, in, IC, rows, split, active, smem)) return;
+  if (!item_dots<1, kRows, kVec, kUnroll, kHold>(dot, w, in, IC, rows, split, active, smem)) return;
   const int r = int(threadIdx.x) % kWarp;
   const float y = dot[0] + (bias ? bias[o] : 0.f);
   out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
 }
 
 // ahead: a later product's weights to ask L2 for before the wait as well (16-byte loads only).
-template <int kRows, int kVec>
-__global__ void __launch_bounds__(kThreads)
+// kHold: HeldPacks (16-byte loads only). At one row, at most 32 registers a thread, so that 8
+// blocks (64 warps) fit on a multiprocessor, as they did before the held packs (ptxas, sm_90: 32
+// registers without them, 36 with them unbounded, which would have left room for 6; no spills
+// either way). Past one row the bound would spill.
+constexpr int kOneRowLinearBlocksPerMultiprocessor = 8;
+template <int kRows, int kVec, bool kHold = false>
+__global__ void __launch_bounds__(kThreads, kRows == 1 ? kOneRowLinearBlocksPerMultiprocessor : 1)
     gemv_linear_kernel(float* out, DecodeInput in, const uint16_t* w16, const float* bias, const float* residual,
                        int rows, int64_t IC, int64_t OC, int split, DecodeAhead ahead) {
   AZR_DYNAMIC_SHARED(smem_raw);
   if constexpr (kVec == 8) prefetch_ahead(ahead, blockIdx.x, gridDim.x);
-  linear_block<kRows, kVec>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
-                            reinterpret_cast<float*>(smem_raw));
+  linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
+                                                  reinterpret_cast<float*>(smem_raw));
 }
 
 // What decode_qkv_w16 (kernels/ops.h) needs on the device.
@@ -262,7 +332,7 @@ AZR_HOST_DEVICE_INLINE QkvArgs qkv_args(const DecodeQkv& a) {
 
 // Items: the RoPE pairs (i, i + d/2) of every q head, then of every k head, then of every v head
 // (v is not rotated; pairing its outputs the same way keeps one kind of item).
-template <int kRows, int kVec, int kUnroll = 2>
+template <int kRows, int kVec, int kUnroll = 2, bool kHold = false>
 __device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int rows, int split, float* smem) {
   const int64_t half = a.d / 2, items = (a.heads + 2 * a.kv_heads) * half;
   const int64_t item = item_of_warp(block, split);
@@ -291,7 +361,7 @@ __device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int r
     at_s[warp][r] = p >= 0 ? int64_t(a.slot[r]) * a.slot_stride + p * (a.kv_heads * a.d) : -1;
   }
   float dot[2];
-  if (!item_dots<2, kRows, kVec, kUnroll>(dot, w, a.in, a.H, rows, split, active, smem)) return;
+  if (!item_dots<2, kRows, kVec, kUnroll, kHold>(dot, w, a.in, a.H, rows, split, active, smem)) return;
   const float* o = operands_s[warp][r];
   const float x1 = dot[0] + o[0], x2 = dot[1] + o[1], c = o[2], s = o[3];
   const int64_t at = at_s[warp][r];
@@ -312,15 +382,15 @@ __device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int r
   }
 }
 
-template <int kRows, int kVec>
+template <int kRows, int kVec, bool kHold = false>
 __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  qkv_block<kRows, kVec>(blockIdx.x, a, rows, split, reinterpret_cast<float*>(smem_raw));
+  qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, a, rows, split, reinterpret_cast<float*>(smem_raw));
 }
 
 // out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j], g and
 // u rounded to bf16 first where round_gate_up (the training forward's matmul_forward_o16).
-template <int kRows, int kVec, int kUnroll = 2>
+template <int kRows, int kVec, int kUnroll = 2, bool kHold = false>
 __device__ __forceinline__ void gate_up_block(int64_t block, __nv_bfloat16* out16, const DecodeInput& in,
                                               const uint16_t* wg, const float* bg, const uint16_t* wu,
                                               const float* bu, int rows, int64_t IC, int64_t I, int split,
@@ -330,21 +400,21 @@ __device__ __forceinline__ void gate_up_block(int64_t block, __nv_bfloat16* out1
   const int64_t row = active ? j : 0;
   const uint16_t* const w[2] = {wg + row * IC, wu + row * IC};
   float dot[2];
-  if (!item_dots<2, kRows, kVec, kUnroll>(dot, w, in, IC, rows, split, active, smem)) return;
+  if (!item_dots<2, kRows, kVec, kUnroll, kHold>(dot, w, in, IC, rows, split, active, smem)) return;
   const int r = int(threadIdx.x) % kWarp;
   float g = dot[0] + (bg ? bg[j] : 0.f), u = dot[1] + (bu ? bu[j] : 0.f);
   if (round_gate_up) g = rounded_to_bf16(g), u = rounded_to_bf16(u);
   out16[r * I + j] = __float2bfloat16_rn(swiglu_value(g, u));
 }
 
-template <int kRows, int kVec>
+template <int kRows, int kVec, bool kHold = false>
 __global__ void __launch_bounds__(kThreads)
     gemv_gate_up_kernel(__nv_bfloat16* out16, DecodeInput in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split,
                         bool round_gate_up) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  gate_up_block<kRows, kVec>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split, round_gate_up,
-                             reinterpret_cast<float*>(smem_raw));
+  gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split,
+                                                   round_gate_up, reinterpret_cast<float*>(smem_raw));
 }
 
 // The launch geometry, host code shared by gemv.cu and the emulated test.

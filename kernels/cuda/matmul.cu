@@ -296,6 +296,10 @@ void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, co
 void to_bf16(uint16_t* dst, const float* src, int64_t n) {
   if (n <= 0) return;
   launch_round_to_bf16(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  // The model's bf16 copy of its weights (Transformer::weights16), rounded on the first product
+  // that needs it, right before that product's launch: a few-row product launched programmatically
+  // would read it before its wait (its held packs, gemv.cuh), so the next launch is an ordinary one.
+  next_launch_ordinary() = true;
 }
 
 // The products with bf16 weights (a model's bf16 copy), the activation operand rounded here

@@ -259,6 +259,98 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
   }
 }
 
+// Weights held before the wait (HeldPacks; DecodeLayersTuning::hold_first_weights, on by default):
+// each product with its threads' first two packs of each row loaded before the wait is the same
+// product bit for bit, on every split and row count, on bf16 rows and on the fp32 stream the kernel
+// normalizes; with rows that the held packs cover (IC 64 and 136) and rows longer than one warp's
+// (IC 1000: 125 packs, of which a warp's lanes hold 64 and two warps' all). Its L2 prefetch skips
+// what is held: a row of 2,000 bytes on one warp is asked for from byte 1,024 (2 packs of 16 bytes
+// for 32 lanes), its other 976 bytes, both under the share of a block's 16 KiB budget (2,048 a row
+// alone, 1,024 for a gate and up pair); on 2 or 8 warps, or shorter rows, nothing.
+TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
+  const int64_t OC = 11;
+  for (const auto& [R, IC] : {std::pair<int, int64_t>{1, 1000}, {3, 1000}, {1, 64}, {8, 136}})
+    for (int split : kSplits) {
+      SCOPED_TRACE("R " + std::to_string(R) + " IC " + std::to_string(IC) + " split " + std::to_string(split));
+      const NormedRows n(R, IC, uint64_t(90 + IC));
+      const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(2 * OC * IC), 91, 0.2f));
+      const std::vector<float> bias = randn(size_t(2 * OC), 92);
+      const int64_t row_bytes = IC * 2;
+      const bool skips = IC == 1000 && split == 1;
+      // Each weight row asked for once, from byte 1,024, its 976 bytes; else nothing.
+      const auto expect_prefetch_skips_held = [&](int64_t rows) {
+        const std::vector<emu::Prefetch> got = emu::take_prefetches();
+        if (!skips) {
+          EXPECT_TRUE(got.empty()) << got.size() << " prefetches of rows the held packs cover";
+          return;
+        }
+        std::vector<int> seen(size_t(rows), 0);
+        const auto base = reinterpret_cast<uintptr_t>(w16.data());
+        for (const emu::Prefetch& p : got) {
+          ASSERT_GE(p.begin, base);
+          ASSERT_EQ((p.begin - base) % uintptr_t(row_bytes), 1024u) << "from where the held packs end";
+          EXPECT_EQ(p.bytes, 976u);
+          const size_t row = size_t((p.begin - base) / uintptr_t(row_bytes));
+          ASSERT_LT(row, seen.size());
+          seen[row]++;
+        }
+        for (size_t r = 0; r < seen.size(); r++) EXPECT_EQ(seen[r], 1) << "row " << r;
+      };
+      for (const DecodeInput& in : {n.in, DecodeInput{.x16 = n.rows16.data()}}) {
+        const size_t smem1 = input_smem_bytes(in, R, IC);
+        dispatch(R, true, [&](auto rows_c, auto) {
+          constexpr int kRows = decltype(rows_c)::value;
+          std::vector<float> out[2];
+          std::vector<uint16_t> out16[2];
+          for (const bool hold : {false, true}) {
+            out[hold].assign(size_t(R * OC), NAN);
+            emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + smem1,
+                        hold ? gemv_linear_kernel<kRows, 8, true> : gemv_linear_kernel<kRows, 8, false>,
+                        out[hold].data(), in, w16.data(), bias.data(), nullptr, R, IC, OC, split, DecodeAhead{});
+            if (hold)
+              expect_prefetch_skips_held(OC);
+            else
+              emu::take_prefetches();
+            out16[hold].assign(size_t(R * OC), 0xFFFF);
+            emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + smem1,
+                        hold ? gemv_gate_up_kernel<kRows, 8, true> : gemv_gate_up_kernel<kRows, 8, false>,
+                        reinterpret_cast<__nv_bfloat16*>(out16[hold].data()), in, w16.data(), bias.data(),
+                        w16.data() + OC * IC, bias.data() + OC, R, IC, OC, split, true);
+            if (hold)
+              expect_prefetch_skips_held(2 * OC);
+            else
+              emu::take_prefetches();
+          }
+          EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0) << "linear";
+          EXPECT_EQ(out16[0], out16[1]) << "gate, up and SwiGLU";
+        });
+      }
+    }
+  // q, k and v (RoPE pairs over 3 projections), at a row longer than a warp's held packs.
+  for (const QkvCase& c : {QkvCase{1, 1000, 2, 1, 8, true}, QkvCase{4, 40, 4, 2, 8, true}})
+    for (int split : kSplits) {
+      SCOPED_TRACE("qkv R " + std::to_string(c.R) + " H " + std::to_string(c.H) + " split " + std::to_string(split));
+      const QkvInputs in(c);
+      std::vector<float> q[2];
+      std::vector<uint16_t> kc[2], vc[2];
+      const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
+      for (const bool hold : {false, true}) {
+        q[hold].assign(size_t(c.R * in.qd), NAN), kc[hold] = in.cache0, vc[hold] = in.cache0;
+        const QkvArgs args = qkv_args(in.args(q[hold].data(), kc[hold].data(), vc[hold].data()));
+        dispatch(c.R, true, [&](auto rows_c, auto) {
+          constexpr int kRows = decltype(rows_c)::value;
+          emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
+                      hold ? gemv_qkv_kernel<kRows, 8, true> : gemv_qkv_kernel<kRows, 8, false>, args, c.R, split);
+        });
+      }
+      emu::take_prefetches();
+      EXPECT_EQ(std::memcmp(q[0].data(), q[1].data(), q[0].size() * sizeof(float)), 0) << "q";
+      EXPECT_EQ(kc[0], kc[1]) << "k cache";
+      EXPECT_EQ(vc[0], vc[1]) << "v cache";
+      in.expect_matches(q[1], kc[1], vc[1]);
+    }
+}
+
 // The residual add in the product's epilogue: out = residual + (x . w + bias), the one fp32
 // addition of the unfused add after the product, bit for bit; with residual aliasing out too (the
 // residual stream updated in place).
