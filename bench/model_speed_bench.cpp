@@ -69,8 +69,9 @@
 // --ahead-sweep (cuda): at batch 1, the recorded step again with the o projection's launch asking
 // L2 for 4, 8, 16 and 32 MiB of gate's and of up's weights each while the attention runs
 // (DecodeLayersTuning::gate_up_ahead_bytes; 0, the default, in the rows before), for the GPU run
-// that picks it; and once with the few-row products' weights loaded after their wait (`no-hold`,
-// DecodeLayersTuning::hold_first_weights off), the baseline of holding their first packs before it.
+// that picks it; once with the few-row products' weights loaded after their wait (`no-hold`,
+// DecodeLayersTuning::hold_first_weights off), the baseline of holding their first packs before it;
+// and once with products of more blocks than the GPU holds as one wave taking turns (`one-wave`).
 // --profile-range (cuda): after each batch's fastest row (graphs with programmatic launch where
 // they apply; eager under --no-graphs), one more decode run of it inside the profilers' capture
 // range (kernels/cuda/cuda_ops.h, cuda_profiler_range), so that `ncu --profile-from-start off` or
@@ -273,7 +274,7 @@ int main(int argc, char** argv) {
   app.add_flag("--op-profile", o.op_profile, "split each workload by op");
   app.add_flag("--persistent-sweep", o.persistent_sweep, "the persistent decode kernel's tunings too");
   app.add_flag("--ahead-sweep", o.ahead_sweep,
-               "cuda: batch 1 again with gate/up asked of L2 during the attention, and without held weights");
+               "cuda: batch 1 again with gate/up asked of L2 during the attention, without held weights, in one wave");
   app.add_flag("--profile-range", o.profile_range, "cuda: each batch's fastest row once more, in a profiler range");
   app.add_option("--python", o.python, "the baseline's Python (AZR_TORCH_PYTHON)")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "bf16 peak (default: from the device name)")
@@ -464,6 +465,11 @@ int main(int argc, char** argv) {
             DecodeMode m{true, pdl, false, false, true};
             m.tuning.hold_first_weights = false;
             modes.push_back(m);
+            // Products of more blocks than the GPU holds at once as one wave of blocks taking turns
+            // (DecodeLayersTuning::one_wave; off by default, written 2026-11-29 without a GPU).
+            m.tuning = {};
+            m.tuning.one_wave = true;
+            modes.push_back(m);
           }
           if (precision_ops.decode_layers_w16) {
             modes.push_back({true, pdl, false, true});
@@ -520,6 +526,7 @@ int main(int argc, char** argv) {
           if (dm.tuning.gate_up_ahead_bytes > 0)
             mode += " ahead=" + std::to_string(dm.tuning.gate_up_ahead_bytes >> 20) + "M";
           if (!dm.tuning.hold_first_weights) mode += " no-hold";
+          if (dm.tuning.one_wave) mode += " one-wave";
 #endif
           const auto prompts = random_prompts(G, P, cfg.vocab_size, 1);
           const double t_n = timed_generate(runs, prompts, N, /*warm_up=*/true, !dm.one_step);
@@ -558,6 +565,7 @@ int main(int argc, char** argv) {
           }
           if (dm.tuning.gate_up_ahead_bytes > 0) j["decode_layers_gate_up_ahead_bytes"] = dm.tuning.gate_up_ahead_bytes;
           if (o.device == "cuda") j["decode_hold_first_weights"] = dm.tuning.hold_first_weights;
+          if (o.device == "cuda") j["decode_one_wave"] = dm.tuning.one_wave;
           if (dm.persistent && azr::kernels::cuda_decode_layers_persistent_launches() == persistent_before) {
             std::printf("  note: the persistent decode kernel did not apply to %s: this row ran its launches\n",
                         name.c_str());

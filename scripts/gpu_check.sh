@@ -61,8 +61,9 @@
 #          Nsight Compute's time per kernel over a batch-1 generation of the 1.5B and the 0.5B
 #          configs (model_speed_bench --profile-range; bench/kernel_profile.py --steps), for the
 #          done-when's unmet batch-1 decode, decode at batch 1 beside it (with the gate/up L2
-#          prefetch during the attention at four sizes and without held weights, --ahead-sweep), cuda_ops_bench's
-#          decode attention (one row among its shapes) and few-row products; then what 2026-11-28's
+#          prefetch during the attention at four sizes, without held weights and in one wave,
+#          --ahead-sweep), cuda_ops_bench's decode attention (one row among its shapes) and
+#          few-row products; then what 2026-11-28's
 #          run left for time: Nsight Compute's stall reasons for the mma.sync attention and the
 #          streaming kernels below the bandwidth (RMSNorm's backward, the bias gradients, SwiGLU),
 #          cuda_ops_bench's attention_operands and attention rows, lm_head_bench at 1.5B's shape,
@@ -213,8 +214,9 @@ if [[ "$STAGE" == pending ]]; then
     # above, 1.5B then 0.5B; no HF run (it took 12.9 tok/s at 1.5B on 2026-11-28). With the rows of
     # the o projection asking L2 for 4 to 32 MiB of gate's and up's weights each during the
     # attention (--ahead-sweep; written 2026-11-28 without a GPU, off by default until measured),
-    # and a `no-hold` row: the few-row products' weights loaded after their wait, the baseline of
-    # holding their first packs before it (on by default since 2026-11-29, written without a GPU).
+    # a `no-hold` row: the few-row products' weights loaded after their wait, the baseline of
+    # holding their first packs before it (on by default since 2026-11-29, written without a GPU),
+    # and a `one-wave` row: gate/up's and down's 1.4 waves of blocks as one wave taking turns.
     # Each run also has a `one-step` row: the fastest mode with each step launched only after the
     # host has read the last one's tokens, the baseline of launching ahead (2026-11-29, no GPU).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \

@@ -143,8 +143,11 @@ uint64_t cuda_decode_layers_persistent_launches();
 // each thread loads its first packs of weights into registers before its wait (true, the default
 // since 2026-11-29, written without a GPU), so that under programmatic launch they arrive while the
 // kernel before finishes; false loads them after it, with the L2 prefetch from each row's start, as
-// before (model_speed_bench --ahead-sweep's `no-hold` row). Changing it makes a model record its
-// decode steps anew.
+// before (model_speed_bench --ahead-sweep's `no-hold` row). And whether a few-row product of more
+// blocks than the device holds at once runs as one wave of blocks that each take their turns at
+// several blocks' items (kernels/cuda/gemv.cuh, one_wave; false, the default, written without a
+// GPU on 2026-11-29: the `one-wave` row of --ahead-sweep). Changing either makes a model record
+// its decode steps anew.
 struct DecodeLayersTuning {
   int64_t prefetch_bytes_per_block = 32768;
   int blocks_per_multiprocessor = 0;
@@ -152,6 +155,7 @@ struct DecodeLayersTuning {
   int down_slices_at_gate_up = 1;
   int64_t gate_up_ahead_bytes = 0;
   bool hold_first_weights = true;
+  bool one_wave = false;
 };
 void cuda_set_decode_layers_tuning(DecodeLayersTuning tuning);
 DecodeLayersTuning cuda_decode_layers_tuning();

@@ -168,7 +168,7 @@ void cuda_set_decode_layers_tuning(DecodeLayersTuning t) {
       now.blocks_per_multiprocessor == t.blocks_per_multiprocessor &&
       now.gate_up_slices_at_attention == t.gate_up_slices_at_attention &&
       now.down_slices_at_gate_up == t.down_slices_at_gate_up && now.gate_up_ahead_bytes == t.gate_up_ahead_bytes &&
-      now.hold_first_weights == t.hold_first_weights)
+      now.hold_first_weights == t.hold_first_weights && now.one_wave == t.one_wave)
     return;
   now = t;
   cuda_detail::scratch_generation()++;  // recorded decode steps are made anew with the new grid

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -43,26 +44,56 @@ void check_input(const char* op, const DecodeInput& in, int64_t R, int64_t k) {
                                 " input elements to normalize, more than kDecodeNormedMaxElements");
 }
 
-// A launch after the kernel before it; past 48 KiB of shared memory (normalized rows of a wide
-// model) with the kernel's opt-in. The attribute belongs to the kernel in the current device's
-// context; it is set once per kernel and device, to the most any launch asked: so not while a
+// A launch after the kernel before it of `blocks` blocks' items, with `turns` appended to the
+// kernel's arguments: `single`, one turn a block; or, where DecodeLayersTuning::one_wave asks and
+// the device holds fewer of `turns_kernel`'s blocks at once, that kernel as one wave of blocks
+// taking turns (gemv.cuh, one_wave; 16-byte loads only: null for the scalar kernels; it holds no
+// weights before its wait, which would cost it registers and a block a multiprocessor). Past 48 KiB
+// of shared memory (normalized rows of a wide model) with the kernel's opt-in. The attribute and
+// the blocks the device holds belong to the kernel in the current device's context; both are found
+// once per kernel, device and size (the attribute to the most any launch asked): so not while a
 // decode step is recorded (a CUDA graph), since eager steps of the same size come first
 // (model/decode_graphs.h), and a recording may not be the place for calls outside its stream.
+template <class Kernel>
+void allow_shared_memory(Kernel kernel, int device, size_t smem) {
+  if (smem <= 48 * 1024) return;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;
+  const std::lock_guard<std::mutex> lock(mutex);
+  size_t& most = allowed[{reinterpret_cast<const void*>(kernel), device}];
+  if (smem > most) {
+    AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    most = smem;
+  }
+}
+
+template <class Kernel>
+int64_t resident_blocks(Kernel kernel, int device, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, size_t>, int64_t> resident;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::tuple{reinterpret_cast<const void*>(kernel), device, smem};
+  if (const auto at = resident.find(key); at != resident.end()) return at->second;
+  int per_multiprocessor = 0, multiprocessors = 0;
+  AZR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, smem));
+  AZR_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  return resident[key] = int64_t(per_multiprocessor) * multiprocessors;
+}
+
 template <class Kernel, class... Args>
-void launch_gemv(Kernel kernel, unsigned blocks, size_t smem, Args... args) {
-  if (smem > 48 * 1024) {
-    static std::mutex mutex;
-    static std::map<std::pair<const void*, int>, size_t> allowed;
-    int device = 0;
-    AZR_CUDA_CHECK(cudaGetDevice(&device));
-    const std::lock_guard<std::mutex> lock(mutex);
-    size_t& most = allowed[{reinterpret_cast<const void*>(kernel), device}];
-    if (smem > most) {
-      AZR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      most = smem;
+void launch_gemv(Kernel single, Kernel turns_kernel, unsigned blocks, size_t smem, Args... args) {
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  if (turns_kernel && cuda_decode_layers_tuning().one_wave) {
+    allow_shared_memory(turns_kernel, device, smem);
+    const Wave wave = one_wave(blocks, resident_blocks(turns_kernel, device, smem));
+    if (wave.turns > 1) {
+      launch_after_prior(turns_kernel, wave.blocks, kThreads, smem, args..., wave.turns);
+      return;
     }
   }
-  launch_after_prior(kernel, blocks, kThreads, smem, args...);
+  allow_shared_memory(single, device, smem);
+  launch_after_prior(single, blocks, kThreads, smem, args..., 1);
 }
 
 }  // namespace
@@ -86,7 +117,8 @@ void gemv_linear_ahead(float* out, const DecodeInput& in, const uint16_t* w16, c
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     with_hold(vec8, [&](auto hold_c) {
       constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
-      launch_gemv(gemv_linear_kernel<kRows, kVec, kHold>, blocks_for(OC, split),
+      launch_gemv(gemv_linear_kernel<kRows, kVec, kHold>,
+                  kVec == 8 ? gemv_linear_kernel<kRows, 8, false, true> : nullptr, blocks_for(OC, split),
                   kSmemBytes<1, kRows> + input_smem_bytes(in, R, IC), out, in, w16, bias, residual, int(R), IC, OC,
                   split, ahead);
     });
@@ -104,8 +136,9 @@ void decode_qkv_w16(const DecodeQkv& a) {
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     with_hold(vec8, [&](auto hold_c) {
       constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
-      launch_gemv(gemv_qkv_kernel<kRows, kVec, kHold>, blocks_for(items, split),
-                  kSmemBytes<2, kRows> + input_smem_bytes(a.in, a.R, a.H), args, int(a.R), split);
+      launch_gemv(gemv_qkv_kernel<kRows, kVec, kHold>, kVec == 8 ? gemv_qkv_kernel<kRows, 8, false, true> : nullptr,
+                  blocks_for(items, split), kSmemBytes<2, kRows> + input_smem_bytes(a.in, a.R, a.H), args, int(a.R),
+                  split);
     });
   });
 }
@@ -120,7 +153,8 @@ void gate_up_swiglu_w16(uint16_t* out16, const DecodeInput& in, const uint16_t* 
     constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
     with_hold(vec8, [&](auto hold_c) {
       constexpr bool kHold = decltype(hold_c)::value && kVec == 8;
-      launch_gemv(gemv_gate_up_kernel<kRows, kVec, kHold>, blocks_for(I, split),
+      launch_gemv(gemv_gate_up_kernel<kRows, kVec, kHold>,
+                  kVec == 8 ? gemv_gate_up_kernel<kRows, 8, false, true> : nullptr, blocks_for(I, split),
                   kSmemBytes<2, kRows> + input_smem_bytes(in, R, IC), reinterpret_cast<__nv_bfloat16*>(out16), in,
                   wg, bg, wu, bu, int(R), IC, I, split, round_gate_up);
     });

@@ -295,19 +295,33 @@ __device__ __forceinline__ void linear_block(int64_t block, float* out, const De
 }
 
 // ahead: a later product's weights to ask L2 for before the wait as well (16-byte loads only).
-// kHold: HeldPacks (16-byte loads only). At one row, at most 32 registers a thread, so that 8
-// blocks (64 warps) fit on a multiprocessor, as they did before the held packs (ptxas, sm_90: 32
-// registers without them, 36 with them unbounded, which would have left room for 6; no spills
-// either way). Past one row the bound would spill.
+// kHold: HeldPacks (16-byte loads only), in every turn (past the first its wait has returned).
+// kTurns: each block takes `turns` blocks' items (one_wave, below), every kernel here alike; a
+// kernel of its own, since the loop costs registers, and without it `turns` is 1. gemv.cu launches
+// it without held weights (ptxas, sm_90, one row: gate/up 38 registers, 56 holding; q/k/v 40, 62;
+// the linear map 31, 32).
+// At one row, at most 32 registers a thread, so that 8 blocks (64 warps) fit on a multiprocessor,
+// as they did before the held packs (ptxas, sm_90: 32 registers without them, 36 with them
+// unbounded, which would have left room for 6; no spills either way). Past one row the bound would
+// spill.
 constexpr int kOneRowLinearBlocksPerMultiprocessor = 8;
-template <int kRows, int kVec, bool kHold = false>
+template <int kRows, int kVec, bool kHold = false, bool kTurns = false>
 __global__ void __launch_bounds__(kThreads, kRows == 1 ? kOneRowLinearBlocksPerMultiprocessor : 1)
     gemv_linear_kernel(float* out, DecodeInput in, const uint16_t* w16, const float* bias, const float* residual,
-                       int rows, int64_t IC, int64_t OC, int split, DecodeAhead ahead) {
+                       int rows, int64_t IC, int64_t OC, int split, DecodeAhead ahead, int turns) {
   AZR_DYNAMIC_SHARED(smem_raw);
   if constexpr (kVec == 8) prefetch_ahead(ahead, blockIdx.x, gridDim.x);
-  linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
-                                                  reinterpret_cast<float*>(smem_raw));
+  float* smem = reinterpret_cast<float*>(smem_raw);
+  if constexpr (!kTurns) {
+    linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
+                                                    smem);
+  } else {
+    for (int t = 0; t < turns; t++) {
+      if (t > 0) __syncthreads();  // the turn before has read its sums and rows from shared memory
+      linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, out, in, w16, bias,
+                                                      residual, rows, IC, OC, split, smem);
+    }
+  }
 }
 
 // What decode_qkv_w16 (kernels/ops.h) needs on the device.
@@ -382,10 +396,18 @@ __device__ __forceinline__ void qkv_block(int64_t block, const QkvArgs& a, int r
   }
 }
 
-template <int kRows, int kVec, bool kHold = false>
-__global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split) {
+template <int kRows, int kVec, bool kHold = false, bool kTurns = false>
+__global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split, int turns) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, a, rows, split, reinterpret_cast<float*>(smem_raw));
+  float* smem = reinterpret_cast<float*>(smem_raw);
+  if constexpr (!kTurns) {
+    qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, a, rows, split, smem);
+  } else {
+    for (int t = 0; t < turns; t++) {
+      if (t > 0) __syncthreads();  // the turn before has read its sums, rows and epilogue operands
+      qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, a, rows, split, smem);
+    }
+  }
 }
 
 // out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j], g and
@@ -407,14 +429,23 @@ __device__ __forceinline__ void gate_up_block(int64_t block, __nv_bfloat16* out1
   out16[r * I + j] = __float2bfloat16_rn(swiglu_value(g, u));
 }
 
-template <int kRows, int kVec, bool kHold = false>
+template <int kRows, int kVec, bool kHold = false, bool kTurns = false>
 __global__ void __launch_bounds__(kThreads)
     gemv_gate_up_kernel(__nv_bfloat16* out16, DecodeInput in, const uint16_t* wg, const float* bg,
                         const uint16_t* wu, const float* bu, int rows, int64_t IC, int64_t I, int split,
-                        bool round_gate_up) {
+                        bool round_gate_up, int turns) {
   AZR_DYNAMIC_SHARED(smem_raw);
-  gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split,
-                                                   round_gate_up, reinterpret_cast<float*>(smem_raw));
+  float* smem = reinterpret_cast<float*>(smem_raw);
+  if constexpr (!kTurns) {
+    gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split,
+                                                     round_gate_up, smem);
+  } else {
+    for (int t = 0; t < turns; t++) {
+      if (t > 0) __syncthreads();  // the turn before has read its sums and rows from shared memory
+      gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, out16, in, wg, bg, wu,
+                                                       bu, rows, IC, I, split, round_gate_up, smem);
+    }
+  }
 }
 
 // The launch geometry, host code shared by gemv.cu and the emulated test.
@@ -430,6 +461,21 @@ inline int split_for(int64_t items, int64_t k) {
 inline unsigned blocks_for(int64_t items, int split) {
   const int64_t per_block = kWarps / split;
   return unsigned((items + per_block - 1) / per_block);
+}
+
+// A launch of `blocks` blocks' items as one wave (DecodeLayersTuning::one_wave): where more blocks
+// than `resident` (what the device holds at once) are asked for, each block takes `turns` of them
+// (blockIdx.x, + gridDim.x, ...), and there are just enough blocks for that: 1,120 blocks of 1.5B's
+// gate/up at one row, of which an H200 holds 792, become 560 of 2 turns, all resident, where 792
+// and then 328 ran. Blocks past the last item find no item (their warps are inactive).
+struct Wave {
+  unsigned blocks;
+  int turns;
+};
+inline Wave one_wave(unsigned blocks, int64_t resident) {
+  if (resident <= 0 || blocks <= resident) return {blocks, 1};
+  const int64_t turns = (int64_t(blocks) + resident - 1) / resident;
+  return {unsigned((int64_t(blocks) + turns - 1) / turns), int(turns)};
 }
 
 // Calls launch(rows_c, vec_c), integral constants: the smallest compiled row count >= rows, and

@@ -473,37 +473,46 @@ TEST_P(CudaModel, GateUpAskedAheadChangesNoBitOfGeneration) {
   }
 }
 
-// The few-row products with each thread's first packs of weights held in registers before the
-// wait (DecodeLayersTuning::hold_first_weights, on by default; kernels/cuda/gemv.cuh, HeldPacks)
-// generate what they generate with the packs loaded after it, bit for bit, eager and recorded, at
-// batch 1 and 4 (the few-row kernels at 4 rows too): the held packs are summed where they were.
-TEST_P(CudaModel, WeightsHeldBeforeTheWaitChangeNoBitOfGeneration) {
-  const ModelConfig c = config_named(GetParam());
+// Two tunings of the few-row products that change no value (kernels/cuda/cuda_ops.h,
+// DecodeLayersTuning): each thread's first packs of weights held in registers before the wait or
+// not (hold_first_weights, on by default; kernels/cuda/gemv.cuh, HeldPacks), and a product of more
+// blocks than the GPU holds at once run as one wave of blocks taking turns or not (one_wave, off by
+// default; gemv.cuh, one_wave). Generation is the same bit for bit, eager and recorded, at batch 1
+// and 4 (the few-row kernels at 4 rows too). The vocabulary is widened to 16,384 so that the LM
+// head's 2,048 blocks outnumber what an H100 or H200 holds at once (8 a multiprocessor).
+TEST_P(CudaModel, HeldWeightsAndOneWaveChangeNoBitOfGeneration) {
+  ModelConfig c = config_named(GetParam());
+  c.vocab_size = 16384;
   Transformer m = Transformer::random(c, 16, 0.05f, kernels::cuda_bf16_matmul_ops());
   SamplingParams sp;
   sp.temperature = 1.f, sp.max_new_tokens = 40, sp.seed = 11;
   const PersistentDecodeLayers launches(false);
+  kernels::DecodeLayersTuning held, not_held, one_wave;
+  not_held.hold_first_weights = false;
+  one_wave.one_wave = true;
   for (const size_t batch : {1, 4}) {
     std::vector<std::vector<int32_t>> prompts;
     for (size_t b = 0; b < batch; b++) prompts.push_back({3, 1, 4, int32_t(1 + b), 5});
     for (const bool graphs : {false, true}) {
       m.set_decode_graphs(graphs);
-      std::vector<Completion> got[2];
-      for (const bool hold : {false, true}) {
-        kernels::DecodeLayersTuning t;
-        t.hold_first_weights = hold;
-        const DecodeLayersTuningScope tuned(t);
-        got[hold] = generate(m, prompts, sp);
+      std::vector<Completion> want;
+      {
+        const DecodeLayersTuningScope tuned(not_held);
+        want = generate(m, prompts, sp);
       }
-      for (size_t b = 0; b < batch; b++) {
-        const std::string where = std::string(graphs ? "recorded" : "eager") + ", batch " + std::to_string(batch) +
-                                  ", sequence " + std::to_string(b);
-        EXPECT_EQ(got[1][b].tokens, got[0][b].tokens) << where;
-        ASSERT_EQ(got[1][b].logprobs.size(), got[0][b].logprobs.size()) << where;
-        EXPECT_EQ(std::memcmp(got[1][b].logprobs.data(), got[0][b].logprobs.data(),
-                              sizeof(float) * got[0][b].logprobs.size()),
-                  0)
-            << where;
+      for (const auto& [tuning, name] : {std::pair{held, "held"}, std::pair{one_wave, "held, one wave"}}) {
+        const DecodeLayersTuningScope tuned(tuning);
+        const std::vector<Completion> got = generate(m, prompts, sp);
+        for (size_t b = 0; b < batch; b++) {
+          const std::string where = std::string(name) + ", " + (graphs ? "recorded" : "eager") + ", batch " +
+                                    std::to_string(batch) + ", sequence " + std::to_string(b);
+          EXPECT_EQ(got[b].tokens, want[b].tokens) << where;
+          ASSERT_EQ(got[b].logprobs.size(), want[b].logprobs.size()) << where;
+          EXPECT_EQ(
+              std::memcmp(got[b].logprobs.data(), want[b].logprobs.data(), sizeof(float) * want[b].logprobs.size()),
+              0)
+              << where;
+        }
       }
     }
   }

@@ -146,7 +146,7 @@ void run_launches(Step& s, const Plan& p) {
   for (int64_t l = 0; l < a.layers; l++) {
     const DecodeQkv qkv = decode_layer_qkv(a, l);
     emu::launch({unsigned(p.qkv_blocks), 1, 1}, kThreads, gemv::kSmemBytes<2, 1> + normed,
-                gemv::gemv_qkv_kernel<1, 8>, gemv::qkv_args(qkv), 1, p.qkv_split);
+                gemv::gemv_qkv_kernel<1, 8>, gemv::qkv_args(qkv), 1, p.qkv_split, 1);
     emu::launch({1, unsigned(a.kv_heads * p.head_chunks), unsigned(p.splits)}, kThreads,
                 decode_tiles::smem_bytes<D>(), decode_tiles::decode_tiles_kernel<D>, a.att, bf16_ptr(a.att16),
                 part.data(), counts.data(), static_cast<const float*>(a.q), bf16_ptr(qkv.kcache),
@@ -155,16 +155,16 @@ void run_launches(Step& s, const Plan& p) {
     emu::launch({unsigned(p.o_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>, a.h,
                 DecodeInput{a.att16, nullptr, nullptr, 0.f}, decode_layer_at(a.wo, l, ps),
                 decode_layer_at(a.bo, l, ps), static_cast<const float*>(a.x), 1, a.heads * D, a.H, p.o_split,
-                DecodeAhead{});
+                DecodeAhead{}, 1);
     emu::launch({unsigned(p.gate_up_blocks), 1, 1}, kThreads, gemv::kSmemBytes<2, 1> + normed,
                 gemv::gemv_gate_up_kernel<1, 8>, bf16_ptr(a.mlp16),
                 DecodeInput{nullptr, a.h, decode_layer_at(a.ln2, l, ps), a.eps}, decode_layer_at(a.wg, l, ps),
                 decode_layer_at(a.bg, l, ps), decode_layer_at(a.wu, l, ps), decode_layer_at(a.bu, l, ps), 1, a.H, a.I,
-                p.gate_up_split, a.round_gate_up);
+                p.gate_up_split, a.round_gate_up, 1);
     emu::launch({unsigned(p.down_blocks), 1, 1}, kThreads, gemv::kSmemBytes<1, 1>, gemv::gemv_linear_kernel<1, 8>,
                 a.x, DecodeInput{a.mlp16, nullptr, nullptr, 0.f}, decode_layer_at(a.wd, l, ps),
                 decode_layer_at(a.bd, l, ps), static_cast<const float*>(a.h), 1, a.I, a.H, p.down_split,
-                DecodeAhead{});
+                DecodeAhead{}, 1);
   }
   for (unsigned n : counts) EXPECT_EQ(n, 0u) << "a merge count was left set";
 }

@@ -99,7 +99,7 @@ TEST(GemvEmulated, LinearIsTheProductOfItsBf16OperandsOnEverySplit) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
                     out.data(), DecodeInput{.x16 = x16.data()}, w16.data(), c.bias ? bias.data() : nullptr, nullptr,
-                    c.R, c.IC, c.OC, split, DecodeAhead{});
+                    c.R, c.IC, c.OC, split, DecodeAhead{}, 1);
       });
       expect_weights_prefetched(emu::take_prefetches(), {{w16.data(), c.OC}}, c.IC * 2, c.vec8);
       for (int r = 0; r < c.R; r++)
@@ -137,7 +137,7 @@ TEST(GemvEmulated, QkvWithRopeAndCacheStoreIsTheUnfusedOps) {
       dispatch(c.R, vec8, [&](auto rows_c, auto vec_c) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows>, gemv_qkv_kernel<kRows, kVec>,
-                    args, c.R, split);
+                    args, c.R, split, 1);
       });
       expect_weights_prefetched(emu::take_prefetches(),
                                 {{a.wq, c.heads * c.d}, {a.wk, c.kv_heads * c.d}, {a.wv, c.kv_heads * c.d}}, c.H * 2,
@@ -165,7 +165,7 @@ TEST(GemvEmulated, GateUpSwigluIsTheUnfusedOps) {
         emu::launch({blocks_for(c.I, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out.data()),
                     DecodeInput{.x16 = in.x16.data()}, in.wg.data(), in.gate_bias(), in.wu.data(), in.up_bias(), c.R,
-                    c.IC, c.I, split, c.round);
+                    c.IC, c.I, split, c.round, 1);
       });
       expect_weights_prefetched(emu::take_prefetches(), {{in.wg.data(), c.I}, {in.wu.data(), c.I}}, c.IC * 2, vec8);
       expect_bf16_within(std::vector<uint16_t>(out.begin(), out.begin() + c.R * c.I), in.ref, nullptr, in.slack, 0.95,
@@ -220,14 +220,14 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
       for (auto [in, out] : {std::pair{n.in, &normed}, std::pair{given, &plain}})
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + input_smem_bytes(in, c.R, c.IC),
                     gemv_linear_kernel<kRows, kVec>, out->data(), in, w16.data(), b, nullptr, c.R, c.IC, c.OC, split,
-                    DecodeAhead{});
+                    DecodeAhead{}, 1);
       EXPECT_EQ(std::memcmp(normed.data(), plain.data(), normed.size() * sizeof(float)), 0) << "linear";
       // Gate, up and SwiGLU (gate and up rounded to bf16 in the cases with biases, so both forms run).
       std::vector<uint16_t> normed16(size_t(c.R * c.OC), 0xFFFF), plain16 = normed16;
       for (auto [in, out] : {std::pair{n.in, &normed16}, std::pair{given, &plain16}})
         emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + input_smem_bytes(in, c.R, c.IC),
                     gemv_gate_up_kernel<kRows, kVec>, reinterpret_cast<__nv_bfloat16*>(out->data()), in, w16.data(),
-                    b, w16.data() + c.OC * c.IC, c.bias ? b + c.OC : nullptr, c.R, c.IC, c.OC, split, c.bias);
+                    b, w16.data() + c.OC * c.IC, c.bias ? b + c.OC : nullptr, c.R, c.IC, c.OC, split, c.bias, 1);
       EXPECT_EQ(normed16, plain16) << "gate, up and SwiGLU";
       emu::take_prefetches();
     });
@@ -249,7 +249,7 @@ TEST(GemvEmulated, NormalizedInputsAreTheNormKernelsRowsInEveryProduct) {
       dispatch(c.R, true, [&](auto rows_c, auto vec_c) {
         constexpr int kRows = decltype(rows_c)::value, kVec = decltype(vec_c)::value;
         emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + input_smem_bytes(a.in, c.R, c.H),
-                    gemv_qkv_kernel<kRows, kVec>, args, c.R, split);
+                    gemv_qkv_kernel<kRows, kVec>, args, c.R, split, 1);
       });
     }
     emu::take_prefetches();
@@ -306,7 +306,7 @@ TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
             out[hold].assign(size_t(R * OC), NAN);
             emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows> + smem1,
                         hold ? gemv_linear_kernel<kRows, 8, true> : gemv_linear_kernel<kRows, 8, false>,
-                        out[hold].data(), in, w16.data(), bias.data(), nullptr, R, IC, OC, split, DecodeAhead{});
+                        out[hold].data(), in, w16.data(), bias.data(), nullptr, R, IC, OC, split, DecodeAhead{}, 1);
             if (hold)
               expect_prefetch_skips_held(OC);
             else
@@ -315,7 +315,7 @@ TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
             emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<2, kRows> + smem1,
                         hold ? gemv_gate_up_kernel<kRows, 8, true> : gemv_gate_up_kernel<kRows, 8, false>,
                         reinterpret_cast<__nv_bfloat16*>(out16[hold].data()), in, w16.data(), bias.data(),
-                        w16.data() + OC * IC, bias.data() + OC, R, IC, OC, split, true);
+                        w16.data() + OC * IC, bias.data() + OC, R, IC, OC, split, true, 1);
             if (hold)
               expect_prefetch_skips_held(2 * OC);
             else
@@ -340,7 +340,7 @@ TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
         dispatch(c.R, true, [&](auto rows_c, auto) {
           constexpr int kRows = decltype(rows_c)::value;
           emu::launch({blocks_for(items, split), 1, 1}, kThreads, kSmemBytes<2, kRows>,
-                      hold ? gemv_qkv_kernel<kRows, 8, true> : gemv_qkv_kernel<kRows, 8, false>, args, c.R, split);
+                      hold ? gemv_qkv_kernel<kRows, 8, true> : gemv_qkv_kernel<kRows, 8, false>, args, c.R, split, 1);
         });
       }
       emu::take_prefetches();
@@ -349,6 +349,86 @@ TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
       EXPECT_EQ(vc[0], vc[1]) << "v cache";
       in.expect_matches(q[1], kc[1], vc[1]);
     }
+}
+
+// One wave of blocks taking turns (DecodeLayersTuning::one_wave): one_wave's geometry by hand at
+// 1.5B's shapes on an H200 (132 multiprocessors: gate/up 6 blocks each, the linear map 8), and each
+// kernel that takes turns, with its blocks' items taken 2 and 3 to a block (the last block short of
+// items), is the same product bit for bit as one block each, on bf16 and normalized rows. Without
+// the barrier between turns, a warp's next sums overwrite the ones the turn before still reads.
+TEST(GemvEmulated, OneWaveOfBlocksTakingTurnsIsTheSameProducts) {
+  const auto expect_wave = [](unsigned blocks, int64_t resident, unsigned want_blocks, int want_turns) {
+    const Wave w = one_wave(blocks, resident);
+    EXPECT_EQ(w.blocks, want_blocks) << blocks << " blocks, " << resident << " resident";
+    EXPECT_EQ(w.turns, want_turns) << blocks << " blocks, " << resident << " resident";
+  };
+  expect_wave(1120, 792, 560, 2);     // gate/up: 8,960 items, 8 a block
+  expect_wave(1536, 1056, 768, 2);    // down: 1,536 items, a block each
+  expect_wave(18992, 1056, 1056, 18);  // the LM head: 151,936 items; 18,992 / 18 = 1,055.1
+  expect_wave(512, 660, 512, 1);      // q/k/v: fewer than the device holds
+  expect_wave(1056, 1056, 1056, 1);
+  expect_wave(7, 0, 7, 1);            // nothing known of the device
+
+  const int64_t OC = 40;
+  for (const auto& [R, IC] : {std::pair<int, int64_t>{1, 1000}, {3, 64}})
+    for (int split : {1, 8}) {
+      const unsigned item_blocks = blocks_for(OC, split);
+      SCOPED_TRACE("R " + std::to_string(R) + " IC " + std::to_string(IC) + " split " + std::to_string(split) + ", " +
+                   std::to_string(item_blocks) + " blocks");
+      const NormedRows n(R, IC, uint64_t(95 + IC));
+      const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(2 * OC * IC), 96, 0.2f));
+      const std::vector<float> bias = randn(size_t(2 * OC), 97);
+      for (const DecodeInput& in : {n.in, DecodeInput{.x16 = n.rows16.data()}}) {
+        const size_t smem1 = input_smem_bytes(in, R, IC);
+        dispatch(R, true, [&](auto rows_c, auto) {
+          constexpr int kRows = decltype(rows_c)::value;
+          std::vector<float> want(size_t(R * OC), NAN);
+          std::vector<uint16_t> want16(size_t(R * OC), 0xFFFF);
+          // The kernels of one turn a block, then the ones that take turns.
+          const auto run = [&](auto turns_c, unsigned blocks, int turns, std::vector<float>& out,
+                               std::vector<uint16_t>& out16) {
+            constexpr bool kTurns = decltype(turns_c)::value;
+            emu::launch({blocks, 1, 1}, kThreads, kSmemBytes<1, kRows> + smem1,
+                        gemv_linear_kernel<kRows, 8, false, kTurns>, out.data(), in, w16.data(), bias.data(), nullptr,
+                        R, IC, OC, split, DecodeAhead{}, turns);
+            emu::launch({blocks, 1, 1}, kThreads, kSmemBytes<2, kRows> + smem1,
+                        gemv_gate_up_kernel<kRows, 8, false, kTurns>, reinterpret_cast<__nv_bfloat16*>(out16.data()),
+                        in, w16.data(), bias.data(), w16.data() + OC * IC, bias.data() + OC, R, IC, OC, split, true,
+                        turns);
+          };
+          run(std::false_type{}, item_blocks, 1, want, want16);
+          for (const int turns : {2, 3}) {
+            const unsigned blocks = (item_blocks + unsigned(turns) - 1) / unsigned(turns);
+            std::vector<float> got(want.size(), NAN);
+            std::vector<uint16_t> got16(want16.size(), 0xFFFF);
+            run(std::true_type{}, blocks, turns, got, got16);
+            const std::string where = std::to_string(turns) + " turns";
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "linear, " << where;
+            EXPECT_EQ(got16, want16) << "gate, up and SwiGLU, " << where;
+          }
+          emu::take_prefetches();
+        });
+      }
+    }
+  // q, k and v: 2 heads and 1 kv head of 8, 16 pairs, a block each at split 8.
+  const QkvCase c{2, 64, 2, 1, 8, true};
+  const QkvInputs in(c);
+  const int64_t items = (c.heads + 2 * c.kv_heads) * (c.d / 2);
+  const int split = 8;
+  std::vector<float> q[2];
+  std::vector<uint16_t> kc[2], vc[2];
+  for (const int turns : {1, 3}) {
+    const size_t i = turns == 1 ? 0 : 1;
+    q[i].assign(size_t(c.R * in.qd), NAN), kc[i] = in.cache0, vc[i] = in.cache0;
+    const QkvArgs args = qkv_args(in.args(q[i].data(), kc[i].data(), vc[i].data()));
+    const unsigned blocks = (blocks_for(items, split) + unsigned(turns) - 1) / unsigned(turns);
+    emu::launch({blocks, 1, 1}, kThreads, kSmemBytes<2, 2>,
+                turns == 1 ? gemv_qkv_kernel<2, 8, true> : gemv_qkv_kernel<2, 8, false, true>, args, c.R, split, turns);
+  }
+  emu::take_prefetches();
+  EXPECT_EQ(std::memcmp(q[0].data(), q[1].data(), q[0].size() * sizeof(float)), 0) << "q";
+  EXPECT_EQ(kc[0], kc[1]) << "k cache";
+  EXPECT_EQ(vc[0], vc[1]) << "v cache";
 }
 
 // The residual add in the product's epilogue: out = residual + (x . w + bias), the one fp32
@@ -366,7 +446,7 @@ TEST(GemvEmulated, LinearAddsTheResidualAfterTheProduct) {
     const auto run = [&](float* out, const float* res) {
       emu::launch({blocks_for(c.OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
                   out, DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), res, c.R, c.IC, c.OC, split,
-                  DecodeAhead{});
+                  DecodeAhead{}, 1);
     };
     run(plain.data(), nullptr);
     run(added.data(), residual.data());
@@ -411,7 +491,7 @@ TEST(GemvEmulated, LinearAsksL2AheadForALaterProductsWeightsAndChangesNoBit) {
         for (auto [out, a] : {std::pair{&plain, DecodeAhead{}}, std::pair{&with, ahead}}) {
           emu::launch({blocks_for(OC, split), 1, 1}, kThreads, kSmemBytes<1, kRows>, gemv_linear_kernel<kRows, kVec>,
                       out->data(), DecodeInput{.x16 = x16.data()}, w16.data(), bias.data(), nullptr, 1, IC, OC, split,
-                      a);
+                      a, 1);
           asked[i++] = emu::take_prefetches();
         }
       });
