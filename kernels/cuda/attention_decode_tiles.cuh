@@ -151,12 +151,17 @@ __device__ __forceinline__ void decode_tiles_block(const decode::DecodeGridIndex
   const int nh = blk.nh, splits = blk.splits, z = blk.z;
   const bf16* kb = kcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
   const bf16* vb = vcache + int64_t(slot[r]) * s.kv_seq_stride + kvh * D;
+  // The first tile's loads go out before the queries': the two round trips overlap. Where the tile
+  // ends before the row's last position (pos[r], whose key and value the kernel before writes this
+  // step), before the wait too: its positions were written by earlier steps, whose kernels have all
+  // finished once the kernel before has passed its own wait (device_or_emulation.cuh). At batch 1
+  // that is every split but the row's last.
+  TileShare<D> share;
+  const bool first_tile_early = begin < end && min(begin + int64_t(kTile), end) <= int64_t(pos[r]);
+  if (first_tile_early) load_share(share, kb, vb, s.kv_row, begin, end);
   wait_for_prior_grids();  // q and this step's key and value come from the kernel before
   release_next_grid();
-
-  // The first tile's loads go out before the queries': the two round trips overlap.
-  TileShare<D> share;
-  if (begin < end) load_share(share, kb, vb, s.kv_row, begin, end);
+  if (begin < end && !first_tile_early) load_share(share, kb, vb, s.kv_row, begin, end);
 
   // The block's queries, rounded to bf16 (a bf16 cache: bf16 queries, as the CPU's decode does),
   // rows past nh zero; probabilities of the heads past nh zero for good, corrections one.

@@ -2,8 +2,9 @@
 // What the kernel headers that also run on the CPU stand-in for the device
 // (tests/kernels/cuda_emulation.h, which defines AZR_CUDA_EMULATION and these names) take from
 // CUDA: the bf16 type and its conversions, and the block's dynamic shared memory; and the three
-// instructions of programmatic dependent launch below: the stand-in runs the wait and the release
-// as no-ops (its blocks run one kernel at a time) and keeps each prefetch for its tests.
+// instructions of programmatic dependent launch below: the stand-in runs the release as a no-op
+// (its blocks run one kernel at a time), the wait as one too unless a test states what the kernel
+// before writes (emu::PriorGridWrites), and keeps each prefetch for its tests.
 #include <cstdint>
 
 #ifndef AZR_CUDA_EMULATION
@@ -34,7 +35,9 @@ namespace azr::kernels::cuda_detail {
 // ahead of the one working, and its prefetches do not evict what the working one reads. Launched
 // the ordinary way, or compiled for an architecture before sm_90, all three do nothing.
 AZR_DEVICE_INLINE void wait_for_prior_grids() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(AZR_CUDA_EMULATION)
+  ::azr::emu::wait_for_prior_grid_writes();  // where a test states the writes of the kernel before
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }

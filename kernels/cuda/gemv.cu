@@ -67,6 +67,8 @@ void allow_shared_memory(Kernel kernel, int device, size_t smem) {
   }
 }
 
+// The blocks of `kernel` the device holds at once; 0 (not known) where the op stream is being
+// recorded and no eager launch has asked yet, whose launch then takes one turn a block.
 template <class Kernel>
 int64_t resident_blocks(Kernel kernel, int device, size_t smem) {
   static std::mutex mutex;
@@ -74,6 +76,9 @@ int64_t resident_blocks(Kernel kernel, int device, size_t smem) {
   const std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::tuple{reinterpret_cast<const void*>(kernel), device, smem};
   if (const auto at = resident.find(key); at != resident.end()) return at->second;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone) return 0;
   int per_multiprocessor = 0, multiprocessors = 0;
   AZR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, smem));
   AZR_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
@@ -85,7 +90,7 @@ void launch_gemv(Kernel single, Kernel turns_kernel, unsigned blocks, size_t sme
   int device = 0;
   AZR_CUDA_CHECK(cudaGetDevice(&device));
   if (turns_kernel && cuda_decode_layers_tuning().one_wave) {
-    allow_shared_memory(turns_kernel, device, smem);
+    allow_shared_memory(turns_kernel, device, smem);  // before the count, which depends on it
     const Wave wave = one_wave(blocks, resident_blocks(turns_kernel, device, smem));
     if (wave.turns > 1) {
       launch_after_prior(turns_kernel, wave.blocks, kThreads, smem, args..., wave.turns);

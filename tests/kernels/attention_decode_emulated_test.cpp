@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -160,6 +161,61 @@ TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
           {3, 12, 2, 128, 1300, true, 20},  // 11 splits of two tiles: row 0 in all 11, rows 1 and 2 in one
       },
       [](auto... args) { run_tiles(args...); });
+}
+
+// Programmatic launch's contract (kernels/cuda/device_or_emulation.cuh): the tiles kernel reads what
+// the kernel before it (q/k/v) writes this step, the queries and each row's key and value at its
+// position, only after its wait, though it loads the first tile of a split before the wait where
+// that tile ends before the row's position. Those writes are poisoned (NaN) until every thread of
+// the block has reached its wait (emu::PriorGridWrites), and the outputs must be the plain run's bit
+// for bit: at 1.5B's heads, 64-position splits of one tile (the early load in every split but the
+// row's last) and of two, with rows whose position is the first of a tile, the last, and 0.
+TEST(DecodeEmulated, TilesReadThisStepsQueriesKeysAndValuesOnlyAfterTheirWait) {
+  for (const Case& c : {Case{3, 12, 2, 128, 320, true, 5}, Case{3, 12, 2, 128, 320, true, 3}}) {
+    SCOPED_TRACE("splits " + std::to_string(c.splits));
+    const int64_t slots = c.R + 1, stride = c.capacity * c.KV * c.d;
+    const std::vector<int32_t> slot = {2, 0, 3}, pos = {192, 255, 0};
+    std::vector<uint16_t> k16 = bf16_bits(randn(size_t(slots * stride), 31)),
+                          v16 = bf16_bits(randn(size_t(slots * stride), 32));
+    std::vector<float> q = randn(size_t(c.R * c.H * c.d), 33);
+    const size_t n = size_t(c.R * c.H * c.d);
+    std::vector<float> want(n, NAN), got(n, NAN);
+    std::vector<uint16_t> want16(n, 0xFFFF), got16(n, 0xFFFF);
+    const auto run = [&](std::vector<float>& out, std::vector<uint16_t>& out16) {
+      run_tiles(out.data(), reinterpret_cast<__nv_bfloat16*>(out16.data()), q.data(),
+                reinterpret_cast<const __nv_bfloat16*>(k16.data()), reinterpret_cast<const __nv_bfloat16*>(v16.data()),
+                slot.data(), pos.data(), c);
+    };
+    run(want, want16);
+    // This step's writes: the queries, and each row's key and value at its position.
+    const std::vector<float> q_made = q;
+    const std::vector<uint16_t> k_made = k16, v_made = v16;
+    const auto step_rows = [&](const auto& each) {
+      for (int64_t r = 0; r < c.R; r++) each(size_t(slot[size_t(r)] * stride + pos[size_t(r)] * c.KV * c.d));
+    };
+    emu::PriorGridWrites writes{[&] {
+                                  std::fill(q.begin(), q.end(), NAN);
+                                  step_rows([&](size_t at) {
+                                    std::fill_n(k16.begin() + std::ptrdiff_t(at), c.KV * c.d, uint16_t(0x7FC0));
+                                    std::fill_n(v16.begin() + std::ptrdiff_t(at), c.KV * c.d, uint16_t(0x7FC0));
+                                  });
+                                },
+                                [&] {
+                                  q = q_made;
+                                  step_rows([&](size_t at) {
+                                    std::copy_n(k_made.begin() + std::ptrdiff_t(at), c.KV * c.d,
+                                                k16.begin() + std::ptrdiff_t(at));
+                                    std::copy_n(v_made.begin() + std::ptrdiff_t(at), c.KV * c.d,
+                                                v16.begin() + std::ptrdiff_t(at));
+                                  });
+                                }};
+    {
+      const emu::PriorGridWritesScope scope(writes);
+      run(got, got16);
+    }
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0) << "out";
+    EXPECT_EQ(got16, want16) << "out16";
+  }
 }
 
 // The launch plan (attention.cu's decode_split on the device's multiprocessors), by hand: 1.5B's

@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -95,6 +96,7 @@ struct BlockState {
   std::vector<std::array<uint32_t, 6>> fragments;  // one per thread: an mma's A and B registers
   std::vector<AsyncCopies> async;  // one per thread: its cp.async groups
   std::vector<unsigned char> smem;
+  unsigned prior_grid_waits = 0;  // the block's calls of wait_for_prior_grids (PriorGridWrites)
   unsigned char* dynamic_shared() {
     const auto p = reinterpret_cast<uintptr_t>(smem.data());
     return smem.data() + ((128 - p % 128) % 128);  // __align__(128)
@@ -130,6 +132,35 @@ inline void check_launch_limits(unsigned threads, size_t smem_bytes) {
   }
 }
 
+// Programmatic dependent launch's contract (kernels/cuda/device_or_emulation.cuh): a kernel reads
+// what the kernel before it writes only after its wait for the grids before it. A test that sets
+// one of these states those writes: `before` runs as each block of emu::launch starts (the writes
+// not made yet: it poisons them) and `after` once every thread of the block has reached its first
+// wait (the writes made), so that a read before the wait reads the poison. The wait is then a
+// barrier of the block, so every thread of a block must call it, or none (a block that returns
+// early). Unset (the default), the wait does nothing, as on a GPU launched the ordinary way.
+struct PriorGridWrites {
+  std::function<void()> before, after;
+};
+inline PriorGridWrites*& prior_grid_writes() {
+  static PriorGridWrites* writes = nullptr;
+  return writes;
+}
+// Sets the writes for its lifetime.
+class PriorGridWritesScope {
+ public:
+  explicit PriorGridWritesScope(PriorGridWrites& w) { prior_grid_writes() = &w; }
+  ~PriorGridWritesScope() { prior_grid_writes() = nullptr; }
+  PriorGridWritesScope(const PriorGridWritesScope&) = delete;
+  PriorGridWritesScope& operator=(const PriorGridWritesScope&) = delete;
+};
+inline void wait_for_prior_grid_writes() {
+  PriorGridWrites* w = prior_grid_writes();
+  if (w == nullptr) return;
+  if (++t_state->prior_grid_waits == t_block_dim.x) w->after();  // the last thread of the first wait
+  t_state->all.arrive_and_wait(switch_away);
+}
+
 // Runs kernel(args...) over grid x block threads, block after block, each block's threads as
 // fibers (shared memory poisoned again before each block).
 template <class Kernel, class... Args>
@@ -138,6 +169,7 @@ void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Ar
   for (unsigned z = 0; z < grid.z; z++)
     for (unsigned y = 0; y < grid.y; y++)
       for (unsigned x = 0; x < grid.x; x++) {
+        if (PriorGridWrites* w = prior_grid_writes()) w->before();
         BlockState state(threads, smem_bytes);
         fibers::run(threads, [&](unsigned t) {
           t_thread = {t, 0, 0};

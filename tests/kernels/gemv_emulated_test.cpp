@@ -17,8 +17,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -349,6 +351,84 @@ TEST(GemvEmulated, HeldWeightsAreTheSameProductsAndThePrefetchSkipsThem) {
       EXPECT_EQ(vc[0], vc[1]) << "v cache";
       in.expect_matches(q[1], kc[1], vc[1]);
     }
+}
+
+// Programmatic launch's contract (kernels/cuda/device_or_emulation.cuh): a product reads what the
+// kernel before it writes (its input rows, bf16 or the fp32 stream it normalizes, and the residual
+// it adds) only after its wait, though its threads load their first weights before it (held). Those
+// writes are poisoned (NaN) until every thread of the block has reached its wait
+// (emu::PriorGridWrites), and the outputs must be the plain run's bit for bit, for each kernel
+// holding weights and taking turns or not, on every split.
+TEST(GemvEmulated, ProductsReadWhatTheKernelBeforeWritesOnlyAfterTheirWait) {
+  const int R = 2;
+  const int64_t IC = 1000, OC = 40;
+  const NormedRows n(R, IC, 120);
+  std::vector<float> x = n.x, residual = randn(size_t(R * OC), 121, 4.f);
+  std::vector<uint16_t> x16 = n.rows16;
+  const std::vector<float> x_made = x, residual_made = residual;
+  const std::vector<uint16_t> x16_made = x16;
+  const std::vector<uint16_t> w16 = bf16_bits(randn(size_t(2 * OC * IC), 122, 0.2f));
+  const std::vector<float> bias = randn(size_t(2 * OC), 123);
+  emu::PriorGridWrites writes{[&] {
+                                std::fill(x.begin(), x.end(), NAN);
+                                std::fill(residual.begin(), residual.end(), NAN);
+                                std::fill(x16.begin(), x16.end(), uint16_t(0x7FC0));
+                              },
+                              [&] { x = x_made, residual = residual_made, x16 = x16_made; }};
+  for (int split : kSplits)
+    for (const bool normed : {false, true}) {
+      SCOPED_TRACE("split " + std::to_string(split) + (normed ? ", normalized" : ", bf16 rows"));
+      const DecodeInput in = normed ? DecodeInput{.x = x.data(), .norm = n.norm.data(), .eps = n.in.eps}
+                                    : DecodeInput{.x16 = x16.data()};
+      const size_t smem1 = input_smem_bytes(in, R, IC);
+      const unsigned blocks = blocks_for(OC, split);
+      // kernel 0: held, one turn a block; 1: not held; 2: taking 2 turns.
+      const auto run = [&](int kernel, std::vector<float>& out, std::vector<uint16_t>& out16) {
+        const unsigned grid = kernel == 2 ? (blocks + 1) / 2 : blocks;
+        const int turns = kernel == 2 ? 2 : 1;
+        emu::launch({grid, 1, 1}, kThreads, kSmemBytes<1, 2> + smem1,
+                    kernel == 0   ? gemv_linear_kernel<2, 8, true>
+                    : kernel == 1 ? gemv_linear_kernel<2, 8, false>
+                                  : gemv_linear_kernel<2, 8, false, true>,
+                    out.data(), in, w16.data(), bias.data(), residual.data(), R, IC, OC, split, DecodeAhead{}, turns);
+        emu::launch({grid, 1, 1}, kThreads, kSmemBytes<2, 2> + smem1,
+                    kernel == 0   ? gemv_gate_up_kernel<2, 8, true>
+                    : kernel == 1 ? gemv_gate_up_kernel<2, 8, false>
+                                  : gemv_gate_up_kernel<2, 8, false, true>,
+                    reinterpret_cast<__nv_bfloat16*>(out16.data()), in, w16.data(), bias.data(), w16.data() + OC * IC,
+                    bias.data() + OC, R, IC, OC, split, false, turns);
+      };
+      for (int kernel = 0; kernel < 3; kernel++) {
+        std::vector<float> want(size_t(R * OC), NAN), got = want;
+        std::vector<uint16_t> want16(size_t(R * OC), 0xFFFF), got16 = want16;
+        run(kernel, want, want16);
+        {
+          const emu::PriorGridWritesScope scope(writes);
+          run(kernel, got, got16);
+        }
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "linear, kernel " << kernel;
+        EXPECT_EQ(got16, want16) << "gate, up and SwiGLU, kernel " << kernel;
+      }
+      emu::take_prefetches();
+    }
+  // q, k and v on the normalized stream, held.
+  const QkvInputs qkv(QkvCase{R, IC, 2, 1, 8, true});
+  std::vector<float> q[2];
+  std::vector<uint16_t> kc[2], vc[2];
+  for (int i = 0; i < 2; i++) {
+    q[i].assign(size_t(R * qkv.qd), NAN), kc[i] = qkv.cache0, vc[i] = qkv.cache0;
+    DecodeQkv a = qkv.args(q[i].data(), kc[i].data(), vc[i].data());
+    a.in = DecodeInput{.x = x.data(), .norm = n.norm.data(), .eps = n.in.eps};
+    const int64_t items = (2 + 2 * 1) * 4;
+    const std::optional<emu::PriorGridWritesScope> scope =
+        i == 1 ? std::optional<emu::PriorGridWritesScope>(std::in_place, writes) : std::nullopt;
+    emu::launch({blocks_for(items, 8), 1, 1}, kThreads, kSmemBytes<2, 2> + input_smem_bytes(a.in, R, IC),
+                gemv_qkv_kernel<2, 8, true>, qkv_args(a), R, 8, 1);
+  }
+  emu::take_prefetches();
+  EXPECT_EQ(std::memcmp(q[0].data(), q[1].data(), q[0].size() * sizeof(float)), 0) << "q";
+  EXPECT_EQ(kc[0], kc[1]) << "k cache";
+  EXPECT_EQ(vc[0], vc[1]) << "v cache";
 }
 
 // One wave of blocks taking turns (DecodeLayersTuning::one_wave): one_wave's geometry by hand at
