@@ -163,16 +163,18 @@ TEST(DecodeEmulated, TilesMatchTheCpuDecode) {
       [](auto... args) { run_tiles(args...); });
 }
 
-// Programmatic launch's contract (kernels/cuda/device_or_emulation.cuh): the tiles kernel reads what
-// the kernel before it (q/k/v) writes this step, the queries and each row's key and value at its
-// position, only after its wait, though it loads the first tile of a split before the wait where
-// that tile ends before the row's position. Those writes are poisoned (NaN) until every thread of
-// the block has reached its wait (emu::PriorGridWrites), and the outputs must be the plain run's bit
-// for bit: at 1.5B's heads, 64-position splits of one tile (the early load in every split but the
-// row's last) and of two, with rows whose position is the first of a tile, the last, and 0.
-TEST(DecodeEmulated, TilesReadThisStepsQueriesKeysAndValuesOnlyAfterTheirWait) {
+// Programmatic launch's contract (kernels/cuda/device_or_emulation.cuh): the decode attentions read
+// what the kernel before them (q/k/v) writes this step, the queries and each row's key and value at
+// its position, only after their wait, though the tiles kernel loads the first tile of a split
+// before the wait where that tile ends before the row's position. Those writes are poisoned (NaN)
+// until every thread of the block has reached its wait (emu::PriorGridWrites), and the outputs must
+// be the plain run's bit for bit: at 1.5B's heads, 64-position splits of one tile (the early load
+// in every split but the row's last) and of two, with rows whose position is the first of a tile,
+// the last, and 0; the tiles and the lane groups.
+TEST(DecodeEmulated, AttentionsReadThisStepsQueriesKeysAndValuesOnlyAfterTheirWait) {
+  for (const bool tiles : {true, false})
   for (const Case& c : {Case{3, 12, 2, 128, 320, true, 5}, Case{3, 12, 2, 128, 320, true, 3}}) {
-    SCOPED_TRACE("splits " + std::to_string(c.splits));
+    SCOPED_TRACE(std::string(tiles ? "tiles" : "lane groups") + ", splits " + std::to_string(c.splits));
     const int64_t slots = c.R + 1, stride = c.capacity * c.KV * c.d;
     const std::vector<int32_t> slot = {2, 0, 3}, pos = {192, 255, 0};
     std::vector<uint16_t> k16 = bf16_bits(randn(size_t(slots * stride), 31)),
@@ -182,9 +184,13 @@ TEST(DecodeEmulated, TilesReadThisStepsQueriesKeysAndValuesOnlyAfterTheirWait) {
     std::vector<float> want(n, NAN), got(n, NAN);
     std::vector<uint16_t> want16(n, 0xFFFF), got16(n, 0xFFFF);
     const auto run = [&](std::vector<float>& out, std::vector<uint16_t>& out16) {
-      run_tiles(out.data(), reinterpret_cast<__nv_bfloat16*>(out16.data()), q.data(),
-                reinterpret_cast<const __nv_bfloat16*>(k16.data()), reinterpret_cast<const __nv_bfloat16*>(v16.data()),
-                slot.data(), pos.data(), c);
+      const auto* kc = reinterpret_cast<const __nv_bfloat16*>(k16.data());
+      const auto* vc = reinterpret_cast<const __nv_bfloat16*>(v16.data());
+      auto* o16 = reinterpret_cast<__nv_bfloat16*>(out16.data());
+      if (tiles)
+        run_tiles(out.data(), o16, q.data(), kc, vc, slot.data(), pos.data(), c);
+      else
+        decode::run(out.data(), o16, q.data(), kc, vc, slot.data(), pos.data(), c);
     };
     run(want, want16);
     // This step's writes: the queries, and each row's key and value at its position.
