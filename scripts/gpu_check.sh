@@ -56,14 +56,14 @@
 #          device time: builds the five targets of decode and train (or runs them prebuilt), then
 #          in order, each only while PENDING_SECONDS (default 420) after the build last: every op
 #          test, every whole-model test, the persistent decode kernel's test (each under a cap of
-#          its own); every whole-model test again under the merged attention backward (whether it
-#          can be the default); where nsys and ncu are installed, Nsight Systems' timeline and
+#          its own); where nsys and ncu are installed, Nsight Systems' timeline and
 #          Nsight Compute's time per kernel over a batch-1 generation of the 1.5B and the 0.5B
 #          configs (model_speed_bench --profile-range; bench/kernel_profile.py --steps), for the
 #          done-when's unmet batch-1 decode, decode at batch 1 beside it (with the gate/up L2
 #          prefetch during the attention at four sizes, without held weights and in one wave,
-#          --ahead-sweep), cuda_ops_bench's decode attention (one row among its shapes) and
-#          few-row products; then what 2026-11-28's
+#          --ahead-sweep); every whole-model test again under the merged attention backward
+#          (whether it can be the default); cuda_ops_bench's decode attention (one row among its
+#          shapes) and few-row products; then what 2026-11-28's
 #          run left for time: Nsight Compute's stall reasons for the mma.sync attention and the
 #          streaming kernels below the bandwidth (RMSNorm's backward, the bias gradients, SwiGLU),
 #          cuda_ops_bench's attention_operands and attention rows, lm_head_bench at 1.5B's shape,
@@ -168,11 +168,6 @@ if [[ "$STAGE" == pending ]]; then
     # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
-    # The merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged, 0.8 MFU points faster on
-    # 2026-11-28): every whole-model test under it, for the choice of the default. Tests that need
-    # the split backward's bits set it themselves.
-    PENDING_STEP_LIMIT=150 step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/cuda_model_test" \
-      --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
     # What the done-when has not met: batch-1 decode at 37% of the bandwidth bound (2026-11-28).
     # Where a step's 1.72 ms go, 1.5B then 0.5B, over one generation of 16 tokens at batch 1 (one
     # prefill, 15 decode steps: model_speed_bench --profile-range), summed by kernel:
@@ -228,6 +223,12 @@ if [[ "$STAGE" == pending ]]; then
     # session, where each element walked every record twice).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
       --matmul-precision bf16 --decode-batches 1 --prompt-len 4096 --new 64
+    # The merged attention backward (AZR_CUDA_ATTENTION_BACKWARD=merged, 0.8 MFU points faster on
+    # 2026-11-28): every whole-model test under it, for the choice of the default (after the batch-1
+    # rows since 2026-11-29: the MFU target is met, the batch-1 one not). Tests that need the split
+    # backward's bits set it themselves.
+    PENDING_STEP_LIMIT=150 step env AZR_CUDA_ATTENTION_BACKWARD=merged "$BUILD/bin/cuda_model_test" \
+      --gtest_filter='-*QwenConfigsMatchTransformers*:*PersistentDecodeLayers*'
     # The batch-1 step's parts alone: the decode attention at one row (us a call, tiles against lane
     # groups against a warp a position; and at the 256th position of an 8,192-position cache, whose
     # splits without positions no longer run or merge, and at its last, 128 splits merged), the
