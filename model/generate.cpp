@@ -112,12 +112,17 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   // The downloads started and not yet waited for, one a buffer: waited for on the way out too, as
   // a GPU would otherwise deliver them into sampled_host after an exception had freed it.
   StartedDownloads started(ops);
-  // Samples the step's rows (slots, in the order of `logits` rows) into sampled_dev[which] and
+  // Draws the uniforms of a step's rows (slots, in the order of its logits' rows) and queues their
+  // upload, before the step that makes the logits is launched: on a GPU the copy then runs ahead of
+  // the recorded step, not between its last kernel and the sampler's first. The sampler before
+  // has read u_dev by then (the op stream's order).
+  const auto upload_uniforms = [&](const std::vector<int32_t>& rows) {
+    for (size_t r = 0; r < rows.size(); r++) u[r] = rng[size_t(rows[r])].uniform();
+    u_dev.upload(u.data(), rows.size());
+  };
+  // Samples the step's R rows with the uniforms upload_uniforms queued into sampled_dev[which] and
   // starts their download, to wait for (started.wait(which)) before reading sampled_host[which].
-  const auto start_sampling = [&](const float* logits, const std::vector<int32_t>& rows, int which) {
-    const size_t R = rows.size();
-    for (size_t r = 0; r < R; r++) u[r] = rng[size_t(rows[r])].uniform();
-    u_dev.upload(u.data(), R);
+  const auto start_sampling = [&](const float* logits, size_t R, int which) {
     uint32_t* sampled = sampled_dev[which].data();
     ops.sample_rows(reinterpret_cast<int32_t*>(sampled), reinterpret_cast<float*>(sampled + R), logits, u_dev.data(),
                     int64_t(R), V, V_limit, params.temperature, params.top_k, params.top_p);
@@ -156,7 +161,8 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   std::vector<int32_t> rows(static_cast<size_t>(B));  // the slots sampled in this step, in row order
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<char> finished(static_cast<size_t>(B), 0);
-  start_sampling(model.prefill_on_backend(cache, batch), rows, 0);
+  upload_uniforms(rows);
+  start_sampling(model.prefill_on_backend(cache, batch), rows.size(), 0);
   std::vector<int32_t> next, next_rows, next_pos;  // the next step: its slots, their rows here, positions
   // Every slot still running has sampled step + 1 tokens, so the next step's token (this one's) is
   // at position length + step, and no slot runs past max_new_tokens steps.
@@ -172,9 +178,10 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   };
   // Launches the next step from this step's tokens where they are, and samples it.
   const auto start_next = [&](int which) {
+    upload_uniforms(next);
     const float* logits = model.decode_on_backend(cache, reinterpret_cast<const int32_t*>(sampled_dev[which].data()),
                                                   int64_t(rows.size()), next_rows, next, next_pos);
-    start_sampling(logits, next, 1 - which);
+    start_sampling(logits, next.size(), 1 - which);
   };
   for (int32_t step = 0;; step++) {
     const int which = step % 2;
