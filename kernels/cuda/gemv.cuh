@@ -294,6 +294,21 @@ __device__ __forceinline__ void linear_block(int64_t block, float* out, const De
   out[r * OC + o] = residual ? residual[r * OC + o] + y : y;
 }
 
+// block(index) for the blocks' items this block takes: its own (blockIdx.x) or, where kTurns, turns
+// of them (blockIdx.x, + gridDim.x, ...; one_wave, below), with a barrier between turns, since the
+// turn before still reads its sums, rows and epilogue operands from shared memory.
+template <bool kTurns, class Block>
+AZR_DEVICE_INLINE void take_turns(int turns, Block&& block) {
+  if constexpr (!kTurns) {
+    block(int64_t(blockIdx.x));
+  } else {
+    for (int t = 0; t < turns; t++) {
+      if (t > 0) __syncthreads();
+      block(int64_t(blockIdx.x) + int64_t(t) * gridDim.x);
+    }
+  }
+}
+
 // ahead: a later product's weights to ask L2 for before the wait as well (16-byte loads only).
 // kHold: HeldPacks (16-byte loads only), in every turn (past the first its wait has returned).
 // kTurns: each block takes `turns` blocks' items (one_wave, below), every kernel here alike; a
@@ -312,16 +327,9 @@ __global__ void __launch_bounds__(kThreads, kRows == 1 ? kOneRowLinearBlocksPerM
   AZR_DYNAMIC_SHARED(smem_raw);
   if constexpr (kVec == 8) prefetch_ahead(ahead, blockIdx.x, gridDim.x);
   float* smem = reinterpret_cast<float*>(smem_raw);
-  if constexpr (!kTurns) {
-    linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out, in, w16, bias, residual, rows, IC, OC, split,
-                                                    smem);
-  } else {
-    for (int t = 0; t < turns; t++) {
-      if (t > 0) __syncthreads();  // the turn before has read its sums and rows from shared memory
-      linear_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, out, in, w16, bias,
-                                                      residual, rows, IC, OC, split, smem);
-    }
-  }
+  take_turns<kTurns>(turns, [&](int64_t block) {
+    linear_block<kRows, kVec, 2, kHold && kVec == 8>(block, out, in, w16, bias, residual, rows, IC, OC, split, smem);
+  });
 }
 
 // What decode_qkv_w16 (kernels/ops.h) needs on the device.
@@ -400,14 +408,8 @@ template <int kRows, int kVec, bool kHold = false, bool kTurns = false>
 __global__ void __launch_bounds__(kThreads) gemv_qkv_kernel(QkvArgs a, int rows, int split, int turns) {
   AZR_DYNAMIC_SHARED(smem_raw);
   float* smem = reinterpret_cast<float*>(smem_raw);
-  if constexpr (!kTurns) {
-    qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, a, rows, split, smem);
-  } else {
-    for (int t = 0; t < turns; t++) {
-      if (t > 0) __syncthreads();  // the turn before has read its sums, rows and epilogue operands
-      qkv_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, a, rows, split, smem);
-    }
-  }
+  take_turns<kTurns>(turns,
+                     [&](int64_t block) { qkv_block<kRows, kVec, 2, kHold && kVec == 8>(block, a, rows, split, smem); });
 }
 
 // out16[r * I + j] = bf16(silu(g) * u), g = x[r] . wg[j] + bg[j], u = x[r] . wu[j] + bu[j], g and
@@ -436,16 +438,10 @@ __global__ void __launch_bounds__(kThreads)
                         bool round_gate_up, int turns) {
   AZR_DYNAMIC_SHARED(smem_raw);
   float* smem = reinterpret_cast<float*>(smem_raw);
-  if constexpr (!kTurns) {
-    gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x, out16, in, wg, bg, wu, bu, rows, IC, I, split,
+  take_turns<kTurns>(turns, [&](int64_t block) {
+    gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(block, out16, in, wg, bg, wu, bu, rows, IC, I, split,
                                                      round_gate_up, smem);
-  } else {
-    for (int t = 0; t < turns; t++) {
-      if (t > 0) __syncthreads();  // the turn before has read its sums and rows from shared memory
-      gate_up_block<kRows, kVec, 2, kHold && kVec == 8>(blockIdx.x + int64_t(t) * gridDim.x, out16, in, wg, bg, wu,
-                                                       bu, rows, IC, I, split, round_gate_up, smem);
-    }
-  }
+  });
 }
 
 // The launch geometry, host code shared by gemv.cu and the emulated test.
