@@ -72,6 +72,49 @@ TEST(RmsnormForwardEmulated, HeldFormIsTheLoopFormBitForBit) {
   }
 }
 
+// Programmatic launch's contract (kernels/cuda/device_or_emulation.cuh; the norms are launched after
+// the kernel before them): a block reads its row of x and delta, which that kernel writes, only after
+// its wait. The row is poisoned (NaN) until every thread of the block has reached its wait
+// (emu::PriorGridWrites; blocks run in row order, so the n-th block to start has row n), and both
+// forms give the plain run's bits, with the residual add writing over x as the step does.
+TEST(RmsnormForwardEmulated, BothFormsReadTheirRowOnlyAfterTheirWait) {
+  const int64_t N = 3, C = 1536;
+  const std::vector<float> x = randn(size_t(N * C), 61, 2.f), w = randn(size_t(C), 62),
+                           delta = randn(size_t(N * C), 63);
+  const auto each_form = [&](auto&& f) {
+    f(rmsnorm_forward_kernel);
+    launch_rmsnorm_forward_form(C, false, [&](auto kernel) { f(kernel); });
+  };
+  each_form([&](auto kernel) {
+    const Outputs want = run(kernel, x, delta, w, N, C);
+    Outputs got{std::vector<float>(size_t(N * C), NAN), std::vector<float>(size_t(N), NAN), x,
+                std::vector<uint16_t>(size_t(N * C), 0xFFFF)};
+    std::vector<float> d = delta;
+    const RmsnormForwardArgs a{got.out.data(), reinterpret_cast<__nv_bfloat16*>(got.out16.data()), got.rstd.data(),
+                               got.res.data(), w.data(), C, 1e-6f, d.data(), got.res.data()};
+    int64_t row = -1;
+    const auto at = [&](int64_t n) { return std::ptrdiff_t(n * C); };
+    emu::PriorGridWrites writes{[&] {
+                                  row++;
+                                  std::fill_n(got.res.begin() + at(row), C, NAN);
+                                  std::fill_n(d.begin() + at(row), C, NAN);
+                                },
+                                [&] {
+                                  std::copy_n(x.begin() + at(row), C, got.res.begin() + at(row));
+                                  std::copy_n(delta.begin() + at(row), C, d.begin() + at(row));
+                                }};
+    {
+      const emu::PriorGridWritesScope scope(writes);
+      emu::launch({unsigned(N), 1, 1}, kNormThreads, 0, kernel, a);
+    }
+    EXPECT_EQ(row, N - 1) << "a block a row";
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.out16, want.out16);
+    EXPECT_EQ(got.rstd, want.rstd);
+    EXPECT_EQ(got.res, want.res);
+  });
+}
+
 // The held form's values a thread: the next compiled count at or above ceil(C / 256), none past
 // 4,096 columns (the loop form takes those).
 TEST(RmsnormForwardEmulated, TheHeldFormTakesWidthsUpTo4096) {
