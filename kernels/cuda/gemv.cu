@@ -54,9 +54,16 @@ void check_input(const char* op, const DecodeInput& in, int64_t R, int64_t k) {
 // once per kernel, device and size (the attribute to the most any launch asked): so not while a
 // decode step is recorded (a CUDA graph), since eager steps of the same size come first
 // (model/decode_graphs.h), and a recording may not be the place for calls outside its stream.
+int current_device() {
+  int device = 0;
+  AZR_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
 template <class Kernel>
-void allow_shared_memory(Kernel kernel, int device, size_t smem) {
+void allow_shared_memory(Kernel kernel, size_t smem) {
   if (smem <= 48 * 1024) return;
+  const int device = current_device();
   static std::mutex mutex;
   static std::map<std::pair<const void*, int>, size_t> allowed;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -70,7 +77,8 @@ void allow_shared_memory(Kernel kernel, int device, size_t smem) {
 // The blocks of `kernel` the device holds at once; 0 (not known) where the op stream is being
 // recorded and no eager launch has asked yet, whose launch then takes one turn a block.
 template <class Kernel>
-int64_t resident_blocks(Kernel kernel, int device, size_t smem) {
+int64_t resident_blocks(Kernel kernel, size_t smem) {
+  const int device = current_device();
   static std::mutex mutex;
   static std::map<std::tuple<const void*, int, size_t>, int64_t> resident;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -79,25 +87,22 @@ int64_t resident_blocks(Kernel kernel, int device, size_t smem) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   AZR_CUDA_CHECK(cudaStreamIsCapturing(op_stream(), &capturing));
   if (capturing != cudaStreamCaptureStatusNone) return 0;
-  int per_multiprocessor = 0, multiprocessors = 0;
+  int per_multiprocessor = 0;
   AZR_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, smem));
-  AZR_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  return resident[key] = int64_t(per_multiprocessor) * multiprocessors;
+  return resident[key] = int64_t(per_multiprocessor) * multiprocessors();
 }
 
 template <class Kernel, class... Args>
 void launch_gemv(Kernel single, Kernel turns_kernel, unsigned blocks, size_t smem, Args... args) {
-  int device = 0;
-  AZR_CUDA_CHECK(cudaGetDevice(&device));
   if (turns_kernel && cuda_decode_layers_tuning().one_wave) {
-    allow_shared_memory(turns_kernel, device, smem);  // before the count, which depends on it
-    const Wave wave = one_wave(blocks, resident_blocks(turns_kernel, device, smem));
+    allow_shared_memory(turns_kernel, smem);  // before the count, which depends on it
+    const Wave wave = one_wave(blocks, resident_blocks(turns_kernel, smem));
     if (wave.turns > 1) {
       launch_after_prior(turns_kernel, wave.blocks, kThreads, smem, args..., wave.turns);
       return;
     }
   }
-  allow_shared_memory(single, device, smem);
+  allow_shared_memory(single, smem);
   launch_after_prior(single, blocks, kThreads, smem, args..., 1);
 }
 
