@@ -7,7 +7,8 @@
 //   build/bin/cuda_ops_bench [--reps N] [--only SECTION]
 //
 // SECTION: gemm, gemm_bwd, gemm_algos, grads16, attention, decode_products, decode_attention, token_stats,
-// sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows or grid_barrier (default: all).
+// sampling, adamw, swiglu, rope, rmsnorm, attention_operands, mlp_rows, grid_barrier or gradient_sums
+// (default: all).
 //
 // Without a CUDA device it says so, prints {"bench":"cuda_ops","skipped":"..."} and exits 0.
 // fp32 kernels (the op table's), and the Bf16 table's GEMM and training attention (tensor cores)
@@ -17,7 +18,8 @@
 // ones; RoPE; RMSNorm's one-pass backward with dx's bf16 rounding, the LM head's bf16 dlogits,
 // a training layer's attention block with its operands made once in bf16, and its gate and up
 // as one GEMM, against what they replace; the persistent decode kernel's grid barrier against a
-// recorded graph's kernel boundary, in microseconds.
+// recorded graph's kernel boundary, in microseconds; the training step's gradient sums in a fixed
+// order against the float atomics they replaced (AZR_CUDA_GRADIENT_SUMS), in microseconds.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> sections = {"gemm",        "gemm_bwd", "gemm_algos", "grads16", "attention",
                                              "decode_products", "decode_attention", "token_stats", "sampling",
                                              "adamw",       "swiglu",   "rope",       "rmsnorm", "attention_operands",
-                                             "mlp_rows",    "grid_barrier"};
+                                             "mlp_rows",    "grid_barrier", "gradient_sums"};
   CLI::App app{"The CUDA op table's hot kernels against the CPU backend and the device's limits"};
   app.add_option("--reps", reps, "timed repeats of each kernel")->capture_default_str()->check(CLI::Range(1, 1000000));
   app.add_option("--only", only, "one section (default: all)")->check(CLI::IsMember(sections));
@@ -1056,6 +1058,61 @@ int main(int argc, char** argv) {
       const cuda_detail::BarrierTiming t = cuda_detail::time_grid_barriers(per_sm, 10000);
       rows.push_back({"grid barrier", std::to_string(t.blocks) + " blocks of 256; base = a graph's kernel boundary",
                       "us", 1e6 * t.barrier_s, 1e6 * t.launch_s, -1});
+    }
+  }
+
+  if (want("gradient_sums")) {  // The sums over rows in a fixed order (kernels/cuda/ordered_sums.cuh),
+    // each op at a 1.5B micro-batch of 4,096 rows, against the float atomics they replaced in the
+    // same process (the "cpu" column: the atomic form's time; the speedup below 1 is what the same
+    // bits every run cost). The embedding's ids as a batch of rollouts has them: a third of the rows
+    // on four ids, a stretch of 700 rows of one id, the rest spread over 151,936.
+    const Ops& gpu16 = cuda_bf16_matmul_ops();
+    const int64_t N = 4096, C = 1536, V = 151936, heads = 12, kv = 2, d = 128, width = (heads + 2 * kv) * d;
+    std::vector<int32_t> ids_h(static_cast<size_t>(N)), pos_h(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) {
+      ids_h[size_t(n)] = n % 3 == 0 ? int32_t(n % 4) : int32_t((n * 7919) % V);
+      pos_h[size_t(n)] = int32_t(n % 1024);
+    }
+    for (int64_t n = N / 2; n < N / 2 + 700; n++) ids_h[size_t(n)] = int32_t(V - 1);
+    Buffer<int32_t> ids(cuda_ops(), size_t(N)), pos(cuda_ops(), size_t(N));
+    ids.upload(ids_h.data(), ids_h.size());
+    pos.upload(pos_h.data(), pos_h.size());
+    auto dout = upload(randn(size_t(N * width), 30)), x = upload(randn(size_t(N * C), 31)),
+         w = upload(randn(size_t(C), 32)), rstd = upload(std::vector<float>(size_t(N), 0.9f));
+    auto rcos = upload(std::vector<float>(size_t(1024 * d / 2), 0.6f)),
+         rsin = upload(std::vector<float>(size_t(1024 * d / 2), 0.8f));
+    Buffer<float> dwte(cuda_ops(), size_t(V * C)), dx(cuda_ops(), size_t(N * C)), dw(cuda_ops(), size_t(C)),
+        dbias(cuda_ops(), size_t(width)), dq(cuda_ops(), size_t(N * width));
+    Buffer<uint16_t> rows16(cuda_ops(), size_t(N * width));
+    const float* src = dout.data();
+    struct Case {
+      const char* op;
+      std::string shape;
+      std::function<void()> run;
+    };
+    const std::vector<Case> cases = {
+        {"embedding bwd", "4096 x 1536, ids of rollouts",
+         [&] { gpu16.embedding_backward(dwte.data(), src, ids.data(), N, C); }},
+        {"bias grad", "4096 x 1536 column sums",
+         [&] { gpu16.matmul_backward_a16w16(nullptr, nullptr, dbias.data(), src, nullptr, nullptr, N, 0, C); }},
+        {"rmsnorm_bwd dw", "4096 x 1536, with dx",
+         [&] { gpu16.rmsnorm_backward(dx.data(), dw.data(), src, x.data(), w.data(), rstd.data(), N, C); }},
+        {"rope bwd + bias", "4096 rows, 1.5B q/k/v",
+         [&] {
+           gpu16.rope_backward_round_w16(rows16.data(), dq.data(), dq.data() + N * heads * d,
+                                         dq.data() + N * (heads + kv) * d, dbias.data(), pos.data(), rcos.data(),
+                                         rsin.data(), N, heads, kv, d);
+         }},
+        {"sum of squares", "151936 x 1536 (the embedding's grad)",
+         [&] { (void)gpu16.sum_squares(dwte.data(), V * C); }},
+    };
+    for (const Case& c : cases) {
+      cuda_set_gradient_sums_ordered(true);
+      const double ordered = time_gpu(c.run, reps);
+      cuda_set_gradient_sums_ordered(false);
+      const double atomic = time_gpu(c.run, reps);
+      cuda_set_gradient_sums_ordered(true);
+      rows.push_back({c.op, c.shape + "; base = atomics", "us", 1e6 * ordered, 1e6 * atomic, -1});
     }
   }
 

@@ -92,6 +92,7 @@ int run_memory(const MemoryOptions& o) {
                                   {"activations", p.activations},
                                   {"backward_scratch", p.backward_scratch},
                                   {"lm_head", p.lm_head},
+                                  {"gradient_sums", p.gradient_sums},
                                   {"kv_cache", p.kv_cache},
                                   {"decode_buffers", p.decode_buffers},
                                   {"prefill_activations", p.prefill_activations},

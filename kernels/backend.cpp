@@ -41,9 +41,9 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   if (device == "cuda") {
 #ifdef AZR_HAVE_CUDA_KERNELS
     cuda_select_device(device_index % usable_gpus());
-    // AZR_CUDA_ATTENTION, AZR_CUDA_ATTENTION_WARP_ROWS, AZR_CUDA_ATTENTION_BACKWARD, AZR_CUDA_PDL
-    // and AZR_CUDA_DECODE_LAYERS are read here, so a bad value stops the command before any work,
-    // not at its first attention call or decode step.
+    // AZR_CUDA_ATTENTION, AZR_CUDA_ATTENTION_WARP_ROWS, AZR_CUDA_ATTENTION_BACKWARD, AZR_CUDA_PDL,
+    // AZR_CUDA_DECODE_LAYERS and AZR_CUDA_GRADIENT_SUMS are read here, so a bad value stops the
+    // command before any work, not at its first attention call, decode step or backward.
     if (bf16) {
       (void)cuda_attention_kernel();
       (void)cuda_attention_warp_rows();
@@ -51,6 +51,7 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
     }
     (void)cuda_programmatic_launch();
     (void)cuda_decode_layers_persistent();
+    (void)cuda_gradient_sums_ordered();
     return bf16 ? cuda_bf16_matmul_ops() : cuda_ops();
 #else
     (void)device_index;

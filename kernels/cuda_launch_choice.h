@@ -3,7 +3,8 @@
 // programmatic dependent launch (AZR_CUDA_PDL; kernels/cuda/cuda_ops.h says what that does),
 // whether its GEMM plans time cuBLASLt's candidates (AZR_CUBLASLT_AUTOTUNE), and whether a decode
 // step's layers at one row run as one persistent kernel (AZR_CUDA_DECODE_LAYERS), and that
-// kernel's tuning's ranges. Plain
+// kernel's tuning's ranges, and how the training step sums gradients over rows
+// (AZR_CUDA_GRADIENT_SUMS). Plain
 // C++, outside kernels/cuda, so that the parsing is built and tested where there is no CUDA.
 #include <cstdint>
 #include <stdexcept>
@@ -33,6 +34,18 @@ inline bool parse_cublaslt_autotune(const std::string& value) {
   if (value == "1" || value == "on") return true;
   if (value.empty() || value == "0" || value == "off") return false;
   throw std::invalid_argument("AZR_CUBLASLT_AUTOTUNE=" + value + ": expected 1 or on, 0 or off");
+}
+
+// AZR_CUDA_GRADIENT_SUMS: "" (unset) or "ordered": the training step's sums over rows (the bias
+// and RMSNorm weight gradients, RoPE's bias sums, the embedding's gradient, the gradient norm) run
+// in an order the shapes fix (kernels/cuda/ordered_sums.cuh), so a step gives the same bits every
+// run; "atomic": float atomics, in whatever order blocks finish (the bits vary run to run).
+// Returns whether the sums are ordered. Anything else is an std::invalid_argument that names the
+// variable, the value and the values it takes.
+inline bool parse_cuda_gradient_sums(const std::string& value) {
+  if (value.empty() || value == "ordered") return true;
+  if (value == "atomic") return false;
+  throw std::invalid_argument("AZR_CUDA_GRADIENT_SUMS=" + value + ": expected ordered or atomic");
 }
 
 // AZR_CUDA_DECODE_LAYERS: "" (unset) or "launches": a decode step's layers at one row are five

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "kernels/cuda/ordered_sums_limits.h"
 #include "kernels/cuda/sampling_limits.h"
 
 namespace azr::model {
@@ -157,6 +158,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
     p.prefill_logits = double(s.kv_slots) * V * 4.0;
   }
   p.sampler = sampler_scratch_bytes(s.kv_slots);
+  p.gradient_sums = kernels::cuda_detail::ordered_sums::scratch_bytes(N, H, qd + 2 * kd);
 
   if (s.precision == Precision::Fp32Bf16Gemm) {
     // The fp32 model is the master; the GEMMs read a bf16 copy of it and round their other
@@ -260,6 +262,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   line("activations", p.activations);
   line("backward scratch", p.backward_scratch);
   line("LM head (tiles)", p.lm_head);
+  line("gradient sums", p.gradient_sums);
   line("KV cache", p.kv_cache);
   line("decode buffers", p.decode_buffers);
   if (s.kv_slots > 0) {

@@ -98,10 +98,16 @@ struct MemoryPlan {
   // the split rows' partial results. Counted for every precision: the CPU sampler's per-call
   // buffers are smaller.
   double sampler = 0;
+  // The CUDA training step's ordered gradient sums' grow-only scratch (kernels/cuda/ordered_sums.cu,
+  // ordered_sums_limits.h), an upper bound: partial sums, the embedding's sort and pieces. Counted
+  // for every precision; the CPU's sums need none.
+  double gradient_sums = 0;
   double reserve = 0;
 
   double persistent() const { return weights + master_weights + gradients + adam + gemm_scratch; }
-  double training_peak() const { return persistent() + activations + backward_scratch + lm_head + reserve; }
+  double training_peak() const {
+    return persistent() + activations + backward_scratch + lm_head + gradient_sums + reserve;
+  }
   double generation_peak() const {
     return persistent() + kv_cache + (decode_buffers > prefill_activations ? decode_buffers : prefill_activations) +
            prefill_logits + sampler + reserve;

@@ -56,7 +56,9 @@
 #          device time: builds the five targets of decode and train (or runs them prebuilt), then
 #          in order, each only while PENDING_SECONDS (default 420) after the build last: every op
 #          test, every whole-model test, the persistent decode kernel's test (each under a cap of
-#          its own); where nsys and ncu are installed, Nsight Systems' timeline and
+#          its own); the ordered gradient sums against the atomics (cuda_ops_bench --only
+#          gradient_sums) and the 1.5B step of 8 micro-batches with them (the MFU); where nsys
+#          and ncu are installed, Nsight Systems' timeline and
 #          Nsight Compute's time per kernel over a batch-1 generation of the 1.5B and the 0.5B
 #          configs (model_speed_bench --profile-range; bench/kernel_profile.py --steps), for the
 #          done-when's unmet batch-1 decode, decode at batch 1 beside it (with the gate/up L2
@@ -68,9 +70,8 @@
 #          streaming kernels below the bandwidth (RMSNorm's backward, the bias gradients, SwiGLU),
 #          cuda_ops_bench's attention_operands and attention rows, lm_head_bench at 1.5B's shape,
 #          the token statistics, AdamW, GEMM algorithm, SwiGLU and RoPE rows, decode at batch 2, 4,
-#          8; last, what that run settled, again: the 1.5B step of 8 micro-batches, decode at batch
-#          1 and 256 against HF generate, the real Qwen2.5 configs against transformers. All into
-#          pending.txt
+#          8; last, what that run settled, again: decode at batch 1 and 256 against HF generate,
+#          the real Qwen2.5 configs against transformers. All into pending.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
@@ -168,6 +169,12 @@ if [[ "$STAGE" == pending ]]; then
     # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
+    # The training step's sums over rows in a fixed order (2026-11-29, written without a GPU; the
+    # same bits every run, checked by the tests above): each op against the atomics it replaced,
+    # then the MFU the done-when asks for (45.2% with atomics on 2026-11-28), with them.
+    step "$BUILD/bin/cuda_ops_bench" --only gradient_sums
+    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
+      --matmul-precision bf16 --micro-batches 8 --steps 2
     # What the done-when has not met: batch-1 decode at 37% of the bandwidth bound (2026-11-28).
     # Where a step's 1.72 ms go, 1.5B then 0.5B, over one generation of 16 tokens at batch 1 (one
     # prefill, 15 decode steps: model_speed_bench --profile-range), summed by kernel:
@@ -267,12 +274,10 @@ if [[ "$STAGE" == pending ]]; then
     # 1.5B decode at the batches between (not in the done-when; cut at 27 s on 2026-11-28).
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --no-baseline \
       --matmul-precision bf16 --decode-batches 2,4,8
-    # Settled on 2026-11-28 with the GPU code of today, again only as time allows: the 1.5B step
-    # against torch (45.2% MFU at 8 micro-batches), decode at batch 1 and 256 against HF generate
-    # (18.4x at 256), the real Qwen2.5 configs against transformers. The persistent decode kernel's
+    # Settled on 2026-11-28 with the GPU code of today, again only as time allows: decode at batch 1
+    # and 256 against HF generate (18.4x at 256), the real Qwen2.5 configs against transformers
+    # (the 1.5B step's MFU is measured above, after the tests). The persistent decode kernel's
     # sweep (slower at every tuning) is left to a run by hand (model_speed_bench --persistent-sweep).
-    step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
-      --matmul-precision bf16 --micro-batches 8 --steps 2
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-train --matmul-precision bf16 \
       --decode-batches 1,256
     if python3 -c "import torch, transformers" 2>/dev/null; then

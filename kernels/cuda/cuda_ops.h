@@ -72,6 +72,14 @@ void cuda_set_attention_masks_every_tile(bool every_tile);
 // CudaOps.RmsNormBackwardHeldFormIsTheLoopForm. Off by default; not a user setting.
 void cuda_set_rmsnorm_backward_loop(bool loop);
 
+// Whether the training step's sums over rows (the bias and RMSNorm weight gradients, RoPE's bias
+// sums, the embedding's gradient, the gradient norm) run in a fixed order, the same bits every
+// run (the default), or with float atomics (kernels/cuda/ordered_sums.cuh says what each costs),
+// from AZR_CUDA_GRADIENT_SUMS at the first such op or the backend's resolution
+// (kernels/cuda_launch_choice.h), or set here.
+void cuda_set_gradient_sums_ordered(bool ordered);
+bool cuda_gradient_sums_ordered();
+
 // RMSNorm's forward (and the residual add with it) holds a thread's values of a row in registers
 // where the width allows (up to 4,096 columns; kernels/cuda/rmsnorm_forward.cuh says why), the
 // same bits as the loop form, which true runs at every width: the baseline of cuda_ops_bench's

@@ -1,7 +1,8 @@
-// Elementwise and gather/scatter ops of the CUDA backend: embedding, RoPE, SwiGLU, add, scale,
-// AdamW, the sum of squares behind the global grad norm, and column sums. Memory-bound, so each
-// is one grid-stride pass; the formulas are kernels/cpu's, line for line. SwiGLU's kernels are in
-// swiglu.cuh, add's and AdamW's in streaming.cuh (four values a thread), RoPE's in rope.cuh.
+// Elementwise and gather/scatter ops of the CUDA backend: the embedding's forward, RoPE, SwiGLU,
+// add, scale, AdamW (the embedding's backward, the sum of squares and the column sums are in
+// ordered_sums.cu). Memory-bound, so each is one grid-stride pass; the formulas are kernels/cpu's,
+// line for line. SwiGLU's kernels are in swiglu.cuh, add's and AdamW's in streaming.cuh (four
+// values a thread), RoPE's in rope.cuh.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -25,42 +26,9 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
   }
 }
 
-// Rows may repeat ids (a token seen twice in the batch), hence atomics. The summation order then
-// varies run to run, which fp32 tolerances absorb; a sorted, deterministic variant is future work.
-__global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t n = i / C, c = i % C;
-    atomicAdd(dwte + int64_t(ids[n]) * C + c, dout[i]);
-  }
-}
-
 __global__ void scale_kernel(float* x, float factor, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] *= factor;
-}
-
-// Per-thread partial sums in double, one atomic per block.
-__global__ void sum_squares_kernel(double* total, const float* x, int64_t n) {
-  __shared__ double shared[32];
-  double acc = 0.0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    acc += double(x[i]) * x[i];
-  acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) atomicAdd(total, acc);
-}
-
-// Threads own columns (coalesced reads of a row); blockIdx.y splits the rows into chunks so a
-// tall matrix still fills the device, and each chunk adds its partial sum with one atomic. The
-// unrolled loop issues 8 rows' loads before their adds (still added in row order): rolled, each
-// load waited on the add before it.
-__global__ void column_sums_kernel(float* dst, const float* src, int64_t N, int64_t C, int64_t rows_per_chunk) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  const int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
-  float acc = 0.f;
-#pragma unroll 8
-  for (int64_t r = r0; r < r1; r++) acc += src[r * C + c];
-  atomicAdd(dst + c, acc);
 }
 
 __global__ void gather_rows_kernel(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C) {
@@ -141,12 +109,6 @@ void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t
   AZR_CUDA_LAUNCHED();
 }
 
-void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
-  if (N * C == 0) return;
-  embedding_backward_kernel<<<grid_for(N * C), 256, 0, op_stream()>>>(dwte, dout, ids, N, C);
-  AZR_CUDA_LAUNCHED();
-}
-
 namespace {
 
 // 32-bit indices where the call fits them (rope.cuh), 64-bit otherwise: the same pairs.
@@ -199,14 +161,19 @@ void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float
   auto* out = reinterpret_cast<__nv_bfloat16*>(dqkv16);
   const RopeBackwardGrid g = rope_backward_grid(N, per_row);
   const dim3 grid(g.x, g.y);
+  // The chunks' bias sums to rows of a scratch, added in chunk order after the kernel; one chunk
+  // adds its sums in place (the only add into each column).
+  const int64_t width = 2 * per_row;
+  float* parts = dbias && gradient_sums_ordered() && g.y > 1 ? column_parts(size_t(g.y) * size_t(width)) : nullptr;
   if (fits_32_bit_index(pairs))
     rope_backward_round_kernel<uint32_t><<<grid, 256, 0, op_stream()>>>(
-        out, dq, dk, dv, dbias, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d),
+        out, dq, dk, dv, dbias, parts, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d),
         uint32_t(g.rows_per_chunk));
   else
-    rope_backward_round_kernel<int64_t><<<grid, 256, 0, op_stream()>>>(out, dq, dk, dv, dbias, pos, cos, sin, N,
-                                                                       heads, kv_heads, d, g.rows_per_chunk);
+    rope_backward_round_kernel<int64_t><<<grid, 256, 0, op_stream()>>>(out, dq, dk, dv, dbias, parts, pos, cos, sin,
+                                                                       N, heads, kv_heads, d, g.rows_per_chunk);
   AZR_CUDA_LAUNCHED();
+  if (parts) add_column_parts(dbias, parts, g.y, width);
 }
 
 namespace {
@@ -317,40 +284,6 @@ void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int6
   // It wrote weights, which a kernel launched after it programmatically reads before its wait
   // (the few-row products' held packs, gemv.cuh; the q/k/v epilogue's biases): none may follow it.
   next_launch_ordinary() = true;
-}
-
-double sum_squares(const float* x, int64_t n) {
-  if (n == 0) return 0.0;
-  // One device scalar for the process: ops run in order on one stream, and this call waits for
-  // its result before returning, so the next call cannot race it.
-  static double* total = [] {
-    return static_cast<double*>(device_malloc(sizeof(double)));
-  }();
-  AZR_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), op_stream()));
-  sum_squares_kernel<<<std::min(grid_for(n), 1024u), 256, 0, op_stream()>>>(total, x, n);
-  AZR_CUDA_LAUNCHED();
-  double host = 0.0;
-  AZR_CUDA_CHECK(cudaMemcpy(&host, total, sizeof(double), cudaMemcpyDeviceToHost));
-  return host;
-}
-
-// The grid: about kColumnSumBlocks blocks, in chunks of at least kMinChunkRows rows. The bias
-// gradients of q, k and v (1.5B: 4,096 x 1,536 and 4,096 x 256) had 64-row chunks, 64 blocks for a
-// 256-wide k, fewer than the multiprocessors. cuda_ops_bench's "bias grads q, k, v" row times the
-// three calls: 1,165 GB/s on an H200 (2026-11-27), 24% of the bandwidth, with the old grid not
-// timed beside it. The step's op profile put them at 25 us a call against 23 in an earlier run of
-// the old grid on another H200 whose GEMMs ran 5% faster too: no gain shown, none ruled out.
-constexpr int64_t kColumnSumBlocks = 1024, kMinChunkRows = 8;
-
-void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C) {
-  if (N * C == 0) return;
-  const int64_t column_blocks = (C + 255) / 256;
-  const int64_t chunks = std::clamp<int64_t>((kColumnSumBlocks + column_blocks - 1) / column_blocks, 1,
-                                             (N + kMinChunkRows - 1) / kMinChunkRows);
-  const dim3 grid(unsigned(column_blocks), unsigned(std::min<int64_t>(chunks, 65535)));
-  const int64_t rows = (N + grid.y - 1) / grid.y;
-  column_sums_kernel<<<grid, 256, 0, op_stream()>>>(dst, src, N, C, rows);
-  AZR_CUDA_LAUNCHED();
 }
 
 }  // namespace azr::kernels::cuda_detail

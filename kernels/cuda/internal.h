@@ -10,7 +10,6 @@ namespace azr::kernels::cuda_detail {
 
 // elementwise.cu
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C);
-void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
 void rope_forward(float* x, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads, int64_t d);
 void rope_backward(float* dx, const int32_t* pos, const float* cos, const float* sin, int64_t N, int64_t heads,
                    int64_t d);
@@ -25,9 +24,20 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
            float weight_decay, float bc1, float bc2, float grad_scale);
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale);
-double sum_squares(const float* x, int64_t n);
 // dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
 void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
+
+// ordered_sums.cu: the gradient sums over rows in a fixed order (ordered_sums.cuh), or with
+// atomics where gradient_sums_ordered() is false (AZR_CUDA_GRADIENT_SUMS=atomic).
+bool& gradient_sums_ordered();
+void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
+double sum_squares(const float* x, int64_t n);
+// A grow-only scratch for n partial sums, valid until the next call, shared by the ops that sum
+// columns through add_column_parts (ops run in order on one stream, and each is done with it
+// once its add_column_parts has been queued).
+float* column_parts(size_t n);
+// dst[c] += parts[p C + c] summed over p < P, in the order ordered_sums.cuh gives.
+void add_column_parts(float* dst, const float* parts, int64_t P, int64_t C);
 
 // out[i] = src[rows[i]]; dst[rows[i]] += src[i] (rows of C floats, rows distinct for the add)
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/ordered_sums_limits.h"
 #include "kernels/cuda/rmsnorm_backward.cuh"
 #include "kernels/cuda/rmsnorm_forward.cuh"
 #include "kernels/cuda/rmsnorm_row.cuh"
@@ -39,13 +40,16 @@ bool& backward_loop_form() {  // cuda_set_rmsnorm_backward_loop
 }
 
 // Blocks of the backward: about kBackwardBlocks, each rows_per_block rows (at least
-// kMinRowsPerBlock, so that the dw atomics stay a fraction of the elements).
-constexpr int64_t kBackwardBlocks = 512, kMinRowsPerBlock = 4;
+// kMinRowsPerBlock, so that the dw partials stay a fraction of the elements).
+constexpr int64_t kBackwardBlocks = ordered_sums::kNormBackwardBlocks, kMinRowsPerBlock = 4;
 
 void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   RmsnormBackwardArgs a = args;
   a.rows_per_block = std::max(kMinRowsPerBlock, (a.N + kBackwardBlocks - 1) / kBackwardBlocks);
   const unsigned blocks = unsigned((a.N + a.rows_per_block - 1) / a.rows_per_block);
+  // Each block's dw partial to its row of a scratch, added in block order after the kernel; one
+  // block adds its partial in place (the only add into each column).
+  a.dw_parts = gradient_sums_ordered() && blocks > 1 ? column_parts(size_t(blocks) * size_t(a.C)) : nullptr;
   const size_t smem = sizeof(float) * size_t(a.C);  // the block's dw partial
   auto launch = [&](auto kernel) {
     // Past the default 48 KiB with the kernel's static 128 bytes (C past 12,256 columns): opt in.
@@ -58,10 +62,11 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
     kernel<<<blocks, kNormBackwardThreads, 0, op_stream()>>>(a);
     AZR_CUDA_LAUNCHED();
   };
-  if (!rmsnorm_backward_quads_fit(a)) return launch(rmsnorm_backward_kernel<1>);
-  // The register-held form where the width fits it.
-  if (!backward_loop_form() && launch_held_form<4>(a.C / 4, launch_held)) return;
-  launch(rmsnorm_backward_kernel<4>);
+  if (!rmsnorm_backward_quads_fit(a))
+    launch(rmsnorm_backward_kernel<1>);
+  else if (backward_loop_form() || !launch_held_form<4>(a.C / 4, launch_held))  // held where it fits
+    launch(rmsnorm_backward_kernel<4>);
+  if (a.dw_parts) add_column_parts(a.dw, a.dw_parts, blocks, a.C);
 }
 
 }  // namespace

@@ -9,9 +9,10 @@
 // kernel over columns, which read dout and x again: six passes of N x C floats where four do (read
 // dout, x, dx; write dx). On an H100 (2026-11-26) the two took 4.9 ms of a 1.5B step. Here a block
 // takes rows_per_block rows one after another: per row a block sum for the dot, then dx, and dw's
-// terms added into a partial of the block's own in shared memory, which goes to dw with one atomic
-// per column at the end (the old dw kernel did the same per 64-row chunk, so dw's sum order was
-// never fixed run to run either).
+// terms added into a partial of the block's own in shared memory, which goes at the end to the
+// block's row of a scratch that add_column_parts then adds to dw in block order, so dw's bits are
+// the same every run (add_dw_part; with AZR_CUDA_GRADIENT_SUMS=atomic, to dw with one atomic per
+// column, in whatever order the blocks finish).
 //
 // dx16 (may be null): the updated dx rounded to bf16, written in the same pass: the bf16 training
 // path's next GEMMs read the gradient only as bf16 (kernels::Ops::rmsnorm_backward_w16), where a
@@ -39,7 +40,20 @@ struct RmsnormBackwardArgs {
   float* dw;
   const float *dout, *x, *w, *rstd;
   int64_t N, C, rows_per_block;
+  float* dw_parts;  // [blocks, C], or null: the block's dw partial goes to dw with atomics
 };
+
+// The block's dw partial of group g: to its row of dw_parts, which add_column_parts then adds to dw
+// in block order (ordered_sums.cuh), or (dw_parts null, AZR_CUDA_GRADIENT_SUMS=atomic) to dw with
+// one atomic a column, in whatever order the blocks finish.
+template <int V>
+AZR_DEVICE_INLINE void add_dw_part(const RmsnormBackwardArgs& a, int64_t g, const Group<V>& part) {
+  if (a.dw_parts) {
+    store_group<V>(a.dw_parts + int64_t(blockIdx.x) * a.C, g, part);
+    return;
+  }
+  for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part.v[j]);
+}
 
 // The launch: dynamic shared memory of C floats (the block's dw partial).
 template <int V>
@@ -75,10 +89,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(
     }
   }
   if (r0 >= a.N) return;
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-    const Group<V> part = load_group<V>(dw_part, g);
-    for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part.v[j]);
-  }
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) add_dw_part<V>(a, g, load_group<V>(dw_part, g));
 }
 
 // The same arithmetic with a thread's groups of a row in registers: K of them at most (the groups
@@ -168,9 +179,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_ke
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
-    if (g < groups)
-#pragma unroll
-      for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part[k].v[j]);
+    if (g < groups) add_dw_part<V>(a, g, part[k]);
   }
 }
 
@@ -201,7 +210,7 @@ bool launch_held_form(int64_t groups, Launch launch) {
 
 // Whether the four-value kernel takes this call.
 inline bool rmsnorm_backward_quads_fit(const RmsnormBackwardArgs& a) {
-  return a.C % 4 == 0 && quads_fit({a.dx, a.dout, a.x, a.w}, {a.dx16});
+  return a.C % 4 == 0 && quads_fit({a.dx, a.dout, a.x, a.w, a.dw_parts}, {a.dx16});
 }
 
 }  // namespace azr::kernels::cuda_detail

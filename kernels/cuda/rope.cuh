@@ -14,6 +14,7 @@
 // the CPU through tests/kernels/cuda_emulation.h.
 #include "kernels/cuda/decode_epilogues.cuh"  // rope_pair, first_item, grid_stride, fits_32_bit_index
 #include "kernels/cuda/device_or_emulation.cuh"
+#include "kernels/cuda/ordered_sums_limits.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -71,13 +72,16 @@ __global__ void rope_round_qkv_kernel(__nv_bfloat16* q16, __nv_bfloat16* k16, __
 // and (dbias not null) dbias [(heads + 2 kv_heads) d] += the rows' column sums, the q, k and v
 // biases' gradients. So a thread keeps one pair (i, i + d/2) of one head, its item, and walks a
 // chunk of rows: items along x (a warp's 32 adjacent columns, coalesced), chunks of
-// rows_per_chunk rows along y, both grid-strided; its two sums, in row order, go to dbias with one
-// atomic each, so the chunks add in whatever order they finish (as column_sums_kernel's do).
-// The item's divisions happen once per item, not per value.
+// rows_per_chunk rows along y, both grid-strided; its two sums, in row order, go to row blockIdx.y
+// of dbias_parts [gridDim.y, (heads + 2 kv_heads) d], which add_column_parts then adds to dbias in
+// chunk order (ordered_sums.cuh); or, dbias_parts null, to dbias with one atomic each, in whatever
+// order the chunks finish (AZR_CUDA_GRADIENT_SUMS=atomic). The item's divisions happen once per
+// item, not per value.
 template <class Index>
 __global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, float* dk, const float* dv, float* dbias,
-                                           const int32_t* pos, const float* cos, const float* sin, Index N,
-                                           Index heads, Index kv_heads, Index d, Index rows_per_chunk) {
+                                           float* dbias_parts, const int32_t* pos, const float* cos,
+                                           const float* sin, Index N, Index heads, Index kv_heads, Index d,
+                                           Index rows_per_chunk) {
   const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half;
   const int64_t width = int64_t(heads + 2 * kv_heads) * int64_t(d);
   for (Index item = first_item<Index>(); item < per_row; item += grid_stride<Index>()) {
@@ -87,9 +91,9 @@ __global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, flo
     // The item's column in its compact source: dq [N, heads d], dk or dv [N, kv_heads d].
     const int64_t src_width = is_q ? int64_t(heads) * d : int64_t(kv_heads) * d;
     const int64_t src_col = is_q ? col : is_v ? col - int64_t(heads + kv_heads) * d : col - int64_t(heads) * d;
+    float s0 = 0.f, s1 = 0.f;  // over the thread's chunks, in row order
     for (Index r0 = Index(blockIdx.y) * rows_per_chunk; r0 < N; r0 += Index(gridDim.y) * rows_per_chunk) {
       const Index r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
-      float s0 = 0.f, s1 = 0.f;
       for (Index r = r0; r < r1; r++) {
         __nv_bfloat16* y = dqkv16 + int64_t(r) * width + col;
         float y0, y1;
@@ -106,10 +110,13 @@ __global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, flo
         y[half] = __float2bfloat16_rn(y1);
         s0 += y0, s1 += y1;
       }
-      if (dbias) {
-        atomicAdd(dbias + col, s0);
-        atomicAdd(dbias + col + half, s1);
-      }
+    }
+    if (dbias_parts) {
+      float* part = dbias_parts + int64_t(blockIdx.y) * width;
+      part[col] = s0, part[col + half] = s1;
+    } else if (dbias) {
+      atomicAdd(dbias + col, s0);
+      atomicAdd(dbias + col + half, s1);
     }
   }
 }
@@ -123,7 +130,8 @@ struct RopeBackwardGrid {
 };
 inline RopeBackwardGrid rope_backward_grid(int64_t N, int64_t per_row) {
   const int64_t x = (per_row + 255) / 256;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({(1024 + x - 1) / x, (N + 7) / 8, 65535}));
+  const int64_t aim = ordered_sums::kColumnSumBlocks;  // the column sums' aim: their partials' bound
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({(aim + x - 1) / x, (N + 7) / 8, 65535}));
   return {unsigned(x), unsigned(chunks), (N + chunks - 1) / chunks};
 }
 

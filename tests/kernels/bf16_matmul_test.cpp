@@ -590,6 +590,16 @@ TEST(CudaLaunchChoice, TheDecodeLayersSpellings) {
                        "AZR_CUDA_DECODE_LAYERS", "expected launches or persistent");
 }
 
+// AZR_CUDA_GRADIENT_SUMS's spellings: unset and "ordered" sum gradients over rows in a fixed
+// order, "atomic" with float atomics; anything else stops with the variable and the values it takes.
+TEST(CudaLaunchChoice, TheGradientSumsSpellings) {
+  EXPECT_TRUE(parse_cuda_gradient_sums(""));
+  EXPECT_TRUE(parse_cuda_gradient_sums("ordered"));
+  EXPECT_FALSE(parse_cuda_gradient_sums("atomic"));
+  expect_each_rejected(parse_cuda_gradient_sums, {"1", "0", "Ordered", "atomics", "ordered "},
+                       "AZR_CUDA_GRADIENT_SUMS", "expected ordered or atomic");
+}
+
 // The persistent decode kernel's tuning: a prefetch of 0 to 1 MiB a block, blocks a
 // multiprocessor 0 (as many as fit) or more, 0 to 16 slices of gate and up during the attention
 // and of down during gate and up; the five launches' gate/up ahead 0 to 64 MiB in 16-byte units;

@@ -20,8 +20,9 @@
 // documented, so their stand-ins (kernels/cuda/mma_sync.cuh's functions) keep each lane's own
 // registers, exchanged through the warp's shuffle slots. Shared memory starts filled with 0xFF
 // bytes (NaN as float, NaN as bf16), so a read of anything the kernel never wrote shows up in the
-// results. Blocks run one after another; launch_concurrent runs them all at once, for the grid
-// barrier (kernels/cuda/grid_barrier.cuh), which blocks taking turns could not pass.
+// results. Blocks run one after another (in an order a test may shuffle: ShuffledBlocks);
+// launch_concurrent runs them all at once, for the grid barrier (kernels/cuda/grid_barrier.cuh),
+// which blocks taking turns could not pass.
 #define AZR_CUDA_EMULATION 1
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -161,25 +163,47 @@ inline void wait_for_prior_grid_writes() {
   t_state->all.arrive_and_wait(switch_away);
 }
 
-// Runs kernel(args...) over grid x block threads, block after block, each block's threads as
-// fibers (shared memory poisoned again before each block).
+// The order launch runs a grid's blocks in: x fastest, then y, then z (seed 0, the default), or
+// shuffled by a seed, while a ShuffledBlocks lives: a test's stand-in for a GPU, where blocks run
+// and finish in an order no one fixes. A kernel whose results must not depend on it (the ordered
+// gradient sums, kernels/cuda/ordered_sums.cuh) gives the same bits under every seed.
+inline uint64_t& block_order_seed() {
+  static uint64_t seed = 0;
+  return seed;
+}
+class ShuffledBlocks {
+ public:
+  explicit ShuffledBlocks(uint64_t seed) { block_order_seed() = seed; }
+  ~ShuffledBlocks() { block_order_seed() = 0; }
+  ShuffledBlocks(const ShuffledBlocks&) = delete;
+  ShuffledBlocks& operator=(const ShuffledBlocks&) = delete;
+};
+inline std::vector<EmuDim3> block_order(EmuDim3 grid) {
+  std::vector<EmuDim3> blocks;
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) blocks.push_back({x, y, z});
+  if (block_order_seed() != 0) std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(block_order_seed()));
+  return blocks;
+}
+
+// Runs kernel(args...) over grid x block threads, block after block (in block_order), each
+// block's threads as fibers (shared memory poisoned again before each block).
 template <class Kernel, class... Args>
 void launch(EmuDim3 grid, unsigned threads, size_t smem_bytes, Kernel kernel, Args... args) {
   check_launch_limits(threads, smem_bytes);
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        if (PriorGridWrites* w = prior_grid_writes()) w->before();
-        BlockState state(threads, smem_bytes);
-        fibers::run(threads, [&](unsigned t) {
-          t_thread = {t, 0, 0};
-          t_block = {x, y, z};
-          t_block_dim = {threads, 1, 1};
-          t_grid_dim = grid;
-          t_state = &state;
-          kernel(args...);
-        });
-      }
+  for (const EmuDim3 block : block_order(grid)) {
+    if (PriorGridWrites* w = prior_grid_writes()) w->before();
+    BlockState state(threads, smem_bytes);
+    fibers::run(threads, [&](unsigned t) {
+      t_thread = {t, 0, 0};
+      t_block = block;
+      t_block_dim = {threads, 1, 1};
+      t_grid_dim = grid;
+      t_state = &state;
+      kernel(args...);
+    });
+  }
 }
 
 // Runs kernel(args...) with every block of the grid at once (grid.x blocks, 1-D), as a

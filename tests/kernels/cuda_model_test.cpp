@@ -204,13 +204,58 @@ TEST_P(CudaModel, FusedTrainingStepsAreTheUnfusedStepsToRounding) {
 // matrices and an untied head bit for bit, the rest to the rounding of the device's atomics. All
 // bit for bit, this failed on an H200 (CUDA 13, 2026-11-27): two runs of one step differed in the
 // RMSNorm weight, embedding and bias gradients only (relative L2 1e-7 at most, 7e-9 for the tied
-// embedding), whatever zero_grad() did.
+// embedding), whatever zero_grad() did. Those sums are now ordered (kernels/cuda/ordered_sums.cuh),
+// so the line it prints should say "none"; the bound stays for AZR_CUDA_GRADIENT_SUMS=atomic.
 TEST_P(CudaModel, DeferredZeroGradGivesTheZeroFilledGradients) {
   // The projections' gradients bit for bit need the split attention backward, whatever
   // AZR_CUDA_ATTENTION_BACKWARD says: the merged one's adds land in any order.
   const AttentionBackwardChoice split(kernels::CudaAttentionBackward::Split);
   testing::expect_deferred_zero_grad_matches_zero_fill(kernels::cuda_bf16_matmul_ops(), config_named(GetParam()),
                                                        1e-5);
+}
+
+// The training step is the same bits every run (AZR_CUDA_GRADIENT_SUMS's default: the sums over
+// rows in a fixed order, kernels/cuda/ordered_sums.cuh; the split attention backward, whose dQ is
+// written once): two models from one seed, through the same two micro-batches, the gradient norm's
+// clip and an AdamW step, on both training tables, with biases on q, k, v and o. What differs is
+// named. GEMMs are cuBLASLt's, whose bits its documentation fixes for one GPU model and toolkit.
+TEST_P(CudaModel, TrainingStepsAreTheSameBitsEveryRun) {
+  const AttentionBackwardChoice split(kernels::CudaAttentionBackward::Split);
+  const kernels::testing::GradientSumsOrdered ordered(true);
+  ModelConfig c = config_named(GetParam());
+  c.qkv_bias = true;
+  c.o_bias = true;
+  const SequenceBatch b = test_batch(c);
+  std::mt19937 draw(91);
+  std::normal_distribution<float> n01;
+  std::vector<float> dlogp1(size_t(b.B * b.T)), dlogp2(dlogp1.size()), dent(dlogp1.size());
+  for (size_t i = 0; i < dlogp1.size(); i++) dlogp1[i] = n01(draw), dlogp2[i] = n01(draw), dent[i] = 0.1f * n01(draw);
+  for (const kernels::Ops* ops : {&cuda_ops(), &kernels::cuda_bf16_matmul_ops()}) {
+    SCOPED_TRACE(ops->name);
+    std::vector<float> grads[2], params[2];
+    double norms[2] = {};
+    std::vector<ParamTensor> tensors;
+    for (int run = 0; run < 2; run++) {
+      Transformer m = Transformer::random(c, 23, 0.05f, *ops);
+      m.zero_grad();
+      m.score(b, 0.9f, true);
+      m.backward(dlogp1, dent);
+      m.score(b, 0.9f, true);  // a second micro-batch adds to the first's gradients
+      m.backward(dlogp2, {});
+      grads[run] = host(m.gradients(), *ops);
+      norms[run] = clip_grad_norm(*ops, m.gradients(), 0.5);
+      AdamW opt(*ops, m.parameters().size(), {1e-3, 0.9, 0.999, 1e-8, 0.01});
+      opt.step(m.parameters(), m.gradients());
+      params[run] = host(m.parameters(), *ops);
+      tensors = m.tensors();
+    }
+    std::string differ;
+    for (const ParamTensor& t : tensors)
+      if (!testing::tensor_distance(grads[0], grads[1], t).same_bits) differ += " " + t.name;
+    EXPECT_TRUE(differ.empty()) << "gradients not the same bits in two runs:" << differ;
+    EXPECT_EQ(std::memcmp(&norms[0], &norms[1], sizeof(double)), 0) << norms[0] << " against " << norms[1];
+    EXPECT_TRUE(params[0] == params[1]) << "parameters after the step";
+  }
 }
 
 // The sampler's log-probs (prefill + decode on the KV cache) are the training forward's

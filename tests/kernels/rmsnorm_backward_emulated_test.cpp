@@ -7,10 +7,12 @@
 // written past the rows. The register-held form (rmsnorm_backward_held_kernel) gives the loop
 // form's bits at every width it takes, up to eight groups a thread. The emulation builds with the
 // alignment sanitizer, so a 16-byte access through a pointer that is not 16-byte aligned stops the
-// test. What it cannot show (the speed, the atomics of blocks running at once) is for CudaOps'
-// RMSNorm tests and cuda_ops_bench.
+// test. The ordered dw (each block's partial added in block order, ordered_sums.cuh) is the same
+// bits in every order of the blocks. What it cannot show (the speed, the atomics of blocks
+// running at once) is for CudaOps' RMSNorm tests and cuda_ops_bench.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
+#include "kernels/cuda/ordered_sums.cuh"
 #include "kernels/cuda/rmsnorm_backward.cuh"
 
 #include <gtest/gtest.h>
@@ -54,10 +56,14 @@ struct Result {
 
 // held: the register-held form at the K the launch (rmsnorm.cu) takes for this width; else the
 // loop form.
+// ordered: each block's dw partial to its row of a scratch, added in block order by
+// add_column_parts_kernel (ordered_sums.cuh), as the launch does; else with atomics.
 template <int V>
 Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsigned blocks, bool with_dx16,
-           bool held = false) {
+           bool held = false, bool ordered = false) {
   Result r{in.dx0, in.dw0, std::vector<uint16_t>(size_t(N * C) + 1, kUnwritten16)};
+  const int64_t parts_rows = (N + rows_per_block - 1) / rows_per_block;  // the blocks that have rows
+  std::vector<float> parts(size_t(parts_rows * C), NAN);  // NaN: a part never written shows
   r.dx.push_back(NAN);  // a sentinel past the rows
   const RmsnormBackwardArgs a{r.dx.data(),
                               with_dx16 ? reinterpret_cast<__nv_bfloat16*>(r.dx16.data()) : nullptr,
@@ -68,7 +74,8 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
                               in.rstd.data(),
                               N,
                               C,
-                              rows_per_block};
+                              rows_per_block,
+                              ordered ? parts.data() : nullptr};
   if (V == 4) {
     EXPECT_TRUE(rmsnorm_backward_quads_fit(a));
   }
@@ -78,6 +85,9 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
     EXPECT_TRUE(launch_held_form<V>(C / V, [&](auto kernel) {
       emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, kernel, a);
     })) << "no held form for " << C / V << " groups";
+  if (ordered)
+    emu::launch({add_column_parts_blocks(C), 1, 1}, kPartThreads, 0, add_column_parts_kernel, r.dw.data(),
+                static_cast<const float*>(parts.data()), parts_rows, C);
   return r;
 }
 
@@ -140,6 +150,39 @@ TEST(RmsnormBackwardEmulated, OnePassIsTheCpuOpsGradientsAndRoundsItsOwnDx) {
         EXPECT_EQ(held.dx16, loop.dx16) << "held dx16, dx16 " << with_dx16;
       }
     }
+}
+
+// The ordered dw (the launch's default): the CPU's gradient to fp32 rounding, the same dx bits as
+// the atomic form, the same bits from the loop and held forms, and the same bits whatever order
+// the blocks run in.
+TEST(RmsnormBackwardEmulated, OrderedDwIsTheSameBitsInEveryBlockOrder) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE("N " + std::to_string(c.N) + ", C " + std::to_string(c.C) + ", " +
+                 std::to_string(c.rows_per_block) + " rows a block");
+    const Inputs in = inputs(c.N, c.C, 20 + uint64_t(c.C));
+    std::vector<float> want_dx = in.dx0, want_dw = in.dw0;
+    cpu_ops().rmsnorm_backward(want_dx.data(), want_dw.data(), in.dout.data(), in.x.data(), in.w.data(),
+                               in.rstd.data(), c.N, c.C);
+    const unsigned blocks = unsigned((c.N + c.rows_per_block - 1) / c.rows_per_block) + 1;  // one without rows
+    const bool held = rmsnorm_backward_held_groups(c.C / 4) != 0;
+    const Result got = run<4>(in, c.N, c.C, c.rows_per_block, blocks, true, false, true);
+    expect_near(got.dw, want_dw, "dw");
+    const Result atomic = run<4>(in, c.N, c.C, c.rows_per_block, blocks, true, false, false);
+    EXPECT_EQ(std::memcmp(atomic.dx.data(), got.dx.data(), sizeof(float) * size_t(c.N * c.C)), 0) << "dx";
+    if (held) {
+      const Result h = run<4>(in, c.N, c.C, c.rows_per_block, blocks, true, true, true);
+      EXPECT_EQ(std::memcmp(h.dw.data(), got.dw.data(), sizeof(float) * size_t(c.C)), 0) << "held dw";
+    }
+    for (const uint64_t seed : {1, 2}) {
+      const emu::ShuffledBlocks shuffled(seed);
+      for (const bool h : {false, true}) {
+        if (h && !held) continue;
+        const Result again = run<4>(in, c.N, c.C, c.rows_per_block, blocks, true, h, true);
+        EXPECT_EQ(std::memcmp(again.dw.data(), got.dw.data(), sizeof(float) * size_t(c.C)), 0)
+            << "block order " << seed << ", held " << h;
+      }
+    }
+  }
 }
 
 // Which form a width takes: the fewest held groups that cover it, the loop form past 8 a thread.

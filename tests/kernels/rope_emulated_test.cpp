@@ -6,6 +6,7 @@
 // emulation cannot show (the speed, a launch on a device) is for CudaOps.RopeForwardAndBackward.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
+#include "kernels/cuda/ordered_sums.cuh"
 #include "kernels/cuda/rope.cuh"
 
 #include <gtest/gtest.h>
@@ -64,8 +65,9 @@ TEST(RopeEmulated, BothIndexTypesAreTheCpuRotationBitForBit) {
 // the CPU table's RoPE and a rounding to bf16, on rows split and joined by hand: the same bits,
 // with both index types, on grids smaller than the work (backward: `chunks` grid rows of
 // rows_per_chunk rows, fewer or more than cover N). Outputs start as garbage, so every value must
-// be written. Backward's bias sums, added to values already there, against the CPU's column sums
-// of the rows within fp32 rounding (other orders), or left untouched with no dbias.
+// be written. Backward's bias sums, added to values already there, in both forms (ordered: the
+// same bits in every block order) against the CPU's column sums of the rows within fp32 rounding
+// (other orders), or left untouched with no dbias.
 struct QkvCase {
   int64_t N, heads, kv_heads, d;
   unsigned blocks, chunks;
@@ -110,19 +112,37 @@ void check_qkv_kernels(const QkvCase& c) {
   cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data(), dq_r.data(), nullptr, nullptr, c.N, 0, qd);
   cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data() + qd, dk_r.data(), nullptr, nullptr, c.N, 0, kd);
   cpu_ops().matmul_backward(nullptr, nullptr, want_bias.data() + qd + kd, v.data(), nullptr, nullptr, c.N, 0, kd);
-  for (const bool with_bias : {true, false}) {
+  // The bias sums' two forms: each chunk's sums to its row of parts, added in chunk order by
+  // add_column_parts_kernel (ordered), or to dbias with atomics; and no dbias at all.
+  auto backward = [&](float* bias, bool ordered) {
+    std::vector<float> parts(size_t(c.chunks) * size_t(width), NAN);  // NaN: a part never written shows
     dq = q, dk = k;
     emu::launch({c.blocks, c.chunks, 1}, 64, 0, rope_backward_round_kernel<Index>, dqkv16.data(), dq.data(),
-                dk.data(), v.data(), with_bias ? dbias.data() : nullptr, pos.data(), cos.data(), sin.data(),
+                dk.data(), v.data(), bias, ordered ? parts.data() : nullptr, pos.data(), cos.data(), sin.data(),
                 Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d), Index(c.rows_per_chunk));
-  }
+    if (ordered)
+      emu::launch({add_column_parts_blocks(width), 1, 1}, kPartThreads, 0, add_column_parts_kernel, bias,
+                  static_cast<const float*>(parts.data()), int64_t(c.chunks), width);
+  };
+  std::vector<float> atomic_bias = dbias0;
+  backward(atomic_bias.data(), false);
+  backward(nullptr, false);
+  backward(dbias.data(), true);
   for (int64_t j = 0; j < width; j++) {
     double sum_abs = std::fabs(dbias0[size_t(j)]);
     for (int64_t n = 0; n < c.N; n++)
       sum_abs += std::fabs(j < qd ? dq_r[size_t(n * qd + j)]
                                   : j < qd + kd ? dk_r[size_t(n * kd + j - qd)] : v[size_t(n * kd + j - qd - kd)]);
-    EXPECT_NEAR(dbias[size_t(j)], want_bias[size_t(j)], 2 * fp32_sum_error(c.N + 1, sum_abs) + 1e-30)
+    EXPECT_NEAR(dbias[size_t(j)], want_bias[size_t(j)], 2 * fp32_sum_error(c.N + 2, sum_abs) + 1e-30)
         << "bias column " << j;
+    EXPECT_NEAR(atomic_bias[size_t(j)], want_bias[size_t(j)], 2 * fp32_sum_error(c.N + 1, sum_abs) + 1e-30)
+        << "atomic bias column " << j;
+  }
+  for (const uint64_t seed : {1, 2}) {  // the ordered sums' bits whatever order the blocks run in
+    const emu::ShuffledBlocks shuffled(seed);
+    std::vector<float> again = dbias0;
+    backward(again.data(), true);
+    EXPECT_TRUE(same_bits(again, dbias)) << "block order " << seed;
   }
   EXPECT_TRUE(same_bits(dq, dq_r)) << "dq rotated back in place";
   EXPECT_TRUE(same_bits(dk, dk_r)) << "dk rotated back in place";

@@ -34,4 +34,8 @@ using PersistentDecodeLayers =
 using DecodeLayersTuningScope =
     ScopedCudaSetting<DecodeLayersTuning, cuda_decode_layers_tuning, cuda_set_decode_layers_tuning>;
 
+// The training step's sums over rows in a fixed order, or with atomics
+// (cuda_set_gradient_sums_ordered).
+using GradientSumsOrdered = ScopedCudaSetting<bool, cuda_gradient_sums_ordered, cuda_set_gradient_sums_ordered>;
+
 }  // namespace azr::kernels::testing

@@ -205,6 +205,12 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   // [2 x 8960], or bf16 dgate, dup and the other products' gradients [2 x 8960 + max(1536, 1536 + 2 x 256)].
   EXPECT_EQ(fp32.backward_scratch, 4096.0 * (2 * 1536 + 2 * 1536 + 2 * 256 + 3 * 8960) * 4);
   EXPECT_EQ(g.backward_scratch, 4096.0 * (2 * 1536 + 2 * 1536 + 2 * 256 + 8960) * 4 + 4096.0 * (2 * 8960 + 2048) * 2);
+  // The ordered gradient sums' scratch (kernels/cuda/ordered_sums_limits.h), by hand at 4,096 rows
+  // of 1,536 with biases 2,048 wide: RMSNorm's 512 partials of 1,536 floats (more than a column
+  // sum's 512 x 1,024 + 2,048 + 512); the sort's 3 x 4,096 int32, CUB's 8 x 4,096 bytes and 1 MiB;
+  // heads and tails of 4,096 / 32 + 1 pieces; 1,025 doubles. Any precision.
+  EXPECT_EQ(g.gradient_sums, 512.0 * 1536 * 4 + (12.0 * 4096 + 8.0 * 4096 + 1048576) + 2.0 * 129 * 1536 * 4 + 8200);
+  EXPECT_EQ(fp32.gradient_sums, g.gradient_sums);
   EXPECT_EQ(g.kv_cache, 2.0 * 28 * 8 * 500 * 256 * 2);  // k and v, 28 layers, 8 x 500 positions, bf16
   EXPECT_EQ(fp32.kv_cache, 2 * g.kv_cache);
   EXPECT_EQ(parse_precision("fp32+bf16-gemm"), Precision::Fp32Bf16Gemm);
