@@ -33,8 +33,9 @@ float* column_parts(size_t n) {
 
 void add_column_parts(float* dst, const float* parts, int64_t P, int64_t C) {
   if (P == 0 || C == 0) return;
-  add_column_parts_kernel<<<add_column_parts_blocks(C), kPartThreads, 0, op_stream()>>>(dst, parts, P, C);
-  AZR_CUDA_LAUNCHED();
+  const int V = add_column_parts_values(dst, parts, C);
+  launch_after_prior(V == 4 ? add_column_parts_kernel<4> : add_column_parts_kernel<1>,
+                     dim3(add_column_parts_blocks(C, V)), dim3(kPartThreads), 0, dst, parts, P, C);
 }
 
 // The grid: about kColumnSumBlocks blocks, in chunks of at least kMinChunkRows rows. The bias
@@ -93,7 +94,7 @@ void embedding_backward_sorted(float* dwte, const float* dout, const int32_t* id
   AZR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, static_cast<int32_t*>(nullptr),
                                                  static_cast<const int32_t*>(nullptr),
                                                  static_cast<int32_t*>(nullptr), n, 0, 32, op_stream()));
-  void* temp = scratch.sort_temp.get(temp_bytes);
+  void* temp = scratch.sort_temp.get(std::max<size_t>(temp_bytes, 1));  // null would ask for the size again
   int32_t* rows_in = scratch.pairs.get(3 * size_t(N));
   int32_t *keys = rows_in + N, *rows = keys + N;
   iota_kernel<<<grid_for(N), 256, 0, op_stream()>>>(rows_in, N);
@@ -110,8 +111,7 @@ void embedding_backward_sorted(float* dwte, const float* dout, const int32_t* id
     pieces_kernel<<<dim3(x, unsigned(pieces)), kEmbeddingThreads, 0, op_stream()>>>(a);
     AZR_CUDA_LAUNCHED();
     if (pieces < 2) return;
-    crossing_kernel<<<dim3(x, unsigned(pieces - 1)), kEmbeddingThreads, 0, op_stream()>>>(a);
-    AZR_CUDA_LAUNCHED();
+    launch_after_prior(crossing_kernel, dim3(x, unsigned(pieces - 1)), dim3(kEmbeddingThreads), 0, a);
   };
   if (quads)
     launch(embedding_piece_sums_kernel<4>, embedding_crossing_sums_kernel<4>);

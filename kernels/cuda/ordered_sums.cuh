@@ -3,16 +3,16 @@
 // that a CUDA training step gives the same bits every run (and a run and its resume agree to the
 // bit, as on the CPU). They replace float atomics at five places of the step: the bias gradients'
 // column sums, RMSNorm's weight gradient, RoPE's bias sums, the embedding's gradient, and the
-// gradient norm's sum of squares. AZR_CUDA_GRADIENT_SUMS=atomic (kernels/cuda_gradient_sums.h)
+// gradient norm's sum of squares. AZR_CUDA_GRADIENT_SUMS=atomic (kernels/cuda_launch_choice.h)
 // takes the atomics back, for speed against reproducibility and as cuda_ops_bench's baseline.
 //
 // The pattern where blocks each sum a share of the rows: each block writes its partial sums to
 // row p of a scratch `parts` [P, C] instead of adding them to the gradient, and
-// add_column_parts_kernel then adds the P parts of each column to it, in part order.
+// add_column_parts_kernel then adds the P parts of each column to it in a fixed order (below).
 //
 // The embedding's gradient (rows of dout added at rows ids[n] of dwte, ids repeating) cannot take
 // that pattern: its columns are a table of 151,936 rows. There the (id, row) pairs are sorted by id,
-// stably (embedding_backward.cu, through CUB), so that each id's rows lie in one run of the sorted
+// stably (ordered_sums.cu, through CUB), so that each id's rows lie in one run of the sorted
 // order, rows ascending; embedding_piece_sums_kernel and embedding_crossing_sums_kernel below add
 // each run's rows to its id's gradient in that order, in fixed pieces of the sorted order so that a
 // run of thousands of rows (a prompt template's tokens, repeated in every rollout of a batch) is
@@ -28,38 +28,66 @@
 
 namespace azr::kernels::cuda_detail {
 
-// add_column_parts_kernel: a block takes 32 columns, and its 8 warps 8 runs of consecutive parts
-// (run k: parts k P/8 .. (k + 1) P/8, rounded up), so that P = 512 parts (RMSNorm's blocks) take
-// 64 loads a thread, 8 of them in flight, not 512 in turn.
-constexpr int kPartColumns = 32, kPartRuns = 8, kPartThreads = kPartColumns * kPartRuns;
+// add_column_parts_kernel: a block takes kPartGroups groups of V columns (V = 4: quads, where C
+// and the pointers allow; else 1), and its threads kPartRuns runs of consecutive parts (run k:
+// parts k P/32 .., rounded up), so that RMSNorm's 512 parts at 1.5B (3 MB) are 16 loads a thread,
+// all out before their adds: one round trip to memory, not 512 in turn. A warp reads 4 runs' 8
+// consecutive groups, 128 bytes each in quads.
+//
+// Launched programmatically where the device has it (common.cuh, launch_after_prior): the kernel
+// before it (RMSNorm's or RoPE's backward, the column sums) lets it start early (release_next_grid
+// at its own start), so its blocks are resident and wait, and the launch gap goes.
+constexpr int kPartGroups = 8, kPartRuns = 32, kPartThreads = kPartGroups * kPartRuns;
 
 // dst[c] += the sum of parts[p C + c] over p < P: each run in part order, then the runs in order.
+template <int V>
 __global__ void __launch_bounds__(kPartThreads)
     add_column_parts_kernel(float* dst, const float* parts, int64_t P, int64_t C) {
-  __shared__ float runs[kPartRuns][kPartColumns];
-  const int column = int(threadIdx.x % kPartColumns), run = int(threadIdx.x / kPartColumns);
-  const int64_t c = int64_t(blockIdx.x) * kPartColumns + column;
+  wait_for_prior_grids();  // the parts are the kernel before's
+  release_next_grid();
+  __shared__ float runs[kPartRuns][kPartGroups * V];
+  const int group = int(threadIdx.x % kPartGroups), run = int(threadIdx.x / kPartGroups);
+  const int64_t g = int64_t(blockIdx.x) * kPartGroups + group, groups = C / V;
   const int64_t per_run = (P + kPartRuns - 1) / kPartRuns;
   const int64_t p0 = run * per_run, p1 = p0 + per_run < P ? p0 + per_run : P;
-  float s = 0.f;
-  if (c < C) {
+  Group<V> s{};
+  if (g < groups) {
     int64_t p = p0;
-    for (; p + 4 <= p1; p += 4) {  // the loads of four parts out together, added in order
-      const float a = parts[p * C + c], b = parts[(p + 1) * C + c], d = parts[(p + 2) * C + c],
-                  e = parts[(p + 3) * C + c];
-      s = s + a + b + d + e;
+    for (; p + 8 <= p1; p += 8) {  // eight parts' loads out together, added in order
+      Group<V> r[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) r[k] = load_group<V>(parts + (p + k) * C, g);
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+#pragma unroll
+        for (int j = 0; j < V; j++) s.v[j] += r[k].v[j];
     }
-    for (; p < p1; p++) s += parts[p * C + c];
+    for (; p < p1; p++) {
+      const Group<V> r = load_group<V>(parts + p * C, g);
+#pragma unroll
+      for (int j = 0; j < V; j++) s.v[j] += r.v[j];
+    }
   }
-  runs[run][column] = s;
+#pragma unroll
+  for (int j = 0; j < V; j++) runs[run][group * V + j] = s.v[j];
   __syncthreads();
-  if (run != 0 || c >= C) return;
-  float total = runs[0][column];
-  for (int k = 1; k < kPartRuns; k++) total += runs[k][column];
-  dst[c] += total;
+  if (run != 0 || g >= groups) return;
+  Group<V> total = s, d = load_group<V>(dst, g);
+  for (int k = 1; k < kPartRuns; k++)
+#pragma unroll
+    for (int j = 0; j < V; j++) total.v[j] += runs[k][group * V + j];
+#pragma unroll
+  for (int j = 0; j < V; j++) d.v[j] += total.v[j];
+  store_group<V>(dst, g, d);
 }
 
-inline unsigned add_column_parts_blocks(int64_t C) { return unsigned((C + kPartColumns - 1) / kPartColumns); }
+// The launch's values a thread: quads where the width and both pointers allow.
+inline int add_column_parts_values(const float* dst, const float* parts, int64_t C) {
+  return C % 4 == 0 && quads_fit({dst, parts}, {}) ? 4 : 1;
+}
+inline unsigned add_column_parts_blocks(int64_t C, int V) {
+  return unsigned((C / V + kPartGroups - 1) / kPartGroups);
+}
 
 // ---- The bias gradients' column sums ----
 //
@@ -71,6 +99,7 @@ inline unsigned add_column_parts_blocks(int64_t C) { return unsigned((C + kPartC
 // before it.
 __global__ void column_sums_kernel(float* dst, float* parts, const float* src, int64_t N, int64_t C,
                                    int64_t rows_per_chunk) {
+  release_next_grid();  // the parts' sum may launch now and wait
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= C) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
@@ -140,6 +169,7 @@ AZR_DEVICE_INLINE void add_to_row(float* dst, int64_t g, const Group<V>& s) {
 
 template <int V>
 __global__ void __launch_bounds__(kEmbeddingThreads) embedding_piece_sums_kernel(EmbeddingSortedArgs a) {
+  release_next_grid();  // the crossing sums may launch now and wait
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= a.C / V) return;
   const int64_t k = blockIdx.y, first = k * a.piece, end = first + a.piece < a.N ? first + a.piece : a.N;
@@ -164,6 +194,8 @@ __global__ void __launch_bounds__(kEmbeddingThreads) embedding_piece_sums_kernel
 // tail in piece k - 1, then the heads of pieces k, k + 1, .. while the run goes on, to dwte.
 template <int V>
 __global__ void __launch_bounds__(kEmbeddingThreads) embedding_crossing_sums_kernel(EmbeddingSortedArgs a) {
+  wait_for_prior_grids();  // the heads and tails are the pieces kernel's
+  release_next_grid();
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= a.C / V) return;
   const int64_t pieces = (a.N + a.piece - 1) / a.piece, k = int64_t(blockIdx.y) + 1, edge = k * a.piece;

@@ -1582,12 +1582,14 @@ TEST_F(CudaOps, GradientSumsAreTheSameBitsEveryRun) {
   cpu.embedding_backward(want_dwte.data(), dout.data(), ids.data(), N, C);
   cpu.matmul_backward(nullptr, nullptr, want_bias.data(), dout.data(), nullptr, nullptr, N, 0, C);
   cpu.rmsnorm_backward(want_dx.data(), want_dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+  // Sums of up to 4,096 terms of about 1 (magnitudes near 64) in other orders: fp32's rounding is
+  // about 1e-4 there, 1e-2 is far under any missed or doubled row.
   for (const int form : {0, 1}) {
     const std::string which = form ? "ordered " : "atomic ";
-    expect_close(forms[form][0], want_dwte, 1e-4f, 1e-5f, which + "dwte");
-    expect_close(forms[form][1], want_bias, 1e-3f, 1e-5f, which + "column sums");
-    expect_close(forms[form][2], want_dw, 1e-3f, 1e-4f, which + "rmsnorm dw");
-    expect_close(forms[form][3], forms[0][3], 1e-3f, 1e-5f, which + "rope dbias against the atomic form");
+    expect_close(forms[form][0], want_dwte, 1e-3f, 1e-5f, which + "dwte");
+    expect_close(forms[form][1], want_bias, 1e-2f, 1e-5f, which + "column sums");
+    expect_close(forms[form][2], want_dw, 1e-2f, 1e-4f, which + "rmsnorm dw");
+    expect_close(forms[form][3], forms[0][3], 1e-2f, 1e-5f, which + "rope dbias against the atomic form");
     double got = 0, want = cpu.sum_squares(dout.data(), N * C);
     std::memcpy(&got, forms[form][4].data(), sizeof got);
     EXPECT_NEAR(got, want, 1e-10 * want) << which << "sum of squares";

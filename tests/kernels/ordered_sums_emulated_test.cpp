@@ -11,6 +11,7 @@
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
 #include "kernels/cuda/ordered_sums.cuh"
+#include "tests/kernels/column_parts_emulated.h"
 
 #include <gtest/gtest.h>
 
@@ -52,9 +53,7 @@ std::vector<float> column_sums(const std::vector<float>& src, const std::vector<
   const int64_t rows = (N + chunks - 1) / chunks;
   emu::launch({x, unsigned(chunks), 1}, 256, 0, column_sums_kernel, dst.data(), ordered ? parts.data() : nullptr,
               src.data(), N, C, rows);
-  if (ordered)
-    emu::launch({add_column_parts_blocks(C), 1, 1}, kPartThreads, 0, add_column_parts_kernel, dst.data(),
-                static_cast<const float*>(parts.data()), chunks, C);
+  if (ordered) testing::emulated_add_column_parts(dst.data(), parts.data(), chunks, C);
   return dst;
 }
 
@@ -108,17 +107,22 @@ TEST(OrderedSumsEmulated, TheAtomicColumnSumsFollowTheBlockOrder) {
   EXPECT_TRUE(differs);
 }
 
-// add_column_parts' order by hand: 11 parts in 8 runs of 2 (the last three runs empty), each run
-// summed in part order, the runs in run order, then added to dst. Values chosen so that another
-// grouping rounds otherwise: 1 + 2^-24 + 2^-24 is 1 in fp32 taken left to right, 1 + 2^-23 in pairs.
+// add_column_parts' order by hand: 63 parts in 32 runs of 2 (the last run one part), each run
+// summed in part order, the runs in run order, then added to dst; four columns at once and one.
+// Values chosen so that another grouping rounds otherwise: 1 + 2^-24 + 2^-24 is 1 in fp32 taken
+// left to right, 1 + 2^-23 in pairs.
 TEST(OrderedSumsEmulated, TheColumnPartsAddInRunsOfConsecutiveParts) {
   const float tiny = std::ldexp(1.f, -24);
-  std::vector<float> parts = {1.f, tiny, tiny, tiny, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  std::vector<float> dst = {0.f};
-  emu::launch({1, 1, 1}, kPartThreads, 0, add_column_parts_kernel, dst.data(), static_cast<const float*>(parts.data()),
-              int64_t(11), int64_t(1));
-  // Runs of 2: (1 + tiny) = 1, (tiny + tiny) = 2^-23, then 1 + 2^-23.
-  EXPECT_EQ(dst[0], 1.f + 2 * tiny);
+  std::vector<float> parts(63, 0.f);
+  parts[0] = 1.f, parts[1] = parts[2] = parts[3] = tiny;
+  for (const int64_t C : {4, 1}) {
+    std::vector<float> wide(size_t(63 * C)), dst(size_t(C), 0.f);
+    for (size_t i = 0; i < wide.size(); i++) wide[i] = parts[i / size_t(C)];
+    EXPECT_EQ(add_column_parts_values(dst.data(), wide.data(), C), C == 4 ? 4 : 1);
+    testing::emulated_add_column_parts(dst.data(), wide.data(), 63, C);
+    // Runs of 2: (1 + tiny) = 1, (tiny + tiny) = 2^-23, then 1 + 2^-23.
+    for (float d : dst) EXPECT_EQ(d, 1.f + 2 * tiny) << C << " columns";
+  }
   float left_to_right = 0.f;
   for (float p : parts) left_to_right += p;
   EXPECT_EQ(left_to_right, 1.f) << "the values do not tell the orders apart";
@@ -228,6 +232,44 @@ TEST(OrderedSumsEmulated, EmbeddingRunsAcrossEveryPieceOrNone) {
     cpu_ops().embedding_backward(want.data(), dout.data(), ids.data(), N, C);
     EXPECT_TRUE(same_bits(embedding_sorted<4>(dwte0, dout, ids, C, piece), want)) << "one id " << one_id;
   }
+}
+
+// Programmatic launch's contract (emu::PriorGridWrites): the parts' sum and the crossing sums run
+// launched early, so they may read what the kernel before them writes (the parts; the heads and
+// tails) only after their wait. Poisoned until each block's wait, the same results.
+TEST(OrderedSumsEmulated, TheSecondKernelsReadTheFirstsWritesOnlyAfterTheirWait) {
+  const int64_t P = 37, C = 300;
+  const std::vector<float> parts = randn(size_t(P * C), 12), dst0 = randn(size_t(C), 13);
+  std::vector<float> want = dst0, got = dst0, seen = parts;
+  testing::emulated_add_column_parts(want.data(), parts.data(), P, C);
+  emu::PriorGridWrites writes{[&] { std::fill(seen.begin(), seen.end(), NAN); }, [&] { seen = parts; }};
+  {
+    const emu::PriorGridWritesScope scope(writes);
+    testing::emulated_add_column_parts(got.data(), seen.data(), P, C);
+  }
+  EXPECT_TRUE(same_bits(got, want)) << "the parts' sum";
+
+  const int64_t N = 50, piece = 5;
+  const int32_t vocab = 17;
+  const std::vector<int32_t> ids = skewed_ids(N, vocab, 3);
+  const std::vector<float> dout = randn(size_t(N * C), 14), dwte0 = randn(size_t(vocab * C), 15);
+  const std::vector<float> plain = embedding_sorted<4>(dwte0, dout, ids, C, piece);
+  // The pieces kernel as it runs, then the crossing kernel with the heads and tails poisoned until
+  // each block's wait.
+  const int64_t pieces = (N + piece - 1) / piece;
+  const Sorted sorted = sort_stably(ids);
+  std::vector<float> dwte = dwte0, ends(size_t(2 * pieces * C), NAN);
+  const EmbeddingSortedArgs a{dwte.data(), ends.data(), ends.data() + pieces * C, dout.data(), sorted.keys.data(),
+                              sorted.rows.data(), N, C, piece};
+  const unsigned x = unsigned((C / 4 + kEmbeddingThreads - 1) / kEmbeddingThreads);
+  emu::launch({x, unsigned(pieces), 1}, kEmbeddingThreads, 0, embedding_piece_sums_kernel<4>, a);
+  const std::vector<float> written = ends;
+  emu::PriorGridWrites ends_writes{[&] { std::fill(ends.begin(), ends.end(), NAN); }, [&] { ends = written; }};
+  {
+    const emu::PriorGridWritesScope scope(ends_writes);
+    emu::launch({x, unsigned(pieces - 1), 1}, kEmbeddingThreads, 0, embedding_crossing_sums_kernel<4>, a);
+  }
+  EXPECT_TRUE(same_bits(dwte, plain)) << "the crossing sums";
 }
 
 // ---- The sum of squares ----

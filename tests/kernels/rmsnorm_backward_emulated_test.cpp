@@ -12,7 +12,6 @@
 // running at once) is for CudaOps' RMSNorm tests and cuda_ops_bench.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
-#include "kernels/cuda/ordered_sums.cuh"
 #include "kernels/cuda/rmsnorm_backward.cuh"
 
 #include <gtest/gtest.h>
@@ -25,6 +24,7 @@
 
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/ops.h"
+#include "tests/kernels/column_parts_emulated.h"
 #include "tests/kernels/random_inputs.h"
 
 namespace azr::kernels::cuda_detail {
@@ -85,9 +85,7 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
     EXPECT_TRUE(launch_held_form<V>(C / V, [&](auto kernel) {
       emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, kernel, a);
     })) << "no held form for " << C / V << " groups";
-  if (ordered)
-    emu::launch({add_column_parts_blocks(C), 1, 1}, kPartThreads, 0, add_column_parts_kernel, r.dw.data(),
-                static_cast<const float*>(parts.data()), parts_rows, C);
+  if (ordered) testing::emulated_add_column_parts(r.dw.data(), parts.data(), parts_rows, C);
   return r;
 }
 

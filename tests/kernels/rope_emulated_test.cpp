@@ -6,7 +6,6 @@
 // emulation cannot show (the speed, a launch on a device) is for CudaOps.RopeForwardAndBackward.
 #include "tests/kernels/cuda_emulation.h"  // first: it stands in for the CUDA headers
 //
-#include "kernels/cuda/ordered_sums.cuh"
 #include "kernels/cuda/rope.cuh"
 
 #include <gtest/gtest.h>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "tests/kernels/column_parts_emulated.h"
 #include "tests/kernels/gemv_cases.h"
 #include "tests/kernels/random_inputs.h"
 #include "tests/kernels/same_bits.h"
@@ -120,9 +120,7 @@ void check_qkv_kernels(const QkvCase& c) {
     emu::launch({c.blocks, c.chunks, 1}, 64, 0, rope_backward_round_kernel<Index>, dqkv16.data(), dq.data(),
                 dk.data(), v.data(), bias, ordered ? parts.data() : nullptr, pos.data(), cos.data(), sin.data(),
                 Index(c.N), Index(c.heads), Index(c.kv_heads), Index(c.d), Index(c.rows_per_chunk));
-    if (ordered)
-      emu::launch({add_column_parts_blocks(width), 1, 1}, kPartThreads, 0, add_column_parts_kernel, bias,
-                  static_cast<const float*>(parts.data()), int64_t(c.chunks), width);
+    if (ordered) testing::emulated_add_column_parts(bias, parts.data(), int64_t(c.chunks), width);
   };
   std::vector<float> atomic_bias = dbias0;
   backward(atomic_bias.data(), false);
