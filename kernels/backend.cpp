@@ -64,6 +64,23 @@ const Ops& backend_ops(std::string_view device, int device_index, MatmulPrecisio
   throw std::invalid_argument("unknown device '" + std::string(device) + "' (known: " + known + ")");
 }
 
+std::string reproducibility_note(std::string_view device) {
+  if (device != "cuda") return "";
+#ifdef AZR_HAVE_CUDA_KERNELS
+  std::string varying;
+  auto add = [&](bool set, const char* setting) {
+    if (set) varying += (varying.empty() ? "" : ", ") + std::string(setting);
+  };
+  add(!cuda_gradient_sums_ordered(), "AZR_CUDA_GRADIENT_SUMS=atomic");
+  add(cuda_attention_backward() == CudaAttentionBackward::Merged, "AZR_CUDA_ATTENTION_BACKWARD=merged");
+  add(cuda_cublaslt_autotune(), "AZR_CUBLASLT_AUTOTUNE=1");
+  if (varying.empty()) return "bits: a training step's are the same every run on this GPU model and CUDA version";
+  return "bits: a training step's vary from run to run (" + varying + ")";
+#else
+  return "";
+#endif
+}
+
 bool device_usable(std::string_view device, std::string* why) {
   const std::vector<std::string> names = backend_names();
   if (std::find(names.begin(), names.end(), device) == names.end()) {

@@ -37,6 +37,13 @@ double device_memory_bytes(std::string_view device, int device_index = 0);
 // backend_ops.
 void* device_stream(std::string_view device);
 
+// What a training run on `device` can expect of its bits, for the run's log: on "cuda", whether a
+// step gives the same bits every run on one GPU model and CUDA version, and if not, the settings
+// that make them vary (AZR_CUDA_GRADIENT_SUMS=atomic, AZR_CUDA_ATTENTION_BACKWARD=merged,
+// AZR_CUBLASLT_AUTOTUNE=1); "" for the CPU devices, whose steps always do. Reads the settings as
+// backend_ops does (it throws as backend_ops on a bad value), without a GPU.
+std::string reproducibility_note(std::string_view device);
+
 // "fp32" | "bf16", the names of `--matmul-precision` and `model.matmul_precision`. parse throws
 // std::invalid_argument naming the known ones.
 MatmulPrecision parse_matmul_precision(std::string_view name);

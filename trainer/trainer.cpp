@@ -307,6 +307,7 @@ int train(const TrainOptions& opt) {
   log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() : std::string()));
+  if (const std::string bits = kernels::reproducibility_note(cfg.model.device); !bits.empty()) log(bits);
   if (comm->size() > 1 && !backend.host_memory)
     log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));

@@ -2,7 +2,7 @@
 # Labelled gpu: `ctest -L gpu` (scripts/gpu_check.sh) runs just these on a GPU machine. Included by
 # tests/CMakeLists.txt and, for AZR_GPU_CHECKS_ONLY builds, by the top-level CMakeLists.txt.
 add_executable(cuda_ops_test ${CMAKE_SOURCE_DIR}/tests/kernels/cuda_ops_test.cpp)
-target_link_libraries(cuda_ops_test PRIVATE azr_kernels azr_kernels_cuda GTest::gtest GTest::gtest_main)
+target_link_libraries(cuda_ops_test PRIVATE azr_backend azr_kernels azr_kernels_cuda GTest::gtest GTest::gtest_main)
 target_include_directories(cuda_ops_test PRIVATE ${CMAKE_SOURCE_DIR})
 # PRE_TEST: listing the tests runs the binary, which a carried OpenBLAS lets run only under
 # scripts/gpu_check.sh's LD_LIBRARY_PATH; at test time, not build time, that is always set.

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/buffer.h"
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -1726,6 +1727,29 @@ TEST_P(CudaSampling, TokensAndLogProbsMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, CudaSampling, ::testing::Values<int64_t>(263, 151936));
+
+// The run log's line on a GPU run's bits (kernels/backend.h, reproducibility_note), which reads
+// the settings and needs no GPU: the defaults give the same bits every run; each setting that
+// makes them vary is named; the CPU devices have no line.
+TEST(CudaDevice, TheReproducibilityNoteNamesWhatMakesTheBitsVary) {
+  EXPECT_EQ(reproducibility_note("cpu"), "");
+  EXPECT_EQ(reproducibility_note("cpu-guarded"), "");
+  const testing::GradientSumsOrdered ordered(true);
+  const AttentionBackwardChoice split(CudaAttentionBackward::Split);
+  if (cuda_cublaslt_autotune()) GTEST_SKIP() << "AZR_CUBLASLT_AUTOTUNE is on in this environment";
+  EXPECT_NE(reproducibility_note("cuda").find("the same every run"), std::string::npos) << reproducibility_note("cuda");
+  {
+    const testing::GradientSumsOrdered atomic(false);
+    const std::string note = reproducibility_note("cuda");
+    EXPECT_NE(note.find("vary from run to run (AZR_CUDA_GRADIENT_SUMS=atomic)"), std::string::npos) << note;
+    const AttentionBackwardChoice merged(CudaAttentionBackward::Merged);
+    EXPECT_NE(reproducibility_note("cuda").find("(AZR_CUDA_GRADIENT_SUMS=atomic, AZR_CUDA_ATTENTION_BACKWARD=merged)"),
+              std::string::npos)
+        << reproducibility_note("cuda");
+  }
+  const AttentionBackwardChoice merged(CudaAttentionBackward::Merged);
+  EXPECT_NE(reproducibility_note("cuda").find("(AZR_CUDA_ATTENTION_BACKWARD=merged)"), std::string::npos);
+}
 
 // Without a device the skip must say why; with one, the description names it.
 TEST(CudaDevice, CountAndDescriptionAgree) {
