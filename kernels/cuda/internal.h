@@ -38,6 +38,9 @@ double sum_squares(const float* x, int64_t n);
 float* column_parts(size_t n);
 // dst[c] += parts[p C + c] summed over p < P, in the order ordered_sums.cuh gives.
 void add_column_parts(float* dst, const float* parts, int64_t P, int64_t C);
+// The bytes the ordered sums' grow-only scratch holds now (the memory plan's `gradient_sums` line
+// bounds it: ordered_sums_limits.h).
+size_t cuda_gradient_sums_scratch_bytes();
 
 // out[i] = src[rows[i]]; dst[rows[i]] += src[i] (rows of C floats, rows distinct for the add)
 void gather_rows(float* out, const float* src, const int32_t* rows, int64_t n, int64_t C);

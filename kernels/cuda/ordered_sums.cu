@@ -26,9 +26,27 @@ bool& gradient_sums_ordered() {  // cuda_set_gradient_sums_ordered
   return ordered;
 }
 
-float* column_parts(size_t n) {
-  static DeviceScratch<float> scratch;
-  return scratch.get(std::max<size_t>(n, 1));
+namespace {
+
+// The ordered form's grow-only buffers, one set for the process (ops run in order on one stream):
+// the partial sums; CUB's temporary storage, the rows in order and the sorted pairs (int32: a
+// batch past 2^31 rows is far beyond any memory plan), and the pieces' heads and tails of the
+// embedding's gradient; the sum of squares' total and parts.
+DeviceScratch<float> g_parts;
+struct EmbeddingScratch {
+  DeviceScratch<unsigned char> sort_temp;
+  DeviceScratch<int32_t> pairs;  // rows in order [N], sorted keys [N], sorted rows [N]
+  DeviceScratch<float> ends;     // heads, tails [pieces, C] each
+} g_embedding;
+DeviceScratch<double> g_squares;  // the total, then kSquaresBlocks parts
+
+}  // namespace
+
+float* column_parts(size_t n) { return g_parts.get(std::max<size_t>(n, 1)); }
+
+size_t cuda_gradient_sums_scratch_bytes() {
+  return g_parts.bytes() + g_embedding.sort_temp.bytes() + g_embedding.pairs.bytes() + g_embedding.ends.bytes() +
+         g_squares.bytes();
 }
 
 void add_column_parts(float* dst, const float* parts, int64_t P, int64_t C) {
@@ -79,16 +97,8 @@ __global__ void iota_kernel(int32_t* rows, int64_t N) {
     rows[i] = int32_t(i);
 }
 
-// The ordered form's buffers: CUB's temporary storage, the rows in order and the sorted pairs
-// (int32: a batch past 2^31 rows is far beyond any memory plan), and the pieces' heads and tails.
-struct EmbeddingScratch {
-  DeviceScratch<unsigned char> sort_temp;
-  DeviceScratch<int32_t> pairs;  // rows in order [N], sorted keys [N], sorted rows [N]
-  DeviceScratch<float> ends;     // heads, tails [pieces, C] each
-};
-
 void embedding_backward_sorted(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
-  static EmbeddingScratch scratch;
+  EmbeddingScratch& scratch = g_embedding;
   size_t temp_bytes = 0;
   const int n = int(N);
   AZR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, static_cast<int32_t*>(nullptr),
@@ -151,7 +161,7 @@ double sum_squares(const float* x, int64_t n) {
   if (n == 0) return 0.0;
   // One device total and its parts for the process: ops run in order on one stream, and this call
   // waits for its result before returning, so the next call cannot race it.
-  static double* total = static_cast<double*>(device_malloc(sizeof(double) * (1 + kSquaresBlocks)));
+  double* total = g_squares.get(1 + kSquaresBlocks);
   static ZeroedCounts count;
   const unsigned blocks = std::min(grid_for(n, kSquaresThreads), unsigned(kSquaresBlocks));
   if (gradient_sums_ordered()) {

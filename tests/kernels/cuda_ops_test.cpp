@@ -25,6 +25,7 @@
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/internal.h"
+#include "kernels/cuda/ordered_sums_limits.h"
 #include "kernels/ops.h"
 #include "tests/kernels/attention_case.h"
 #include "tests/kernels/scoped_cuda_setting.h"
@@ -1595,6 +1596,12 @@ TEST_F(CudaOps, GradientSumsAreTheSameBitsEveryRun) {
     std::memcpy(&got, forms[form][4].data(), sizeof got);
     EXPECT_NEAR(got, want, 1e-10 * want) << which << "sum of squares";
   }
+  // The scratch against the memory plan's bound at these shapes (ordered_sums_limits.h; CUB's
+  // temporary storage is its guess): printed, not held, since the scratch keeps the largest size
+  // of any earlier test's call too.
+  std::printf("gradient sums' scratch: %zu bytes; the plan's bound at 4096 x 1536, biases 2048 wide: %.0f\n",
+              cuda_detail::cuda_gradient_sums_scratch_bytes(),
+              cuda_detail::ordered_sums::scratch_bytes(double(N), double(C), double(width)));
 }
 
 // The vocabulary sizes of azr-tiny (263) and Qwen2.5 (151,936); temperature != 1; a masked row;
