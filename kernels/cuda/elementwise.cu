@@ -161,10 +161,9 @@ void rope_backward_round_w16(uint16_t* dqkv16, float* dq, float* dk, const float
   auto* out = reinterpret_cast<__nv_bfloat16*>(dqkv16);
   const RopeBackwardGrid g = rope_backward_grid(N, per_row);
   const dim3 grid(g.x, g.y);
-  // The chunks' bias sums to rows of a scratch, added in chunk order after the kernel; one chunk
-  // adds its sums in place (the only add into each column).
+  // The chunks' bias sums to rows of a scratch, added in order after the kernel (ordered_sums.cuh).
   const int64_t width = 2 * per_row;
-  float* parts = dbias && gradient_sums_ordered() && g.y > 1 ? column_parts(size_t(g.y) * size_t(width)) : nullptr;
+  float* parts = dbias ? column_parts(g.y, width) : nullptr;
   if (fits_32_bit_index(pairs))
     rope_backward_round_kernel<uint32_t><<<grid, 256, 0, op_stream()>>>(
         out, dq, dk, dv, dbias, parts, pos, cos, sin, uint32_t(N), uint32_t(heads), uint32_t(kv_heads), uint32_t(d),

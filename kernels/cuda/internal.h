@@ -32,10 +32,12 @@ void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
 bool& gradient_sums_ordered();
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
 double sum_squares(const float* x, int64_t n);
-// A grow-only scratch for n partial sums, valid until the next call, shared by the ops that sum
-// columns through add_column_parts (ops run in order on one stream, and each is done with it
-// once its add_column_parts has been queued).
-float* column_parts(size_t n);
+// A grow-only scratch for `rows` rows of C partial sums, valid until the next call, shared by the
+// ops that sum columns through add_column_parts (ops run in order on one stream, and each is done
+// with it once its add_column_parts has been queued); or null where the kernel should add its
+// partials to the gradient itself, with atomics: the sums are atomic (gradient_sums_ordered()
+// false), or there is one row, the only add into each element, which no order can change.
+float* column_parts(int64_t rows, int64_t C);
 // dst[c] += parts[p C + c] summed over p < P, in the order ordered_sums.cuh gives.
 void add_column_parts(float* dst, const float* parts, int64_t P, int64_t C);
 // The bytes the ordered sums' grow-only scratch holds now (the memory plan's `gradient_sums` line

@@ -42,7 +42,10 @@ DeviceScratch<double> g_squares;  // the total, then kSquaresBlocks parts
 
 }  // namespace
 
-float* column_parts(size_t n) { return g_parts.get(std::max<size_t>(n, 1)); }
+float* column_parts(int64_t rows, int64_t C) {
+  if (!gradient_sums_ordered() || rows < 2) return nullptr;
+  return g_parts.get(std::max<size_t>(size_t(rows) * size_t(C), 1));
+}
 
 size_t cuda_gradient_sums_scratch_bytes() {
   return g_parts.bytes() + g_embedding.sort_temp.bytes() + g_embedding.pairs.bytes() + g_embedding.ends.bytes() +
@@ -71,10 +74,8 @@ void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C) 
   const int64_t aim = std::clamp<int64_t>((kColumnSumBlocks + column_blocks - 1) / column_blocks, 1,
                                           (N + kMinChunkRows - 1) / kMinChunkRows);
   const int64_t rows = (N + std::min<int64_t>(aim, 65535) - 1) / std::min<int64_t>(aim, 65535);
-  // The chunks that have rows (the rounding may leave fewer than aimed at). One chunk adds its sum
-  // in place, the only add into each column, so its atomic fixes no order.
-  const int64_t chunks = (N + rows - 1) / rows;
-  float* parts = gradient_sums_ordered() && chunks > 1 ? column_parts(size_t(chunks * C)) : nullptr;
+  const int64_t chunks = (N + rows - 1) / rows;  // those with rows: the rounding may leave fewer
+  float* parts = column_parts(chunks, C);
   column_sums_kernel<<<dim3(unsigned(column_blocks), unsigned(chunks)), 256, 0, op_stream()>>>(dst, parts, src, N, C,
                                                                                               rows);
   AZR_CUDA_LAUNCHED();

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -47,9 +48,9 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
   RmsnormBackwardArgs a = args;
   a.rows_per_block = std::max(kMinRowsPerBlock, (a.N + kBackwardBlocks - 1) / kBackwardBlocks);
   const unsigned blocks = unsigned((a.N + a.rows_per_block - 1) / a.rows_per_block);
-  // Each block's dw partial to its row of a scratch, added in block order after the kernel; one
-  // block adds its partial in place (the only add into each column).
-  a.dw_parts = gradient_sums_ordered() && blocks > 1 ? column_parts(size_t(blocks) * size_t(a.C)) : nullptr;
+  // Each block's dw partial to its row of a scratch, added in order after the kernel
+  // (ordered_sums.cuh).
+  a.dw_parts = column_parts(blocks, a.C);
   const size_t smem = sizeof(float) * size_t(a.C);  // the block's dw partial
   auto launch = [&](auto kernel) {
     // Past the default 48 KiB with the kernel's static 128 bytes (C past 12,256 columns): opt in.
@@ -62,11 +63,21 @@ void launch_rmsnorm_backward(const RmsnormBackwardArgs& args) {
     kernel<<<blocks, kNormBackwardThreads, 0, op_stream()>>>(a);
     AZR_CUDA_LAUNCHED();
   };
-  if (!rmsnorm_backward_quads_fit(a))
-    launch(rmsnorm_backward_kernel<1>);
-  else if (backward_loop_form() || !launch_held_form<4>(a.C / 4, launch_held))  // held where it fits
-    launch(rmsnorm_backward_kernel<4>);
-  if (a.dw_parts) add_column_parts(a.dw, a.dw_parts, blocks, a.C);
+  // One value a thread where quads do not fit; else the register-held form where the width fits
+  // it; else the loop form in quads. Each writing its dw partials to the scratch, or not.
+  auto pick = [&](auto parts) {
+    constexpr bool kParts = decltype(parts)::value;
+    if (!rmsnorm_backward_quads_fit(a))
+      launch(rmsnorm_backward_kernel<1, kParts>);
+    else if (backward_loop_form() || !launch_held_form<4, kParts>(a.C / 4, launch_held))
+      launch(rmsnorm_backward_kernel<4, kParts>);
+  };
+  if (a.dw_parts) {
+    pick(std::true_type{});
+    add_column_parts(a.dw, a.dw_parts, blocks, a.C);
+  } else {
+    pick(std::false_type{});
+  }
 }
 
 }  // namespace

@@ -40,23 +40,24 @@ struct RmsnormBackwardArgs {
   float* dw;
   const float *dout, *x, *w, *rstd;
   int64_t N, C, rows_per_block;
-  float* dw_parts;  // [blocks, C], or null: the block's dw partial goes to dw with atomics
+  float* dw_parts;  // [blocks, C] where the kernel's kParts, else unused
 };
 
-// The block's dw partial of group g: to its row of dw_parts, which add_column_parts then adds to dw
-// in block order (ordered_sums.cuh), or (dw_parts null, AZR_CUDA_GRADIENT_SUMS=atomic) to dw with
-// one atomic a column, in whatever order the blocks finish.
-template <int V>
+// The block's dw partial of group g: kParts, to its row of dw_parts, which add_column_parts then
+// adds to dw in block order (ordered_sums.cuh); else (AZR_CUDA_GRADIENT_SUMS=atomic, or one block)
+// to dw with one atomic a column, in whatever order the blocks finish. A template parameter, not a
+// test of dw_parts: both paths in one kernel cost the held form 4 registers at K = 3 and 16 at
+// K = 4 (ptxas, sm_90), past the 128 that keep 4 blocks a multiprocessor.
+template <int V, bool kParts>
 AZR_DEVICE_INLINE void add_dw_part(const RmsnormBackwardArgs& a, int64_t g, const Group<V>& part) {
-  if (a.dw_parts) {
+  if constexpr (kParts)
     store_group<V>(a.dw_parts + int64_t(blockIdx.x) * a.C, g, part);
-    return;
-  }
-  for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part.v[j]);
+  else
+    for (int j = 0; j < V; j++) atomicAdd(a.dw + g * V + j, part.v[j]);
 }
 
 // The launch: dynamic shared memory of C floats (the block's dw partial).
-template <int V>
+template <int V, bool kParts>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(RmsnormBackwardArgs a) {
   release_next_grid();  // the parts' sum may launch now and wait (ordered_sums.cuh)
   AZR_DYNAMIC_SHARED(smem);
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(
     }
   }
   if (r0 >= a.N) return;
-  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) add_dw_part<V>(a, g, load_group<V>(dw_part, g));
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) add_dw_part<V, kParts>(a, g, load_group<V>(dw_part, g));
 }
 
 // The same arithmetic with a thread's groups of a row in registers: K of them at most (the groups
@@ -128,7 +129,7 @@ __device__ __forceinline__ void load_norm_row(Group<V> (&d)[K], Group<V> (&x)[K]
   }
 }
 
-template <int V, int K>
+template <int V, int K, bool kParts>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_kernel(RmsnormBackwardArgs a) {
   static_assert(K > 0, "K: the groups a thread holds");
   release_next_grid();  // the parts' sum may launch now and wait (ordered_sums.cuh)
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_ke
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int64_t g = threadIdx.x + int64_t(k) * blockDim.x;
-    if (g < groups) add_dw_part<V>(a, g, part[k]);
+    if (g < groups) add_dw_part<V, kParts>(a, g, part[k]);
   }
 }
 
@@ -194,18 +195,19 @@ inline int rmsnorm_backward_held_groups(int64_t groups) {
   return 0;
 }
 
-// Calls launch(rmsnorm_backward_held_kernel<V, K>) at the K that rmsnorm_backward_held_groups
-// gives for `groups`, and says whether it did (false: the loop form takes the width). The launch
-// (rmsnorm.cu) and the emulated test pick the kernel through this one switch.
-template <int V, class Launch>
+// Calls launch(rmsnorm_backward_held_kernel<V, K, kParts>) at the K that
+// rmsnorm_backward_held_groups gives for `groups`, and says whether it did (false: the loop form
+// takes the width). The launch (rmsnorm.cu) and the emulated test pick the kernel through this one
+// switch.
+template <int V, bool kParts, class Launch>
 bool launch_held_form(int64_t groups, Launch launch) {
   switch (rmsnorm_backward_held_groups(groups)) {
-    case 1: launch(rmsnorm_backward_held_kernel<V, 1>); return true;
-    case 2: launch(rmsnorm_backward_held_kernel<V, 2>); return true;
-    case 3: launch(rmsnorm_backward_held_kernel<V, 3>); return true;
-    case 4: launch(rmsnorm_backward_held_kernel<V, 4>); return true;
-    case 6: launch(rmsnorm_backward_held_kernel<V, 6>); return true;
-    case 8: launch(rmsnorm_backward_held_kernel<V, 8>); return true;
+    case 1: launch(rmsnorm_backward_held_kernel<V, 1, kParts>); return true;
+    case 2: launch(rmsnorm_backward_held_kernel<V, 2, kParts>); return true;
+    case 3: launch(rmsnorm_backward_held_kernel<V, 3, kParts>); return true;
+    case 4: launch(rmsnorm_backward_held_kernel<V, 4, kParts>); return true;
+    case 6: launch(rmsnorm_backward_held_kernel<V, 6, kParts>); return true;
+    case 8: launch(rmsnorm_backward_held_kernel<V, 8, kParts>); return true;
   }
   return false;
 }

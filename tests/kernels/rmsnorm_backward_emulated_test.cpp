@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bf16_matmul.h"
@@ -79,13 +80,22 @@ Result run(const Inputs& in, int64_t N, int64_t C, int64_t rows_per_block, unsig
   if (V == 4) {
     EXPECT_TRUE(rmsnorm_backward_quads_fit(a));
   }
-  if (!held)
-    emu::launch({blocks, 1, 1}, kNormBackwardThreads, sizeof(float) * size_t(C), rmsnorm_backward_kernel<V>, a);
-  else
-    EXPECT_TRUE(launch_held_form<V>(C / V, [&](auto kernel) {
-      emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, kernel, a);
-    })) << "no held form for " << C / V << " groups";
-  if (ordered) testing::emulated_add_column_parts(r.dw.data(), parts.data(), parts_rows, C);
+  auto go = [&](auto with_parts) {
+    constexpr bool kParts = decltype(with_parts)::value;
+    if (!held)
+      emu::launch({blocks, 1, 1}, kNormBackwardThreads, sizeof(float) * size_t(C), rmsnorm_backward_kernel<V, kParts>,
+                  a);
+    else
+      EXPECT_TRUE((launch_held_form<V, kParts>(C / V, [&](auto kernel) {
+        emu::launch({blocks, 1, 1}, kNormBackwardThreads, 0, kernel, a);
+      }))) << "no held form for " << C / V << " groups";
+  };
+  if (ordered) {
+    go(std::true_type{});
+    testing::emulated_add_column_parts(r.dw.data(), parts.data(), parts_rows, C);
+  } else {
+    go(std::false_type{});
+  }
   return r;
 }
 
