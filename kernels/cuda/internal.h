@@ -24,12 +24,12 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
            float weight_decay, float bc1, float bc2, float grad_scale);
 void adamw_w16(float* p, uint16_t* p16, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale);
-// dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
-void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
 
 // ordered_sums.cu: the gradient sums over rows in a fixed order (ordered_sums.cuh), or with
 // atomics where gradient_sums_ordered() is false (AZR_CUDA_GRADIENT_SUMS=atomic).
 bool& gradient_sums_ordered();
+// dst[c] += column sums of src [N, C] (matmul's dbias; rmsnorm's dw uses its own).
+void column_sums_accumulate(float* dst, const float* src, int64_t N, int64_t C);
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C);
 double sum_squares(const float* x, int64_t n);
 // A grow-only scratch for `rows` rows of C partial sums, valid until the next call, shared by the
