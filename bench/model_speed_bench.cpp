@@ -42,7 +42,9 @@
 //           ("apart": Transformer::set_joined_products(false)), their baseline in the same process.
 //           In the bf16 step, the same step again with zero_grad() filling every gradient ("zero
 //           filled": Transformer::set_deferred_zero_grad(false)), where by default the first
-//           backward's weight-gradient GEMMs write them.
+//           backward's weight-gradient GEMMs write them. On a GPU, the same step again with the
+//           sums over rows in float atomics ("atomic sums": AZR_CUDA_GRADIENT_SUMS=atomic), the
+//           baseline of the ordered sums that make a step's bits the same every run.
 //           MFU = model FLOPs per second / the device's dense bf16 peak,
 //           with model FLOPs per token = 6 * (matmul weights, the LM head included) +
 //           12 * layers * q_dim * T (PaLM's appendix B; recomputation is not counted, so
@@ -679,6 +681,13 @@ int main(int argc, char** argv) {
           step_without("zero_filled", "zero filled", "deferred", "zero_grad filling every gradient",
                        [&] { model.set_deferred_zero_grad(false); }, [&] { model.set_deferred_zero_grad(true); });
 #ifdef AZR_HAVE_CUDA_KERNELS
+        // "atomic sums": the step's sums over rows with float atomics (AZR_CUDA_GRADIENT_SUMS=atomic),
+        // the baseline of the ordered sums (kernels/cuda/ordered_sums.cuh) that give the same bits
+        // every run: what those cost in MFU.
+        if (!o.op_profile && o.device == "cuda" && azr::kernels::cuda_gradient_sums_ordered())
+          step_without("atomic_sums", "atomic sums", "ordered", "gradient sums with atomics",
+                       [] { azr::kernels::cuda_set_gradient_sums_ordered(false); },
+                       [] { azr::kernels::cuda_set_gradient_sums_ordered(true); });
         if (metered) {
           // The plan's training peak less its reserve (the CUDA context, fragmentation), which the
           // meter does not see: what azr's own allocations should come to.

@@ -171,7 +171,8 @@ if [[ "$STAGE" == pending ]]; then
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
     # The training step's sums over rows in a fixed order (2026-11-29, written without a GPU; the
     # same bits every run, checked by the tests above): each op against the atomics it replaced,
-    # then the MFU the done-when asks for (45.2% with atomics on 2026-11-28), with them.
+    # then the MFU the done-when asks for (45.2% with atomics on 2026-11-28), with them, and with
+    # atomics in the same process (the "atomic sums" row).
     step "$BUILD/bin/cuda_ops_bench" --only gradient_sums
     step "$BUILD/bin/model_speed_bench" --device cuda --configs "$b15" --no-decode --no-baseline \
       --matmul-precision bf16 --micro-batches 8 --steps 2
