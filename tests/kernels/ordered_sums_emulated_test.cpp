@@ -19,21 +19,19 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/ops.h"
 #include "tests/kernels/gemv_cases.h"  // fp32_sum_error
 #include "tests/kernels/random_inputs.h"
+#include "tests/kernels/same_bits.h"
 
 namespace azr::kernels::cuda_detail {
 namespace {
 
 using namespace azr::kernels::testing;
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
-}
 
 std::vector<float> integers(size_t n, uint64_t seed) {  // small integers: exact sums in any order
   std::vector<float> v = randn(n, seed, 8.f);
@@ -142,10 +140,13 @@ Sorted sort_stably(const std::vector<int32_t>& ids) {
   return s;
 }
 
-// The two kernels of the sorted form, V values a thread, pieces of `piece` positions.
+// The two kernels of the sorted form, V values a thread, pieces of `piece` positions. With
+// poison_ends, the crossing kernel runs with the heads and tails the pieces kernel wrote poisoned
+// until each block's wait (emu::PriorGridWrites: programmatic launch's contract).
 template <int V>
 std::vector<float> embedding_sorted(const std::vector<float>& dwte0, const std::vector<float>& dout,
-                                    const std::vector<int32_t>& ids, int64_t C, int64_t piece) {
+                                    const std::vector<int32_t>& ids, int64_t C, int64_t piece,
+                                    bool poison_ends = false) {
   const int64_t N = int64_t(ids.size()), pieces = (N + piece - 1) / piece;
   const Sorted s = sort_stably(ids);
   std::vector<float> dwte = dwte0, ends(size_t(2 * pieces * C), NAN);
@@ -153,8 +154,12 @@ std::vector<float> embedding_sorted(const std::vector<float>& dwte0, const std::
                               s.rows.data(), N, C, piece};
   const unsigned x = unsigned((C / V + kEmbeddingThreads - 1) / kEmbeddingThreads);
   emu::launch({x, unsigned(pieces), 1}, kEmbeddingThreads, 0, embedding_piece_sums_kernel<V>, a);
-  if (pieces > 1)
-    emu::launch({x, unsigned(pieces - 1), 1}, kEmbeddingThreads, 0, embedding_crossing_sums_kernel<V>, a);
+  if (pieces < 2) return dwte;
+  const std::vector<float> written = ends;
+  emu::PriorGridWrites writes{[&] { std::fill(ends.begin(), ends.end(), NAN); }, [&] { ends = written; }};
+  std::optional<emu::PriorGridWritesScope> scope;
+  if (poison_ends) scope.emplace(writes);
+  emu::launch({x, unsigned(pieces - 1), 1}, kEmbeddingThreads, 0, embedding_crossing_sums_kernel<V>, a);
   return dwte;
 }
 
@@ -254,22 +259,7 @@ TEST(OrderedSumsEmulated, TheSecondKernelsReadTheFirstsWritesOnlyAfterTheirWait)
   const std::vector<int32_t> ids = skewed_ids(N, vocab, 3);
   const std::vector<float> dout = randn(size_t(N * C), 14), dwte0 = randn(size_t(vocab * C), 15);
   const std::vector<float> plain = embedding_sorted<4>(dwte0, dout, ids, C, piece);
-  // The pieces kernel as it runs, then the crossing kernel with the heads and tails poisoned until
-  // each block's wait.
-  const int64_t pieces = (N + piece - 1) / piece;
-  const Sorted sorted = sort_stably(ids);
-  std::vector<float> dwte = dwte0, ends(size_t(2 * pieces * C), NAN);
-  const EmbeddingSortedArgs a{dwte.data(), ends.data(), ends.data() + pieces * C, dout.data(), sorted.keys.data(),
-                              sorted.rows.data(), N, C, piece};
-  const unsigned x = unsigned((C / 4 + kEmbeddingThreads - 1) / kEmbeddingThreads);
-  emu::launch({x, unsigned(pieces), 1}, kEmbeddingThreads, 0, embedding_piece_sums_kernel<4>, a);
-  const std::vector<float> written = ends;
-  emu::PriorGridWrites ends_writes{[&] { std::fill(ends.begin(), ends.end(), NAN); }, [&] { ends = written; }};
-  {
-    const emu::PriorGridWritesScope scope(ends_writes);
-    emu::launch({x, unsigned(pieces - 1), 1}, kEmbeddingThreads, 0, embedding_crossing_sums_kernel<4>, a);
-  }
-  EXPECT_TRUE(same_bits(dwte, plain)) << "the crossing sums";
+  EXPECT_TRUE(same_bits(embedding_sorted<4>(dwte0, dout, ids, C, piece, true), plain)) << "the crossing sums";
 }
 
 // ---- The sum of squares ----
