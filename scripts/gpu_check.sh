@@ -184,7 +184,10 @@ if [[ "$STAGE" == pending ]]; then
     # - Nsight Compute: each kernel's own time (eager; kernels one at a time, no overlap), at the
     #   clocks and with the caches as the run left them (ncu's defaults lock the base clock and
     #   flush the caches before each kernel, which would lengthen latency-bound kernels and drop
-    #   the weights' L2 prefetch).
+    #   the weights' L2 prefetch); with each kernel's DRAM bytes, so the summary gives its rate
+    #   and its time over those bytes at the bandwidth bound (BANDWIDTH_GBS, the H200's 4,800 by
+    #   default; 3,350 for an H100 SXM): the latency each kernel adds. ncu prints how many passes
+    #   a kernel took: past one, the later passes ran with the first's bytes in L2.
     for cfg in qwen2.5-1.5b qwen2.5-0.5b; do
       args=(--device cuda --configs "tests/model/configs/$cfg.json" --no-train --no-baseline --matmul-precision bf16
             --decode-batches 1 --new 16 --profile-range)
@@ -203,12 +206,14 @@ if [[ "$STAGE" == pending ]]; then
         fi
       fi
       if command -v ncu >/dev/null; then
-        step ncu --metrics gpu__time_duration.sum --profile-from-start off --clock-control none --cache-control none \
+        step ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+          --profile-from-start off --clock-control none --cache-control none \
           -f -o "$rep" "$BUILD/bin/model_speed_bench" "${args[@]}" --no-graphs
         if [[ -f "$rep.ncu-rep" ]]; then
           echo "=== ncu, decode at batch 1, $cfg (eager): one prefill and 15 steps"
           { ncu -i "$rep.ncu-rep" --csv --page raw > "$rep.csv" &&
-              python3 bench/kernel_profile.py "$rep.csv" --steps 15 --top 40; } || echo "=== ncu's report could not be read"
+              python3 bench/kernel_profile.py "$rep.csv" --steps 15 --top 40 \
+                --bandwidth "${BANDWIDTH_GBS:-4800}"; } || echo "=== ncu's report could not be read"
           rm -f "$rep.ncu-rep" "$rep.csv"
         fi
       fi
