@@ -583,13 +583,15 @@ int main(int argc, char** argv) {
           }
           if (o.op_profile) {
             azr::kernels::OpProfile profile;
-            const double wall = timed_generate(runs, prompts, N, /*warm_up=*/false);
+            const double wall = timed_generate(runs, prompts, N, /*warm_up=*/false, !dm.one_step);
             j["azr_op_profile"] = print_op_profile("decode G=" + std::to_string(G) + mode + ", " +
                                                        std::to_string(N) + " new tokens", profile.take(), wall);
           }
 #ifdef AZR_HAVE_CUDA_KERNELS
+          // The profiled row alone: the one-step row is its copy, launched one step at a time, and a
+          // second range would double the steps the profile's per-step figures divide by.
           if (o.profile_range && o.device == "cuda" && dm.graphs == profiled.graphs && dm.pdl == profiled.pdl &&
-              !dm.apart && !dm.persistent && !dm.one_row) {
+              !dm.apart && !dm.persistent && !dm.one_row && !dm.one_step) {
             azr::kernels::cuda_profiler_range(true);
             timed_generate(runs, prompts, N, /*warm_up=*/false);
             azr::kernels::cuda_profiler_range(false);

@@ -109,6 +109,9 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   kernels::Buffer<uint32_t> sampled_dev[2] = {kernels::Buffer<uint32_t>(ops, size_t(2 * B)),
                                               kernels::Buffer<uint32_t>(ops, size_t(2 * B))};
   std::vector<uint32_t> sampled_host[2] = {std::vector<uint32_t>(size_t(2 * B)), std::vector<uint32_t>(size_t(2 * B))};
+  // The cache before the downloads: on the way out of an exception their waits (the later one
+  // queued after the step run ahead) then come before the cache is freed under that step.
+  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, ops);
   // The downloads started and not yet waited for, one a buffer: waited for on the way out too, as
   // a GPU would otherwise deliver them into sampled_host after an exception had freed it.
   StartedDownloads started(ops);
@@ -157,7 +160,6 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
     return int32_t(c.tokens.size()) >= params.max_new_tokens;  // FinishReason::Length
   };
 
-  KVCache cache(model.config(), B, batch.T + params.max_new_tokens, ops);
   std::vector<int32_t> rows(static_cast<size_t>(B));  // the slots sampled in this step, in row order
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<char> finished(static_cast<size_t>(B), 0);

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/internal.h"
@@ -85,13 +86,13 @@ void check_not_recording(const char* what) {
 }
 
 // With the slot's lock held: a started download's bytes in `slot` go to their host memory, once the
-// copy into the slot has run.
+// copy into the slot has run. Taken from the slot first: where the wait throws, the download is
+// dropped, not delivered by the slot's next use into host memory its owner has freed since.
 void deliver_pending(UploadStaging& s, int slot) {
-  UploadStaging::Pending& p = s.pending[slot];
+  const UploadStaging::Pending p = std::exchange(s.pending[slot], UploadStaging::Pending{});
   if (!p.host) return;
   AZR_CUDA_CHECK(cudaEventSynchronize(s.done[slot]));
   std::memcpy(p.host, s.host + size_t(slot) * kStagedUploadBytes, p.bytes);
-  p = {};
 }
 
 // Queues a copy of at most kStagedUploadBytes through the current device's next slot, once the

@@ -19,10 +19,15 @@
 namespace azr::kernels::cuda_detail {
 namespace {
 
+// A negative id gives a row of NaN, not a read before the table: a decode step launched ahead
+// (model/generate.cpp) embeds the sampler's ids before the host has checked them, and the filtered
+// sampler writes -1 where its kept set is empty (NaN logits). The host's check then reports it,
+// with the device still usable.
 __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t C) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < N * C; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
-    out[i] = wte[int64_t(ids[n]) * C + c];
+    const int32_t id = ids[n];
+    out[i] = id < 0 ? __int_as_float(0x7fc00000) : wte[int64_t(id) * C + c];
   }
 }
 

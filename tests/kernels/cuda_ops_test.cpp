@@ -188,6 +188,28 @@ TEST_F(CudaOps, EmbeddingForwardAndBackwardWithRepeatedIds) {
   expect_close(to_host<float>(d_dwte, dwte.size()), dwte, 1e-5f, 1e-5f, "dwte");
 }
 
+// What a decode step launched ahead may embed before the host has checked the sampler's ids: -1
+// where a filtered sampler's kept set was empty. A row of NaN, the other rows the table's, and the
+// device fine after it (a read before the table could fault and end the process's CUDA context).
+TEST_F(CudaOps, EmbeddingForwardGivesNaNRowsForNegativeIds) {
+  const int64_t N = 4, C = 70, V = 5;
+  const std::vector<int32_t> ids = {3, -1, 0, -1};
+  const auto wte = randn(V * C, 9);
+  auto d_ids = to_device(ids);
+  auto d_wte = to_device(wte);
+  Buffer<float> d_out(cuda_ops(), size_t(N * C));
+  gpu.embedding_forward(d_out.data(), d_ids.data(), d_wte.data(), N, C);
+  const std::vector<float> out = to_host<float>(d_out, size_t(N * C));
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++) {
+      const float got = out[size_t(n * C + c)];
+      if (ids[size_t(n)] < 0)
+        ASSERT_TRUE(std::isnan(got)) << "row " << n << " column " << c << ": " << got;
+      else
+        ASSERT_EQ(got, wte[size_t(ids[size_t(n)] * C + c)]) << "row " << n << " column " << c;
+    }
+}
+
 TEST_F(CudaOps, RmsNormForwardAndBackward) {
   const int64_t N = 33, C = 300;
   const auto x = randn(N * C, 4, 2.f), w = randn(C, 5), dout = randn(N * C, 6), dx0 = randn(N * C, 7),
