@@ -6,6 +6,9 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/decode_layers.h"
 #include "model/safetensors.h"
@@ -1232,9 +1235,16 @@ void Transformer::check_decode_rows(const KVCache& cache, std::span<const int32_
                                     std::span<const int32_t> pos) const {
   check_cache_type(cache, *ops_);
   if (slot.size() != pos.size()) throw std::invalid_argument("decode(): size mismatch");
-  for (size_t r = 0; r < slot.size(); r++)
+  // Each row its own slot: a row reads its slot's positions before this step's, and on a GPU the
+  // decode attention may load those before the step's K/V are stored (attention_decode_tiles.cuh),
+  // so a second row writing into the same slot would be read stale.
+  std::vector<char> taken(static_cast<size_t>(std::max<int64_t>(cache.slots, 0)), 0);
+  for (size_t r = 0; r < slot.size(); r++) {
     if (slot[r] < 0 || slot[r] >= cache.slots || pos[r] < 0 || pos[r] >= cache.capacity)
       throw std::invalid_argument("decode(): slot or position outside the KV cache");
+    if (std::exchange(taken[size_t(slot[r])], 1))
+      throw std::invalid_argument("decode(): slot " + std::to_string(slot[r]) + " given to two rows of one step");
+  }
 }
 
 const float* Transformer::decode_on_backend(KVCache& cache, std::span<const int32_t> tokens,

@@ -469,8 +469,14 @@ unsigned* decode_merge_counts(size_t n) {
 
 DecodeSplit decode_split(int64_t R, const AttentionShape& shape, bool tiles) {
   const int64_t capacity = std::max<int64_t>(1, shape.kv_seq_stride / (shape.kv_heads * shape.d));
-  return decode::plan_decode_split(R, shape.heads, shape.kv_heads, capacity, tiles ? decode_tiles::kTile : 1,
-                                   multiprocessors());
+  const DecodeSplit plan = decode::plan_decode_split(R, shape.heads, shape.kv_heads, capacity,
+                                                     tiles ? decode_tiles::kTile : 1, multiprocessors());
+  // The plan caps the splits; the merge weighs no more (attention_decode.cuh, a head's weights in
+  // kMergeStride floats), and past them would read the next head's weights as its own.
+  if (plan.splits > decode::kMaxMergeSplits)
+    throw std::logic_error("decode attention: " + std::to_string(plan.splits) + " splits a row, past the merge's " +
+                           std::to_string(decode::kMaxMergeSplits));
+  return plan;
 }
 
 namespace {
@@ -519,7 +525,9 @@ void launch_decode(float* out, __nv_bfloat16* out16, const float* q, const KV* k
     if constexpr (std::is_same_v<KV, __nv_bfloat16>) {
       with_head_dim([&](auto dim) {
         constexpr int D = decltype(dim)::value;
-        static_assert(decode_tiles::smem_bytes<D>() <= 48 * 1024, "no opt-in to more shared memory needed");
+        // Dynamic and static together stay under 48 KiB without an opt-in: 1 KiB left for the
+        // static (the merge's flag and sums: 128 bytes at D = 128, ptxas sm_90).
+        static_assert(decode_tiles::smem_bytes<D>() + 1024 <= 48 * 1024, "no opt-in to more shared memory needed");
         launch_after_prior(decode_tiles::decode_tiles_kernel<D>, grid, decode_tiles::kThreads,
                            decode_tiles::smem_bytes<D>(), out, out16, part, counts, q, kcache, vcache, slot, pos,
                            dd, head_chunks, chunk);

@@ -27,13 +27,22 @@ namespace azr::kernels::cuda_detail {
 // writes anything: the wait returns once every earlier grid has finished and its writes are
 // visible. What comes before the wait may only read memory no kernel of the step writes, and
 // write none but the block's shared memory: the weights (prefetch_to_l2, and the few-row
-// products' held packs, gemv.cuh; biases, RoPE tables) and the step's inputs (its slots and
-// positions), which the host uploads before the step's first kernel. The kernels that do write
-// weights (AdamW, the bf16 copy's rounding) make the launch after them an ordinary one
-// (common.cuh, next_launch_ordinary). release_next_grid lets the next PDL kernel start; every kernel calls it right after its
-// own wait, not earlier (a block may exit before its wait instead), so at most one kernel runs
-// ahead of the one working, and its prefetches do not evict what the working one reads. Launched
-// the ordinary way, or compiled for an architecture before sm_90, all three do nothing.
+// products' held packs, gemv.cuh; biases, RoPE tables), the step's inputs (its slots and
+// positions), which the host uploads before the step's first kernel, and a row's KV cache before
+// its position (earlier steps wrote it; this step writes each row's position in a slot of its own,
+// Transformer::check_decode_rows). The kernels that do write weights (AdamW, the bf16 copy's
+// rounding) make the launch after them an ordinary one (common.cuh, next_launch_ordinary).
+//
+// release_next_grid lets the next PDL kernel start. A kernel launched programmatically calls it
+// right after its own wait, not earlier (a block may exit before its wait instead), so at most one
+// kernel runs ahead of the one working, and its prefetches do not evict what the working one
+// reads: released before its wait, the kernel after it could start while the kernel before it
+// still runs, and read before its own wait what that kernel writes (which the emulation, poisoning
+// only the writes of the kernel just before, would not see). A kernel only ever launched the
+// ordinary way starts after every earlier one has finished, so it may release at its start: the
+// ordered gradient sums' producers do (ordered_sums.cuh), so that the sum of their parts waits
+// resident. Launched the ordinary way, or compiled for an architecture before sm_90, all three do
+// nothing.
 AZR_DEVICE_INLINE void wait_for_prior_grids() {
 #if defined(AZR_CUDA_EMULATION)
   ::azr::emu::wait_for_prior_grid_writes();  // where a test states the writes of the kernel before

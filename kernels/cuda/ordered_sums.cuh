@@ -36,7 +36,9 @@ namespace azr::kernels::cuda_detail {
 //
 // Launched programmatically where the device has it (common.cuh, launch_after_prior): the kernel
 // before it (RMSNorm's or RoPE's backward, the column sums) lets it start early (release_next_grid
-// at its own start), so its blocks are resident and wait, and the launch gap goes.
+// at its own start), so its blocks are resident and wait, and the launch gap goes. Those producers
+// must stay ordinary launches: one released before its wait, itself launched programmatically,
+// would let the kernel after it overlap the kernel before it (device_or_emulation.cuh).
 constexpr int kPartGroups = 8, kPartRuns = 32, kPartThreads = kPartGroups * kPartRuns;
 
 // dst[c] += the sum of parts[p C + c] over p < P: each run in part order, then the runs in order.
@@ -99,7 +101,7 @@ inline unsigned add_column_parts_blocks(int64_t C, int V) {
 // before it.
 __global__ void column_sums_kernel(float* dst, float* parts, const float* src, int64_t N, int64_t C,
                                    int64_t rows_per_chunk) {
-  release_next_grid();  // the parts' sum may launch now and wait
+  release_next_grid();  // the parts' sum may launch now and wait (an ordinary launch)
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= C) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
@@ -169,7 +171,7 @@ AZR_DEVICE_INLINE void add_to_row(float* dst, int64_t g, const Group<V>& s) {
 
 template <int V>
 __global__ void __launch_bounds__(kEmbeddingThreads) embedding_piece_sums_kernel(EmbeddingSortedArgs a) {
-  release_next_grid();  // the crossing sums may launch now and wait
+  release_next_grid();  // the crossing sums may launch now and wait (an ordinary launch)
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= a.C / V) return;
   const int64_t k = blockIdx.y, first = k * a.piece, end = first + a.piece < a.N ? first + a.piece : a.N;

@@ -59,7 +59,7 @@ AZR_DEVICE_INLINE void add_dw_part(const RmsnormBackwardArgs& a, int64_t g, cons
 // The launch: dynamic shared memory of C floats (the block's dw partial).
 template <int V, bool kParts>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_kernel(RmsnormBackwardArgs a) {
-  release_next_grid();  // the parts' sum may launch now and wait (ordered_sums.cuh)
+  release_next_grid();  // the parts' sum may launch now and wait (an ordinary launch: ordered_sums.cuh)
   AZR_DYNAMIC_SHARED(smem);
   float* dw_part = reinterpret_cast<float*>(smem);
   __shared__ float shared[32];
@@ -132,7 +132,7 @@ __device__ __forceinline__ void load_norm_row(Group<V> (&d)[K], Group<V> (&x)[K]
 template <int V, int K, bool kParts>
 __global__ void __launch_bounds__(kNormBackwardThreads) rmsnorm_backward_held_kernel(RmsnormBackwardArgs a) {
   static_assert(K > 0, "K: the groups a thread holds");
-  release_next_grid();  // the parts' sum may launch now and wait (ordered_sums.cuh)
+  release_next_grid();  // the parts' sum may launch now and wait (an ordinary launch: ordered_sums.cuh)
   constexpr bool kPrefetch = K <= 3;
   __shared__ float shared[32];
   const int64_t C = a.C, groups = C / V;

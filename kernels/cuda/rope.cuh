@@ -82,7 +82,7 @@ __global__ void rope_backward_round_kernel(__nv_bfloat16* dqkv16, float* dq, flo
                                            float* dbias_parts, const int32_t* pos, const float* cos,
                                            const float* sin, Index N, Index heads, Index kv_heads, Index d,
                                            Index rows_per_chunk) {
-  release_next_grid();  // the bias parts' sum may launch now and wait (ordered_sums.cuh)
+  release_next_grid();  // the bias parts' sum may launch now and wait (an ordinary launch: ordered_sums.cuh)
   const Index half = d / 2, per_row = (heads + 2 * kv_heads) * half;
   const int64_t width = int64_t(heads + 2 * kv_heads) * int64_t(d);
   for (Index item = first_item<Index>(); item < per_row; item += grid_stride<Index>()) {

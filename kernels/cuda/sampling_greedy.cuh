@@ -180,7 +180,9 @@ __global__ void __launch_bounds__(kThreads) part_greedy_kernel(SampleArgs a, flo
     double total = 0;
     for (int64_t k = 0; k < parts; k++) total += weighed_s[k];
     a.tokens[r] = int32_t(at);
-    a.logprobs[r] = float(-log(total));
+    // A row of -inf weighs every part 0: NaN, not -log(0), as the CPU's and the other kernels'
+    // exp(-inf - -inf) give.
+    a.logprobs[r] = float(mx == -INFINITY ? mx - mx : -log(total));
   }
 }
 

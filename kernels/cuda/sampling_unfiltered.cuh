@@ -228,11 +228,12 @@ __device__ __forceinline__ void add_value(RunningMass& r, double x) {
 }
 
 // Commutative, bit for bit (the same products, added in either order), so a butterfly leaves
-// every lane of a warp with the same pair.
+// every lane of a warp with the same pair. The products are rounded apart (__dmul_rn): nvcc would
+// fuse one of them into the add, and which one follows the order of the arguments.
 __device__ __forceinline__ RunningMass merged(const RunningMass& a, const RunningMass& b) {
   const double m = fmax(a.m, b.m);
   if (m == -INFINITY) return {m, 0.0};
-  return {m, a.s * exp(a.m - m) + b.s * exp(b.m - m)};
+  return {m, __dadd_rn(__dmul_rn(a.s, exp(a.m - m)), __dmul_rn(b.s, exp(b.m - m)))};
 }
 
 // The block's pair, merged a warp at a time (xor butterfly), then the warps' pairs in warp order

@@ -292,6 +292,7 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
 
 inline __nv_bfloat16 __float2bfloat16_rn(float x) {
   const float r = ::azr::kernels::round_to_bf16(x);

@@ -610,6 +610,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecode,
                                            DecodeCase{2, 12, 2, 96, 300, true},    // three elements per lane
                                            DecodeCase{256, 12, 2, 128, 200, true},  // 1.5B's heads at batch 256
                                            DecodeCase{1, 12, 2, 128, 1000, true},   // batch 1: 16 splits of a tile
+                                           // Long caches: the merge's loads past a lane's first 32
+                                           // splits; a row at its last position and one at 37 (one
+                                           // split with positions); one kv head at 256 splits, the cap
+                                           DecodeCase{2, 12, 2, 128, 8192, true},
+                                           DecodeCase{1, 8, 1, 128, 16384, true},
                                            DecodeCase{3, 20, 2, 32, 150, true},     // group 10: two head chunks
                                            DecodeCase{7, 2, 1, 32, 1, false}),     // one position, one per lane
                          decode_case_name);

@@ -247,6 +247,25 @@ TEST(SamplingEmulated, GreedySplitRowsTakeTheFirstMaximum) {
   }
 }
 
+// A row all -inf: the first id, and a NaN log-prob as the CPU gives (exp(-inf - -inf)), in every
+// form; the one-pass parts once gave -log(0), +inf.
+TEST(SamplingEmulated, GreedyRowOfMinusInfinityIsTheCpusNaN) {
+  const int64_t R = 1, V = 3000;
+  const std::vector<float> logits(size_t(V), -INFINITY);
+  std::vector<int32_t> want(1);
+  std::vector<float> want_lp(1);
+  const std::vector<double> u(1, 0.5);
+  cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, 0.f, 0, 1.f);
+  ASSERT_TRUE(std::isnan(want_lp[0])) << want_lp[0];
+  for (const int64_t parts : {int64_t(1), int64_t(3)})
+    for (const bool one_pass : {true, false}) {
+      const Result got = run_greedy(logits, R, V, V, parts, one_pass);
+      EXPECT_EQ(got.tokens[0], want[0]) << "parts " << parts << (one_pass ? "" : ", two passes");
+      EXPECT_TRUE(std::isnan(got.logprobs[0])) << "parts " << parts << (one_pass ? "" : ", two passes") << ": "
+                                               << got.logprobs[0];
+    }
+}
+
 struct FilteredRun {
   Result result;
   std::vector<unsigned> listed;    // each row's list length, before the last kernel zeroes it

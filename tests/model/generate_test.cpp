@@ -346,6 +346,16 @@ TEST(GenerateTest, ADecodeStepFromBackendTokensIsTheStepFromHostTokens) {
   EXPECT_THROW(
       m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{0, 1}, std::vector<int32_t>{0, 2}, pos),
       std::invalid_argument);
+  // One slot for two rows of a step (the second row's K/V would land where the first reads).
+  try {
+    m.decode_on_backend(by_backend, sampled.data(), 3, std::vector<int32_t>{0, 1}, std::vector<int32_t>{1, 1},
+                        std::vector<int32_t>{1, 2});
+    ADD_FAILURE() << "one slot for two rows was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "decode(): slot 1 given to two rows of one step");
+  }
+  EXPECT_THROW(m.decode_on_backend(by_host, std::vector<int32_t>{5, 7}, std::vector<int32_t>{0, 0}, pos),
+               std::invalid_argument);
 }
 
 TEST(GenerateTest, BadParametersAreRefused) {
