@@ -1074,8 +1074,14 @@ int main(int argc, char** argv) {
       pos_h[size_t(n)] = int32_t(n % 1024);
     }
     for (int64_t n = N / 2; n < N / 2 + 700; n++) ids_h[size_t(n)] = int32_t(V - 1);
-    Buffer<int32_t> ids(cuda_ops(), size_t(N)), pos(cuda_ops(), size_t(N));
+    // And as a right-padded batch has them: 16 sequences of 256 rows, each the back half padding
+    // (id 0), so that after the sort one run of 2,048 rows crosses 64 pieces.
+    std::vector<int32_t> padded_h = ids_h;
+    for (int64_t n = 0; n < N; n++)
+      if (n % 256 >= 128) padded_h[size_t(n)] = 0;
+    Buffer<int32_t> ids(cuda_ops(), size_t(N)), padded(cuda_ops(), size_t(N)), pos(cuda_ops(), size_t(N));
     ids.upload(ids_h.data(), ids_h.size());
+    padded.upload(padded_h.data(), padded_h.size());
     pos.upload(pos_h.data(), pos_h.size());
     auto dout = upload(randn(size_t(N * width), 30)), x = upload(randn(size_t(N * C), 31)),
          w = upload(randn(size_t(C), 32)), rstd = upload(std::vector<float>(size_t(N), 0.9f));
@@ -1093,6 +1099,8 @@ int main(int argc, char** argv) {
     const std::vector<Case> cases = {
         {"embedding bwd", "4096 x 1536, ids of rollouts",
          [&] { gpu16.embedding_backward(dwte.data(), src, ids.data(), N, C); }},
+        {"embedding bwd", "4096 x 1536, half of it padding",
+         [&] { gpu16.embedding_backward(dwte.data(), src, padded.data(), N, C); }},
         {"bias grad", "4096 x 1536 column sums",
          [&] { gpu16.matmul_backward_a16w16(nullptr, nullptr, dbias.data(), src, nullptr, nullptr, N, 0, C); }},
         {"rmsnorm_bwd dw", "4096 x 1536, with dx",

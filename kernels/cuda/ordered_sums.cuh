@@ -138,62 +138,89 @@ struct EmbeddingSortedArgs {
   int64_t N, C, piece;
 };
 
-// The sum over sorted positions [p0, p1) of dout's column group g, in position order, four rows'
-// loads out at a time.
+// Sentinel key past either end of the sorted order: below every id (ids are at least 0).
+constexpr int32_t kNoKey = -1;
+// dout rows (and dwte rows) a thread has in flight while it walks a piece in order.
+constexpr int kEmbeddingRowsAtOnce = 8;
+
+// The piece's keys, with its neighbours' at each end, and its rows, staged in shared memory by the
+// block together (one round trip), so that finding the runs costs no more: keys[i + 1] is position
+// first + i's key, keys[0] and keys[n + 1] the positions before and after the piece (kNoKey past
+// either end of the order).
+struct PieceStage {
+  int32_t keys[kEmbeddingPiece + 2];
+  int32_t rows[kEmbeddingPiece];
+};
+
+// Walks the piece's n positions in order, kEmbeddingRowsAtOnce at a time: their dout rows loaded
+// together, and with them the dwte row of each run that starts there and lies wholly inside the
+// piece; then summed in position order. A run inside the piece is added to its id's row; a run at
+// the piece's start that began before it is written to heads, and one at its end that goes on
+// past it to tails (the one run of a piece of one id: both).
 template <int V>
-AZR_DEVICE_INLINE Group<V> sum_sorted_rows(const EmbeddingSortedArgs& a, int64_t p0, int64_t p1, int64_t g) {
-  Group<V> s{};
-  int64_t p = p0;
-  for (; p + 4 <= p1; p += 4) {
-    Group<V> r[4];
+AZR_DEVICE_INLINE void sum_piece_runs(const EmbeddingSortedArgs& a, const PieceStage& st, int64_t k, int n,
+                                      int64_t g) {
+  const int32_t last_key = st.keys[n], after_key = st.keys[n + 1];
+  Group<V> sum{}, dst{};
+  int run_start = 0;
+  for (int c0 = 0; c0 < n; c0 += kEmbeddingRowsAtOnce) {
+    Group<V> r[kEmbeddingRowsAtOnce], d[kEmbeddingRowsAtOnce]{};  // d: only where a whole run starts
 #pragma unroll
-    for (int k = 0; k < 4; k++) r[k] = load_group<V>(a.dout + int64_t(a.rows[p + k]) * a.C, g);
+    for (int j = 0; j < kEmbeddingRowsAtOnce; j++) {
+      const int i = c0 + j;
+      if (i >= n) break;
+      r[j] = load_group<V>(a.dout + int64_t(st.rows[i]) * a.C, g);
+      const int32_t id = st.keys[i + 1];
+      const bool starts = i == 0 || st.keys[i] != id;
+      const bool began_before = i == 0 && st.keys[0] == id, goes_on = last_key == id && after_key == id;
+      if (starts && !began_before && !goes_on) d[j] = load_group<V>(a.dwte + int64_t(id) * a.C, g);
+    }
 #pragma unroll
-    for (int k = 0; k < 4; k++)
+    for (int j = 0; j < kEmbeddingRowsAtOnce; j++) {
+      const int i = c0 + j;
+      if (i >= n) break;
+      const int32_t id = st.keys[i + 1];
+      if (i == 0 || st.keys[i] != id) sum = Group<V>{}, dst = d[j], run_start = i;
 #pragma unroll
-      for (int j = 0; j < V; j++) s.v[j] += r[k].v[j];
+      for (int v = 0; v < V; v++) sum.v[v] += r[j].v[v];
+      if (i + 1 < n && st.keys[i + 2] == id) continue;  // the run goes on inside the piece
+      const bool began_before = run_start == 0 && st.keys[0] == id, goes_on = i + 1 == n && after_key == id;
+      if (!began_before && !goes_on) {
+#pragma unroll
+        for (int v = 0; v < V; v++) dst.v[v] += sum.v[v];
+        store_group<V>(a.dwte + int64_t(id) * a.C, g, dst);
+      } else {
+        if (run_start == 0) store_group<V>(a.heads + k * a.C, g, sum);
+        if (i + 1 == n) store_group<V>(a.tails + k * a.C, g, sum);
+      }
+    }
   }
-  for (; p < p1; p++) {
-    const Group<V> r = load_group<V>(a.dout + int64_t(a.rows[p]) * a.C, g);
-#pragma unroll
-    for (int j = 0; j < V; j++) s.v[j] += r.v[j];
-  }
-  return s;
 }
 
-template <int V>
-AZR_DEVICE_INLINE void add_to_row(float* dst, int64_t g, const Group<V>& s) {
-  Group<V> d = load_group<V>(dst, g);
-#pragma unroll
-  for (int j = 0; j < V; j++) d.v[j] += s.v[j];
-  store_group<V>(dst, g, d);
-}
-
+// Block (x, k): piece k's runs for kEmbeddingThreads column groups. a.piece is at most
+// kEmbeddingPiece (the launch's; tests take smaller ones for more edges).
 template <int V>
 __global__ void __launch_bounds__(kEmbeddingThreads) embedding_piece_sums_kernel(EmbeddingSortedArgs a) {
   release_next_grid();  // the crossing sums may launch now and wait (an ordinary launch)
+  __shared__ PieceStage st;
+  const int64_t k = blockIdx.y, first = k * a.piece, end = first + a.piece < a.N ? first + a.piece : a.N;
+  const int n = int(end - first);
+  for (int i = int(threadIdx.x); i < n + 2; i += int(blockDim.x)) {
+    const int64_t p = first - 1 + i;
+    st.keys[i] = p >= 0 && p < a.N ? a.keys[p] : kNoKey;
+    if (i < n) st.rows[i] = a.rows[first + i];
+  }
+  __syncthreads();
   const int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= a.C / V) return;
-  const int64_t k = blockIdx.y, first = k * a.piece, end = first + a.piece < a.N ? first + a.piece : a.N;
-  for (int64_t s = first; s < end;) {  // s: the first position of a run inside the piece
-    const int32_t id = a.keys[s];
-    int64_t e = s + 1;
-    while (e < end && a.keys[e] == id) e++;
-    const Group<V> sum = sum_sorted_rows<V>(a, s, e, g);
-    const bool starts_before = s == first && first > 0 && a.keys[first - 1] == id;
-    const bool ends_after = e == end && end < a.N && a.keys[end] == id;
-    if (!starts_before && !ends_after) {
-      add_to_row<V>(a.dwte + int64_t(id) * a.C, g, sum);
-    } else {
-      if (s == first) store_group<V>(a.heads + k * a.C, g, sum);
-      if (e == end) store_group<V>(a.tails + k * a.C, g, sum);
-    }
-    s = e;
-  }
+  sum_piece_runs<V>(a, st, k, n, g);
 }
 
 // Edge k (between pieces k - 1 and k) where one id's run crosses it for the first time: the run's
-// tail in piece k - 1, then the heads of pieces k, k + 1, .. while the run goes on, to dwte.
+// tail in piece k - 1, then the heads of pieces k .. j_last in order, to dwte. j_last, the last
+// piece the run starts, by a binary search over the pieces' first keys (sorted: the run covers
+// pieces k .. j_last from their starts), so that the heads' loads go out kEmbeddingRowsAtOnce at a
+// time: a run of padding's id 0 over thousands of rows is tens of round trips, not one a piece.
 template <int V>
 __global__ void __launch_bounds__(kEmbeddingThreads) embedding_crossing_sums_kernel(EmbeddingSortedArgs a) {
   wait_for_prior_grids();  // the heads and tails are the pieces kernel's
@@ -204,15 +231,31 @@ __global__ void __launch_bounds__(kEmbeddingThreads) embedding_crossing_sums_ker
   const int32_t id = a.keys[edge];
   if (a.keys[edge - 1] != id) return;                                // no run crosses this edge
   if (k > 1 && a.keys[edge - a.piece - 1] == id) return;             // it crossed an earlier one
-  Group<V> sum = load_group<V>(a.tails + (k - 1) * a.C, g);
-  for (int64_t j = k;; j++) {
-    const Group<V> head = load_group<V>(a.heads + j * a.C, g);
-#pragma unroll
-    for (int i = 0; i < V; i++) sum.v[i] += head.v[i];
-    const int64_t next = (j + 1) * a.piece;
-    if (j + 1 >= pieces || a.keys[next - 1] != id || a.keys[next] != id) break;
+  const Group<V> d = load_group<V>(a.dwte + int64_t(id) * a.C, g);  // out beside the search
+  int64_t lo = k, hi = pieces - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (a.keys[mid * a.piece] == id)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-  add_to_row<V>(a.dwte + int64_t(id) * a.C, g, sum);
+  Group<V> sum = load_group<V>(a.tails + (k - 1) * a.C, g);
+  for (int64_t j0 = k; j0 <= lo; j0 += kEmbeddingRowsAtOnce) {
+    Group<V> h[kEmbeddingRowsAtOnce];
+#pragma unroll
+    for (int t = 0; t < kEmbeddingRowsAtOnce; t++)
+      if (j0 + t <= lo) h[t] = load_group<V>(a.heads + (j0 + t) * a.C, g);
+#pragma unroll
+    for (int t = 0; t < kEmbeddingRowsAtOnce; t++)
+      if (j0 + t <= lo)
+#pragma unroll
+        for (int v = 0; v < V; v++) sum.v[v] += h[t].v[v];
+  }
+  Group<V> out = d;
+#pragma unroll
+  for (int v = 0; v < V; v++) out.v[v] += sum.v[v];
+  store_group<V>(a.dwte + int64_t(id) * a.C, g, out);
 }
 
 // ---- The gradient norm's sum of squares ----

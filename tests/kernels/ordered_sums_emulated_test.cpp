@@ -181,9 +181,10 @@ struct EmbeddingCase {
   int64_t N, C, piece;
 };
 // One row; pieces of 4 and 5 (runs crossing one and many edges, the last piece short); the launch's
-// 32; widths of one quad, of several, and one that is not a multiple of 4 (one value a thread).
-constexpr EmbeddingCase kEmbeddingCases[] = {{1, 4, 4},    {7, 8, 4},     {50, 12, 5},
-                                             {100, 8, 4},  {257, 20, 32}, {300, 6, 7}};
+// 32; widths of one quad, of several, and one that is not a multiple of 4 (one value a thread);
+// a run over 62 pieces (the crossing sums' heads in several groups of loads, the last partial).
+constexpr EmbeddingCase kEmbeddingCases[] = {{1, 4, 4},    {7, 8, 4},    {50, 12, 5},   {100, 8, 4},
+                                             {257, 20, 32}, {300, 6, 7}, {1000, 8, 4}};
 
 template <int V>
 void check_embedding(const EmbeddingCase& c) {
@@ -226,16 +227,18 @@ TEST(OrderedSumsEmulated, EmbeddingGradientOverSortedIdsIsTheCpusAndTheSameBitsI
 // (the first piece's tail, then every head); ids all distinct: every run inside its piece, and
 // the crossing kernel adds nothing.
 TEST(OrderedSumsEmulated, EmbeddingRunsAcrossEveryPieceOrNone) {
-  const int64_t N = 23, C = 4, piece = 4;
-  const std::vector<float> dout = integers(size_t(N * C), 10);
-  for (const bool one_id : {true, false}) {
-    std::vector<int32_t> ids(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; n++) ids[size_t(n)] = one_id ? 2 : int32_t(N - 1 - n);
-    const int32_t vocab = int32_t(N);
-    const std::vector<float> dwte0(size_t(vocab * C), 0.5f);
-    std::vector<float> want = dwte0;
-    cpu_ops().embedding_backward(want.data(), dout.data(), ids.data(), N, C);
-    EXPECT_TRUE(same_bits(embedding_sorted<4>(dwte0, dout, ids, C, piece), want)) << "one id " << one_id;
+  const int64_t C = 4, piece = 4;
+  for (const int64_t N : {int64_t(23), int64_t(70)}) {  // 5 and 17 heads: one group of loads, and three
+    const std::vector<float> dout = integers(size_t(N * C), 10);
+    for (const bool one_id : {true, false}) {
+      std::vector<int32_t> ids(static_cast<size_t>(N));
+      for (int64_t n = 0; n < N; n++) ids[size_t(n)] = one_id ? 2 : int32_t(N - 1 - n);
+      const int32_t vocab = int32_t(N);
+      const std::vector<float> dwte0(size_t(vocab * C), 0.5f);
+      std::vector<float> want = dwte0;
+      cpu_ops().embedding_backward(want.data(), dout.data(), ids.data(), N, C);
+      EXPECT_TRUE(same_bits(embedding_sorted<4>(dwte0, dout, ids, C, piece), want)) << "N " << N << " one id " << one_id;
+    }
   }
 }
 
