@@ -64,7 +64,10 @@ LossResult ppo_clip_loss(const TokenScores& s, std::span<const float> old_logp, 
     r.approx_kl -= w * log_ratio;  // veRL's ppo_kl: mean(old_logp - logp)
   }
   r.loss = r.pg_loss - settings.entropy_coeff * r.entropy;
-  r.clip_fraction = r.tokens > 0 ? clipped / r.tokens : 0;
+  // Over the normaliser, as the loss is: given the update's tokens, a micro-batch's share, so that
+  // the sum over micro-batches and ranks (trainer/policy.cpp) is the update's fraction. Over this
+  // batch's tokens it was the fraction of each, and the sum counted it once per micro-batch and rank.
+  r.clip_fraction = clipped / norm;
   return r;
 }
 

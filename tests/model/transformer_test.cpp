@@ -207,6 +207,46 @@ ModelConfig tiny_config(bool tied = true, int64_t kv = 2) {
   return c;
 }
 
+// Transformer::random's weights, one value at a time as its comment defines them: splitmix64 from
+// the seed, Box-Muller pairs (the cosine's value, then the sine's), over the tensors in order but
+// the norms (1) and biases (0), times init_std. Odd sizes (hidden 35, intermediate 41, vocab
+// 4,099) carry a pair's second value from one tensor into the next; the embedding's 71,732 pairs
+// take the parallel path.
+TEST(TransformerTest, RandomWeightsAreTheSeedsNormalStreamInOrder) {
+  ModelConfig c = tiny_config(false);
+  c.vocab_size = 4099, c.hidden_size = 35, c.intermediate_size = 41;
+  const uint64_t seed = 11;
+  const float init_std = 0.02f;
+  const Transformer m = Transformer::random(c, seed, init_std);
+  uint64_t state = seed;
+  const auto uniform = [&] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return double(((z ^ (z >> 31)) >> 11) + 1) * 0x1.0p-53;
+  };
+  std::vector<double> pair;  // the values drawn and not yet used, in order
+  const std::span<const float> params = m.parameters();
+  size_t odd = 0;
+  for (const ParamTensor& t : m.tensors()) {
+    const bool bias = t.name.ends_with(".bias"), norm = t.name.ends_with("norm.weight");
+    odd += !bias && !norm && t.numel % 2 == 1;
+    for (size_t i = 0; i < t.numel; i++) {
+      float want = norm ? 1.f : 0.f;
+      if (!bias && !norm) {
+        if (pair.empty()) {
+          const double r = std::sqrt(-2.0 * std::log(uniform())), a = 2.0 * M_PI * uniform();
+          pair = {r * std::sin(a), r * std::cos(a)};  // used from the back
+        }
+        want = float(pair.back() * init_std);
+        pair.pop_back();
+      }
+      ASSERT_EQ(params[t.offset + i], want) << t.name << " [" << i << "]";
+    }
+  }
+  EXPECT_GE(odd, 2u) << "the case must carry a pair across tensors";
+}
+
 // Random biases and norm weights too, so every code path carries non-trivial values.
 Transformer random_model(bool tied = true, int64_t kv = 2, uint64_t seed = 7) {
   Transformer m = Transformer::random(tiny_config(tied, kv), seed, 0.3f);
@@ -233,6 +273,23 @@ std::vector<std::vector<int32_t>> random_seqs(std::vector<int> lengths, int V, u
 
 // Also with the prompts prefilled in groups (Transformer::set_prefill_group_tokens): one group,
 // groups of two prompts and one, and one prompt per group.
+// The clipped share of tokens, by hand: ratios e^0.5 (clipped above 1.2 with A > 0), e^-0.5
+// (clipped below 0.8 with A < 0), e^0.1 (inside the clip range) and a masked token. Alone, 2 of 3;
+// as one of two micro-batches of an update of 6 tokens (normaliser 6), 2 of 6, so that the
+// trainer's sum over micro-batches and ranks is the update's fraction.
+TEST(TransformerTest, ClipFractionIsAShareOfTheUpdatesTokens) {
+  TokenScores s;
+  s.B = 1, s.T = 4;
+  s.logp = {0.5f, -0.5f, 0.1f, 3.f};
+  s.entropy = {1.f, 1.f, 1.f, 1.f};
+  const std::vector<float> old_logp(4, 0.f), adv = {1.f, -1.f, 1.f, 1.f}, mask = {1.f, 1.f, 1.f, 0.f};
+  const PpoSettings ppo{0.2, 0.0};
+  EXPECT_DOUBLE_EQ(ppo_clip_loss(s, old_logp, adv, mask, ppo).clip_fraction, 2.0 / 3.0);
+  const LossResult half = ppo_clip_loss(s, old_logp, adv, mask, ppo, 6.0);
+  EXPECT_DOUBLE_EQ(half.clip_fraction, 2.0 / 6.0);
+  EXPECT_DOUBLE_EQ(half.clip_fraction + half.clip_fraction, 2.0 / 3.0);  // two such micro-batches
+}
+
 TEST(TransformerTest, KvCacheDecodeEqualsFullForward) {
   for (int64_t kv : {1, 2, 4})
   for (int64_t group_tokens : {int64_t(16384), int64_t(18), int64_t(1)}) {
