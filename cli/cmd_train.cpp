@@ -20,6 +20,12 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
   c->add_option("--dist", o.dist, "communication backend: auto, single, mpi or tcp")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "single", "mpi", "tcp"}));
+  c->add_option("--dist-timeout", o.dist_timeout,
+                "seconds a rank waits in a collective for a peer that sends nothing before it stops the run (the "
+                "tcp backend; mpi waits without a limit): longer than rank 0's evaluations and checkpoint writes, "
+                "which the other ranks wait out")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e7));
   return c;
 }
 
@@ -34,6 +40,7 @@ int run_train(const TrainCommandOptions& o) {
   t.run_dir = o.run_dir;
   t.resume_dir = o.resume;
   t.comm_backend = o.dist;
+  t.dist_timeout_s = o.dist_timeout;
   try {
     return trainer::train(t);
   } catch (const trainer::UserError& e) {

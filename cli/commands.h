@@ -182,6 +182,7 @@ struct TrainCommandOptions {
   std::vector<std::string> overrides;
   std::string run_dir, resume;
   std::string dist = "auto";
+  double dist_timeout = 1800;  // seconds
 };
 
 CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o);

@@ -199,8 +199,8 @@ std::string resolve_backend(const LaunchInfo& launch, const std::string& backend
                               "' (expected auto, single, mpi or tcp)");
 }
 
-std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch,
-                                                const std::string& backend) {
+std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch, const std::string& backend,
+                                                std::chrono::milliseconds io_timeout) {
   const std::string chosen = resolve_backend(launch, backend);
   if (chosen == "single") {
     if (launch.world_size != 1)
@@ -210,7 +210,17 @@ std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch,
     return std::make_unique<SingleCommunicator>();
   }
   if (chosen == "mpi") return std::make_unique<MpiCommunicator>(launch);
-  return std::make_unique<TcpCommunicator>(launch);
+  TcpOptions options;
+  options.io_timeout = io_timeout;
+  return std::make_unique<TcpCommunicator>(launch, options);
+}
+
+void check_ranks_agree(Communicator& comm, const std::string& value, const std::string& what) {
+  if (comm.size() == 1) return;
+  const std::vector<std::string> all = comm.allgather(value);
+  for (size_t r = 1; r < all.size(); r++)
+    if (all[r] != all[0])
+      throw std::runtime_error(what + ": rank " + std::to_string(r) + " has '" + all[r] + "', rank 0 '" + all[0] + "'");
 }
 
 #ifdef AZR_HAVE_NCCL

@@ -117,8 +117,10 @@ class MpiCommunicator final : public Communicator {
 struct TcpOptions {
   // How long rank 0 waits for all peers, and peers retry connecting to rank 0.
   std::chrono::milliseconds connect_timeout{60'000};
-  // Longest wait without any progress inside a collective before a peer is declared dead.
-  std::chrono::milliseconds io_timeout{600'000};
+  // Longest wait without any progress inside a collective before a peer is declared dead. Rank 0
+  // alone evaluates and writes checkpoints while the others wait in a collective (a 3B run's
+  // weights and Adam state are about 36 GB): 30 minutes, as torch.distributed's default, not 10.
+  std::chrono::milliseconds io_timeout{1'800'000};
   std::size_t chunk_elems = kDefaultChunkElems;
 };
 
@@ -155,9 +157,14 @@ class TcpCommunicator final : public Communicator {
 // unknown names throw std::invalid_argument.
 std::string resolve_backend(const LaunchInfo& launch, const std::string& backend);
 
-// Throws std::runtime_error with a clear message when the backend cannot start.
-std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch,
-                                                const std::string& backend = "auto");
+// Throws std::runtime_error with a clear message when the backend cannot start. io_timeout: the
+// TCP backend's TcpOptions::io_timeout (MPI waits without one).
+std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch, const std::string& backend = "auto",
+                                                std::chrono::milliseconds io_timeout = TcpOptions{}.io_timeout);
+
+// Throws std::runtime_error, on every rank alike, where the ranks' values differ: "<what>: rank r
+// has 'x', rank 0 'y'". An allgather, so no rank is left waiting in a collective the others skip.
+void check_ranks_agree(Communicator& comm, const std::string& value, const std::string& what);
 
 // Sums float buffers that live on a GPU across ranks, without a copy through the host (NCCL).
 // The host communicators above sum host memory; a GPU run without a DeviceReducer sends its

@@ -2,6 +2,7 @@
 #include "trainer/dist_nccl.h"
 
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -43,6 +44,11 @@ NcclCommunicator::NcclCommunicator(Communicator& host, int device)
 
 NcclCommunicator::~NcclCommunicator() {
   if (!comm_) return;
+  // On the way out of an exception the other ranks may be inside a collective that this rank will
+  // never join, and destroying the communicator waits for it to be quiet: the process would hang
+  // here and never reach the host communicator's abort (MPI_Abort), which ends the other ranks,
+  // nor exit, which ends them under torchrun. The process is ending: the communicator is left to it.
+  if (std::uncaught_exceptions() > 0) return;
   // Destroy waits for outstanding work; after an asynchronous error that work never ends, so
   // abort instead of hanging the process on its way out.
   ncclResult_t async = ncclSuccess;

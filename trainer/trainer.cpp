@@ -152,7 +152,8 @@ std::string summary_text(const Scalars& last, int64_t step, int64_t steps, doubl
 int train(const TrainOptions& opt) {
   // ---- ranks, config, run dir -------------------------------------------------------------
   const dist::LaunchInfo launch = dist::detect_launch();
-  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(launch, opt.comm_backend);
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
+      launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
   const bool root = comm->rank() == 0;
   const bool resuming = !opt.resume_dir.empty();
 
@@ -217,6 +218,13 @@ int train(const TrainOptions& opt) {
     fs::create_directories(run_dir / "checkpoints");
   }
   comm->barrier();
+  // Every rank reads the checkpoint from rank 0's run directory itself: one that saw another
+  // newest checkpoint (a filesystem not shared, or behind) would train other weights, or call other
+  // collectives than rank 0 and hang. Each rank stops here alike, naming what it found.
+  if (resuming)
+    dist::check_ranks_agree(*comm, ckpt ? ckpt->filename().string() : "no checkpoint",
+                            "resume: the newest checkpoint in " + run_dir.string() +
+                                " (every rank must see rank 0's run directory, e.g. on a shared filesystem)");
   cfg.algorithm.micro_batch_size = micro.size;
 
   RunLog log;

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string run_dir;                    // --run-dir (wins over run.run_dir)
   std::string resume_dir;                 // --resume RUN_DIR: config from RUN_DIR/config.toml
   std::string comm_backend = "auto";      // --dist auto|single|mpi|tcp
+  double dist_timeout_s = 1800;           // --dist-timeout: the TCP backend's wait for a silent peer
 };
 
 // Exit codes: 0 finished, 130 stopped by a signal after checkpointing. Errors the user can fix

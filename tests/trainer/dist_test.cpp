@@ -583,6 +583,20 @@ TEST(DistTcp, MismatchedCollectivesFailOnEveryRank) {
   expect_all_zero(codes);
 }
 
+// What a resume checks before any rank loads its checkpoint: equal values pass; one rank's other
+// value stops every rank with the same message, none left waiting.
+TEST(DistTcp, RanksThatDisagreeStopAlikeNamingTheRank) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto codes = run_ranks(3, [port](int r) {
+    const auto c = d::make_communicator(tcp_launch(r, 3, port), "tcp", 20s);
+    d::check_ranks_agree(*c, "step-4", "resume");
+    return expect_child_throw([&] { d::check_ranks_agree(*c, r == 2 ? "step-2" : "step-4", "resume"); },
+                              "resume: rank 2 has 'step-2', rank 0 'step-4'", 5s);
+  });
+  expect_all_zero(codes);
+}
+
 TEST(DistTcp, DuplicateRankIsRefused) {
   const int port = free_port();
   ASSERT_GT(port, 0);

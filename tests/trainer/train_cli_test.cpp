@@ -502,6 +502,10 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
 
   r = run_process({azr(), "train"});
   EXPECT_EQ(r.exit_code, 2);
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--dist-timeout", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--dist-timeout"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
   r = run_process({azr(), "train", "--resume", (dir / "nothing-here").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("config.toml"), std::string::npos) << r.err;
