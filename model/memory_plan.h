@@ -16,8 +16,12 @@
 //              18 bytes per parameter before any activation.
 //
 // Training and generation alternate within a step and never hold their buffers at once (the KV
-// cache is freed before the learner runs), so the peak is the larger of the two phases on top of
-// the persistent state (weights, master, gradients, Adam).
+// cache is freed before the learner runs, and the learner's activations, backward scratch, LM
+// head tiles and GEMM-input rounding after it: Transformer::release_training_buffers, called by
+// trainer/policy.cpp since 2026-11-29; before, they stayed grown under the next generation's
+// cache), so the peak is the larger of the two phases on top of the persistent state (weights,
+// master, gradients, Adam). The ops' own grow-only scratch (attention, ordered sums, sampler) is
+// not released; it is small beside the plan's 2 GiB reserve.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1395,6 +1395,19 @@ DecodeGraphs::Key Transformer::decode_graph_key(const KVCache& cache) const {
           ops_->recorder.generation ? ops_->recorder.generation() : 0};  // the ops' own scratch
 }
 
+void Transformer::release_training_buffers() {
+  fwd_kept_ = false;  // the layers' activations point into acts_
+  for (kernels::Buffer<float>* b : {&acts_, &bwd_, &head_logits_, &head_scratch_, &head_lse_, &head_logp_,
+                                    &head_entropy_})
+    *b = kernels::Buffer<float>(*ops_);
+  head_state_ = kernels::Buffer<double>(*ops_);
+  head_rows_dev_ = kernels::Buffer<int32_t>(*ops_);
+  head_targets_dev_ = kernels::Buffer<int32_t>(*ops_);
+  head_dlogits16_ = kernels::Buffer<uint16_t>(*ops_);
+  gemm_in16_ = kernels::Buffer<uint16_t>(*ops_);
+  head_logits_kept_ = false;
+}
+
 void Transformer::set_decode_graphs(bool on) {
   decode_graphs_on_ = on;
   if (!on) decode_graphs_.clear();

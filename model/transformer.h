@@ -215,6 +215,14 @@ class Transformer {
   bool decode_graphs() const { return decode_graphs_on_; }
   const DecodeGraphs& decode_graph_cache() const { return decode_graphs_; }
 
+  // Frees what a training step grew: the activations, the backward scratch, the LM head's tiles and
+  // the GEMM inputs' bf16 rounding; the next score() grows them again. The memory plan
+  // (memory_plan.h) has a step's training and generation never hold their buffers at once, and
+  // these only grow: the trainer calls this after each update (trainer/policy.cpp), so the next
+  // generation's KV cache does not sit on top of them. Decode recordings that point into them are
+  // keyed on their addresses and sizes (decode_graphs.h), so they are recorded again, not replayed.
+  void release_training_buffers();
+
   // Bytes held by activations and buffers for the largest batch seen (for memory reports).
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
   size_t backward_scratch_bytes() const { return bwd_.size() * sizeof(float); }

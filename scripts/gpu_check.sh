@@ -119,6 +119,16 @@ if [[ -n "${AZR_PREBUILT:-}" ]]; then
     [[ -d "$dir" ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
   done
   export AZR_SOURCE_DIR=$PWD   # model_speed_bench's configs and HF baseline script
+  # gpu_prebuild.sh carries the binaries as bin.tar.xz (the device tool's carry is 64 MiB): tar
+  # and xz where the machine has them, else Python's tarfile.
+  if [[ ! -d "$AZR_PREBUILT/bin" && -f "$AZR_PREBUILT/bin.tar.xz" ]]; then
+    if command -v xz >/dev/null; then
+      tar -C "$AZR_PREBUILT" -xJf "$AZR_PREBUILT/bin.tar.xz"
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$AZR_PREBUILT/bin.tar.xz" "$AZR_PREBUILT"
+    fi
+  fi
   # (A tree copied by hand may lack the file: that must not end the script under pipefail.)
   { cat "$AZR_PREBUILT/commit" 2>/dev/null || echo "(no commit file)"; } | sed 's/^/prebuilt at /' |
     tee -a "$OUT/device.txt"

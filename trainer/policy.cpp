@@ -95,6 +95,7 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
   const model::GradClip clip = model::measure_grad_clip(model_.ops(), grads, s.grad_clip > 0 ? s.grad_clip : 1e300);
   st.grad_norm = clip.norm;
   optimizer_.step(model_, grads, clip.scale);
+  model_.release_training_buffers();  // before the next generation's KV cache (memory_plan.h)
   return st;
 }
 

@@ -245,6 +245,36 @@ TEST(GuardedOps, PolicyUpdateAcrossRanksSumsDeviceGradientsWithTheDeviceReducer)
             0u);
 }
 
+// An update leaves none of the buffers its step grew (the memory plan has a step's training and
+// generation never hold theirs at once: memory_plan.h), and what comes after runs on memory of
+// its own: a generation, then a second update, the CPU's bit for bit on the guarded backend (a
+// pointer kept into a released buffer would stop it with the address).
+TEST(GuardedOps, AnUpdateLeavesNoTrainingBuffersForTheGenerationAfterIt) {
+  std::vector<trainer::TrainSequence> seqs = {{{5, 9, 2}, {7, 1, 4}, {-1.2f, -0.7f, -2.0f}, 0.8f},
+                                              {{3, 3}, {8, 8, 8, 8}, {-0.1f, -0.3f, -0.2f, -0.9f}, -0.5f}};
+  trainer::UpdateSettings s;
+  s.micro_batch_size = 1;
+  auto run = [&](const kernels::Ops& ops) {
+    trainer::Policy p(model::Transformer::random(model::preset_config("azr-tiny"), 9, 0.05f, ops),
+                      std::make_unique<model::ByteTokenizer>(), {1e-3, 0.9, 0.999, 1e-8, 0.0});
+    trainer::dist::SingleCommunicator comm;
+    p.update(seqs, 7.0, comm, s);
+    EXPECT_EQ(p.model().activation_bytes(), 0u) << ops.name;
+    EXPECT_EQ(p.model().backward_scratch_bytes(), 0u) << ops.name;
+    EXPECT_EQ(p.model().head_bytes(), 0u) << ops.name;
+    model::SamplingParams g;
+    g.temperature = 0, g.max_new_tokens = 4;
+    std::vector<float> out;
+    for (const model::Completion& c : model::generate(p.model(), {{5, 9, 2}, {3, 3, 1, 7}}, g))
+      out.insert(out.end(), c.tokens.begin(), c.tokens.end());
+    out.push_back(float(p.update(seqs, 7.0, comm, s).grad_norm));
+    const std::vector<float> params = host_copy(ops, p.model().parameters());
+    out.insert(out.end(), params.begin(), params.end());
+    return out;
+  };
+  EXPECT_EQ(differing(run(guarded_cpu_ops()), run(cpu_ops())), 0u);
+}
+
 TEST(Backends, NamesResolveAndUnusableDevicesSayWhy) {
   EXPECT_EQ(&kernels::backend_ops("cpu"), &cpu_ops());
   EXPECT_EQ(&kernels::backend_ops("cpu-guarded"), &guarded_cpu_ops());
