@@ -55,6 +55,10 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank) {
   s.precision = c.model.matmul_precision == "bf16" ? model::Precision::Fp32Bf16Gemm : model::Precision::Fp32;
   s.seq_len = int64_t(c.algorithm.max_prompt_tokens) + c.algorithm.max_response_tokens;
   s.recompute = c.model.recompute;
+  // The generation phase too (memory_plan.h: the phases alternate, each on top of the persistent
+  // state): a generate() call's KV cache at its worst, every slot as long as a training sequence.
+  s.kv_slots = c.algorithm.generation_batch_size;
+  s.kv_capacity = s.seq_len;
   constexpr double kGiB = double(1ull << 30);
   double budget = c.model.memory_gib * kGiB;
   std::string where = "model.memory_gib";
@@ -75,6 +79,12 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank) {
         "peak is {:.2f} GiB (`azr memory` shows where it goes); set model.recompute = true, lower "
         "algorithm.max_prompt_tokens / max_response_tokens, or give micro_batch_size",
         s.seq_len, budget / kGiB, where, plan.training_peak() / kGiB));
+  if (plan.generation_peak() > budget)
+    throw UserError(fmt::format(
+        "algorithm.micro_batch_size = 0: training fits {:.2f} GiB ({}), but generation does not: {} sequences "
+        "of up to {} tokens decoded together peak at {:.2f} GiB, {:.2f} GiB of it the KV cache (`azr memory "
+        "--kv-slots` shows where it goes); lower algorithm.generation_batch_size",
+        budget / kGiB, where, s.kv_slots, s.seq_len, plan.generation_peak() / kGiB, plan.kv_cache / kGiB));
   const int size = int(std::min<int64_t>(n, std::numeric_limits<int>::max()));
   return {size, fmt::format("micro-batch: {} sequence(s) of up to {} tokens, the largest whose training peak "
                             "({:.2f} GiB, {}{}) fits {:.2f} GiB ({})",

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -325,6 +326,27 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
   EXPECT_NE(r.err.find("algorithm.micro_batch_size = 0: not even one sequence of 4120 tokens fits 0.50 GiB"),
             std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(none));
+
+  // Training fits, generation does not: 1,000 sequences of 4,120 positions decoded together, the
+  // phase `azr memory --kv-slots` plans (its KV cache: 4 layers x K and V x 2 kv heads x 32 dims x
+  // 4 bytes = 2 KiB a position, 7.86 GiB).
+  const auto gen_plan = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--seq-len", "4120",
+                                     "--budget-gib", "3", "--kv-slots", "1000", "--json"});
+  ASSERT_EQ(gen_plan.exit_code, 1) << gen_plan.err;  // 1: the plan does not fit the budget
+  const json bytes = json::parse(gen_plan.out)["bytes"];
+  ASSERT_LE(bytes["training_peak"].get<double>(), 3.0 * double(1ull << 30));
+  ASSERT_EQ(bytes["kv_cache"].get<double>(), 2048.0 * 4120 * 1000);
+  const fs::path gen = scratch("auto-micro-generation");
+  r = run_process({azr(), "train", fixture(), "--run-dir", gen.string(), "--set", "algorithm.micro_batch_size=0",
+                   "--set", "model.memory_gib=3", "--set", "algorithm.generation_batch_size=1000"});
+  EXPECT_EQ(r.exit_code, 2);
+  char want[200];
+  std::snprintf(want, sizeof want,
+                "training fits 3.00 GiB (model.memory_gib), but generation does not: 1000 sequences of up to 4120 "
+                "tokens decoded together peak at %.2f GiB, 7.86 GiB of it the KV cache",
+                bytes["generation_peak"].get<double>() / double(1ull << 30));
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(gen));
 }
 
 TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
