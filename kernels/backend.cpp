@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/guarded/guarded_ops.h"
 #ifdef AZR_HAVE_CUDA_KERNELS
@@ -93,12 +94,24 @@ bool device_usable(std::string_view device, std::string* why) {
   return true;
 }
 
-double device_memory_bytes(std::string_view device, int device_index) {
+int ranks_sharing(int local_rank, int local_ranks, int devices) {
+  if (devices < 1 || local_ranks < 1 || local_rank < 0 || local_rank >= local_ranks)
+    throw std::invalid_argument("ranks_sharing: local rank " + std::to_string(local_rank) + " of " +
+                                std::to_string(local_ranks) + " over " + std::to_string(devices) + " devices");
+  const int first = local_rank % devices;  // the lowest local rank on this device
+  return first < local_ranks ? (local_ranks - 1 - first) / devices + 1 : 1;
+}
+
+double device_memory_bytes(std::string_view device, int device_index, int local_ranks) {
   (void)backend_ops(device, device_index);  // the same errors for an unknown or unusable device
+  const int ranks = std::max(local_ranks, 1);
 #ifdef AZR_HAVE_CUDA_KERNELS
-  if (device == "cuda") return cuda_total_memory(device_index % cuda_device_count());
+  if (device == "cuda") {
+    const int gpus = cuda_device_count();
+    return cuda_total_memory(device_index % gpus) / ranks_sharing(device_index % ranks, ranks, gpus);
+  }
 #endif
-  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / ranks_sharing(0, ranks, 1);
 }
 
 void* device_stream(std::string_view device) {

@@ -28,8 +28,14 @@ const Ops& backend_ops(std::string_view device, int device_index = 0,
 bool device_usable(std::string_view device, std::string* why);
 
 // The memory a model on `device` can use, in bytes: the GPU's (device_index modulo the visible
-// GPUs) for "cuda", this machine's physical memory for the CPU devices. Throws as backend_ops.
-double device_memory_bytes(std::string_view device, int device_index = 0);
+// GPUs) for "cuda", this machine's physical memory for the CPU devices; split evenly among the
+// `local_ranks` ranks of this machine that share it (ranks_sharing). Throws as backend_ops.
+double device_memory_bytes(std::string_view device, int device_index = 0, int local_ranks = 1);
+
+// Of `local_ranks` ranks on one machine over `devices` devices, rank r on device r % devices, how
+// many share local rank `local_rank`'s device (itself included): all of them on one device (the
+// CPU). Each planned for the whole device before 2026-11-29.
+int ranks_sharing(int local_rank, int local_ranks, int devices);
 
 // The stream `device`'s ops run on, for work that must be ordered with them (the NCCL
 // all-reduce of a GPU run's gradients, trainer/dist.h): the cudaStream_t of this thread's

@@ -46,7 +46,7 @@ model::ModelConfig model_config(const TrainConfig& c) {
   }
 }
 
-MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank) {
+MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int local_ranks) {
   if (c.algorithm.micro_batch_size > 0) return {c.algorithm.micro_batch_size, ""};
   const model::ModelConfig mc = model_config(c);
   model::MemoryPlanSettings s;
@@ -64,11 +64,12 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank) {
   std::string where = "model.memory_gib";
   if (budget <= 0) {
     try {
-      budget = kernels::device_memory_bytes(c.model.device, local_rank);
+      budget = kernels::device_memory_bytes(c.model.device, local_rank, local_ranks);
     } catch (const std::invalid_argument& e) {
       throw UserError("model.device: " + std::string(e.what()));
     }
     where = c.model.device == "cuda" ? "the GPU's memory" : "this machine's memory";
+    if (local_ranks > 1) where += ", this rank's share";
   }
   const int64_t n = model::max_micro_batch(mc, s, budget);
   s.micro_batch = std::max<int64_t>(n, 1);

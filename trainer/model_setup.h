@@ -38,7 +38,7 @@ struct MicroBatchChoice {
   int size = 1;
   std::string note;
 };
-MicroBatchChoice resolve_micro_batch(const TrainConfig& config, int local_rank = 0);
+MicroBatchChoice resolve_micro_batch(const TrainConfig& config, int local_rank = 0, int local_ranks = 1);
 // The ModelConfig of model.preset or model.path/config.json. Throws UserError.
 model::ModelConfig model_config(const TrainConfig& config);
 // The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its

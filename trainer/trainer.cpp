@@ -184,7 +184,7 @@ int train(const TrainOptions& opt) {
   const kernels::Ops& device_ops = model_backend(cfg, launch.local_rank);
   const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
-  const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank);
+  const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)

@@ -275,6 +275,24 @@ TEST(GuardedOps, AnUpdateLeavesNoTrainingBuffersForTheGenerationAfterIt) {
   EXPECT_EQ(differing(run(guarded_cpu_ops()), run(cpu_ops())), 0u);
 }
 
+// Ranks of one machine on one device split its memory for their plans (each planned for the whole
+// of it before): by hand, 5 ranks over 2 GPUs put ranks 0, 2, 4 on GPU 0 and 1, 3 on GPU 1; 3
+// ranks over 4 GPUs leave each alone; on the CPU every rank shares.
+TEST(Backends, RanksSharingADeviceSplitItsMemory) {
+  EXPECT_EQ(kernels::ranks_sharing(0, 5, 2), 3);
+  EXPECT_EQ(kernels::ranks_sharing(4, 5, 2), 3);
+  EXPECT_EQ(kernels::ranks_sharing(1, 5, 2), 2);
+  EXPECT_EQ(kernels::ranks_sharing(3, 5, 2), 2);
+  EXPECT_EQ(kernels::ranks_sharing(2, 3, 4), 1);
+  EXPECT_EQ(kernels::ranks_sharing(0, 1, 8), 1);
+  EXPECT_EQ(kernels::ranks_sharing(2, 4, 1), 4);
+  EXPECT_THROW(kernels::ranks_sharing(5, 5, 2), std::invalid_argument);
+  EXPECT_THROW(kernels::ranks_sharing(0, 5, 0), std::invalid_argument);
+  const double whole = kernels::device_memory_bytes("cpu");
+  EXPECT_EQ(kernels::device_memory_bytes("cpu", 0, 4), whole / 4);
+  EXPECT_EQ(kernels::device_memory_bytes("cpu", 3, 4), whole / 4);
+}
+
 TEST(Backends, NamesResolveAndUnusableDevicesSayWhy) {
   EXPECT_EQ(&kernels::backend_ops("cpu"), &cpu_ops());
   EXPECT_EQ(&kernels::backend_ops("cpu-guarded"), &guarded_cpu_ops());
