@@ -99,7 +99,7 @@ int ranks_sharing(int local_rank, int local_ranks, int devices) {
     throw std::invalid_argument("ranks_sharing: local rank " + std::to_string(local_rank) + " of " +
                                 std::to_string(local_ranks) + " over " + std::to_string(devices) + " devices");
   const int first = local_rank % devices;  // the lowest local rank on this device
-  return first < local_ranks ? (local_ranks - 1 - first) / devices + 1 : 1;
+  return (local_ranks - 1 - first) / devices + 1;
 }
 
 double device_memory_bytes(std::string_view device, int device_index, int local_ranks) {
@@ -111,7 +111,7 @@ double device_memory_bytes(std::string_view device, int device_index, int local_
     return cuda_total_memory(device_index % gpus) / ranks_sharing(device_index % ranks, ranks, gpus);
   }
 #endif
-  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / ranks_sharing(0, ranks, 1);
+  return double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / ranks;  // all on the one device
 }
 
 void* device_stream(std::string_view device) {
