@@ -152,6 +152,13 @@ struct PieceStage {
   int32_t rows[kEmbeddingPiece];
 };
 
+// Whether the run of `id` that starts at the piece's position i lies wholly inside the piece: it did
+// not begin before the piece, and does not go on past it (it reaches the piece's end, position n - 1,
+// and the next position holds its id too).
+AZR_DEVICE_INLINE bool run_inside_piece(const PieceStage& st, int i, int n, int32_t id) {
+  return !(i == 0 && st.keys[0] == id) && !(st.keys[n] == id && st.keys[n + 1] == id);
+}
+
 // Walks the piece's n positions in order, kEmbeddingRowsAtOnce at a time: their dout rows loaded
 // together, and with them the dwte row of each run that starts there and lies wholly inside the
 // piece; then summed in position order. A run inside the piece is added to its id's row; a run at
@@ -160,9 +167,9 @@ struct PieceStage {
 template <int V>
 AZR_DEVICE_INLINE void sum_piece_runs(const EmbeddingSortedArgs& a, const PieceStage& st, int64_t k, int n,
                                       int64_t g) {
-  const int32_t last_key = st.keys[n], after_key = st.keys[n + 1];
   Group<V> sum{}, dst{};
   int run_start = 0;
+  bool inside = false;  // the current run's, from its start
   for (int c0 = 0; c0 < n; c0 += kEmbeddingRowsAtOnce) {
     Group<V> r[kEmbeddingRowsAtOnce], d[kEmbeddingRowsAtOnce]{};  // d: only where a whole run starts
 #pragma unroll
@@ -171,21 +178,20 @@ AZR_DEVICE_INLINE void sum_piece_runs(const EmbeddingSortedArgs& a, const PieceS
       if (i >= n) break;
       r[j] = load_group<V>(a.dout + int64_t(st.rows[i]) * a.C, g);
       const int32_t id = st.keys[i + 1];
-      const bool starts = i == 0 || st.keys[i] != id;
-      const bool began_before = i == 0 && st.keys[0] == id, goes_on = last_key == id && after_key == id;
-      if (starts && !began_before && !goes_on) d[j] = load_group<V>(a.dwte + int64_t(id) * a.C, g);
+      if ((i == 0 || st.keys[i] != id) && run_inside_piece(st, i, n, id))
+        d[j] = load_group<V>(a.dwte + int64_t(id) * a.C, g);
     }
 #pragma unroll
     for (int j = 0; j < kEmbeddingRowsAtOnce; j++) {
       const int i = c0 + j;
       if (i >= n) break;
       const int32_t id = st.keys[i + 1];
-      if (i == 0 || st.keys[i] != id) sum = Group<V>{}, dst = d[j], run_start = i;
+      if (i == 0 || st.keys[i] != id)
+        sum = Group<V>{}, dst = d[j], run_start = i, inside = run_inside_piece(st, i, n, id);
 #pragma unroll
       for (int v = 0; v < V; v++) sum.v[v] += r[j].v[v];
       if (i + 1 < n && st.keys[i + 2] == id) continue;  // the run goes on inside the piece
-      const bool began_before = run_start == 0 && st.keys[0] == id, goes_on = i + 1 == n && after_key == id;
-      if (!began_before && !goes_on) {
+      if (inside) {
 #pragma unroll
         for (int v = 0; v < V; v++) dst.v[v] += sum.v[v];
         store_group<V>(a.dwte + int64_t(id) * a.C, g, dst);
