@@ -56,7 +56,9 @@
 #          device time: builds the five targets of decode and train (or runs them prebuilt), then
 #          in order, each only while PENDING_SECONDS (default 420) after the build last: the op
 #          tests never run on a GPU, then the other op tests, every whole-model test, the
-#          persistent decode kernel's test (each under a cap of its own); the ordered gradient sums
+#          persistent decode kernel's test (each under a cap of its own); `azr train` end to end
+#          (configs/quickstart.toml on the GPU, 3 steps and a resume; the azr of gpu_prebuild.sh
+#          with the carried CPython, scripts/train_run_check.py); the ordered gradient sums
 #          against the atomics (cuda_ops_bench --only gradient_sums) and the 1.5B step of 8
 #          micro-batches with them (the MFU); where nsys and ncu are installed, Nsight Systems'
 #          timeline and Nsight Compute's time and DRAM bytes per kernel over a batch-1 generation
@@ -95,7 +97,9 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
   mkdir -p "$prefix"
   for deb in "$AZR_CARRY"/*.deb; do dpkg -x "$deb" "$prefix"; done
   multiarch="$(uname -m)-linux-gnu"
-  export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # (/lib too: a few Debian packages, libexpat1 among them, ship their libraries there)
+  carried="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp:$prefix/lib/$multiarch"
+  export LD_LIBRARY_PATH="$carried${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # the carried pkg-config, reading the carried .pc files with their /usr paths under the prefix
   export PKG_CONFIG="$prefix/usr/bin/pkgconf" PKG_CONFIG_SYSROOT_DIR="$prefix"
   export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/usr/share/pkgconfig"
@@ -221,6 +225,36 @@ if [[ "$STAGE" == pending ]]; then
       fi
     fi
   }
+  # The trainer end to end, which has never run on a GPU (the CudaModel tests stand in for its
+  # parts): configs/quickstart.toml's self-play (the 0.8M-parameter model, the real sandbox
+  # running real Python, the SQLite buffer) with the policy on the GPU for 3 steps, a checkpoint
+  # at step 2 and at the end, CRUXEval and the held-out tasks evaluated at step 2; then resumed
+  # from step 3's checkpoint for a 4th. scripts/train_run_check.py holds each run to a line a
+  # step with finite losses and gradient norms. The azr of gpu_prebuild.sh reads the carried
+  # CPython from /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
+  e2e_train() {
+    local azr="$BUILD/bin/azr" run="$scratch/e2e_train" missing
+    if [[ ! -x "$azr" || ! -x "$BUILD/bin/azr-zygote" ]]; then
+      echo "=== skipped: no azr in $BUILD (scripts/gpu_prebuild.sh builds one for this machine)"
+      return 0
+    fi
+    if [[ "$prefix" != /tmp/azr-deps ]]; then
+      echo "=== skipped: the prebuilt azr reads CPython under /tmp/azr-deps, the packages are under '${prefix:-/}'"
+      return 0
+    fi
+    missing=$(ldd "$azr" "$BUILD/bin/azr-zygote" 2>&1 | grep "not found" || true)
+    if [[ -n "$missing" ]]; then
+      printf '=== skipped: azr does not load here:\n%s\n' "$missing"
+      return 0
+    fi
+    local args=(--set model.device=cuda --set model.matmul_precision=bf16 --set checkpoint.every=2
+                --set eval.every=2 --set "eval.data_dir=$(realpath "$AZR_CARRY")/benchmarks")
+    PENDING_STEP_LIMIT=150 step "$azr" train configs/quickstart.toml --run-dir "$run" "${args[@]}" \
+      --set run.steps=3
+    step python3 scripts/train_run_check.py "$run" --steps 3
+    PENDING_STEP_LIMIT=60 step "$azr" train --resume "$run" --set run.steps=4
+    step python3 scripts/train_run_check.py "$run" --steps 4
+  }
   {
     # The tests under caps of their own: a hung kernel must not take the rest of the lease. Those
     # never run on a GPU first, in a process of their own: a fault in one (a sticky CUDA error)
@@ -234,6 +268,7 @@ if [[ "$STAGE" == pending ]]; then
     # The persistent decode kernel (2026-11-27, fifth session) on its own, under a short limit: its
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
+    e2e_train
     # The training step's sums over rows in a fixed order (2026-11-29, written without a GPU; the
     # same bits every run, checked by the tests above): each op against the atomics it replaced,
     # then the MFU the done-when asks for (45.2% with atomics on 2026-11-28), with them, and with

@@ -12,10 +12,30 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > /dev/null
 targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_bench)  # gpu_check.sh's check_targets
 cmake --build "$BUILD" --target "${targets[@]}"
+# The trainer itself (azr and its sandbox's azr-zygote) for gpu_check.sh pending's end-to-end
+# run, in a tree of its own: built for the GPU machine's file system, where gpu_check.sh unpacks
+# the carried packages (scripts/gpu_carry.sh: CPython 3.11, MPI, SQLite, ...) under /tmp/azr-deps.
+# - AZR_PYTHON_RUNTIME_ROOT: the zygote finds the carried stdlib there.
+# - RPATH (not RUNPATH, hence --disable-new-dtags) to the carried libraries: the zygote is started
+#   with an empty environment (no LD_LIBRARY_PATH), and an RPATH also serves the stdlib's
+#   extension modules that the zygote loads (decimal's libmpdec).
+# - No NCCL: one GPU needs none, and that machine may not have its 220 MB library.
+APP_BUILD=${APP_BUILD:-build-gpu-prebuilt-azr}
+deps=/tmp/azr-deps
+libs="$deps/usr/lib/$(uname -m)-linux-gnu"
+rpath="$libs:$libs/openblas-openmp:$deps/lib/$(uname -m)-linux-gnu"   # the last: libexpat1 ships in /lib
+cmake -S . -B "$APP_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAZR_BUILD_TESTS=OFF -DAZR_BUILD_BENCH=OFF \
+  -DAZR_NCCL=OFF -DAZR_PYTHON_RUNTIME_ROOT="$deps" -DCMAKE_BUILD_RPATH="$rpath" \
+  -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > /dev/null
+app_targets=(azr azr-zygote)
+cmake --build "$APP_BUILD" --target "${app_targets[@]}"
 rm -rf .gpu-prebuilt
 mkdir -p .gpu-prebuilt/bin
 for bin in "${targets[@]}"; do
   strip -o ".gpu-prebuilt/bin/$bin" "$BUILD/bin/$bin"
+done
+for bin in "${app_targets[@]}"; do
+  strip -o ".gpu-prebuilt/bin/$bin" "$APP_BUILD/bin/$bin"
 done
 # Compressed: each binary links the same CUDA kernels (9 MB each, 46 MB in all on 2026-11-29),
 # which with the carried packages neared the device tool's 64 MiB carry; xz takes them to 13 MB.

@@ -10,8 +10,11 @@ target_link_libraries(azr_trainer_dist PUBLIC MPI::MPI_C Threads::Threads)
 # NCCL ships outside the CUDA toolkit (pip wheels, NGC images, /usr/lib), so look in the usual
 # places and NCCL_HOME / NCCL_ROOT. Consumers test AZR_HAVE_NCCL before including dist_nccl.h;
 # the CMake variable of the same name (0/1) tells the test tree what `azr --version` should list.
+# AZR_NCCL=OFF leaves it out where it exists: scripts/gpu_prebuild.sh's azr for a one-GPU machine
+# that may lack NCCL's 220 MB library.
+option(AZR_NCCL "Build the NCCL all-reduce where CUDA and NCCL are found" ON)
 set(AZR_HAVE_NCCL 0 CACHE INTERNAL "whether azr_trainer_dist has the NCCL all-reduce")
-if(AZR_HAVE_CUDA)
+if(AZR_HAVE_CUDA AND AZR_NCCL)
   find_package(CUDAToolkit)
   find_path(AZR_NCCL_INCLUDE_DIR nccl.h
     HINTS $ENV{NCCL_HOME} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
