@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the five targets of gpu_check.sh's decode, train and pending stages here, where nvcc is
-# but no GPU need be, for sm_90 (CUDA_ARCHS), into .gpu-prebuilt/bin, for a GPU machine lent by the
-# minute: there `AZR_CARRY=.gpu-carry AZR_PREBUILT=.gpu-prebuilt scripts/gpu_check.sh pending`
-# (carry both folders) runs them without building, with the carried OpenBLAS and that machine's CUDA.
+# Builds the five targets of gpu_check.sh's decode, train and pending stages, and azr for pending's
+# end-to-end run, here, where nvcc is but no GPU need be, for sm_90 (CUDA_ARCHS), into
+# .gpu-prebuilt/bin, for a GPU machine lent by the minute: there `AZR_CARRY=.gpu-carry
+# AZR_PREBUILT=.gpu-prebuilt scripts/gpu_check.sh pending` (carry both folders) runs them without
+# building, with the carried packages (gpu_carry.sh) and that machine's CUDA.
 # The commit (and whether the tree was dirty) goes into .gpu-prebuilt/commit, so a result names
 # what it ran.
 set -euo pipefail
