@@ -29,7 +29,8 @@ std::string version_text() {
   std::string precisions;
   for (const std::string& p : azr::kernels::matmul_precision_names()) precisions += (precisions.empty() ? "" : ", ") + p;
   return std::string("azr ") + AZR_VERSION + " (" + AZR_GIT_DESCRIBE + ")\n" + "backends: " + backends +
-         "; matmul precisions: " + precisions + "\n" + "gradient all-reduce: host (mpi, tcp)" +
+         "; matmul precisions: " + precisions + "\n" + "gradient all-reduce: host (" +
+         (azr::trainer::dist::mpi_compiled() ? "mpi, " : "") + "tcp)" +
          (azr::trainer::dist::nccl_compiled() ? ", nccl" : "") + "\n" +
          "sandbox: embedded CPython " + AZR_PYTHON_VERSION + ", libseccomp " + std::to_string(sv->major) + "." +
          std::to_string(sv->minor) + "." + std::to_string(sv->micro);

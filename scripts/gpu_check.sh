@@ -97,15 +97,22 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
   mkdir -p "$prefix"
   for deb in "$AZR_CARRY"/*.deb; do dpkg -x "$deb" "$prefix"; done
   multiarch="$(uname -m)-linux-gnu"
-  # (/lib too: a few Debian packages, libexpat1 among them, ship their libraries there)
-  carried="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp:$prefix/lib/$multiarch"
-  export LD_LIBRARY_PATH="$carried${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch:$prefix/usr/lib/$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # the carried pkg-config, reading the carried .pc files with their /usr paths under the prefix
   export PKG_CONFIG="$prefix/usr/bin/pkgconf" PKG_CONFIG_SYSROOT_DIR="$prefix"
   export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/usr/share/pkgconfig"
+  # The trainer's packages (gpu_carry.sh's app/: CPython 3.11, SQLite, ...) apart, at the root the
+  # prebuilt azr was built for (gpu_prebuild.sh), and off LD_LIBRARY_PATH: azr finds them by its
+  # RPATH, and the machine's python3 keeps its own libraries.
+  app_root=/tmp/azr-app
+  if compgen -G "$AZR_CARRY/app/*.deb" > /dev/null; then
+    mkdir -p "$app_root"
+    for deb in "$AZR_CARRY"/app/*.deb; do dpkg -x "$deb" "$app_root"; done
+  fi
 fi
 
-{ nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; } > "$OUT/device.txt" 2>&1 || true
+{ nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; grep PRETTY_NAME /etc/os-release
+  ldd --version | head -1; } > "$OUT/device.txt" 2>&1 || true
 # What the decode, train and pending stages run, and scripts/gpu_prebuild.sh builds.
 check_targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_bench)
 prebuilt_loads() {
@@ -176,7 +183,8 @@ if [[ "$STAGE" == pending ]]; then
     if ((left < 20)); then echo "=== skipped (time): $*"; return 0; fi
     if [[ -n "${PENDING_STEP_LIMIT:-}" ]] && ((PENDING_STEP_LIMIT < left)); then left=$PENDING_STEP_LIMIT; fi
     echo "=== $* (limit ${left} s)"
-    timeout "$left" "$@" || { echo "=== exit $?: $*"; status=1; }
+    # -k: azr finishes its step on SIGTERM (trainer.cpp), which a hung kernel never would.
+    timeout -k 20 "$left" "$@" || { echo "=== exit $?: $*"; status=1; }
   }
   b15=tests/model/configs/qwen2.5-1.5b.json
   scratch=$(mktemp -d)
@@ -230,19 +238,24 @@ if [[ "$STAGE" == pending ]]; then
   # running real Python, the SQLite buffer) with the policy on the GPU for 3 steps, a checkpoint
   # at step 2 and at the end, CRUXEval and the held-out tasks evaluated at step 2; then resumed
   # from step 3's checkpoint for a 4th. scripts/train_run_check.py holds each run to a line a
-  # step with finite losses and gradient norms. The azr of gpu_prebuild.sh reads the carried
-  # CPython from /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
+  # step with finite losses and gradient norms. The azr of gpu_prebuild.sh finds the carried
+  # CPython and libraries under /tmp/azr-app and /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
   e2e_train() {
     local azr="$BUILD/bin/azr" run="$scratch/e2e_train" missing
     if [[ ! -x "$azr" || ! -x "$BUILD/bin/azr-zygote" ]]; then
       echo "=== skipped: no azr in $BUILD (scripts/gpu_prebuild.sh builds one for this machine)"
       return 0
     fi
-    if [[ "$prefix" != /tmp/azr-deps ]]; then
-      echo "=== skipped: the prebuilt azr reads CPython under /tmp/azr-deps, the packages are under '${prefix:-/}'"
+    if [[ "$prefix" != /tmp/azr-deps || ! -d "${app_root:-}/usr/lib/python3.11" ]]; then
+      echo "=== skipped: the prebuilt azr needs gpu_carry.sh's packages unpacked under /tmp/azr-deps and /tmp/azr-app"
       return 0
     fi
-    missing=$(ldd "$azr" "$BUILD/bin/azr-zygote" 2>&1 | grep "not found" || true)
+    if ((deadline - SECONDS < 120)); then
+      echo "=== skipped (time): azr train end to end, which needs about 2 minutes"
+      return 0
+    fi
+    # The zygote as azr starts it: with an empty environment (sandbox/spawn.cpp).
+    missing=$({ ldd "$azr"; env -i LD_BIND_NOW=1 ldd "$BUILD/bin/azr-zygote"; } 2>&1 | grep "not found" || true)
     if [[ -n "$missing" ]]; then
       printf '=== skipped: azr does not load here:\n%s\n' "$missing"
       return 0

@@ -15,18 +15,21 @@ targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_
 cmake --build "$BUILD" --target "${targets[@]}"
 # The trainer itself (azr and its sandbox's azr-zygote) for gpu_check.sh pending's end-to-end
 # run, in a tree of its own: built for the GPU machine's file system, where gpu_check.sh unpacks
-# the carried packages (scripts/gpu_carry.sh: CPython 3.11, MPI, SQLite, ...) under /tmp/azr-deps.
+# the carried packages: the checks' (OpenBLAS, PCRE2, utf8proc) under /tmp/azr-deps, the
+# trainer's (scripts/gpu_carry.sh's app/: CPython 3.11, SQLite, ...) under /tmp/azr-app.
 # - AZR_PYTHON_RUNTIME_ROOT: the zygote finds the carried stdlib there.
 # - RPATH (not RUNPATH, hence --disable-new-dtags) to the carried libraries: the zygote is started
-#   with an empty environment (no LD_LIBRARY_PATH), and an RPATH also serves the stdlib's
-#   extension modules that the zygote loads (decimal's libmpdec).
+#   with an empty environment (no LD_LIBRARY_PATH), and an RPATH also serves the libraries the
+#   carried ones load (spdlog's fmt), where a RUNPATH serves only the executable's own.
 # - No NCCL: one GPU needs none, and that machine may not have its 220 MB library.
+# - No MPI: Debian 12's Open MPI needs glibc 2.36 (libevent's arc4random), newer than the GPU
+#   machine's may be; a one-process run never starts it.
 APP_BUILD=${APP_BUILD:-build-gpu-prebuilt-azr}
-deps=/tmp/azr-deps
-libs="$deps/usr/lib/$(uname -m)-linux-gnu"
-rpath="$libs:$libs/openblas-openmp:$deps/lib/$(uname -m)-linux-gnu"   # the last: libexpat1 ships in /lib
+arch="$(uname -m)-linux-gnu"
+app_root=/tmp/azr-app   # as in gpu_check.sh
+rpath="$app_root/usr/lib/$arch:/tmp/azr-deps/usr/lib/$arch:/tmp/azr-deps/usr/lib/$arch/openblas-openmp"
 cmake -S . -B "$APP_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAZR_BUILD_TESTS=OFF -DAZR_BUILD_BENCH=OFF \
-  -DAZR_NCCL=OFF -DAZR_PYTHON_RUNTIME_ROOT="$deps" -DCMAKE_BUILD_RPATH="$rpath" \
+  -DAZR_NCCL=OFF -DAZR_MPI=OFF -DAZR_PYTHON_RUNTIME_ROOT="$app_root" -DCMAKE_BUILD_RPATH="$rpath" \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" > /dev/null
 app_targets=(azr azr-zygote)
 cmake --build "$APP_BUILD" --target "${app_targets[@]}"

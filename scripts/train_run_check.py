@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reads a training run's metrics.jsonl and says whether the run trained: every step from 1 to
---steps has exactly one line, and every step that trained tokens has a finite loss and gradient
-norm (azr writes a NaN or infinity as null). Prints one row a step of what a reader of a first
+--steps has exactly one line, some step trained tokens, and every step that trained tokens has a
+finite loss and gradient norm (azr writes a NaN or infinity as null). Prints one row a step of what a reader of a first
 run on new hardware looks at: losses, the gradient norm, accuracy, time split, throughput; and
 the evaluations' scores. For scripts/gpu_check.sh pending's end-to-end run on a GPU.
 
@@ -81,6 +81,9 @@ def check(path, steps):
     if missing:
         raise RunProblem(f"{path}: no line for step{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(map(str, missing))} of 1..{steps}")
+    # A run can skip a step's update (no trainable sequences), not all of them.
+    if not any((line.get("tokens/trained") or 0) > 0 for line in by_step.values()):
+        raise RunProblem(f"{path}: no step of 1..{steps} trained a token")
     return by_step, evals
 
 

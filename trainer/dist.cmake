@@ -2,10 +2,14 @@
 # GPU buffers where CUDA and NCCL exist.
 add_library(azr_trainer_dist STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/dist.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/dist_mpi.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/dist_tcp.cpp)
 target_include_directories(azr_trainer_dist PUBLIC ${CMAKE_SOURCE_DIR})
-target_link_libraries(azr_trainer_dist PUBLIC MPI::MPI_C Threads::Threads)
+target_link_libraries(azr_trainer_dist PUBLIC Threads::Threads)
+if(AZR_MPI)  # (CMakeLists.txt)
+  target_sources(azr_trainer_dist PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/dist_mpi.cpp)
+  target_link_libraries(azr_trainer_dist PUBLIC MPI::MPI_C)
+  target_compile_definitions(azr_trainer_dist PUBLIC AZR_HAVE_MPI=1)
+endif()
 
 # NCCL ships outside the CUDA toolkit (pip wheels, NGC images, /usr/lib), so look in the usual
 # places and NCCL_HOME / NCCL_ROOT. Consumers test AZR_HAVE_NCCL before including dist_nccl.h;

@@ -209,11 +209,24 @@ std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch, const 
                                launch.launcher + ")");
     return std::make_unique<SingleCommunicator>();
   }
-  if (chosen == "mpi") return std::make_unique<MpiCommunicator>(launch);
+  if (chosen == "mpi") {
+#ifdef AZR_HAVE_MPI
+    return std::make_unique<MpiCommunicator>(launch);
+#else
+    throw std::runtime_error("this build of azr has no MPI backend (built with AZR_MPI=OFF); launched by " +
+                             launch.launcher + ", its ranks can use --dist tcp with MASTER_ADDR and MASTER_PORT set");
+#endif
+  }
   TcpOptions options;
   options.io_timeout = io_timeout;
   return std::make_unique<TcpCommunicator>(launch, options);
 }
+
+#ifdef AZR_HAVE_MPI
+bool mpi_compiled() { return true; }
+#else
+bool mpi_compiled() { return false; }
+#endif
 
 void check_ranks_agree(Communicator& comm, const std::string& value, const std::string& what) {
   if (comm.size() == 1) return;

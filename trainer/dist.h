@@ -185,6 +185,9 @@ class DeviceReducer {
 
 // Whether this build has NCCL (trainer/dist.cmake: CUDA and NCCL found).
 bool nccl_compiled();
+// Whether this build has the MPI backend (AZR_MPI, on by default). Without it, make_communicator
+// refuses "mpi", and "auto" under mpirun or srun, naming --dist tcp.
+bool mpi_compiled();
 // NCCL over this thread's current CUDA device, ordered on `cuda_stream` (a cudaStream_t, passed
 // opaquely so this header needs no CUDA headers). Collective over `host`, which hands rank 0's
 // NCCL id to the others: every rank must call it. Throws std::runtime_error naming the failure,

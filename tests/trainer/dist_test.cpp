@@ -435,6 +435,22 @@ TEST(DistBackend, SingleCommunicator) {
   c->barrier();
 }
 
+#ifdef AZR_HAVE_MPI
+TEST(DistBackend, ThisBuildHasMpi) { EXPECT_TRUE(d::mpi_compiled()); }
+#else
+// AZR_MPI=OFF (scripts/gpu_prebuild.sh's azr): "mpi", asked for or chosen by "auto" under
+// mpirun, stops with the way out, before any rank waits on a peer.
+TEST(DistBackend, ABuildWithoutMpiSaysSo) {
+  EXPECT_FALSE(d::mpi_compiled());
+  d::LaunchInfo li;
+  li.world_size = 2;
+  li.launcher = "mpirun";
+  for (const char* backend : {"auto", "mpi"})
+    expect_throw_with<std::runtime_error>([&] { d::make_communicator(li, backend); },
+                                          {"no MPI backend", "AZR_MPI=OFF", "mpirun", "--dist tcp"});
+}
+#endif
+
 TEST(DistBackend, SingleCannotServeManyRanks) {
   d::LaunchInfo li;
   li.world_size = 2;

@@ -1,6 +1,7 @@
 # `azr train` through the real binary: resume, kill -9, Ctrl-C, mpirun -np 2, bad input.
 azr_cli_test(train_cli_test trainer/train_cli_test.cpp)
 target_link_libraries(train_cli_test PRIVATE azr_model)
+target_compile_definitions(train_cli_test PRIVATE AZR_EXPECT_MPI=$<BOOL:${AZR_MPI}>)
 # One step in process: real sandbox and buffer, scripted responses (a new model writes no valid task).
 azr_sandbox_test(trainer_step_test trainer/step_test.cpp)
 target_link_libraries(trainer_step_test PRIVATE azr_trainer)

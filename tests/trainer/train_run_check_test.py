@@ -35,16 +35,16 @@ class TrainRunCheck(unittest.TestCase):
         return p.returncode, p.stdout, p.stderr
 
     def test_a_run_of_every_step_passes_and_shows_each_step_and_evaluation(self):
-        lines = [json.dumps({"step": 0, "time": 1.7e9, "eval/cruxeval_o": 0.125}),
-                 step_line(1), step_line(2, **{"eval/cruxeval_o": 0.1875}), step_line(3, loss=0.25)]
+        lines = [json.dumps({"step": 0, "time": 1.7e9, "eval/cruxeval_o/pass@1": 0.125}),
+                 step_line(1), step_line(2, **{"eval/cruxeval_o/pass@1": 0.1875}), step_line(3, loss=0.25)]
         rc, out, err = self.run_check(lines, 3)
         self.assertEqual(rc, 0, err)
         rows = [r.split() for r in out.splitlines()]
         self.assertEqual(rows[0][:2], ["step", "loss"])
         self.assertEqual([r[0] for r in rows[1:4]], ["1", "2", "3"])
         self.assertEqual(rows[3][1], "0.2500")
-        self.assertIn("evaluation at step 0: eval/cruxeval_o 0.125", out)
-        self.assertIn("evaluation at step 2: eval/cruxeval_o 0.188", out)
+        self.assertIn("evaluation at step 0: eval/cruxeval_o/pass@1 0.125", out)
+        self.assertIn("evaluation at step 2: eval/cruxeval_o/pass@1 0.188", out)
 
     def test_a_missing_step_is_named(self):
         rc, _, err = self.run_check([step_line(1), step_line(3)], 3)
@@ -84,9 +84,14 @@ class TrainRunCheck(unittest.TestCase):
         self.assertIn("loss/total is missing", err)
 
     def test_a_step_that_trained_nothing_may_have_no_loss(self):
-        rc, out, err = self.run_check([step_line(1, loss=None, grad_norm=None, trained=0)], 1)
+        rc, out, err = self.run_check([step_line(1, loss=None, grad_norm=None, trained=0), step_line(2)], 2)
         self.assertEqual(rc, 0, err)
         self.assertIn("null", out.splitlines()[1])
+
+    def test_a_run_where_no_step_trained_fails(self):
+        rc, _, err = self.run_check([step_line(1, trained=0), step_line(2, trained=0)], 2)
+        self.assertEqual(rc, 1)
+        self.assertIn("no step of 1..2 trained a token", err)
 
     def test_a_torn_line_is_named(self):
         rc, _, err = self.run_check([step_line(1), '{"step": 2, "loss/tot'], 2)
