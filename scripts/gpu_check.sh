@@ -237,9 +237,10 @@ if [[ "$STAGE" == pending ]]; then
   # parts): configs/quickstart.toml's self-play (the 0.8M-parameter model, the real sandbox
   # running real Python, the SQLite buffer) with the policy on the GPU for 3 steps, a checkpoint
   # at step 2 and at the end, CRUXEval and the held-out tasks evaluated at step 2; then resumed
-  # from step 3's checkpoint for a 4th. scripts/train_run_check.py holds each run to a line a
-  # step with finite losses and gradient norms. The azr of gpu_prebuild.sh finds the carried
-  # CPython and libraries under /tmp/azr-app and /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
+  # from step 3's checkpoint for a 4th, whose checkpoint `azr eval` then scores on both devices.
+  # scripts/train_run_check.py holds each run to a line a step with finite losses and gradient
+  # norms. The azr of gpu_prebuild.sh finds the carried CPython and libraries under /tmp/azr-app
+  # and /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
   e2e_train() {
     local azr="$BUILD/bin/azr" run="$scratch/e2e_train" missing
     if [[ ! -x "$azr" || ! -x "$BUILD/bin/azr-zygote" ]]; then
@@ -267,6 +268,16 @@ if [[ "$STAGE" == pending ]]; then
     step python3 scripts/train_run_check.py "$run" --steps 3
     PENDING_STEP_LIMIT=60 step "$azr" train --resume "$run" --set run.steps=4
     step python3 scripts/train_run_check.py "$run" --steps 4
+    # The last checkpoint through `azr eval`, on the GPU and on the CPU, greedy in bf16 with the
+    # run's evaluation settings: how many answers are the same text (sums in another order may
+    # flip a near tie, so a count to read; scripts/same_responses.py).
+    local e eval_args=(--model "$run/checkpoints/step-4" --bench cruxeval_o cruxeval_i --limit 16
+                       --max-tokens 256 --batch-size 32 --template compact --matmul-precision bf16
+                       --data "$(realpath "$AZR_CARRY")/benchmarks")
+    for e in cuda cpu; do
+      PENDING_STEP_LIMIT=60 step "$azr" eval "${eval_args[@]}" --device "$e" --out "$scratch/eval_$e.jsonl"
+    done
+    step python3 scripts/same_responses.py "$scratch/eval_cuda.jsonl" "$scratch/eval_cpu.jsonl"
   }
   {
     # The tests under caps of their own: a hung kernel must not take the rest of the lease. Those
