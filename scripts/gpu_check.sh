@@ -237,7 +237,8 @@ if [[ "$STAGE" == pending ]]; then
   # parts): configs/quickstart.toml's self-play (the 0.8M-parameter model, the real sandbox
   # running real Python, the SQLite buffer) with the policy on the GPU for 3 steps, a checkpoint
   # at step 2 and at the end, CRUXEval and the held-out tasks evaluated at step 2; then resumed
-  # from step 3's checkpoint for a 4th, whose checkpoint `azr eval` then scores on both devices.
+  # from step 3's checkpoint for a 4th; then two ranks on the GPU for 2 steps; last, `azr eval`
+  # scores the 4th step's checkpoint on both devices.
   # scripts/train_run_check.py holds each run to a line a step with finite losses and gradient
   # norms. The azr of gpu_prebuild.sh finds the carried CPython and libraries under /tmp/azr-app
   # and /tmp/azr-deps (this script's default AZR_DEPS_ROOT).
@@ -251,8 +252,8 @@ if [[ "$STAGE" == pending ]]; then
       echo "=== skipped: the prebuilt azr needs gpu_carry.sh's packages unpacked under /tmp/azr-deps and /tmp/azr-app"
       return 0
     fi
-    if ((deadline - SECONDS < 120)); then
-      echo "=== skipped (time): azr train end to end, which needs about 2 minutes"
+    if ((deadline - SECONDS < 150)); then
+      echo "=== skipped (time): azr train end to end, which needs 2 to 3 minutes"
       return 0
     fi
     # The zygote as azr starts it: with an empty environment (sandbox/spawn.cpp).
@@ -268,6 +269,13 @@ if [[ "$STAGE" == pending ]]; then
     step python3 scripts/train_run_check.py "$run" --steps 3
     PENDING_STEP_LIMIT=60 step "$azr" train --resume "$run" --set run.steps=4
     step python3 scripts/train_run_check.py "$run" --steps 4
+    # Two ranks on the one GPU over TCP (scripts/local_ranks.sh): data parallelism on a GPU, never
+    # run there (NCCL wants a GPU a rank; the host all-reduce does not). run.check_replicas
+    # compares the ranks' weights bit for bit after every step and stops the run if they differ.
+    PENDING_STEP_LIMIT=120 step bash scripts/local_ranks.sh 2 --logs "$scratch/two_ranks" -- "$azr" train \
+      configs/quickstart.toml --run-dir "$scratch/e2e_two_ranks" "${args[@]}" --set run.steps=2 \
+      --set run.check_replicas=true --set eval.every=0 --dist-timeout 60
+    step python3 scripts/train_run_check.py "$scratch/e2e_two_ranks" --steps 2 --replicas
     # The last checkpoint through `azr eval`, on the GPU and on the CPU, greedy in bf16 with the
     # run's evaluation settings: how many answers are the same text (sums in another order may
     # flip a near tie, so a count to read; scripts/same_responses.py).

@@ -5,7 +5,10 @@ finite loss and gradient norm (azr writes a NaN or infinity as null). Prints one
 run on new hardware looks at: losses, the gradient norm, accuracy, time split, throughput; and
 the evaluations' scores. For scripts/gpu_check.sh pending's end-to-end run on a GPU.
 
-    python3 scripts/train_run_check.py RUN_DIR --steps N
+    python3 scripts/train_run_check.py RUN_DIR --steps N [--replicas]
+
+--replicas: the run had several ranks and run.check_replicas on; every step must say its ranks
+held identical weights (replicas/identical = 1; azr stops a run where they differ).
 
 Exit status 0 when the run trained, 1 (with the first problem named) when not, 2 for usage.
 """
@@ -57,7 +60,7 @@ def read_lines(path):
     return lines
 
 
-def check(path, steps):
+def check(path, steps, replicas=False):
     """The steps' lines (step -> line), the evaluation lines, or RunProblem naming the first fault."""
     by_step, evals = {}, []
     for number, line in read_lines(path):
@@ -76,6 +79,9 @@ def check(path, steps):
                 if not isinstance(value, (int, float)) or not math.isfinite(value):
                     raise RunProblem(f"{path}:{number}: step {step} trained tokens but {key} is "
                                      f"{'missing' if key not in line else json.dumps(value)}")
+        if replicas and line.get("replicas/identical") != 1:
+            raise RunProblem(f"{path}:{number}: step {step} does not say its ranks held identical weights "
+                             f"(replicas/identical is {json.dumps(line.get('replicas/identical'))})")
         by_step[step] = line
     missing = [s for s in range(1, steps + 1) if s not in by_step]
     if missing:
@@ -111,17 +117,19 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--steps", type=int, required=True, help="the steps the run was to reach")
+    parser.add_argument("--replicas", action="store_true", help="every step checked its ranks' weights")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     path = os.path.join(args.run_dir, "metrics.jsonl")
     try:
-        by_step, evals = check(path, args.steps)
+        by_step, evals = check(path, args.steps, args.replicas)
     except RunProblem as e:
         print(f"train_run_check: {e}", file=sys.stderr)
         return 1
     print(table(by_step, evals))
-    print(f"train_run_check: {args.steps} steps trained, losses and gradient norms finite")
+    agree = ", every rank's weights identical" if args.replicas else ""
+    print(f"train_run_check: {args.steps} steps trained, losses and gradient norms finite{agree}")
     return 0
 
 

@@ -426,29 +426,12 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
   expect_same_run(run, ref);
 }
 
-TEST(TrainCli, TwoMpiRanksMatchOneProcess) {
-  const std::string mpirun = "/usr/bin/mpirun";
-  if (!AZR_EXPECT_MPI) GTEST_SKIP() << "this azr was built without MPI (AZR_MPI=OFF)";
-  if (!fs::exists(mpirun)) GTEST_SKIP() << "mpirun not installed (Debian openmpi-bin)";
-  // mpirun refuses root without these (CI runs as root); shared memory between the two ranks
-  // without the single-copy mechanism, which container seccomp profiles often block.
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_btl", "self,vader", 1);
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  const fs::path ref = reference_run();
-  const fs::path run = scratch("mpi");
-  std::vector<std::string> args = {mpirun, "-np", "2", "--oversubscribe"};
-  for (const std::string& a : train_args(run.string(), 2)) args.push_back(a);
-  args.push_back("--set");
-  args.push_back("run.check_replicas=true");
-  auto r = run_process(args);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(slurp(run / "log.txt").find("2 rank(s) (mpirun, mpi)"), std::string::npos) << slurp(run / "log.txt");
-
-  // The same global batch, split over two ranks: samples and rewards are the same; the loss and
-  // the weights differ only by the order in which the gradient sums were added up.
+// Two ranks' run (`run`, 2 steps, run.check_replicas on) against the one-process reference run:
+// the same global batch, split over two ranks.
+void expect_two_ranks_match_one_process(const fs::path& run, const fs::path& ref, const std::string& launch) {
+  EXPECT_NE(slurp(run / "log.txt").find("2 rank(s) (" + launch + ")"), std::string::npos) << slurp(run / "log.txt");
+  // Samples and rewards are the same; the loss and the weights differ only by the order in
+  // which the gradient sums were added up.
   const std::vector<json> a = metrics(run), b = metrics(ref);
   ASSERT_EQ(a.size(), 2u);
   for (size_t i = 0; i < a.size(); i++) {
@@ -474,6 +457,42 @@ TEST(TrainCli, TwoMpiRanksMatchOneProcess) {
   double moved = 0;
   for (size_t i = 0; i < pa.size(); i++) moved = std::max(moved, double(std::fabs(pa[i] - m0.parameters()[i])));
   EXPECT_GT(moved, 1e-4);
+}
+
+TEST(TrainCli, TwoMpiRanksMatchOneProcess) {
+  const std::string mpirun = "/usr/bin/mpirun";
+  if (!AZR_EXPECT_MPI) GTEST_SKIP() << "this azr was built without MPI (AZR_MPI=OFF)";
+  if (!fs::exists(mpirun)) GTEST_SKIP() << "mpirun not installed (Debian openmpi-bin)";
+  // mpirun refuses root without these (CI runs as root); shared memory between the two ranks
+  // without the single-copy mechanism, which container seccomp profiles often block.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_btl", "self,vader", 1);
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("mpi");
+  std::vector<std::string> args = {mpirun, "-np", "2", "--oversubscribe"};
+  for (const std::string& a : train_args(run.string(), 2)) args.push_back(a);
+  args.push_back("--set");
+  args.push_back("run.check_replicas=true");
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_two_ranks_match_one_process(run, ref, "mpirun, mpi");
+}
+
+// The same through scripts/local_ranks.sh, torchrun's variables on one machine, and the TCP
+// backend: how a build without MPI runs ranks (gpu_check.sh pending's two ranks on one GPU).
+TEST(TrainCli, TwoTcpRanksMatchOneProcess) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("tcp");
+  std::vector<std::string> args = {"/bin/bash", env_or_fail("AZR_TESTS_DIR") + "/../scripts/local_ranks.sh", "2",
+                                   "--logs", (run.parent_path() / "tcp-rank-logs").string(), "--"};
+  for (const std::string& a : train_args(run.string(), 2)) args.push_back(a);
+  args.insert(args.end(), {"--set", "run.check_replicas=true", "--dist-timeout", "120"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_two_ranks_match_one_process(run, ref, "torchrun, tcp");
 }
 
 TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {

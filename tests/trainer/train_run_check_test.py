@@ -25,12 +25,12 @@ def step_line(step, loss=0.5, grad_norm=1.25, trained=120, **extra):
 
 
 class TrainRunCheck(unittest.TestCase):
-    def run_check(self, lines, steps, write=True):
+    def run_check(self, lines, steps, write=True, *extra):
         with tempfile.TemporaryDirectory() as run:
             if write:
                 with open(os.path.join(run, "metrics.jsonl"), "w") as f:
                     f.write("".join(line + "\n" for line in lines))
-            p = subprocess.run([sys.executable, CHECK, run, "--steps", str(steps)],
+            p = subprocess.run([sys.executable, CHECK, run, "--steps", str(steps), *extra],
                                capture_output=True, text=True)
         return p.returncode, p.stdout, p.stderr
 
@@ -107,6 +107,17 @@ class TrainRunCheck(unittest.TestCase):
         rc, _, err = self.run_check([], 1, write=False)
         self.assertEqual(rc, 1)
         self.assertIn("metrics.jsonl: cannot read", err)
+
+    def test_replicas_asks_every_step_for_identical_ranks(self):
+        lines = [step_line(1, **{"replicas/identical": 1.0}), step_line(2, **{"replicas/identical": 1.0})]
+        rc, out, err = self.run_check(lines, 2, True, "--replicas")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("every rank's weights identical", out)
+        rc, _, err = self.run_check([lines[0], step_line(2)], 2, True, "--replicas")
+        self.assertEqual(rc, 1)
+        self.assertIn(":2: step 2 does not say its ranks held identical weights (replicas/identical is null)", err)
+        rc, _, err = self.run_check([step_line(1)], 1)
+        self.assertEqual(rc, 0, err)
 
     def test_steps_below_one_is_a_usage_error(self):
         rc, _, err = self.run_check([step_line(1)], 0)
