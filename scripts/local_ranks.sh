@@ -11,8 +11,8 @@
 # directory, named on stderr). When a rank fails, the others get SIGTERM, and SIGKILL 10 s later
 # (a peer waiting in a collective would otherwise wait out its timeout; azr answers SIGTERM by
 # finishing its step), and the failed rank's last lines go to stderr. SIGINT or SIGTERM to this
-# script stops every rank the same way, and it exits (143) once they have. MASTER_PORT defaults
-# to the environment's, else a random port in 20000-59999.
+# script passes SIGTERM to every rank, once, and it exits (130 or 143) once they have. MASTER_PORT
+# defaults to the environment's, else a random port in 20000-31999.
 # Exit status: 0 when every rank exits 0; else the first failing rank's; 2 for usage.
 set -uo pipefail
 
@@ -27,7 +27,7 @@ fi
 [[ $# -ge 1 && $1 =~ ^[1-9][0-9]*$ ]] || usage
 n=$1
 shift
-port=${MASTER_PORT:-$((20000 + RANDOM % 40000))}
+port=${MASTER_PORT:-$((20000 + RANDOM % 12000))}   # below Linux's ephemeral ports (32768-)
 logs=""
 while [[ $# -gt 0 && $1 != "--" ]]; do
   case $1 in
@@ -49,25 +49,32 @@ if ((n > 1)); then
 fi
 
 declare -A rank_of=()   # pid -> rank, for the ranks still running
-killer=""               # the SIGKILL that follows a stop's SIGTERM
-stop() {
+killer=""               # the SIGKILL that follows a failure's SIGTERM
+stop_after_failure() {
   local pids=("${!rank_of[@]}")
   ((${#pids[@]})) || return 0
   kill -TERM "${pids[@]}" 2>/dev/null
+  [[ -z $killer ]] || return 0
   # (Off this script's output: a reader of it must not wait out the sleep.)
   (sleep 10; kill -KILL "${pids[@]}") > /dev/null 2>&1 < /dev/null &
   killer=$!
 }
-# Stopped from outside: every rank is stopped and reaped before this script exits.
+# Stopped from outside: SIGTERM to every rank, once, and no SIGKILL (azr finishes its step and
+# writes a checkpoint; who stopped this script escalates if it wants), then this script exits
+# with the signal's status once every rank has.
 on_signal() {
-  echo "local_ranks: stopped by a signal; stopping every rank" >&2
-  stop
+  trap '' TERM INT
+  echo "local_ranks: stopped by SIG$1; stopping every rank" >&2
+  kill -TERM "${!rank_of[@]}" 2>/dev/null
   wait "${!rank_of[@]}" 2>/dev/null
   [[ -z $killer ]] || kill "$killer" 2>/dev/null
+  [[ $1 == INT ]] && exit 130
   exit 143
 }
-trap on_signal TERM INT
-
+# A signal while the ranks start is acted on once they all have (none is left behind).
+caught=""
+trap 'caught=TERM' TERM
+trap 'caught=INT' INT
 for ((r = 0; r < n; r++)); do
   vars=(RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port)
   if ((r == 0)); then
@@ -77,21 +84,40 @@ for ((r = 0; r < n; r++)); do
   fi
   rank_of[$!]=$r
 done
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+[[ -z $caught ]] || on_signal "$caught"
 
 status=0
+finished() {  # pid, exit status
+  local r=${rank_of[$1]}
+  unset "rank_of[$1]"
+  if (($2 != 0 && status == 0)); then
+    status=$2
+    echo "local_ranks: rank $r exited with status $2; stopping the others" >&2
+    if ((r > 0)); then tail -n 20 "$logs/rank$r.log" | sed "s/^/[rank $r] /" >&2; fi
+    stop_after_failure
+  fi
+}
 while ((${#rank_of[@]})); do
   pid=""
   wait -n -p pid "${!rank_of[@]}"
   rc=$?
-  [[ -n $pid ]] || continue   # a signal, handled by the trap
-  r=${rank_of[$pid]}
-  unset "rank_of[$pid]"
-  if ((rc != 0 && status == 0)); then
-    status=$rc
-    echo "local_ranks: rank $r exited with status $rc; stopping the others" >&2
-    if ((r > 0)); then tail -n 20 "$logs/rank$r.log" | sed "s/^/[rank $r] /" >&2; fi
-    stop
+  if [[ -n ${pid-} ]]; then
+    finished "$pid" "$rc"
+    continue
   fi
+  # None of them, by wait -n: bash drops a job that a signal ended from its job table once it
+  # starts another process (it keeps the status, which a wait by pid returns). Those by pid.
+  listed=" $(jobs -p | tr '\n' ' ') "
+  reaped=0
+  for p in "${!rank_of[@]}"; do
+    [[ $listed == *" $p "* ]] && continue
+    wait "$p"
+    finished "$p" $?
+    reaped=1
+  done
+  ((reaped)) || sleep 0.1
 done
 # Every rank is reaped: a SIGKILL still pending would only find their pids reused.
 [[ -z $killer ]] || kill "$killer" 2>/dev/null

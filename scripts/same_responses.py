@@ -27,10 +27,13 @@ def read(path):
                     continue
                 try:
                     row = json.loads(raw)
-                    key = (row["bench"], row["id"], row.get("sample", 0))
-                    rows[key] = (row.get("response", ""), bool(row.get("correct")))
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
+                    key = (str(row["bench"]), str(row["id"]), int(row.get("sample", 0)))
+                    value = (row.get("response", ""), bool(row.get("correct")))
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                     raise Mismatch(f"{path}:{number}: not an azr eval result line ({e})")
+                if key in rows:
+                    raise Mismatch(f"{path}:{number}: a second response for {key[0]} {key[1]} sample {key[2]}")
+                rows[key] = value
     except OSError as e:
         raise Mismatch(f"{path}: cannot read ({e.strerror})")
     return rows
@@ -43,6 +46,8 @@ def compare(a_path, b_path, show):
             if key not in other:
                 raise Mismatch(f"{name} has no response for {key[0]} {key[1]} sample {key[2]}")
     keys = sorted(a)
+    if not keys:
+        raise Mismatch(f"{a_path} and {b_path} hold no responses")
     same = [k for k in keys if a[k][0] == b[k][0]]
     agree = [k for k in keys if a[k][1] == b[k][1]]
     lines = [f"{len(same)} of {len(keys)} responses the same text, {len(agree)} of {len(keys)} verdicts agree"]

@@ -49,8 +49,11 @@ std::atomic<int> g_stop_signal{0};
 
 extern "C" void on_stop_signal(int sig) {
   g_stop_signal.store(sig);
-  // A second Ctrl-C ends the process at once (the default action).
-  std::signal(sig, SIG_DFL);
+  // A second Ctrl-C ends the process at once (the default action). A second SIGTERM does not:
+  // launchers pass SIGTERM on to every rank (scripts/local_ranks.sh, torchrun, srun), and
+  // `timeout` or a scheduler may signal the whole process group as well, so one stop can reach a
+  // rank twice; who means to end it at once follows with SIGKILL.
+  if (sig == SIGINT) std::signal(SIGINT, SIG_DFL);
 }
 
 double unix_now() {

@@ -71,5 +71,22 @@ class SameResponses(unittest.TestCase):
         self.assertIn("a.jsonl:2: not an azr eval result line", err)
 
 
+    def test_a_second_response_for_an_item_is_named(self):
+        rc, _, err = self.run_script([row("s0", "a", False), row("s0", "b", False)], [row("s0", "a", False)])
+        self.assertEqual(rc, 1)
+        self.assertIn("a.jsonl:2: a second response for cruxeval_o s0 sample 0", err)
+
+    def test_files_without_responses_fail(self):
+        rc, _, err = self.run_script([], [])
+        self.assertEqual(rc, 1)
+        self.assertIn("hold no responses", err)
+
+    def test_numeric_and_string_ids_sort_together(self):
+        rc, out, err = self.run_script([row(7, "a", False), row("s1", "a", False)],
+                                       [row("s1", "a", False), row(7, "b", False)])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("1 of 2 responses the same text", out)
+
+
 if __name__ == "__main__":
     unittest.main()

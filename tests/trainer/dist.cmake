@@ -3,6 +3,18 @@
 azr_test(trainer_dist_test trainer/dist_test.cpp)
 target_link_libraries(trainer_dist_test PRIVATE azr_trainer_dist)
 
+# The backends as -DAZR_MPI=OFF (and no NCCL) builds them, in every build: scripts/gpu_prebuild.sh's
+# azr is such a build, and no CI machine builds one whole. Only the suite of backend choice runs
+# (DistBackend.*: a build without MPI refuses it, naming --dist tcp); the rest is the same code.
+add_library(azr_trainer_dist_nompi STATIC ${CMAKE_SOURCE_DIR}/trainer/dist.cpp ${CMAKE_SOURCE_DIR}/trainer/dist_tcp.cpp)
+target_include_directories(azr_trainer_dist_nompi PUBLIC ${CMAKE_SOURCE_DIR})
+target_link_libraries(azr_trainer_dist_nompi PUBLIC Threads::Threads)
+add_executable(trainer_dist_nompi_test trainer/dist_test.cpp)
+target_link_libraries(trainer_dist_nompi_test PRIVATE azr_trainer_dist_nompi GTest::gtest GTest::gtest_main)
+target_include_directories(trainer_dist_nompi_test PRIVATE ${CMAKE_SOURCE_DIR})
+azr_test_compile(trainer_dist_nompi_test)
+gtest_discover_tests(trainer_dist_nompi_test TEST_PREFIX "NoMpi." TEST_FILTER "DistBackend.*" DISCOVERY_TIMEOUT 60)
+
 if(AZR_MPI)  # the MPI backend is optional (CMakeLists.txt)
   add_executable(trainer_dist_mpi_check trainer/dist_mpi_check.cpp)
   target_link_libraries(trainer_dist_mpi_check PRIVATE azr_trainer_dist)

@@ -2,6 +2,7 @@
 // localhost. The MPI backend is checked by trainer_dist_mpi_check under mpirun. NCCL's gradient
 // reducer runs where the build has NCCL and the machine two GPUs (skipped with a message
 // otherwise); a build without NCCL checks that asking for it says so.
+#include "tests/test_support.h"
 #include "trainer/dist.h"
 #include "tests/trainer/dist_values.h"
 
@@ -132,18 +133,7 @@ int run_all_checks(d::Communicator& c, int world) {
   return failures;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int free_port() { return azr::testing::free_loopback_port(); }
 
 d::LaunchInfo tcp_launch(int rank, int world, int port) {
   d::LaunchInfo li;

@@ -406,14 +406,25 @@ TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   expect_same_run(run, ref);
 }
 
+// Starts the run of train_args(run) with its output to `log`, and waits until it has finished
+// step 1 (up to 2 minutes); returns its pid, or -1 (with a failure) when it did not get there.
+pid_t start_past_step_one(const fs::path& run, const fs::path& log) {
+  pid_t pid = start(train_args(run.string()), log);
+  EXPECT_GT(pid, 0);
+  for (int i = 0; pid > 0 && i < 1200 && last_metrics_step(run) < 1; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (pid > 0 && last_metrics_step(run) >= 1) return pid;
+  ADD_FAILURE() << "the run never finished step 1:\n" << slurp(log);
+  if (pid > 0) kill(pid, SIGKILL), wait_exit(pid);
+  return -1;
+}
+
 TEST(TrainCli, CtrlCCheckpointsAndStops) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("sigint");
   const fs::path log = run.string() + ".log";
-  pid_t pid = start(train_args(run.string()), log);
+  const pid_t pid = start_past_step_one(run, log);
   ASSERT_GT(pid, 0);
-  for (int i = 0; i < 1200 && last_metrics_step(run) < 1; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_GE(last_metrics_step(run), 1) << slurp(log);
   kill(pid, SIGINT);
   EXPECT_EQ(wait_exit(pid), 130) << slurp(log);
   const int64_t stopped_at = last_metrics_step(run);
@@ -486,13 +497,46 @@ TEST(TrainCli, TwoMpiRanksMatchOneProcess) {
 TEST(TrainCli, TwoTcpRanksMatchOneProcess) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("tcp");
+  const int port = azr::testing::free_loopback_port();
+  ASSERT_GT(port, 0);
   std::vector<std::string> args = {"/bin/bash", env_or_fail("AZR_TESTS_DIR") + "/../scripts/local_ranks.sh", "2",
+                                   "--port", std::to_string(port),
                                    "--logs", (run.parent_path() / "tcp-rank-logs").string(), "--"};
   for (const std::string& a : train_args(run.string(), 2)) args.push_back(a);
   args.insert(args.end(), {"--set", "run.check_replicas=true", "--dist-timeout", "120"});
   auto r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   expect_two_ranks_match_one_process(run, ref, "torchrun, tcp");
+}
+
+// SIGTERM twice, as a rank gets it when both a launcher and `timeout` (or a scheduler) pass one
+// stop on: the step still finishes and checkpoints. (A second SIGINT, a second Ctrl-C, would end
+// the process at once.)
+TEST(TrainCli, SigtermTwiceStillCheckpointsAndStops) {
+  const fs::path run = scratch("sigterm");
+  const fs::path log = run.string() + ".log";
+  const pid_t pid = start_past_step_one(run, log);
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGTERM);
+  // The second only once the first was delivered (no longer pending to the process or a thread):
+  // two pending SIGTERMs would be one.
+  const unsigned long long term_bit = 1ull << (SIGTERM - 1);
+  auto term_pending = [&] {
+    std::istringstream status(slurp("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("ShdPnd:", 0) == 0 || line.rfind("SigPnd:", 0) == 0)
+        if (std::stoull(line.substr(7), nullptr, 16) & term_bit) return true;
+    return false;
+  };
+  for (int i = 0; i < 500 && term_pending(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << "ended by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << "\n" << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(st), 130) << slurp(log);
+  const int64_t stopped_at = last_metrics_step(run);
+  EXPECT_TRUE(fs::exists(run / ("checkpoints/step-" + std::to_string(stopped_at)) / "trainer_state.json"))
+      << "no checkpoint of the last finished step " << stopped_at;
 }
 
 TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
