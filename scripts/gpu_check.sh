@@ -272,7 +272,8 @@ if [[ "$STAGE" == pending ]]; then
     # Two ranks on the one GPU over TCP (scripts/local_ranks.sh): data parallelism on a GPU, never
     # run there (NCCL wants a GPU a rank; the host all-reduce does not). run.check_replicas
     # compares the ranks' weights bit for bit after every step and stops the run if they differ.
-    PENDING_STEP_LIMIT=120 step bash scripts/local_ranks.sh 2 --logs "$scratch/two_ranks" -- "$azr" train \
+    # (Rank 1's log into $OUT: it comes back whichever rank fails first.)
+    PENDING_STEP_LIMIT=120 step bash scripts/local_ranks.sh 2 --logs "$OUT/e2e_two_ranks" -- "$azr" train \
       configs/quickstart.toml --run-dir "$scratch/e2e_two_ranks" "${args[@]}" --set run.steps=2 \
       --set run.check_replicas=true --set eval.every=0 --dist-timeout 60
     step python3 scripts/train_run_check.py "$scratch/e2e_two_ranks" --steps 2 --replicas
