@@ -65,8 +65,10 @@ stop_after_failure() {
 on_signal() {
   trap '' TERM INT
   echo "local_ranks: stopped by SIG$1; stopping every rank" >&2
-  kill -TERM "${!rank_of[@]}" 2>/dev/null
-  wait "${!rank_of[@]}" 2>/dev/null
+  if ((${#rank_of[@]})); then   # (a bare wait would also wait for a failure's SIGKILL sleeper)
+    kill -TERM "${!rank_of[@]}" 2>/dev/null
+    wait "${!rank_of[@]}" 2>/dev/null
+  fi
   [[ -z $killer ]] || kill "$killer" 2>/dev/null
   [[ $1 == INT ]] && exit 130
   exit 143

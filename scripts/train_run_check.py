@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reads a training run's metrics.jsonl and says whether the run trained: every step from 1 to
 --steps has exactly one line, some step trained tokens, and every step that trained tokens has a
-finite loss and gradient norm (azr writes a NaN or infinity as null). Prints one row a step of what a reader of a first
-run on new hardware looks at: losses, the gradient norm, accuracy, time split, throughput; and
-the evaluations' scores. For scripts/gpu_check.sh pending's end-to-end run on a GPU.
+finite loss and gradient norm (azr writes a NaN or infinity as null). Prints one row a step of
+what a reader of a first run on new hardware looks at: losses, the gradient norm, accuracy, time
+split, throughput; and the evaluations' scores. For scripts/gpu_check.sh pending's end-to-end
+run on a GPU.
 
     python3 scripts/train_run_check.py RUN_DIR --steps N [--replicas]
 
