@@ -57,8 +57,8 @@
 #          in order, each only while PENDING_SECONDS (default 420) after the build last: the op
 #          tests never run on a GPU, then the other op tests, every whole-model test, the
 #          persistent decode kernel's test (each under a cap of its own); `azr train` end to end
-#          (configs/quickstart.toml on the GPU, 3 steps and a resume; the azr of gpu_prebuild.sh
-#          with the carried CPython, scripts/train_run_check.py); the ordered gradient sums
+#          (configs/quickstart.toml on the GPU, 3 steps and a resume, two ranks on the GPU, azr eval
+#          on both devices; the azr of gpu_prebuild.sh with the carried CPython); the ordered gradient sums
 #          against the atomics (cuda_ops_bench --only gradient_sums) and the 1.5B step of 8
 #          micro-batches with them (the MFU); where nsys and ncu are installed, Nsight Systems'
 #          timeline and Nsight Compute's time and DRAM bytes per kernel over a batch-1 generation
@@ -262,8 +262,10 @@ if [[ "$STAGE" == pending ]]; then
       printf '=== skipped: azr does not load here:\n%s\n' "$missing"
       return 0
     fi
+    local benchmarks
+    benchmarks="$(realpath "$AZR_CARRY")/benchmarks"
     local args=(--set model.device=cuda --set model.matmul_precision=bf16 --set checkpoint.every=2
-                --set eval.every=2 --set "eval.data_dir=$(realpath "$AZR_CARRY")/benchmarks")
+                --set eval.every=2 --set "eval.data_dir=$benchmarks")
     PENDING_STEP_LIMIT=150 step "$azr" train configs/quickstart.toml --run-dir "$run" "${args[@]}" \
       --set run.steps=3
     step python3 scripts/train_run_check.py "$run" --steps 3
@@ -282,7 +284,7 @@ if [[ "$STAGE" == pending ]]; then
     # flip a near tie, so a count to read; scripts/same_responses.py).
     local e eval_args=(--model "$run/checkpoints/step-4" --bench cruxeval_o cruxeval_i --limit 16
                        --max-tokens 256 --batch-size 32 --template compact --matmul-precision bf16
-                       --data "$(realpath "$AZR_CARRY")/benchmarks")
+                       --data "$benchmarks")
     for e in cuda cpu; do
       PENDING_STEP_LIMIT=60 step "$azr" eval "${eval_args[@]}" --device "$e" --out "$scratch/eval_$e.jsonl"
     done

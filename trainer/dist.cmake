@@ -1,8 +1,9 @@
 # azr_trainer_dist: launch detection and host collectives (single / MPI / TCP), plus NCCL for
 # GPU buffers where CUDA and NCCL exist.
-add_library(azr_trainer_dist STATIC
-  ${CMAKE_CURRENT_SOURCE_DIR}/dist.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/dist_tcp.cpp)
+# Without MPI and NCCL; tests/trainer/dist.cmake also builds these alone, as -DAZR_MPI=OFF would.
+set(AZR_TRAINER_DIST_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/dist.cpp ${CMAKE_CURRENT_SOURCE_DIR}/dist_tcp.cpp
+    CACHE INTERNAL "azr_trainer_dist's sources without MPI and NCCL")
+add_library(azr_trainer_dist STATIC ${AZR_TRAINER_DIST_SOURCES})
 target_include_directories(azr_trainer_dist PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(azr_trainer_dist PUBLIC Threads::Threads)
 if(AZR_MPI)  # (CMakeLists.txt)

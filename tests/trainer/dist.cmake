@@ -6,7 +6,7 @@ target_link_libraries(trainer_dist_test PRIVATE azr_trainer_dist)
 # The backends as -DAZR_MPI=OFF (and no NCCL) builds them, in every build: scripts/gpu_prebuild.sh's
 # azr is such a build, and no CI machine builds one whole. Only the suite of backend choice runs
 # (DistBackend.*: a build without MPI refuses it, naming --dist tcp); the rest is the same code.
-add_library(azr_trainer_dist_nompi STATIC ${CMAKE_SOURCE_DIR}/trainer/dist.cpp ${CMAKE_SOURCE_DIR}/trainer/dist_tcp.cpp)
+add_library(azr_trainer_dist_nompi STATIC ${AZR_TRAINER_DIST_SOURCES})
 target_include_directories(azr_trainer_dist_nompi PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(azr_trainer_dist_nompi PUBLIC Threads::Threads)
 add_executable(trainer_dist_nompi_test trainer/dist_test.cpp)
