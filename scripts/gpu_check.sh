@@ -112,7 +112,9 @@ if [[ -n "${AZR_CARRY:-}" ]]; then
 fi
 
 { nvidia-smi || echo "nvidia-smi: not available"; nvcc --version; grep PRETTY_NAME /etc/os-release
-  ldd --version | head -1; } > "$OUT/device.txt" 2>&1 || true
+  ldd --version | head -1
+  for tool in nsys ncu compute-sanitizer; do echo "$tool: $(command -v "$tool" || echo not installed)"; done
+} > "$OUT/device.txt" 2>&1 || true
 # What the decode, train and pending stages run, and scripts/gpu_prebuild.sh builds.
 check_targets=(cuda_ops_test cuda_model_test cuda_ops_bench model_speed_bench lm_head_bench)
 prebuilt_loads() {
@@ -304,6 +306,19 @@ if [[ "$STAGE" == pending ]]; then
     # grid barriers trap after 5 s rather than hang, but a fault ends the process's CUDA context.
     PENDING_STEP_LIMIT=120 step "$BUILD/bin/cuda_model_test" --gtest_filter='*PersistentDecodeLayers*'
     e2e_train
+    # Shared-memory races and barriers out of place, which the CPU emulation cannot show (a block's
+    # threads run there one after another, in a fixed order): compute-sanitizer, where installed,
+    # over a batch-1 decode shape (the tiles, the sums, the split merge's reuse of shared memory),
+    # the split sampler at Qwen's vocabulary and the held RMSNorm backward. Exit 1 on a hazard.
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [[ -x "$sanitizer" ]]; then
+      for tool in racecheck synccheck; do
+        PENDING_STEP_LIMIT=60 step "$sanitizer" --tool "$tool" --error-exitcode 1 "$BUILD/bin/cuda_ops_test" \
+          --gtest_filter='Shapes/CudaDecode.MatchesCpu/R1_H12_KV2_d128_cap1000_bf16:*CudaSampling.*/1:*HeldForm*'
+      done
+    else
+      echo "=== compute-sanitizer is not installed: no racecheck or synccheck"
+    fi
     # The training step's sums over rows in a fixed order (2026-11-29, written without a GPU; the
     # same bits every run, checked by the tests above): each op against the atomics it replaced,
     # then the MFU the done-when asks for (45.2% with atomics on 2026-11-28), with them, and with

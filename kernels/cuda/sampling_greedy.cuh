@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(kThreads) part_greedy_kernel(SampleArgs a, flo
   }
   block_argmax(best, at, shared_v, shared_at);
   const double mx = double(best);
-  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? 0.0 : part.s * exp(part.m - mx);
+  // A part of only -inf (and NaN) weighs its s: 0, or NaN, so a NaN logit's log-prob is the CPU's NaN.
+  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? part.s : part.s * exp(part.m - mx);
   __syncthreads();
   if (threadIdx.x == 0) {
     double total = 0;

@@ -100,9 +100,9 @@ __device__ inline void finish_row(const SampleArgs& a, int64_t r, const float* z
     carry += tile;
   }
   if (pick == INT64_MAX) {
-    int64_t last = 0;
+    int64_t last = 0;  // the CPU steps back over p == 0 only: a NaN p is a token it may take
     for (int64_t j = threadIdx.x; j < a.n; j += blockDim.x)
-      if (prob(z[j], a.inv_t, mx) > 0) last = j;
+      if (!(prob(z[j], a.inv_t, mx) == 0.0)) last = j;
     pick = block_reduce(last, int64_t(0), Max{}, shared_i);
   }
   if (threadIdx.x == 0) {
@@ -213,7 +213,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The mass of the values x seen so far against their maximum m: s = sum of exp(x - m), in double.
-// Values of -inf (masked logits) add nothing; a pair that has seen none is (-inf, 0).
+// Values of -inf (masked logits) add nothing; a pair that has seen none is (-inf, 0). A NaN value
+// (a diverged model's logit) makes s NaN for good, as it makes the CPU's sum NaN: m ignores it
+// (no comparison with NaN is true), s carries it through every rescale and merge.
 struct RunningMass {
   double m, s;
 };
@@ -224,6 +226,8 @@ __device__ __forceinline__ void add_value(RunningMass& r, double x) {
     r.m = x;
   } else if (x > -INFINITY) {
     r.s += exp(x - r.m);
+  } else if (x != x) {
+    r.s = x;
   }
 }
 
@@ -232,7 +236,7 @@ __device__ __forceinline__ void add_value(RunningMass& r, double x) {
 // fuse one of them into the add, and which one follows the order of the arguments.
 __device__ __forceinline__ RunningMass merged(const RunningMass& a, const RunningMass& b) {
   const double m = fmax(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0};
+  if (m == -INFINITY) return {m, a.s + b.s};  // 0, or NaN where either saw a NaN
   return {m, __dadd_rn(__dmul_rn(a.s, exp(a.m - m)), __dmul_rn(b.s, exp(b.m - m)))};
 }
 
@@ -286,7 +290,8 @@ __global__ void __launch_bounds__(kThreads)
     part = {load_past_l1(stats), load_past_l1(stats + 1)};
   }
   const double mx = block_reduce(part.m, -double(INFINITY), Max{}, shared_d);
-  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? 0.0 : part.s * exp(part.m - mx);
+  // A part of only -inf (and NaN) weighs its s: 0, or NaN, which the draw then carries as the CPU's.
+  if (q < int(parts)) weighed_s[q] = part.m == -INFINITY ? part.s : part.s * exp(part.m - mx);
   __syncthreads();
   draw_from_parts(a, r, z, mx, weighed_s, parts, shared_d, shared_i);
 }

@@ -1538,97 +1538,106 @@ TEST_F(CudaOps, SumSquaresMatchesCpu) {
 // form's runs differed (they may not, by chance: no test rests on it).
 TEST_F(CudaOps, GradientSumsAreTheSameBitsEveryRun) {
   const Ops& dev = cuda_bf16_matmul_ops();
-  const int64_t N = 4096, C = 1536, V = 5000, heads = 12, kv_heads = 2, d = 128;
-  const int64_t width = (heads + 2 * kv_heads) * d;
-  std::vector<int32_t> ids(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; n++) ids[size_t(n)] = n % 3 == 0 ? int32_t(n % 4) : int32_t((n * 7919) % V);
-  for (int64_t n = N / 2; n < N / 2 + 700; n++) ids[size_t(n)] = int32_t(V - 1);
-  const auto dout = randn(size_t(N * C), 70), dwte0 = randn(size_t(V * C), 71), x = randn(size_t(N * C), 72, 2.f);
-  const auto w = randn(size_t(C), 73), dx0 = randn(size_t(N * C), 74), dw0 = randn(size_t(C), 75);
-  const auto qkv = randn(size_t(N * width), 76), dbias0 = randn(size_t(width), 77);
-  std::vector<float> rstd(static_cast<size_t>(N)), normed(size_t(N * C)), cos, sin;
-  cpu.rmsnorm_forward(normed.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
-  std::vector<int32_t> pos(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % 1024);
-  for (int64_t p = 0; p < 1024; p++)
-    for (int64_t i = 0; i < d / 2; i++) {
-      const double angle = double(p) * std::pow(1e6, -2.0 * double(i) / double(d));
-      cos.push_back(float(std::cos(angle))), sin.push_back(float(std::sin(angle)));
-    }
-  auto d_ids = to_device(ids), d_pos = to_device(pos);
-  auto d_dout = to_device(dout), d_x = to_device(x), d_w = to_device(w), d_rstd = to_device(rstd);
-  auto d_cos = to_device(cos), d_sin = to_device(sin), d_qkv = to_device(qkv);
-  const int64_t qd = heads * d, kd = kv_heads * d;
+  // 4,096 rows, and 32,768 (a large micro-batch: the embedding's pieces in two waves, 64 rows a block
+  // of the RMSNorm backward) whose last quarter is one id, as right padding gives.
+  for (const int64_t N : {int64_t(4096), int64_t(32768)}) {
+    SCOPED_TRACE("N " + std::to_string(N));
+    const int64_t C = 1536, V = 5000, heads = 12, kv_heads = 2, d = 128;
+    const int64_t width = (heads + 2 * kv_heads) * d;
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) ids[size_t(n)] = n % 3 == 0 ? int32_t(n % 4) : int32_t((n * 7919) % V);
+    for (int64_t n = N / 2; n < N / 2 + 700; n++) ids[size_t(n)] = int32_t(V - 1);
+    if (N > 4096)
+      for (int64_t n = N - N / 4; n < N; n++) ids[size_t(n)] = 0;
+    const auto dout = randn(size_t(N * C), 70), dwte0 = randn(size_t(V * C), 71), x = randn(size_t(N * C), 72, 2.f);
+    const auto w = randn(size_t(C), 73), dx0 = randn(size_t(N * C), 74), dw0 = randn(size_t(C), 75);
+    const auto qkv = randn(size_t(N * width), 76), dbias0 = randn(size_t(width), 77);
+    std::vector<float> rstd(static_cast<size_t>(N)), normed(size_t(N * C)), cos, sin;
+    cpu.rmsnorm_forward(normed.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    std::vector<int32_t> pos(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; n++) pos[size_t(n)] = int32_t(n % 1024);
+    for (int64_t p = 0; p < 1024; p++)
+      for (int64_t i = 0; i < d / 2; i++) {
+        const double angle = double(p) * std::pow(1e6, -2.0 * double(i) / double(d));
+        cos.push_back(float(std::cos(angle))), sin.push_back(float(std::sin(angle)));
+      }
+    auto d_ids = to_device(ids), d_pos = to_device(pos);
+    auto d_dout = to_device(dout), d_x = to_device(x), d_w = to_device(w), d_rstd = to_device(rstd);
+    auto d_cos = to_device(cos), d_sin = to_device(sin), d_qkv = to_device(qkv);
+    const int64_t qd = heads * d, kd = kv_heads * d;
 
-  // One run of each op from the same starting values: dwte, dbias of column sums, dw, RoPE's dbias,
-  // the sum of squares' bits.
-  auto run_all = [&] {
-    std::vector<std::vector<float>> r;
-    auto d_dwte = to_device(dwte0);
-    dev.embedding_backward(d_dwte.data(), d_dout.data(), d_ids.data(), N, C);
-    r.push_back(to_host<float>(d_dwte, size_t(V * C)));
-    auto d_bias = to_device(dbias0);
-    dev.matmul_backward(nullptr, nullptr, d_bias.data(), d_dout.data(), nullptr, nullptr, N, 0, C);
-    r.push_back(to_host<float>(d_bias, size_t(C)));
-    auto d_dx = to_device(dx0), d_dw = to_device(dw0);
-    dev.rmsnorm_backward(d_dx.data(), d_dw.data(), d_dout.data(), d_x.data(), d_w.data(), d_rstd.data(), N, C);
-    r.push_back(to_host<float>(d_dw, size_t(C)));
-    std::vector<float> q(size_t(N * qd)), k(size_t(N * kd)), v(size_t(N * kd));
-    for (int64_t n = 0; n < N; n++) {
-      std::copy_n(qkv.begin() + n * width, qd, q.begin() + n * qd);
-      std::copy_n(qkv.begin() + n * width + qd, kd, k.begin() + n * kd);
-      std::copy_n(qkv.begin() + n * width + qd + kd, kd, v.begin() + n * kd);
-    }
-    auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_rope_bias = to_device(dbias0);
-    Buffer<uint16_t> dqkv16(cuda_ops(), size_t(N * width));
-    dev.rope_backward_round_w16(dqkv16.data(), d_q.data(), d_k.data(), d_v.data(), d_rope_bias.data(), d_pos.data(),
-                                d_cos.data(), d_sin.data(), N, heads, kv_heads, d);
-    r.push_back(to_host<float>(d_rope_bias, size_t(width)));
-    const double squares = dev.sum_squares(d_dout.data(), N * C);
-    float halves[2];
-    std::memcpy(halves, &squares, sizeof squares);
-    r.push_back({halves[0], halves[1]});
-    return r;
-  };
-  const char* names[] = {"embedding", "column sums", "rmsnorm dw", "rope dbias", "sum of squares"};
-  std::vector<std::vector<float>> forms[2];  // [atomic, ordered]
-  for (const bool ordered : {false, true}) {
-    const testing::GradientSumsOrdered setting(ordered);
-    forms[ordered] = run_all();
-    for (int again = 0; again < 2; again++) {
-      const auto r = run_all();
-      for (size_t i = 0; i < r.size(); i++) {
-        if (ordered) {
-          EXPECT_TRUE(same_bits(r[i], forms[1][i])) << names[i] << ", run " << again + 2;
-        } else if (!same_bits(r[i], forms[0][i])) {
-          std::printf("atomic %s: run %d differs\n", names[i], again + 2);
+    // One run of each op from the same starting values: dwte, dbias of column sums, dw, RoPE's dbias,
+    // the sum of squares' bits.
+    auto run_all = [&] {
+      std::vector<std::vector<float>> r;
+      auto d_dwte = to_device(dwte0);
+      dev.embedding_backward(d_dwte.data(), d_dout.data(), d_ids.data(), N, C);
+      r.push_back(to_host<float>(d_dwte, size_t(V * C)));
+      auto d_bias = to_device(dbias0);
+      dev.matmul_backward(nullptr, nullptr, d_bias.data(), d_dout.data(), nullptr, nullptr, N, 0, C);
+      r.push_back(to_host<float>(d_bias, size_t(C)));
+      auto d_dx = to_device(dx0), d_dw = to_device(dw0);
+      dev.rmsnorm_backward(d_dx.data(), d_dw.data(), d_dout.data(), d_x.data(), d_w.data(), d_rstd.data(), N, C);
+      r.push_back(to_host<float>(d_dw, size_t(C)));
+      std::vector<float> q(size_t(N * qd)), k(size_t(N * kd)), v(size_t(N * kd));
+      for (int64_t n = 0; n < N; n++) {
+        std::copy_n(qkv.begin() + n * width, qd, q.begin() + n * qd);
+        std::copy_n(qkv.begin() + n * width + qd, kd, k.begin() + n * kd);
+        std::copy_n(qkv.begin() + n * width + qd + kd, kd, v.begin() + n * kd);
+      }
+      auto d_q = to_device(q), d_k = to_device(k), d_v = to_device(v), d_rope_bias = to_device(dbias0);
+      Buffer<uint16_t> dqkv16(cuda_ops(), size_t(N * width));
+      dev.rope_backward_round_w16(dqkv16.data(), d_q.data(), d_k.data(), d_v.data(), d_rope_bias.data(), d_pos.data(),
+                                  d_cos.data(), d_sin.data(), N, heads, kv_heads, d);
+      r.push_back(to_host<float>(d_rope_bias, size_t(width)));
+      const double squares = dev.sum_squares(d_dout.data(), N * C);
+      float halves[2];
+      std::memcpy(halves, &squares, sizeof squares);
+      r.push_back({halves[0], halves[1]});
+      return r;
+    };
+    const char* names[] = {"embedding", "column sums", "rmsnorm dw", "rope dbias", "sum of squares"};
+    std::vector<std::vector<float>> forms[2];  // [atomic, ordered]
+    for (const bool ordered : {false, true}) {
+      const testing::GradientSumsOrdered setting(ordered);
+      forms[ordered] = run_all();
+      for (int again = 0; again < 2; again++) {
+        const auto r = run_all();
+        for (size_t i = 0; i < r.size(); i++) {
+          if (ordered) {
+            EXPECT_TRUE(same_bits(r[i], forms[1][i])) << names[i] << ", run " << again + 2;
+          } else if (!same_bits(r[i], forms[0][i])) {
+            std::printf("atomic %s: run %d differs\n", names[i], again + 2);
+          }
         }
       }
     }
+    // Both forms against the CPU's sums (the atomic form's are the ordered one's to rounding).
+    std::vector<float> want_dwte = dwte0, want_bias = dbias0, want_dx = dx0, want_dw = dw0;
+    cpu.embedding_backward(want_dwte.data(), dout.data(), ids.data(), N, C);
+    cpu.matmul_backward(nullptr, nullptr, want_bias.data(), dout.data(), nullptr, nullptr, N, 0, C);
+    cpu.rmsnorm_backward(want_dx.data(), want_dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    // Sums of up to 4,096 terms of about 1 (magnitudes near 64) in other orders: fp32's rounding is
+    // about 1e-4 there, 1e-2 is far under any missed or doubled row. Rounding grows with the terms'
+    // count at worst: 8 times the bounds at 32,768, still under a row's term of about 1.
+    const float grow = float(N) / 4096.f;
+    for (const int form : {0, 1}) {
+      const std::string which = form ? "ordered " : "atomic ";
+      expect_close(forms[form][0], want_dwte, grow * 1e-3f, 1e-5f, which + "dwte");
+      expect_close(forms[form][1], want_bias, grow * 1e-2f, 1e-5f, which + "column sums");
+      expect_close(forms[form][2], want_dw, grow * 1e-2f, 1e-4f, which + "rmsnorm dw");
+      expect_close(forms[form][3], forms[0][3], grow * 1e-2f, 1e-5f, which + "rope dbias against the atomic form");
+      double got = 0, want = cpu.sum_squares(dout.data(), N * C);
+      std::memcpy(&got, forms[form][4].data(), sizeof got);
+      EXPECT_NEAR(got, want, 1e-10 * want) << which << "sum of squares";
+    }
+    // The scratch against the memory plan's bound at these shapes (ordered_sums_limits.h; CUB's
+    // temporary storage is its guess): printed, not held, since the scratch keeps the largest size
+    // of any earlier test's call too.
+    std::printf("gradient sums' scratch: %zu bytes; the plan's bound at %lld x 1536, biases 2048 wide: %.0f\n",
+                cuda_detail::cuda_gradient_sums_scratch_bytes(), static_cast<long long>(N),
+                cuda_detail::ordered_sums::scratch_bytes(double(N), double(C), double(width)));
   }
-  // Both forms against the CPU's sums (the atomic form's are the ordered one's to rounding).
-  std::vector<float> want_dwte = dwte0, want_bias = dbias0, want_dx = dx0, want_dw = dw0;
-  cpu.embedding_backward(want_dwte.data(), dout.data(), ids.data(), N, C);
-  cpu.matmul_backward(nullptr, nullptr, want_bias.data(), dout.data(), nullptr, nullptr, N, 0, C);
-  cpu.rmsnorm_backward(want_dx.data(), want_dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
-  // Sums of up to 4,096 terms of about 1 (magnitudes near 64) in other orders: fp32's rounding is
-  // about 1e-4 there, 1e-2 is far under any missed or doubled row.
-  for (const int form : {0, 1}) {
-    const std::string which = form ? "ordered " : "atomic ";
-    expect_close(forms[form][0], want_dwte, 1e-3f, 1e-5f, which + "dwte");
-    expect_close(forms[form][1], want_bias, 1e-2f, 1e-5f, which + "column sums");
-    expect_close(forms[form][2], want_dw, 1e-2f, 1e-4f, which + "rmsnorm dw");
-    expect_close(forms[form][3], forms[0][3], 1e-2f, 1e-5f, which + "rope dbias against the atomic form");
-    double got = 0, want = cpu.sum_squares(dout.data(), N * C);
-    std::memcpy(&got, forms[form][4].data(), sizeof got);
-    EXPECT_NEAR(got, want, 1e-10 * want) << which << "sum of squares";
-  }
-  // The scratch against the memory plan's bound at these shapes (ordered_sums_limits.h; CUB's
-  // temporary storage is its guess): printed, not held, since the scratch keeps the largest size
-  // of any earlier test's call too.
-  std::printf("gradient sums' scratch: %zu bytes; the plan's bound at 4096 x 1536, biases 2048 wide: %.0f\n",
-              cuda_detail::cuda_gradient_sums_scratch_bytes(),
-              cuda_detail::ordered_sums::scratch_bytes(double(N), double(C), double(width)));
 }
 
 // The vocabulary sizes of azr-tiny (263) and Qwen2.5 (151,936); temperature != 1; a masked row;

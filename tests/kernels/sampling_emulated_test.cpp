@@ -266,6 +266,35 @@ TEST(SamplingEmulated, GreedyRowOfMinusInfinityIsTheCpusNaN) {
     }
 }
 
+// A diverged model's NaN logits: the CPU's sums carry a NaN into the log-prob, and its draw finds
+// no crossing and takes the last token whose probability is not 0 (a NaN one included). Rows: one
+// NaN in the middle part of 3, and all NaN; greedy and t = 1, every form. The one-pass parts once
+// dropped the NaN (no comparison with it is true): greedy gave a finite log-prob, or +inf for a row
+// all NaN, and t = 1 drew token 1150 with a finite log-prob.
+TEST(SamplingEmulated, NaNLogitsGiveTheCpusTokenAndNaNLogProb) {
+  const int64_t R = 2, V = 3000;
+  std::vector<float> logits = randn(size_t(R * V), 75, 3.f);
+  logits[size_t(1500)] = NAN;
+  for (int64_t j = 0; j < V; j++) logits[size_t(V + j)] = NAN;
+  const std::vector<double> u = {0.3, 0.3};
+  for (const float temperature : {0.f, 1.f}) {
+    std::vector<int32_t> want(static_cast<size_t>(R));
+    std::vector<float> want_lp(static_cast<size_t>(R));
+    cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, temperature, 0, 1.f);
+    for (int64_t r = 0; r < R; r++) ASSERT_TRUE(std::isnan(want_lp[size_t(r)])) << "row " << r << ": " << want_lp[r];
+    for (const int64_t parts : {int64_t(1), int64_t(3)})
+      for (const bool one_pass : {true, false}) {
+        SCOPED_TRACE("t " + std::to_string(temperature) + " parts " + std::to_string(parts) +
+                     (one_pass ? "" : ", two passes"));
+        const Result got = temperature == 0.f ? run_greedy(logits, R, V, V, parts, one_pass)
+                                              : run(logits, u, R, V, V, temperature, parts, one_pass);
+        EXPECT_EQ(got.tokens, want);
+        for (int64_t r = 0; r < R; r++)
+          EXPECT_TRUE(std::isnan(got.logprobs[size_t(r)])) << "row " << r << ": " << got.logprobs[size_t(r)];
+      }
+  }
+}
+
 struct FilteredRun {
   Result result;
   std::vector<unsigned> listed;    // each row's list length, before the last kernel zeroes it
