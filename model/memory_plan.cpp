@@ -188,8 +188,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s) {
                                 N * (3 * qd + 2 * kd) * 4.0});
     // A GEMM input rounded once by its producer for the GEMMs it feeds (Transformer::GemmInput):
     // a norm's output (unless the layer keeps it in bf16) or SwiGLU's, or in backward attention's,
-    // for the rows of a training batch, a prefill group or a decode step, in bf16.
-    p.gemm_scratch += std::max(forward_rows, double(s.kv_slots)) * std::max({H, I, qd}) * 2.0;
+    // for the rows of a training batch, a prefill group or a decode step, in bf16. Freed after each
+    // update (Transformer::release_training_buffers) and grown again: while the learner runs, to
+    // its rows or the generation's before it; while a generation runs, to the generation's own.
+    const double generation_rows = std::max(prefill_tokens, double(s.kv_slots));
+    p.gemm_inputs = std::max(N, generation_rows) * std::max({H, I, qd}) * 2.0;
+    p.generation_gemm_inputs = generation_rows * std::max({H, I, qd}) * 2.0;
     p.kv_cache /= 2.0;
   }
   return p;
@@ -262,6 +266,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
   line("activations", p.activations);
   line("backward scratch", p.backward_scratch);
   line("LM head (tiles)", p.lm_head);
+  if (p.gemm_inputs > 0) line("bf16 GEMM inputs", p.gemm_inputs);
   line("gradient sums", p.gradient_sums);
   line("KV cache", p.kv_cache);
   line("decode buffers", p.decode_buffers);
@@ -269,6 +274,7 @@ std::string format_memory_plan(const MemoryPlan& p, const MemoryPlanSettings& s,
     line("prefill activations", p.prefill_activations);
     line("prefill logits", p.prefill_logits);
     line("sampler scratch", p.sampler);
+    if (p.generation_gemm_inputs > 0) line("bf16 GEMM inputs (gen)", p.generation_gemm_inputs);
   }
   line("reserve", p.reserve);
   line("peak: training", p.training_peak());

@@ -20,8 +20,9 @@
 // head tiles and GEMM-input rounding after it: Transformer::release_training_buffers, called by
 // trainer/policy.cpp since 2026-11-29; before, they stayed grown under the next generation's
 // cache), so the peak is the larger of the two phases on top of the persistent state (weights,
-// master, gradients, Adam). The ops' own grow-only scratch (attention, ordered sums, sampler) is
-// not released; it is small beside the plan's 2 GiB reserve.
+// master, gradients, Adam, the ops' GEMM rounding scratch). The ops' own grow-only scratch
+// (attention, GEMM rounding, ordered sums, sampler) is not released; the plan counts it in the
+// phase that grows it, or in both.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -91,12 +92,16 @@ struct MemoryPlan {
   // persistent
   double weights = 0, master_weights = 0, gradients = 0, adam = 0, gemm_scratch = 0;
   // training phase; lm_head: the head's logits tile (or kept logits), gathered rows and their
-  // gradients, and per-row statistics (plan_head_tiles)
-  double activations = 0, backward_scratch = 0, lm_head = 0;
+  // gradients, and per-row statistics (plan_head_tiles); gemm_inputs: with bf16 GEMMs, the bf16
+  // rounding of a GEMM input (Transformer::gemm_input_bytes), freed after each update
+  double activations = 0, backward_scratch = 0, lm_head = 0, gemm_inputs = 0;
   // generation phase: prefill's activations (one layer, one group of prompts) and decode's
   // buffers share one arena, so the larger of the two counts; prefill's logits [slots, V] stay
   // through decode.
   double kv_cache = 0, decode_buffers = 0, prefill_activations = 0, prefill_logits = 0;
+  // With bf16 GEMMs, the GEMM inputs' rounding grown again by a generation after an update: its
+  // prefill group's rows or its decode step's, fewer than the learner's (gemm_inputs) as a rule.
+  double generation_gemm_inputs = 0;
   // The CUDA sampler's grow-only scratch at kv_slots rows (kernels/cuda/sampling.cu), an upper
   // bound: top-k / top-p's bins and lists of kept tokens for up to 256 rows at once (38 MiB), and
   // the split rows' partial results. Counted for every precision: the CPU sampler's per-call
@@ -110,11 +115,11 @@ struct MemoryPlan {
 
   double persistent() const { return weights + master_weights + gradients + adam + gemm_scratch; }
   double training_peak() const {
-    return persistent() + activations + backward_scratch + lm_head + gradient_sums + reserve;
+    return persistent() + activations + backward_scratch + lm_head + gemm_inputs + gradient_sums + reserve;
   }
   double generation_peak() const {
     return persistent() + kv_cache + (decode_buffers > prefill_activations ? decode_buffers : prefill_activations) +
-           prefill_logits + sampler + reserve;
+           prefill_logits + generation_gemm_inputs + sampler + reserve;
   }
   double peak() const { return training_peak() > generation_peak() ? training_peak() : generation_peak(); }
 };

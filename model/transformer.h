@@ -227,6 +227,7 @@ class Transformer {
   size_t activation_bytes() const { return acts_.size() * sizeof(float); }
   size_t backward_scratch_bytes() const { return bwd_.size() * sizeof(float); }
   size_t head_bytes() const;  // the LM head's logits, scratch and per-row statistics
+  size_t gemm_input_bytes() const { return gemm_in16_.size() * sizeof(uint16_t); }  // bf16 GEMM inputs
 
   // The LM head's tiles (memory_plan.h, plan_head_tiles) are planned from the number of rows
   // unless set here: logits of `rows` x `cols` at a time, kept for backward when `keep` and the

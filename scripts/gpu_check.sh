@@ -3,7 +3,7 @@
 # backend for the GPU present, run its tests against the CPU backend (ctest -L gpu) and its
 # benchmarks, and keep every output under $OUT.
 #
-#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending]   a machine with the project's packages (scripts/setup.sh)
+#   scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending|e2e]   a machine with the project's packages (scripts/setup.sh)
 #   AZR_CARRY=.gpu-carry scripts/gpu_check.sh   a GPU machine with nothing installable: first run
 #                                               scripts/gpu_carry.sh where Debian's archive is reachable,
 #                                               and bring .gpu-carry/ along
@@ -58,7 +58,8 @@
 #          tests never run on a GPU, then the other op tests, every whole-model test, the
 #          persistent decode kernel's test (each under a cap of its own); `azr train` end to end
 #          (configs/quickstart.toml on the GPU, 3 steps and a resume, two ranks on the GPU, azr eval
-#          on both devices; the azr of gpu_prebuild.sh with the carried CPython); the ordered gradient sums
+#          on both devices; the azr of gpu_prebuild.sh with the carried CPython); compute-sanitizer's
+#          racecheck and synccheck where installed (a decode shape, the sampler); the ordered gradient sums
 #          against the atomics (cuda_ops_bench --only gradient_sums) and the 1.5B step of 8
 #          micro-batches with them (the MFU); where nsys and ncu are installed, Nsight Systems'
 #          timeline and Nsight Compute's time and DRAM bytes per kernel over a batch-1 generation
@@ -77,14 +78,16 @@
 #          PENDING_SECONDS to the run's limit less 30 s: the device tool's limit is the lesser of
 #          the command's timeout and the lease's time left, machine start included, and a kill
 #          from outside loses what the step in flight would have printed.
+#   e2e    (not part of all) pending's `azr train` end to end alone, for a second command once the
+#          tests have run; a skip (no prebuilt azr, no carried packages, no time) fails it. Into e2e.txt
 # Exit status: ctest's for tests and all (a failing GPU test fails the check), the speed bench's
 # for bench (1 = its baseline could not run); 3 when no GPU is usable; 2 for an unknown stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 case "$STAGE" in
-  all | tests | bench | profile | quick | decode | train | pending) ;;
-  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending]" >&2; exit 2 ;;
+  all | tests | bench | profile | quick | decode | train | pending | e2e) ;;
+  *) echo "usage: scripts/gpu_check.sh [all|tests|bench|profile|quick|decode|train|pending|e2e]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 BUILD=${BUILD:-build-gpu}
@@ -148,13 +151,13 @@ if [[ -n "${AZR_PREBUILT:-}" ]]; then
 fi
 if [[ -n "${AZR_PREBUILT:-}" ]] && prebuilt_loads; then
   BUILD=$AZR_PREBUILT
-elif [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -z "${AZR_PREBUILT:-}" ]]; then
+elif [[ "$STAGE" =~ ^(decode|train|pending|e2e)$ || -z "${AZR_PREBUILT:-}" ]]; then
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DAZR_GPU_CHECKS_ONLY=ON \
     -DAZR_DEPS_PREFIX="$prefix" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tee "$OUT/configure.txt"
   targets=()
-  [[ "$STAGE" == decode || "$STAGE" == train || "$STAGE" == pending || -n "${AZR_PREBUILT:-}" ]] &&
+  [[ "$STAGE" =~ ^(decode|train|pending|e2e)$ || -n "${AZR_PREBUILT:-}" ]] &&
     targets=(--target "${check_targets[@]}")
   cmake --build "$BUILD" -j"$(nproc)" "${targets[@]}" 2>&1 | tee "$OUT/build.txt"
 else
@@ -176,7 +179,7 @@ op_profile_train() {
     --configs tests/model/configs/qwen2.5-1.5b.json --no-decode --no-baseline --matmul-precision bf16 \
     --steps 1 --op-profile 2>&1 | tee "$OUT/op_profile_train_$1.txt"
 }
-if [[ "$STAGE" == pending ]]; then
+if [[ "$STAGE" == pending || "$STAGE" == e2e ]]; then
   deadline=$((SECONDS + ${PENDING_SECONDS:-420}))
   # Runs "$@" with what is left of the deadline as its time limit; skips it when under 20 s remain.
   # PENDING_STEP_LIMIT (seconds), where set for one step, caps it below that.
@@ -277,10 +280,20 @@ if [[ "$STAGE" == pending ]]; then
     # run there (NCCL wants a GPU a rank; the host all-reduce does not). run.check_replicas
     # compares the ranks' weights bit for bit after every step and stops the run if they differ.
     # (Rank 1's log into $OUT: it comes back whichever rank fails first.)
-    PENDING_STEP_LIMIT=120 step bash scripts/local_ranks.sh 2 --logs "$OUT/e2e_two_ranks" -- "$azr" train \
-      configs/quickstart.toml --run-dir "$scratch/e2e_two_ranks" "${args[@]}" --set run.steps=2 \
-      --set run.check_replicas=true --set eval.every=0 --dist-timeout 60
-    step python3 scripts/train_run_check.py "$scratch/e2e_two_ranks" --steps 2 --replicas
+    # The micro-batch is left to the memory plan (micro_batch_size = 0), which gives each rank its
+    # share of the GPU (kernels::ranks_sharing): the log line that says so is shown below.
+    local mode
+    mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1 || true)
+    if [[ -n "$mode" && "$mode" != Default ]]; then
+      echo "=== skipped: two ranks on one GPU, whose compute mode ($mode) allows one process"
+    else
+      PENDING_STEP_LIMIT=120 step bash scripts/local_ranks.sh 2 --logs "$OUT/e2e_two_ranks" -- "$azr" train \
+        configs/quickstart.toml --run-dir "$scratch/e2e_two_ranks" "${args[@]}" --set run.steps=2 \
+        --set run.check_replicas=true --set eval.every=0 --set algorithm.micro_batch_size=0 --dist-timeout 60 \
+        2>&1 | tee "$scratch/e2e_two_ranks.log"
+      grep -h "micro-batch:" "$scratch/e2e_two_ranks.log" "$OUT/e2e_two_ranks"/* 2>/dev/null || true
+      step python3 scripts/train_run_check.py "$scratch/e2e_two_ranks" --steps 2 --replicas
+    fi
     # The last checkpoint through `azr eval`, on the GPU and on the CPU, greedy in bf16 with the
     # run's evaluation settings: how many answers are the same text (sums in another order may
     # flip a near tie, so a count to read; scripts/same_responses.py).
@@ -292,6 +305,14 @@ if [[ "$STAGE" == pending ]]; then
     done
     step python3 scripts/same_responses.py "$scratch/eval_cuda.jsonl" "$scratch/eval_cpu.jsonl"
   }
+  if [[ "$STAGE" == e2e ]]; then
+    # azr train end to end alone (the azr of gpu_prebuild.sh), for a second command once the tests
+    # have run: pending reaches it only after them. Here a skip fails the stage.
+    e2e_train 2>&1 | tee "$OUT/e2e.txt"
+    grep -q "^=== exit\|^=== skipped" "$OUT/e2e.txt" && status=1
+    echo "gpu_check: e2e: outputs in $OUT (exit $status)"
+    exit "$status"
+  fi
   {
     # The tests under caps of their own: a hung kernel must not take the rest of the lease. Those
     # never run on a GPU first, in a process of their own: a fault in one (a sticky CUDA error)

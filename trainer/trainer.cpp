@@ -154,10 +154,11 @@ std::string summary_text(const Scalars& last, int64_t step, int64_t steps, doubl
 
 int train(const TrainOptions& opt) {
   // ---- ranks, config, run dir -------------------------------------------------------------
+  // The config, the device and the micro-batch first, from the launcher's environment alone: a bad
+  // config stops each rank at once, not after the ranks have met (or timed out waiting for one
+  // that stopped), and the GPU is chosen before MPI starts (a CUDA-aware MPI may otherwise make
+  // every rank's first context on GPU 0).
   const dist::LaunchInfo launch = dist::detect_launch();
-  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
-      launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
-  const bool root = comm->rank() == 0;
   const bool resuming = !opt.resume_dir.empty();
 
   TrainConfig cfg;
@@ -188,6 +189,9 @@ int train(const TrainOptions& opt) {
   const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
   const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
+      launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
+  const bool root = comm->rank() == 0;
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)

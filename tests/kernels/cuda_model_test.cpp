@@ -349,6 +349,55 @@ TEST_P(CudaModel, RecordedDecodeStepsAreTheEagerStepsBitForBit) {
   }
 }
 
+// An update between generations frees the training buffers before the next generation's KV cache
+// (Transformer::release_training_buffers, as trainer/policy.cpp calls it; never run on a GPU before
+// 2026-11-29's review): the next generation's buffers then come from new allocations, at the old
+// addresses or not, so its recorded steps must be keyed to them (re-recorded, or replayed only over
+// the same addresses). Three generations with two bf16 training steps and releases between them,
+// with recordings and without: the same tokens and log-probs, bit for bit.
+TEST_P(CudaModel, RecordedGenerationsBetweenUpdatesAreTheEagerOnesBitForBit) {
+  const ModelConfig c = config_named(GetParam());
+  const kernels::Ops& ops = kernels::cuda_bf16_matmul_ops();
+  const SequenceBatch b = test_batch(c);
+  std::mt19937 draw(92);
+  std::normal_distribution<float> n01;
+  std::vector<float> dlogp(size_t(b.B * b.T));
+  for (float& x : dlogp) x = n01(draw);
+  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5}, {9, 2, 6}};
+  SamplingParams sp;
+  sp.temperature = 1.f, sp.max_new_tokens = 16, sp.seed = 12;
+  auto run = [&](bool graphs, int64_t* replays) {
+    Transformer m = Transformer::random(c, 33, 0.05f, ops);
+    m.set_decode_graphs(graphs);
+    AdamW opt(ops, m.parameters().size(), {1e-3, 0.9, 0.999, 1e-8, 0.01});
+    std::vector<Completion> out;
+    for (int round = 0; round < 3; round++) {
+      if (round > 0) {
+        m.zero_grad();
+        m.score(b, 1.f, true);
+        m.backward(dlogp, {});
+        opt.step(m.parameters(), m.gradients());
+        m.release_training_buffers();
+        EXPECT_EQ(m.activation_bytes(), 0u) << "round " << round;
+      }
+      for (Completion& x : generate(m, prompts, sp)) out.push_back(std::move(x));
+    }
+    *replays = m.decode_graph_cache().replays();
+    return out;
+  };
+  int64_t eager_replays = 0, recorded_replays = 0;
+  const std::vector<Completion> want = run(false, &eager_replays), got = run(true, &recorded_replays);
+  EXPECT_EQ(eager_replays, 0);
+  EXPECT_GT(recorded_replays, 0);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); i++) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "generation " << i / prompts.size() << ", sequence " << i % 2;
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    EXPECT_EQ(std::memcmp(got[i].logprobs.data(), want[i].logprobs.data(), sizeof(float) * want[i].logprobs.size()), 0)
+        << "generation " << i / prompts.size() << ", sequence " << i % 2;
+  }
+}
+
 // Generation launches step t+1 before it reads step t's tokens (SamplingParams::launch_ahead,
 // model/generate.cpp): the next step's tokens are gathered on the device from the sampler's output,
 // and step t's download is started, not waited for, until the next step is queued. It must sample

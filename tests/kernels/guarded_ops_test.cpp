@@ -262,6 +262,7 @@ TEST(GuardedOps, AnUpdateLeavesNoTrainingBuffersForTheGenerationAfterIt) {
     EXPECT_EQ(p.model().activation_bytes(), 0u) << ops.name;
     EXPECT_EQ(p.model().backward_scratch_bytes(), 0u) << ops.name;
     EXPECT_EQ(p.model().head_bytes(), 0u) << ops.name;
+    EXPECT_EQ(p.model().gemm_input_bytes(), 0u) << ops.name;
     model::SamplingParams g;
     g.temperature = 0, g.max_new_tokens = 4;
     std::vector<float> out;
@@ -273,6 +274,8 @@ TEST(GuardedOps, AnUpdateLeavesNoTrainingBuffersForTheGenerationAfterIt) {
     return out;
   };
   EXPECT_EQ(differing(run(guarded_cpu_ops()), run(cpu_ops())), 0u);
+  // With bf16 GEMMs, whose rounded inputs (gemm_input_bytes) are released too.
+  EXPECT_EQ(differing(run(guarded_cpu_ops(kernels::MatmulPrecision::Bf16)), run(kernels::cpu_bf16_matmul_ops())), 0u);
 }
 
 // Ranks of one machine on one device split its memory for their plans (each planned for the whole

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/adamw.h"
 #include "model/generate.h"
 #include "model/presets.h"
 #include "model/transformer.h"
@@ -148,6 +149,41 @@ TEST(DecodeGraphs, ANewKeyDropsEveryRecording) {
   m.recorded.set_decode_graphs(false);
   EXPECT_EQ(recording_state().live_tapes, tapes_before);
   EXPECT_TRUE(s.step());
+}
+
+// An update between decode steps ends with Transformer::release_training_buffers (trainer/policy.cpp
+// calls it before the next generation), so the next step allocates its activations and GEMM inputs
+// anew, at the old addresses or others, while the KV cache (the same one here, which a generation's
+// new cache may be too: cudaMalloc hands back a freed block of the same size) stays. The recording
+// must then be made anew, never replayed over the freed buffers. A recorded step, a training step
+// and the release on both models, then steps with the old activations' memory held elsewhere (the
+// allocator would hand the same block back, and a stale replay would pass unseen): the same bits,
+// recorded again. Dropping the activations and the GEMM inputs from the key fails it.
+TEST(DecodeGraphs, StepsAfterAnUpdateAreRecordedAnew) {
+  const ModelConfig c = tiny_config();
+  TwoModels m(c);
+  Stepper s(m, c);
+  const DecodeGraphs& g = m.recorded.decode_graph_cache();
+  for (int i = 0; i < 4; i++) EXPECT_TRUE(s.step()) << "step " << i;  // eager, eager, recorded, replayed
+  ASSERT_EQ(g.recordings_made(), 1);
+  const size_t step_floats = m.recorded.activation_bytes() / sizeof(float);
+  const size_t gemm_inputs = m.recorded.gemm_input_bytes() / sizeof(uint16_t);
+  const SequenceBatch batch = SequenceBatch::from({{4, 8, 15, 16, 23, 42}, {7, 7, 1}});
+  std::vector<float> dlogp(size_t(batch.B * batch.T));
+  for (size_t i = 0; i < dlogp.size(); i++) dlogp[i] = float(int(i % 7) - 3) * 0.25f;
+  for (Transformer* t : {&m.recorded, &m.eager}) {
+    AdamW opt(t->ops(), t->parameters().size(), {1e-2, 0.9, 0.999, 1e-8, 0.0});
+    t->zero_grad();
+    t->score(batch, 1.f, true);
+    t->backward(dlogp, {});
+    opt.step(t->parameters(), t->gradients());
+    t->release_training_buffers();
+    EXPECT_EQ(t->activation_bytes(), 0u);
+  }
+  kernels::Buffer<float> held(recording_ops(), step_floats);
+  kernels::Buffer<uint16_t> held16(recording_ops(), gemm_inputs);
+  for (int i = 0; i < 4; i++) EXPECT_TRUE(s.step()) << "step " << i << " after the update";
+  EXPECT_EQ(g.recordings_made(), 2);
 }
 
 TEST(DecodeGraphs, AFailedRecordingIsReportedAndAbandoned) {

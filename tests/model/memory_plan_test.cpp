@@ -50,7 +50,7 @@ TEST(MemoryPlan, PersistentStateIs18BytesPerParameterMixedAnd16Fp32) {
 // `ops` scores `batch` for backward (which carves the activation arena for exactly this shape) and
 // runs backward (which carves its scratch); the plan of `precision` for the same shape.
 struct Carved {
-  double activations, backward_scratch;
+  double activations, backward_scratch, gemm_inputs;
   MemoryPlan plan;
 };
 Carved carve_and_plan(const ModelConfig& c, const kernels::Ops& ops, Precision precision, bool recompute) {
@@ -65,7 +65,8 @@ Carved carve_and_plan(const ModelConfig& c, const kernels::Ops& ops, Precision p
   s.micro_batch = batch.B;
   s.seq_len = batch.T;
   s.recompute = recompute;
-  return {double(m.activation_bytes()), double(m.backward_scratch_bytes()), plan_memory(c, s)};
+  return {double(m.activation_bytes()), double(m.backward_scratch_bytes()), double(m.gemm_input_bytes()),
+          plan_memory(c, s)};
 }
 
 // The fp32 plan is the CPU transformer's allocation, with and without recomputation.
@@ -190,8 +191,12 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   const MemoryPlan g = plan_memory(c, s);
   EXPECT_EQ(g.weights, 2 * P);
   EXPECT_EQ(g.master_weights, 4 * P);
-  EXPECT_EQ(g.gemm_scratch,
-            2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 36700160.0 * 2 + 4096.0 * (3 * 1536 + 2 * 256) * 4);
+  EXPECT_EQ(g.gemm_scratch, 2.0 * 36700160.0 + 2.0 * 4096 * 256 * 4 + 4096.0 * (3 * 1536 + 2 * 256) * 4);
+  // The GEMM inputs' bf16 rounding, freed after each update: the learner's 4,096 rows of the MLP's
+  // 8,960; a generation's 4,000 of its prefill.
+  EXPECT_EQ(g.gemm_inputs, 36700160.0 * 2);
+  EXPECT_EQ(g.generation_gemm_inputs, 4000.0 * 8960 * 2);
+  EXPECT_EQ(fp32.gemm_inputs + fp32.generation_gemm_inputs, 0.0);
   // The head's tile of dlogits, written in bf16 by its producer: with the head, not the GEMMs.
   EXPECT_EQ(g.lm_head, fp32.lm_head + 16773120.0 * 2);
   EXPECT_EQ(g.persistent(), 18 * P + g.gemm_scratch);
@@ -223,19 +228,21 @@ TEST(MemoryPlan, Bf16GemmProfileAddsTheWeightCopyAndTheRoundingScratch) {
   s.micro_batch = 2;
   s.kv_slots = 0;
   ModelConfig tiny = preset_config("azr-tiny");
-  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * 45056.0 + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 128.0 * (3 * 128 + 2 * 64) * 4);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch, 2.0 * 45056.0 + 2.0 * 128 * 64 * 4 + 128.0 * (3 * 128 + 2 * 64) * 4);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_inputs, 45056.0 * 2);
+  EXPECT_EQ(plan_memory(tiny, s).generation_gemm_inputs, 0.0);  // no generation
   tiny.mlp_bias = true;
   EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 45056.0 * 2 + 128.0 * (3 * 128 + 2 * 64) * 4);
+            2.0 * (45056.0 + 45056.0) + 2.0 * 128 * 64 * 4 + 128.0 * (3 * 128 + 2 * 64) * 4);
   tiny.mlp_bias = false;
   // A prefill group of 8 prompts x 500 tokens rounds 4000 rows of the MLP's input (352 wide), and
   // its k and v: more than the 128 training rows; no output gradient is rounded by a GEMM.
   // The mma.sync forward's bf16 q, k, v for those rows, 4000 x (128 + 2 x 64), outgrow the 128
   // rows' dK/dV shares.
   s.kv_slots = 8;
-  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch,
-            2.0 * 4000.0 * 352 + 2.0 * 4000 * 64 * 4 + 4000.0 * 352 * 2 + 4000.0 * 256 * 2);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_scratch, 2.0 * 4000.0 * 352 + 2.0 * 4000 * 64 * 4 + 4000.0 * 256 * 2);
+  EXPECT_EQ(plan_memory(tiny, s).gemm_inputs, 4000.0 * 352 * 2);
+  EXPECT_EQ(plan_memory(tiny, s).generation_gemm_inputs, 4000.0 * 352 * 2);
 }
 
 // With bf16 GEMMs the plan is the CPU Bf16 table's transformer to the byte as well (the table the
@@ -254,6 +261,12 @@ TEST(MemoryPlan, Bf16GemmPlanPredictsTheBf16TransformersAllocationsExactly) {
       const std::string what = "variant " + std::to_string(variant) + ", recompute " + (recompute ? "on" : "off");
       EXPECT_EQ(m.plan.activations, m.activations) << what;
       EXPECT_EQ(m.plan.backward_scratch, m.backward_scratch) << what;
+      // An upper bound (rows x the widest input): with bf16 training buffers the layers keep their
+      // norms' and SwiGLU's roundings in their slots, and only the head's input comes here.
+      EXPECT_LE(m.gemm_inputs, m.plan.gemm_inputs) << what;
+      EXPECT_GT(m.gemm_inputs, 0.0) << what;
+      EXPECT_EQ(fp32.plan.gemm_inputs, 0.0) << what;
+      EXPECT_EQ(fp32.gemm_inputs, 0.0) << what;
       EXPECT_EQ(fp32.plan.activations, fp32.activations) << what;
       EXPECT_LT(m.activations, fp32.activations) << what;
       if (variant != 0) EXPECT_EQ(m.backward_scratch, fp32.backward_scratch) << what;
@@ -280,6 +293,43 @@ TEST(MemoryPlan, Fp32PlanPredictsThePrefillsAllocationExactly) {
   const MemoryPlan p = plan_memory(c, s);
   EXPECT_EQ(p.prefill_activations, double(m.activation_bytes()));
   EXPECT_EQ(p.prefill_logits, double(slots * c.vocab_size * 4));
+}
+
+// The GEMM inputs' bf16 rounding on the CPU's Bf16 table, within the plan's bounds for each phase:
+// a training step grows it within gemm_inputs; released after the update
+// (Transformer::release_training_buffers), a prefill of prompts as long as the cache in groups of
+// two and a decode step of every slot grow it within generation_gemm_inputs, the larger prefill's
+// rows (2 x 12) of the MLP's 352, not the learner's 73.
+TEST(MemoryPlan, Bf16PlanBoundsTheGemmInputsOfEachPhase) {
+  const ModelConfig c = preset_config("azr-tiny");
+  const int64_t slots = 5, capacity = 12;
+  Transformer m = Transformer::random(c, 1, 0.02f, kernels::cpu_bf16_matmul_ops());
+  m.set_prefill_group_tokens(30);
+  const SequenceBatch batch = SequenceBatch::from({std::vector<int32_t>(40, 5), std::vector<int32_t>(33, 7)});
+  m.score(batch, 1.f, /*for_backward=*/true);
+  m.backward(std::vector<float>(size_t(batch.B * batch.T), 1.f), {});
+  MemoryPlanSettings s;
+  s.precision = Precision::Fp32Bf16Gemm;
+  s.micro_batch = batch.B, s.seq_len = batch.T;
+  s.kv_slots = slots, s.kv_capacity = capacity, s.prefill_group_tokens = 30;
+  const MemoryPlan p = plan_memory(c, s);
+  EXPECT_LE(double(m.gemm_input_bytes()), p.gemm_inputs);
+  EXPECT_GT(m.gemm_input_bytes(), 0u);
+  m.release_training_buffers();
+  EXPECT_EQ(m.gemm_input_bytes(), 0u);
+  KVCache cache(c, slots, capacity, kernels::cpu_bf16_matmul_ops());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t b = 0; b < slots; b++) prompts.push_back(std::vector<int32_t>(capacity, 3 + b));
+  m.prefill(cache, SequenceBatch::from(prompts));
+  std::vector<int32_t> tokens(static_cast<size_t>(slots), 5), slot(static_cast<size_t>(slots));
+  std::vector<int32_t> pos(static_cast<size_t>(slots), int32_t(capacity - 1));
+  for (int32_t r = 0; r < slots; r++) slot[size_t(r)] = r;
+  std::vector<float> logits;
+  m.decode(cache, tokens, slot, pos, logits);
+  EXPECT_LE(double(m.gemm_input_bytes()), p.generation_gemm_inputs);
+  EXPECT_GT(m.gemm_input_bytes(), 0u);
+  EXPECT_EQ(p.generation_gemm_inputs, 2.0 * 12 * 352 * 2);
+  EXPECT_LT(p.generation_gemm_inputs, p.gemm_inputs);
 }
 
 // One decode step of every slot (Transformer::decode_on_backend's buffers: the residual stream

@@ -509,6 +509,23 @@ TEST(TrainCli, TwoTcpRanksMatchOneProcess) {
   expect_two_ranks_match_one_process(run, ref, "torchrun, tcp");
 }
 
+// A rank of two whose config is bad stops at once with the config's message, before it waits for
+// the other rank (which, with the same config, stops too): it once met the others first, so rank 0
+// waited out --dist-timeout for a rank that had already stopped and then reported the wait. Rank 0
+// alone, as torchrun starts it; the port is free, so no rank 1 ever comes.
+TEST(TrainCli, BadConfigStopsARankBeforeTheRanksMeet) {
+  const fs::path dir = scratch("bad-config-ranks");
+  const int port = azr::testing::free_loopback_port();
+  ASSERT_GT(port, 0);
+  const auto r = run_process({"/usr/bin/env", "RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2",
+                              "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port), azr(), "train",
+                              fixture(), "--run-dir", (dir / "run").string(), "--set", "algorithm.top_p=2", "--dist",
+                              "tcp", "--dist-timeout", "5"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("algorithm.top_p"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
 // SIGTERM twice, as a rank gets it when both a launcher and `timeout` (or a scheduler) pass one
 // stop on: the step still finishes and checkpoints. (A second SIGINT, a second Ctrl-C, would end
 // the process at once.)
