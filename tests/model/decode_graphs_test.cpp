@@ -100,6 +100,12 @@ struct Stepper {
     for (int32_t& p : pos) p++;
     return same_bits(a, b);
   }
+  // Four steps of one row count: eager, eager, recorded, replayed (DecodeGraphs' rule).
+  void record_and_replay() {
+    for (int i = 0; i < 4; i++) EXPECT_TRUE(step()) << "step " << i;
+    EXPECT_EQ(m.recorded.decode_graph_cache().recordings_made(), 1);
+    EXPECT_EQ(m.recorded.decode_graph_cache().replays(), 2);
+  }
 };
 
 TEST(DecodeGraphs, ReplaysReadTheWeightsAndInputsOfTheirTime) {
@@ -107,9 +113,8 @@ TEST(DecodeGraphs, ReplaysReadTheWeightsAndInputsOfTheirTime) {
   TwoModels m(c);
   Stepper s(m, c);
   const DecodeGraphs& g = m.recorded.decode_graph_cache();
-  for (int i = 0; i < 4; i++) EXPECT_TRUE(s.step()) << "step " << i;  // eager, eager, recorded, replayed
-  ASSERT_EQ(g.recordings_made(), 1);
-  ASSERT_EQ(g.replays(), 2);
+  s.record_and_replay();
+  ASSERT_FALSE(HasFailure());
   // New weights, written through the host span as an optimizer step would: the next replay must
   // use them (the model re-rounds its bf16 copy outside the recording).
   for (Transformer* t : {&m.recorded, &m.eager})
@@ -164,8 +169,8 @@ TEST(DecodeGraphs, StepsAfterAnUpdateAreRecordedAnew) {
   TwoModels m(c);
   Stepper s(m, c);
   const DecodeGraphs& g = m.recorded.decode_graph_cache();
-  for (int i = 0; i < 4; i++) EXPECT_TRUE(s.step()) << "step " << i;  // eager, eager, recorded, replayed
-  ASSERT_EQ(g.recordings_made(), 1);
+  s.record_and_replay();
+  ASSERT_FALSE(HasFailure());
   const size_t step_floats = m.recorded.activation_bytes() / sizeof(float);
   const size_t gemm_inputs = m.recorded.gemm_input_bytes() / sizeof(uint16_t);
   const SequenceBatch batch = SequenceBatch::from({{4, 8, 15, 16, 23, 42}, {7, 7, 1}});
