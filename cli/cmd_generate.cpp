@@ -22,13 +22,12 @@ void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
   std::string known;
   for (const std::string& name : kernels::backend_names()) known += (known.empty() ? "" : ", ") + name;
   c->add_option("--device", device.device, "where the model runs: " + known)->capture_default_str();
-  std::string precisions;
-  for (const std::string& name : kernels::matmul_precision_names())
-    precisions += (precisions.empty() ? "" : ", ") + name;
+  std::string precisions = "auto";
+  for (const std::string& name : kernels::matmul_precision_names()) precisions += ", " + name;
   c->add_option("--matmul-precision", device.matmul_precision,
                 "how the GEMMs multiply: " + precisions +
-                    " (bf16: operands rounded to bfloat16, fp32 sums; tensor-core speed on a GPU, a reference on "
-                    "the CPU)")
+                    " (auto: bf16 on a GPU, fp32 elsewhere; bf16: operands rounded to bfloat16, fp32 sums; "
+                    "tensor-core speed on a GPU, a reference on the CPU)")
       ->capture_default_str();
   if (generates)
     c->add_flag("--decode-graphs,!--no-decode-graphs", device.decode_graphs,
@@ -38,10 +37,16 @@ void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
 
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {
   kernels::MatmulPrecision precision;
+  const std::string& asked = device.matmul_precision;
   try {
-    precision = kernels::parse_matmul_precision(device.matmul_precision);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError("--matmul-precision: " + std::string(e.what()));
+    if (asked == "auto")
+      precision = device.device == "cuda" ? kernels::MatmulPrecision::Bf16 : kernels::MatmulPrecision::Fp32;
+    else
+      precision = kernels::parse_matmul_precision(asked);
+  } catch (const std::invalid_argument&) {
+    std::string known = "auto";
+    for (const std::string& name : kernels::matmul_precision_names()) known += ", " + name;
+    throw UsageError("--matmul-precision: unknown matmul precision '" + asked + "' (known: " + known + ")");
   }
   const kernels::Ops* ops = nullptr;
   try {

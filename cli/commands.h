@@ -76,7 +76,10 @@ namespace azr::cli {
 // Where a command's model runs and how its GEMMs multiply (kernels/backend.h).
 struct DeviceOptions {
   std::string device = "cpu";             // --device
-  std::string matmul_precision = "fp32";  // --matmul-precision
+  // --matmul-precision: "auto" is bf16 on a GPU (as the recipes train; fp32 GEMMs there run on
+  // CUDA cores and decode streams twice the weight bytes) and fp32 elsewhere (the CPU's bf16
+  // table is a reference, slower than its fp32 one).
+  std::string matmul_precision = "auto";
   bool decode_graphs = true;              // --no-decode-graphs (Transformer::set_decode_graphs)
 };
 // The model in the memory of the device; an unusable device or an unknown precision is a

@@ -253,8 +253,11 @@ TEST_F(GenerateCli, MatmulPrecisionBf16StaysNearFp32AndUnknownPrecisionsAreUsage
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
-  const std::string fp32 = logprobs({}), bf16 = logprobs({"--matmul-precision", "bf16"});
+  const std::string fp32 = logprobs({"--matmul-precision", "fp32"}), bf16 = logprobs({"--matmul-precision", "bf16"});
   EXPECT_EQ(logprobs({"--matmul-precision", "bf16", "--device", "cpu-guarded"}), bf16);
+  // The default, auto, is fp32 off a GPU (bf16 on one: the GPU tests run the bf16 table).
+  EXPECT_EQ(logprobs({}), fp32);
+  EXPECT_EQ(logprobs({"--matmul-precision", "auto", "--device", "cpu-guarded"}), fp32);
   const auto lp32 = nlohmann::json::parse(fp32)["logprobs"], lp16 = nlohmann::json::parse(bf16)["logprobs"];
   ASSERT_EQ(lp32.size(), lp16.size());
   double worst = 0;
@@ -266,7 +269,8 @@ TEST_F(GenerateCli, MatmulPrecisionBf16StaysNearFp32AndUnknownPrecisionsAreUsage
   auto args = std::vector<std::string>{"--max-tokens", "4", "--matmul-precision", "fp16"};
   const ProcessResult bad = generate(args);
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--matmul-precision: unknown matmul precision 'fp16' (known: fp32, bf16)"), std::string::npos)
+  EXPECT_NE(bad.err.find("--matmul-precision: unknown matmul precision 'fp16' (known: auto, fp32, bf16)"),
+            std::string::npos)
       << bad.err;
   EXPECT_EQ(bad.out, "");
 }
