@@ -37,16 +37,10 @@ void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
 
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {
   kernels::MatmulPrecision precision;
-  const std::string& asked = device.matmul_precision;
   try {
-    if (asked == "auto")
-      precision = device.device == "cuda" ? kernels::MatmulPrecision::Bf16 : kernels::MatmulPrecision::Fp32;
-    else
-      precision = kernels::parse_matmul_precision(asked);
-  } catch (const std::invalid_argument&) {
-    std::string known = "auto";
-    for (const std::string& name : kernels::matmul_precision_names()) known += ", " + name;
-    throw UsageError("--matmul-precision: unknown matmul precision '" + asked + "' (known: " + known + ")");
+    precision = kernels::resolve_matmul_precision(device.matmul_precision, device.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("--matmul-precision: " + std::string(e.what()));
   }
   const kernels::Ops* ops = nullptr;
   try {

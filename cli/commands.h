@@ -76,10 +76,7 @@ namespace azr::cli {
 // Where a command's model runs and how its GEMMs multiply (kernels/backend.h).
 struct DeviceOptions {
   std::string device = "cpu";             // --device
-  // --matmul-precision: "auto" is bf16 on a GPU (as the recipes train; fp32 GEMMs there run on
-  // CUDA cores and decode streams twice the weight bytes) and fp32 elsewhere (the CPU's bf16
-  // table is a reference, slower than its fp32 one).
-  std::string matmul_precision = "auto";
+  std::string matmul_precision = "auto";  // --matmul-precision (kernels::resolve_matmul_precision)
   bool decode_graphs = true;              // --no-decode-graphs (Transformer::set_decode_graphs)
 };
 // The model in the memory of the device; an unusable device or an unknown precision is a

@@ -136,4 +136,10 @@ MatmulPrecision parse_matmul_precision(std::string_view name) {
 
 const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::Bf16 ? "bf16" : "fp32"; }
 
+MatmulPrecision resolve_matmul_precision(std::string_view name, std::string_view device) {
+  if (name == "auto") return device == "cuda" ? MatmulPrecision::Bf16 : MatmulPrecision::Fp32;
+  if (name == "fp32" || name == "bf16") return parse_matmul_precision(name);
+  throw std::invalid_argument("unknown matmul precision '" + std::string(name) + "' (known: auto, fp32, bf16)");
+}
+
 }  // namespace azr::kernels

@@ -55,5 +55,10 @@ std::string reproducibility_note(std::string_view device);
 MatmulPrecision parse_matmul_precision(std::string_view name);
 const char* matmul_precision_name(MatmulPrecision p);
 std::vector<std::string> matmul_precision_names();
+// The precision a setting names for a device: "auto" (the settings' default) is bf16 on a GPU
+// ("cuda": the tensor cores; fp32 GEMMs there run on CUDA cores, and decode streams twice the
+// weight bytes) and fp32 elsewhere (the CPU's bf16 table is a reference, slower than its fp32
+// one); else parse_matmul_precision's, whose error then names "auto" too.
+MatmulPrecision resolve_matmul_precision(std::string_view name, std::string_view device);
 
 }  // namespace azr::kernels

@@ -21,8 +21,9 @@
 // trainer/policy.cpp since 2026-11-29; before, they stayed grown under the next generation's
 // cache), so the peak is the larger of the two phases on top of the persistent state (weights,
 // master, gradients, Adam, the ops' GEMM rounding scratch). The ops' own grow-only scratch
-// (attention, GEMM rounding, ordered sums, sampler) is not released; the plan counts it in the
-// phase that grows it, or in both.
+// (attention, GEMM rounding, ordered sums, sampler) is not released: the GEMM rounding's is
+// counted in both phases, the ordered sums' (training) and the sampler's (generation) only in the
+// phase that grows them, tens of MiB under the other, small beside the plan's 2 GiB reserve.
 #include <cstdint>
 #include <string>
 #include <string_view>

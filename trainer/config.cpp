@@ -112,10 +112,11 @@ const std::vector<KeySpec>& schema() {
        "record each decode step once per batch size and replay it: CUDA graphs, one launch per step instead of "
        "hundreds, for rollouts at small batches (no effect on the CPU)",
        {"cuda_graphs", "use_cuda_graphs"}},
-      {AZR_KEY(model, matmul_precision), one_of({"fp32", "bf16"}),
+      {AZR_KEY(model, matmul_precision), one_of({"auto", "fp32", "bf16"}),
        "how the GEMMs multiply: \"fp32\", or \"bf16\" (each operand rounded to bfloat16, sums in fp32: the GPU's "
-       "tensor cores; on the CPU a slower reference). Generation and learning use the same, so the sampler's "
-       "log-probs stay the learner's", {"precision", "dtype", "mixed_precision"}},
+       "tensor cores; on the CPU a slower reference), or \"auto\": bf16 on a GPU, fp32 elsewhere (as azr eval "
+       "and azr logprobs choose). Generation and learning use the same, so the sampler's log-probs stay the "
+       "learner's", {"precision", "dtype", "mixed_precision"}},
       {AZR_KEY(model, memory_gib), float_min(0.0),
        "device memory that algorithm.micro_batch_size = 0 plans for, GiB; 0 = the GPU's memory (model.device = "
        "\"cuda\"), or this machine's on the CPU", {"memory", "budget_gib", "gpu_memory"}},

@@ -41,7 +41,9 @@ struct ModelSection {
   std::string device = "cpu";     // "cpu" | "cuda" | "cpu-guarded" (kernels/backend.h)
   bool recompute = false;         // activation recomputation in backward (Transformer::set_recompute)
   bool decode_graphs = true;      // decode steps recorded and replayed (Transformer::set_decode_graphs)
-  std::string matmul_precision = "fp32";  // "fp32" | "bf16": how the GEMMs multiply (kernels/ops.h)
+  // "auto" | "fp32" | "bf16": how the GEMMs multiply (kernels/ops.h); auto: bf16 on a GPU, fp32
+  // elsewhere (kernels::resolve_matmul_precision)
+  std::string matmul_precision = "auto";
   double memory_gib = 0;          // algorithm.micro_batch_size = 0 plans for this; 0 = the device's memory
   bool operator==(const ModelSection&) const = default;
 };

@@ -31,7 +31,8 @@ std::string tokenizer_path(const TrainConfig& c) {
 
 const kernels::Ops& model_backend(const TrainConfig& c, int local_rank) {
   try {
-    return kernels::backend_ops(c.model.device, local_rank, kernels::parse_matmul_precision(c.model.matmul_precision));
+    return kernels::backend_ops(c.model.device, local_rank,
+                                kernels::resolve_matmul_precision(c.model.matmul_precision, c.model.device));
   } catch (const std::invalid_argument& e) {
     throw UserError("model.device: " + std::string(e.what()));
   }
@@ -52,7 +53,10 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int l
   model::MemoryPlanSettings s;
   // The CPU's bf16 table keeps fp32 rounding copies instead (a reference, not a memory target):
   // the GPU's profile is the closer one there too.
-  s.precision = c.model.matmul_precision == "bf16" ? model::Precision::Fp32Bf16Gemm : model::Precision::Fp32;
+  s.precision = kernels::resolve_matmul_precision(c.model.matmul_precision, c.model.device) ==
+                        kernels::MatmulPrecision::Bf16
+                    ? model::Precision::Fp32Bf16Gemm
+                    : model::Precision::Fp32;
   s.seq_len = int64_t(c.algorithm.max_prompt_tokens) + c.algorithm.max_response_tokens;
   s.recompute = c.model.recompute;
   // The generation phase too (memory_plan.h: the phases alternate, each on top of the persistent

@@ -157,7 +157,9 @@ int train(const TrainOptions& opt) {
   // The config, the device and the micro-batch first, from the launcher's environment alone: a bad
   // config stops each rank at once, not after the ranks have met (or timed out waiting for one
   // that stopped), and the GPU is chosen before MPI starts (a CUDA-aware MPI may otherwise make
-  // every rank's first context on GPU 0).
+  // every rank's first context on GPU 0). The cost: a failure of one rank alone here (its GPU
+  // unusable) leaves TCP peers in the rendezvous until its timeout, where they saw it end at the
+  // first barrier; launchers (torchrun, scripts/local_ranks.sh, mpirun) stop them sooner.
   const dist::LaunchInfo launch = dist::detect_launch();
   const bool resuming = !opt.resume_dir.empty();
 

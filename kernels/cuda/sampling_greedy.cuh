@@ -45,14 +45,24 @@ __device__ inline void block_argmax(float& v, int64_t& at, float* shared_v, int6
   __syncthreads();
 }
 
-// The first maximum of z[from, to) over the block; every thread gets it. Ascending j: strict >
-// keeps the first maximum; a thread's first entry is taken whatever it is, so that even an all
-// -inf range gives std::max_element's answer, its first id.
+// Value v of id j into a thread's running first maximum (ascending j), as std::max_element over the
+// row takes it: strict > keeps the first maximum, and a thread's first entry is taken whatever it
+// is, so that even an all -inf range gives its first id. A NaN is never taken (max_element compares
+// with <, which no NaN passes), but at the row's first id, where max_element starts and then never
+// leaves: it enters as +inf, so that every merge of values (block_argmax, the parts') keeps it.
+__device__ __forceinline__ void take_first_maximum(float v, int64_t j, float& best, int64_t& at) {
+  if (v != v) {
+    if (j == 0) best = INFINITY, at = 0;
+  } else if (v > best || at == INT64_MAX) {
+    best = v, at = j;
+  }
+}
+
+// The first maximum of z[from, to) over the block; every thread gets it.
 __device__ inline void range_argmax(const float* z, int64_t from, int64_t to, float& best, int64_t& at,
                                     float* shared_v, int64_t* shared_at) {
   best = -INFINITY, at = INT64_MAX;
-  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x)
-    if (z[j] > best || at == INT64_MAX) best = z[j], at = j;
+  for (int64_t j = from + threadIdx.x; j < to; j += blockDim.x) take_first_maximum(z[j], j, best, at);
   block_argmax(best, at, shared_v, shared_at);
 }
 
@@ -143,13 +153,12 @@ __global__ void __launch_bounds__(kThreads) part_greedy_kernel(SampleArgs a, flo
   const float* z = a.logits + r * a.V;
   int64_t from, to;
   part_range(a.n, parts, p, &from, &to);
-  // Ascending j a thread: strict > keeps the first maximum, and a thread's first entry is taken
-  // whatever it is (range_argmax's rule).
+  // Ascending j a thread (take_first_maximum's rule).
   float best = -INFINITY;
   int64_t at = INT64_MAX;
   RunningMass run{-INFINITY, 0.0};
   for_each_value(z, from, to, [&](float v, int64_t j) {
-    if (v > best || at == INT64_MAX) best = v, at = j;
+    take_first_maximum(v, j, best, at);
     add_value(run, double(v));
   });
   block_argmax(best, at, shared_v, shared_at);

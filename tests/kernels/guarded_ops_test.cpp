@@ -296,6 +296,24 @@ TEST(Backends, RanksSharingADeviceSplitItsMemory) {
   EXPECT_EQ(kernels::device_memory_bytes("cpu", 3, 4), whole / 4);
 }
 
+// model.matmul_precision and --matmul-precision default to "auto": bf16 GEMMs on a GPU, fp32 on the
+// CPU devices; the named precisions whatever the device; anything else names the three.
+TEST(Backends, AutoMatmulPrecisionIsBf16OnAGpuAndFp32Elsewhere) {
+  using kernels::MatmulPrecision;
+  using kernels::resolve_matmul_precision;
+  EXPECT_EQ(resolve_matmul_precision("auto", "cuda"), MatmulPrecision::Bf16);
+  EXPECT_EQ(resolve_matmul_precision("auto", "cpu"), MatmulPrecision::Fp32);
+  EXPECT_EQ(resolve_matmul_precision("auto", "cpu-guarded"), MatmulPrecision::Fp32);
+  EXPECT_EQ(resolve_matmul_precision("fp32", "cuda"), MatmulPrecision::Fp32);
+  EXPECT_EQ(resolve_matmul_precision("bf16", "cpu"), MatmulPrecision::Bf16);
+  try {
+    resolve_matmul_precision("fp16", "cuda");
+    ADD_FAILURE() << "fp16 resolved";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "unknown matmul precision 'fp16' (known: auto, fp32, bf16)");
+  }
+}
+
 TEST(Backends, NamesResolveAndUnusableDevicesSayWhy) {
   EXPECT_EQ(&kernels::backend_ops("cpu"), &cpu_ops());
   EXPECT_EQ(&kernels::backend_ops("cpu-guarded"), &guarded_cpu_ops());

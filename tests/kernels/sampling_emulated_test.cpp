@@ -266,22 +266,35 @@ TEST(SamplingEmulated, GreedyRowOfMinusInfinityIsTheCpusNaN) {
     }
 }
 
-// A diverged model's NaN logits: the CPU's sums carry a NaN into the log-prob, and its draw finds
-// no crossing and takes the last token whose probability is not 0 (a NaN one included). Rows: one
-// NaN in the middle part of 3, and all NaN; greedy and t = 1, every form. The one-pass parts once
-// dropped the NaN (no comparison with it is true): greedy gave a finite log-prob, or +inf for a row
-// all NaN, and t = 1 drew token 1150 with a finite log-prob.
+// A diverged model's NaN logits: the CPU's sums carry a NaN into the log-prob; its greedy token is
+// std::max_element's (which compares with <, so a NaN is never taken but at id 0, where it starts
+// and then stays), and its draw finds no crossing and takes the last token whose probability is
+// not 0 (a NaN one included). Rows, for the split into 3 parts of 1,000: one NaN inside the middle
+// part; all NaN; a NaN at id 5 (a thread's first entry) with the maximum at 517; a NaN at 1000 (a
+// part's first) with the maximum at 1500; a NaN at id 0. Greedy and t = 1, every form. The
+// one-pass parts once dropped the NaN from the sums (a finite log-prob, or +inf for a row all NaN,
+// and another token at t = 1), and every greedy form once kept a NaN that was a thread's first
+// entry as its maximum, which hid the thread's later values.
 TEST(SamplingEmulated, NaNLogitsGiveTheCpusTokenAndNaNLogProb) {
-  const int64_t R = 2, V = 3000;
+  const int64_t R = 5, V = 3000;
   std::vector<float> logits = randn(size_t(R * V), 75, 3.f);
-  logits[size_t(1500)] = NAN;
-  for (int64_t j = 0; j < V; j++) logits[size_t(V + j)] = NAN;
-  const std::vector<double> u = {0.3, 0.3};
+  auto row = [&](int64_t r) { return logits.begin() + r * V; };
+  row(0)[1500] = NAN;
+  std::fill(row(1), row(1) + V, NAN);
+  row(2)[5] = NAN, row(2)[517] = 40.f;
+  row(3)[1000] = NAN, row(3)[1500] = 40.f;
+  row(4)[0] = NAN;
+  const std::vector<double> u(static_cast<size_t>(R), 0.3);
   for (const float temperature : {0.f, 1.f}) {
     std::vector<int32_t> want(static_cast<size_t>(R));
     std::vector<float> want_lp(static_cast<size_t>(R));
     cpu_ops().sample_rows(want.data(), want_lp.data(), logits.data(), u.data(), R, V, V, temperature, 0, 1.f);
     for (int64_t r = 0; r < R; r++) ASSERT_TRUE(std::isnan(want_lp[size_t(r)])) << "row " << r << ": " << want_lp[r];
+    if (temperature == 0.f) {  // by hand, std::max_element's rule
+      EXPECT_EQ(want[2], 517);
+      EXPECT_EQ(want[3], 1500);
+      EXPECT_EQ(want[4], 0);
+    }
     for (const int64_t parts : {int64_t(1), int64_t(3)})
       for (const bool one_pass : {true, false}) {
         SCOPED_TRACE("t " + std::to_string(temperature) + " parts " + std::to_string(parts) +

@@ -511,8 +511,8 @@ TEST(TrainCli, TwoTcpRanksMatchOneProcess) {
 
 // A rank of two whose config is bad stops at once with the config's message, before it waits for
 // the other rank (which, with the same config, stops too): it once met the others first, so rank 0
-// waited out --dist-timeout for a rank that had already stopped and then reported the wait. Rank 0
-// alone, as torchrun starts it; the port is free, so no rank 1 ever comes.
+// waited out the TCP rendezvous (60 s) for a rank that had already stopped, then reported the wait.
+// Rank 0 alone, as torchrun starts it; the port is free, so no rank 1 ever comes.
 TEST(TrainCli, BadConfigStopsARankBeforeTheRanksMeet) {
   const fs::path dir = scratch("bad-config-ranks");
   const int port = azr::testing::free_loopback_port();
