@@ -108,13 +108,19 @@ struct Stepper {
   }
 };
 
-TEST(DecodeGraphs, ReplaysReadTheWeightsAndInputsOfTheirTime) {
+// The tests that begin where one row count has been recorded and replayed once.
+struct DecodeGraphsRecorded : ::testing::Test {
   const ModelConfig c = tiny_config();
-  TwoModels m(c);
-  Stepper s(m, c);
+  TwoModels m{c};
+  Stepper s{m, c};
   const DecodeGraphs& g = m.recorded.decode_graph_cache();
-  s.record_and_replay();
-  ASSERT_FALSE(HasFailure());
+  void SetUp() override {
+    s.record_and_replay();
+    ASSERT_FALSE(HasFailure());
+  }
+};
+
+TEST_F(DecodeGraphsRecorded, ReplaysReadTheWeightsAndInputsOfTheirTime) {
   // New weights, written through the host span as an optimizer step would: the next replay must
   // use them (the model re-rounds its bf16 copy outside the recording).
   for (Transformer* t : {&m.recorded, &m.eager})
@@ -164,13 +170,7 @@ TEST(DecodeGraphs, ANewKeyDropsEveryRecording) {
 // and the release on both models, then steps with the old activations' memory held elsewhere (the
 // allocator would hand the same block back, and a stale replay would pass unseen): the same bits,
 // recorded again. Dropping the activations and the GEMM inputs from the key fails it.
-TEST(DecodeGraphs, StepsAfterAnUpdateAreRecordedAnew) {
-  const ModelConfig c = tiny_config();
-  TwoModels m(c);
-  Stepper s(m, c);
-  const DecodeGraphs& g = m.recorded.decode_graph_cache();
-  s.record_and_replay();
-  ASSERT_FALSE(HasFailure());
+TEST_F(DecodeGraphsRecorded, StepsAfterAnUpdateAreRecordedAnew) {
   const size_t step_floats = m.recorded.activation_bytes() / sizeof(float);
   const size_t gemm_inputs = m.recorded.gemm_input_bytes() / sizeof(uint16_t);
   const SequenceBatch batch = SequenceBatch::from({{4, 8, 15, 16, 23, 42}, {7, 7, 1}});
