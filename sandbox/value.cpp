@@ -262,6 +262,29 @@ void put_items(std::string& out, char tag, const Value::Items& items) {
   for (const Value& item : items) encode_value(item, out);
 }
 
+// The exact integer value of a finite, integral double (|x| < 2**1024).
+BigInt integral_double_to_bigint(double x) {
+  BigInt out;
+  if (x == 0) return out;
+  int exp;
+  const double m = std::frexp(std::fabs(x), &exp);  // |x| = m * 2**exp, 0.5 <= m < 1
+  auto mantissa = static_cast<uint64_t>(std::ldexp(m, 53));
+  int shift = exp - 53;
+  if (shift < 0) {
+    mantissa >>= -shift;  // only zero bits are dropped: x is integral
+    shift = 0;
+  }
+  out.negative = x < 0;
+  // Place the (<= 53-bit) mantissa at bit offset `shift`: it spans at most three limbs.
+  const size_t base = static_cast<size_t>(shift / 32);
+  const int bit = shift % 32;
+  out.limbs.assign(base + 3, 0);
+  out.limbs[base] = static_cast<uint32_t>(mantissa << bit);
+  out.limbs[base + 1] = static_cast<uint32_t>(mantissa >> (32 - bit));
+  out.limbs[base + 2] = bit == 0 ? 0 : static_cast<uint32_t>(mantissa >> (64 - bit));
+  return normalized(std::move(out));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hashing: CPython's algorithms (Python/pyhash.c, Objects/longobject.c, tupleobject.c,
 // setobject.c) so numbers, and tuples/frozensets of numbers, hash exactly as in Python.
@@ -321,13 +344,14 @@ uint64_t hash_double(double v) {
 }
 
 // Order-dependent combination (CPython's xxHash-based tuplehash).
-uint64_t hash_sequence(const Value::Items& items) {
+template <class ItemHash>
+uint64_t hash_sequence(const Value::Items& items, ItemHash item_hash) {
   constexpr uint64_t kPrime1 = 11400714785074694791ULL;
   constexpr uint64_t kPrime2 = 14029467366897019727ULL;
   constexpr uint64_t kPrime5 = 2870177450012600261ULL;
   uint64_t acc = kPrime5;
   for (const Value& item : items) {
-    acc += value_hash(item) * kPrime2;
+    acc += item_hash(item) * kPrime2;
     acc = std::rotl(acc, 31);
     acc *= kPrime1;
   }
@@ -355,6 +379,95 @@ uint64_t hash_bytes(const std::string& s) {
   return h;
 }
 
+// Python's hash() of a bool, int, float or complex.
+uint64_t python_number_hash(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::Bool: return v.as_bool() ? 1 : 0;
+    case ValueKind::Int:
+      if (const auto small = v.as_small_int()) return hash_small_int(*small);
+      return hash_int(v.as_int());
+    case ValueKind::Float: return hash_double(v.as_float());
+    default: return avoid_minus_one(hash_double(v.real()) + kHashImag * hash_double(v.imag()));
+  }
+}
+
+// The hash unordered comparison files entries under. Python's hash is easy to collide on: every
+// multiple of 2**61 - 1 hashes to 0, and so does every NaN, where Python itself hashes a NaN by
+// its address since 3.10. So a set of NaNs, or of tuples (k * (2**61 - 1), nan), is built in
+// linear time by the program but was compared in quadratic time by the supervisor: 38 s for a
+// determinism check of 22,000 such frozensets. This hash keeps what equality needs (equal numbers
+// of any kind hash alike; every NaN alike, as NanRule::Identical makes them equal) and gives
+// each distinct int64, and each other number, a 64-bit mix of its exact value.
+uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: a bijection of 64 bits
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t match_hash_int(const BigInt& n) {
+  if (const auto small = n.to_i64()) return mix64(static_cast<uint64_t>(*small));
+  uint64_t h = n.negative ? 0x6e6567ULL : 0x706f73ULL;
+  for (size_t k = 0; k < significant_limbs(n); ++k) h = mix64(h + n.limbs[k]);
+  return h;
+}
+
+uint64_t match_hash_double(double x) {
+  if (std::isnan(x)) return 0x6e616eULL;
+  if (std::isinf(x)) return x > 0 ? 0x696e66ULL : 0x2d696e66ULL;
+  if (std::trunc(x) == x) {  // equal to an int: hash as that int
+    if (x >= -0x1p63 && x < 0x1p63) return mix64(static_cast<uint64_t>(static_cast<int64_t>(x)));
+    return match_hash_int(integral_double_to_bigint(x));
+  }
+  return mix64(std::bit_cast<uint64_t>(x) ^ 0x666c6f6174ULL);  // equal to no int and no other double
+}
+
+uint64_t match_number_hash(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::Bool: return mix64(v.as_bool() ? 1 : 0);
+    case ValueKind::Int:
+      if (const auto small = v.as_small_int()) return mix64(static_cast<uint64_t>(*small));
+      return match_hash_int(v.as_int());
+    case ValueKind::Float: return match_hash_double(v.as_float());
+    default:  // complex: equal to a real number only with a zero imaginary part
+      if (v.imag() == 0) return match_hash_double(v.real());
+      return mix64(match_hash_double(v.real()) * 31 + match_hash_double(v.imag()));
+  }
+}
+
+// A hash of any hashable value with the given hash of numbers: Python's hash() (value_hash) or
+// the collision-resistant one (match_hash). Containers combine their items' hashes as CPython's
+// tuple and frozenset hashes do.
+template <class NumberHash>
+uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
+  const auto item_hash = [&](const Value& item) { return hash_value_with(item, number_hash); };
+  switch (v.kind()) {
+    case ValueKind::Bool:
+    case ValueKind::Int:
+    case ValueKind::Float:
+    case ValueKind::Complex: return number_hash(v);
+    // None's and Ellipsis's hashes are address-based in CPython 3.11; any constant will do.
+    case ValueKind::None: return 0x6e6f6e65ULL;
+    case ValueKind::Ellipsis: return 0x2e2e2eULL;
+    case ValueKind::Str: return hash_bytes(v.as_bytes()) ^ 0x5354ULL;
+    case ValueKind::Bytes:
+    case ValueKind::ByteArray: return hash_bytes(v.as_bytes());  // bytes == bytearray
+    case ValueKind::Tuple:
+    case ValueKind::List: return hash_sequence(v.items(), item_hash);
+    case ValueKind::Set:
+    case ValueKind::FrozenSet: {
+      uint64_t acc = 0;
+      for (const Value& item : v.items()) acc ^= shuffle_bits(item_hash(item));
+      return finish_unordered(acc, v.items().size());
+    }
+    case ValueKind::Dict: {
+      uint64_t acc = 0;
+      for (const auto& [key, val] : v.pairs()) acc ^= shuffle_bits(item_hash(key) * 31 + item_hash(val));
+      return finish_unordered(acc, v.pairs().size());
+    }
+  }
+  return 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Equality
 
@@ -376,29 +489,6 @@ BigInt int_of(const Value& v) {
 std::optional<int64_t> small_int_of(const Value& v) {
   if (v.kind() == ValueKind::Bool) return v.as_bool() ? 1 : 0;
   return v.as_small_int();
-}
-
-// The exact integer value of a finite, integral double (|x| < 2**1024).
-BigInt integral_double_to_bigint(double x) {
-  BigInt out;
-  if (x == 0) return out;
-  int exp;
-  const double m = std::frexp(std::fabs(x), &exp);  // |x| = m * 2**exp, 0.5 <= m < 1
-  auto mantissa = static_cast<uint64_t>(std::ldexp(m, 53));
-  int shift = exp - 53;
-  if (shift < 0) {
-    mantissa >>= -shift;  // only zero bits are dropped: x is integral
-    shift = 0;
-  }
-  out.negative = x < 0;
-  // Place the (<= 53-bit) mantissa at bit offset `shift`: it spans at most three limbs.
-  const size_t base = static_cast<size_t>(shift / 32);
-  const int bit = shift % 32;
-  out.limbs.assign(base + 3, 0);
-  out.limbs[base] = static_cast<uint32_t>(mantissa << bit);
-  out.limbs[base + 1] = static_cast<uint32_t>(mantissa >> (32 - bit));
-  out.limbs[base + 2] = bit == 0 ? 0 : static_cast<uint32_t>(mantissa >> (64 - bit));
-  return normalized(std::move(out));
 }
 
 // Python compares int with float exactly: equal only if the float is integral and the same number.
@@ -433,20 +523,23 @@ bool number_equal(const Value& a, const Value& b, NanRule nan) {
 
 // Is there a one-to-one pairing of a's entries with equal entries of b? Candidates are found by
 // hash, so this is O(n) expected. Entries within one set/dict are distinct under ==, and with
-// NanRule::Identical equality is an equivalence relation, so taking the first unused match never
-// blocks a pairing that exists.
+// NanRule::Identical equality is an equivalence relation, so taking the first unpaired match never
+// blocks a pairing that exists. Entries of one hash (match_hash: equal values, else a 64-bit
+// collision) are adjacent in the multimap; each lookup starts at the first still unpaired (find),
+// not at equal_range, which walks to the run's end: n NaNs cost O(n), not O(n^2).
 template <class Entry, class HashOf, class Matches>
 bool unordered_equal(const std::vector<Entry>& a, const std::vector<Entry>& b, HashOf hash_of,
                      Matches matches) {
   if (a.size() != b.size()) return false;
-  std::unordered_multimap<uint64_t, size_t> unused;
-  unused.reserve(b.size());
-  for (size_t k = 0; k < b.size(); ++k) unused.emplace(hash_of(b[k]), k);
+  std::unordered_multimap<uint64_t, size_t> unpaired;
+  unpaired.reserve(b.size());
+  for (size_t k = 0; k < b.size(); ++k) unpaired.emplace(hash_of(b[k]), k);
   for (const Entry& entry : a) {
-    auto [it, end] = unused.equal_range(hash_of(entry));
-    while (it != end && !matches(entry, b[it->second])) ++it;
-    if (it == end) return false;
-    unused.erase(it);
+    const uint64_t h = hash_of(entry);
+    auto it = unpaired.find(h);
+    while (it != unpaired.end() && it->first == h && !matches(entry, b[it->second])) ++it;
+    if (it == unpaired.end() || it->first != h) return false;
+    unpaired.erase(it);
   }
   return true;
 }
@@ -773,7 +866,7 @@ bool python_equal(const Value& a, const Value& b, NanRule nan) {
   if (is_set_like(ka) || is_set_like(kb)) {
     if (!is_set_like(ka) || !is_set_like(kb)) return false;
     return unordered_equal(
-        a.items(), b.items(), [](const Value& x) { return value_hash(x); },
+        a.items(), b.items(), [](const Value& x) { return match_hash(x); },
         [nan](const Value& x, const Value& y) { return python_equal(x, y, nan); });
   }
   if (ka != kb) return false;
@@ -782,9 +875,11 @@ bool python_equal(const Value& a, const Value& b, NanRule nan) {
     case ValueKind::Tuple:
     case ValueKind::List: return sequence_equal(a.items(), b.items(), nan);
     case ValueKind::Dict:
-      // Python looks each key of a up in b (by hash, then ==) and compares the values.
+      // Python looks each key of a up in b (by hash, then ==) and compares the values. The pair's
+      // hash, not the key's: under NanRule::Identical a dict's NaN keys all hash alike.
       return unordered_equal(
-          a.pairs(), b.pairs(), [](const auto& entry) { return value_hash(entry.first); },
+          a.pairs(), b.pairs(),
+          [](const auto& entry) { return match_hash(entry.first) * 31 + match_hash(entry.second); },
           [nan](const auto& x, const auto& y) {
             return python_equal(x.first, y.first, nan) && python_equal(x.second, y.second, nan);
           });
@@ -792,38 +887,8 @@ bool python_equal(const Value& a, const Value& b, NanRule nan) {
   }
 }
 
-uint64_t value_hash(const Value& v) {
-  switch (v.kind()) {
-    case ValueKind::Bool: return v.as_bool() ? 1 : 0;
-    case ValueKind::Int:
-      if (const auto small = v.as_small_int()) return hash_small_int(*small);
-      return hash_int(v.as_int());
-    case ValueKind::Float: return hash_double(v.as_float());
-    case ValueKind::Complex:
-      return avoid_minus_one(hash_double(v.real()) + kHashImag * hash_double(v.imag()));
-    // None's and Ellipsis's hashes are address-based in CPython 3.11; any constant will do.
-    case ValueKind::None: return 0x6e6f6e65ULL;
-    case ValueKind::Ellipsis: return 0x2e2e2eULL;
-    case ValueKind::Str: return hash_bytes(v.as_bytes()) ^ 0x5354ULL;
-    case ValueKind::Bytes:
-    case ValueKind::ByteArray: return hash_bytes(v.as_bytes());  // bytes == bytearray
-    case ValueKind::Tuple:
-    case ValueKind::List: return hash_sequence(v.items());
-    case ValueKind::Set:
-    case ValueKind::FrozenSet: {
-      uint64_t acc = 0;
-      for (const Value& item : v.items()) acc ^= shuffle_bits(value_hash(item));
-      return finish_unordered(acc, v.items().size());
-    }
-    case ValueKind::Dict: {
-      uint64_t acc = 0;
-      for (const auto& [key, val] : v.pairs()) {
-        acc ^= shuffle_bits(value_hash(key) * 31 + value_hash(val));
-      }
-      return finish_unordered(acc, v.pairs().size());
-    }
-  }
-  return 0;
-}
+uint64_t value_hash(const Value& v) { return hash_value_with(v, python_number_hash); }
+
+uint64_t match_hash(const Value& v) { return hash_value_with(v, match_number_hash); }
 
 }  // namespace azr::sandbox

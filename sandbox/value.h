@@ -121,9 +121,15 @@ enum class NanRule {
 // dict/set comparison ignores order; list/tuple comparison is element-wise.
 bool python_equal(const Value& a, const Value& b, NanRule nan = NanRule::Python);
 
-// Python's hash() for numbers (mod 2**61 - 1, so hash(1) == hash(1.0) == hash(True)); for the
-// other hashable kinds any hash consistent with python_equal. Used for unordered comparison.
+// Python's hash() for numbers (mod 2**61 - 1, so hash(1) == hash(1.0) == hash(True)), and for
+// tuples and frozensets of them; for the other kinds any hash consistent with python_equal.
 uint64_t value_hash(const Value& v);
+
+// The hash python_equal files set elements and dict entries under: consistent with python_equal
+// under both NaN rules, like value_hash, but without Python's easy collisions (every multiple of
+// 2**61 - 1 hashes to 0 there), so that comparing sets a program built in linear time takes
+// linear time too. Every NaN still hashes alike.
+uint64_t match_hash(const Value& v);
 
 struct ReprError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -2,12 +2,14 @@
 // CPython itself: tests/sandbox/value_reference.py builds the values, encodes them with its own
 // implementation of the wire format and prints what Python says about them.
 #include "sandbox/value.h"
+#include "tests/sandbox/colliding_values.h"
 
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -203,6 +205,7 @@ TEST(ValueReference, EqualityMatchesPython) {
     if (python_says || identical_says) {
       ++equal_pairs;
       EXPECT_EQ(value_hash(a), value_hash(b)) << pair;
+      EXPECT_EQ(match_hash(a), match_hash(b)) << pair;
     }
   }
   EXPECT_GT(equal_pairs, 1000u);
@@ -453,6 +456,69 @@ TEST(ValueModel, BuiltValuesBehaveLikeDecodedOnes) {
   EXPECT_FALSE(python_equal(nan_list, nan_list));
   EXPECT_TRUE(python_equal(nan_list, nan_list, NanRule::Identical));
   EXPECT_EQ(decode_value(encode_value(a)).items().size(), 2u);
+}
+
+// Values a program builds in linear time that Python's hash files under one hash: distinct
+// multiples of 2**61 - 1, 2.0**61 beside 1, and tuples and frozensets of such a multiple and a
+// NaN (Python hashes a NaN by its address, so there they spread). They are pairwise unequal, so
+// match_hash must tell them apart, or comparing a set of them takes quadratic time.
+TEST(ValueModel, MatchHashSeparatesWhatPythonsHashCollides) {
+  const double nan = std::nan("");
+  for (int form = 0; form < 3; ++form) {
+    std::vector<uint64_t> python, match;
+    for (uint32_t k = 1; k <= 1000; ++k) {
+      const Value m = testing::multiple_of_hash_modulus(k);
+      const Value v = form == 0   ? m
+                      : form == 1 ? Value::tuple({m, Value::floating(nan)})
+                                  : Value::frozenset({m, Value::floating(nan)});
+      python.push_back(value_hash(v));
+      match.push_back(match_hash(v));
+    }
+    std::sort(python.begin(), python.end());
+    std::sort(match.begin(), match.end());
+    EXPECT_EQ(std::unique(python.begin(), python.end()) - python.begin(), 1) << "form " << form;
+    EXPECT_EQ(std::unique(match.begin(), match.end()) - match.begin(), 1000) << "form " << form;
+  }
+  EXPECT_EQ(value_hash(Value::floating(0x1p61)), value_hash(Value::integer(1)));
+  EXPECT_NE(match_hash(Value::floating(0x1p61)), match_hash(Value::integer(1)));
+  // Equal numbers of every kind still hash alike, past 64 bits too.
+  EXPECT_EQ(match_hash(Value::floating(0x1p61)), match_hash(Value::integer(int64_t{1} << 61)));
+  BigInt two_to_the_100;
+  two_to_the_100.limbs = {0, 0, 0, 16};
+  EXPECT_EQ(match_hash(Value::complex(0x1p100, -0.0)), match_hash(Value::integer(two_to_the_100)));
+  EXPECT_EQ(match_hash(Value::boolean(true)), match_hash(Value::floating(1.0)));
+  EXPECT_EQ(match_hash(Value::floating(-0.0)), match_hash(Value::integer(0)));
+}
+
+// Sets and dicts of many NaNs, and of tuples whose Python hashes collide, compare as Python
+// compares them (NaN equal to NaN only under NanRule::Identical), at sizes where a comparison
+// that walks the entries it has already paired would take minutes.
+TEST(ValueModel, LargeSetsOfNaNsAndCollidingValuesCompareAsPython) {
+  const double nan = std::nan("");
+  constexpr size_t kN = 100000;
+  Value::Items nans(kN, Value::floating(nan));
+  const Value nan_set = Value::set(nans);
+  EXPECT_TRUE(python_equal(nan_set, Value::frozenset(nans), NanRule::Identical));
+  EXPECT_FALSE(python_equal(nan_set, nan_set, NanRule::Python));
+  nans.back() = Value::floating(1.0);
+  EXPECT_FALSE(python_equal(nan_set, Value::set(nans), NanRule::Identical));
+
+  Value::Items tuples;
+  for (uint32_t k = 1; k <= kN; ++k) tuples.push_back(Value::tuple({testing::multiple_of_hash_modulus(k), Value::floating(nan)}));
+  Value::Items reversed(tuples.rbegin(), tuples.rend());
+  EXPECT_TRUE(python_equal(Value::set(tuples), Value::set(reversed), NanRule::Identical));
+  EXPECT_FALSE(python_equal(Value::set(tuples), Value::set(reversed), NanRule::Python));
+  reversed[kN / 2] = Value::tuple({testing::multiple_of_hash_modulus(uint32_t{kN + 1}), Value::floating(nan)});
+  EXPECT_FALSE(python_equal(Value::set(tuples), Value::set(reversed), NanRule::Identical));
+
+  // A dict of NaN keys: under NanRule::Identical its keys are all one key, so the values decide.
+  Value::Pairs pairs;
+  for (size_t k = 0; k < kN; ++k) pairs.emplace_back(Value::floating(nan), Value::integer(int64_t(k)));
+  Value::Pairs shuffled(pairs.rbegin(), pairs.rend());
+  EXPECT_TRUE(python_equal(Value::dict(pairs), Value::dict(shuffled), NanRule::Identical));
+  EXPECT_FALSE(python_equal(Value::dict(pairs), Value::dict(shuffled), NanRule::Python));
+  shuffled[7].second = Value::integer(int64_t(kN));
+  EXPECT_FALSE(python_equal(Value::dict(pairs), Value::dict(shuffled), NanRule::Identical));
 }
 
 }  // namespace
