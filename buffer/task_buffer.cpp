@@ -348,9 +348,11 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
   b.read_only_ = mode == Mode::ReadOnly;
   struct stat st;
   bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && b.read_only_) throw BufferError(path + ": no such file");
+  if (!exists && mode != Mode::ReadWrite) throw BufferError(path + ": no such file");
   if (exists && S_ISDIR(st.st_mode)) throw BufferError(path + ": is a directory, not a database file");
-  int flags = b.read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int flags = b.read_only_ ? SQLITE_OPEN_READONLY
+              : mode == Mode::ReadWrite ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+                                        : SQLITE_OPEN_READWRITE;
   int rc = sqlite3_open_v2(path.c_str(), &b.db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = b.db_ ? sqlite3_errmsg(b.db_) : sqlite3_errstr(rc);
@@ -395,6 +397,16 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
       h = read_header();
     }
     refuse(h);  // before anything below could modify another program's file
+    // An empty file (0 bytes, or SQLite without tables) holds no buffer to migrate.
+    if (h.empty && mode == Mode::ReadWriteExisting) throw BufferError(path + ": empty file, not an azr task buffer");
+    if (options.quick_check && !b.read_only_) {
+      Stmt check(b.db_, "PRAGMA quick_check(1)");  // one row: "ok" or the first problem found
+      std::string first = check.step() ? check.text(0) : "no result";
+      // "*** in database main ***\nPage 23: ...": keep the problem, on the message's one line.
+      if (first.rfind("*** ", 0) == 0 && first.find('\n') != std::string::npos) first.erase(0, first.find('\n') + 1);
+      std::replace(first.begin(), first.end(), '\n', ' ');
+      if (first != "ok") throw BufferError(path + ": database file is corrupt (quick_check: " + first + ")");
+    }
     if (b.read_only_) {
       if (h.empty) throw BufferError(path + ": empty file, not an azr task buffer");
       if (h.version < kLatestSchemaVersion)

@@ -69,6 +69,11 @@ struct Options {
   CapacityPolicy policy = CapacityPolicy::EvictOldest;
   int64_t rollout_retention_steps = 0;  // keep rollouts of the last N steps; 0 = keep none
   double busy_timeout_seconds = 5;      // how long to wait for another writer's lock
+  // Read-write opens only: run SQLite's `PRAGMA quick_check` (every page read once, about a
+  // second per GB) before writing anything, migrations included, and refuse a corrupt file.
+  // SQLite itself notices a bad page only when a statement touches it, so without this an
+  // import appends to a damaged file. For hand-run commands; a trainer start skips the cost.
+  bool quick_check = false;
 };
 
 struct InsertResult {
@@ -97,10 +102,12 @@ std::string fingerprint(const Task& t);
 
 class TaskBuffer {
  public:
-  enum class Mode { ReadOnly, ReadWrite };
   // ReadWrite creates the file and the schema if missing and migrates an older schema forward.
+  // ReadWriteExisting does the same to an existing azr buffer only: a missing or empty file is
+  // refused, never created (`azr buffer migrate`: a typo must not make a new buffer).
   // ReadOnly requires an existing azr buffer (it never writes, so it works next to a running
   // trainer). Throws BufferError.
+  enum class Mode { ReadOnly, ReadWrite, ReadWriteExisting };
   static TaskBuffer open(const std::string& path, Mode mode, Options options = {});
   ~TaskBuffer();
   TaskBuffer(TaskBuffer&&) noexcept;

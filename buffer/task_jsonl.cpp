@@ -94,9 +94,8 @@ Task task_from_json(const nlohmann::json& j) {
   return t;
 }
 
-ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid) {
+ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks) {
   ImportReport rep;
-  std::vector<Task> tasks;
   std::string line;
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -112,6 +111,9 @@ ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& na
       rep.errors.push_back(where + e.what());
     }
   }
+  // getline stops quietly on a read error as on end of file; a half-read file must not pass as
+  // a short one.
+  if (in.bad()) throw BufferError(name + ": read error after " + std::to_string(rep.lines) + " line(s)");
   if (!rep.errors.empty() && !skip_invalid) {
     std::string msg = name + ": " + std::to_string(rep.errors.size()) + " invalid line(s); nothing imported " +
                       "(use --skip-invalid to import the valid ones):";
@@ -119,6 +121,12 @@ ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& na
     throw BufferError(msg);
   }
   rep.invalid = static_cast<int64_t>(rep.errors.size());
+  return rep;
+}
+
+ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid) {
+  std::vector<Task> tasks;
+  ImportReport rep = read_jsonl(in, name, skip_invalid, tasks);
   rep.inserted = b.insert(tasks);
   return rep;
 }
@@ -137,6 +145,8 @@ int64_t export_jsonl(const TaskBuffer& b, std::ostream& out, const ExportFilter&
       ++n;
     }
   } catch (const sql::Error& e) {
+    // Lines before the bad page are already written: the caller's exit status tells the rest.
+    if (e.code == SQLITE_CORRUPT) throw BufferError(b.path() + ": database file is corrupt (" + e.what() + ")");
     throw BufferError(b.path() + ": " + e.what());
   }
   return n;

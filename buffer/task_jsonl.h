@@ -33,6 +33,10 @@ struct ImportReport {
 // Reads every line first. Without skip_invalid, any bad line means nothing is inserted: throws
 // BufferError listing each bad line. Valid tasks go in as one transaction.
 ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid);
+// The reading half of import_jsonl, with no database: fills `tasks` and the report (but not
+// `inserted`), throwing as import_jsonl does. The CLI checks the whole input before it opens
+// or creates a database.
+ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks);
 
 struct ExportFilter {
   std::optional<TaskType> type;

@@ -2,7 +2,10 @@
 // `import` and `migrate` works on a buffer a running trainer is writing.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,12 +15,14 @@
 #include "buffer/task_buffer.h"
 #include "buffer/task_jsonl.h"
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "cli/input.h"
 #include "cli/table.h"
 
 namespace azr::cli {
 namespace {
 
+namespace fs = std::filesystem;
 using buffer::TaskBuffer;
 using nlohmann::ordered_json;
 
@@ -173,6 +178,9 @@ int run_list(const BufferOptions& o) {
     } catch (const std::exception&) {
       throw UsageError("--steps takes integers A:B, not '" + o.steps + "'");
     }
+    // A reversed range selects nothing; say so rather than list no tasks as if there were none.
+    if (q.step_min && q.step_max && *q.step_min > *q.step_max)
+      throw UsageError("--steps " + o.steps + ": the first step is after the last (A:B is inclusive, A <= B)");
   }
   q.sort = sort_key(o.sort);
   q.descending = o.descending;
@@ -233,33 +241,115 @@ int run_show(const BufferOptions& o) {
   return 0;
 }
 
+// Removes a file this command made (and SQLite's side files beside it) however the command ends:
+// a failed export or import leaves nothing behind. Once renamed or linked into place the
+// temporary name is only a second name (or none), so removing it is always right.
+class RemoveOnExit {
+ public:
+  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
+  ~RemoveOnExit() {
+    std::error_code ec;
+    for (const char* side : {"", "-wal", "-shm", "-journal"}) fs::remove(path_ + side, ec);
+  }
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+
+ private:
+  std::string path_;
+};
+
+std::string temp_beside(const std::string& path) { return path + ".tmp-" + std::to_string(getpid()); }
+
+// Same file by identity (symlinks, hard links, relative paths) or, where one does not exist yet,
+// by resolved name.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec, ec2;
+  if (fs::equivalent(a, b, ec)) return true;
+  auto ca = fs::weakly_canonical(fs::absolute(a), ec), cb = fs::weakly_canonical(fs::absolute(b), ec2);
+  return !ec && !ec2 && ca == cb;
+}
+
+// -o is checked before anything is written: the final rename would replace the database (or its
+// write-ahead log) with the JSONL text, or fail on a directory after the export did the work.
+void check_export_target(const std::string& db, const std::string& output) {
+  std::error_code ec;
+  if (fs::is_directory(output, ec)) throw UsageError(output + ": is a directory; -o takes a file name");
+  for (const char* side : {"", "-wal", "-shm", "-journal"})
+    if (same_file(db + side, output))
+      throw UsageError(output + ": is the database being exported (" + db + side + "); write to another file");
+}
+
+int64_t export_checked(const TaskBuffer& b, std::ostream& out, const buffer::ExportFilter& f) {
+  try {
+    return buffer::export_jsonl(b, out, f);
+  } catch (const buffer::BufferError& e) {  // a corrupt page mid-file: the database is the bad input
+    throw UsageError(e.what());
+  }
+}
+
 int run_export(const BufferOptions& o) {
   if (o.format != "jsonl") throw UsageError("--format: only jsonl is supported");
+  const bool to_stdout = o.output.empty() || o.output == "-";
+  if (!to_stdout) check_export_target(o.db, o.output);
   TaskBuffer b = open_read(o.db);
   buffer::ExportFilter f;
   f.type = type_option(o.type);
   f.core_only = o.core;
-  if (o.output.empty() || o.output == "-") {
-    buffer::export_jsonl(b, std::cout, f);
+  if (to_stdout) {
+    // Lines stream out as they are read, so a page found corrupt mid-file comes after the lines
+    // before it: the error names the file and the exit status is 2, which a script must check.
+    // Holding the whole export back to be sure would cost its size in memory; -o is all or nothing.
+    export_checked(b, std::cout, f);
     return 0;
   }
   // Write beside the target and rename, so an interrupted export never leaves half a file.
-  std::string tmp = o.output + ".tmp-" + std::to_string(getpid());
+  std::string tmp = temp_beside(o.output);
+  RemoveOnExit cleanup(tmp);
+  int64_t n = 0;
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out) throw UsageError(o.output + ": cannot write");
-    int64_t n = buffer::export_jsonl(b, out, f);
+    n = export_checked(b, out, f);
     out.close();
     if (!out) throw std::runtime_error(o.output + ": write failed");
-    std::cerr << "exported " << n << " task(s) to " << o.output << '\n';
   }
-  if (std::rename(tmp.c_str(), o.output.c_str()) != 0) throw std::runtime_error(o.output + ": cannot rename into place");
+  if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
+    throw std::runtime_error(o.output + ": cannot rename into place (" + std::strerror(errno) + ")");
+  std::cerr << "exported " << n << " task(s) to " << o.output << '\n';
   return 0;
 }
 
+// An existing database is opened with quick_check, so a corrupt one is refused before any write.
+// A new one is built under a temporary name and linked into place only when complete, so a failed
+// import leaves no file; link(), unlike rename(), never replaces a database that another process
+// created meanwhile: then the tasks go into that one.
+buffer::InsertResult insert_tasks(const std::string& db, const std::vector<buffer::Task>& tasks,
+                                  buffer::Options opts) {
+  opts.quick_check = true;
+  std::error_code ec;
+  if (fs::symlink_status(db, ec).type() == fs::file_type::not_found) {
+    std::string tmp = temp_beside(db);
+    RemoveOnExit cleanup(tmp);
+    buffer::InsertResult r;
+    {
+      TaskBuffer b = TaskBuffer::open(tmp, TaskBuffer::Mode::ReadWrite, opts);
+      r = b.insert(tasks);
+    }  // closed: the last connection folds the write-ahead log into the file and deletes it
+    if (fs::exists(tmp + "-wal", ec)) throw buffer::BufferError(db + ": the new database could not be finished");
+    if (::link(tmp.c_str(), db.c_str()) == 0) return r;
+    // EEXIST: another process made it first. Otherwise (a file system without hard links) fall
+    // back to creating it in place: a failure there may leave an empty buffer, never lose one.
+  }
+  TaskBuffer b = TaskBuffer::open(db, TaskBuffer::Mode::ReadWrite, opts);
+  return b.insert(tasks);
+}
+
 int run_import(const BufferOptions& o) {
+  // The whole input is read and checked before the database is opened, let alone created: a
+  // refused import leaves no new file. A directory opens as a stream that reads as empty.
+  std::error_code ec;
+  if (o.file != "-" && fs::is_directory(o.file, ec)) throw UsageError(o.file + ": is a directory, not a JSONL file");
   InputFile input(o.file);
-  std::istream* in = &input.stream();
   const std::string& name = input.name();
   buffer::Options opts;
   opts.capacity_per_type = o.capacity;
@@ -267,8 +357,9 @@ int run_import(const BufferOptions& o) {
   opts.busy_timeout_seconds = o.wait_seconds;
   buffer::ImportReport rep;
   try {
-    TaskBuffer b = TaskBuffer::open(o.db, TaskBuffer::Mode::ReadWrite, opts);
-    rep = buffer::import_jsonl(b, *in, name, o.skip_invalid);
+    std::vector<buffer::Task> tasks;
+    rep = buffer::read_jsonl(input.stream(), name, o.skip_invalid, tasks);
+    rep.inserted = insert_tasks(o.db, tasks, opts);
   } catch (const buffer::BufferError& e) {
     throw UsageError(e.what());
   }
@@ -290,8 +381,11 @@ int run_import(const BufferOptions& o) {
 }
 
 int run_migrate(const BufferOptions& o) {
+  buffer::Options opts;
+  opts.quick_check = true;
   try {
-    TaskBuffer b = TaskBuffer::open(o.db, TaskBuffer::Mode::ReadWrite);
+    // ReadWriteExisting: a missing or empty file is refused, never made into a new buffer.
+    TaskBuffer b = TaskBuffer::open(o.db, TaskBuffer::Mode::ReadWriteExisting, opts);
     std::cout << o.db << ": buffer schema " << b.schema_version() << '\n';
   } catch (const buffer::BufferError& e) {
     throw UsageError(e.what());
@@ -322,7 +416,7 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   list->add_option("--steps", o.steps, "steps A:B, inclusive (A: or :B for open ends)");
   list->add_option("--sort", o.sort, "id, step, learnability or solve-rate")->capture_default_str();
   list->add_flag("--desc", o.descending, "sort descending");
-  list->add_option("--limit", o.limit, "at most N tasks (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  list->add_option("--limit", o.limit, "at most N tasks (0 = all)")->capture_default_str()->check(non_negative());
   list->callback([&] { o.action = "list"; });
 
   CLI::App* show = c->add_subcommand("show", "One task: program, inputs/outputs, message, statistics, rollouts");
@@ -343,18 +437,20 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   db(imp);
   imp->add_option("file", o.file, "JSONL file, or - for stdin")->required();
   imp->add_flag("--skip-invalid", o.skip_invalid, "import the valid lines even if some are invalid");
-  imp->add_option("--capacity", o.capacity, "tasks kept per type (0 = unbounded)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  imp->add_option("--capacity", o.capacity, "tasks kept per type (0 = unbounded)")->capture_default_str()->check(non_negative());
   imp->add_option("--policy", o.policy, "when full: evict-oldest or keep-oldest")
       ->check(CLI::IsMember({"evict-oldest", "keep-oldest"}))
       ->capture_default_str();
   imp->add_option("--wait", o.wait_seconds, "seconds to wait while another process writes the database")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(between(0.0, 3600.0));
   json(imp);
+  imp->footer("Writes the database (one transaction; a corrupt file is refused); run it while no trainer writes it.");
   imp->callback([&] { o.action = "import"; });
 
   CLI::App* mig = c->add_subcommand("migrate", "Bring a buffer written by an older azr to this schema");
   db(mig);
+  mig->footer("Writes the database in place; a missing, empty or corrupt file is refused.");
   mig->callback([&] { o.action = "migrate"; });
   return c;
 }

@@ -279,10 +279,144 @@ TEST_F(BufferCli, ListFiltersSortsAndPrintsAlignedTables) {
   EXPECT_EQ(header.find("program"), row.find("def f(x):")) << "columns are not aligned:\n" << header << "\n" << row;
 
   EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--steps", "x:3"}).exit_code, 2);
+  const auto reversed = run_process({azr(), "buffer", "list", db, "--steps", "4:2"});  // selected nothing, exit 0
+  EXPECT_EQ(reversed.exit_code, 2);
+  EXPECT_NE(reversed.err.find("--steps 4:2: the first step is after the last"), std::string::npos) << reversed.err;
+  const auto limit = run_process({azr(), "buffer", "list", db, "--limit", "-3"});
+  EXPECT_EQ(limit.exit_code, 2);
+  EXPECT_NE(limit.err.find("--limit: -3 is too small: it must be 0 or more"), std::string::npos) << limit.err;
   EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--type", "sorting"}).exit_code, 2);
   EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--sort", "vibes"}).exit_code, 2);
   EXPECT_EQ(run_process({azr(), "buffer", "show", db, "99"}).exit_code, 2);
   EXPECT_EQ(run_process({azr(), "buffer", "show", db, "5"}).exit_code, 0);  // induction: pairs table
+}
+
+// ---- refusals that must leave every file as it was ----------------------------------------------
+
+// Every file in `d` whose name holds ".tmp-": what an interrupted export or import would leave.
+std::vector<std::string> temp_files(const fs::path& d) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(d))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+// Overwrites the page in the middle of an SQLite file with garbage (page size from the header,
+// bytes 16-17 big-endian, as the file format defines it). Returns the page number (1-based).
+int64_t corrupt_middle_page(const std::string& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  unsigned char hdr[18];
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  int64_t page = (hdr[16] << 8) | hdr[17];
+  int64_t pages = static_cast<int64_t>(fs::file_size(file)) / page;
+  f.seekp((pages / 2) * page);
+  f << std::string(static_cast<size_t>(page), '\xA5');
+  return pages / 2 + 1;
+}
+
+TEST_F(BufferCli, ExportNeverOverwritesTheDatabaseOrLeavesATempFile) {
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  const std::string bytes = read(db);
+  fs::create_directories(dir_ / "sub");
+  fs::create_symlink(db, path("link.db"));
+  // The database itself, by another spelling, through a symlink, or its write-ahead log's name.
+  for (const std::string& out : {db, path("sub/../b.db"), path("link.db"), db + "-wal"}) {
+    auto r = run_process({azr(), "buffer", "export", db, "-o", out});
+    EXPECT_EQ(r.exit_code, 2) << out;
+    EXPECT_NE(r.err.find("is the database being exported"), std::string::npos) << r.err;
+    EXPECT_TRUE(read(db) == bytes) << out;
+  }
+  EXPECT_TRUE(!fs::exists(db + "-wal") || fs::file_size(db + "-wal") == 0);  // no JSONL there either
+  // A directory: refused before any work, and nothing written beside it.
+  auto dir = run_process({azr(), "buffer", "export", db, "-o", path("sub")});
+  EXPECT_EQ(dir.exit_code, 2);
+  EXPECT_NE(dir.err.find("is a directory"), std::string::npos) << dir.err;
+  EXPECT_EQ(dir.err.find("exported"), std::string::npos) << dir.err;
+  EXPECT_TRUE(temp_files(dir_).empty());
+  EXPECT_TRUE(fs::is_empty(dir_ / "sub"));
+  EXPECT_EQ(total(db), 800);
+}
+
+TEST_F(BufferCli, RefusedImportCreatesNoDatabase) {
+  std::string bad = write("bad.jsonl", "{oops\n"), db = path("fresh.db");
+  auto r = run_process({azr(), "buffer", "import", db, bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.jsonl:1:"), std::string::npos) << r.err;
+  fs::create_directories(dir_ / "in");
+  auto d = run_process({azr(), "buffer", "import", db, path("in")});  // a directory as the input
+  EXPECT_EQ(d.exit_code, 2);
+  EXPECT_NE(d.err.find(path("in") + ": is a directory"), std::string::npos) << d.err;
+  for (const auto& e : fs::directory_iterator(dir_))  // no fresh.db, no fresh.db.tmp-*, no -wal
+    EXPECT_EQ(e.path().filename().string().find("fresh.db"), std::string::npos) << e.path();
+  // A good import still creates it, complete and with nothing beside it.
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(db + "-wal"));  // (before any reader, which may open one)
+  EXPECT_TRUE(temp_files(dir_).empty());
+  EXPECT_EQ(total(db), 800);
+}
+
+TEST_F(BufferCli, DirectoryAsImportInputLeavesTheDatabaseAlone) {
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  const std::string bytes = read(db);
+  auto r = run_process({azr(), "buffer", "import", db, dir_.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(read(db) == bytes);
+}
+
+TEST_F(BufferCli, MigrateRefusesMissingAndEmptyFiles) {
+  auto missing = run_process({azr(), "buffer", "migrate", path("typo.db")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("typo.db: no such file"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(path("typo.db")));
+  std::string empty = write("empty.db", "");
+  auto e = run_process({azr(), "buffer", "migrate", empty});
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("empty.db: empty file"), std::string::npos) << e.err;
+  EXPECT_EQ(fs::file_size(empty), 0u);
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  EXPECT_EQ(run_process({azr(), "buffer", "migrate", db}).exit_code, 0);
+  EXPECT_EQ(total(db), 800);
+}
+
+TEST_F(BufferCli, CorruptDatabaseIsReportedAndNeverWritten) {
+  std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  ASSERT_FALSE(fs::exists(db + "-wal"));  // everything is in the main file: its bytes are the truth
+  corrupt_middle_page(db);
+  const std::string bytes = read(db);
+  std::string more =
+      write("more.jsonl", R"({"type":"abduction","program":"def f(x): return x","input":"1","output":"1"})" "\n");
+  for (const char* cmd : {"import", "migrate"}) {
+    std::vector<std::string> args = {azr(), "buffer", cmd, db};
+    if (std::string(cmd) == "import") args.push_back(more);
+    auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_NE(r.err.find(db + ": database file is corrupt"), std::string::npos) << r.err;
+    EXPECT_TRUE(read(db) == bytes) << cmd;
+    EXPECT_TRUE(!fs::exists(db + "-wal") || fs::file_size(db + "-wal") == 0) << cmd;
+  }
+  // Exports fail naming the file; -o writes nothing at all (stdout may hold the lines before).
+  auto out = run_process({azr(), "buffer", "export", db});
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.err.find(db + ": "), std::string::npos) << out.err;
+  auto file = run_process({azr(), "buffer", "export", db, "-o", path("out.jsonl")});
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_FALSE(fs::exists(path("out.jsonl")));
+  EXPECT_TRUE(temp_files(dir_).empty());
+  EXPECT_TRUE(read(db) == bytes);
+}
+
+TEST_F(BufferCli, HelpSaysWhichCommandsWrite) {
+  for (const char* cmd : {"import", "migrate"}) {
+    auto r = run_process({azr(), "buffer", cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_EQ(r.out.find("read-only"), std::string::npos) << cmd << ":\n" << r.out;
+    EXPECT_NE(r.out.find("Writes the database"), std::string::npos) << cmd << ":\n" << r.out;
+  }
 }
 
 }  // namespace
