@@ -5,19 +5,27 @@
 namespace azr::trainer {
 
 std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::string* off_reason) {
+  // The names first, whatever the data: a typo is a config error even where the data is absent
+  // and evaluation would be off. Each message names the key to fix.
+  for (const std::string& name : c.eval.benchmarks)
+    if (!eval::find_benchmark(name)) {
+      std::string known;
+      for (const eval::BenchmarkInfo& b : eval::benchmark_registry()) known += (known.empty() ? "" : ", ") + b.name;
+      throw UserError("eval.benchmarks: unknown benchmark '" + name + "' (known: " + known + ")");
+    }
+  std::filesystem::path data;
+  try {
+    data = eval::resolve_data_dir(c.eval.data_dir);
+  } catch (const eval::BenchmarkError& e) {
+    if (!c.eval.data_dir.empty()) throw UserError(std::string("eval.data_dir: ") + e.what());
+    if (off_reason) *off_reason = std::string(e.what()) + "; set eval.data_dir";
+    return {};
+  }
   std::vector<eval::Benchmark> benches;
   try {
-    std::filesystem::path data;
-    try {
-      data = eval::resolve_data_dir(c.eval.data_dir);
-    } catch (const eval::BenchmarkError& e) {
-      if (!c.eval.data_dir.empty()) throw;
-      if (off_reason) *off_reason = std::string(e.what()) + "; set eval.data_dir";
-      return {};
-    }
     for (const std::string& name : c.eval.benchmarks) benches.push_back(eval::load_benchmark(name, data));
   } catch (const eval::BenchmarkError& e) {
-    throw UserError(std::string("eval: ") + e.what());
+    throw UserError(std::string(c.eval.data_dir.empty() ? "eval: " : "eval.data_dir: ") + e.what());
   }
   return benches;
 }

@@ -43,7 +43,7 @@ model::ModelConfig model_config(const TrainConfig& c) {
     if (!c.model.preset.empty()) return model::preset_config(c.model.preset);
     return model::load_config((fs::path(c.model.path) / "config.json").string());
   } catch (const model::ConfigError& e) {
-    throw UserError((c.model.preset.empty() ? std::string() : "model.preset: ") + e.what());
+    throw UserError((c.model.preset.empty() ? "model.path: " : "model.preset: ") + std::string(e.what()));
   }
 }
 
@@ -109,7 +109,13 @@ model::Transformer load_model_dir(const fs::path& dir, const kernels::Ops& ops) 
 
 model::Transformer initial_model(const TrainConfig& c, const kernels::Ops& ops) {
   auto made = [&]() {
-    if (c.model.preset.empty()) return load_model_dir(c.model.path, ops);
+    if (c.model.preset.empty()) {
+      try {
+        return load_model_dir(c.model.path, ops);
+      } catch (const UserError& e) {
+        throw UserError("model.path: " + std::string(e.what()));  // the key to fix, beside the file
+      }
+    }
     return model::Transformer::random(model_config(c), derive_seed(c.run.seed, {0, 0}), float(c.model.init_std), ops);
   };
   model::Transformer m = made();
@@ -121,11 +127,15 @@ model::Transformer initial_model(const TrainConfig& c, const kernels::Ops& ops) 
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c) {
   if (!c.model.preset.empty() && c.model.tokenizer.empty()) return std::make_unique<model::ByteTokenizer>();
   const std::string path = tokenizer_path(c);
-  if (!fs::exists(path)) throw UserError(path + ": no tokenizer file (set model.tokenizer)");
+  // The key the file came from: model.tokenizer when set, else model.path's tokenizer.json (and
+  // only then is setting model.tokenizer the advice).
+  const std::string key = c.model.tokenizer.empty() ? "model.path: " : "model.tokenizer: ";
+  if (!fs::is_regular_file(path))
+    throw UserError(key + path + ": no tokenizer file" + (c.model.tokenizer.empty() ? " (set model.tokenizer)" : ""));
   try {
     return std::make_unique<model::BpeTokenizer>(path);
   } catch (const model::TokenizerError& e) {
-    throw UserError(e.what());
+    throw UserError(key + e.what());
   }
 }
 

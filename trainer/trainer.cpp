@@ -150,6 +150,118 @@ std::string summary_text(const Scalars& last, int64_t step, int64_t steps, doubl
   return s;
 }
 
+// config.toml, atomically: a kill or a failure leaves the old file or the new one, never half.
+void write_run_config(const fs::path& run_dir, const TrainConfig& cfg) {
+  const fs::path tmp = run_dir / ".config.toml.tmp";
+  {
+    std::ofstream out(tmp);
+    out << to_toml(cfg);
+    if (!out.flush()) throw std::runtime_error(tmp.string() + ": cannot write the run config");
+  }
+  sync_path(tmp);
+  fs::rename(tmp, run_dir / "config.toml");
+}
+
+// A new run's directory until its first checkpoint (step-0): a start that fails before then
+// (a bad import file, a seeding error) takes away what it made, so the rerun is not refused as
+// "already holds a run" and --resume has nothing half-made to continue. Only what this process
+// created goes: the topmost directory it created, or else the entries that were not there before.
+class NewRunCleanup {
+ public:
+  explicit NewRunCleanup(const fs::path& run_dir) : run_dir_(run_dir) {
+    std::error_code ec;
+    for (fs::path p = fs::absolute(run_dir).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+         p = p.parent_path()) {
+      created_top_ = p;
+      if (p == p.parent_path()) break;
+    }
+    if (created_top_.empty())
+      for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) before_.push_back(e.path().filename());
+  }
+  NewRunCleanup(const NewRunCleanup&) = delete;
+  NewRunCleanup& operator=(const NewRunCleanup&) = delete;
+  void keep() { armed_ = false; }
+  ~NewRunCleanup() {
+    if (!armed_) return;
+    std::error_code ec;
+    if (!created_top_.empty()) {
+      fs::remove_all(created_top_, ec);
+      return;
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(run_dir_, ec))
+      if (std::find(before_.begin(), before_.end(), e.path().filename()) == before_.end()) {
+        std::error_code ec2;
+        fs::remove_all(e.path(), ec2);
+      }
+  }
+
+ private:
+  fs::path run_dir_, created_top_;
+  std::vector<fs::path> before_;
+  bool armed_ = true;
+};
+
+// --resume on a run dir without a complete checkpoint starts the run over (seeding again, a new
+// buffer.db and metrics.jsonl): right after a kill before step-0 was written, when everything
+// there is remade identically. Once a checkpoint was written (log.txt says so) or a step recorded
+// (metrics.jsonl), the checkpoints were lost or removed, and starting over would destroy the run's
+// buffer and metrics: that is refused (UserError, exit 2), naming what is missing.
+void check_start_over_loses_nothing(const fs::path& run_dir) {
+  std::error_code ec;
+  const fs::path metrics = run_dir / "metrics.jsonl";
+  const bool has_metrics = fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) > 0;
+  bool had_checkpoint = false;
+  std::ifstream log(run_dir / "log.txt");
+  for (std::string line; !had_checkpoint && std::getline(log, line);)
+    had_checkpoint = line.find("  checkpoint ") != std::string::npos && line.find("step-") != std::string::npos;
+  if (!has_metrics && !had_checkpoint) return;
+  throw UserError((run_dir / "checkpoints").string() + ": no complete checkpoint (step-N/trainer_state.json), but " +
+                  (has_metrics ? metrics.string() + " records steps" : (run_dir / "log.txt").string() +
+                                                                            " records a checkpoint written") +
+                  "; resuming would start the run over and replace its buffer.db and metrics.jsonl. Restore the "
+                  "checkpoints, or start a new run in another --run-dir");
+}
+
+// RUN/buffer.db from a checkpoint's snapshot, checked before it replaces anything: copied to a
+// temporary file beside it, opened and its task counts compared with the checkpoint's, then
+// renamed over the live buffer. A bad snapshot leaves the live buffer as it was.
+void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerState& state) {
+  const fs::path tmp = db.parent_path() / ".buffer.db.restore.tmp";
+  auto remove_side_files = [](const fs::path& f) {
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(f.string() + suffix);
+  };
+  fs::remove(tmp);
+  remove_side_files(tmp);
+  fs::copy_file(snapshot, tmp);
+  try {
+    buffer::Counts c;
+    try {
+      // Read-write (on the copy), as the live buffer is opened below: a snapshot of an older schema
+      // is migrated, not refused; an empty or missing one is refused, never made a new buffer.
+      c = buffer::TaskBuffer::open(tmp.string(), buffer::TaskBuffer::Mode::ReadWriteExisting).counts();
+    } catch (const buffer::BufferError& e) {
+      throw std::runtime_error(snapshot.string() + ": not a usable buffer snapshot (" + e.what() + ")");
+    }
+    for (int t = 0; t < 3; t++)
+      if (c.by_type[t] != state.buffer_tasks[t])
+        throw std::runtime_error(snapshot.string() + ": the buffer snapshot holds " + std::to_string(c.by_type[t]) +
+                                 " " + buffer::type_name(buffer::TaskType(t)) + " tasks, trainer_state.json says " +
+                                 std::to_string(state.buffer_tasks[t]));
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.string() + suffix, ec);
+    throw;
+  }
+  // The check's connection is closed (its write-ahead log folded in); any side files go, and so do
+  // the live buffer's: a WAL left beside the renamed file would be replayed into it.
+  remove_side_files(tmp);
+  remove_side_files(db);
+  sync_path(tmp);
+  fs::rename(tmp, db);
+  sync_path(db.parent_path());
+}
+
 }  // namespace
 
 int train(const TrainOptions& opt) {
@@ -191,39 +303,66 @@ int train(const TrainOptions& opt) {
   const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
   const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);
-  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
-      launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
-  const bool root = comm->rank() == 0;
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
                                                        : fs::path("runs") / cfg.run.name;
-  cfg.run.run_dir = run_dir.string();
   // Paths are relative to the working directory (as in most trainers' configs); the resolved
   // config holds them absolute, so --resume works from anywhere.
   for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir,
                          &cfg.eval.heldout_tasks})
     if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
   cfg.run.run_dir = fs::absolute(run_dir).lexically_normal().string();
+  // Every file the config names, before the ranks meet and before anything is written (a run dir
+  // left behind would refuse the rerun): the tokenizer, the benchmarks and their data, the
+  // held-out tasks, the import file. The model's weights are loaded below, still before the run dir.
+  // Every rank checks (which rank is 0 is known only once the ranks meet); rank 0 keeps the data.
+  if (cfg.model.preset.empty()) (void)model_config(cfg);  // model.path's config.json, before its tokenizer
+  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
+  std::vector<eval::Benchmark> benches;
+  std::string eval_off;
+  std::vector<buffer::Task> heldout;
+  if (cfg.eval.every > 0) {
+    // No data given and none in the usual places: train without evaluating, and say so (below).
+    benches = load_eval_benchmarks(cfg, &eval_off);
+    if (!cfg.eval.heldout_tasks.empty()) {
+      if (!fs::is_regular_file(cfg.eval.heldout_tasks))
+        throw UserError("eval.heldout_tasks: " + cfg.eval.heldout_tasks + ": no such file (or not a file)");
+      try {
+        heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
+      } catch (const std::runtime_error& e) {
+        throw UserError(std::string("eval.heldout_tasks: ") + e.what());
+      }
+    }
+  }
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
+  if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
+  if (!ckpt && !cfg.seeding.import_tasks.empty() &&
+      (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks)))
+    throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks + ": no such file, not a file or not readable");
+  // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
+  // model directory stops the run before its directory exists.
+  std::optional<model::Transformer> start_model;
+  if (!ckpt) start_model.emplace(initial_model(cfg, backend));
+
+  std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
+      launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
+  const bool root = comm->rank() == 0;
+  if (!root) benches.clear(), heldout.clear();  // rank 0 evaluates
   if (root && !resuming) {
     if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
       throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
                       " or choose another --run-dir");
   }
-  if (root) {
+  std::optional<NewRunCleanup> cleanup;
+  if (root && !resuming) {
+    cleanup.emplace(run_dir);
     fs::create_directories(run_dir);
-    // Atomically, and before anything else of the run: config.toml is what --resume reads back
-    // and what marks the directory as holding a run, so a kill before its rename leaves a
-    // directory that a plain rerun accepts, and a kill after it leaves one --resume continues.
-    const fs::path tmp = run_dir / ".config.toml.tmp";
-    {
-      std::ofstream out(tmp);
-      out << to_toml(cfg);
-      if (!out.flush()) throw std::runtime_error(tmp.string() + ": cannot write the run config");
-    }
-    sync_path(tmp);
-    fs::rename(tmp, run_dir / "config.toml");
+    // Before anything else of the run: config.toml is what --resume reads back and what marks the
+    // directory as holding a run, so a kill before its rename leaves a directory that a plain
+    // rerun accepts, and a kill after it leaves one --resume continues. A resume rewrites it (new
+    // run.steps, run_dir) only once its checkpoint has loaded (below): a failed resume leaves it.
+    write_run_config(run_dir, cfg);
     fs::create_directories(run_dir / "checkpoints");
   }
   comm->barrier();
@@ -251,10 +390,10 @@ int train(const TrainOptions& opt) {
   if (state && state->seed != cfg.run.seed)
     throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
                     std::to_string(cfg.run.seed));
-  model::Transformer m = ckpt ? load_model_dir(*ckpt, backend) : initial_model(cfg, backend);
+  model::Transformer m = ckpt ? load_model_dir(*ckpt, backend) : std::move(*start_model);
+  start_model.reset();
   m.set_recompute(cfg.model.recompute);
   m.set_decode_graphs(cfg.model.decode_graphs);
-  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   model::AdamWSettings aw;
   aw.lr = cfg.algorithm.lr;
   aw.beta1 = cfg.algorithm.beta1, aw.beta2 = cfg.algorithm.beta2, aw.eps = cfg.algorithm.adam_eps;
@@ -281,8 +420,7 @@ int train(const TrainOptions& opt) {
   if (root) {
     if (ckpt) {
       // The buffer as it was at the checkpoint: tasks of later steps are made again, identically.
-      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
-      fs::copy_file(*ckpt / "buffer.db", db);
+      restore_buffer(*ckpt / "buffer.db", db, *state);
       std::istringstream(state->data_rng) >> data_rng;
     } else {
       for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
@@ -300,6 +438,9 @@ int train(const TrainOptions& opt) {
                                    buffer::type_name(buffer::TaskType(t)) + " tasks, the checkpoint says " +
                                    std::to_string(state->buffer_tasks[t]));
     }
+    // The resumed run's config (its run.steps, --set overrides, run_dir) only now that the
+    // checkpoint has loaded: a resume that fails leaves config.toml as it was.
+    if (resuming) write_run_config(run_dir, cfg);
   }
 
   // ---- metrics sinks and console (rank 0) ---------------------------------------------------
@@ -420,23 +561,10 @@ int train(const TrainOptions& opt) {
     }
     write_ckpt(0);
   }
+  if (cleanup) cleanup->keep();  // the run has a checkpoint: from here on, --resume continues it
 
-  // ---- evaluation (rank 0) -------------------------------------------------------------
-  std::vector<eval::Benchmark> benches;
-  if (root && cfg.eval.every > 0) {
-    // No data given and none in the usual places: train without evaluating, and say so.
-    std::string off;
-    benches = load_eval_benchmarks(cfg, &off);
-    if (!off.empty()) log("eval: off (" + off + ")");
-  }
-  std::vector<buffer::Task> heldout;
-  if (root && cfg.eval.every > 0 && !cfg.eval.heldout_tasks.empty()) {
-    try {
-      heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
-    } catch (const std::runtime_error& e) {
-      throw UserError(std::string("eval.heldout_tasks: ") + e.what());
-    }
-  }
+  // ---- evaluation (rank 0): benchmarks and held-out tasks loaded before the run dir (above) ----
+  if (!eval_off.empty()) log("eval: off (" + eval_off + ")");
   std::vector<std::string> eval_lines;
   auto run_eval = [&](int64_t step, Scalars& metrics) {
     if (!root || (benches.empty() && heldout.empty())) return;

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -620,6 +621,136 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("already holds a run"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(ref / "metrics.jsonl"), before);
+}
+
+// A copy of the reference run to break (the reference itself is shared by the tests).
+fs::path copy_of_reference(const std::string& name) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch(name);
+  fs::copy(ref, run, fs::copy_options::recursive);
+  return run;
+}
+
+// Every file the config names is checked before the run dir is made: a start that fails leaves
+// nothing behind, so the rerun is not refused as "already holds a run" (each once left config.toml,
+// log.txt, checkpoints/ and, for most, buffer.db and a step-0 checkpoint), and the message names
+// the key to fix.
+TEST(TrainCli, BadFilesInTheConfigStopBeforeTheRunDirExists) {
+  const fs::path dir = scratch("bad-files");
+  fs::create_directories(dir);
+  const fs::path run = dir / "run";
+  struct Case {
+    std::vector<std::string> sets;
+    std::string key;
+  };
+  const std::vector<Case> cases = {
+      {{"model.preset=\"\"", "model.path=" + (dir / "no-model").string()}, "model.path: "},
+      {{"model.tokenizer=" + (dir / "no-tokenizer.json").string()}, "model.tokenizer: "},
+      {{"eval.benchmarks=[\"cruxeval_o\", \"nosuchbench\"]"}, "eval.benchmarks: "},
+      {{"eval.data_dir=" + (dir / "no-data").string()}, "eval.data_dir: "},
+      {{"eval.heldout_tasks=" + (dir / "no-heldout.jsonl").string()}, "eval.heldout_tasks: "},
+      {{"eval.heldout_tasks=" + dir.string()}, "eval.heldout_tasks: "},
+      {{"seeding.import_tasks=" + (dir / "no-import.jsonl").string()}, "seeding.import_tasks: "},
+      {{"seeding.import_tasks=" + dir.string()}, "seeding.import_tasks: "},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = train_args(run.string(), 1);
+    for (const std::string& set : c.sets) args.insert(args.end(), {"--set", set});
+    const auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << c.sets.back() << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.key), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("(set model.tokenizer)"), std::string::npos) << r.err;  // set, or no advice needed
+    EXPECT_FALSE(fs::exists(run)) << c.sets.back();
+    fs::remove_all(run);
+  }
+}
+
+// An import file that is there but malformed is found only while seeding, after the run dir is
+// made: the failed start takes away what it made (all of a run dir it created; in a directory that
+// was there, only its own files), and the rerun is a plain start again.
+TEST(TrainCli, AStartThatFailsBeforeItsFirstCheckpointLeavesNothingBehind) {
+  const fs::path dir = scratch("failed-start");
+  fs::create_directories(dir);
+  const fs::path bad = dir / "bad_import.jsonl";
+  std::ofstream(bad) << "{not json\n";
+  const fs::path run = dir / "new" / "run";
+  auto args = train_args(run.string(), 1);
+  args.insert(args.end(), {"--set", "seeding.import_tasks=" + bad.string()});
+  auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("bad_import.jsonl"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "new")) << "the directories it created are gone";
+
+  const fs::path mine = dir / "existing";
+  fs::create_directories(mine);
+  std::ofstream(mine / "notes.txt") << "the user's own file\n";
+  args = train_args(mine.string(), 1);
+  args.insert(args.end(), {"--set", "seeding.import_tasks=" + bad.string()});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(mine)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
+  EXPECT_EQ(slurp(mine / "notes.txt"), "the user's own file\n");
+}
+
+// A bad newest buffer snapshot stops the resume before it replaces the live buffer.db (it once
+// deleted it and copied the garbage in), and config.toml is not rewritten.
+TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
+  const fs::path run = copy_of_reference("bad-snapshot");
+  const std::string buffer = slurp(run / "buffer.db"), config = slurp(run / "config.toml");
+  ASSERT_FALSE(buffer.empty());
+  // Not SQLite; an empty file (SQLite would take it for a new, empty database).
+  for (const std::string& garbage : {std::string("garbage\n"), std::string()}) {
+    std::ofstream(run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db", std::ios::trunc) << garbage;
+    const auto r = run_process(resume_args(run.string(), kSteps + 1));
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("step-" + std::to_string(kSteps) + "/buffer.db"), std::string::npos) << r.err;
+    EXPECT_TRUE(slurp(run / "buffer.db") == buffer) << "the live buffer.db changed";
+    EXPECT_EQ(slurp(run / "config.toml"), config);
+    for (const auto& e : fs::directory_iterator(run))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+// Failed resumes leave config.toml as it was (they once rewrote run.steps first): a truncated
+// model, a missing optimizer state, a broken trainer_state.json.
+TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
+  const std::string newest = "checkpoints/step-" + std::to_string(kSteps);
+  const std::vector<std::pair<std::string, std::function<void(const fs::path&)>>> breaks = {
+      {"truncated model", [&](const fs::path& run) { fs::resize_file(run / newest / "model.safetensors", 1000); }},
+      {"no optimizer", [&](const fs::path& run) { fs::remove(run / newest / "optimizer.safetensors"); }},
+      {"bad state", [&](const fs::path& run) { std::ofstream(run / newest / "trainer_state.json") << "{\n"; }},
+  };
+  for (const auto& [what, do_break] : breaks) {
+    const fs::path run = copy_of_reference("failed-resume");
+    const std::string config = slurp(run / "config.toml"), buffer = slurp(run / "buffer.db");
+    do_break(run);
+    const auto r = run_process(resume_args(run.string(), kSteps + 5));
+    EXPECT_NE(r.exit_code, 0) << what;
+    EXPECT_EQ(slurp(run / "config.toml"), config) << what;
+    EXPECT_TRUE(slurp(run / "buffer.db") == buffer) << what;
+  }
+}
+
+// --resume on a run whose checkpoints are gone refuses to start it over (it once seeded again,
+// replacing 100+ buffer tasks and every metrics line): exit 2, naming the checkpoints, nothing
+// changed. (A run killed before its first checkpoint still starts over: KillNineAtAnyMoment.)
+TEST(TrainCli, ResumeWithoutCheckpointsRefusesToStartOver) {
+  const fs::path run = copy_of_reference("no-checkpoints");
+  for (const auto& e : fs::directory_iterator(run / "checkpoints")) fs::remove_all(e.path());
+  std::map<std::string, std::string> before;
+  for (const char* f : {"buffer.db", "metrics.jsonl", "config.toml", "log.txt"}) before[f] = slurp(run / f);
+  ASSERT_FALSE(before["metrics.jsonl"].empty());
+  auto r = run_process({azr(), "train", "--resume", run.string(), "--set", "run.steps=0", "--set", "eval.every=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find((run / "checkpoints").string() + ": no complete checkpoint"), std::string::npos) << r.err;
+  for (const auto& [f, bytes] : before) EXPECT_TRUE(slurp(run / f) == bytes) << f << " changed";
+  // metrics.jsonl emptied, log.txt still records the checkpoints written: refused all the same.
+  std::ofstream(run / "metrics.jsonl", std::ios::trunc).flush();
+  r = run_process({azr(), "train", "--resume", run.string(), "--set", "run.steps=0", "--set", "eval.every=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(slurp(run / "buffer.db") == before["buffer.db"]);
 }
 
 }  // namespace
