@@ -1,6 +1,7 @@
 // azr eval: benchmark evaluation (pass@1 / pass@k), from answers produced elsewhere
 // (--answers) or by generating them with a model (--model). See eval/report.h for the scores.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "cli/input.h"
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
@@ -222,34 +224,54 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--data", o.data, "benchmark data dir (default: $AZR_BENCHMARKS, else ../shared/benchmarks)");
   c->add_option("--out", o.out, "per-response results JSONL");
   c->add_option("--k", o.k, "also report pass@k (unbiased estimator; needs n >= k samples per item)")
-      ->check(CLI::NonNegativeNumber);
-  c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(non_negative());
+  c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(positive());
   c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)");
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass")->capture_default_str();
+      ->capture_default_str()->check(non_negative());
+  c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)")
+      ->check(non_negative());
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str()->check(unit_mass());
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
       ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
   c->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");
   c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(between(0.001, 3600.0));
   c->add_option("--memory", o.memory_mib, "address-space limit per sandbox job, MiB")->capture_default_str()
-      ->check(CLI::Range(16.0, 1048576.0));
-  c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(CLI::Range(0, 1024));
+      ->check(between(16.0, 1048576.0));
+  c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
   c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   add_device_option(c, o.device);
   return c;
 }
 
+namespace {
+
+// --out is opened (and truncated) only when grading starts, after --model has generated every
+// answer: a directory or an unwritable place failed there, and --out naming the --answers file
+// emptied the answers before they were read. Both are refused up front.
+void check_out_target(const EvalOptions& o) {
+  if (o.out.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(o.out, ec)) throw UsageError("--out " + o.out + ": is a directory; give a file name");
+  if (!o.answers.empty() && o.answers != "-" && fs::equivalent(o.answers, o.out, ec))
+    throw UsageError("--out " + o.out + ": is the --answers file; write the results to another file");
+  const fs::path parent = fs::absolute(o.out).parent_path();
+  if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
+    throw UsageError("--out " + o.out + ": cannot write in " + parent.string());
+}
+
+}  // namespace
+
 int run_eval(const EvalOptions& o) {
   if (o.answers.empty() == o.model.empty()) throw UsageError("eval: give either --answers FILE or --model DIR");
   if (!o.answers.empty() && !o.bench.empty()) throw UsageError("eval: --bench goes with --model (--answers names its benchmarks)");
+  check_out_target(o);
   fs::path data;
   try {
     data = eval::resolve_data_dir(o.data);

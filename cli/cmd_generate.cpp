@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
@@ -48,6 +49,10 @@ model::Transformer load_model(const std::string& dir, const DeviceOptions& devic
   } catch (const std::invalid_argument& e) {
     throw UsageError("--device: " + std::string(e.what()));
   }
+  // --model takes the directory; its config.json named instead read "config.json/config.json".
+  std::error_code error;
+  if (std::filesystem::is_regular_file(dir, error))
+    throw UsageError("--model " + dir + ": is a file; give the model directory (config.json, model.safetensors)");
   // ConfigError / SafetensorsError already name the file and the field or tensor at fault.
   try {
     model::Transformer m = model::Transformer::from_pretrained(dir, *ops);
@@ -75,6 +80,19 @@ std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& mod
   }
 }
 
+void check_ids_fit_model(const std::vector<int32_t>& ids, int64_t vocab_rows, const std::string& where) {
+  for (const int32_t id : ids)
+    if (id >= vocab_rows)
+      throw UsageError(where + "the tokenizer gives token id " + std::to_string(id) + ", past the model's " +
+                       std::to_string(vocab_rows) + " embedding rows: it is not this model's tokenizer (--tokenizer)");
+}
+
+namespace {
+// --max-tokens past this is refused up front: 100,000,000 reached the KV cache's allocation and
+// ended in std::bad_alloc. It is far past any model's context (Qwen2.5: 32,768 to 131,072).
+constexpr int32_t kMaxNewTokens = 1 << 20;
+}  // namespace
+
 CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   CLI::App* c = app.add_subcommand("generate", "Sample completions of a prompt from a model directory");
   c->footer(
@@ -85,19 +103,25 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
       "(kept as the last token), or any --stop string (the text is cut before it).");
   c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
   c->add_option("--prompt", o.prompt, "the prompt text")->required();
-  c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str();
-  c->add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str();
-  c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")->capture_default_str();
+  c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")
+      ->capture_default_str()
+      ->check(between(0, kMaxNewTokens));
+  c->add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")
+      ->capture_default_str()
+      ->check(non_negative());
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str()->check(unit_mass());
+  c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")
+      ->capture_default_str()
+      ->check(non_negative());
   c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")->capture_default_str();
   c->add_option("--stop", o.stop, "stop at this string (repeatable)");
   c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
   c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");
   c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
-  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
   c->add_flag("--json", o.json, "one JSON object per sample");
   add_device_option(c, o.device);
   return c;
@@ -116,6 +140,7 @@ int run_generate(const GenerateOptions& o) {
     throw UsageError(std::string("--prompt: ") + e.what());
   }
   if (prompt.empty()) throw UsageError("--prompt: the prompt must encode to at least one token");
+  check_ids_fit_model(prompt, V, "--prompt: ");
 
   model::SamplingParams p = model::sampling_defaults(m, *tok, !o.ignore_eos);
   p.temperature = o.temperature;

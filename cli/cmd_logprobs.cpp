@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "cli/input.h"
 #include "kernels/ops.h"
 #include "model/tokenizer.h"
@@ -23,8 +24,8 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
   c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
   c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin")->required();
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
-  c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(positive());
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
   add_device_option(c, o.device, /*generates=*/false);
   return c;
 }
@@ -60,6 +61,7 @@ int run_logprobs(const LogprobsOptions& o) {
         throw UsageError(where + e.what());
       }
       if (ids.empty()) throw UsageError(where + "field 'text' is empty: it must encode to at least one token");
+      check_ids_fit_model(ids, V, where);
     } else {
       if (!j["ids"].is_array()) throw UsageError(where + "field 'ids' must be an array of token ids");
       for (const json& v : j["ids"]) {

@@ -8,11 +8,20 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "model/hf_config.h"
 #include "model/memory_plan.h"
 #include "model/presets.h"
 
 namespace azr::cli {
+
+namespace {
+// The plan's largest byte count is sequences x tokens x vocabulary x 4 (the LM head's logits):
+// with these bounds and a vocabulary below 2**18 it stays under 2**62. Unbounded, --micro-batch
+// 2**54 overflowed 64 bits and planned its LM head at 0 bytes.
+constexpr int64_t kMaxTokens = int64_t{1} << 22;
+constexpr int64_t kMaxSequences = int64_t{1} << 20;
+}  // namespace
 
 CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
   CLI::App* c = app.add_subcommand("memory", "Plan a run's device memory and the micro-batch that fits");
@@ -24,15 +33,19 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
       "--kv-slots 256 --kv-capacity 4096");
   c->add_option("model", o.model, "model directory, config.json or preset")->required();
   c->add_option("--precision", o.precision, "bf16-mixed | fp32 | fp32+bf16-gemm (model.matmul_precision = \"bf16\" today)")->capture_default_str();
-  c->add_option("--seq-len", o.seq_len, "tokens per training sequence")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--seq-len", o.seq_len, "tokens per training sequence")
+      ->capture_default_str()
+      ->check(between(1, kMaxTokens));
   c->add_option("--micro-batch", o.micro_batch, "sequences per micro-batch; 0 = the largest that fits")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(between(0, kMaxSequences));
   c->add_flag("--recompute", o.recompute, "activation recomputation (keep each layer's input only)");
-  c->add_option("--kv-slots", o.kv_slots, "sequences decoded together")->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--kv-slots", o.kv_slots, "sequences decoded together")
+      ->capture_default_str()
+      ->check(between(0, kMaxSequences));
   c->add_option("--kv-capacity", o.kv_capacity, "KV-cache positions per sequence (default: --seq-len)")
-      ->check(CLI::NonNegativeNumber);
-  c->add_option("--budget-gib", o.budget_gib, "device memory, GiB")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(between(0, kMaxTokens));
+  c->add_option("--budget-gib", o.budget_gib, "device memory, GiB")->capture_default_str()->check(positive());
   c->add_flag("--json", o.json, "one JSON object instead of the table");
   return c;
 }
@@ -44,6 +57,12 @@ model::ModelConfig resolve_config(const std::string& spec) {
   try {
     if (fs::is_directory(spec)) return model::load_config((fs::path(spec) / "config.json").string());
     if (fs::is_regular_file(spec)) return model::load_config(spec);
+    // A path that names nothing is a missing file, not an unknown preset's name.
+    if (spec.find('/') != std::string::npos || spec.ends_with(".json")) {
+      std::string presets;
+      for (const std::string& name : model::preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+      throw UsageError(spec + ": no such model directory or config.json (the presets: " + presets + ")");
+    }
     return model::preset_config(spec);
   } catch (const model::ConfigError& e) {
     throw UsageError(e.what());

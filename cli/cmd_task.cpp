@@ -8,6 +8,7 @@
 #include "buffer/task_buffer.h"
 #include "buffer/task_jsonl.h"
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "cli/input.h"
 #include "model/chat_format.h"
 #include "proposer/parse.h"
@@ -257,9 +258,9 @@ int run_prompt(const TaskOptions& o) {
 }
 
 void add_sandbox_flags(CLI::App* c, TaskOptions& o) {
-  c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()->check(CLI::Range(0.001, 3600.0));
-  c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()->check(CLI::Range(16.0, 1048576.0));
-  c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(CLI::Range(0, 1024));
+  c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()->check(between(0.001, 3600.0));
+  c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()->check(between(16.0, 1048576.0));
+  c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
 }
 
 }  // namespace
@@ -291,7 +292,7 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
   p->add_option("--role", o.role, "proposer or solver")->required()->check(CLI::IsMember({"proposer", "solver"}));
   p->add_option("--type", o.type, "task type")->required()->check(types);
   p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)");
-  p->add_option("--k", o.k, "proposer references (deduction/abduction)")->capture_default_str()->check(CLI::Range(1, 1000));
+  p->add_option("--k", o.k, "proposer references (deduction/abduction)")->capture_default_str()->check(between(1, 1000));
   p->add_option("--seed", o.seed, "sampling seed (default: random)");
   p->add_option("--prompt-style", o.prompt_style, "paper (R1-wrapped, the reference's) or compact (algorithm.prompt_style)")
       ->capture_default_str()->check(CLI::IsMember({"paper", "compact"}));

@@ -1,4 +1,5 @@
 // azr tokenize: encode and decode exactly as training does.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,10 +15,15 @@ using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::strict); }
 
-// A directory (tokenizer.json inside) or the file itself.
+// A directory (tokenizer.json inside) or the file itself. A directory without one was read as the
+// file and reported as "not valid JSON".
 std::string tokenizer_file(const std::string& arg) {
-  std::ifstream probe(arg + "/tokenizer.json");
-  return probe ? arg + "/tokenizer.json" : arg;
+  std::error_code error;
+  if (!std::filesystem::is_directory(arg, error)) return arg;
+  const std::string file = arg + "/tokenizer.json";
+  if (!std::filesystem::exists(file, error))
+    throw UsageError("--tokenizer " + arg + ": no tokenizer.json in this directory");
+  return file;
 }
 
 }  // namespace
@@ -68,8 +74,9 @@ int run_tokenize(const TokenizeOptions& o) {
     }
     try {
       if (o.decode) {
-        if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array())
-          throw UsageError(where + "field 'ids' must be an array of token ids");
+        if (!j.is_object()) throw UsageError(where + "expected a JSON object {\"ids\": [...]}");
+        if (!j.contains("ids")) throw UsageError(where + "field 'ids' is missing");
+        if (!j["ids"].is_array()) throw UsageError(where + "field 'ids' must be an array of token ids");
         std::vector<int32_t> ids;
         for (const auto& v : j["ids"]) {
           if (!v.is_number_integer()) throw UsageError(where + "field 'ids' must hold integers");
@@ -78,8 +85,9 @@ int run_tokenize(const TokenizeOptions& o) {
         // Decoded bytes may not be valid UTF-8 (ids can split a character): JSON shows them lossily.
         out.push_back(json{{"text", model::utf8_lossy(tok->decode(ids))}}.dump());
       } else {
-        if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-          throw UsageError(where + "field 'text' must be a string");
+        if (!j.is_object()) throw UsageError(where + "expected a JSON object {\"text\": ...}");
+        if (!j.contains("text")) throw UsageError(where + "field 'text' is missing");
+        if (!j["text"].is_string()) throw UsageError(where + "field 'text' must be a string");
         out.push_back(dump(json{{"ids", tok->encode(j["text"].get<std::string>())}}));
       }
     } catch (const model::TokenizerError& e) {

@@ -1,5 +1,6 @@
 // azr train: the self-play loop from a TOML config (trainer/trainer.h does the work).
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "trainer/bootstrap_run.h"
 #include "trainer/trainer.h"
 
@@ -25,7 +26,7 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
                 "tcp backend; mpi waits without a limit): longer than rank 0's evaluations and checkpoint writes, "
                 "which the other ranks wait out")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e7));
+      ->check(between(1.0, 1e7));
   return c;
 }
 

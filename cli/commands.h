@@ -87,6 +87,9 @@ model::Transformer load_model(const std::string& dir, const DeviceOptions& devic
 void add_device_option(CLI::App* command, DeviceOptions& device, bool generates = true);
 // --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
 std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);
+// Throws UsageError (prefixed by `where`) when an encoded id has no row in the model's embedding:
+// a tokenizer of another model, which the forward would reject with no word of the flag.
+void check_ids_fit_model(const std::vector<int32_t>& ids, int64_t vocab_rows, const std::string& where);
 
 struct GenerateOptions {
   std::string model, tokenizer;

@@ -38,6 +38,32 @@ std::string version_text() {
 
 }  // namespace
 
+namespace {
+
+// CLI11 answers `azr frobnicate` and `azr buffer bogus` with "A subcommand is required", naming
+// neither the word nor the commands. Follows the leading words of argv down the command tree;
+// the first that names no command where one is expected gets a message of its own ("" if none).
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "azr";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto commands = at->get_subcommands([](CLI::App*) { return true; });
+    if (commands.empty()) return "";
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* c : commands) {
+      if (c->check_name(argv[i])) next = c;
+      names += (names.empty() ? "" : ", ") + c->get_name();
+    }
+    if (!next) return "unknown command '" + std::string(argv[i]) + "' for " + path + "; the commands: " + names;
+    at = next;
+    path += " " + next->get_name();
+  }
+  return "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("azr");
   spdlog::set_default_logger(logger);
@@ -47,6 +73,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough(false);
+  // Every usage error starts "azr: ", CLI11's parse errors too, as the command's own ones do.
+  app.failure_message(
+      [](const CLI::App* a, const CLI::Error& e) { return "azr: " + CLI::FailureMessage::simple(a, e); });
 
   azr::cli::ExecOptions exec_opts;
   CLI::App* exec = azr::cli::add_exec_command(app, exec_opts);
@@ -72,6 +101,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string word = unknown_command(app, argc, argv); !word.empty()) {
+      std::cerr << "azr: " << word << '\n';
+      return 2;
+    }
     int code = app.exit(e);  // prints help/version (code 0) or the usage error
     return code == 0 ? 0 : 2;
   }

@@ -18,19 +18,26 @@ std::string json_string(const json& v) {
   return v.dump();
 }
 
-std::vector<json> read_jsonl(const fs::path& path) {
+// A benchmark file's object, with the place a message about it names ("FILE:LINE": blank lines
+// are skipped, so an item's index is not its line).
+struct Row {
+  json j;
+  std::string where;
+};
+
+std::vector<Row> read_jsonl(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BenchmarkError(path.string() + ": cannot open the benchmark file");
-  std::vector<json> out;
+  std::vector<Row> out;
   std::string line;
   for (size_t lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      out.push_back(json::parse(line));
+      out.push_back({json::parse(line), path.string() + ":" + std::to_string(lineno)});
     } catch (const json::parse_error& e) {
       throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" + e.what() + ")");
     }
-    if (!out.back().is_object())
+    if (!out.back().j.is_object())
       throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": expected a JSON object");
   }
   return out;
@@ -38,12 +45,10 @@ std::vector<json> read_jsonl(const fs::path& path) {
 
 void load_cruxeval(Benchmark& b, const fs::path& dir) {
   fs::path path = dir / "cruxeval.jsonl";
-  std::vector<json> rows = read_jsonl(path);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const json& r = rows[i];
+  for (const auto& [r, where] : read_jsonl(path)) {
     for (const char* f : {"code", "input", "output", "id"})
       if (!r.contains(f) || !r[f].is_string())
-        throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": field '" + f + "' missing or not a string");
+        throw BenchmarkError(where + ": field '" + f + "' missing or not a string");
     BenchItem it;
     it.id = r["id"].get<std::string>();
     it.program = r["code"].get<std::string>();
@@ -57,9 +62,9 @@ void load_cruxeval(Benchmark& b, const fs::path& dir) {
 
 void load_math(Benchmark& b, const fs::path& dir) {
   fs::path path = dir / "test.jsonl";
-  std::vector<json> rows = read_jsonl(path);
+  const std::vector<Row> rows = read_jsonl(path);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const json& r = rows[i];
+    const json& r = rows[i].j;
     BenchItem it;
     it.id = std::to_string(i);  // gsm8k has no id: its line index
     for (const char* f : {"id", "unique_id", "idx"})
@@ -73,9 +78,9 @@ void load_math(Benchmark& b, const fs::path& dir) {
         break;
       }
     if (it.prompt.empty())
-      throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": no 'problem' or 'question' text");
+      throw BenchmarkError(rows[i].where + ": no 'problem' or 'question' text");
     std::optional<std::string> gold = gold_math_answer(b.info.folder, r);
-    if (!gold) throw BenchmarkError(path.string() + ": item " + std::to_string(i) + ": no gold answer");
+    if (!gold) throw BenchmarkError(rows[i].where + ": no gold answer");
     it.gold = *gold;
     b.items.push_back(std::move(it));
   }
@@ -155,7 +160,9 @@ Benchmark load_benchmark(std::string_view name, const fs::path& data_dir) {
   std::unordered_map<std::string, size_t> seen;
   for (size_t i = 0; i < b.items.size(); ++i)
     if (!seen.emplace(b.items[i].id, i).second)
-      throw BenchmarkError(std::string(name) + ": duplicate item id '" + b.items[i].id + "'");
+      throw BenchmarkError(std::string(name) + " (in " + (data_dir / info->folder).string() + "): duplicate item id '" +
+                           b.items[i].id + "' (items " + std::to_string(seen[b.items[i].id] + 1) + " and " +
+                           std::to_string(i + 1) + ")");
   return b;
 }
 
@@ -168,7 +175,13 @@ fs::path resolve_data_dir(const std::string& flag) {
   } else if (fs::is_directory("../shared/benchmarks")) {
     dir = "../shared/benchmarks";
   } else {
-    throw BenchmarkError("no benchmark data: give --data DIR or set AZR_BENCHMARKS (the folder of README.md)");
+    // Says where it looked: ../shared/benchmarks is relative to the working directory, so the same
+    // command finds the data in the repository and not from elsewhere. `azr eval` takes --data,
+    // a run config eval.data_dir (whose caller adds that).
+    throw BenchmarkError("no benchmark data: AZR_BENCHMARKS is unset and " +
+                         (fs::current_path() / "../shared/benchmarks").lexically_normal().string() +
+                         " is not a directory; give the folder of the benchmarks' README.md (azr eval --data DIR, or "
+                         "AZR_BENCHMARKS)");
   }
   if (!fs::is_directory(dir)) throw BenchmarkError(dir.string() + ": not a directory (the benchmark data dir)");
   return dir;

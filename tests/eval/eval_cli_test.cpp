@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -165,6 +166,33 @@ TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
   EXPECT_EQ(missing.exit_code, 2);
   auto nodata = run_process({bin_, "eval", "--answers", write("g.jsonl", ok + "\n"), "--data", (dir_ / "nodir").string()});
   EXPECT_EQ(nodata.exit_code, 2);
+}
+
+// --out naming the --answers file truncated the answers before they were read, and a directory
+// or unwritable --out failed only at grading, after --model had generated every answer. Refused
+// before anything: the answers' bytes are unchanged and no model is loaded.
+TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
+  const std::string ok = json{{"bench", "gsm8k"}, {"id", "0"}, {"response", "18"}}.dump() + "\n";
+  const std::string f = write("answers.jsonl", ok);
+  auto same = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", f});
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(same.err.find("--out " + f + ": is the --answers file"), std::string::npos) << same.err;
+  std::ifstream in(f);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), ok);
+  auto dir = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", dir_.string()});
+  EXPECT_EQ(dir.exit_code, 2);
+  EXPECT_NE(dir.err.find(": is a directory; give a file name"), std::string::npos) << dir.err;
+  // With --model the check comes before the model is read: a model that does not exist is not
+  // what the message is about.
+  auto early = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--bench", "gsm8k", "--data", data_,
+                            "--out", (dir_ / "no-dir" / "out.jsonl").string()});
+  EXPECT_EQ(early.exit_code, 2);
+  EXPECT_NE(early.err.find("--out " + (dir_ / "no-dir" / "out.jsonl").string() + ": cannot write in"),
+            std::string::npos)
+      << early.err;
+  auto top_p = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--top-p", "2"});
+  EXPECT_EQ(top_p.exit_code, 2);
+  EXPECT_NE(top_p.err.find("--top-p: 2 is too large: it must be in (0, 1]"), std::string::npos) << top_p.err;
 }
 
 TEST_F(EvalCli, ModelGeneratesAndGradesEndToEnd) {

@@ -1,9 +1,12 @@
 // azr eval's library parts: pass@k against the closed form, the benchmark registry and loaders,
 // the prompts and the CRUXEval answer extraction.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "eval/benchmarks.h"
@@ -106,6 +109,30 @@ TEST(Loaders, ItemCountsAndGold) {
   EXPECT_EQ(a.items[0].gold, "204");
   EXPECT_THROW(load_benchmark("nope", data_dir()), BenchmarkError);
   EXPECT_THROW(load_benchmark("gsm8k", "/nonexistent"), BenchmarkError);
+}
+
+// The message of a malformed benchmark file names the file and its line (blank lines counted),
+// not the item's 0-based index; a duplicate id names the folder and both items.
+TEST(Loaders, BadFilesAreNamedByFileAndLine) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("azr_bench_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "cruxeval");
+  const std::string good = R"({"id": "a", "code": "def f(x): return x", "input": "1", "output": "1"})";
+  auto message_for = [&](const std::string& text) -> std::string {
+    std::ofstream(dir / "cruxeval" / "cruxeval.jsonl") << text;
+    try {
+      load_benchmark("cruxeval_o", dir);
+    } catch (const BenchmarkError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string file = (dir / "cruxeval" / "cruxeval.jsonl").string();
+  EXPECT_EQ(message_for("\n" + good + "\n\n" + R"({"id": "b", "code": "x", "input": "1"})" + "\n"),
+            file + ":4: field 'output' missing or not a string");
+  const std::string twice = message_for(good + "\n" + good + "\n");
+  EXPECT_EQ(twice, "cruxeval_o (in " + (dir / "cruxeval").string() + "): duplicate item id 'a' (items 1 and 2)");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Prompts, Templates) {

@@ -284,9 +284,22 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   };
   expect_usage(run_process({azr(), "generate", "--model", "/nonexistent/model", "--prompt", "x"}), "/nonexistent/model");
   expect_usage(run_process({azr(), "generate", "--model", empty_dir_, "--prompt", "x"}), empty_dir_ + "/tokenizer.json");
-  expect_usage(generate({"--top-p", "0"}), "top_p");
-  expect_usage(generate({"--temperature", "-1"}), "temperature");
+  expect_usage(generate({"--top-p", "0"}), "--top-p: 0 is too small: it must be in (0, 1]");
+  expect_usage(generate({"--top-p", "nan"}), "--top-p: expected a finite number, got 'nan'");
+  expect_usage(generate({"--temperature", "-1"}), "--temperature: -1 is too small: it must be 0 or more");
+  expect_usage(generate({"--temperature", "inf"}), "--temperature: expected a finite number, got 'inf'");
+  // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
+  expect_usage(generate({"--max-tokens", "100000000"}), "--max-tokens: 100000000 is too large: it must be between 0");
+  expect_usage(run_process({azr(), "generate", "--model", dir_ + "/config.json", "--prompt", "x"}),
+               "--model " + dir_ + "/config.json: is a file; give the model directory");
   expect_usage(run_process({azr(), "generate", "--model", dir_, "--prompt", ""}), "at least one token");
+  // Qwen's tokenizer on azr-tiny (263 rows): "Hello world" is ids 9707 and 1879.
+  const std::string qwen = azr::testing::env_or_fail("AZR_SHARED_DIR") + "/models/qwen-tokenizer";
+  expect_usage(run_process({azr(), "generate", "--model", dir_, "--tokenizer", qwen, "--prompt", "Hello world"}),
+               "--prompt: the tokenizer gives token id 9707, past the model's 263 embedding rows");
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--tokenizer", qwen, "--jsonl", "-"},
+                           "{\"text\": \"Hello world\"}\n"),
+               "<stdin>:1: the tokenizer gives token id 9707");
 
   // logprobs: every line is checked first, so a bad line leaves nothing on stdout.
   const std::string bad = fs::path(dir_).parent_path() / "bad.jsonl";

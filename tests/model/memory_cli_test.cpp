@@ -58,6 +58,12 @@ TEST(MemoryCli, BadInputIsAUsageError) {
   EXPECT_NE(unknown.err.find("no-such-model"), std::string::npos) << unknown.err;
   const auto seq = run_process({azr(), "memory", "azr-tiny", "--seq-len", "0"});
   EXPECT_EQ(seq.exit_code, 2);
+  // A path that names nothing was reported as an unknown preset.
+  const auto missing = run_process({azr(), "memory", "/nonexistent/config.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/config.json: no such model directory or config.json (the presets: azr-tiny"),
+            std::string::npos)
+      << missing.err;
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ TEST(TokenizeCli, BadInputIsNamedAndPrintsNothing) {
   auto bad = run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir(), "--jsonl", "-"},
                          "{\"text\":\"fine\"}\n{\"txt\":\"oops\"}\n");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("<stdin>:2: field 'text'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("<stdin>:2: field 'text' is missing"), std::string::npos) << bad.err;
   EXPECT_EQ(bad.out, "");  // checked before anything is printed
   auto bad_ids = run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir(), "--jsonl", "-", "--decode"},
                              "{\"ids\":[1,\"x\"]}\n");
@@ -79,6 +79,12 @@ TEST(TokenizeCli, BadInputIsNamedAndPrintsNothing) {
                                 "{\"ids\":[999999999]}\n");
   EXPECT_EQ(unknown_id.exit_code, 2);
   EXPECT_EQ(run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir()}).exit_code, 2);  // no input
+  // A directory without tokenizer.json was read as the file: "not valid JSON".
+  const std::string empty_dir = ::testing::TempDir();
+  auto no_file = run_process({azr(), "tokenize", "--tokenizer", empty_dir, "--text", "x"});
+  EXPECT_EQ(no_file.exit_code, 2);
+  EXPECT_NE(no_file.err.find("--tokenizer " + empty_dir + ": no tokenizer.json in this directory"), std::string::npos)
+      << no_file.err;
 }
 
 }  // namespace

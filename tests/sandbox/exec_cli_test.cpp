@@ -124,4 +124,58 @@ TEST(ExecCli, UsageConventions) {
   EXPECT_EQ(run_process({azr(), "exec", "--jsonl", "-", "--timeout", "-1"}, "").exit_code, 2);
 }
 
+// An unknown word where a command is expected is named, with the commands there are (CLI11 alone
+// said "A subcommand is required"). The lists are the README's, written out by hand.
+TEST(ExecCli, UnknownCommandsAreNamedWithTheCommandsThereAre) {
+  const auto top = run_process({azr(), "frobnicate"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_NE(top.err.find("unknown command 'frobnicate' for azr; the commands: exec, buffer, tokenize, generate, "
+                         "logprobs, task, eval, train, bootstrap, memory"),
+            std::string::npos)
+      << top.err;
+  const auto nested = run_process({azr(), "buffer", "bogus", "x.db"});
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_NE(nested.err.find("unknown command 'bogus' for azr buffer; the commands: stats, list, show, export, "
+                            "import, migrate"),
+            std::string::npos)
+      << nested.err;
+}
+
+// Numeric flags refuse what is not a finite number: NaN passed CLI11's range checks (every
+// comparison with NaN is false), and --memory nan ran a job with no memory limit at all. Bounds
+// are named as written, not as CLI11's 309-digit "0.000000 to 17976931348623157...".
+TEST(ExecCli, NumericFlagsRefuseNaNAndInfinityAndNameTheirBounds) {
+  const std::string program = temp_file("def f(n):\n    return len(bytearray(n))\n", ".py");
+  for (const char* value : {"nan", "NaN", "inf", "-inf", "1e999", "12abc", ""}) {
+    const auto r = run_process({azr(), "exec", program, "--input", "3", "--memory", value});
+    EXPECT_EQ(r.exit_code, 2) << value << ": " << r.out;
+    EXPECT_NE(r.err.find("--memory: expected a finite number, got '" + std::string(value) + "'"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << "no job may run: " << value;
+  }
+  const auto small = run_process({azr(), "exec", program, "--input", "3", "--memory", "8"});
+  EXPECT_EQ(small.exit_code, 2);
+  EXPECT_NE(small.err.find("--memory: 8 is too small: it must be between 16 and 1048576"), std::string::npos)
+      << small.err;
+  const auto zero = run_process({azr(), "memory", "azr-tiny", "--seq-len", "0"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--seq-len: 0 is too small: it must be between 1 and 4194304"), std::string::npos)
+      << zero.err;
+  const auto budget = run_process({azr(), "memory", "azr-tiny", "--budget-gib", "nan"});
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.err.find("--budget-gib: expected a finite number"), std::string::npos) << budget.err;
+  // The bounds themselves are accepted.
+  EXPECT_EQ(run_process({azr(), "exec", program, "--input", "3", "--memory", "16"}).exit_code, 0);
+  std::remove(program.c_str());
+}
+
+// A directory given as a JSONL input opened as a stream that reads as empty: 0 jobs, exit 0.
+TEST(ExecCli, ADirectoryAsTheJsonlInputIsRefused) {
+  const std::string dir = ::testing::TempDir();
+  const auto r = run_process({azr(), "exec", "--jsonl", dir});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(dir + ": is a directory, not a file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 }  // namespace
