@@ -331,10 +331,14 @@ buffer::InsertResult insert_tasks(const std::string& db, const std::vector<buffe
     std::string tmp = temp_beside(db);
     RemoveOnExit cleanup(tmp);
     buffer::InsertResult r;
-    {
+    try {
       TaskBuffer b = TaskBuffer::open(tmp, TaskBuffer::Mode::ReadWrite, opts);
-      r = b.insert(tasks);
-    }  // closed: the last connection folds the write-ahead log into the file and deletes it
+      r = b.insert(tasks);  // b closes here: the last connection folds the write-ahead log in and deletes it
+    } catch (const buffer::BufferError& e) {  // about the temporary name: say it of the database
+      std::string message = e.what();
+      if (message.rfind(tmp, 0) == 0) message = db + message.substr(tmp.size());
+      throw buffer::BufferError(message);
+    }
     if (fs::exists(tmp + "-wal", ec)) throw buffer::BufferError(db + ": the new database could not be finished");
     if (::link(tmp.c_str(), db.c_str()) == 0) return r;
     // EEXIST: another process made it first. Otherwise (a file system without hard links) fall

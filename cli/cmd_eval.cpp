@@ -232,7 +232,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       ->check(non_negative());
   c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str()->check(unit_mass());
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
-      ->check(positive());
+      ->check(between(1, kMaxNewTokens));
   c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
       ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
   c->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
@@ -261,6 +261,11 @@ void check_out_target(const EvalOptions& o) {
   if (fs::is_directory(o.out, ec)) throw UsageError("--out " + o.out + ": is a directory; give a file name");
   if (!o.answers.empty() && o.answers != "-" && fs::equivalent(o.answers, o.out, ec))
     throw UsageError("--out " + o.out + ": is the --answers file; write the results to another file");
+  // An existing file (/dev/null too) must be writable; a new one needs a writable directory.
+  if (fs::exists(o.out, ec)) {
+    if (::access(o.out.c_str(), W_OK) != 0) throw UsageError("--out " + o.out + ": not writable");
+    return;
+  }
   const fs::path parent = fs::absolute(o.out).parent_path();
   if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
     throw UsageError("--out " + o.out + ": cannot write in " + parent.string());

@@ -99,7 +99,7 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
   c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()->check(between(16.0, 1048576.0));
   c->add_option("--output-limit", o.output_limit, "stdout+stderr bytes per job")
       ->capture_default_str()
-      ->check(between(1, 1 << 30));
+      ->check(between(0, 1 << 30));
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
   c->add_option("--input-mode", o.input_mode,
                  "literal: every argument must be a Python literal (the safe default; what graders use for "

@@ -87,12 +87,6 @@ void check_ids_fit_model(const std::vector<int32_t>& ids, int64_t vocab_rows, co
                        std::to_string(vocab_rows) + " embedding rows: it is not this model's tokenizer (--tokenizer)");
 }
 
-namespace {
-// --max-tokens past this is refused up front: 100,000,000 reached the KV cache's allocation and
-// ended in std::bad_alloc. It is far past any model's context (Qwen2.5: 32,768 to 131,072).
-constexpr int32_t kMaxNewTokens = 1 << 20;
-}  // namespace
-
 CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   CLI::App* c = app.add_subcommand("generate", "Sample completions of a prompt from a model directory");
   c->footer(

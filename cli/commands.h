@@ -87,6 +87,10 @@ model::Transformer load_model(const std::string& dir, const DeviceOptions& devic
 void add_device_option(CLI::App* command, DeviceOptions& device, bool generates = true);
 // --tokenizer (tokenizer.json or a directory holding it) if given, else MODEL_DIR/tokenizer.json.
 std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& model_dir, const std::string& tokenizer_arg);
+// --max-tokens past this is refused up front (generate, eval): 100,000,000 reached the KV cache's
+// allocation and ended in std::bad_alloc. It is far past any model's context (Qwen2.5: 32,768 to
+// 131,072).
+inline constexpr int32_t kMaxNewTokens = 1 << 20;
 // Throws UsageError (prefixed by `where`) when an encoded id has no row in the model's embedding:
 // a tokenizer of another model, which the forward would reject with no word of the flag.
 void check_ids_fit_model(const std::vector<int32_t>& ids, int64_t vocab_rows, const std::string& where);

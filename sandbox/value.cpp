@@ -451,8 +451,11 @@ uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
     case ValueKind::Str: return hash_bytes(v.as_bytes()) ^ 0x5354ULL;
     case ValueKind::Bytes:
     case ValueKind::ByteArray: return hash_bytes(v.as_bytes());  // bytes == bytearray
-    case ValueKind::Tuple:
-    case ValueKind::List: return hash_sequence(v.items(), item_hash);
+    // A list is never equal to a tuple, nor a dict to a set, so their hashes differ too (else a
+    // dict of NaN keys whose values alternate [] and () would share one hash); a tuple keeps
+    // CPython's hash, and no list or dict has one in Python.
+    case ValueKind::Tuple: return hash_sequence(v.items(), item_hash);
+    case ValueKind::List: return hash_sequence(v.items(), item_hash) ^ 0x6c697374ULL;
     case ValueKind::Set:
     case ValueKind::FrozenSet: {
       uint64_t acc = 0;
@@ -462,7 +465,7 @@ uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
     case ValueKind::Dict: {
       uint64_t acc = 0;
       for (const auto& [key, val] : v.pairs()) acc ^= shuffle_bits(item_hash(key) * 31 + item_hash(val));
-      return finish_unordered(acc, v.pairs().size());
+      return finish_unordered(acc ^ 0x64696374ULL, v.pairs().size());
     }
   }
   return 0;

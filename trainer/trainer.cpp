@@ -162,20 +162,32 @@ void write_run_config(const fs::path& run_dir, const TrainConfig& cfg) {
   fs::rename(tmp, run_dir / "config.toml");
 }
 
+void refuse_a_run_dir_in_use(const fs::path& run_dir) {
+  if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
+    throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
+                    " or choose another --run-dir");
+}
+
 // A new run's directory until its first checkpoint (step-0): a start that fails before then
 // (a bad import file, a seeding error) takes away what it made, so the rerun is not refused as
-// "already holds a run" and --resume has nothing half-made to continue. Only what this process
-// created goes: the topmost directory it created, or else the entries that were not there before.
+// "already holds a run" and --resume has nothing half-made to continue. Only the run's own files
+// go: the run directory if this process made it (with the parents it made, each only if empty, so
+// another run started beside it in a new runs/ keeps its files), else the trainer's own entries
+// that were not there before. Nothing is followed through a symlink, and a status that cannot be
+// read stops the walk: what cannot be told apart is left alone.
 class NewRunCleanup {
  public:
   explicit NewRunCleanup(const fs::path& run_dir) : run_dir_(run_dir) {
     std::error_code ec;
-    for (fs::path p = fs::absolute(run_dir).lexically_normal(); !p.empty() && !fs::exists(p, ec);
-         p = p.parent_path()) {
-      created_top_ = p;
-      if (p == p.parent_path()) break;
+    fs::path p = fs::absolute(run_dir, ec).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory, not its empty last name
+    for (; !ec && p.has_relative_path(); p = p.parent_path()) {
+      const fs::file_type type = fs::symlink_status(p, ec).type();
+      if (type != fs::file_type::not_found) break;
+      ec.clear();
+      made_.push_back(p);  // nearest first: the run directory, then its parents
     }
-    if (created_top_.empty())
+    if (made_.empty())
       for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) before_.push_back(e.path().filename());
   }
   NewRunCleanup(const NewRunCleanup&) = delete;
@@ -184,19 +196,31 @@ class NewRunCleanup {
   ~NewRunCleanup() {
     if (!armed_) return;
     std::error_code ec;
-    if (!created_top_.empty()) {
-      fs::remove_all(created_top_, ec);
+    if (!made_.empty()) {
+      fs::remove_all(made_.front(), ec);  // the run directory, made by this process
+      for (size_t k = 1; k < made_.size() && fs::remove(made_[k], ec); ++k) {
+      }
       return;
     }
-    for (const fs::directory_entry& e : fs::directory_iterator(run_dir_, ec))
-      if (std::find(before_.begin(), before_.end(), e.path().filename()) == before_.end()) {
-        std::error_code ec2;
-        fs::remove_all(e.path(), ec2);
-      }
+    for (const fs::directory_entry& e : fs::directory_iterator(run_dir_, ec)) {
+      const fs::path name = e.path().filename();
+      if (!is_run_file(name.string()) || std::find(before_.begin(), before_.end(), name) != before_.end()) continue;
+      std::error_code ec2;
+      fs::remove_all(e.path(), ec2);
+    }
   }
 
  private:
-  fs::path run_dir_, created_top_;
+  // What train() writes into a run directory.
+  static bool is_run_file(const std::string& name) {
+    for (const char* exact : {"config.toml", ".config.toml.tmp", "checkpoints", "log.txt", "metrics.jsonl"})
+      if (name == exact) return true;
+    return name.rfind("buffer.db", 0) == 0 || name.rfind(".buffer.db", 0) == 0 ||
+           name.rfind("events.out.tfevents.", 0) == 0 || name.rfind("op_profile", 0) == 0;
+  }
+
+  fs::path run_dir_;
+  std::vector<fs::path> made_;  // the directories this process made: the run dir (if it did), then its parents
   std::vector<fs::path> before_;
   bool armed_ = true;
 };
@@ -232,8 +256,8 @@ void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerS
   };
   fs::remove(tmp);
   remove_side_files(tmp);
-  fs::copy_file(snapshot, tmp);
   try {
+    fs::copy_file(snapshot, tmp);  // inside: a copy that fails part-way (a full disk) is removed too
     buffer::Counts c;
     try {
       // Read-write (on the copy), as the live buffer is opened below: a snapshot of an older schema
@@ -316,13 +340,17 @@ int train(const TrainOptions& opt) {
   // Every file the config names, before the ranks meet and before anything is written (a run dir
   // left behind would refuse the rerun): the tokenizer, the benchmarks and their data, the
   // held-out tasks, the import file. The model's weights are loaded below, still before the run dir.
-  // Every rank checks (which rank is 0 is known only once the ranks meet); rank 0 keeps the data.
+  // Only the launch's rank 0 (rank 0 once the ranks meet) reads what rank 0 alone uses: the
+  // evaluation data and the import file may exist on its node only. It also refuses a directory
+  // that holds a run before anything is loaded, which takes minutes for a large model.
+  const bool launch_root = launch.rank == 0;
+  if (launch_root && !resuming) refuse_a_run_dir_in_use(run_dir);
   if (cfg.model.preset.empty()) (void)model_config(cfg);  // model.path's config.json, before its tokenizer
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
-  if (cfg.eval.every > 0) {
+  if (launch_root && cfg.eval.every > 0) {
     // No data given and none in the usual places: train without evaluating, and say so (below).
     benches = load_eval_benchmarks(cfg, &eval_off);
     if (!cfg.eval.heldout_tasks.empty()) {
@@ -337,7 +365,7 @@ int train(const TrainOptions& opt) {
   }
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
-  if (!ckpt && !cfg.seeding.import_tasks.empty() &&
+  if (launch_root && !ckpt && !cfg.seeding.import_tasks.empty() &&
       (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks)))
     throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks + ": no such file, not a file or not readable");
   // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
@@ -349,11 +377,7 @@ int train(const TrainOptions& opt) {
       launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
   const bool root = comm->rank() == 0;
   if (!root) benches.clear(), heldout.clear();  // rank 0 evaluates
-  if (root && !resuming) {
-    if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
-      throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
-                      " or choose another --run-dir");
-  }
+  if (root && !resuming) refuse_a_run_dir_in_use(run_dir);  // again, as the rank the ranks agreed on
   std::optional<NewRunCleanup> cleanup;
   if (root && !resuming) {
     cleanup.emplace(run_dir);
@@ -373,6 +397,7 @@ int train(const TrainOptions& opt) {
     dist::check_ranks_agree(*comm, ckpt ? ckpt->filename().string() : "no checkpoint",
                             "resume: the newest checkpoint in " + run_dir.string() +
                                 " (every rank must see rank 0's run directory, e.g. on a shared filesystem)");
+  const int64_t configured_micro_batch = cfg.algorithm.micro_batch_size;  // 0 (plan it) is saved as 0
   cfg.algorithm.micro_batch_size = micro.size;
 
   RunLog log;
@@ -440,7 +465,11 @@ int train(const TrainOptions& opt) {
     }
     // The resumed run's config (its run.steps, --set overrides, run_dir) only now that the
     // checkpoint has loaded: a resume that fails leaves config.toml as it was.
-    if (resuming) write_run_config(run_dir, cfg);
+    if (resuming) {
+      TrainConfig saved = cfg;
+      saved.algorithm.micro_batch_size = configured_micro_batch;  // a later resume plans again
+      write_run_config(run_dir, saved);
+    }
   }
 
   // ---- metrics sinks and console (rank 0) ---------------------------------------------------

@@ -179,6 +179,7 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
   EXPECT_NE(same.err.find("--out " + f + ": is the --answers file"), std::string::npos) << same.err;
   std::ifstream in(f);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), ok);
+  EXPECT_EQ(run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", "/dev/null"}).exit_code, 0);
   auto dir = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", dir_.string()});
   EXPECT_EQ(dir.exit_code, 2);
   EXPECT_NE(dir.err.find(": is a directory; give a file name"), std::string::npos) << dir.err;

@@ -488,6 +488,11 @@ TEST(ValueModel, MatchHashSeparatesWhatPythonsHashCollides) {
   EXPECT_EQ(match_hash(Value::complex(0x1p100, -0.0)), match_hash(Value::integer(two_to_the_100)));
   EXPECT_EQ(match_hash(Value::boolean(true)), match_hash(Value::floating(1.0)));
   EXPECT_EQ(match_hash(Value::floating(-0.0)), match_hash(Value::integer(0)));
+  // Kinds that are never equal hash apart, else a dict of NaN keys whose values alternate [] and ()
+  // is one group again.
+  EXPECT_NE(match_hash(Value::list({})), match_hash(Value::tuple({})));
+  EXPECT_NE(match_hash(Value::dict({})), match_hash(Value::set({})));
+  EXPECT_EQ(match_hash(Value::set({})), match_hash(Value::frozenset({})));
 }
 
 // Sets and dicts of many NaNs, and of tuples whose Python hashes collide, compare as Python

@@ -319,6 +319,10 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
   EXPECT_NE(log.find("micro-batch: " + std::to_string(expected) + " sequence(s) of up to 4120 tokens"),
             std::string::npos) << log;
   EXPECT_NE(slurp(run / "config.toml").find("micro_batch_size = 0"), std::string::npos);
+  // A resume saves the config again, still with 0: the next resume plans for its own device.
+  r = run_process({azr(), "train", "--resume", run.string(), "--set", "run.steps=0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "config.toml").find("micro_batch_size = 0"), std::string::npos);
 
   const fs::path none = scratch("auto-micro-none");
   r = run_process({azr(), "train", fixture(), "--run-dir", none.string(), "--set", "algorithm.micro_batch_size=0",
@@ -680,6 +684,11 @@ TEST(TrainCli, AStartThatFailsBeforeItsFirstCheckpointLeavesNothingBehind) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("bad_import.jsonl"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "new")) << "the directories it created are gone";
+  // Named with a trailing slash: the run directory and the parent it made are gone too.
+  args = train_args((dir / "shared" / "run").string() + "/", 1);
+  args.insert(args.end(), {"--set", "seeding.import_tasks=" + bad.string()});
+  EXPECT_EQ(run_process(args).exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir / "shared"));
 
   const fs::path mine = dir / "existing";
   fs::create_directories(mine);
