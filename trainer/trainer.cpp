@@ -179,7 +179,8 @@ class NewRunCleanup {
  public:
   explicit NewRunCleanup(const fs::path& run_dir) : run_dir_(run_dir) {
     std::error_code ec;
-    fs::path p = fs::absolute(run_dir, ec).lexically_normal();
+    // Not lexically_normal: "link/../runs" is resolved through the link, as create_directories does.
+    fs::path p = fs::absolute(run_dir, ec);
     if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory, not its empty last name
     for (; !ec && p.has_relative_path(); p = p.parent_path()) {
       const fs::file_type type = fs::symlink_status(p, ec).type();
@@ -198,8 +199,10 @@ class NewRunCleanup {
     std::error_code ec;
     if (!made_.empty()) {
       fs::remove_all(made_.front(), ec);  // the run directory, made by this process
-      for (size_t k = 1; k < made_.size() && fs::remove(made_[k], ec); ++k) {
-      }
+      // Each parent only if empty (fs::remove); one never made (a create that failed part-way)
+      // is passed over, one that holds another's files ends the walk.
+      for (size_t k = 1; k < made_.size(); ++k)
+        if (!fs::remove(made_[k], ec) && ec) break;  // false without an error: it did not exist
       return;
     }
     for (const fs::directory_entry& e : fs::directory_iterator(run_dir_, ec)) {
@@ -344,38 +347,59 @@ int train(const TrainOptions& opt) {
   // evaluation data and the import file may exist on its node only. It also refuses a directory
   // that holds a run before anything is loaded, which takes minutes for a large model.
   const bool launch_root = launch.rank == 0;
-  if (launch_root && !resuming) refuse_a_run_dir_in_use(run_dir);
   if (cfg.model.preset.empty()) (void)model_config(cfg);  // model.path's config.json, before its tokenizer
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
+  std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
+  if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
-  if (launch_root && cfg.eval.every > 0) {
-    // No data given and none in the usual places: train without evaluating, and say so (below).
-    benches = load_eval_benchmarks(cfg, &eval_off);
-    if (!cfg.eval.heldout_tasks.empty()) {
-      if (!fs::is_regular_file(cfg.eval.heldout_tasks))
-        throw UserError("eval.heldout_tasks: " + cfg.eval.heldout_tasks + ": no such file (or not a file)");
-      try {
-        heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
-      } catch (const std::runtime_error& e) {
-        throw UserError(std::string("eval.heldout_tasks: ") + e.what());
+  auto root_checks = [&] {
+    if (!resuming) refuse_a_run_dir_in_use(run_dir);
+    if (cfg.eval.every > 0) {
+      // No data given and none in the usual places: train without evaluating, and say so (below).
+      benches = load_eval_benchmarks(cfg, &eval_off);
+      if (!cfg.eval.heldout_tasks.empty()) {
+        if (!fs::is_regular_file(cfg.eval.heldout_tasks))
+          throw UserError("eval.heldout_tasks: " + cfg.eval.heldout_tasks + ": no such file (or not a file)");
+        try {
+          heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
+        } catch (const std::runtime_error& e) {
+          throw UserError(std::string("eval.heldout_tasks: ") + e.what());
+        }
       }
     }
+    if (!ckpt && !cfg.seeding.import_tasks.empty() &&
+        (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks)))
+      throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks +
+                      ": no such file, not a file or not readable");
+  };
+  // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
+  // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
+  // (--dist-timeout) for a rank that had left, and report the wait.
+  std::string root_refusal;
+  if (launch_root) {
+    try {
+      root_checks();
+    } catch (const UserError& e) {
+      if (launch.world_size == 1) throw;
+      root_refusal = e.what();
+    }
   }
-  std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
-  if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
-  if (launch_root && !ckpt && !cfg.seeding.import_tasks.empty() &&
-      (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks)))
-    throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks + ": no such file, not a file or not readable");
   // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
   // model directory stops the run before its directory exists.
   std::optional<model::Transformer> start_model;
-  if (!ckpt) start_model.emplace(initial_model(cfg, backend));
+  if (!ckpt && root_refusal.empty()) start_model.emplace(initial_model(cfg, backend));
 
   std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
       launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
   const bool root = comm->rank() == 0;
+  if (comm->size() > 1) {
+    const std::string refusal = comm->allgather(root_refusal).front();
+    if (!refusal.empty()) throw UserError(root ? refusal : "rank 0 stopped: " + refusal);
+  } else if (!root_refusal.empty()) {
+    throw UserError(root_refusal);
+  }
   if (!root) benches.clear(), heldout.clear();  // rank 0 evaluates
   if (root && !resuming) refuse_a_run_dir_in_use(run_dir);  // again, as the rank the ranks agreed on
   std::optional<NewRunCleanup> cleanup;
@@ -397,7 +421,7 @@ int train(const TrainOptions& opt) {
     dist::check_ranks_agree(*comm, ckpt ? ckpt->filename().string() : "no checkpoint",
                             "resume: the newest checkpoint in " + run_dir.string() +
                                 " (every rank must see rank 0's run directory, e.g. on a shared filesystem)");
-  const int64_t configured_micro_batch = cfg.algorithm.micro_batch_size;  // 0 (plan it) is saved as 0
+  const auto configured_micro_batch = cfg.algorithm.micro_batch_size;  // 0 (plan it) is saved as 0
   cfg.algorithm.micro_batch_size = micro.size;
 
   RunLog log;

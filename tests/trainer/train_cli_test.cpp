@@ -531,6 +531,32 @@ TEST(TrainCli, BadConfigStopsARankBeforeTheRanksMeet) {
   EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
+// Rank 0's own refusal (here: the run directory already holds a run) reaches the other ranks once
+// they meet, and each stops with it: rank 1 once waited out the rendezvous (--dist-timeout) for
+// a rank 0 that had left, then reported the wait. Two ranks by scripts/local_ranks.sh, rank 1's
+// message in its log.
+TEST(TrainCli, RankZerosRefusalStopsEveryRank) {
+  const fs::path dir = scratch("root-refusal");
+  const fs::path run = dir / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "config.toml") << "# another run's\n";
+  const int port = azr::testing::free_loopback_port();
+  ASSERT_GT(port, 0);
+  const fs::path logs = dir / "logs";
+  std::vector<std::string> args = {"/bin/bash", env_or_fail("AZR_TESTS_DIR") + "/../scripts/local_ranks.sh", "2",
+                                   "--port", std::to_string(port), "--logs", logs.string(), "--"};
+  for (const std::string& a : train_args(run.string(), 1)) args.push_back(a);
+  args.insert(args.end(), {"--dist-timeout", "60"});
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_process(args);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0);
+  const std::string rank1 = slurp(logs / "rank1.log");
+  EXPECT_NE(rank1.find("rank 0 stopped: " + run.string() + ": already holds a run"), std::string::npos)
+      << "rank 1's log:\n" << rank1 << "\n(" << seconds << " s)";
+  EXPECT_EQ(slurp(run / "config.toml"), "# another run's\n");
+}
+
 // SIGTERM twice, as a rank gets it when both a launcher and `timeout` (or a scheduler) pass one
 // stop on: the step still finishes and checkpoints. (A second SIGINT, a second Ctrl-C, would end
 // the process at once.)
