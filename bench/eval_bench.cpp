@@ -114,12 +114,10 @@ int main(int argc, char** argv) {
   std::stringstream ss(benches);
   for (std::string name; std::getline(ss, name, ',');)
     if (!name.empty()) wanted.insert(name);
-  std::string known;
-  for (const ev::BenchmarkInfo& info : ev::benchmark_registry()) known += (known.empty() ? "" : ", ") + std::string(info.name);
   for (const std::string& name : wanted) {
-    const auto& reg = ev::benchmark_registry();
-    if (std::none_of(reg.begin(), reg.end(), [&](const ev::BenchmarkInfo& i) { return i.name == name; })) {
-      std::fprintf(stderr, "eval_bench: --bench: unknown benchmark '%s' (%s)\n", name.c_str(), known.c_str());
+    if (!ev::find_benchmark(name)) {
+      std::fprintf(stderr, "eval_bench: --bench: unknown benchmark '%s' (%s)\n", name.c_str(),
+                   ev::benchmark_names().c_str());
       return 2;
     }
   }

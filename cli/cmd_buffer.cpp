@@ -350,9 +350,7 @@ buffer::InsertResult insert_tasks(const std::string& db, const std::vector<buffe
 
 int run_import(const BufferOptions& o) {
   // The whole input is read and checked before the database is opened, let alone created: a
-  // refused import leaves no new file. A directory opens as a stream that reads as empty.
-  std::error_code ec;
-  if (o.file != "-" && fs::is_directory(o.file, ec)) throw UsageError(o.file + ": is a directory, not a JSONL file");
+  // refused import leaves no new file (InputFile refuses a directory, which reads as empty).
   InputFile input(o.file);
   const std::string& name = input.name();
   buffer::Options opts;

@@ -1,5 +1,4 @@
 // azr tokenize: encode and decode exactly as training does.
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,17 +13,6 @@ namespace {
 using nlohmann::json;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::strict); }
-
-// A directory (tokenizer.json inside) or the file itself. A directory without one was read as the
-// file and reported as "not valid JSON".
-std::string tokenizer_file(const std::string& arg) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(arg, error)) return arg;
-  const std::string file = arg + "/tokenizer.json";
-  if (!std::filesystem::exists(file, error))
-    throw UsageError("--tokenizer " + arg + ": no tokenizer.json in this directory");
-  return file;
-}
 
 }  // namespace
 
@@ -43,12 +31,9 @@ CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
 int run_tokenize(const TokenizeOptions& o) {
   if (o.text.has_value() == !o.jsonl.empty()) throw UsageError("tokenize: give either --text S or --jsonl FILE");
   if (o.decode && o.jsonl.empty()) throw UsageError("tokenize: --decode reads --jsonl lines of {\"ids\": [...]}");
-  std::unique_ptr<model::BpeTokenizer> tok;
-  try {
-    tok = std::make_unique<model::BpeTokenizer>(tokenizer_file(o.tokenizer));
-  } catch (const model::TokenizerError& e) {
-    throw UsageError(e.what());
-  }
+  // A directory (tokenizer.json inside) or the file, as generate's --tokenizer: a directory without
+  // one is named as such (it was read as the file: "not valid JSON").
+  const std::unique_ptr<model::BpeTokenizer> tok = load_model_tokenizer("", o.tokenizer);
   if (o.text) {
     try {
       std::cout << dump(json{{"ids", tok->encode(*o.text)}}) << '\n';

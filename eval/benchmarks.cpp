@@ -134,6 +134,12 @@ const std::vector<BenchmarkInfo>& benchmark_registry() {
   return r;
 }
 
+std::string benchmark_names() {
+  std::string names;
+  for (const auto& b : benchmark_registry()) names += (names.empty() ? "" : ", ") + b.name;
+  return names;
+}
+
 const BenchmarkInfo* find_benchmark(std::string_view name) {
   for (const auto& b : benchmark_registry())
     if (b.name == name) return &b;

@@ -40,6 +40,8 @@ struct BenchmarkInfo {
 // All benchmarks, in the report's order.
 const std::vector<BenchmarkInfo>& benchmark_registry();
 const BenchmarkInfo* find_benchmark(std::string_view name);  // nullptr if unknown
+// The registry's names, ", "-separated, for messages about an unknown one.
+std::string benchmark_names();
 
 // A data file is missing or malformed: the message names the file (and line).
 struct BenchmarkError : std::runtime_error {

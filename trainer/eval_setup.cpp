@@ -8,11 +8,8 @@ std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::str
   // The names first, whatever the data: a typo is a config error even where the data is absent
   // and evaluation would be off. Each message names the key to fix.
   for (const std::string& name : c.eval.benchmarks)
-    if (!eval::find_benchmark(name)) {
-      std::string known;
-      for (const eval::BenchmarkInfo& b : eval::benchmark_registry()) known += (known.empty() ? "" : ", ") + b.name;
-      throw UserError("eval.benchmarks: unknown benchmark '" + name + "' (known: " + known + ")");
-    }
+    if (!eval::find_benchmark(name))
+      throw UserError("eval.benchmarks: unknown benchmark '" + name + "' (known: " + eval::benchmark_names() + ")");
   std::filesystem::path data;
   try {
     data = eval::resolve_data_dir(c.eval.data_dir);

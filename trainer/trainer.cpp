@@ -401,7 +401,6 @@ int train(const TrainOptions& opt) {
     throw UserError(root_refusal);
   }
   if (!root) benches.clear(), heldout.clear();  // rank 0 evaluates
-  if (root && !resuming) refuse_a_run_dir_in_use(run_dir);  // again, as the rank the ranks agreed on
   std::optional<NewRunCleanup> cleanup;
   if (root && !resuming) {
     cleanup.emplace(run_dir);
