@@ -162,6 +162,19 @@ int run_answers(const EvalOptions& o, const fs::path& data) {
   return grade_and_report(o, jobs);
 }
 
+// A model `azr bootstrap` made records the prompt wording it learned (bootstrap.json); scored on
+// another template it looks worse than it is. `azr train` warns of the same (prompt_style).
+void warn_on_another_prompt_style(const std::string& model_dir, const std::string& template_name) {
+  std::ifstream in(fs::path(model_dir) / "bootstrap.json");
+  if (!in) return;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("prompt_style") || !j["prompt_style"].is_string()) return;
+  if (j["prompt_style"] == "compact" && template_name != "compact")
+    spdlog::warn("eval: {}/bootstrap.json says the model learned the compact prompts; --template {} is another "
+                 "wording (--template compact matches it)",
+                 model_dir, template_name);
+}
+
 int run_model(const EvalOptions& o, const fs::path& data) {
   if (o.bench.empty()) throw UsageError("eval: --model needs --bench NAME[,NAME...]");
   eval::Template tmpl;
@@ -175,8 +188,12 @@ int run_model(const EvalOptions& o, const fs::path& data) {
     if (!eval::find_benchmark(b)) throw UsageError("--bench: unknown benchmark '" + b + "'");
     if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
   }
+  // pass@k needs k samples of each item: said before generating, not after.
+  if (o.k > o.n) throw UsageError("--k " + std::to_string(o.k) + ": pass@k needs --n " + std::to_string(o.k) +
+                                  " or more samples per item (--n is " + std::to_string(o.n) + ")");
   std::vector<Job> jobs;
   for (const auto& n : names) jobs.push_back({load_bench(n, data), {}});
+  warn_on_another_prompt_style(o.model, o.template_name);
 
   kernels::set_cpu_threads(o.threads);
   model::Transformer m = load_model(o.model, o.device);

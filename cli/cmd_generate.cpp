@@ -1,4 +1,6 @@
 // azr generate: sample completions of one prompt from a Hugging Face checkpoint directory.
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -135,6 +137,12 @@ int run_generate(const GenerateOptions& o) {
   }
   if (prompt.empty()) throw UsageError("--prompt: the prompt must encode to at least one token");
   check_ids_fit_model(prompt, V, "--prompt: ");
+  // RoPE extends past the trained context, but the model was never trained there (HF warns too).
+  const int64_t context = m.config().max_position_embeddings;
+  if (context > 0 && int64_t(prompt.size()) + o.max_tokens > context)
+    spdlog::warn("generate: {} prompt tokens + --max-tokens {} pass the model's max_position_embeddings ({}): "
+                 "tokens past it are outside what the model was trained on",
+                 prompt.size(), o.max_tokens, context);
 
   model::SamplingParams p = model::sampling_defaults(m, *tok, !o.ignore_eos);
   p.temperature = o.temperature;

@@ -191,6 +191,22 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
   EXPECT_NE(early.err.find("--out " + (dir_ / "no-dir" / "out.jsonl").string() + ": cannot write in"),
             std::string::npos)
       << early.err;
+  // pass@k with fewer samples than k: refused before the model is read (it once generated every
+  // answer, then warned that pass@k could not be reported).
+  auto k = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--bench", "gsm8k", "--data", data_,
+                        "--n", "2", "--k", "4"});
+  EXPECT_EQ(k.exit_code, 2);
+  EXPECT_NE(k.err.find("--k 4: pass@k needs --n 4 or more samples per item (--n is 2)"), std::string::npos) << k.err;
+  // A model that learned the compact prompts (its bootstrap.json says so), scored on another
+  // template: warned before anything loads (the weights here are absent, so it stops after).
+  const fs::path styled = dir_ / "compact-model";
+  fs::create_directories(styled);
+  std::ofstream(styled / "bootstrap.json") << R"({"prompt_style": "compact"})";
+  auto style = run_process({bin_, "eval", "--model", styled.string(), "--bench", "gsm8k", "--data", data_});
+  EXPECT_NE(style.err.find("bootstrap.json says the model learned the compact prompts; --template r1 is another "
+                           "wording"),
+            std::string::npos)
+      << style.err;
   auto top_p = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--top-p", "2"});
   EXPECT_EQ(top_p.exit_code, 2);
   EXPECT_NE(top_p.err.find("--top-p: 2 is too large: it must be in (0, 1]"), std::string::npos) << top_p.err;

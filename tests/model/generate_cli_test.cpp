@@ -275,6 +275,22 @@ TEST_F(GenerateCli, MatmulPrecisionBf16StaysNearFp32AndUnknownPrecisionsAreUsage
   EXPECT_EQ(bad.out, "");
 }
 
+// Past the config's max_position_embeddings the model runs on untrained positions: said on stderr,
+// as HF's generate says it, and the run goes on.
+TEST_F(GenerateCli, PastTheTrainedContextWarns) {
+  std::ifstream config(dir_ + "/config.json");
+  const int64_t context = json::parse(config)["max_position_embeddings"].get<int64_t>();
+  const auto within = generate({"--max-tokens", "1", "--json"});
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  EXPECT_EQ(within.err.find("max_position_embeddings"), std::string::npos) << within.err;
+  const auto past = generate({"--max-tokens", std::to_string(context), "--stop-id", "32", "--json"});
+  ASSERT_EQ(past.exit_code, 0) << past.err;
+  EXPECT_NE(past.err.find("+ --max-tokens " + std::to_string(context) + " pass the model's max_position_embeddings (" +
+                          std::to_string(context) + ")"),
+            std::string::npos)
+      << past.err;
+}
+
 TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   auto expect_usage = [](const ProcessResult& r, const std::string& needle) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
