@@ -244,12 +244,15 @@ int run_show(const BufferOptions& o) {
 // Removes a file this command made (and SQLite's side files beside it) however the command ends:
 // a failed export or import leaves nothing behind. Once renamed or linked into place the
 // temporary name is only a second name (or none), so removing it is always right.
+// A database's own file and the files SQLite keeps beside it.
+constexpr const char* kDatabaseFiles[] = {"", "-wal", "-shm", "-journal"};
+
 class RemoveOnExit {
  public:
   explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
   ~RemoveOnExit() {
     std::error_code ec;
-    for (const char* side : {"", "-wal", "-shm", "-journal"}) fs::remove(path_ + side, ec);
+    for (const char* side : kDatabaseFiles) fs::remove(path_ + side, ec);
   }
   RemoveOnExit(const RemoveOnExit&) = delete;
   RemoveOnExit& operator=(const RemoveOnExit&) = delete;
@@ -274,7 +277,7 @@ bool same_file(const std::string& a, const std::string& b) {
 void check_export_target(const std::string& db, const std::string& output) {
   std::error_code ec;
   if (fs::is_directory(output, ec)) throw UsageError(output + ": is a directory; -o takes a file name");
-  for (const char* side : {"", "-wal", "-shm", "-journal"})
+  for (const char* side : kDatabaseFiles)
     if (same_file(db + side, output))
       throw UsageError(output + ": is the database being exported (" + db + side + "); write to another file");
 }

@@ -477,15 +477,9 @@ int train(const TrainOptions& opt) {
     bo.capacity_per_type = cfg.buffer.capacity_per_type;
     bo.policy = cfg.buffer.policy == "keep-oldest" ? buffer::CapacityPolicy::KeepOldest : buffer::CapacityPolicy::EvictOldest;
     bo.rollout_retention_steps = cfg.buffer.rollout_retention_steps;
+    // A restored buffer's task counts were checked against the checkpoint before it replaced
+    // buffer.db (restore_buffer).
     buf.emplace(buffer::TaskBuffer::open(db.string(), buffer::TaskBuffer::Mode::ReadWrite, bo));
-    if (state) {
-      const buffer::Counts c = buf->counts();
-      for (int t = 0; t < 3; t++)
-        if (c.by_type[t] != state->buffer_tasks[t])
-          throw std::runtime_error(db.string() + ": restored buffer holds " + std::to_string(c.by_type[t]) + " " +
-                                   buffer::type_name(buffer::TaskType(t)) + " tasks, the checkpoint says " +
-                                   std::to_string(state->buffer_tasks[t]));
-    }
     // The resumed run's config (its run.steps, --set overrides, run_dir) only now that the
     // checkpoint has loaded: a resume that fails leaves config.toml as it was.
     if (resuming) {
