@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -89,7 +90,8 @@ const int kNotImplemented[] = {SCMP_SYS(clone3), SCMP_SYS(statx)};
 // ---------------------------------------------------------------------------------------------
 // Child delta (default: ALLOW, i.e. whatever the zygote policy says). Everything the zygote
 // policy allows only for the zygote's sake is EPERM here, so `os.fork()` raises PermissionError,
-// threads raise "can't start new thread", `os.kill(...)` raises PermissionError.
+// threads raise "can't start new thread", `os.kill(...)` raises PermissionError. A handler for a
+// fault signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE) cannot be installed.
 
 const int kChildPermissionDenied[] = {
     SCMP_SYS(clone), SCMP_SYS(pipe2), SCMP_SYS(fcntl), SCMP_SYS(poll), SCMP_SYS(ppoll),
@@ -98,6 +100,11 @@ const int kChildPermissionDenied[] = {
     SCMP_SYS(setrlimit), SCMP_SYS(timer_create), SCMP_SYS(timer_settime), SCMP_SYS(timer_delete),
     SCMP_SYS(prctl), SCMP_SYS(getppid), SCMP_SYS(seccomp),
 };
+
+// Faults stay fatal. A handler for a fault signal returns to the faulting instruction, which
+// faults again: with Python's handler (it only sets a flag) a crash becomes a spin until the CPU
+// timer, reported as a timeout rather than crashed. Reading a handler (act == NULL) is allowed.
+const int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
 
 struct CtxDeleter {
   void operator()(void* c) const { seccomp_release(c); }
@@ -195,6 +202,10 @@ SeccompProgram SeccompProgram::child_delta(const ChildFds& fds) {
   Ctx holder = make_ctx(SCMP_ACT_ALLOW);
   scmp_filter_ctx ctx = holder.get();
   for (int nr : kChildPermissionDenied) add(ctx, SCMP_ACT_ERRNO(EPERM), nr, "eperm");
+  for (int sig : kFaultSignals)
+    check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_sigaction), 2, SCMP_A0_32(SCMP_CMP_EQ, sig),
+                           SCMP_A1_64(SCMP_CMP_NE, 0)),
+          "rt_sigaction");
   // I/O on the child's own fds only: read from stdin, write to stdout, stderr and results.
   check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(read), 1, SCMP_A0_32(SCMP_CMP_NE, fds.stdin_fd)),
         "read");

@@ -68,6 +68,28 @@ def parse_literal(src):
     return _ast.literal_eval(_ast.parse(src.strip(), mode="eval").body)
 )PY";
 
+// Every code object a program runs must come from the compiler, which only emits bytecode it
+// has checked. One built by hand (CodeType(...), code.replace(co_code=...), marshal.loads of
+// crafted bytes) can index past its constants or stack: LOAD_CONST 200 of an empty tuple reads
+// wild memory, and reads are enough to find the job's nonce (the proof that a result record
+// came from this harness). Seccomp would still hold, so this guards the result channel and
+// keeps crafted bytecode from being a way to crash. A hook added from C cannot be removed from
+// Python (sys.addaudithook only adds), and the events are raised before the object exists.
+// Only these events: a program that compiles and execs source text, swaps a function's
+// __code__ for another compiled one, or introspects frames still runs as in plain CPython.
+constexpr const char* kRefusedAuditEvents[] = {"code.__new__", "marshal.loads", "marshal.load"};
+
+int refuse_handmade_code(const char* event, PyObject* /*args*/, void* /*user_data*/) {
+  for (const char* refused : kRefusedAuditEvents) {
+    if (std::strcmp(event, refused) == 0) {
+      PyErr_Format(PyExc_PermissionError,
+                   "%s is not permitted in the sandbox: code objects come only from compiling source", event);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 PyObject* g_parse_args = nullptr;     // owned references, held for the zygote's lifetime
 PyObject* g_parse_call = nullptr;
 PyObject* g_eval_args = nullptr;
@@ -450,6 +472,10 @@ PythonInfo init_python(const PythonInit& init) {
     if (!fn) throw std::runtime_error("harness: functions missing");
     Py_INCREF(fn);
   }
+
+  // After the pre-imports and the harness: importing a module from its .pyc is a marshal.loads.
+  if (PySys_AddAuditHook(refuse_handmade_code, nullptr) != 0)
+    throw std::runtime_error("audit hook: " + fetch_python_error());
 
   // Children are short-lived: a GC pass there would only touch (and copy) frozen pages.
   r = PyRun_String("import gc as _gc\n_gc.collect()\n_gc.freeze()\n", Py_file_input, ns, ns);

@@ -1051,14 +1051,93 @@ TEST_F(SandboxAttack, OsAbort) {
   EXPECT_TRUE(Outcome(run("import os\ndef f():\n    os.abort()\n"), Status::Crashed));
 }
 
-// Crafted bytecode (LOAD_CONST far out of range) reads wild memory: the child segfaults ->
-// crashed; the pool is unaffected.
+// Crafted bytecode (LOAD_CONST far out of range) would read wild memory, and with reads the
+// job's nonce is within reach. Every way to build a code object by hand is refused before the
+// object exists (an audit hook in the harness): code.replace, the CodeType constructor, and
+// marshal.
 TEST_F(SandboxAttack, CraftedBytecode) {
   auto r = run(
       "def f():\n"
       "    c = (lambda: 0).__code__.replace(co_code=bytes([151, 0, 100, 200, 83, 0]), co_consts=())\n"
       "    return type(f)(c, {})()\n");
-  EXPECT_TRUE(Outcome(r, Status::Crashed, "SIGSEGV"));
+  EXPECT_TRUE(Outcome(r, Status::Error, "PermissionError"));
+  EXPECT_NE(r.calls[0].message.find("code.__new__ is not permitted"), std::string::npos) << r.calls[0].message;
+}
+
+TEST_F(SandboxAttack, HandmadeCodeObjects) {
+  const char* kSteps[][2] = {
+      {"c = (lambda: 0).__code__\n"
+       "    type(c)(c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount, c.co_nlocals, c.co_stacksize,\n"
+       "            c.co_flags, bytes([151, 0, 100, 200, 83, 0]), (), c.co_names, c.co_varnames, c.co_filename,\n"
+       "            c.co_name, c.co_qualname, c.co_firstlineno, c.co_linetable, c.co_exceptiontable)",
+       "code.__new__"},
+      {"import marshal\n    marshal.loads(marshal.dumps((lambda: 0).__code__))", "marshal.loads"},
+      {"import marshal\n    marshal.loads(marshal.dumps([1, 2]))", "marshal.loads"},
+      // The hook cannot be removed or outvoted: hooks only add, and the first refusal stands.
+      {"import sys\n    sys.addaudithook(lambda e, a: None)\n    (lambda: 0).__code__.replace()", "code.__new__"},
+  };
+  std::vector<Job> jobs;
+  for (const auto& step : kSteps) jobs.push_back(program_job(std::string("def f():\n    ") + step[0] + "\n    return 1\n"));
+  auto rs = g_pool->run(std::move(jobs));
+  for (size_t i = 0; i < rs.size(); ++i) {
+    SCOPED_TRACE(kSteps[i][0]);
+    EXPECT_TRUE(Outcome(rs[i], Status::Error, "PermissionError"));
+    EXPECT_NE(rs[i].calls[0].message.find(std::string(kSteps[i][1]) + " is not permitted"), std::string::npos)
+        << rs[i].calls[0].message;
+  }
+}
+
+// _imp's frozen-module path unmarshals caller-given bytes through the same audited call; it
+// reports the refusal as a bad frozen module (ImportError or SystemError), and no code object
+// comes back (without the hook it returns one).
+TEST_F(SandboxAttack, HandmadeCodeThroughFrozenModules) {
+  auto r = run(
+      "import _imp, marshal\n"
+      "def f():\n"
+      "    try:\n"
+      "        return type(_imp.get_frozen_object('x', marshal.dumps((lambda: 0).__code__))).__name__\n"
+      "    except (ImportError, SystemError):\n"
+      "        return 'refused'\n");
+  EXPECT_TRUE(Outcome(r, Status::Ok));
+  EXPECT_EQ(r.calls[0].repr, "'refused'");
+}
+
+// What the hook leaves alone: code the compiler made, however it is reached or moved.
+TEST_F(SandboxAttack, CompiledCodeStillRuns) {
+  auto r = run(
+      "def f():\n"
+      "    ns = {}\n"
+      "    exec(compile('def g(x):\\n    return x * 3', '<s>', 'exec'), ns)\n"
+      "    def h(x):\n"
+      "        return 0\n"
+      "    h.__code__ = ns['g'].__code__\n"
+      "    k = type(h)(ns['g'].__code__, {})\n"
+      "    gen = (i for i in range(3))\n"
+      "    return h(2) + k(3) + eval('1 + 1') + sum(gen) + len(gen.gi_code.co_code) * 0\n");
+  EXPECT_TRUE(Outcome(r, Status::Ok));
+  EXPECT_EQ(r.calls[0].repr, "20");
+}
+
+// A handler for a fault signal would turn a crash into a spin to the CPU limit (Python's
+// handler only sets a flag and returns to the faulting instruction): installing one is EPERM,
+// and the crash after it stays a crash. os.abort() ends in a SIGSEGV here (see OsAbort).
+TEST_F(SandboxAttack, FaultSignalHandlers) {
+  std::vector<Job> jobs;
+  for (const char* sig : {"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
+    jobs.push_back(program_job(std::string("import _signal\ndef f():\n    _signal.signal(_signal.") + sig +
+                               ", lambda *a: None)\n    return 1\n"));
+  jobs.push_back(program_job(
+      "import _signal, os\n"
+      "def f():\n"
+      "    try:\n"
+      "        _signal.signal(_signal.SIGSEGV, lambda *a: None)\n"
+      "    except PermissionError:\n"
+      "        pass\n"
+      "    os.abort()\n",
+      "", cpu_bomb_limits()));
+  auto rs = g_pool->run(std::move(jobs));
+  for (size_t i = 0; i + 1 < rs.size(); ++i) EXPECT_TRUE(Outcome(rs[i], Status::Error, "PermissionError"));
+  EXPECT_TRUE(Outcome(rs.back(), Status::Crashed, "SIGSEGV"));
 }
 
 // =============================================================================================
