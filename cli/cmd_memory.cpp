@@ -2,6 +2,7 @@
 // activations, KV cache) and the largest training micro-batch that fits a budget, from a model
 // config alone: no weights are read and no device is touched, so a GPU run is planned anywhere.
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -83,6 +84,14 @@ int run_memory(const MemoryOptions& o) {
   s.recompute = o.recompute;
   s.kv_slots = o.kv_slots;
   s.kv_capacity = o.kv_capacity >= 0 ? o.kv_capacity : o.seq_len;
+  // A plan past the trained context is a valid plan of a run the model was not trained for
+  // (RoPE extends, quality does not): said, as generate says it, and planned anyway.
+  const int64_t context = config.max_position_embeddings;
+  for (const auto& [flag, positions] : {std::pair{"--seq-len", s.seq_len}, std::pair{"--kv-capacity", s.kv_capacity}})
+    if (context > 0 && positions > context)
+      spdlog::warn("memory: {} {} passes the model's max_position_embeddings ({}): positions past it are outside "
+                   "what the model was trained on",
+                   flag, positions, context);
   const double budget = o.budget_gib * double(1ull << 30);
   // When even one sequence does not fit, show the plan of one: it says what overflows.
   const bool none_fit = o.micro_batch == 0 && model::max_micro_batch(config, s, budget) == 0;

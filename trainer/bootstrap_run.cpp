@@ -278,16 +278,17 @@ int bootstrap(const BootstrapOptions& opt) {
   std::ofstream(out / "bootstrap.json") << rep.dump(2) << "\n";
   std::string table = fmt::format("azr bootstrap: {} transcripts, {} steps in {}\n", data.size(), ws.steps,
                                   format_duration(train_s));
-  table += "                        deduction  abduction  induction\n";
+  // One label width for the header and every row: the longest label is "valid proposals before".
+  table += fmt::format("  {:<22}{:>9}  {:>9}  {:>9}\n", "", "deduction", "abduction", "induction");
   auto row = [&](const char* label, const std::array<double, 3>& v) {
-    table += fmt::format("  {:<21}{:>9.3f}  {:>9.3f}  {:>9.3f}\n", label, v[0], v[1], v[2]);
+    table += fmt::format("  {:<22}{:>9.3f}  {:>9.3f}  {:>9.3f}\n", label, v[0], v[1], v[2]);
   };
   row("held-out acc before", accuracies(before));
   row("held-out acc after", accuracies(after));
   row("valid proposals before", valid_before);
   row("valid proposals after", valid_after);
   for (const auto& [name, score] : bench_after.items())
-    table += fmt::format("  {:<21}{:>9.3f} -> {:.3f} pass@1\n", name, bench_before[name].get<double>(), score.get<double>());
+    table += fmt::format("  {:<22}{:>9.3f} -> {:.3f} pass@1\n", name, bench_before[name].get<double>(), score.get<double>());
   table += "  model       " + out.string() + "\n  report      " + (out / "bootstrap.json").string() + "\n";
   if (mode != ConsoleView::Mode::Off) std::fputs(table.c_str(), stderr);
   return 0;

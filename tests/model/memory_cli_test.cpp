@@ -49,6 +49,22 @@ TEST(MemoryCli, TooSmallABudgetExitsOne) {
   EXPECT_NE(fixed.out.find("DOES NOT FIT"), std::string::npos) << fixed.out;
 }
 
+// azr-tiny's max_position_embeddings is 4096 (model/presets.cpp): a longer sequence or KV cache is
+// planned, and named on stderr; the default --kv-capacity is --seq-len, so both are named.
+TEST(MemoryCli, PositionsPastTheTrainedContextAreNamed) {
+  const auto within = run_process({azr(), "memory", "azr-tiny", "--seq-len", "4096"});
+  EXPECT_EQ(within.exit_code, 0) << within.err;
+  EXPECT_EQ(within.err.find("max_position_embeddings"), std::string::npos) << within.err;
+  const auto past = run_process({azr(), "memory", "azr-tiny", "--seq-len", "4097"});
+  EXPECT_EQ(past.exit_code, 0) << past.err;
+  EXPECT_NE(past.err.find("--seq-len 4097 passes the model's max_position_embeddings (4096)"), std::string::npos)
+      << past.err;
+  EXPECT_NE(past.err.find("--kv-capacity 4097"), std::string::npos) << past.err;
+  const auto cache = run_process({azr(), "memory", "azr-tiny", "--seq-len", "512", "--kv-capacity", "8192"});
+  EXPECT_EQ(cache.err.find("--seq-len"), std::string::npos) << cache.err;
+  EXPECT_NE(cache.err.find("--kv-capacity 8192 passes"), std::string::npos) << cache.err;
+}
+
 TEST(MemoryCli, BadInputIsAUsageError) {
   const auto precision = run_process({azr(), "memory", "azr-tiny", "--precision", "fp16"});
   EXPECT_EQ(precision.exit_code, 2);
