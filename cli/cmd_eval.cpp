@@ -252,7 +252,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       ->check(between(1, kMaxNewTokens));
   c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
       ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
-  c->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
+  c->add_option("--seed", o.seed, "sampling seed")->capture_default_str()->check(non_negative());
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
       ->check(positive());
   c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");

@@ -304,6 +304,8 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(generate({"--top-p", "nan"}), "--top-p: expected a finite number, got 'nan'");
   expect_usage(generate({"--temperature", "-1"}), "--temperature: -1 is too small: it must be 0 or more");
   expect_usage(generate({"--temperature", "inf"}), "--temperature: expected a finite number, got 'inf'");
+  // CLI11 read -1 for an unsigned flag as 2**64 - 1 (a fixed seed where -1 often means "random").
+  expect_usage(generate({"--seed", "-1"}), "--seed: -1 is too small: it must be 0 or more");
   // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
   expect_usage(generate({"--max-tokens", "100000000"}), "--max-tokens: 100000000 is too large: it must be between 0");
   expect_usage(run_process({azr(), "generate", "--model", dir_ + "/config.json", "--prompt", "x"}),
