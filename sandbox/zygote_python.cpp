@@ -38,18 +38,31 @@ def parse_call(src):
         raise ValueError("input is not an argument list")
     return call
 
+# literal_eval names the offending node with its address ("<ast.Call object at 0x7f...>"): the
+# same bad input would read differently in every child, and in two runs of one command.
+def literal_eval(node):
+    try:
+        return _ast.literal_eval(node)
+    except ValueError as e:
+        text = str(e)
+        at = text.find(" object at 0x")
+        end = text.find(">", at)
+        if at < 0 or end < 0:
+            raise
+        raise ValueError(text[:at] + " object" + text[end:]) from None
+
 def parse_args(src):
     call = parse_call(src)
     args = []
     for a in call.args:
         if type(a) is _ast.Starred:
             raise ValueError("starred arguments are not literals")
-        args.append(_ast.literal_eval(a))
+        args.append(literal_eval(a))
     kwargs = {}
     for k in call.keywords:
         if k.arg is None:
             raise ValueError("** arguments are not literals")
-        kwargs[k.arg] = _ast.literal_eval(k.value)
+        kwargs[k.arg] = literal_eval(k.value)
     return tuple(args), kwargs
 
 # Expression inputs: parse_call has checked that "f(" + src + ")" is exactly one call of f, so
@@ -65,7 +78,7 @@ def eval_args(src, g, _eval=eval, _compile=compile, _collect=_collect):
     return _eval(code, g, {"__azr_args__": _collect})
 
 def parse_literal(src):
-    return _ast.literal_eval(_ast.parse(src.strip(), mode="eval").body)
+    return literal_eval(_ast.parse(src.strip(), mode="eval").body)
 )PY";
 
 // Every code object a program runs must come from the compiler, which only emits bytecode it

@@ -338,6 +338,23 @@ TEST_F(SandboxTest, ParseLiteralsNeverRunsCode) {
   EXPECT_EQ(r[4].error_type, "sandbox.InputError");
 }
 
+// literal_eval's message names the node that is not a literal with its address, which differs
+// from child to child: the message keeps the node's type and drops the address.
+TEST_F(SandboxTest, NotALiteralIsReportedTheSameEveryTime) {
+  const std::vector<std::pair<std::string, std::string>> cases = {{"foo()", "<ast.Call object>"},
+                                                                  {"{1: [2, x]}", "<ast.Name object>"}};
+  for (const auto& [input, node] : cases) {
+    std::vector<EvalRequest> reqs(4, {"def f(x): return x", input});
+    std::vector<CallResult> r = evaluate(pool(), reqs, fast_limits());
+    for (const CallResult& c : r) {
+      EXPECT_EQ(c.error_type, "sandbox.InputError");
+      EXPECT_EQ(c.message, "ValueError: malformed node or string on line 1: " + node);
+    }
+    std::vector<CallResult> p = parse_literals(pool(), {input, input}, fast_limits());
+    for (const CallResult& c : p) EXPECT_EQ(c.message, "ValueError: malformed node or string on line 1: " + node);
+  }
+}
+
 TEST_F(SandboxTest, DeterminismCheckRunsOnTwoHashSeeds) {
   std::vector<EvalRequest> reqs = {
       {"def f(x): return sorted(x)", "[3, 1, 2]"},
