@@ -29,11 +29,14 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
   c->footer(
       "MODEL is a model directory (its config.json), a config.json, or a preset (azr-tiny, azr-25m). "
       "bf16-mixed is the GPU plan (bf16 weights, activations and KV cache; fp32 master weights, gradients and "
-      "AdamW state: 18 bytes per parameter); fp32 is the CPU backend's. --micro-batch 0 picks the largest that "
+      "AdamW state: 18 bytes per parameter); fp32 is the CPU backend's (with --device cpu). --micro-batch 0 picks the largest that "
       "fits --budget-gib. Example, Qwen2.5-1.5B RL on one 80 GB GPU: azr memory MODEL_DIR --seq-len 4096 "
       "--kv-slots 256 --kv-capacity 4096");
   c->add_option("model", o.model, "model directory, config.json or preset")->required();
   c->add_option("--precision", o.precision, "bf16-mixed | fp32 | fp32+bf16-gemm (model.matmul_precision = \"bf16\" today)")->capture_default_str();
+  c->add_option("--device", o.device, "cuda (2 GiB reserve: context, workspace, fragmentation) or cpu (0.5 GiB)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cuda", "cpu"}));
   c->add_option("--seq-len", o.seq_len, "tokens per training sequence")
       ->capture_default_str()
       ->check(between(1, kMaxTokens));
@@ -82,6 +85,7 @@ int run_memory(const MemoryOptions& o) {
   }
   s.seq_len = o.seq_len;
   s.recompute = o.recompute;
+  s.reserve_bytes = o.device == "cuda" ? model::kGpuReserveBytes : model::kCpuReserveBytes;
   s.kv_slots = o.kv_slots;
   s.kv_capacity = o.kv_capacity >= 0 ? o.kv_capacity : o.seq_len;
   // A plan past the trained context is a valid plan of a run the model was not trained for
@@ -106,6 +110,7 @@ int run_memory(const MemoryOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j = {{"parameters", p.parameters},
                                 {"precision", model::precision_name(s.precision)},
+                                {"device", o.device},
                                 {"seq_len", s.seq_len},
                                 {"micro_batch", s.micro_batch},
                                 {"recompute", s.recompute},

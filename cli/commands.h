@@ -211,6 +211,7 @@ int run_bootstrap(const BootstrapCommandOptions& o);
 struct MemoryOptions {
   std::string model;
   std::string precision = "bf16-mixed";
+  std::string device = "cuda";  // the reserve beside the plan: model::kGpuReserveBytes or kCpuReserveBytes
   int64_t seq_len = 4096;
   int64_t micro_batch = 0;  // 0 = the largest that fits
   bool recompute = false;

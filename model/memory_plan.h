@@ -75,6 +75,13 @@ HeadTiles plan_head_tiles(int64_t R, int64_t V, bool for_backward);
 // tensor carved after one stays 16-byte aligned for the GPU's loads.
 bool bf16_training_buffers(const ModelConfig& c);
 
+// What a run holds beside the plan's terms. On a GPU: the CUDA context, cuBLASLt's workspace and
+// the caching allocator's fragmentation. On the CPU none of those: the program, the tokenizer,
+// the sandbox pool's supervisor and malloc's slack (the tiny fixture's run held 0.22 GiB at step
+// 0). The GPU's 2 GiB on the CPU planned a 0.77M-parameter model out of model.memory_gib = 1.
+constexpr double kGpuReserveBytes = double(2ull << 30);
+constexpr double kCpuReserveBytes = double(1ull << 29);
+
 struct MemoryPlanSettings {
   Precision precision = Precision::Bf16Mixed;
   int64_t seq_len = 4096;      // tokens per training sequence (prompt + response)
@@ -85,7 +92,7 @@ struct MemoryPlanSettings {
   // Padded prompt tokens a prefill runs at once (Transformer::set_prefill_group_tokens); the plan
   // assumes prompts as long as kv_capacity, the worst case.
   int64_t prefill_group_tokens = kDefaultPrefillGroupTokens;
-  double reserve_bytes = double(2ull << 30);  // CUDA context, cuBLASLt workspace, fragmentation
+  double reserve_bytes = kGpuReserveBytes;
 };
 
 struct MemoryPlan {

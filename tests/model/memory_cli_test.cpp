@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/test_support.h"
 
@@ -63,6 +64,29 @@ TEST(MemoryCli, PositionsPastTheTrainedContextAreNamed) {
   const auto cache = run_process({azr(), "memory", "azr-tiny", "--seq-len", "512", "--kv-capacity", "8192"});
   EXPECT_EQ(cache.err.find("--seq-len"), std::string::npos) << cache.err;
   EXPECT_NE(cache.err.find("--kv-capacity 8192 passes"), std::string::npos) << cache.err;
+}
+
+// The reserve beside the plan's terms is the device's: the GPU's 2 GiB (CUDA context, workspace,
+// fragmentation) planned a 0.77M-parameter model out of 1 GiB on the CPU, which holds 0.5 GiB.
+TEST(MemoryCli, TheReserveIsTheDevicesOwn) {
+  const std::vector<std::string> plan = {azr(), "memory", "azr-tiny", "--precision", "fp32", "--seq-len", "512",
+                                         "--micro-batch", "1", "--budget-gib", "1", "--json"};
+  const auto gpu = run_process(plan);
+  EXPECT_EQ(gpu.exit_code, 1) << gpu.err;  // does not fit
+  const json g = json::parse(gpu.out);
+  EXPECT_EQ(g["device"], "cuda");
+  EXPECT_EQ(g["bytes"]["reserve"].get<double>(), 2.0 * (1ull << 30));
+  std::vector<std::string> on_cpu = plan;
+  on_cpu.insert(on_cpu.end(), {"--device", "cpu"});
+  const auto cpu = run_process(on_cpu);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  const json c = json::parse(cpu.out);
+  EXPECT_EQ(c["bytes"]["reserve"].get<double>(), 0.5 * (1ull << 30));
+  EXPECT_EQ(c["bytes"]["training_peak"].get<double>(), g["bytes"]["training_peak"].get<double>() - 1.5 * (1ull << 30));
+  EXPECT_TRUE(c["fits"]);
+  const auto bad = run_process({azr(), "memory", "azr-tiny", "--device", "tpu"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--device"), std::string::npos) << bad.err;
 }
 
 TEST(MemoryCli, BadInputIsAUsageError) {

@@ -307,8 +307,8 @@ TEST(TrainCli, ProfiledStepWritesItsOpSplitAndChangesNothingElse) {
 // writing anything, with the numbers.
 TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
   const fs::path run = scratch("auto-micro");
-  const auto fit = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--seq-len", "4120",
-                                "--budget-gib", "3", "--json"});
+  const auto fit = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--device", "cpu",
+                                "--seq-len", "4120", "--budget-gib", "3", "--json"});
   ASSERT_EQ(fit.exit_code, 0) << fit.err;
   const int64_t expected = json::parse(fit.out)["micro_batch"].get<int64_t>();
   ASSERT_GT(expected, 1);
@@ -335,8 +335,8 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
   // Training fits, generation does not: 1,000 sequences of 4,120 positions decoded together, the
   // phase `azr memory --kv-slots` plans (its KV cache: 4 layers x K and V x 2 kv heads x 32 dims x
   // 4 bytes = 2 KiB a position, 7.86 GiB).
-  const auto gen_plan = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--seq-len", "4120",
-                                     "--budget-gib", "3", "--kv-slots", "1000", "--json"});
+  const auto gen_plan = run_process({azr(), "memory", "azr-tiny", "--precision", "fp32", "--device", "cpu",
+                                     "--seq-len", "4120", "--budget-gib", "3", "--kv-slots", "1000", "--json"});
   ASSERT_EQ(gen_plan.exit_code, 1) << gen_plan.err;  // 1: the plan does not fit the budget
   const json bytes = json::parse(gen_plan.out)["bytes"];
   ASSERT_LE(bytes["training_peak"].get<double>(), 3.0 * double(1ull << 30));
