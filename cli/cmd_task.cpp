@@ -181,7 +181,7 @@ int run_grade(const TaskOptions& o) {
     } else {
       const solver::Grade& g = grades.at(answer_of[i]);
       out["correct"] = g.correct;
-      out["reward"] = rewards::solver_reward(true, g.accuracy);
+      out["reward"] = rewards::solver_reward(true, g.correct ? 1.0 : 0.0);  // binary, as training rewards it
       out["reason"] = g.reason;
       if (!g.detail.empty()) out["detail"] = g.detail;
       if (g.reason == "internal_error") all_ran = false;

@@ -334,8 +334,11 @@ StepResult run_step(StepContext& ctx, int64_t step) {
       o.learn_tokens += int64_t(lg[r].tokens.size());
       o.learn_n++;
       if (of[r].second == 0) tasks.push_back(o.task);
+      // Graded whatever its <think> format, as the reference estimates a (the paper's r_solve is
+      // 1[y = y*]): the format penalty is the trained solver's, and counting it here would rate a
+      // task by how well the solver formats while it still learns to. No <answer>: unsolved.
       const solver::Extraction e = solver::extract_answer(o.task.type, lg[r].text);
-      if (!e.format_ok) continue;
+      if (e.reason == "no_answer") continue;
       answers.push_back({tasks.size() - 1, e.answer});
       answer_of.push_back(of[r].first);
     }

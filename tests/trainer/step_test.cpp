@@ -64,8 +64,14 @@ struct Script {
                                                 : "Two only.\n</think>\n<answer>\n```input\n1\n```\n```input\n2\n```\n```message\nm\n```\n</answer>";
     const int seen = rollouts_seen[prompt]++;
     if (has(prompt, "# Task: Deduce the Output")) {
-      // The new task (x + 1 on 4): right on even rollouts, so 2 of 4. The identity seed: right.
-      if (has(prompt, "return x + 1")) return answer("output", seen % 2 == 0 ? "5" : "6");
+      // The new task (x + 1 on 4): right on even rollouts, so 2 of 4. Rollouts 2 and 3 lack the
+      // </think>: learnability grades an answer whatever its format (the reference's estimate), so
+      // rollout 2 still counts as solved. The identity seed: right.
+      if (has(prompt, "return x + 1")) {
+        const std::string body = seen % 2 == 0 ? "5" : "6";
+        if (seen % 4 < 2) return answer("output", body);
+        return "Thinking.\n<answer>\n```output\n" + body + "\n```\n</answer>";
+      }
       return answer("output", "'Hello world'");
     }
     if (has(prompt, "# Task: Provide One Possible Input")) {
