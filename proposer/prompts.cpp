@@ -1,5 +1,6 @@
 #include "proposer/prompts.h"
 
+#include <sstream>
 #include <stdexcept>
 
 #include "model/chat_format.h"
@@ -12,6 +13,18 @@ std::string join(const std::vector<std::string>& words, std::string_view sep) {
   for (size_t i = 0; i < words.size(); ++i) out += (i ? std::string(sep) : "") + words[i];
   return out;
 }
+
+std::string shortest(double x) {  // 2 -> "2", 0.5 -> "0.5"
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+// Validation reads inputs as literals (sandbox::InputMode::Literal), where the reference
+// evaluated them: `list(range(3))` is refused as input_not_literal, so the prompt says so.
+constexpr const char* kLiteralsOnly =
+    "- Use Python literals only (numbers, strings, bytes, None, True, False, and tuples, lists, dicts and sets "
+    "of them): no names, calls or expressions such as `list(range(3))`\n";
 
 // §3.2 item 7: each reference as <snippet_k> with its program, input and output.
 std::string render_references(const std::vector<buffer::Task>& refs) {
@@ -27,7 +40,8 @@ std::string render_references(const std::vector<buffer::Task>& refs) {
 }  // namespace
 
 std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer::Task>& references,
-                                 const std::vector<std::string>& banned_words, model::PromptStyle style) {
+                                 const std::vector<std::string>& banned_words, model::PromptStyle style,
+                                 double time_limit_seconds) {
   if (type == buffer::TaskType::Induction)
     throw std::invalid_argument("code_proposer_prompt: induction has its own prompt");
   const bool deduction = type == buffer::TaskType::Deduction;
@@ -53,13 +67,14 @@ std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer
        "- The snippet must be deterministic: the same input always gives the same output\n"
        "- It should require state tracking across multiple data transformations\n"
        "- No randomness, date or time, file or network I/O, printing, or external state\n"
-       "- It must finish in under 10 seconds\n"
+       "- It must finish in under " + shortest(time_limit_seconds) + " seconds\n"
        "- Put imports and class definitions at the top of the snippet\n"
        "- The snippet ends with `f` returning a value\n\n";
   p += "### Input Requirements:\n"
        "- Give exactly one input\n"
        "- Several arguments are separated by commas, as in a call `f(<input>)`\n"
-       "- Put quotes around strings\n\n";
+       "- Put quotes around strings\n" +
+       std::string(kLiteralsOnly) + "\n";
   p += "### Formatting:\n"
        "- Put the code in a block:\n```python\ndef f(...):\n    # your code here\n    return ...\n```\n"
        "- Put the input in a block:\n```input\n'John', {'age': 20, 'city': 'New York'}\n```\n\n";
@@ -90,7 +105,8 @@ std::string induction_proposer_prompt(std::string_view program, int num_inputs, 
   p += "### Input Requirements:\n"
        "- Give " + n + " valid inputs, each in its own ```input block\n"
        "- Several arguments are separated by commas, as in a call `f(<input>)`\n"
-       "- Put quotes around strings\n\n";
+       "- Put quotes around strings\n" +
+       std::string(kLiteralsOnly) + "\n";
   p += "### Message Requirements:\n"
        "- Put the message in a ```message block\n"
        "- The message may hint at what the function does, but it cannot provide the code snippet\n\n";

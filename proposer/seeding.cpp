@@ -41,7 +41,7 @@ SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, 
           prompts.push_back(induction_proposer_prompt(programs.back(), s.parse.num_inputs, s.prompt_style));
         } else {
           prompts.push_back(code_proposer_prompt(type, buffer.sample_references(type, s.k, rng), s.parse.banned_words,
-                                                s.prompt_style));
+                                                s.prompt_style, s.validate.limits.cpu_seconds));
         }
       }
       const std::vector<std::string> generations = generate(prompts);

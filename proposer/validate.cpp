@@ -1,6 +1,8 @@
 #include "proposer/validate.h"
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -86,6 +88,38 @@ Check static_outcome(const sb::CallResult& r) {
   return c;
 }
 
+// The first part of `v` whose repr ast.literal_eval cannot read back, or nullopt. Grading reads
+// an output with literal_eval (solver/grade.h), so a task whose output holds one of these cannot
+// be solved: a deduction answer of `inf` or `frozenset({4})` does not parse, and neither does the
+// gold output an abduction answer is compared with.
+std::optional<std::string> non_literal_part(const sb::Value& v) {
+  auto non_finite = [](double x) { return !std::isfinite(x); };
+  switch (v.kind()) {
+    case sb::ValueKind::Float:
+      if (non_finite(v.as_float())) return "a float that is " + sb::python_repr(v);
+      return std::nullopt;
+    case sb::ValueKind::Complex:
+      if (non_finite(v.real()) || non_finite(v.imag())) return "a complex with a part that is inf or nan";
+      return std::nullopt;
+    case sb::ValueKind::ByteArray: return "a bytearray";
+    case sb::ValueKind::FrozenSet: return "a frozenset";
+    case sb::ValueKind::Ellipsis: return "Ellipsis";
+    case sb::ValueKind::Tuple:
+    case sb::ValueKind::List:
+    case sb::ValueKind::Set:
+      for (const sb::Value& item : v.items())
+        if (auto part = non_literal_part(item)) return part;
+      return std::nullopt;
+    case sb::ValueKind::Dict:
+      for (const auto& [key, value] : v.pairs()) {
+        if (auto part = non_literal_part(key)) return part;
+        if (auto part = non_literal_part(value)) return part;
+      }
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
 // Judges one execution pair (primary, alternate).
 Check execution_outcome(const sb::CallResult& first, const sb::CallResult& second, size_t max_chars) {
   Check c = reason_for(first);
@@ -105,6 +139,10 @@ Check execution_outcome(const sb::CallResult& first, const sb::CallResult& secon
   if (n > max_chars)
     return fail("output_too_large", "repr has " + std::to_string(n) + " characters (limit " +
                                         std::to_string(max_chars) + ")");
+  if (first.value)
+    if (auto part = non_literal_part(*first.value))
+      return fail("output_not_literal", "the output holds " + *part + ", which is not a Python literal: " +
+                                            first.repr.substr(0, 200));
   return Check{true, "ok", ""};
 }
 

@@ -20,6 +20,9 @@
 //   output_too_large   stdout/stderr or result over the sandbox cap, or repr longer than
 //                      max_output_chars (azr rejects instead of truncating)
 //   unrepresentable    the result is not plain data (generator, function, object, ...)
+//   output_not_literal the result's repr is not a literal grading can read back: it holds an
+//                      inf or nan, a frozenset, a bytearray or Ellipsis (azr rejects; the
+//                      reference kept such tasks, which no answer could solve)
 //   non_deterministic  the two runs (different hash seeds) disagree
 //   internal_error     the sandbox itself failed (not the proposal's fault; callers may mask it)
 // Induction: the first failing input decides; detail starts with "input <k>: ".

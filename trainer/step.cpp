@@ -141,7 +141,8 @@ std::vector<Task> solver_tasks(const buffer::TaskBuffer& b, TaskType type, int b
 std::string proposer_prompt(const ProposerItem& it, const TrainConfig& cfg) {
   if (it.type == TaskType::Induction)
     return proposer::induction_proposer_prompt(it.refs.at(0).program, cfg.algorithm.induction_inputs, prompt_style(cfg));
-  return proposer::code_proposer_prompt(it.type, it.refs, proposer::default_banned_words(), prompt_style(cfg));
+  return proposer::code_proposer_prompt(it.type, it.refs, proposer::default_banned_words(), prompt_style(cfg),
+                                        cfg.sandbox.cpu_seconds);
 }
 
 sandbox::Limits limits_of(const TrainConfig& cfg) {

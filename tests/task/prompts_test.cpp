@@ -84,6 +84,19 @@ TEST(ProposerPrompt, DifficultyCriterionNamesWhatTheSolverPredicts) {
   EXPECT_TRUE(contains(abd, "Difficulty in predicting your input"));
 }
 
+// What the prompt asks for is what validation enforces: the sandbox's CPU budget (the sandbox's
+// default, 2 s, unless given) and literal inputs (`list(range(3))` is input_not_literal).
+TEST(ProposerPrompt, StatesTheSandboxLimitAndLiteralInputs) {
+  const auto refs = references(TaskType::Deduction);
+  EXPECT_TRUE(contains(azr::proposer::code_proposer_prompt(TaskType::Deduction, refs), "finish in under 2 seconds"));
+  const std::string half = azr::proposer::code_proposer_prompt(TaskType::Deduction, refs, azr::proposer::default_banned_words(),
+                                                               azr::model::PromptStyle::Paper, 0.5);
+  EXPECT_TRUE(contains(half, "finish in under 0.5 seconds"));
+  EXPECT_FALSE(contains(half, "10 seconds"));
+  for (const std::string& p : {half, azr::proposer::induction_proposer_prompt("def f(x):\n    return x", 10)})
+    EXPECT_TRUE(contains(p, "Use Python literals only")) << p;
+}
+
 TEST(ProposerPrompt, CustomBannedWordsAreListed) {
   const std::string p =
       azr::proposer::code_proposer_prompt(TaskType::Deduction, references(TaskType::Deduction), {"socket", "ctypes"});

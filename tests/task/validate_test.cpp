@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "proposer/validate.h"
+#include "tests/test_support.h"
 
 namespace azr::proposer {
 namespace {
@@ -167,6 +168,45 @@ TEST_F(Validate, UnrepresentableResults) {
     auto r = one(dd(prog, "0"));
     EXPECT_EQ(r.check.reason, "unrepresentable") << r.check.detail;
   }
+}
+
+// Grading reads outputs back with ast.literal_eval, so an output whose repr it cannot read (or
+// reads as another value) makes a task no answer solves. The truth is CPython's own
+// literal_eval(repr(v)) == v, run outside the sandbox on the same function.
+Proposal induction(std::string program, std::vector<std::string> inputs);  // below
+
+bool cpython_reads_back(const std::string& program) {
+  const std::string check =
+      "import ast, sys\ng = {}\nexec(sys.stdin.read(), g)\nv = g['f'](0)\n"
+      "try:\n    ok = ast.literal_eval(repr(v)) == v\nexcept ValueError:\n    ok = False\n"
+      "sys.stdout.write('yes' if ok else 'no')\n";
+  const auto r = azr::testing::run_process({azr::testing::env_or_fail("AZR_PYTHON"), "-S", "-c", check}, program);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out == "yes";
+}
+
+TEST_F(Validate, OutputsMustReadBackAsLiterals) {
+  const std::vector<std::string> results = {
+      "float('inf')", "[1, float('-inf')]", "{'a': float('nan')}", "complex(1, float('inf'))", "frozenset([4])",
+      "bytearray(b'ab')", "...", "{frozenset([1]): 2}", "(1, [2, {3: ...}])", "{(1, 2): frozenset()}",
+      // and what reads back
+      "1e308", "-0.0", "complex(-0.0, 1)", "set()", "{1, 2}", "b'x'", "(1+2j)", "{(1, 2): [None, True]}",
+      "10 ** 100", "[[], {}, ()]"};
+  for (const std::string& result : results) {
+    const std::string program = "def f(x):\n    return " + result;
+    SCOPED_TRACE(program);
+    const bool literal = cpython_reads_back(program);
+    auto r = one(dd(program, "0"));
+    EXPECT_EQ(r.check.ok, literal) << r.check.reason << ": " << r.check.detail;
+    if (!literal) {
+      EXPECT_EQ(r.check.reason, "output_not_literal");
+      EXPECT_NE(r.check.detail.find("not a Python literal"), std::string::npos) << r.check.detail;
+    }
+  }
+  // Induction: every output is checked; the first that fails names its input.
+  auto r = one(induction("def f(x):\n    return 1 / x if x else float('inf')", {"1", "0"}));
+  EXPECT_EQ(r.check.reason, "output_not_literal");
+  EXPECT_EQ(r.check.detail.rfind("input 1: ", 0), 0u) << r.check.detail;
 }
 
 TEST_F(Validate, InputMustBeLiteral) {
