@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -663,14 +664,27 @@ std::vector<Task> TaskBuffer::sample_solver_batch(TaskType type, int batch, int6
     sql::ReadTransaction snapshot(db_);
     std::vector<Task> out;
     if (batch <= 0) return out;
-    Stmt s(db_, std::string("SELECT ") + kTaskColumns +
-                    ", slot FROM tasks WHERE type = ? AND step >= ? ORDER BY id DESC LIMIT ?");
-    s.bind(1, static_cast<int64_t>(type)).bind(2, newest_since_step).bind(3, batch);
-    std::unordered_set<int64_t> taken;
-    while (s.step()) {
-      out.push_back(read_task(s));
-      taken.insert(s.i64(kTaskColumnCount));
+    // The recent tasks, all of them when they fit, else `batch` of them uniformly (as the
+    // reference's max_new strategy): at step 1 every seed is recent, and the newest `batch` ids
+    // would serve the same last-inserted seeds in every run.
+    Stmt s(db_, "SELECT id, slot FROM tasks WHERE type = ? AND step >= ? ORDER BY id DESC");
+    s.bind(1, static_cast<int64_t>(type)).bind(2, newest_since_step);
+    std::vector<std::pair<int64_t, int64_t>> recent;  // (id, slot), newest first
+    while (s.step()) recent.emplace_back(s.i64(0), s.i64(1));
+    if (static_cast<int64_t>(recent.size()) > batch) {
+      std::vector<std::pair<int64_t, int64_t>> drawn;
+      for (int64_t i : distinct_below(rng, static_cast<int64_t>(recent.size()), batch, {}))
+        drawn.push_back(recent[size_t(i)]);
+      std::sort(drawn.begin(), drawn.end(), std::greater<>());
+      recent = std::move(drawn);
     }
+    std::vector<int64_t> slots;
+    std::unordered_set<int64_t> taken;
+    for (const auto& [id, slot] : recent) {
+      slots.push_back(slot);
+      taken.insert(slot);
+    }
+    out = tasks_at_slots(db_, type, slots);
     int64_t n = type_count(db_, type);
     int64_t want = std::min<int64_t>(batch - static_cast<int64_t>(out.size()), n - static_cast<int64_t>(taken.size()));
     if (want > 0)

@@ -130,8 +130,9 @@ class TaskBuffer {
   // --- reads ------------------------------------------------------------------------------
   // K distinct tasks of `type`, uniformly (fewer if the type holds fewer).
   std::vector<Task> sample_references(TaskType type, int k, std::mt19937_64& rng) const;
-  // The solver's batch: tasks created at step >= `newest_since_step`, newest first, topped up
-  // with distinct uniform samples of the rest.
+  // The solver's batch: tasks created at step >= `newest_since_step` (all of them, newest first,
+  // or `batch` of them drawn uniformly when there are more), topped up with distinct uniform
+  // samples of the rest.
   std::vector<Task> sample_solver_batch(TaskType type, int batch, int64_t newest_since_step,
                                         std::mt19937_64& rng) const;
   std::optional<Task> get(int64_t id) const;
