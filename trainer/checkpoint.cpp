@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -45,9 +47,14 @@ TrainerState read_trainer_state(const fs::path& file) {
 
 void sync_path(const fs::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
+  if (fd < 0) throw std::runtime_error(p.string() + ": cannot open to sync it: " + std::strerror(errno));
+  // A failed fsync is not retried: Linux marks the pages clean after a failed write-back, so a
+  // second call could succeed with the data lost. The caller must not publish what it wrote.
+  // EINVAL: the filesystem cannot sync this kind of file (some cannot sync directories).
+  const bool ok = ::fsync(fd) == 0 || errno == EINVAL;
+  const int err = errno;
   ::close(fd);
+  if (!ok) throw std::runtime_error(p.string() + ": fsync failed: " + std::strerror(err));
 }
 
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_dir) {
@@ -81,14 +88,20 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
   const fs::path tmp = dir / ("." + name + ".tmp"), final_path = dir / name;
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  write_contents(tmp);
-  {
-    std::ofstream out(tmp / "trainer_state.json");
-    out << trainer_state_json(state);
-    if (!out.flush()) throw std::runtime_error((tmp / "trainer_state.json").string() + ": write failed");
+  try {
+    write_contents(tmp);
+    {
+      std::ofstream out(tmp / "trainer_state.json");
+      out << trainer_state_json(state);
+      if (!out.flush()) throw std::runtime_error((tmp / "trainer_state.json").string() + ": write failed");
+    }
+    for (const fs::directory_entry& e : fs::directory_iterator(tmp)) sync_path(e.path());
+    sync_path(tmp);
+  } catch (...) {  // a full disk: the partial checkpoint would hold the space the run needs next
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  for (const fs::directory_entry& e : fs::directory_iterator(tmp)) sync_path(e.path());
-  sync_path(tmp);
   // A checkpoint of the same step from an earlier life of the run (before a resume from an
   // older one) is replaced: moved aside first, so some complete step-N exists at every moment.
   if (fs::exists(final_path)) {
@@ -102,8 +115,15 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
   }
   sync_path(dir);
   if (keep_last > 0) {
+    // Renamed out of list_checkpoints' sight first: removed in place, a kill part-way could leave
+    // a step-K with its trainer_state.json but without some of its files.
     auto all = list_checkpoints(run_dir);
-    for (size_t i = 0; i + size_t(keep_last) < all.size(); i++) fs::remove_all(all[i].second);
+    for (size_t i = 0; i + size_t(keep_last) < all.size(); i++) {
+      const fs::path doomed = dir / ("." + all[i].second.filename().string() + ".old");
+      fs::remove_all(doomed);
+      fs::rename(all[i].second, doomed);
+      fs::remove_all(doomed);
+    }
   }
   // Left-overs of a crash in an earlier write.
   std::error_code ec;

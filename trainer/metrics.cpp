@@ -71,6 +71,10 @@ void JsonlSink::write(int64_t step, double wall_time, const Scalars& scalars) {
   write_all(fd_, metrics_json_line(step, wall_time, scalars) + "\n", path_);
 }
 
+void JsonlSink::sync() {
+  if (::fsync(fd_) != 0) throw io_error("cannot sync", path_);
+}
+
 void truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) && !ec) return;
@@ -89,8 +93,13 @@ void truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
   }
   in.close();
 
-  // Same directory as the target, so the rename cannot cross filesystems.
+  // Same directory as the target, so the rename cannot cross filesystems. A copy a killed
+  // earlier resume left (another pid's) goes too.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::filesystem::path target(path);
+  const std::string stale_prefix = target.filename().string() + ".tmp.";
+  for (const auto& e : std::filesystem::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec))
+    if (e.path().filename().string().rfind(stale_prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw io_error("cannot create", tmp);
   try {

@@ -16,7 +16,10 @@ class MetricsSink {
   virtual ~MetricsSink() = default;
   // wall_time: unix seconds.
   virtual void write(int64_t step, double wall_time, const Scalars& scalars) = 0;
-  virtual void flush() {}
+  // Makes every line written so far durable (fsync); throws naming the file when it cannot. The
+  // trainer calls it before publishing a checkpoint, so a power loss cannot leave a checkpoint of
+  // step N with metrics lines below N lost (a resume continues from N and would never refill them).
+  virtual void sync() {}
 };
 
 // One JSON object per step: {"step": N, "time": T, "<key>": value, ...}, keys in the given
@@ -34,6 +37,7 @@ class JsonlSink : public MetricsSink {
   // Throws std::invalid_argument for a scalar named "step" or "time" (they would overwrite the
   // line's own fields), std::runtime_error when the write fails.
   void write(int64_t step, double wall_time, const Scalars& scalars) override;
+  void sync() override;
 
  private:
   std::string path_;
@@ -74,6 +78,7 @@ class TensorBoardSink : public MetricsSink {
   TensorBoardSink& operator=(const TensorBoardSink&) = delete;
 
   void write(int64_t step, double wall_time, const Scalars& scalars) override;
+  void sync() override;
   const std::string& path() const { return path_; }
 
  private:

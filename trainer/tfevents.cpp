@@ -141,6 +141,11 @@ void TensorBoardSink::write(int64_t step, double wall_time, const Scalars& scala
   append(tfrecord(encode_scalars_event(wall_time, step, scalars)));
 }
 
+void TensorBoardSink::sync() {
+  if (::fsync(fd_) != 0)
+    throw std::runtime_error("cannot sync TensorBoard event file " + path_ + ": " + std::strerror(errno));
+}
+
 void TensorBoardSink::append(const std::string& record) {
   size_t done = 0;
   while (done < record.size()) {

@@ -160,6 +160,7 @@ void write_run_config(const fs::path& run_dir, const TrainConfig& cfg) {
   }
   sync_path(tmp);
   fs::rename(tmp, run_dir / "config.toml");
+  sync_path(run_dir);
 }
 
 void refuse_a_run_dir_in_use(const fs::path& run_dir) {
@@ -265,7 +266,11 @@ void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerS
     try {
       // Read-write (on the copy), as the live buffer is opened below: a snapshot of an older schema
       // is migrated, not refused; an empty or missing one is refused, never made a new buffer.
-      c = buffer::TaskBuffer::open(tmp.string(), buffer::TaskBuffer::Mode::ReadWriteExisting).counts();
+      // quick_check: a damaged page (one the counts never read) would otherwise be carried into
+      // every later checkpoint, and found only when a statement touched it, snapshots later.
+      buffer::Options checked;
+      checked.quick_check = true;
+      c = buffer::TaskBuffer::open(tmp.string(), buffer::TaskBuffer::Mode::ReadWriteExisting, checked).counts();
     } catch (const buffer::BufferError& e) {
       throw std::runtime_error(snapshot.string() + ": not a usable buffer snapshot (" + e.what() + ")");
     }
@@ -530,6 +535,7 @@ int train(const TrainOptions& opt) {
       st.world_size = comm->size();
       const buffer::Counts c = buf->counts();
       for (int t = 0; t < 3; t++) st.buffer_tasks[t] = c.by_type[t];
+      for (const auto& sink : sinks) sink->sync();
       path = write_checkpoint(
                  run_dir, st,
                  [&](const fs::path& dir) {

@@ -7,3 +7,6 @@ azr_sandbox_test(trainer_step_test trainer/step_test.cpp)
 target_link_libraries(trainer_step_test PRIVATE azr_trainer)
 # `azr bootstrap` through the real binary (small), and self-play starting from its model.
 azr_cli_test(bootstrap_cli_test trainer/bootstrap_cli_test.cpp)
+# Checkpoint files: a failed sync is an error, a failed write leaves nothing, pruning is whole.
+azr_test(trainer_checkpoint_test trainer/checkpoint_test.cpp)
+target_link_libraries(trainer_checkpoint_test PRIVATE azr_trainer)

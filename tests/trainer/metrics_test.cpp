@@ -451,6 +451,22 @@ TEST(MetricsJsonlTruncate, ReplacesTheFileAtomically) {
   EXPECT_EQ(names, std::vector<std::string>{"metrics.jsonl"});
 }
 
+// A resume killed between writing its copy and the rename left metrics.jsonl.tmp.<pid>, which
+// stayed for good: the next truncation removes any such copy (other files are the user's).
+TEST(MetricsJsonlTruncate, RemovesTheCopyOfAKilledTruncation) {
+  TempDir dir;
+  fs::path p = dir.path / "metrics.jsonl";
+  write_file(p, "{\"step\": 1}\n{\"step\": 2}\n");
+  write_file(dir.path / "metrics.jsonl.tmp.424242", "{\"step\": 1}\n");
+  write_file(dir.path / "notes.tmp.1", "mine\n");
+  azr::trainer::truncate_metrics_jsonl(p.string(), 1);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"metrics.jsonl", "notes.tmp.1"}));
+  EXPECT_EQ(read_file(p), "{\"step\": 1}\n");
+}
+
 TEST(MetricsJsonlTruncate, MissingFileIsNothingToDo) {
   TempDir dir;
   fs::path p = dir.path / "metrics.jsonl";

@@ -748,6 +748,37 @@ TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
   }
 }
 
+// A snapshot with a damaged page the task counts never read (the rollouts table's root, zeroed)
+// opened and counted fine, so the resume went on and copied the damage into every later
+// checkpoint. SQLite's quick_check on the copy finds it: refused, the live buffer kept.
+TEST(TrainCli, ResumeWithADamagedSnapshotPageKeepsTheLiveBuffer) {
+  const fs::path run = copy_of_reference("damaged-snapshot");
+  const fs::path snapshot = run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db";
+  const std::string buffer = slurp(run / "buffer.db");
+  // The page: from sqlite_master, read by CPython's sqlite3 (an independent reader).
+  const auto page = azr::testing::run_process(
+      {env_or_fail("AZR_PYTHON"), "-c",
+       "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\n"
+       "print(c.execute(\"PRAGMA page_size\").fetchone()[0], "
+       "c.execute(\"SELECT rootpage FROM sqlite_master WHERE name = 'rollouts'\").fetchone()[0])",
+       snapshot.string()});
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  int64_t page_size = 0, root = 0;
+  std::istringstream(page.out) >> page_size >> root;
+  ASSERT_GT(root, 1);
+  {
+    std::fstream f(snapshot, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((root - 1) * page_size);
+    f.write(std::string(size_t(page_size), '\0').data(), page_size);
+    ASSERT_TRUE(f.good());
+  }
+  const auto r = run_process(resume_args(run.string(), kSteps + 1));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(snapshot.string() + ": not a usable buffer snapshot"), std::string::npos) << r.err;
+  EXPECT_TRUE(slurp(run / "buffer.db") == buffer) << "the live buffer.db changed";
+  EXPECT_FALSE(fs::exists(run / ("checkpoints/step-" + std::to_string(kSteps + 1))));
+}
+
 // Failed resumes leave config.toml as it was (they once rewrote run.steps first): a truncated
 // model, a missing optimizer state, a broken trainer_state.json.
 TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
