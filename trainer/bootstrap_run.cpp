@@ -30,6 +30,7 @@
 #include "proposer/validate.h"
 #include "sandbox/pool.h"
 #include "trainer/bootstrap_run.h"
+#include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/console_view.h"
 #include "trainer/eval_setup.h"
@@ -113,6 +114,17 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
        eval::evaluate_model(m, tok, benches, pool, eval_limits(cfg), model_eval_settings(cfg)).benches)
     out[b.name] = b.pass1;
   return out;
+}
+
+// `text` as the whole of `file`, on disk before this returns; throws naming the file.
+void write_synced(const fs::path& file, const std::string& text) {
+  {
+    std::ofstream f(file, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw std::runtime_error(file.string() + ": write failed");
+  }
+  sync_path(file);
 }
 
 }  // namespace
@@ -247,13 +259,17 @@ int bootstrap(const BootstrapOptions& opt) {
   const ordered_json bench_after = bench_scores(m, *tok, benches, pool, cfg);
   const std::array<double, 3> valid_after =
       proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
+  // The weights go in last: model.safetensors marks a finished bootstrap (a rerun refuses a
+  // directory holding it), so a kill or a full disk before then leaves a directory the rerun
+  // writes over, never one that is refused and yet unusable. Every file is checked and synced.
   fs::create_directories(out);
-  m.save_pretrained(out);
+  const fs::path staging = out / ".model.tmp";
+  fs::remove_all(staging);
+  m.save_pretrained(staging);
   write_tokenizer(cfg, *tok, out);
-  {
-    std::ofstream h(out / "heldout.jsonl");
-    for (const Task& t : heldout_all) h << buffer::task_to_json(t, /*core_only=*/true).dump() << "\n";
-  }
+  std::string heldout_lines;
+  for (const Task& t : heldout_all) heldout_lines += buffer::task_to_json(t, /*core_only=*/true).dump() + "\n";
+  write_synced(out / "heldout.jsonl", heldout_lines);
   ordered_json rep;
   rep["config"] = opt.config_path;
   rep["seed"] = cfg.run.seed;
@@ -275,7 +291,14 @@ int bootstrap(const BootstrapOptions& opt) {
   rep["proposal_validity"] = {{"before", per_type(valid_before)}, {"after", per_type(valid_after)},
                               {"samples_per_type", validity_samples}};
   rep["seconds"] = now_s() - t_start;
-  std::ofstream(out / "bootstrap.json") << rep.dump(2) << "\n";
+  write_synced(out / "bootstrap.json", rep.dump(2) + "\n");
+  sync_path(out / "tokenizer.json");
+  const fs::path marker = staging / "model.safetensors";
+  for (const fs::directory_entry& e : fs::directory_iterator(staging))
+    if (e.path() != marker) fs::rename(e.path(), out / e.path().filename());
+  if (fs::exists(marker)) fs::rename(marker, out / "model.safetensors");
+  fs::remove(staging);
+  sync_path(out);
   std::string table = fmt::format("azr bootstrap: {} transcripts, {} steps in {}\n", data.size(), ws.steps,
                                   format_duration(train_s));
   // One label width for the header and every row: the longest label is "valid proposals before".

@@ -136,6 +136,19 @@ TEST(BootstrapCli, ShippedQuickstartModelProposesValidTasks) {
   EXPECT_EQ(slurp(run / "log.txt").find("prompt_style"), std::string::npos) << slurp(run / "log.txt");
 }
 
+// A report that cannot be written (here a directory in its place; a full disk wrote 0 bytes and
+// exited 0) is an error naming it, and the weights, which mark a finished bootstrap, are not
+// written: the rerun is not refused, where a kill part-way once left a directory every rerun
+// refused that held no loadable model.
+TEST(BootstrapCli, AFailedWriteIsAnErrorAndLeavesNoModel) {
+  const fs::path out = scratch("unwritable");
+  fs::create_directories(out / "bootstrap.json");
+  const auto r = run_process(small(out));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find((out / "bootstrap.json").string() + ": write failed"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+}
+
 TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   const fs::path out = scratch("bad");
   std::vector<std::string> args = small(out);
