@@ -63,6 +63,9 @@ uint32_t masked_crc32c(const void* data, size_t size);
 // scalars as a Summary of simple_value Values (float, so NaN is representable).
 std::string encode_file_version_event(double wall_time, const std::string& version);
 std::string encode_scalars_event(double wall_time, int64_t step, const Scalars& scalars);
+// SessionLog START at `step`: TensorBoard drops the points at `step` and after that earlier
+// files of the run hold (TensorFlow's convention for a restart), as a resume re-runs them.
+std::string encode_session_start_event(double wall_time, int64_t step);
 // One TFRecord: uint64 length, masked crc of the length bytes, data, masked crc of data.
 std::string tfrecord(const std::string& data);
 
@@ -79,6 +82,9 @@ class TensorBoardSink : public MetricsSink {
 
   void write(int64_t step, double wall_time, const Scalars& scalars) override;
   void sync() override;
+  // A resumed run's first record: its steps from `step` on replace those an earlier life of the
+  // run wrote to its own event file (encode_session_start_event).
+  void restart_at(int64_t step);
   const std::string& path() const { return path_; }
 
  private:

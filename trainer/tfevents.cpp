@@ -3,6 +3,7 @@
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }
 //   Value   { string tag = 1; float simple_value = 2; }
+//   Event   { ... SessionLog session_log = 7; }, SessionLog { SessionStatus status = 1; } (START = 1)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -108,6 +109,15 @@ std::string encode_scalars_event(double wall_time, int64_t step, const Scalars& 
   return e;
 }
 
+std::string encode_session_start_event(double wall_time, int64_t step) {
+  std::string session_log;
+  put_tag(session_log, 1, kVarint);
+  put_varint(session_log, 1);  // SessionLog.START
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, 7, session_log);
+  return e;
+}
+
 std::string tfrecord(const std::string& data) {
   std::string r;
   put_little_endian(r, static_cast<uint64_t>(data.size()));
@@ -139,6 +149,11 @@ TensorBoardSink::~TensorBoardSink() {
 
 void TensorBoardSink::write(int64_t step, double wall_time, const Scalars& scalars) {
   append(tfrecord(encode_scalars_event(wall_time, step, scalars)));
+}
+
+void TensorBoardSink::restart_at(int64_t step) {
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  append(tfrecord(encode_session_start_event(now, step)));
 }
 
 void TensorBoardSink::sync() {

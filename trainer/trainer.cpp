@@ -505,7 +505,11 @@ int train(const TrainOptions& opt) {
     else
       fs::remove(metrics);
     sinks.push_back(std::make_unique<JsonlSink>(metrics));
-    if (cfg.logging.tensorboard) sinks.push_back(std::make_unique<TensorBoardSink>(run_dir.string()));
+    if (cfg.logging.tensorboard) {
+      auto events = std::make_unique<TensorBoardSink>(run_dir.string());
+      if (state) events->restart_at(first_step);  // metrics.jsonl is cut back; this cuts the events back
+      sinks.push_back(std::move(events));
+    }
     console = std::make_unique<ConsoleView>(first_step, cfg.run.steps,
                                             ConsoleView::resolve(cfg.logging.console, fileno(stderr)));
     log.attach(console.get());

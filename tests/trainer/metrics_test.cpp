@@ -138,6 +138,26 @@ class MetricsTensorBoard : public ::testing::Test {
   TempDir dir_;
 };
 
+// A resumed run's event file starts with SessionLog START at its first step (event.proto:
+// Event.session_log = 7, SessionLog.status = 1, START = 1), the record by which TensorBoard drops
+// an earlier file's points from that step on: without it a resume showed its repeated steps twice.
+TEST_F(MetricsTensorBoard, RestartRecordIsASessionStartAtTheStep) {
+  std::string path;
+  {
+    azr::trainer::TensorBoardSink sink(dir_.path.string());
+    path = sink.path();
+    sink.restart_at(4);
+    sink.write(4, 1.7e9, {{"loss", 0.5}});
+  }
+  auto r = read_events(python_, path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.records.size(), 3u) << r.records.dump();
+  EXPECT_EQ(r.records[1]["session_log"], 1);
+  EXPECT_EQ(r.records[1]["step"], 4);
+  EXPECT_FALSE(r.records[1].contains("values"));
+  EXPECT_EQ(r.records[2]["step"], 4);
+}
+
 TEST_F(MetricsTensorBoard, IndependentReaderDecodesEveryStep) {
   std::vector<std::pair<int64_t, Scalars>> steps = {
       {1, {{"reward/deduction/proposer/mean", 0.25}, {"solver/accuracy/abduction", 0.1}, {"time/generate_s", 12.5}}},

@@ -4,7 +4,8 @@
 Parses the TFRecord framing, checks both masked CRC-32Cs with its own CRC implementation, and
 decodes each record with the google.protobuf library through a descriptor built at runtime
 (no generated code, no tensorflow). Prints a JSON list:
-  [{"wall_time": w, "step": s, "file_version": v} | {"wall_time": w, "step": s, "values": {tag: x}}]
+  [{"wall_time": w, "step": s, "file_version": v} | {"wall_time": w, "step": s, "values": {tag: x}}
+   | {"wall_time": w, "step": s, "session_log": status}]  (event.proto: session_log = 7, START = 1)
 Non-finite floats are printed as the strings "nan", "inf", "-inf" (JSON has no NaN).
 Exit 1 with a message on stderr for any framing, CRC or decoding error; 3 when google.protobuf
 is missing (the caller skips then).
@@ -59,12 +60,17 @@ def event_class():
     summary = fdp.message_type.add(name="Summary")
     summary.field.add(name="value", number=1, type=F.TYPE_MESSAGE, type_name=".azrtest.Value", label=F.LABEL_REPEATED)
 
+    session_log = fdp.message_type.add(name="SessionLog")
+    session_log.field.add(name="status", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)  # an enum on the wire
+
     event = fdp.message_type.add(name="Event")
     event.oneof_decl.add(name="what")
     event.field.add(name="wall_time", number=1, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
     event.field.add(name="step", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
     event.field.add(name="file_version", number=3, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL, oneof_index=0)
     event.field.add(name="summary", number=5, type=F.TYPE_MESSAGE, type_name=".azrtest.Summary",
+                    label=F.LABEL_OPTIONAL, oneof_index=0)
+    event.field.add(name="session_log", number=7, type=F.TYPE_MESSAGE, type_name=".azrtest.SessionLog",
                     label=F.LABEL_OPTIONAL, oneof_index=0)
 
     pool = descriptor_pool.DescriptorPool()
@@ -126,6 +132,8 @@ def read(path):
         which = ev.WhichOneof("what")
         if which == "file_version":
             rec["file_version"] = ev.file_version
+        elif which == "session_log":
+            rec["session_log"] = ev.session_log.status
         elif which == "summary":
             rec["values"] = {v.tag: jsonable(v.simple_value) for v in ev.summary.value}
             rec["tags"] = [v.tag for v in ev.summary.value]
