@@ -85,7 +85,7 @@ int run_memory(const MemoryOptions& o) {
   }
   s.seq_len = o.seq_len;
   s.recompute = o.recompute;
-  s.reserve_bytes = o.device == "cuda" ? model::kGpuReserveBytes : model::kCpuReserveBytes;
+  s.reserve_bytes = model::reserve_bytes_for(o.device);
   s.kv_slots = o.kv_slots;
   s.kv_capacity = o.kv_capacity >= 0 ? o.kv_capacity : o.seq_len;
   // A plan past the trained context is a valid plan of a run the model was not trained for

@@ -81,6 +81,11 @@ bool bf16_training_buffers(const ModelConfig& c);
 // 0). The GPU's 2 GiB on the CPU planned a 0.77M-parameter model out of model.memory_gib = 1.
 constexpr double kGpuReserveBytes = double(2ull << 30);
 constexpr double kCpuReserveBytes = double(1ull << 29);
+// The reserve of a device name as model.device spells it ("cuda"; "cpu" and "cpu-guarded" run on
+// the CPU).
+inline double reserve_bytes_for(std::string_view device) {
+  return device == "cuda" ? kGpuReserveBytes : kCpuReserveBytes;
+}
 
 struct MemoryPlanSettings {
   Precision precision = Precision::Bf16Mixed;

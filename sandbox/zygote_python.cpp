@@ -89,7 +89,10 @@ def parse_literal(src):
 // keeps crafted bytecode from being a way to crash. A hook added from C cannot be removed from
 // Python (sys.addaudithook only adds), and the events are raised before the object exists.
 // Only these events: a program that compiles and execs source text, swaps a function's
-// __code__ for another compiled one, or introspects frames still runs as in plain CPython.
+// __code__ for another compiled one, or introspects frames still runs as in plain CPython. The
+// event carries the new object's metadata, not its bytecode, so a replace() of a compiled
+// object's flags (types.coroutine on a generator function) is refused as well: a rare idiom in
+// the small pure functions tasks are made of, and no way to tell it from a crafted one.
 constexpr const char* kRefusedAuditEvents[] = {"code.__new__", "marshal.loads", "marshal.load"};
 
 int refuse_handmade_code(const char* event, PyObject* /*args*/, void* /*user_data*/) {

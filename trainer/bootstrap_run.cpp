@@ -10,6 +10,7 @@
 //      sampled proposals the sandbox accepts; all into bootstrap.json beside the saved model.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +76,8 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
         refs.push_back(pool_refs[rng() % pool_refs.size()]);
       const std::string prompt = type == TaskType::Induction
                                      ? proposer::induction_proposer_prompt(refs[0].program, cfg.algorithm.induction_inputs, style)
-                                     : proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(), style);
+                                     : proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(), style,
+                                                                      cfg.sandbox.cpu_seconds);
       programs.push_back(refs[0].program);
       prompts.push_back(tok.encode(prompt));
     }
@@ -116,6 +118,10 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
   return out;
 }
 
+// The file that marks a finished bootstrap: one safetensors file, or the index of a sharded one
+// (save_pretrained shards past 4 GiB).
+const std::string kWeightMarkers[] = {"model.safetensors", "model.safetensors.index.json"};
+
 // `text` as the whole of `file`, on disk before this returns; throws naming the file.
 void write_synced(const fs::path& file, const std::string& text) {
   {
@@ -138,8 +144,9 @@ int bootstrap(const BootstrapOptions& opt) {
   }
   if (cfg.model.preset.empty() && cfg.model.path.empty()) throw UserError("bootstrap: set model.preset or model.path");
   const fs::path out = opt.output.empty() ? fs::path(cfg.bootstrap.output) : fs::path(opt.output);
-  if (fs::exists(out / "model.safetensors"))
-    throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+  for (const std::string& marker : kWeightMarkers)
+    if (fs::exists(out / marker))
+      throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
   // The model and tokenizer first: a bad model.path fails before minutes of task generation.
   model::Transformer m = initial_model(cfg, model_backend(cfg));
   const MicroBatchChoice micro = resolve_micro_batch(cfg);  // 0 = the largest that fits
@@ -259,9 +266,10 @@ int bootstrap(const BootstrapOptions& opt) {
   const ordered_json bench_after = bench_scores(m, *tok, benches, pool, cfg);
   const std::array<double, 3> valid_after =
       proposal_validity(m, *tok, pool, heldout, cfg, validity_samples, derive_seed(cfg.run.seed, {77}));
-  // The weights go in last: model.safetensors marks a finished bootstrap (a rerun refuses a
-  // directory holding it), so a kill or a full disk before then leaves a directory the rerun
-  // writes over, never one that is refused and yet unusable. Every file is checked and synced.
+  // The weights go in last: their file (or a sharded model's index) marks a finished bootstrap
+  // (a rerun refuses a directory holding it), so a kill or a full disk before then leaves a
+  // directory the rerun writes over, never one that is refused and yet unusable. Every file is
+  // checked and synced before any is moved into place.
   fs::create_directories(out);
   const fs::path staging = out / ".model.tmp";
   fs::remove_all(staging);
@@ -293,10 +301,16 @@ int bootstrap(const BootstrapOptions& opt) {
   rep["seconds"] = now_s() - t_start;
   write_synced(out / "bootstrap.json", rep.dump(2) + "\n");
   sync_path(out / "tokenizer.json");
-  const fs::path marker = staging / "model.safetensors";
+  for (const fs::directory_entry& e : fs::directory_iterator(staging)) sync_path(e.path());
+  auto is_marker = [](const fs::path& f) {
+    return std::find(std::begin(kWeightMarkers), std::end(kWeightMarkers), f.filename().string()) !=
+           std::end(kWeightMarkers);
+  };
   for (const fs::directory_entry& e : fs::directory_iterator(staging))
-    if (e.path() != marker) fs::rename(e.path(), out / e.path().filename());
-  if (fs::exists(marker)) fs::rename(marker, out / "model.safetensors");
+    if (!is_marker(e.path())) fs::rename(e.path(), out / e.path().filename());
+  sync_path(out);  // config.json and any shards are in place before the marker
+  for (const std::string& marker : kWeightMarkers)
+    if (fs::exists(staging / marker)) fs::rename(staging / marker, out / marker);
   fs::remove(staging);
   sync_path(out);
   std::string table = fmt::format("azr bootstrap: {} transcripts, {} steps in {}\n", data.size(), ws.steps,

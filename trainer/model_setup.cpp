@@ -59,7 +59,7 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int l
                     : model::Precision::Fp32;
   s.seq_len = int64_t(c.algorithm.max_prompt_tokens) + c.algorithm.max_response_tokens;
   s.recompute = c.model.recompute;
-  s.reserve_bytes = c.model.device == "cuda" ? model::kGpuReserveBytes : model::kCpuReserveBytes;
+  s.reserve_bytes = model::reserve_bytes_for(c.model.device);
   // The generation phase too (memory_plan.h: the phases alternate, each on top of the persistent
   // state): a generate() call's KV cache at its worst, every slot as long as a training sequence.
   s.kv_slots = c.algorithm.generation_batch_size;

@@ -279,17 +279,19 @@ void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerS
         throw std::runtime_error(snapshot.string() + ": the buffer snapshot holds " + std::to_string(c.by_type[t]) +
                                  " " + buffer::type_name(buffer::TaskType(t)) + " tasks, trainer_state.json says " +
                                  std::to_string(state.buffer_tasks[t]));
+    // The check's connection is closed (its write-ahead log folded in): the copy is whole and,
+    // once synced, durable. Until here nothing of the live buffer has been touched.
+    remove_side_files(tmp);
+    sync_path(tmp);
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
     for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.string() + suffix, ec);
     throw;
   }
-  // The check's connection is closed (its write-ahead log folded in); any side files go, and so do
-  // the live buffer's: a WAL left beside the renamed file would be replayed into it.
-  remove_side_files(tmp);
+  // The live buffer's side files go just before it is replaced: a WAL left beside the renamed
+  // file would be replayed into it.
   remove_side_files(db);
-  sync_path(tmp);
   fs::rename(tmp, db);
   sync_path(db.parent_path());
 }

@@ -172,6 +172,12 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(out / "model.safetensors"), "x");
+  // So does one holding a sharded model (save_pretrained shards past 4 GiB): its index marks it.
+  fs::remove(out / "model.safetensors");
+  std::ofstream(out / "model.safetensors.index.json") << "{}";
+  r = run_process(small(out));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
 }
 
 }  // namespace
