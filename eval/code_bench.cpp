@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -452,9 +453,15 @@ std::string json_to_python(std::string_view json) {
 }
 
 std::vector<std::string> code_bench_preimports() {
-  // The sandbox's default allowlist plus hashlib (HumanEval/162 hashes with md5).
+  // The sandbox's default allowlist plus hashlib (HumanEval/162 hashes with md5) and the rest of
+  // the pure-computation standard library solutions import, as under EvalPlus's plain Python: a
+  // child cannot load a module from disk, so one left out fails a correct solution with
+  // ModuleNotFoundError (MBPP/397 with statistics.median). Training keeps the lean list (its
+  // cost is in every fork of the self-play step); a benchmark pool pays it once per evaluation.
   std::vector<std::string> mods = sandbox::default_preimports();
-  mods.push_back("hashlib");
+  for (const char* m : {"hashlib", "statistics", "datetime", "calendar", "json", "textwrap", "dataclasses", "pprint",
+                        "difflib", "base64", "string", "itertools"})
+    if (std::find(mods.begin(), mods.end(), m) == mods.end()) mods.push_back(m);
   return mods;
 }
 

@@ -87,7 +87,9 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
 std::string extract_code(std::string_view response, const CodeProblem& p);
 
 // Modules the sandbox workers should pre-import for these benchmarks: the sandbox's default
-// allowlist plus `hashlib` (HumanEval/162). Pass as PoolOptions::preimports.
+// allowlist plus `hashlib` (HumanEval/162) and the other pure standard-library modules solutions
+// import (statistics, datetime, calendar, json, textwrap, dataclasses, pprint, difflib, base64).
+// Pass as PoolOptions::preimports.
 std::vector<std::string> code_bench_preimports();
 
 // JSON text of one value -> the same value as Python literal source (true -> True, Infinity ->

@@ -307,6 +307,22 @@ TEST(GradeCode, Reasons) {
   EXPECT_EQ(vs[4].reason, "exception");
 }
 
+// A correct solution that imports a standard-library module must not fail for the import: a
+// child cannot load one from disk, so each is pre-imported (MBPP/397 with statistics.median).
+TEST(GradeCode, StandardLibraryImportsAreAvailable) {
+  CodeProblem p = he_problem();
+  p.test = "assert add(1, 2) == 3\n";
+  std::vector<CodeProblem> ps;
+  std::vector<std::string> cs;
+  for (const char* m : {"statistics", "datetime", "calendar", "json", "textwrap", "dataclasses", "pprint", "difflib",
+                        "base64", "hashlib", "collections", "heapq", "math", "re"}) {
+    ps.push_back(p);
+    cs.push_back(std::string("import ") + m + "\ndef add(a, b):\n    return a + b\n");
+  }
+  auto vs = grade_code(pool(), ps, cs);
+  for (size_t i = 0; i < vs.size(); ++i) EXPECT_TRUE(vs[i].passed) << cs[i] << vs[i].reason << " " << vs[i].detail;
+}
+
 TEST(GradeCode, PlusInputsAndTolerance) {
   CodeProblem p;
   p.id = "Mbpp/900";
