@@ -122,9 +122,15 @@ int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
     }
     scores.push_back(eval::score_bench(job.bench, job.samples, v, o.k));
   }
-  for (const auto& s : scores)
+  for (const auto& s : scores) {
     if (o.k > 0 && !s.passk && s.items > 0)
       spdlog::warn("eval: {}: pass@{} not reported (an item has only {} samples)", s.name, o.k, s.min_n);
+    // EvalPlus refuses to score samples with problems missing; the score here is over the
+    // answered items, which the table shows as answered/total, and said once.
+    if (s.items > 0 && s.items < s.benchmark_items)
+      spdlog::warn("eval: {}: answers for {} of its {} items; its pass@1 is over those {} alone", s.name, s.items,
+                   s.benchmark_items, s.items);
+  }
   eval::Summary summary = eval::summarize(std::move(scores), o.k);
   if (o.json)
     std::cout << dump(eval::summary_json(summary)) << '\n';

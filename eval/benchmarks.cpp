@@ -119,8 +119,8 @@ const std::vector<BenchmarkInfo>& benchmark_registry() {
   static const std::vector<BenchmarkInfo> r = {
       {"humanevalplus", Category::Code, "humanevalplus"},
       {"mbppplus", Category::Code, "mbppplus"},
-      {"humaneval", Category::Code, "humaneval"},
-      {"mbpp", Category::Code, "mbpp"},
+      {"humaneval", Category::Code, "humaneval", /*in_average=*/false},
+      {"mbpp", Category::Code, "mbpp", /*in_average=*/false},
       {"aime24", Category::Math, "aime24"},
       {"aime25", Category::Math, "aime25"},
       {"amc23", Category::Math, "amc23"},

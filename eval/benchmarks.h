@@ -35,6 +35,9 @@ struct BenchmarkInfo {
   std::string name;    // registry name (`--bench`, the "bench" field of answers)
   Category category;
   std::string folder;  // folder under the data dir
+  // In its category's average. The paper's code average is HumanEval+ and MBPP+ (and
+  // LiveCodeBench); the base HumanEval and MBPP are reported beside it, not in it.
+  bool in_average = true;
 };
 
 // All benchmarks, in the report's order.

@@ -77,6 +77,7 @@ BenchScore score_bench(const Benchmark& bench, const std::vector<Sample>& sample
   s.name = bench.info.name;
   s.category = bench.info.category;
   s.samples = samples.size();
+  s.benchmark_items = bench.items.size();
   std::map<size_t, std::pair<int64_t, int64_t>> per_item;  // item -> (n, c)
   for (size_t i = 0; i < samples.size(); ++i) {
     auto& nc = per_item[samples[i].item];
@@ -104,6 +105,7 @@ std::optional<double> mean_of(const std::vector<BenchScore>& v, Category c, bool
   size_t n = 0;
   for (const auto& b : v) {
     if (b.category != c || b.items == 0) continue;
+    if (const BenchmarkInfo* info = find_benchmark(b.name); info && !info->in_average) continue;
     if (use_k) {
       if (!b.passk) return std::nullopt;
       sum += *b.passk;
@@ -164,7 +166,9 @@ std::string format_table(const Summary& s) {
   for (Category c : {Category::Code, Category::Math, Category::Gsm8k, Category::Cruxeval})
     for (const auto& b : s.benches)
       if (b.category == c)
-        row(b.name, category_name(b.category), std::to_string(b.items), std::to_string(b.samples),
+        row(b.name, category_name(b.category),
+            std::to_string(b.items) + (b.benchmark_items > b.items ? "/" + std::to_string(b.benchmark_items) : ""),
+            std::to_string(b.samples),
             b.items ? pct(b.pass1) : "-", pct(b.passk));
   out += "\n";
   row("code avg", "", "", "", pct(s.code_avg), pct(s.code_avg_k));
@@ -177,8 +181,9 @@ nlohmann::json summary_json(const Summary& s) {
   nlohmann::json j;
   j["benchmarks"] = nlohmann::json::array();
   for (const auto& b : s.benches) {
-    nlohmann::json e{{"bench", b.name}, {"category", category_name(b.category)}, {"items", b.items},
-                     {"samples", b.samples}, {"pass@1", b.items ? pct_json(b.pass1) : nullptr}};
+    nlohmann::json e{{"bench", b.name},          {"category", category_name(b.category)},
+                     {"items", b.items},         {"benchmark_items", b.benchmark_items},
+                     {"samples", b.samples},     {"pass@1", b.items ? pct_json(b.pass1) : nullptr}};
     if (s.k > 0) e["pass@" + std::to_string(s.k)] = pct_json(b.passk);
     j["benchmarks"].push_back(e);
   }

@@ -44,6 +44,8 @@ struct BenchScore {
   std::string name;
   Category category = Category::Math;
   size_t items = 0;    // items with at least one sample
+  size_t benchmark_items = 0;  // items the benchmark holds (after --limit); more than `items`
+                               // when answers are missing: pass@1 is then over `items` alone
   size_t samples = 0;
   size_t min_n = 0;    // fewest samples of an item
   double pass1 = 0;    // in [0, 1]

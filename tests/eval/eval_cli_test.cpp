@@ -137,6 +137,10 @@ TEST_F(EvalCli, TableAndPassAtK) {
   EXPECT_NE(t.out.find("pass@2"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("16.7"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("33.3"), std::string::npos) << t.out;
+  // 2 of CRUXEval's 800 items answered: scored over those 2, and said (EvalPlus would refuse).
+  EXPECT_EQ(m["cruxeval_o"]["benchmark_items"], 800);
+  EXPECT_NE(t.out.find("2/800"), std::string::npos) << t.out;
+  EXPECT_NE(t.err.find("cruxeval_o: answers for 2 of its 800 items"), std::string::npos) << t.err;
 }
 
 TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {

@@ -192,14 +192,21 @@ TEST(Report, ScoresAndSummary) {
   EXPECT_DOUBLE_EQ(sc.pass1, 0.5);
   ASSERT_TRUE(sc.passk);
   EXPECT_DOUBLE_EQ(*sc.passk, 1.0);
-  BenchScore code{"humaneval", Category::Code, 1, 1, 1, 1.0, std::nullopt};
-  BenchScore math{"aime24", Category::Math, 1, 1, 1, 0.5, std::nullopt};
-  Summary sum = summarize({code, math, sc}, 0);
-  EXPECT_DOUBLE_EQ(*sum.code_avg, 1.0);
+  EXPECT_EQ(sc.benchmark_items, b.items.size());
+  // Fields: name, category, items, benchmark_items, samples, min_n, pass@1, pass@k.
+  BenchScore code{"humanevalplus", Category::Code, 1, 1, 1, 1, 1.0, std::nullopt};
+  BenchScore partial{"mbppplus", Category::Code, 1, 378, 1, 1, 0.0, std::nullopt};  // 1 of 378 answered
+  BenchScore base{"humaneval", Category::Code, 1, 1, 1, 1, 0.0, std::nullopt};      // reported, not averaged
+  BenchScore math{"aime24", Category::Math, 1, 1, 1, 1, 0.5, std::nullopt};
+  Summary sum = summarize({code, partial, base, math, sc}, 0);
+  EXPECT_DOUBLE_EQ(*sum.code_avg, 0.5);  // HumanEval+ and MBPP+, as the paper's (no base HumanEval)
   EXPECT_DOUBLE_EQ(*sum.math_avg, 0.5);  // gsm8k not in the math avg
-  EXPECT_DOUBLE_EQ(*sum.overall, 0.75);
-  EXPECT_NE(format_table(sum).find("75.0"), std::string::npos);
-  EXPECT_EQ(summary_json(sum)["overall"], 75.0);
+  EXPECT_DOUBLE_EQ(*sum.overall, 0.5);
+  const std::string table = format_table(sum);
+  EXPECT_NE(table.find("50.0"), std::string::npos);
+  EXPECT_NE(table.find("1/378"), std::string::npos) << table;
+  EXPECT_EQ(summary_json(sum)["overall"], 50.0);
+  EXPECT_EQ(summary_json(sum)["benchmarks"][1]["benchmark_items"], 378);
 }
 
 }  // namespace
