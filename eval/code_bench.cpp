@@ -684,11 +684,14 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
 }
 
 std::string extract_code(std::string_view response, const CodeProblem& p) {
-  // Find the last fenced block: ```python / ```py / ```Python3 / bare ```.
+  // The last fenced Python block (```python / ```py / ```Python3 / bare ```, the tag in any
+  // case) that defines the entry point, else the last Python block: a response often ends with
+  // a block that only calls the function (`print(f(...))`), which alone fails every test.
   std::string_view code = response;
   size_t pos = 0;
-  std::string_view last;
-  bool found = false;
+  std::string_view last, last_defining;
+  bool found = false, found_defining = false;
+  const std::string def = "def " + p.entry_point + "(";
   while (true) {
     size_t open = response.find("```", pos);
     if (open == std::string_view::npos) break;
@@ -696,18 +699,24 @@ std::string extract_code(std::string_view response, const CodeProblem& p) {
     if (line_end == std::string_view::npos) break;
     std::string_view lang = response.substr(open + 3, line_end - open - 3);
     while (!lang.empty() && (lang.back() == ' ' || lang.back() == '\r')) lang.remove_suffix(1);
-    bool ok_lang = lang.empty() || lang == "python" || lang == "py" || lang == "Python" || lang == "python3";
+    std::string tag(lang);
+    for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    const bool ok_lang = tag.empty() || tag == "python" || tag == "py" || tag == "python3";
     size_t close = response.find("```", line_end + 1);
     std::string_view body = close == std::string_view::npos ? response.substr(line_end + 1)
                                                               : response.substr(line_end + 1, close - line_end - 1);
     if (ok_lang) {
       last = body;
       found = true;
+      if (!p.entry_point.empty() && body.find(def) != std::string_view::npos) {
+        last_defining = body;
+        found_defining = true;
+      }
     }
     if (close == std::string_view::npos) break;
     pos = close + 3;
   }
-  if (found) code = last;
+  if (found) code = found_defining ? last_defining : last;
   std::string out(code);
   bool humaneval = p.id.rfind("HumanEval/", 0) == 0;
   if (humaneval && out.find("def " + p.entry_point) == std::string::npos) out = p.prompt + out;

@@ -82,8 +82,9 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
                                     const std::vector<std::string>& completions, const sandbox::Limits& limits = {},
                                     CanonicalResults* canonical = nullptr, bool share_identical = true);
 
-// The last ```python (or bare ```) block of a response (the whole response if none); for
-// HumanEval problems the prompt is prepended when the block does not define the entry point.
+// The last ```python (or bare ```, the tag in any case) block of a response that defines the
+// entry point, else the last such block (the whole response if none); for HumanEval problems the
+// prompt is prepended when the block does not define the entry point.
 std::string extract_code(std::string_view response, const CodeProblem& p);
 
 // Modules the sandbox workers should pre-import for these benchmarks: the sandbox's default

@@ -246,6 +246,16 @@ TEST(ExtractCode, BareBlockAndOtherLanguagesIgnored) {
   EXPECT_EQ(extract_code(r, p), "def add(a, b):\n    return a + b\n");
 }
 
+// A solution followed by a block that only uses it: the solution, not the usage (which failed
+// every test with the prompt prepended). A block tagged in another case is still Python.
+TEST(ExtractCode, TheLastBlockThatDefinesTheEntryPoint) {
+  CodeProblem p = he_problem();
+  std::string r = "```python\ndef add(a, b):\n    return a + b\n```\nUsage:\n```python\nprint(add(1, 2))\n```\n";
+  EXPECT_EQ(extract_code(r, p), "def add(a, b):\n    return a + b\n");
+  EXPECT_EQ(extract_code("```Python3\ndef add(a, b):\n    return a + b\n```", p), "def add(a, b):\n    return a + b\n");
+  EXPECT_EQ(extract_code("```PY\ndef add(a, b):\n    return a + b\n```", p), "def add(a, b):\n    return a + b\n");
+}
+
 TEST(ExtractCode, HumanEvalBodyGetsPrompt) {
   CodeProblem p = he_problem();
   std::string r = "```python\n    return a + b\n```";
