@@ -408,6 +408,16 @@ class Evaluator {
       while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
     }
     if (i_ == b || (i_ == b + 1 && s_[b] == '.')) return std::nullopt;
+    // E-notation, as Minerva's gold answers write it (`1e-5`, `4.5e33`): only an `e` followed by
+    // digits (after an optional sign), so `2e` stays whatever else it would be.
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      size_t j = i_ + 1;
+      if (j < s_.size() && (s_[j] == '+' || s_[j] == '-')) ++j;
+      if (j < s_.size() && std::isdigit(static_cast<unsigned char>(s_[j]))) {
+        while (j < s_.size() && std::isdigit(static_cast<unsigned char>(s_[j]))) ++j;
+        i_ = j;
+      }
+    }
     return std::strtod(std::string(s_.substr(b, i_ - b)).c_str(), nullptr);
   }
 
@@ -478,8 +488,10 @@ std::optional<double> evaluate(std::string_view s) { return Evaluator(s).run(); 
 bool numbers_equal(double a, double b) {
   bool ints = std::fabs(a) < 9e15 && std::fabs(b) < 9e15 && a == std::round(a) && b == std::round(b);
   if (ints) return a == b;
+  // Relative only: Minerva's answers go down to 1e-27 (e-notation), where an absolute 1e-12 of
+  // slack made 8.4e-12 equal to 7.4e-12.
   double scale = std::max(std::fabs(a), std::fabs(b));
-  return std::fabs(a - b) <= 1e-6 * scale + 1e-12;
+  return std::fabs(a - b) <= 1e-6 * scale;
 }
 
 // ---------------------------------------------------------------------------------------------

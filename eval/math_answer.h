@@ -18,7 +18,8 @@
 //    (so intervals and tuples keep their meaning); `\{a, b\}` sets and bare comma lists `a, b`
 //    (lists of solutions) compare as unordered multisets; a set and a bare list may match.
 //  * `a \pm b` is the list `a+b, a-b`.
-//  * Scalars are evaluated by a small recursive-descent parser (numbers, + - * / ^, \frac, \sqrt,
+//  * Scalars are evaluated by a small recursive-descent parser (numbers, e-notation `4.5e33`,
+//    + - * / ^, \frac, \sqrt,
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers
 //    1\frac{4}{5}); two integer values compare exactly, others with relative tolerance 1e-6
 //    (so `\frac{1}{3}` != `0.33`, `\pi/2` != `1.57`, `2\sqrt3` != `\sqrt6`, `0.5` = `\frac12`).
