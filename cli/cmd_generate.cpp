@@ -109,7 +109,9 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")
       ->capture_default_str()
       ->check(non_negative());
-  c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")->capture_default_str()->check(non_negative());
+  c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")
+      ->capture_default_str()
+      ->check(non_negative());
   c->add_option("--stop", o.stop, "stop at this string (repeatable)");
   c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
   c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");

@@ -76,8 +76,8 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
         refs.push_back(pool_refs[rng() % pool_refs.size()]);
       const std::string prompt = type == TaskType::Induction
                                      ? proposer::induction_proposer_prompt(refs[0].program, cfg.algorithm.induction_inputs, style)
-                                     : proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(), style,
-                                                                      cfg.sandbox.cpu_seconds);
+                                     : proposer::code_proposer_prompt(type, refs, proposer::default_banned_words(),
+                                                                      style, cfg.sandbox.cpu_seconds);
       programs.push_back(refs[0].program);
       prompts.push_back(tok.encode(prompt));
     }
@@ -325,7 +325,8 @@ int bootstrap(const BootstrapOptions& opt) {
   row("valid proposals before", valid_before);
   row("valid proposals after", valid_after);
   for (const auto& [name, score] : bench_after.items())
-    table += fmt::format("  {:<22}{:>9.3f} -> {:.3f} pass@1\n", name, bench_before[name].get<double>(), score.get<double>());
+    table += fmt::format("  {:<22}{:>9.3f} -> {:.3f} pass@1\n", name, bench_before[name].get<double>(),
+                         score.get<double>());
   table += "  model       " + out.string() + "\n  report      " + (out / "bootstrap.json").string() + "\n";
   if (mode != ConsoleView::Mode::Off) std::fputs(table.c_str(), stderr);
   return 0;

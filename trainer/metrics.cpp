@@ -98,7 +98,8 @@ void truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const std::filesystem::path target(path);
   const std::string stale_prefix = target.filename().string() + ".tmp.";
-  for (const auto& e : std::filesystem::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec))
+  const std::filesystem::path folder = target.parent_path().empty() ? "." : target.parent_path();
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec))
     if (e.path().filename().string().rfind(stale_prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw io_error("cannot create", tmp);

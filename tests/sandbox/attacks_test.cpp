@@ -1077,7 +1077,8 @@ TEST_F(SandboxAttack, HandmadeCodeObjects) {
       {"import sys\n    sys.addaudithook(lambda e, a: None)\n    (lambda: 0).__code__.replace()", "code.__new__"},
   };
   std::vector<Job> jobs;
-  for (const auto& step : kSteps) jobs.push_back(program_job(std::string("def f():\n    ") + step[0] + "\n    return 1\n"));
+  for (const auto& step : kSteps)
+    jobs.push_back(program_job(std::string("def f():\n    ") + step[0] + "\n    return 1\n"));
   auto rs = g_pool->run(std::move(jobs));
   for (size_t i = 0; i < rs.size(); ++i) {
     SCOPED_TRACE(kSteps[i][0]);

@@ -89,8 +89,8 @@ TEST(ProposerPrompt, DifficultyCriterionNamesWhatTheSolverPredicts) {
 TEST(ProposerPrompt, StatesTheSandboxLimitAndLiteralInputs) {
   const auto refs = references(TaskType::Deduction);
   EXPECT_TRUE(contains(azr::proposer::code_proposer_prompt(TaskType::Deduction, refs), "finish in under 2 seconds"));
-  const std::string half = azr::proposer::code_proposer_prompt(TaskType::Deduction, refs, azr::proposer::default_banned_words(),
-                                                               azr::model::PromptStyle::Paper, 0.5);
+  const std::string half = azr::proposer::code_proposer_prompt(
+      TaskType::Deduction, refs, azr::proposer::default_banned_words(), azr::model::PromptStyle::Paper, 0.5);
   EXPECT_TRUE(contains(half, "finish in under 0.5 seconds"));
   EXPECT_FALSE(contains(half, "10 seconds"));
   for (const std::string& p : {half, azr::proposer::induction_proposer_prompt("def f(x):\n    return x", 10)})
