@@ -122,17 +122,6 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
 // (save_pretrained shards past 4 GiB).
 const std::string kWeightMarkers[] = {"model.safetensors", "model.safetensors.index.json"};
 
-// `text` as the whole of `file`, on disk before this returns; throws naming the file.
-void write_synced(const fs::path& file, const std::string& text) {
-  {
-    std::ofstream f(file, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw std::runtime_error(file.string() + ": write failed");
-  }
-  sync_path(file);
-}
-
 }  // namespace
 
 int bootstrap(const BootstrapOptions& opt) {

@@ -57,6 +57,16 @@ void sync_path(const fs::path& p) {
   if (!ok) throw std::runtime_error(p.string() + ": fsync failed: " + std::strerror(err));
 }
 
+void write_synced(const fs::path& file, const std::string& text) {
+  {
+    std::ofstream f(file, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw std::runtime_error(file.string() + ": write failed");
+  }
+  sync_path(file);
+}
+
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_dir) {
   std::vector<std::pair<int64_t, fs::path>> out;
   const fs::path dir = run_dir / "checkpoints";

@@ -40,6 +40,10 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir, con
 std::vector<std::pair<int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& run_dir);
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
+// `text` as the whole of `file`, on disk (fsync) before this returns; throws std::runtime_error
+// naming the file when the write or the sync fails.
+void write_synced(const std::filesystem::path& file, const std::string& text);
+
 // fsync of a file or directory; throws std::runtime_error naming the path when it cannot be
 // opened or the fsync fails (EINVAL, a filesystem that cannot sync directories, is not a failure).
 void sync_path(const std::filesystem::path& p);

@@ -153,12 +153,7 @@ std::string summary_text(const Scalars& last, int64_t step, int64_t steps, doubl
 // config.toml, atomically: a kill or a failure leaves the old file or the new one, never half.
 void write_run_config(const fs::path& run_dir, const TrainConfig& cfg) {
   const fs::path tmp = run_dir / ".config.toml.tmp";
-  {
-    std::ofstream out(tmp);
-    out << to_toml(cfg);
-    if (!out.flush()) throw std::runtime_error(tmp.string() + ": cannot write the run config");
-  }
-  sync_path(tmp);
+  write_synced(tmp, to_toml(cfg));
   fs::rename(tmp, run_dir / "config.toml");
   sync_path(run_dir);
 }
