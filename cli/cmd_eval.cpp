@@ -221,6 +221,14 @@ int run_model(const EvalOptions& o, const fs::path& data) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("eval: ") + e.what());
     }
+    // A response cut off before its answer is graded wrong like any other: said, since the
+    // default is far below the paper's budgets (8,096 tokens for code, 16,000 for math).
+    const auto cut =
+        std::count_if(job.samples.begin(), job.samples.end(), [](const eval::Sample& x) { return x.cut_off; });
+    if (cut > 0)
+      spdlog::warn("eval: {}: {} of {} responses stopped at --max-tokens {} before their end (the paper evaluates "
+                   "with 8096 tokens for code, 16000 for math)",
+                   job.bench.info.name, cut, job.samples.size(), o.max_tokens);
   }
   return grade_and_report(o, jobs);
 }
@@ -232,7 +240,8 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->footer(
       "Benchmarks: humanevalplus mbppplus humaneval mbpp (code), aime24 aime25 amc23 math500 minerva_math "
       "olympiadbench (math), gsm8k (math-graded, not in the math avg), cruxeval_o cruxeval_i (in-distribution, "
-      "reported apart). code avg / math avg = mean pass@1 of the code / math benchmarks evaluated; overall = "
+      "reported apart). code avg = mean pass@1 of humanevalplus and mbppplus (the paper's; humaneval and mbpp are "
+      "reported beside it), math avg = of the six math benchmarks, over those evaluated; overall = "
       "(code avg + math avg) / 2.\n"
       "--answers FILE: one {\"bench\", \"id\", \"response\"} object per line (several lines per item = several "
       "samples); graded without a model. --model DIR --bench NAME[,NAME]: generate first (greedy by default; "

@@ -37,7 +37,7 @@ std::vector<Sample> generate_samples(model::Transformer& m, const model::Tokeniz
       std::string text = c[r - start].text;
       // The stop string is cut off; put the closing tag back so the answer extracts.
       if (c[r - start].finish == model::FinishReason::StopString && s.tmpl == Template::R1) text += "</answer>";
-      samples.push_back({rows[r].first, std::move(text)});
+      samples.push_back({rows[r].first, std::move(text), c[r - start].finish == model::FinishReason::Length});
     }
   }
   return samples;

@@ -26,6 +26,7 @@ namespace azr::eval {
 struct Sample {
   size_t item = 0;  // index into bench.items
   std::string response;
+  bool cut_off = false;  // generated: stopped at max_tokens, not at its end
 };
 
 struct Verdict {
