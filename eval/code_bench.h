@@ -2,10 +2,11 @@
 // Code-generation benchmarks for `azr eval`: HumanEval, HumanEval+, MBPP, MBPP+.
 //
 // Loading reads the files in the shared benchmarks folder (see its README.md). Grading runs
-// every candidate in the sandbox: first the benchmark's base tests (one job: the candidate, the
-// test source exec'd inside a checker function), then, for the EvalPlus benchmarks, all
-// base_input + plus_input argument lists in one job, compared value by value with what the
-// canonical solution returns on them (also computed in the sandbox, once per problem).
+// every candidate in the sandbox. HumanEval and MBPP: the benchmark's tests (one job: the
+// candidate, the test source exec'd inside a checker function). HumanEval+ and MBPP+, as EvalPlus
+// grades them: the candidate's answers on base_input, then, if all pass, on plus_input (a job
+// each), compared by the problem's oracle with what the canonical solution returns on them (also
+// computed in the sandbox, once per problem). The inputs are EvalPlus's (evalplus_inputs.h).
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -18,14 +19,33 @@
 
 namespace azr::eval {
 
+// How an answer on an EvalPlus input is judged against the canonical solution's, as EvalPlus
+// does (evalplus/eval/__init__.py and _special_oracle.py), chosen by the entry point's name:
+//   Equal        out == exp, else, with a tolerance (atol, 1e-6 for float answers), the same type
+//                and np.allclose(out, exp, rtol=1e-7, atol)
+//   SetEqual     set(out) == set(exp): the task's answer is a collection in any order (Mbpp/2, 7,
+//                111, 140, 232, 579, 769)
+//   NotNone      the canonical solution's answer is whether it returned something (a re.Match,
+//                which no file can hold); a bool answer must equal that, any other must be
+//                non-None exactly when it is (Mbpp/737, 787, 794)
+//   FindZero     |poly(xs, out)| <= atol: any root will do (HumanEval/32)
+//   OrReference  Equal, or equal to a second reference EvalPlus accepts (Mbpp/581's other reading
+//                of "height", Mbpp/558 with the shorter number zero-padded)
+enum class PlusOracle { Equal, SetEqual, NotNone, FindZero, OrReference };
+
 struct CodeProblem {
   std::string id;                  // "HumanEval/0", "Mbpp/2", ...
   std::string prompt;              // what the model is shown
   std::string entry_point;         // function name
   std::string canonical_solution;  // a full program that passes
-  std::string test;                // the base tests as a self-contained Python source (asserts / check(entry))
+  // The base tests as a self-contained Python source (asserts / check(entry)). Empty for the
+  // EvalPlus benchmarks, which EvalPlus grades on their inputs alone: their `test`/`assertion`
+  // fields are stricter than it is (Mbpp/769's assertion fixes an order its grading ignores).
+  std::string test;
   std::vector<std::string> plus_inputs;  // EvalPlus base_input + plus_input as argument lists (`1, [2]`)
+  size_t base_inputs = 0;                // how many of plus_inputs are base_input's
   double atol = 0;                 // EvalPlus float tolerance
+  PlusOracle oracle = PlusOracle::Equal;
 };
 
 // name: "humaneval", "humanevalplus", "mbpp" (test split: task_id 11-510), "mbppplus".
@@ -68,8 +88,9 @@ class CanonicalResults {
   std::unordered_map<std::string, Entry> by_id_;
 };
 
-// completions[i] is a full program for problems[i]. `limits` applies to the base-test job; the
-// plus-input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time.
+// completions[i] is a full program for problems[i]. `limits` applies to the base-test job; each
+// input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time on all
+// inputs (EvalPlus limits each input to max(1 s, 4x the reference's time on it): not done here).
 // The canonical results come from `canonical` where it has them, and what is computed goes into
 // it; without one, they are computed for this call alone.
 // share_identical: candidates that are the same program for the same problem (the same id and

@@ -43,8 +43,17 @@ std::vector<CruxVerdict> grade_cruxeval(sandbox::Pool& pool, const Benchmark& be
   std::unordered_map<size_t, size_t> task_of_item;
   std::vector<solver::Answer> sa;
   sa.reserve(answers.size());
-  for (const CruxAnswer& a : answers) {
+  std::vector<size_t> graded;  // answers[graded[k]] got grade k; the others call f on the input
+  std::vector<CruxVerdict> out(answers.size());
+  for (size_t k = 0; k < answers.size(); ++k) {
+    const CruxAnswer& a = answers[k];
     const BenchItem& it = bench.items.at(a.item);
+    // CRUXEval's rule: an output answer that is the call itself is wrong, however it evaluates.
+    if (output_prediction && a.answer.find("f(" + it.input + ")") != std::string::npos) {
+      out[k] = {false, "calls_f", "the answer calls f on the input"};
+      continue;
+    }
+    graded.push_back(k);
     auto [pos, fresh] = task_of_item.emplace(a.item, tasks.size());
     if (fresh) {
       buffer::Task t;
@@ -60,10 +69,10 @@ std::vector<CruxVerdict> grade_cruxeval(sandbox::Pool& pool, const Benchmark& be
   solver::GradeSettings gs;
   gs.limits = limits;
   gs.abduction_input_mode = sandbox::InputMode::Expression;
+  gs.deduction_answer_mode = sandbox::InputMode::Expression;
   std::vector<solver::Grade> grades = solver::grade(pool, tasks, sa, gs);
-  std::vector<CruxVerdict> out;
-  out.reserve(grades.size());
-  for (auto& g : grades) out.push_back({g.correct, std::move(g.reason), std::move(g.detail)});
+  for (size_t k = 0; k < grades.size(); ++k)
+    out[graded[k]] = {grades[k].correct, std::move(grades[k].reason), std::move(grades[k].detail)};
   return out;
 }
 

@@ -4,8 +4,10 @@
 //   extraction: a response with an <answer> tag goes through solver::extract_answer (the last
 //   ```output / ```input block and the reference's fallbacks); otherwise the whole text is the
 //   answer (stripped; a response that is exactly one fenced block gives the block's content).
-//   grading: solver::grade. CRUXEval-I evaluates the answer in InputMode::Expression (gold
-//   inputs such as `dict(...)` or lambdas are expressions; no reward depends on these answers).
+//   grading: solver::grade, with answers as expressions as in CRUXEval's `assert <output> ==
+//   <answer>` (no reward depends on them): CRUXEval-I's argument lists (gold inputs such as
+//   `dict(...)` or lambdas are expressions), CRUXEval-O's values (`17 / 2`), evaluated after the
+//   program. A CRUXEval-O answer containing `f(<input>)` is wrong, reason `calls_f` (CRUXEval's rule).
 #include <string>
 #include <string_view>
 #include <vector>

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "eval/code_bench.h"
+#include "eval/evalplus_inputs.h"
 #include "tests/test_support.h"
 
 namespace azr::eval {
@@ -59,7 +60,7 @@ TEST_P(CodeBench, LoadsGoldPassesWrongFails) {
   for (const auto& p : ps) {
     EXPECT_FALSE(p.id.empty());
     EXPECT_FALSE(p.entry_point.empty()) << p.id;
-    EXPECT_FALSE(p.test.empty()) << p.id;
+    EXPECT_EQ(p.test.empty(), plus) << p.id;  // EvalPlus grades on its inputs alone
     EXPECT_NE(p.prompt.find(name.rfind("mbpp", 0) == 0 ? "" : "def " + p.entry_point), std::string::npos) << p.id;
     EXPECT_EQ(p.plus_inputs.empty(), !plus) << p.id;
   }
@@ -80,13 +81,14 @@ TEST_P(CodeBench, LoadsGoldPassesWrongFails) {
   // timeout: the test is about the graders and the data, not the budget.
   sandbox::Limits limits;
   limits.cpu_seconds = 30;
-  auto vg = grade_code(pool(), ps, gold, limits);
+  CanonicalResults kept;  // the canonical runs once, as in `azr eval`
+  auto vg = grade_code(pool(), ps, gold, limits, &kept);
   auto t1 = std::chrono::steady_clock::now();
   auto cg = summarize(name + " gold", ps, vg, true);
   EXPECT_EQ(cg.passed, ps.size()) << name << ": every canonical solution must pass";
 
-  auto vn = grade_code(pool(), ps, wrong_none, limits);
-  auto vo = grade_code(pool(), ps, wrong_other, limits);
+  auto vn = grade_code(pool(), ps, wrong_none, limits, &kept);
+  auto vo = grade_code(pool(), ps, wrong_other, limits, &kept);
   auto t2 = std::chrono::steady_clock::now();
   auto cn = summarize(name + " return-None", ps, vn, false);
   auto co = summarize(name + " other-problem", ps, vo, false);
@@ -183,6 +185,9 @@ TEST(CanonicalResults, ASecondGradingUsesTheKeptResults) {
   sandbox::Limits limits;
   limits.cpu_seconds = 30;
   const size_t n = ps.size();
+  size_t parts = 0;  // a candidate's input jobs: the base inputs, then, passed, the plus inputs
+  for (const CodeProblem& p : ps) parts += p.base_inputs < p.plus_inputs.size() ? 2 : 1;
+  ASSERT_GT(parts, n);
   auto jobs_of = [&](auto grade) {
     const uint64_t before = pool().stats().submitted;
     std::vector<CodeVerdict> v = grade();
@@ -191,12 +196,12 @@ TEST(CanonicalResults, ASecondGradingUsesTheKeptResults) {
 
   CanonicalResults kept;
   auto [first, first_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits, &kept); });
-  EXPECT_EQ(first_jobs, 3 * n) << "base tests, canonical and candidate on the plus inputs";
+  EXPECT_EQ(first_jobs, 2 * n + parts) << "the program's run, canonical and candidate on the inputs";
   EXPECT_EQ(kept.size(), n);
   auto [second, second_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits, &kept); });
-  EXPECT_EQ(second_jobs, 2 * n) << "no canonical solution runs again";
+  EXPECT_EQ(second_jobs, n + parts) << "no canonical solution runs again";
   auto [alone, alone_jobs] = jobs_of([&] { return grade_code(pool(), ps, gold, limits); });
-  EXPECT_EQ(alone_jobs, 3 * n);
+  EXPECT_EQ(alone_jobs, 2 * n + parts);
   for (size_t i = 0; i < n; ++i) {
     EXPECT_TRUE(first[i].passed) << ps[i].id << ": " << first[i].reason << " " << first[i].detail;
     EXPECT_EQ(second[i].passed, first[i].passed) << ps[i].id;
@@ -221,7 +226,7 @@ TEST(CanonicalResults, ASecondGradingUsesTheKeptResults) {
   std::vector<CodeProblem> changed = ps;
   changed[0].plus_inputs.pop_back();
   auto [regraded, regraded_jobs] = jobs_of([&] { return grade_code(pool(), changed, gold, limits, &kept); });
-  EXPECT_EQ(regraded_jobs, 2 * n + 1) << "only the changed problem's canonical solution runs again";
+  EXPECT_EQ(regraded_jobs, n + parts + 1) << "only the changed problem's canonical solution runs again";
   EXPECT_TRUE(regraded[0].passed) << regraded[0].reason << " " << regraded[0].detail;
   EXPECT_EQ(kept.find(changed[0], canonical_run_limits(limits))->calls.size(), changed[0].plus_inputs.size());
 }
@@ -281,6 +286,131 @@ TEST(JsonToPython, Literals) {
   EXPECT_EQ(json_to_python(R"("a\/b\"c\\\n\u00e9\ud83d\ude00\ud800")"), "\"a/b\\\"c\\\\\\né😀\\ud800\"");
   EXPECT_EQ(json_to_python(R"({"k": [1, {}]})"), "{\"k\": [1, {}]}");
   EXPECT_THROW(json_to_python("[1,"), std::runtime_error);
+}
+
+// Every argument list azr makes of the EvalPlus files is what EvalPlus passes the function: the
+// same values and types, tuples and complex numbers included (tests/eval/evalplus_inputs_reference.py,
+// Python's json module and EvalPlus's conversions). Checks all 542 problems' inputs.
+TEST(EvalPlusInputs, AreWhatEvalPlusPassesTheFunction) {
+  const std::string python = azr::testing::env_or_fail("AZR_PYTHON");
+  const std::string script = azr::testing::env_or_fail("AZR_TESTS_DIR") + "/eval/evalplus_inputs_reference.py";
+  for (const auto& [name, file] : {std::pair{"humanevalplus", "humanevalplus/HumanEvalPlus-v0.1.10.jsonl.gz"},
+                                   std::pair{"mbppplus", "mbppplus/MbppPlus-v0.2.0.jsonl.gz"}}) {
+    nlohmann::json ours = nlohmann::json::object();
+    for (const CodeProblem& p : load_code_benchmark(name, data_dir())) ours[p.id] = p.plus_inputs;
+    auto r = azr::testing::run_process({python, "-I", "-S", script, (data_dir() / file).string()}, ours.dump());
+    std::cout << name << ": " << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 0) << name;
+  }
+}
+
+TEST(EvalPlusInputs, ConversionsThatDoNotFitAreErrors) {
+  EXPECT_EQ(evalplus_argument_lists(R"([[[1, 2], [3]], [[], [4]]])", "Mbpp/2"),
+            (std::vector<std::string>{"(1, 2), (3,)", "(), (4,)"}));
+  EXPECT_EQ(evalplus_argument_lists(R"j([["2", "-1.5e3-2j"], [1, "(0+1j)"]])j", "Mbpp/124"),
+            (std::vector<std::string>{"2.0, (-1500.0-2.0j)", "1.0, (0.0+1.0j)"}));
+  EXPECT_EQ(evalplus_argument_lists(R"([[[1, 2]]])", "HumanEval/2"), std::vector<std::string>{"[1, 2]"});
+  EXPECT_EQ(evalplus_argument_lists("{}", "Mbpp/793"), std::vector<std::string>{});
+  for (const char* bad : {R"([[1, [2]]])", R"([[[1], 2]])"}) {
+    try {
+      evalplus_argument_lists(bad, "Mbpp/2");
+      ADD_FAILURE() << bad << " converted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("Mbpp/2 input 0"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(evalplus_argument_lists(R"([["x", "1j"]])", "Mbpp/124"), std::runtime_error);
+  EXPECT_THROW(evalplus_argument_lists(R"([[[1]]])", "Mbpp/106"), std::runtime_error);  // takes two
+  EXPECT_THROW(evalplus_argument_lists(R"([[NaN]])", "Mbpp/1"), std::runtime_error);
+}
+
+// Candidates EvalPlus passes and fails, on the real problems. Each "passes" line failed before
+// azr used EvalPlus's inputs and oracles: the assertion field's order (Mbpp/769), a list where
+// EvalPlus passes a tuple (Mbpp/2), a bool where the reference returns a re.Match (Mbpp/737), the
+// second reference (Mbpp/581, 558).
+TEST(EvalPlusGrading, PassesWhatEvalPlusPassesAndFailsTheRest) {
+  std::map<std::string, CodeProblem> by_id;
+  for (CodeProblem& p : load_code_benchmark("mbppplus", data_dir())) by_id[p.id] = std::move(p);
+  for (CodeProblem& p : load_code_benchmark("humanevalplus", data_dir())) by_id[p.id] = std::move(p);
+  EXPECT_EQ(by_id.at("Mbpp/2").oracle, PlusOracle::SetEqual);
+  EXPECT_EQ(by_id.at("Mbpp/794").oracle, PlusOracle::NotNone);
+  EXPECT_EQ(by_id.at("Mbpp/558").oracle, PlusOracle::OrReference);
+  EXPECT_EQ(by_id.at("HumanEval/32").oracle, PlusOracle::FindZero);
+  EXPECT_EQ(by_id.at("Mbpp/3").oracle, PlusOracle::Equal);
+  struct Case {
+    const char* id;
+    const char* program;
+    bool passes;
+  };
+  const Case cases[] = {
+      {"Mbpp/769", "def Diff(a, b):\n    return list(set(b) - set(a)) + list(set(a) - set(b))\n", true},
+      {"Mbpp/769", "def Diff(a, b):\n    return list(set(a) - set(b))\n", false},
+      {"Mbpp/2", "def similar_elements(a, b):\n    return a[:0] + tuple(set(a) & set(b))\n", true},
+      {"Mbpp/2", "def similar_elements(a, b):\n    return tuple(set(a) | set(b))\n", false},
+      {"Mbpp/737", "import re\ndef check_str(s):\n    return bool(re.match('[aeiouAEIOU]', s))\n", true},
+      {"Mbpp/737", "import re\ndef check_str(s):\n    return re.match('[aeiouAEIOU]', s)\n", true},
+      {"Mbpp/737", "def check_str(s):\n    return True\n", false},
+      {"Mbpp/737", "def check_str(s):\n    return 'yes' if s[:1] in 'aeiouAEIOU' else None\n", false},  // '' in s
+      {"Mbpp/581",
+       "import math\ndef surface_Area(b, h):\n    return round(b * b + 2 * b * math.sqrt(b * b / 4 + h * h))\n", true},
+      {"Mbpp/581", "def surface_Area(b, h):\n    return b * b + 2 * b * h + 1\n", false},
+      {"Mbpp/558",
+       "def digit_distance_nums(a, b):\n    x, y = str(a), str(b)\n    n = max(len(x), len(y))\n"
+       "    return sum(abs(int(p) - int(q)) for p, q in zip(x.zfill(n), y.zfill(n)))\n",
+       true},
+      {"Mbpp/558", "def digit_distance_nums(a, b):\n    return abs(a - b)\n", false},
+  };
+  std::vector<CodeProblem> ps;
+  std::vector<std::string> programs;
+  for (const Case& c : cases) {
+    ps.push_back(by_id.at(c.id));
+    programs.push_back(c.program);
+  }
+  sandbox::Limits limits;
+  limits.cpu_seconds = 30;
+  std::vector<CodeVerdict> v = grade_code(pool(), ps, programs, limits);
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(v[i].passed, cases[i].passes) << ps[i].id << " " << cases[i].program << v[i].reason << " " << v[i].detail;
+}
+
+// The oracles and the tolerance rule on hand-made problems, whose answers are worked out by hand.
+TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
+  CodeProblem roots;  // x^3 - 6x^2 + 11x - 6 = (x - 1)(x - 2)(x - 3)
+  roots.id = "HumanEval/32";
+  roots.entry_point = "find_zero";
+  roots.canonical_solution = "def find_zero(xs):\n    return 1.0\n";
+  roots.plus_inputs = {"[-6, 11, -6, 1]"};
+  roots.base_inputs = 1;
+  roots.atol = 1e-4;
+  roots.oracle = PlusOracle::FindZero;
+  CodeProblem ints;  // an int answer: no tolerance
+  ints.id = "Mbpp/9001";
+  ints.entry_point = "f";
+  ints.canonical_solution = "def f():\n    return 2\n";
+  ints.plus_inputs = {""};
+  CodeProblem floats = ints;  // a float answer: 1e-6 + 1e-7 * |exp|
+  floats.id = "Mbpp/9002";
+  floats.canonical_solution = "def f():\n    return [2.0, 4.0]\n";
+  const std::vector<std::pair<CodeProblem, std::string>> cases = {
+      {roots, "def find_zero(xs):\n    return 3.0\n"},          // another root: passes
+      {roots, "def find_zero(xs):\n    return 2.00001\n"},      // |p(x)| = 1e-5: passes
+      {roots, "def find_zero(xs):\n    return 2.5\n"},          // |p(2.5)| = 0.375: fails
+      {ints, "def f():\n    return 2.0\n"},                    // 2.0 == 2: passes
+      {ints, "def f():\n    return 2.0000001\n"},              // close, but exp is an int: fails
+      {floats, "def f():\n    return [2.0000005, 4.0]\n"},     // within 1e-6: passes
+      {floats, "def f():\n    return (2.0, 4.0)\n"},           // a tuple for a list: fails
+      {floats, "def f():\n    return [2.00001, 4.0]\n"},       // 1e-5 off: fails
+  };
+  const std::vector<bool> passes = {true, true, false, true, false, true, false, false};
+  std::vector<CodeProblem> ps;
+  std::vector<std::string> programs;
+  for (const auto& [p, program] : cases) {
+    ps.push_back(p);
+    programs.push_back(program);
+  }
+  std::vector<CodeVerdict> v = grade_code(pool(), ps, programs);
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(v[i].passed, passes[i]) << programs[i] << v[i].reason << " " << v[i].detail;
 }
 
 TEST(LoadCodeBenchmark, Errors) {

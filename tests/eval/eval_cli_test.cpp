@@ -114,6 +114,41 @@ TEST_F(EvalCli, GoldAnswersScoreFullAndWrongAnswersZeroOnEveryBenchmark) {
   }
 }
 
+// CRUXEval-O answers are expressions, as in CRUXEval's `assert <output> == <answer>`, run after
+// the program; the answer that is the call f(<input>) itself is wrong, by CRUXEval's rule. The
+// truth: sample_0's output is [(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)] on [1, 1, 3, 1, 3, 1].
+TEST_F(EvalCli, CruxevalOutputAnswersAreExpressions) {
+  const std::vector<std::pair<std::string, bool>> answers = {
+      {"[(4, 1)] * 4 + [(2, 3)] * 2", true},
+      {"sorted([(2, 3), (4, 1)] * 3)[::-1][:4] + [(2, 3)] * 2", false},  // five (4, 1)s: wrong
+      {"[(4, 1)] * 4 + [(2, 3), (3, 2)]", false},
+      {"f([1, 1, 3, 1, 3, 1])", false},       // the call itself
+      {"f([1, 1, 3, 1, 3, 1])[:]", false},    // still the call
+      {"[(4, 1)] * 4 + [(2, 3)] * (1 / 0)", false},  // raises
+  };
+  std::string text;
+  for (const auto& [a, _] : answers)
+    text += json{{"bench", "cruxeval_o"}, {"id", "sample_0"}, {"response", a}}.dump() + "\n";
+  std::string out = (dir_ / "responses.jsonl").string();
+  auto r = run_process({bin_, "eval", "--answers", write("a.jsonl", text), "--data", data_, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(out);
+  std::string line;
+  size_t k = 0;
+  for (; std::getline(in, line); ++k) {
+    json j = json::parse(line);
+    ASSERT_LT(k, answers.size());
+    EXPECT_EQ(j["correct"], answers[k].second) << line;
+    if (k == 3 || k == 4) {
+      EXPECT_EQ(j["reason"], "calls_f") << line;
+    }
+    if (k == 5) {
+      EXPECT_EQ(j["reason"], "exception") << line;
+    }
+  }
+  EXPECT_EQ(k, answers.size());
+}
+
 TEST_F(EvalCli, TableAndPassAtK) {
   // cruxeval_o item sample_0 with 3 samples, 1 correct; sample_1 with 3, 0 correct.
   const std::string gold0 = "[(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)]";
