@@ -44,7 +44,8 @@ struct GradeSettings {
   // How a deduction answer becomes a value. Literal (training's default): parsed, never run.
   // Expression: evaluated after the task's program ran, in its namespace, as CRUXEval-O's
   // `assert <output> == <answer>` does (`17 / 2`, `'ab' * 2`, `sorted(...)`); for evaluation only,
-  // since an expression can call `f` itself.
+  // since an expression can call `f` itself. An answer that parses as a literal is that literal
+  // (the value it has as an expression; `1, 2` the tuple): only the others run, in a second round.
   sandbox::InputMode deduction_answer_mode = sandbox::InputMode::Literal;
   // true: each distinct run (program, input, input mode) is one job, and each distinct literal is
   // parsed once, many to a parse job, with the result it gets alone (solver/literal_parses.h).
