@@ -190,10 +190,11 @@ double as_double(const Value& v) {
   return b.negative ? -r : r;
 }
 
-// EvalPlus's is_floats: a float, or a list or tuple of nothing but floats (an empty one too).
+// EvalPlus's is_floats: a float, or a non-empty list or tuple of nothing but floats.
 bool is_floats(const Value& v) {
   if (v.kind() == ValueKind::Float) return true;
   if (v.kind() != ValueKind::List && v.kind() != ValueKind::Tuple) return false;
+  if (v.items().empty()) return false;
   for (const Value& item : v.items())
     if (item.kind() != ValueKind::Float) return false;
   return true;
@@ -214,16 +215,6 @@ bool all_close(const Value& out, const Value& exp, double atol) {
   for (size_t k = 0; k < out.items().size(); ++k)
     if (!all_close(out.items()[k], exp.items()[k], atol)) return false;
   return true;
-}
-
-// EvalPlus's comparison of an answer with the canonical one: equal, or, where there is a
-// tolerance (the problem's atol; 1e-6 when that is 0 and the canonical answer is_floats), of the
-// same type and all close. An int answer to a float task therefore fails, as it does there. NaN
-// equals NaN here, where EvalPlus's == holds only for the same NaN object.
-bool evalplus_equal(const Value& out, const Value& exp, double atol) {
-  if (sandbox::python_equal(out, exp, sandbox::NanRule::Identical)) return true;
-  if (atol == 0 && is_floats(exp)) atol = 1e-6;
-  return atol != 0 && out.kind() == exp.kind() && all_close(out, exp, atol);
 }
 
 std::string clip(std::string s, size_t n = 300) {
@@ -265,34 +256,37 @@ std::string float_source(double v) {
 // argument they cannot read (EvalPlus would raise) accepts nothing.
 std::string other_reference(const CodeProblem& p) {
   if (p.entry_point == "surface_Area")  // the slant height from the perpendicular one
-    return "        import math\n"
-           "        base_edge, height = args\n"
-           "        slant = math.sqrt((base_edge / 2) ** 2 + height ** 2)\n"
-           "        return out, abs(out - round(base_edge ** 2 + 4 * (base_edge * slant) / 2)) <= " +
+    return "        base_edge, height = args\n"
+           "        slant = m_.sqrt((base_edge / 2) ** 2 + height ** 2)\n"
+           "        return out, b_.abs(out - b_.round(base_edge ** 2 + 4 * (base_edge * slant) / 2)) <= " +
            float_source(p.atol) + "\n";
   // digit_distance_nums: the shorter number zero-padded
-  return "        a, b = str(args[0]), str(args[1])\n"
-         "        a, b = a.zfill(max(len(a), len(b))), b.zfill(max(len(a), len(b)))\n"
-         "        return out, (out == sum(abs(int(x) - int(y)) for x, y in zip(a, b))) is True\n";
+  return "        x, y = b_.str(args[0]), b_.str(args[1])\n"
+         "        n = b_.max(b_.len(x), b_.len(y))\n"
+         "        other = b_.sum(b_.abs(b_.int(i) - b_.int(j)) for i, j in b_.zip(x.zfill(n), y.zfill(n)))\n"
+         "        return out, (out == other) is True\n";
 }
 
 // A plus-input job's program: the candidate's (or the canonical solution's) with the oracle's
 // wrapper after it, which calls the entry point and returns what the oracle compares. The wrapper
-// runs in the program's namespace, as EvalPlus's oracle code runs beside the candidate.
+// runs in the program's namespace, as EvalPlus's oracle code runs beside the candidate; it takes
+// its functions from the builtins and math modules, so a candidate's own `abs` or `sum` is not
+// the oracle's.
 std::string plus_program(const CodeProblem& p, const std::string& program, bool canonical) {
-  const std::string head = program + "\n\n\ndef " + kOracleEntry + "(*args):\n    out = " + p.entry_point + "(*args)\n";
+  const std::string head = program + "\n\n\ndef " + kOracleEntry +
+                           "(*args):\n    import builtins as b_, math as m_\n    out = " + p.entry_point + "(*args)\n";
   switch (p.oracle) {
     case PlusOracle::Equal: return program;
-    case PlusOracle::SetEqual: return head + "    return {*out}\n";
+    case PlusOracle::SetEqual: return head + "    return {*out}, out\n";
     case PlusOracle::NotNone:
       return head + (canonical ? "    return out is not None\n"
                                : "    return out if out is True or out is False else out is not None\n");
     case PlusOracle::FindZero:
-      return head + "    import math\n    return abs(sum(c * math.pow(out, i) for i, c in enumerate(args[0]))) <= " +
+      return head + "    return b_.abs(b_.sum(c * m_.pow(out, i) for i, c in b_.enumerate(args[0]))) <= " +
              float_source(p.atol) + "\n";
     case PlusOracle::OrReference:
       if (canonical) return program;
-      return head + "    try:\n" + other_reference(p) + "    except Exception:\n        return out, False\n";
+      return head + "    try:\n" + other_reference(p) + "    except b_.Exception:\n        return out, False\n";
   }
   return program;
 }
@@ -302,21 +296,37 @@ std::string plus_entry(const CodeProblem& p, bool canonical) {
   return wrapped ? kOracleEntry : p.entry_point;
 }
 
-// Whether a candidate's answer on one input passes, both answers being what plus_program's runs
-// returned.
-bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp) {
+// EvalPlus's check of one answer (unsafe_execute's loop body), on what plus_program's runs
+// returned: exact (==, or the oracle's own comparison), else, where there is a tolerance, the
+// same type and np.allclose(out, exp, rtol=1e-7, atol). `atol` is the run's, as EvalPlus's loop
+// variable: once an expected answer is_floats it is 1e-6 (if the problem gives 0) for the rest of
+// the run; base inputs and plus inputs are two runs. An int answer where a float is expected
+// fails unless equal. NaN equals NaN here, where EvalPlus's == holds only for one NaN object.
+bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp, double& atol) {
+  auto pair = [](const Value& v) { return v.kind() == ValueKind::Tuple && v.items().size() == 2; };
+  auto is_true = [](const Value& v) { return v.kind() == ValueKind::Bool && v.as_bool(); };
+  const Value* out = &got;
+  const Value* want = &exp;
+  bool exact = false;
   switch (p.oracle) {
-    case PlusOracle::Equal: return evalplus_equal(got, exp, p.atol);
-    case PlusOracle::SetEqual:
-    case PlusOracle::NotNone: return sandbox::python_equal(got, exp);
-    case PlusOracle::FindZero: return got.kind() == ValueKind::Bool && got.as_bool();
-    case PlusOracle::OrReference: {
-      if (got.kind() != ValueKind::Tuple || got.items().size() != 2) return false;
-      const Value& ok = got.items()[1];
-      return (ok.kind() == ValueKind::Bool && ok.as_bool()) || evalplus_equal(got.items()[0], exp, p.atol);
-    }
+    case PlusOracle::Equal: exact = sandbox::python_equal(got, exp, sandbox::NanRule::Identical); break;
+    case PlusOracle::SetEqual:  // both returned ({*out}, out)
+      if (!pair(got) || !pair(exp)) return false;
+      exact = sandbox::python_equal(got.items()[0], exp.items()[0]);
+      out = &got.items()[1];
+      want = &exp.items()[1];
+      break;
+    case PlusOracle::NotNone: return sandbox::python_equal(got, exp);  // a bool is expected: no tolerance
+    case PlusOracle::FindZero: return is_true(got);  // EvalPlus goes on to the next input here
+    case PlusOracle::OrReference:  // the candidate returned (out, whether the second reference takes it)
+      if (!pair(got)) return false;
+      out = &got.items()[0];
+      exact = is_true(got.items()[1]) || sandbox::python_equal(*out, exp, sandbox::NanRule::Identical);
+      break;
   }
-  return false;
+  if (atol == 0 && is_floats(*want)) atol = 1e-6;
+  if (exact || atol == 0) return exact;
+  return out->kind() == want->kind() && all_close(*out, *want, atol);
 }
 
 constexpr const char* kCheckEntry = "__azr_check__";
@@ -445,6 +455,7 @@ bool same_problem(const CodeProblem& a, const CodeProblem& b) {
 // The verdict on a run of plus_inputs[from, to) (r) against the canonical run of them all (c).
 CodeVerdict judge_plus_inputs(const CodeProblem& p, const sandbox::JobResult& r, const sandbox::JobResult& c,
                               size_t from, size_t to) {
+  double atol = p.atol;  // the run's tolerance (plus_answer_passes)
   for (size_t k = from; k < to; ++k) {
     const sandbox::CallResult* got = k - from < r.calls.size() ? &r.calls[k - from] : nullptr;
     const sandbox::CallResult* exp = k < c.calls.size() ? &c.calls[k] : nullptr;
@@ -462,7 +473,7 @@ CodeVerdict judge_plus_inputs(const CodeProblem& p, const sandbox::JobResult& r,
       v.detail = where + " (" + clip(p.plus_inputs[k], 200) + "): " + v.detail;
       return v;
     }
-    if (!plus_answer_passes(p, *got->value, *exp->value))
+    if (!plus_answer_passes(p, *got->value, *exp->value, atol))
       return {false, "wrong_output",
               where + " (" + clip(p.plus_inputs[k], 200) + "): expected " + clip(exp->repr, 200) + ", got " +
                   clip(got->repr, 200)};

@@ -1,5 +1,7 @@
 #include "eval/cruxeval.h"
 
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -34,30 +36,77 @@ std::string extract_cruxeval_answer(std::string_view response, bool output_predi
   return s;
 }
 
+namespace {
+
+constexpr const char* kCheckEntry = "__azr_cruxeval_check__";
+
+// CRUXEval-O's check of one answer, its own text: the program, then `assert <output> == <answer>`
+// (in a function, so the sandbox has an entry point to call). The answer is any expression, as
+// there: `17 / 2` is right for 8.5; `'a', 'b'` is a SyntaxError and `x, 'msg'` compares x alone.
+std::string output_check_program(const BenchItem& it, const std::string& answer) {
+  return it.program + "\n\n\ndef " + kCheckEntry + "():\n    assert " + it.output + " == " + answer +
+         "\n    return True\n";
+}
+
+CruxVerdict output_verdict(const sandbox::JobResult& r) {
+  if (r.calls.size() != 1) return {false, "internal_error", "no call result"};
+  const sandbox::CallResult& c = r.calls[0];
+  if (c.status == sandbox::Status::Ok) return {true, "ok", ""};
+  const std::string detail = c.error_type + (c.message.empty() ? "" : ": " + c.message);
+  if (c.status != sandbox::Status::Error) return {false, std::string(sandbox::status_name(c.status)), detail};
+  if (c.error_type == "AssertionError") return {false, "wrong", ""};
+  if (c.error_type == "SyntaxError") return {false, "syntax_error", detail};
+  return {false, "exception", detail};
+}
+
+// CRUXEval-O: each distinct (item, answer) is one job. An answer that contains the call
+// `f(<input>)` is wrong without a run, CRUXEval's rule.
+std::vector<CruxVerdict> grade_outputs(sandbox::Pool& pool, const Benchmark& bench,
+                                       const std::vector<CruxAnswer>& answers, const sandbox::Limits& limits) {
+  std::vector<CruxVerdict> out(answers.size());
+  std::vector<sandbox::Job> jobs;
+  std::map<std::pair<size_t, std::string>, size_t> job_of;  // (item, answer) -> job
+  std::vector<std::optional<size_t>> job_of_answer(answers.size());
+  for (size_t k = 0; k < answers.size(); ++k) {
+    const BenchItem& it = bench.items.at(answers[k].item);
+    if (answers[k].answer.find("f(" + it.input + ")") != std::string::npos) {
+      out[k] = {false, "calls_f", "the answer calls f on the input"};
+      continue;
+    }
+    auto [pos, fresh] = job_of.try_emplace({answers[k].item, answers[k].answer}, jobs.size());
+    if (fresh) {
+      sandbox::Job j;
+      j.program = output_check_program(it, answers[k].answer);
+      j.entry = kCheckEntry;
+      j.inputs = {""};
+      j.limits = limits;
+      jobs.push_back(std::move(j));
+    }
+    job_of_answer[k] = pos->second;
+  }
+  std::vector<sandbox::JobResult> res = pool.run(std::move(jobs));
+  for (size_t k = 0; k < answers.size(); ++k)
+    if (job_of_answer[k]) out[k] = output_verdict(res[*job_of_answer[k]]);
+  return out;
+}
+
+}  // namespace
+
 std::vector<CruxVerdict> grade_cruxeval(sandbox::Pool& pool, const Benchmark& bench,
                                         const std::vector<CruxAnswer>& answers, const sandbox::Limits& limits) {
   if (bench.info.category != Category::Cruxeval) throw std::invalid_argument("grade_cruxeval: not a CRUXEval benchmark");
-  const bool output_prediction = bench.info.name == "cruxeval_o";
-  // One task per item answered.
+  if (bench.info.name == "cruxeval_o") return grade_outputs(pool, bench, answers, limits);
+  // CRUXEval-I: one abduction task per item answered.
   std::vector<buffer::Task> tasks;
   std::unordered_map<size_t, size_t> task_of_item;
   std::vector<solver::Answer> sa;
   sa.reserve(answers.size());
-  std::vector<size_t> graded;  // answers[graded[k]] got grade k; the others call f on the input
-  std::vector<CruxVerdict> out(answers.size());
-  for (size_t k = 0; k < answers.size(); ++k) {
-    const CruxAnswer& a = answers[k];
+  for (const CruxAnswer& a : answers) {
     const BenchItem& it = bench.items.at(a.item);
-    // CRUXEval's rule: an output answer that is the call itself is wrong, however it evaluates.
-    if (output_prediction && a.answer.find("f(" + it.input + ")") != std::string::npos) {
-      out[k] = {false, "calls_f", "the answer calls f on the input"};
-      continue;
-    }
-    graded.push_back(k);
     auto [pos, fresh] = task_of_item.emplace(a.item, tasks.size());
     if (fresh) {
       buffer::Task t;
-      t.type = output_prediction ? buffer::TaskType::Deduction : buffer::TaskType::Abduction;
+      t.type = buffer::TaskType::Abduction;
       t.origin = buffer::Origin::Imported;
       t.program = it.program;
       t.input = it.input;
@@ -69,10 +118,10 @@ std::vector<CruxVerdict> grade_cruxeval(sandbox::Pool& pool, const Benchmark& be
   solver::GradeSettings gs;
   gs.limits = limits;
   gs.abduction_input_mode = sandbox::InputMode::Expression;
-  gs.deduction_answer_mode = sandbox::InputMode::Expression;
   std::vector<solver::Grade> grades = solver::grade(pool, tasks, sa, gs);
-  for (size_t k = 0; k < grades.size(); ++k)
-    out[graded[k]] = {grades[k].correct, std::move(grades[k].reason), std::move(grades[k].detail)};
+  std::vector<CruxVerdict> out;
+  out.reserve(grades.size());
+  for (auto& g : grades) out.push_back({g.correct, std::move(g.reason), std::move(g.detail)});
   return out;
 }
 

@@ -4,10 +4,12 @@
 //   extraction: a response with an <answer> tag goes through solver::extract_answer (the last
 //   ```output / ```input block and the reference's fallbacks); otherwise the whole text is the
 //   answer (stripped; a response that is exactly one fenced block gives the block's content).
-//   grading: solver::grade, with answers as expressions as in CRUXEval's `assert <output> ==
-//   <answer>` (no reward depends on them): CRUXEval-I's argument lists (gold inputs such as
-//   `dict(...)` or lambdas are expressions), CRUXEval-O's values (`17 / 2`), evaluated after the
-//   program. A CRUXEval-O answer containing `f(<input>)` is wrong, reason `calls_f` (CRUXEval's rule).
+//   grading, as CRUXEval's harness: CRUXEval-O runs its own check, the program then `assert
+//   <output> == <answer>`, so an answer may be any expression (`17 / 2`); one containing the call
+//   `f(<input>)` is wrong (reason `calls_f`), CRUXEval's rule. Reasons: ok, wrong (the assert
+//   failed), syntax_error, exception, calls_f, timeout, ... CRUXEval-I goes through
+//   solver::grade as an abduction task, the answer evaluated in InputMode::Expression (gold
+//   inputs such as `dict(...)` or lambdas are expressions). No reward depends on these answers.
 #include <string>
 #include <string_view>
 #include <vector>

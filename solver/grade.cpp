@@ -47,11 +47,6 @@ std::string literal_failure(const sb::CallResult& r) {
   return failure_reason(r);
 }
 
-// Expression answers to deduction tasks: the answer is the argument of a function, appended to the
-// task's program, that returns it; so it is evaluated where `f(...)` would be, after the program.
-constexpr const char* kValueEntry = "__azr_value_of__";
-constexpr const char* kValueOfAnswer = "\n\n\ndef __azr_value_of__(value, /):\n    return value\n";
-
 Grade internal(std::string why) { return Grade{false, 0, "internal_error", std::move(why)}; }
 
 }  // namespace
@@ -68,15 +63,11 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   std::vector<sb::Job> jobs;
   std::unordered_map<sb::WorkKey, size_t, sb::WorkKeyHash> job_of_run;  // shared: (program, input, mode) -> job
   std::vector<size_t> runs;  // every answer's runs' jobs, in order
-  auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode,
-                     const char* entry = "f") {
+  auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
     size_t job = jobs.size();
     if (s.share_jobs)
       job = job_of_run.try_emplace(sb::WorkKey{program, input, static_cast<int>(mode)}, jobs.size()).first->second;
-    if (job == jobs.size()) {
-      jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
-      jobs.back().entry = entry;
-    }
+    if (job == jobs.size()) jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
     runs.push_back(job);
   };
   LiteralParses literals(s.share_jobs, s.limits);
@@ -128,8 +119,6 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
     return r.calls.size() == 1 ? &r.calls[0] : nullptr;
   };
   auto parsed = [&](size_t i, size_t k = 0) -> const sb::CallResult& { return literals[slots[literal[i] + k]]; };
-  const bool deduction_expressions = s.deduction_answer_mode == sb::InputMode::Expression;
-  std::vector<size_t> expression_answers;  // deduction answers that are not literals, in expression mode
 
   for (size_t i = 0; i < answers.size(); ++i) {
     if (skip[i]) continue;
@@ -142,10 +131,6 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         if (gold.status != sb::Status::Ok) {
           g = gold.status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(gold)}
                                                : Grade{false, 0, literal_failure(gold), detail_of(gold)};
-          break;
-        }
-        if (ans.status == sb::Status::Error && deduction_expressions) {
-          expression_answers.push_back(i);  // graded below, once run
           break;
         }
         if (ans.status != sb::Status::Ok) {
@@ -201,26 +186,6 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         g.accuracy = static_cast<double>(right) / static_cast<double>(h);
         break;
       }
-    }
-  }
-  // Expression answers, in a second round: a literal answer has the value it would have as an
-  // expression, so only the others pay for a run of the program.
-  if (!expression_answers.empty()) {
-    jobs.clear();
-    job_of_run.clear();
-    runs.clear();
-    for (size_t i : expression_answers) {
-      first[i] = runs.size();
-      add_run(tasks[answers[i].task].program + kValueOfAnswer, answers[i].text, sb::InputMode::Expression, kValueEntry);
-    }
-    res = pool.run(std::move(jobs));
-    for (size_t i : expression_answers) {
-      const sb::CallResult* run = ran(i);
-      Grade& g = out[i];
-      if (!run) g = internal("no call result");
-      else if (run->status != sb::Status::Ok) g = Grade{false, 0, failure_reason(*run), detail_of(*run)};
-      else if (sb::python_equal(*run->value, *parsed(i, 1).value)) g = Grade{true, 1, "ok", ""};
-      else g = Grade{false, 0, "wrong", run->repr.substr(0, 200)};
     }
   }
   return out;

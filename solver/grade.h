@@ -41,12 +41,6 @@ struct GradeSettings {
   // `f(<answer>)` does; for answers no reward depends on (benchmark gold inputs such as
   // CRUXEval's `dict(...)` and `lambda` ones, evaluation).
   sandbox::InputMode abduction_input_mode = sandbox::InputMode::Literal;
-  // How a deduction answer becomes a value. Literal (training's default): parsed, never run.
-  // Expression: evaluated after the task's program ran, in its namespace, as CRUXEval-O's
-  // `assert <output> == <answer>` does (`17 / 2`, `'ab' * 2`, `sorted(...)`); for evaluation only,
-  // since an expression can call `f` itself. An answer that parses as a literal is that literal
-  // (the value it has as an expression; `1, 2` the tuple): only the others run, in a second round.
-  sandbox::InputMode deduction_answer_mode = sandbox::InputMode::Literal;
   // true: each distinct run (program, input, input mode) is one job, and each distinct literal is
   // parsed once, many to a parse job, with the result it gets alone (solver/literal_parses.h).
   // A run's result is the one each answer would get from a run of its own wherever the program

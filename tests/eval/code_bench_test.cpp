@@ -391,17 +391,43 @@ TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
   CodeProblem floats = ints;  // a float answer: 1e-6 + 1e-7 * |exp|
   floats.id = "Mbpp/9002";
   floats.canonical_solution = "def f():\n    return [2.0, 4.0]\n";
+  // EvalPlus's tolerance is its loop's: an expected float answer turns 1e-6 on for the rest of
+  // the run (base inputs, then plus inputs, are two runs).
+  CodeProblem sticky = ints;
+  sticky.id = "Mbpp/9003";
+  sticky.entry_point = "g";
+  sticky.canonical_solution = "def g(k):\n    return [1.5, 2.0] if k == 0 else [1, 2]\n";
+  sticky.plus_inputs = {"0", "1"};
+  sticky.base_inputs = 2;  // one run
+  CodeProblem ints_first = sticky;
+  ints_first.id = "Mbpp/9004";
+  ints_first.plus_inputs = {"1", "0"};
+  CodeProblem two_runs = sticky;
+  two_runs.id = "Mbpp/9005";
+  two_runs.base_inputs = 1;
+  const std::string near_ints = "def g(k):\n    return [1.5, 2.0] if k == 0 else [1.0000001, 2]\n";
+  CodeProblem sets = floats;  // set equality, then the tolerance on the answers as returned
+  sets.id = "Mbpp/9006";
+  sets.oracle = PlusOracle::SetEqual;
   const std::vector<std::pair<CodeProblem, std::string>> cases = {
       {roots, "def find_zero(xs):\n    return 3.0\n"},          // another root: passes
       {roots, "def find_zero(xs):\n    return 2.00001\n"},      // |p(x)| = 1e-5: passes
       {roots, "def find_zero(xs):\n    return 2.5\n"},          // |p(2.5)| = 0.375: fails
+      {roots, "def abs(x):\n    return 0\n\ndef find_zero(xs):\n    return 2.5\n"},  // the oracle's abs: fails
       {ints, "def f():\n    return 2.0\n"},                    // 2.0 == 2: passes
       {ints, "def f():\n    return 2.0000001\n"},              // close, but exp is an int: fails
       {floats, "def f():\n    return [2.0000005, 4.0]\n"},     // within 1e-6: passes
       {floats, "def f():\n    return (2.0, 4.0)\n"},           // a tuple for a list: fails
       {floats, "def f():\n    return [2.00001, 4.0]\n"},       // 1e-5 off: fails
+      {sticky, near_ints},                                      // 1e-6 on since input 0: passes
+      {ints_first, near_ints},                                  // not yet on at [1, 2]: fails
+      {two_runs, near_ints},                                    // a new run starts at 0: fails
+      {sets, "def f():\n    return [4.0, 2.0]\n"},           // the same set: passes
+      {sets, "def f():\n    return [2.0000005, 4.0]\n"},     // another set, but all close: passes
+      {sets, "def f():\n    return [4.0, 2.0000005]\n"},     // another set, not close in order: fails
   };
-  const std::vector<bool> passes = {true, true, false, true, false, true, false, false};
+  const std::vector<bool> passes = {true,  true,  false, false, true, false, true, false,
+                                    false, true,  false, false, true, true,  false};
   std::vector<CodeProblem> ps;
   std::vector<std::string> programs;
   for (const auto& [p, program] : cases) {

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "eval/benchmarks.h"
 #include "model/byte_tokenizer.h"
@@ -114,20 +115,24 @@ TEST_F(EvalCli, GoldAnswersScoreFullAndWrongAnswersZeroOnEveryBenchmark) {
   }
 }
 
-// CRUXEval-O answers are expressions, as in CRUXEval's `assert <output> == <answer>`, run after
-// the program; the answer that is the call f(<input>) itself is wrong, by CRUXEval's rule. The
-// truth: sample_0's output is [(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)] on [1, 1, 3, 1, 3, 1].
-TEST_F(EvalCli, CruxevalOutputAnswersAreExpressions) {
-  const std::vector<std::pair<std::string, bool>> answers = {
-      {"[(4, 1)] * 4 + [(2, 3)] * 2", true},
-      {"sorted([(2, 3), (4, 1)] * 3)[::-1][:4] + [(2, 3)] * 2", false},  // five (4, 1)s: wrong
-      {"[(4, 1)] * 4 + [(2, 3), (3, 2)]", false},
-      {"f([1, 1, 3, 1, 3, 1])", false},       // the call itself
-      {"f([1, 1, 3, 1, 3, 1])[:]", false},    // still the call
-      {"[(4, 1)] * 4 + [(2, 3)] * (1 / 0)", false},  // raises
+// CRUXEval-O answers are checked by CRUXEval's own text, the program then `assert <output> ==
+// <answer>`: any expression goes, a top-level comma is the assert's message or a syntax error, and
+// the answer that contains the call f(<input>) is wrong, by CRUXEval's rule. The truth, by hand
+// from Python's semantics: sample_0's output is [(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)]
+// on [1, 1, 3, 1, 3, 1].
+TEST_F(EvalCli, CruxevalOutputAnswersAreCheckedAsCruxevalChecksThem) {
+  const std::vector<std::tuple<std::string, bool, std::string>> answers = {
+      {"[(4, 1)] * 4 + [(2, 3)] * 2", true, "ok"},
+      {"sorted([(2, 3), (4, 1)] * 3)[::-1][:4] + [(2, 3)] * 2", false, "wrong"},  // three (4, 1)s
+      {"[(4, 1)] * 4 + [(2, 3), (3, 2)]", false, "wrong"},
+      {"[(4, 1)] * 4 + [(2, 3)] * 2, 'the message'", true, "ok"},  // assert o == x, 'the message'
+      {"[(4, 1)], [(2, 3)], 1", false, "syntax_error"},
+      {"f([1, 1, 3, 1, 3, 1])", false, "calls_f"},       // the call itself
+      {"f([1, 1, 3, 1, 3, 1])[:]", false, "calls_f"},    // still the call
+      {"[(4, 1)] * 4 + [(2, 3)] * (1 / 0)", false, "exception"},
   };
   std::string text;
-  for (const auto& [a, _] : answers)
+  for (const auto& [a, correct, reason] : answers)
     text += json{{"bench", "cruxeval_o"}, {"id", "sample_0"}, {"response", a}}.dump() + "\n";
   std::string out = (dir_ / "responses.jsonl").string();
   auto r = run_process({bin_, "eval", "--answers", write("a.jsonl", text), "--data", data_, "--out", out});
@@ -138,13 +143,8 @@ TEST_F(EvalCli, CruxevalOutputAnswersAreExpressions) {
   for (; std::getline(in, line); ++k) {
     json j = json::parse(line);
     ASSERT_LT(k, answers.size());
-    EXPECT_EQ(j["correct"], answers[k].second) << line;
-    if (k == 3 || k == 4) {
-      EXPECT_EQ(j["reason"], "calls_f") << line;
-    }
-    if (k == 5) {
-      EXPECT_EQ(j["reason"], "exception") << line;
-    }
+    EXPECT_EQ(j["correct"], std::get<1>(answers[k])) << line;
+    EXPECT_EQ(j["reason"], std::get<2>(answers[k])) << line;
   }
   EXPECT_EQ(k, answers.size());
 }
