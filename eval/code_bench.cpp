@@ -277,7 +277,8 @@ std::string plus_program(const CodeProblem& p, const std::string& program, bool 
                            "(*args):\n    import builtins as b_, math as m_\n    out = " + p.entry_point + "(*args)\n";
   switch (p.oracle) {
     case PlusOracle::Equal: return program;
-    case PlusOracle::SetEqual: return head + "    return {*out}, out\n";
+    case PlusOracle::SetEqual:  // the answer as returned, where the tolerance could read it
+      return head + "    return {*out}, (out if b_.type(out) in (b_.list, b_.tuple, b_.float) else None)\n";
     case PlusOracle::NotNone:
       return head + (canonical ? "    return out is not None\n"
                                : "    return out if out is True or out is False else out is not None\n");
@@ -310,7 +311,8 @@ bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp
   bool exact = false;
   switch (p.oracle) {
     case PlusOracle::Equal: exact = sandbox::python_equal(got, exp, sandbox::NanRule::Identical); break;
-    case PlusOracle::SetEqual:  // both returned ({*out}, out)
+    case PlusOracle::SetEqual:  // both returned ({*out}, out or None): an iterator is used up, and
+                                // the tolerance needs a list, a tuple or a float anyway
       if (!pair(got) || !pair(exp)) return false;
       exact = sandbox::python_equal(got.items()[0], exp.items()[0]);
       out = &got.items()[1];

@@ -155,6 +155,21 @@ std::string strip_spacing(std::string s) {
   for (std::string_view sp : {"\\displaystyle", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ "})
     replace_all(s, sp, " ");
   replace_all(s, "~", " ");
+  // Products written with a command: `2 \cdot k` and `2 \times k` would run into the letter once
+  // the spaces go (`\cdotk`), so they become `*` (`\cdots` stays); `\pi r` becomes `\pi*r`.
+  for (std::string_view cmd : {"\\cdot", "\\times", "\\pi"}) {
+    for (size_t pos = s.find(cmd); pos != std::string::npos; pos = s.find(cmd, pos + 1)) {
+      size_t after = pos + cmd.size();
+      if (after < s.size() && std::isalpha(static_cast<unsigned char>(s[after]))) continue;
+      if (cmd != "\\pi") {
+        s.replace(pos, cmd.size(), "*");
+        continue;
+      }
+      size_t next = after;
+      while (next < s.size() && s[next] == ' ') ++next;
+      if (next > after && next < s.size() && std::isalpha(static_cast<unsigned char>(s[next]))) s.insert(after, "*");
+    }
+  }
   replace_all(s, "\\dfrac", "\\frac");
   replace_all(s, "\\tfrac", "\\frac");
   replace_all(s, "\\le ", "\\leq ");
@@ -215,13 +230,16 @@ std::string unwrap_text(std::string s) {
   return s;
 }
 
-// A plain trailing unit word after a number: `5 cm`, `10 inches`, `12 dollars`.
-std::string strip_trailing_words(std::string s) {
+// A plain trailing unit word after a number: `5 cm`, `10 inches`, `12 dollars`. A single letter
+// may be a variable (`2 n`) as well as a unit (`5 m`): it goes only where the caller says so.
+std::string strip_trailing_words(std::string s, bool single_letters) {
   // Words are whitespace-separated so the match is unambiguous (no catastrophic backtracking).
   static const std::regex unit(R"(^\s*([-+]?[0-9][0-9.,/]*)\s+[A-Za-z]+(?:\^\{?\d\}?)?\.?(?:\s+[A-Za-z]+(?:\^\{?\d\}?)?\.?)*\s*$)");
+  static const std::regex letter(R"(^\s*[-+]?[0-9][0-9.,/]*\s+[A-Za-z](?:\^\{?\d\}?)?\.?\s*$)");
   std::smatch m;
-  if (std::regex_match(s, m, unit)) return m[1].str();
-  return s;
+  if (!std::regex_match(s, m, unit)) return s;
+  if (!single_letters && std::regex_match(s, letter)) return s;
+  return m[1].str();
 }
 
 // `x = 5`: a single variable on the left names the answer; compare the right side.
@@ -287,10 +305,17 @@ class Evaluator {
   size_t i_ = 0;
   int depth_ = 0;
 
-  // A single letter not followed by another: `2n`, `x^2`; a word such as `odd` is text.
+  // A single letter not followed by another: `2n`, `x^2`; a word such as `odd` is text, and so is
+  // a function's value such as `I(0)` or `f(2)` (a letter, then parentheses without one).
   bool at_variable() const {
     auto letter = [&](size_t k) { return k < s_.size() && std::isalpha(static_cast<unsigned char>(s_[k])); };
-    return vars_ && letter(i_) && !letter(i_ + 1) && (i_ == 0 || s_[i_ - 1] != '\\');
+    if (!vars_ || !letter(i_) || letter(i_ + 1) || (i_ > 0 && s_[i_ - 1] == '\\')) return false;
+    if (i_ + 1 < s_.size() && s_[i_ + 1] == '(') {
+      for (size_t k = i_ + 2; k < s_.size() && s_[k] != ')'; ++k)
+        if (letter(k)) return true;  // `n(n-1)`: a product
+      return false;
+    }
+    return true;
   }
 
   bool eat(std::string_view p) {
@@ -701,14 +726,17 @@ std::optional<std::string> extract_math_answer(std::string_view response) {
   return last_number(response);
 }
 
-std::string normalize_math_answer(std::string_view answer) {
+namespace {
+
+// single_letter_units: whether `5 m` is 5 (a unit) rather than kept whole (`2 n`, a product).
+std::string normalize(std::string_view answer, bool single_letter_units) {
   std::string s(answer);
   s = strip_wrappers(s);
   s = strip_spacing(s);
   s = strip_degrees_percent(s);
   s = unwrap_text(s);
   s = trim(s);
-  s = strip_trailing_words(s);
+  s = strip_trailing_words(s, single_letter_units);
   s = strip_variable_assignment(s);
   s = strip_thousands_separators(s);
   s = strip_whitespace(s);
@@ -717,13 +745,23 @@ std::string normalize_math_answer(std::string_view answer) {
   return s;
 }
 
+bool has_letter(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); });
+}
+
+}  // namespace
+
+std::string normalize_math_answer(std::string_view answer) { return normalize(answer, false); }
+
 bool math_equivalent(std::string_view candidate, std::string_view gold) {
   // Final answers are short; a huge one (a runaway generation) only counts if it is the gold
   // verbatim, which keeps the regex steps and the parser away from pathological input.
   constexpr size_t kMaxAnswer = 4096;
   if (candidate.size() > kMaxAnswer || gold.size() > kMaxAnswer) return trim(candidate) == trim(gold);
-  std::string g = normalize_math_answer(gold);
-  std::string c = normalize_math_answer(candidate);
+  // A gold keeps a lone trailing letter (`2 n` is 2n; Minerva's `7.6 Z`); a candidate's goes only
+  // when the gold has no letters, as a unit after the number the gold is (`5 m` for 5).
+  std::string g = normalize(gold, false);
+  std::string c = normalize(candidate, !has_letter(g));
   if (c.empty() || g.empty()) return false;
   return equivalent_normalised(c, g, 0);
 }

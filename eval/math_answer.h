@@ -45,7 +45,9 @@ std::optional<std::string> extract_math_answer(std::string_view response);
 // Whether two final answers are mathematically the same (candidate vs gold), after normalisation.
 bool math_equivalent(std::string_view candidate, std::string_view gold);
 
-// The normalised form both sides are compared in (exposed for tests and debugging).
+// The normalised form both sides are compared in (exposed for tests and debugging), as a gold
+// is normalised: a lone trailing letter stays (`2 n`); a candidate's goes when the gold has no
+// letters (`5 m` against 5).
 std::string normalize_math_answer(std::string_view answer);
 
 // The gold answer of a benchmark item as a string. `benchmark` is the folder name under

@@ -347,6 +347,7 @@ TEST(EvalPlusGrading, PassesWhatEvalPlusPassesAndFailsTheRest) {
       {"Mbpp/769", "def Diff(a, b):\n    return list(set(a) - set(b))\n", false},
       {"Mbpp/2", "def similar_elements(a, b):\n    return a[:0] + tuple(set(a) & set(b))\n", true},
       {"Mbpp/2", "def similar_elements(a, b):\n    return tuple(set(a) | set(b))\n", false},
+      {"Mbpp/2", "def similar_elements(a, b):\n    return iter(set(a) & set(b))\n", true},  // set() reads it there
       {"Mbpp/737", "import re\ndef check_str(s):\n    return bool(re.match('[aeiouAEIOU]', s))\n", true},
       {"Mbpp/737", "import re\ndef check_str(s):\n    return re.match('[aeiouAEIOU]', s)\n", true},
       {"Mbpp/737", "def check_str(s):\n    return True\n", false},
