@@ -41,11 +41,12 @@ namespace {
 constexpr const char* kCheckEntry = "__azr_cruxeval_check__";
 
 // CRUXEval-O's check of one answer, its own text: the program, then `assert <output> == <answer>`
-// (in a function, so the sandbox has an entry point to call). The answer is any expression, as
-// there: `17 / 2` is right for 8.5; `'a', 'b'` is a SyntaxError and `x, 'msg'` compares x alone.
+// at module level, then a function for the sandbox to call, which exists only if the assert
+// passed. The answer is any expression, as there: `17 / 2` is right for 8.5; `'a', 'b'` is a
+// SyntaxError, and `x, 'msg'` compares x alone.
 std::string output_check_program(const BenchItem& it, const std::string& answer) {
-  return it.program + "\n\n\ndef " + kCheckEntry + "():\n    assert " + it.output + " == " + answer +
-         "\n    return True\n";
+  return it.program + "\nassert " + it.output + " == " + answer + "\n\n\ndef " + kCheckEntry +
+         "():\n    return True\n";
 }
 
 CruxVerdict output_verdict(const sandbox::JobResult& r) {
@@ -55,7 +56,7 @@ CruxVerdict output_verdict(const sandbox::JobResult& r) {
   const std::string detail = c.error_type + (c.message.empty() ? "" : ": " + c.message);
   if (c.status != sandbox::Status::Error) return {false, std::string(sandbox::status_name(c.status)), detail};
   if (c.error_type == "AssertionError") return {false, "wrong", ""};
-  if (c.error_type == "SyntaxError") return {false, "syntax_error", detail};
+  if (c.error_type == "SyntaxError" || c.error_type == "IndentationError") return {false, "syntax_error", detail};
   return {false, "exception", detail};
 }
 

@@ -5,7 +5,8 @@
 //   ```output / ```input block and the reference's fallbacks); otherwise the whole text is the
 //   answer (stripped; a response that is exactly one fenced block gives the block's content).
 //   grading, as CRUXEval's harness: CRUXEval-O runs its own check, the program then `assert
-//   <output> == <answer>`, so an answer may be any expression (`17 / 2`); one containing the call
+//   <output> == <answer>` at module level, so an answer may be any expression (`17 / 2`), even of
+//   several lines (`x\ny = 1`); one containing the call
 //   `f(<input>)` is wrong (reason `calls_f`), CRUXEval's rule. Reasons: ok, wrong (the assert
 //   failed), syntax_error, exception, calls_f, timeout, ... CRUXEval-I goes through
 //   solver::grade as an abduction task, the answer evaluated in InputMode::Expression (gold

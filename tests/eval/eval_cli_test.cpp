@@ -130,6 +130,8 @@ TEST_F(EvalCli, CruxevalOutputAnswersAreCheckedAsCruxevalChecksThem) {
       {"f([1, 1, 3, 1, 3, 1])", false, "calls_f"},       // the call itself
       {"f([1, 1, 3, 1, 3, 1])[:]", false, "calls_f"},    // still the call
       {"[(4, 1)] * 4 + [(2, 3)] * (1 / 0)", false, "exception"},
+      {"[(4, 1)] * 4 + [(2, 3)] * 2\nx = 1", true, "ok"},             // module level: a second line
+      {"[(4, 1)] * 4 + [(2, 3)] * 2\n    x = 1", false, "syntax_error"},  // an indented one
   };
   std::string text;
   for (const auto& [a, correct, reason] : answers)
