@@ -246,12 +246,6 @@ CodeVerdict verdict_of_failure(const sandbox::CallResult& c, const std::string& 
 
 constexpr const char* kOracleEntry = "__azr_oracle__";
 
-std::string float_source(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 // EvalPlus's second references (_special_oracle.py), as Python run on the call's arguments; an
 // argument they cannot read (EvalPlus would raise) accepts nothing.
 std::string other_reference(const CodeProblem& p) {
@@ -259,7 +253,7 @@ std::string other_reference(const CodeProblem& p) {
     return "        base_edge, height = args\n"
            "        slant = m_.sqrt((base_edge / 2) ** 2 + height ** 2)\n"
            "        return out, b_.abs(out - b_.round(base_edge ** 2 + 4 * (base_edge * slant) / 2)) <= " +
-           float_source(p.atol) + "\n";
+           python_float(p.atol) + "\n";
   // digit_distance_nums: the shorter number zero-padded
   return "        x, y = b_.str(args[0]), b_.str(args[1])\n"
          "        n = b_.max(b_.len(x), b_.len(y))\n"
@@ -284,7 +278,7 @@ std::string plus_program(const CodeProblem& p, const std::string& program, bool 
                                : "    return out if out is True or out is False else out is not None\n");
     case PlusOracle::FindZero:
       return head + "    return b_.abs(b_.sum(c * m_.pow(out, i) for i, c in b_.enumerate(args[0]))) <= " +
-             float_source(p.atol) + "\n";
+             python_float(p.atol) + "\n";
     case PlusOracle::OrReference:
       if (canonical) return program;
       return head + "    try:\n" + other_reference(p) + "    except b_.Exception:\n        return out, False\n";

@@ -99,19 +99,9 @@ double parse_float(std::string s) {
   return v;
 }
 
-// A float as Python source that reads back as the same value.
-std::string float_source(double v) {
-  if (std::isinf(v)) return v > 0 ? "1e999" : "-1e999";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
 Node float_of(const Node& n) {
   Node f;
-  f.python = float_source(parse_float(scalar_text(n)));
+  f.python = python_float(parse_float(scalar_text(n)));
   return f;
 }
 
@@ -133,7 +123,7 @@ Node complex_of(const Node& n) {
     re = parse_float(s);
   }
   Node c;
-  c.python = "(" + float_source(re) + (std::signbit(im) ? "-" + float_source(-im) : "+" + float_source(im)) + "j)";
+  c.python = "(" + python_float(re) + (std::signbit(im) ? "-" + python_float(-im) : "+" + python_float(im)) + "j)";
   return c;
 }
 
@@ -199,6 +189,15 @@ int mbpp_number(std::string_view task_id) {
 }
 
 }  // namespace
+
+std::string python_float(double v) {
+  if (std::isinf(v)) return v > 0 ? "1e999" : "-1e999";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
 
 std::vector<std::string> evalplus_argument_lists(std::string_view raw, std::string_view task_id) {
   const int mbpp = mbpp_number(task_id);

@@ -18,4 +18,8 @@ namespace azr::eval {
 // argument list the task's conversion does not fit (EvalPlus would raise as it loaded it).
 std::vector<std::string> evalplus_argument_lists(std::string_view raw, std::string_view task_id);
 
+// A finite or infinite float as Python source that reads back as the same value (`2.0`,
+// `1e-07`, `1e999`); NaN has no literal.
+std::string python_float(double v);
+
 }  // namespace azr::eval
