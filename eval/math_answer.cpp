@@ -623,6 +623,18 @@ std::string expand_pm(const std::string& s) {
   return a + "+" + b + "," + a + "-" + b;
 }
 
+// Whether a normalised answer holds a letter outside a command's name (`2n`, `x`; not `\frac12`).
+bool has_variable(std::string_view x) {
+  for (size_t k = 0; k < x.size(); ++k) {
+    if (x[k] == '\\') {  // a command's name is not a variable
+      while (k + 1 < x.size() && std::isalpha(static_cast<unsigned char>(x[k + 1]))) ++k;
+    } else if (std::isalpha(static_cast<unsigned char>(x[k]))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Whether two expressions in single-letter variables are the same function (`p-q` and `-q+p`,
 // `2(n-1)` and `2n-2`, `\frac{x}{2}` and `0.5x`), as Qwen2.5-Math's math_equal asks sympy: both
 // are evaluated at 8 points, each variable drawn from [1.1, 3.1] (positive, so `\sqrt{x}` has a
@@ -630,16 +642,6 @@ std::string expand_pm(const std::string& s) {
 // agree at 8 random points with probability zero. Points where either side has no value (a
 // square root of a negative) are skipped; at least 4 must be left, all equal.
 bool same_function(const std::string& c, const std::string& g) {
-  auto has_variable = [](const std::string& x) {
-    for (size_t k = 0; k < x.size(); ++k) {
-      if (x[k] == '\\') {  // a command's name is not a variable
-        while (k + 1 < x.size() && std::isalpha(static_cast<unsigned char>(x[k + 1]))) ++k;
-      } else if (std::isalpha(static_cast<unsigned char>(x[k]))) {
-        return true;
-      }
-    }
-    return false;
-  };
   if (!has_variable(c) && !has_variable(g)) return false;
   std::mt19937_64 rng(20261129);  // fixed: a verdict is the same in every run
   std::uniform_real_distribution<double> value(1.1, 3.1);
@@ -745,10 +747,6 @@ std::string normalize(std::string_view answer, bool single_letter_units) {
   return s;
 }
 
-bool has_letter(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); });
-}
-
 }  // namespace
 
 std::string normalize_math_answer(std::string_view answer) { return normalize(answer, false); }
@@ -759,9 +757,9 @@ bool math_equivalent(std::string_view candidate, std::string_view gold) {
   constexpr size_t kMaxAnswer = 4096;
   if (candidate.size() > kMaxAnswer || gold.size() > kMaxAnswer) return trim(candidate) == trim(gold);
   // A gold keeps a lone trailing letter (`2 n` is 2n; Minerva's `7.6 Z`); a candidate's goes only
-  // when the gold has no letters, as a unit after the number the gold is (`5 m` for 5).
+  // when the gold has no variable, as a unit after the number the gold is (`5 m` for 5, `\frac12`).
   std::string g = normalize(gold, false);
-  std::string c = normalize(candidate, !has_letter(g));
+  std::string c = normalize(candidate, !has_variable(g));
   if (c.empty() || g.empty()) return false;
   return equivalent_normalised(c, g, 0);
 }

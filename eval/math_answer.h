@@ -47,7 +47,7 @@ bool math_equivalent(std::string_view candidate, std::string_view gold);
 
 // The normalised form both sides are compared in (exposed for tests and debugging), as a gold
 // is normalised: a lone trailing letter stays (`2 n`); a candidate's goes when the gold has no
-// letters (`5 m` against 5).
+// variable, no letter outside a command (`5 m` against 5 or `\frac{1}{2}`).
 std::string normalize_math_answer(std::string_view answer);
 
 // The gold answer of a benchmark item as a string. `benchmark` is the folder name under

@@ -78,6 +78,16 @@ TEST(MathEquivalent, HandLabelledPairs) {
   EXPECT_GE(agree * 100, total * 99);
 }
 
+// A lone letter after a number: a variable in a gold, a unit in a candidate where the gold has no
+// variable (a command's name such as \frac is none). Asserted one by one: the pairs file allows
+// one disagreement in a hundred.
+TEST(MathEquivalent, LoneTrailingLetters) {
+  EXPECT_TRUE(math_equivalent("0.5 m", "\\frac{1}{2}"));
+  EXPECT_TRUE(math_equivalent("5 m", "5"));
+  EXPECT_TRUE(math_equivalent("2n", "2 n"));
+  EXPECT_FALSE(math_equivalent("2", "2 n"));
+}
+
 // A systematically wrong answer: the first digit changed (d -> d+1 mod 10).
 std::optional<std::string> change_first_digit(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i)
