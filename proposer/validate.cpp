@@ -72,11 +72,16 @@ std::string static_input(const std::string& program, const std::vector<std::stri
 
 // Interprets the checker's (reason, detail) tuple.
 Check static_outcome(const sb::CallResult& r) {
-  if (r.status != sb::Status::Ok || !r.value) {
+  // A limit the checker hit is the proposal's doing (a program too large to walk in time): were it
+  // internal_error, which the trainer masks, such a program would escape its penalty. Anything
+  // else the checker does not return is the sandbox's failure or azr's.
+  if (r.status == sb::Status::Timeout || r.status == sb::Status::Memory || r.status == sb::Status::OutputLimit) {
     Check c = reason_for(r);
-    if (c.reason != "internal_error") c = fail("internal_error", "static checker failed: " + status_detail(r));
+    c.detail = "static checker: " + c.detail;
     return c;
   }
+  if (r.status != sb::Status::Ok || !r.value)
+    return fail("internal_error", "static checker failed: " + status_detail(r));
   const auto& v = *r.value;
   if (v.kind() != sb::ValueKind::Tuple || v.items().size() != 2 || v.items()[0].kind() != sb::ValueKind::Str ||
       v.items()[1].kind() != sb::ValueKind::Str)
@@ -299,10 +304,14 @@ std::vector<ValidationResult> validate(sb::Pool& pool, const std::vector<Proposa
     auto [i, k] = refs[r];
     auto& a = runs[2 * r];
     auto& b = runs[2 * r + 1];
-    if (!out[i].check.ok) continue;  // an earlier input already failed
+    // An earlier input already failed: that decides, unless the sandbox failed on it, which
+    // decides nothing (the trainer masks internal_error, so it must not hide a known failure).
+    const bool lost = out[i].check.reason == "internal_error";
+    if (!out[i].check.ok && !lost) continue;
     Check c = (a.calls.size() == 1 && b.calls.size() == 1)
                   ? execution_outcome(a.calls[0], b.calls[0], s.max_output_chars)
                   : fail("internal_error", "no call result");
+    if (lost && (c.ok || c.reason == "internal_error")) continue;
     if (!c.ok) {
       if (proposals[i].type == buffer::TaskType::Induction) c.detail = "input " + std::to_string(k) + ": " + c.detail;
       out[i].check = std::move(c);

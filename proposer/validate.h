@@ -25,7 +25,9 @@
 //                      reference kept such tasks, which no answer could solve)
 //   non_deterministic  the two runs (different hash seeds) disagree
 //   internal_error     the sandbox itself failed (not the proposal's fault; callers may mask it)
-// Induction: the first failing input decides; detail starts with "input <k>: ".
+// Induction: the first failing input decides; detail starts with "input <k>: ". An input the
+// sandbox failed on (internal_error) decides only when no other input failed. The static checker
+// hitting a limit (a program too large to check in time) is the proposal's timeout or memory.
 #include <string>
 #include <vector>
 

@@ -415,6 +415,11 @@ uint64_t Pool::submit(Job job) {
     if (job.seed == SeedClass::Alternate && m.opts.alternate_workers == 0)
       throw std::logic_error("this pool has no alternate workers for determinism runs");
     id = m.next_id++;
+    ++m.stats.submitted;
+    if (m.opts.inject_fault && m.opts.inject_fault(job)) {
+      m.complete_locked(Impl::internal_result(id, -1, job, "InjectedFault", "fault injected by a test"));
+      return id;
+    }
     Entry e;
     e.job = std::move(job);
     e.nonce[0] = m.rng();
@@ -422,7 +427,6 @@ uint64_t Pool::submit(Job job) {
     int cls = static_cast<int>(e.job.seed);
     m.entries.emplace(id, std::move(e));
     m.pending[cls].push_back(id);
-    ++m.stats.submitted;
   }
   m.wake();
   return id;

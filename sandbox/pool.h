@@ -8,6 +8,7 @@
 // stops answering is replaced, the job it was running is reported as internal_error, and jobs
 // queued behind it are re-queued, so no job is ever lost.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct PoolOptions {
   std::vector<std::string> preimports;  // empty: the default allowlist
   bool use_namespaces = true;
   int queue_depth = 2;         // jobs handed to a worker at once (1 running + the next, queued)
+  // Fault injection, for tests only (as SQLite injects I/O errors): a job for which this returns
+  // true is not run and completes as a job on a lost worker does, every call internal_error
+  // (error_type "InjectedFault"). A worker's death cannot be arranged on demand for one chosen
+  // job; what callers do with the result is the same either way.
+  std::function<bool(const Job&)> inject_fault;
 };
 
 struct WorkerInfo {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -165,6 +166,9 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         size_t h0 = t.inputs.size() / 2, h = t.inputs.size() - h0;
         size_t right = 0;
         g = Grade{true, 0, "ok", ""};
+        // A pair the sandbox failed on decides nothing: another pair that is wrong makes the
+        // answer wrong (the trainer masks internal_error, so it must not hide a known failure).
+        std::optional<Grade> lost;
         for (size_t k = 0; k < h; ++k) {
           const sb::CallResult* run = ran(i, k);
           const sb::CallResult& gold = parsed(i, k);
@@ -175,14 +179,18 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           else if (!sb::python_equal(*run->value, *gold.value))
             pair = Grade{false, 0, "wrong", "f(" + t.inputs[h0 + k].substr(0, 100) + ") = " + run->repr.substr(0, 100)};
           else pair = Grade{true, 1, "ok", ""};
+          if (!pair.correct) pair.detail = "hidden " + std::to_string(k) + ": " + pair.detail;
           if (pair.correct) {
             ++right;
+          } else if (pair.reason == "internal_error") {
+            if (!lost) lost = pair;
           } else if (g.correct) {  // the first failing pair decides the reason
             g.correct = false;
             g.reason = pair.reason;
-            g.detail = "hidden " + std::to_string(k) + ": " + pair.detail;
+            g.detail = pair.detail;
           }
         }
+        if (g.correct && lost) g = *lost;
         g.accuracy = static_cast<double>(right) / static_cast<double>(h);
         break;
       }

@@ -24,6 +24,7 @@
 //   bad_task           the task itself is unusable (its output is not a literal, no hidden pairs)
 //   internal_error     the sandbox failed (not the answer's fault; callers may mask it out)
 // Induction: the first failing hidden pair decides the reason; detail starts with "hidden <k>: ".
+// A pair the sandbox failed on (internal_error) is the reason only when no other pair failed.
 #include <cstddef>
 #include <string>
 #include <vector>

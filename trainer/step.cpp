@@ -84,7 +84,7 @@ json outcome_wire(const ProposerOutcome& o) {
             {"valid", o.valid},     {"reason", o.reason},          {"n", o.learn_n},
             {"k", o.learn_k},       {"a", o.solve_rate},           {"reward", o.reward},
             {"pt", o.prompt_tokens}, {"rt", o.response_tokens},     {"lt", o.learn_tokens},
-            {"response", o.response}};
+            {"ll", o.learn_lost},    {"response", o.response}};
   if (o.valid) j["task"] = task_wire(o.task);
   return j;
 }
@@ -94,7 +94,7 @@ ProposerOutcome proposer_unwire(const json& j) {
   o.index = j.at("i"), o.type = TaskType(j.at("type").get<int>()), o.skipped = j.at("skipped");
   o.valid = j.at("valid"), o.reason = j.at("reason"), o.learn_n = j.at("n"), o.learn_k = j.at("k");
   o.solve_rate = j.at("a"), o.reward = j.at("reward"), o.prompt_tokens = j.at("pt"), o.response_tokens = j.at("rt");
-  o.learn_tokens = j.at("lt"), o.response = j.at("response");
+  o.learn_tokens = j.at("lt"), o.learn_lost = j.at("ll"), o.response = j.at("response");
   if (o.valid) o.task = task_unwire(j.at("task"));
   return o;
 }
@@ -292,6 +292,9 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   for (size_t v = 0; v < validated.size(); v++) {
     ProposerOutcome& o = my_props[parsed_of[v]];
     o.reason = validated[v].check.reason;
+    // The sandbox failed, not the proposal: masked, as the reference drops such results, rather
+    // than punished as invalid (a lost worker would teach the proposer to avoid good programs).
+    if (o.reason == "internal_error") o.skipped = true;
     if (validated[v].check.ok) {
       o.valid = true;
       o.task = std::move(validated[v].task);
@@ -346,11 +349,16 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     solver::GradeSettings gs;
     gs.limits = limits;
     const std::vector<solver::Grade> grades = solver::grade(ctx.pool, tasks, answers, gs);
-    for (size_t a = 0; a < grades.size(); a++)
-      if (grades[a].correct) my_props[answer_of[a]].learn_k++;
+    for (size_t a = 0; a < grades.size(); a++) {
+      ProposerOutcome& o = my_props[answer_of[a]];
+      if (grades[a].correct) o.learn_k++;
+      if (grades[a].reason == "internal_error") o.learn_n--, o.learn_lost++;  // out of the mean, as the reference
+    }
     res.times.sandbox += now_s() - t0;
     for (ProposerOutcome& o : my_props) {
       if (o.valid) o.solve_rate = o.learn_n ? double(o.learn_k) / o.learn_n : 0;
+      // No rollout left to estimate it from: the task is kept, its proposer is not rewarded.
+      if (o.valid && o.learn_n == 0 && o.learn_lost > 0) o.skipped = true, o.reason = "internal_error";
       o.reward = rewards::proposer_reward(o.valid, o.valid, o.solve_rate, rs);
     }
   }
@@ -369,7 +377,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     }
     res.inserted = ctx.buffer->insert(valid);
     for (size_t v = 0; v < valid.size(); v++)
-      if (res.inserted.ids[v] != 0)
+      if (res.inserted.ids[v] != 0 && from[v]->learn_n > 0)
         ctx.buffer->record_attempts(res.inserted.ids[v], from[v]->learn_n, from[v]->learn_k, true);
     ctx.buffer->mark_referenced(referenced);
     if (!lagged) {
@@ -446,6 +454,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
       SolverOutcome& o = my_solves[answer_of[a]];
       o.correct = grades[a].correct;
       o.reason = grades[a].reason;
+      if (o.reason == "internal_error") o.skipped = true;  // masked: not the answer's fault
     }
     for (SolverOutcome& o : my_solves)
       if (!o.skipped) o.reward = rewards::solver_reward(o.format_ok, o.correct ? 1.0 : 0.0, rs);
@@ -607,6 +616,13 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   static const char* kHist[6] = {"0", "0-0.25", "0.25-0.5", "0.5-0.75", "0.75-1", "1"};
   for (int h = 0; h < 6; h++) add(std::string("learnability/hist/") + kHist[h], double(hist[h]));
   for (const auto& [reason, n] : rejected) add("proposer/rejected/" + reason, double(n));
+  // Results the sandbox lost (internal_error), masked out of the update and the learnability
+  // means: a proposal's validation, a solver's grade, a learnability rollout's grade.
+  double lost = 0;
+  for (const ProposerOutcome& o : r.proposer)
+    lost += o.learn_lost + (o.skipped && !o.valid && o.reason == "internal_error");
+  for (const SolverOutcome& o : r.solver) lost += o.skipped && o.reason == "internal_error";
+  add("sandbox/internal_errors", lost);
   add("loss/total", r.update.loss);
   add("loss/pg", r.update.pg_loss);
   add("loss/entropy", r.update.entropy);

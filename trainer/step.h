@@ -31,11 +31,14 @@ namespace azr::trainer {
 struct ProposerOutcome {
   int64_t index = 0;
   buffer::TaskType type = buffer::TaskType::Deduction;
-  bool skipped = false;           // the prompt did not fit max_prompt_tokens: no sequence
+  // No sequence trained and no reward counted: the prompt did not fit max_prompt_tokens, or the
+  // sandbox failed (reason internal_error: validation, or every learnability grade, was lost).
+  bool skipped = false;
   bool valid = false;
   std::string reason;             // "ok" or the parse / validation / "prompt_too_long" reason
   buffer::Task task;              // when valid
-  int learn_n = 0, learn_k = 0;   // learnability rollouts and how many solved it
+  int learn_n = 0, learn_k = 0;   // learnability rollouts graded and how many solved it
+  int learn_lost = 0;             // rollouts whose grade the sandbox lost: out of the mean
   double solve_rate = 0;
   double reward = 0;
   int64_t prompt_tokens = 0, response_tokens = 0, learn_tokens = 0;
@@ -46,7 +49,7 @@ struct SolverOutcome {
   int64_t index = 0;
   buffer::TaskType type = buffer::TaskType::Deduction;
   int64_t task_id = 0;
-  bool skipped = false;
+  bool skipped = false;           // as ProposerOutcome::skipped (a grade lost: internal_error)
   bool format_ok = false, correct = false;
   std::string reason;             // extraction reason, else the grade's
   double reward = 0;

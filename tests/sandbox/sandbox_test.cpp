@@ -469,6 +469,36 @@ TEST(SandboxPoolTest, EachLostWorkerIsReplacedOnce) {
   EXPECT_NE(pool.workers().at(1).pid, b);
 }
 
+// The test seam: a chosen job completes as a job on a lost worker does, and is never run; the
+// others run as usual, on the same workers.
+TEST(SandboxPoolTest, InjectedFaultCompletesLikeALostJobWithoutRunning) {
+  PoolOptions o;
+  o.workers = 1;
+  o.alternate_workers = 0;
+  o.inject_fault = [](const Job& j) { return j.program.find("lost") != std::string::npos; };
+  Pool pool(o);
+  Job lost;
+  lost.program = "def f(x):\n    print('ran')\n    return 'lost'";
+  lost.inputs = {"1", "2", "3"};
+  Job kept;
+  kept.program = "def f(x): return x + 1";
+  kept.inputs = {"1"};
+  std::vector<JobResult> r = pool.run({lost, kept, lost});
+  ASSERT_EQ(r.size(), 3u);
+  for (size_t k : {0u, 2u}) {
+    ASSERT_EQ(r[k].calls.size(), 3u) << k;  // one per input, as for a lost worker's job
+    for (const CallResult& c : r[k].calls) {
+      EXPECT_EQ(c.status, Status::Internal);
+      EXPECT_EQ(c.error_type, "InjectedFault");
+    }
+    EXPECT_EQ(r[k].output, "");  // never ran
+  }
+  EXPECT_EQ(r[1].calls.at(0).repr, "2");
+  EXPECT_EQ(pool.stats().submitted, 3u);
+  EXPECT_EQ(pool.stats().completed, 3u);
+  EXPECT_EQ(pool.stats().worker_restarts, 0u);
+}
+
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
   PoolOptions o;
   o.workers = 1;

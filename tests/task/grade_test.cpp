@@ -267,6 +267,38 @@ TEST_F(Grading, Induction) {
   EXPECT_EQ(grade(*pool_, {empty}, std::vector<std::string>{programs[0]})[0].reason, "bad_task");
 }
 
+// A hidden pair the sandbox lost (internal_error, which the trainer masks) is the reason only
+// when no other pair failed: a pair known wrong makes the answer wrong. The pool loses every run
+// of hidden input 8.
+TEST(GradingFaults, AHiddenPairTheSandboxLostDecidesOnlyWhenNoOtherFails) {
+  sb::PoolOptions o;
+  o.workers = 2;
+  o.inject_fault = [](const sb::Job& j) {
+    return j.op == sb::protocol::Op::RunProgram && j.inputs.size() == 1 && j.inputs[0] == "8";
+  };
+  sb::Pool pool(o);
+  Task t;
+  t.type = TaskType::Induction;
+  t.program = "def f(x):\n    return x * x + 1";
+  for (int i = 1; i <= 10; ++i) {
+    t.inputs.push_back(std::to_string(i));
+    t.outputs.push_back(std::to_string(i * i + 1));
+  }
+  // Hidden inputs 6..10: input 8 is hidden pair 2.
+  const std::vector<std::string> programs = {
+      "def f(x):\n    return x * x + 1",                   // right wherever it ran
+      "def f(x):\n    return x * x + 1 if x < 10 else 0",  // pair 4 wrong
+  };
+  auto g = grade(pool, {t, t}, programs);
+  EXPECT_FALSE(g[0].correct);
+  EXPECT_EQ(g[0].reason, "internal_error");
+  EXPECT_EQ(g[0].detail.rfind("hidden 2: ", 0), 0u) << g[0].detail;
+  EXPECT_DOUBLE_EQ(g[0].accuracy, 0.8);
+  EXPECT_EQ(g[1].reason, "wrong");
+  EXPECT_EQ(g[1].detail.rfind("hidden 4: ", 0), 0u) << g[1].detail;
+  EXPECT_DOUBLE_EQ(g[1].accuracy, 0.6);
+}
+
 // Shared jobs change how many children grading takes, not a single grade. The job counts follow
 // from the layout (solver/grade.h, solver/literal_parses.h): apart, a parse job per answer and a
 // RunProgram job per abduction answer and per hidden pair of an induction one; shared, each

@@ -277,6 +277,39 @@ TEST_F(Validate, InductionAllInputsMustRun) {
   EXPECT_EQ(one(induction("def f(x):\n    return x", {})).check.reason, "no_inputs");
 }
 
+// An input the sandbox lost (internal_error, which the trainer masks) decides nothing while
+// another input fails: that one is the proposal's fault. The pool loses every run of input 3.
+TEST_F(Validate, AnInputTheSandboxLostDecidesOnlyWhenNoOtherFails) {
+  sb::PoolOptions o;
+  o.workers = 2;
+  o.inject_fault = [](const sb::Job& j) { return j.inputs.size() == 1 && j.inputs[0] == "3"; };
+  sb::Pool pool(o);
+  std::vector<std::string> ins;
+  for (int i = 1; i <= 10; ++i) ins.push_back(std::to_string(i));
+  auto lost = validate(pool, {induction("def f(x):\n    return 100 // x", ins)}, settings()).at(0);
+  EXPECT_EQ(lost.check.reason, "internal_error");
+  EXPECT_EQ(lost.check.detail.rfind("input 2: ", 0), 0u) << lost.check.detail;
+  ins[6] = "0";  // after the lost input 2
+  auto bad = validate(pool, {induction("def f(x):\n    return 100 // x", ins)}, settings()).at(0);
+  EXPECT_EQ(bad.check.reason, "exception");
+  EXPECT_EQ(bad.check.detail.rfind("input 6: ZeroDivisionError", 0), 0u) << bad.check.detail;
+  // Deduction: the lost run is the only one.
+  EXPECT_EQ(validate(pool, {dd("def f(x):\n    return x", "3")}, settings()).at(0).check.reason, "internal_error");
+}
+
+// The static checker hitting its limit on a program too large to parse in time is the program's
+// doing: a timeout, which is punished, not internal_error, which the trainer would mask.
+TEST_F(Validate, StaticCheckerLimitsAreTheProgramsFault) {
+  std::string program = "def f(x):\n    return x\n";
+  for (int i = 0; i < 200000; ++i) program += "y" + std::to_string(i) + " = [" + std::to_string(i) + "]\n";
+  auto s = settings();
+  s.limits.cpu_seconds = 0.2;
+  auto r = one(dd(program, "1"), s);
+  EXPECT_FALSE(r.check.ok);
+  EXPECT_TRUE(r.check.reason == "timeout" || r.check.reason == "memory") << r.check.reason << ": " << r.check.detail;
+  EXPECT_EQ(r.check.detail.rfind("static checker: ", 0), 0u) << r.check.detail;
+}
+
 TEST_F(Validate, MixedBatchKeepsOrder) {
   std::vector<Proposal> ps = {dd("def f(x):\n    return x + 1", "1"), dd("def f(x)", "1"),
                               dd("import time\ndef f(x):\n    return x", "1"),

@@ -262,4 +262,64 @@ TEST_F(StepTest, SamplingSeedsDependOnTheItemNotTheCall) {
   for (uint64_t i = 0; i < 6; i++) EXPECT_EQ(solve[i], derive_seed(cfg_.run.seed, {1, uint64_t(SeedPhase::Solve), i}));
 }
 
+// A result the sandbox lost (internal_error: a worker died, not the program's doing) is masked,
+// as the reference drops such results from its learnability mean, never punished. The pool's
+// fault injection (sandbox/pool.h) loses three chosen kinds of job; each expectation below is
+// what the first test's numbers become with those results taken out.
+TEST_F(StepTest, SandboxFailuresAreMaskedNotPunished) {
+  auto has_input = [](const azr::sandbox::Job& j, const std::string& in) {
+    for (const std::string& i : j.inputs)
+      if (i == in) return true;
+    return false;
+  };
+  pool_ = std::make_unique<azr::sandbox::Pool>(azr::sandbox::PoolOptions{
+      .workers = 2, .inject_fault = [&](const azr::sandbox::Job& j) {
+        // The abduction proposal's validation runs; the wrong learnability answer "6" to the new
+        // deduction task (its parse job and the retry alone); the solver's abduction answer.
+        return has(j.program, "return s * 2") ||
+               (j.op == azr::sandbox::protocol::Op::ParseLiterals && has_input(j, "6")) ||
+               (j.op == azr::sandbox::protocol::Op::RunProgram && has_input(j, "'Goodbye'"));
+      }});
+  const StepResult r = run(1);
+  ASSERT_EQ(r.proposer.size(), 6u);
+  ASSERT_EQ(r.solver.size(), 6u);
+
+  // The abduction proposal: out of the step, not invalid (-1), and not in the buffer.
+  EXPECT_TRUE(r.proposer[2].skipped);
+  EXPECT_FALSE(r.proposer[2].valid);
+  EXPECT_EQ(r.proposer[2].reason, "internal_error");
+  EXPECT_EQ(r.proposer_advantages[2], 0.0);
+  EXPECT_EQ(r.inserted.inserted, 2);
+  // The deduction task: rollouts 1 and 3 ("6") lost, 0 and 2 right: a = 2/2 = 1 -> -0.5, where
+  // counting the lost ones as unsolved gave 0.5. The buffer records 2 attempts, 2 solved.
+  EXPECT_FALSE(r.proposer[0].skipped);
+  EXPECT_EQ(r.proposer[0].learn_n, 2);
+  EXPECT_EQ(r.proposer[0].learn_k, 2);
+  EXPECT_EQ(r.proposer[0].learn_lost, 2);
+  EXPECT_DOUBLE_EQ(r.proposer[0].reward, -0.5);
+  const auto added = buffer_->get(r.inserted.ids[0]);
+  ASSERT_TRUE(added && added->learnability);
+  EXPECT_DOUBLE_EQ(*added->learnability, 1.0);
+  // The solver's two abduction answers: masked, where they were wrong (-0.5).
+  for (size_t i : {2u, 3u}) {
+    EXPECT_TRUE(r.solver[i].skipped) << i;
+    EXPECT_EQ(r.solver[i].reason, "internal_error") << i;
+    EXPECT_EQ(r.solver_advantages[i], 0.0) << i;
+  }
+  EXPECT_DOUBLE_EQ(r.solver[0].reward, 1.0);  // the rest as before
+
+  // The update trains on every response but the three masked ones.
+  int64_t total = 0;
+  for (size_t i = 0; i < 6; i++) {
+    if (i != 2) total += r.proposer[i].response_tokens;
+    if (i != 2 && i != 3) total += r.solver[i].response_tokens;
+  }
+  EXPECT_DOUBLE_EQ(r.update.tokens, double(total));
+  // One proposal, two learnability rollouts and two solver answers lost.
+  double lost = -1;
+  for (const auto& [name, value] : step_metrics(r, cfg_, 1e-3))
+    if (name == "sandbox/internal_errors") lost = value;
+  EXPECT_EQ(lost, 5.0);
+}
+
 }  // namespace
