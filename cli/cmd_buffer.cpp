@@ -18,6 +18,7 @@
 #include "cli/number_checks.h"
 #include "cli/input.h"
 #include "cli/table.h"
+#include "trainer/checkpoint.h"
 
 namespace azr::cli {
 namespace {
@@ -263,6 +264,11 @@ class RemoveOnExit {
 
 std::string temp_beside(const std::string& path) { return path + ".tmp-" + std::to_string(getpid()); }
 
+fs::path parent_dir(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? fs::path(".") : p;
+}
+
 // Same file by identity (symlinks, hard links, relative paths) or, where one does not exist yet,
 // by resolved name.
 bool same_file(const std::string& a, const std::string& b) {
@@ -316,8 +322,12 @@ int run_export(const BufferOptions& o) {
     out.close();
     if (!out) throw std::runtime_error(o.output + ": write failed");
   }
+  // Synced before the rename and the directory after it: a power cut leaves the old file or the
+  // whole new one, never a new name on data not yet written.
+  trainer::sync_path(tmp);
   if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
     throw std::runtime_error(o.output + ": cannot rename into place (" + std::strerror(errno) + ")");
+  trainer::sync_path(parent_dir(o.output));
   std::cerr << "exported " << n << " task(s) to " << o.output << '\n';
   return 0;
 }
@@ -343,7 +353,11 @@ buffer::InsertResult insert_tasks(const std::string& db, const std::vector<buffe
       throw buffer::BufferError(message);
     }
     if (fs::exists(tmp + "-wal", ec)) throw buffer::BufferError(db + ": the new database could not be finished");
-    if (::link(tmp.c_str(), db.c_str()) == 0) return r;
+    trainer::sync_path(tmp);  // SQLite synced it at its checkpoint; this does not rest on `synchronous`
+    if (::link(tmp.c_str(), db.c_str()) == 0) {
+      trainer::sync_path(parent_dir(db));  // the new name, durable
+      return r;
+    }
     // EEXIST: another process made it first. Otherwise (a file system without hard links) fall
     // back to creating it in place: a failure there may leave an empty buffer, never lose one.
   }

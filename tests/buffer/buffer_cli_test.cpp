@@ -114,6 +114,54 @@ TEST_F(BufferCli, ExportToFileIsAtomicAndComplete) {
   for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos);
 }
 
+// An import that creates the database and an export to a file publish a synced temporary under
+// the final name (link, rename) and then sync the directory: a power cut leaves the old state or
+// the whole new file. tests/sync_log.cpp, preloaded, logs the calls in order.
+TEST_F(BufferCli, WrittenFilesAreSyncedBeforeTheirNameAndTheDirectoryAfter) {
+  const fs::path real_dir = fs::canonical(dir_);  // the log names files as /proc/self/fd resolves them
+  const std::string db = (real_dir / "b.db").string(), out = (real_dir / "out.jsonl").string();
+  const std::string log = (real_dir / "sync.log").string();
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  env.push_back(std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB);
+  env.push_back("AZR_SYNC_LOG=" + log);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string tasks =
+      "{\"type\":\"deduction\",\"program\":\"def f(): return 2\",\"input\":\"\",\"output\":\"2\"}\n";
+  auto imp = run_process({azr(), "buffer", "import", db, write("t.jsonl", tasks)}, "", envp.data());
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  auto exp = run_process({azr(), "buffer", "export", db, "-o", out}, "", envp.data());
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  ASSERT_EQ(json_lines(read(out)).size(), 1u);
+
+  std::vector<std::string> calls;
+  std::istringstream in(read(log));
+  for (std::string l; std::getline(in, l);) calls.push_back(l);
+  // The call publishing `target` from its temporary (`verb tmp target`, tmp = target.tmp-<pid>):
+  // the temporary is synced before it (SQLite's fdatasync counts: it writes the file's size too),
+  // the directory after it.
+  auto expect_published = [&](const std::string& verb, const std::string& target) {
+    size_t at = calls.size();
+    std::string tmp;
+    for (size_t i = 0; i < calls.size(); i++)
+      if (calls[i].rfind(verb + " " + target + ".tmp-", 0) == 0 && calls[i].size() > target.size() &&
+          calls[i].substr(calls[i].size() - target.size() - 1) == " " + target) {
+        at = i;
+        tmp = calls[i].substr(verb.size() + 1, calls[i].size() - verb.size() - target.size() - 2);
+      }
+    ASSERT_LT(at, calls.size()) << "no " << verb << " into " << target << " in:\n" << read(log);
+    bool synced_before = false, dir_after = false;
+    for (size_t i = 0; i < at; i++) synced_before |= calls[i] == "fsync " + tmp || calls[i] == "fdatasync " + tmp;
+    for (size_t i = at + 1; i < calls.size(); i++) dir_after |= calls[i] == "fsync " + real_dir.string();
+    EXPECT_TRUE(synced_before) << tmp << " not synced before the " << verb << ":\n" << read(log);
+    EXPECT_TRUE(dir_after) << real_dir << " not synced after the " << verb << ":\n" << read(log);
+  };
+  expect_published("link", db);
+  expect_published("rename", out);
+}
+
 TEST_F(BufferCli, MalformedImportNamesEveryLineAndChangesNothing) {
   std::string db = path("b.db");
   ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("good.jsonl", cruxeval_tasks())}).exit_code, 0);
