@@ -181,7 +181,9 @@ int run_grade(const TaskOptions& o) {
     } else {
       const solver::Grade& g = grades.at(answer_of[i]);
       out["correct"] = g.correct;
-      out["reward"] = rewards::solver_reward(true, g.correct ? 1.0 : 0.0);  // binary, as training rewards it
+      // Binary, as training rewards it; a grade the sandbox lost has none: training masks it.
+      out["reward"] =
+          g.reason == "internal_error" ? json(nullptr) : json(rewards::solver_reward(true, g.correct ? 1.0 : 0.0));
       out["reason"] = g.reason;
       if (!g.detail.empty()) out["detail"] = g.detail;
       if (g.reason == "internal_error") all_ran = false;

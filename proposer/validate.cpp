@@ -72,10 +72,11 @@ std::string static_input(const std::string& program, const std::vector<std::stri
 
 // Interprets the checker's (reason, detail) tuple.
 Check static_outcome(const sb::CallResult& r) {
-  // A limit the checker hit is the proposal's doing (a program too large to walk in time): were it
-  // internal_error, which the trainer masks, such a program would escape its penalty. Anything
-  // else the checker does not return is the sandbox's failure or azr's.
-  if (r.status == sb::Status::Timeout || r.status == sb::Status::Memory || r.status == sb::Status::OutputLimit) {
+  // The checker is fixed code whose only input is the proposal's text, so whatever stops it (a
+  // program too large to walk in time, a parser crash on deep nesting) is the proposal's doing:
+  // were it internal_error, which the trainer masks, such a program would escape its penalty.
+  // Only the sandbox's own failure is internal_error.
+  if (r.status != sb::Status::Ok && r.status != sb::Status::Internal) {
     Check c = reason_for(r);
     c.detail = "static checker: " + c.detail;
     return c;
@@ -128,6 +129,12 @@ std::optional<std::string> non_literal_part(const sb::Value& v) {
 // Judges one execution pair (primary, alternate).
 Check execution_outcome(const sb::CallResult& first, const sb::CallResult& second, size_t max_chars) {
   Check c = reason_for(first);
+  if (c.reason == "internal_error") {  // decides nothing if the other run failed on its own
+    Check c2 = reason_for(second);
+    if (c2.ok || c2.reason == "internal_error") return c;
+    c2.detail = "(run with another hash seed) " + c2.detail;
+    return c2;
+  }
   if (!c.ok) return c;
   Check c2 = reason_for(second);
   if (!c2.ok) {

@@ -26,8 +26,9 @@
 //   non_deterministic  the two runs (different hash seeds) disagree
 //   internal_error     the sandbox itself failed (not the proposal's fault; callers may mask it)
 // Induction: the first failing input decides; detail starts with "input <k>: ". An input the
-// sandbox failed on (internal_error) decides only when no other input failed. The static checker
-// hitting a limit (a program too large to check in time) is the proposal's timeout or memory.
+// sandbox failed on (internal_error) decides only when no other input failed (nor the other
+// hash seed's run of the same input). Whatever stops the static checker but the sandbox's own
+// failure (a limit: timeout, memory, output_too_large; a crash) is the proposal's doing.
 #include <string>
 #include <vector>
 

@@ -13,7 +13,18 @@
 namespace azr::sandbox {
 namespace {
 
-[[noreturn]] void fail() { _exit(kLockdownFailed); }
+// The lockdown pipe's write end, where it is now (it moves to fd 4 in step 1). The child is
+// single-threaded from fork on.
+int g_lockdown_fd = -1;
+constexpr int kLockdownFd = 4;
+
+[[noreturn]] void fail() {
+  if (g_lockdown_fd >= 0) {
+    const char byte = 'L';
+    (void)!write(g_lockdown_fd, &byte, 1);  // an empty pipe takes one byte without blocking
+  }
+  _exit(kLockdownFailed);
+}
 
 void limit(int resource, rlim_t soft, rlim_t hard) {
   rlimit r{soft, hard};
@@ -23,11 +34,18 @@ void limit(int resource, rlim_t soft, rlim_t hard) {
 }  // namespace
 
 void lock_down_child(const ChildPipes& pipes, const Limits& limits, int zygote_pid) {
-  // 1. Exactly four fds. dup2 clears FD_CLOEXEC on the targets; everything above 3 goes.
+  // 1. Exactly four fds for the program. dup2 clears FD_CLOEXEC on the targets; everything above
+  // 3 goes, but the lockdown pipe, held at fd 4 until the filter is in (install_child_filter).
+  // It is first moved above the fds 0-3 are filled from, so no dup2 below replaces it.
+  g_lockdown_fd = pipes.lockdown_w;
+  const int high = fcntl(pipes.lockdown_w, F_DUPFD, 16);
+  if (high < 0) fail();
+  g_lockdown_fd = high;
   if (dup2(pipes.devnull, 0) < 0 || dup2(pipes.output_w, 1) < 0 || dup2(pipes.output_w, 2) < 0 ||
-      dup2(pipes.result_w, 3) < 0)
+      dup2(pipes.result_w, 3) < 0 || dup2(high, kLockdownFd) < 0)
     fail();
-  if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0) fail();
+  g_lockdown_fd = kLockdownFd;
+  if (syscall(SYS_close_range, 5u, ~0u, 0u) != 0) fail();
 
   // 2. rlimits. RLIMIT_CPU is only a backstop behind the timer below.
   const rlim_t cpu = static_cast<rlim_t>(std::ceil(limits.cpu_seconds)) + 1;
@@ -62,6 +80,9 @@ void lock_down_child(const ChildPipes& pipes, const Limits& limits, int zygote_p
 
 void install_child_filter(const SeccompProgram& filter) {
   if (filter.install() != 0) fail();
+  // From here on nothing can report a lockdown failure, and the program must not be able to.
+  if (close(kLockdownFd) != 0) fail();
+  g_lockdown_fd = -1;
 }
 
 }  // namespace azr::sandbox

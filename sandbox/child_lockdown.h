@@ -6,8 +6,11 @@
 //      catchable SIGXCPU; the timer is exact and uncatchable)
 //   4. parent-death signal, not dumpable, no_new_privs
 //   5. the seccomp filter (pre-built in the zygote)
-// Any failure here exits the child with kLockdownFailed before user code runs: the job is
-// reported as an internal error, never run unconfined.
+// Any failure here writes a byte to the lockdown pipe and exits the child with kLockdownFailed
+// before user code runs: the job is reported as an internal error, never run unconfined. The
+// byte, not the exit status, is what tells the zygote: a program can exit with 121 itself (and
+// an internal error is masked in training, where a crash is punished), but the pipe's write end
+// is closed before the program runs, so only a lockdown step can write it.
 #include "sandbox/limits.h"
 #include "sandbox/seccomp_policy.h"
 
@@ -19,11 +22,13 @@ struct ChildPipes {
   int devnull;
   int output_w;  // stdout and stderr
   int result_w;
+  int lockdown_w;  // written only when a lockdown step fails; closed once the filter is in place
 };
 
 // Steps 1-4. Returns only on success. `zygote_pid` guards the parent-death race.
 void lock_down_child(const ChildPipes& pipes, const Limits& limits, int zygote_pid);
-// Step 5. Separate so the caller can run PyOS_AfterFork_Child() between them.
+// Step 5, then closes the lockdown pipe. Separate so the caller can run PyOS_AfterFork_Child()
+// between them.
 void install_child_filter(const SeccompProgram& filter);
 
 }  // namespace azr::sandbox

@@ -60,9 +60,9 @@ CallResult from_end(const protocol::Response& resp, const Limits& limits) {
       if (resp.code == SIGSYS)
         return make(Status::Violation, "DeniedSyscall", "killed by the seccomp policy (a forbidden system call)");
       return make(Status::Crashed, signal_text(resp.code), "killed by " + signal_text(resp.code));
-    case End::Exited:
-      if (resp.code == 121)  // kLockdownFailed: never ran the program
-        return make(Status::Internal, "LockdownFailed", "the child could not apply the sandbox policy");
+    case End::LockdownFailed:  // never ran the program (the zygote saw the lockdown's own byte)
+      return make(Status::Internal, "LockdownFailed", "the child could not apply the sandbox policy");
+    case End::Exited:  // any status, 121 (kLockdownFailed) too: a program can exit with it
       return make(Status::Crashed, "NoResult",
                   "exited with status " + std::to_string(resp.code) + " without a result");
   }

@@ -28,7 +28,8 @@ struct PoolOptions {
   // Fault injection, for tests only (as SQLite injects I/O errors): a job for which this returns
   // true is not run and completes as a job on a lost worker does, every call internal_error
   // (error_type "InjectedFault"). A worker's death cannot be arranged on demand for one chosen
-  // job; what callers do with the result is the same either way.
+  // job; what callers do with the result is the same either way. Called in submit(), under the
+  // pool's lock: it must not call the pool.
   std::function<bool(const Job&)> inject_fault;
 };
 

@@ -119,7 +119,7 @@ Response decode_response(std::string_view payload) {
   Response r;
   r.job_id = rd.u64();
   uint8_t end = rd.u8();
-  if (end < static_cast<uint8_t>(End::Exited) || end > static_cast<uint8_t>(End::SpawnFailed))
+  if (end < static_cast<uint8_t>(End::Exited) || end > static_cast<uint8_t>(End::LockdownFailed))
     throw wire::Error("unknown end kind");
   r.end = static_cast<End>(end);
   r.code = static_cast<int32_t>(rd.u32());

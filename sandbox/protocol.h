@@ -56,6 +56,7 @@ enum class End : uint8_t {
   KilledOutput = 4,  // the zygote killed it for exceeding the stdout/stderr cap
   KilledResult = 5,  // the zygote killed it for exceeding the result-bytes cap
   SpawnFailed = 6,   // fork/pipe failed in the zygote (an infrastructure error), code = errno
+  LockdownFailed = 7,  // the child could not lock itself down and never ran the program (child_lockdown.h)
 };
 
 struct Response {

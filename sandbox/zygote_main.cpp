@@ -107,11 +107,17 @@ class Zygote {
       close(res[1]);
       return spawn_failed(resp, e);
     }
+    int lockdown[2];  // a byte here: the child failed to lock itself down (child_lockdown.h)
+    if (pipe2(lockdown, O_CLOEXEC | O_NONBLOCK) != 0) {
+      int e = errno;
+      for (int fd : {res[0], res[1], out[0], out[1]}) close(fd);
+      return spawn_failed(resp, e);
+    }
     const double start = now_seconds();
     python_before_fork();
     pid_t pid = fork();
     if (pid == 0) {
-      lock_down_child(ChildPipes{devnull_, out[1], res[1]}, req.limits, self_);
+      lock_down_child(ChildPipes{devnull_, out[1], res[1], lockdown[1]}, req.limits, self_);
       python_after_fork_child();
       install_child_filter(child_delta_);
       run_job_in_child(req, 3);
@@ -120,14 +126,16 @@ class Zygote {
     python_after_fork_parent();
     close(res[1]);
     close(out[1]);
+    close(lockdown[1]);
     if (pid < 0) {
-      close(res[0]);
-      close(out[0]);
+      for (int fd : {res[0], out[0], lockdown[0]}) close(fd);
       return spawn_failed(resp, fork_errno);
     }
     watch(pid, res[0], out[0], req.limits, start, resp);
-    close(res[0]);
-    close(out[0]);
+    // The child is reaped: its byte, if it wrote one, is in the pipe.
+    char byte = 0;
+    if (resp.end == protocol::End::Exited && read(lockdown[0], &byte, 1) == 1) resp.end = protocol::End::LockdownFailed;
+    for (int fd : {res[0], out[0], lockdown[0]}) close(fd);
     return resp;
   }
 

@@ -50,6 +50,13 @@ std::string literal_failure(const sb::CallResult& r) {
 
 Grade internal(std::string why) { return Grade{false, 0, "internal_error", std::move(why)}; }
 
+// A task's output that did not parse: lost by the sandbox (internal_error, masked in training),
+// else the task's own doing (not a literal, or a limit hit when parsed alone): bad_task.
+Grade gold_failure(const sb::CallResult& gold) {
+  if (gold.status == sb::Status::Internal) return internal(detail_of(gold));
+  return Grade{false, 0, "bad_task", "task output: " + detail_of(gold)};
+}
+
 }  // namespace
 
 std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks, const std::vector<Answer>& answers,
@@ -130,8 +137,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         const sb::CallResult& ans = parsed(i, 0);
         const sb::CallResult& gold = parsed(i, 1);
         if (gold.status != sb::Status::Ok) {
-          g = gold.status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(gold)}
-                                               : Grade{false, 0, literal_failure(gold), detail_of(gold)};
+          g = gold_failure(gold);
           break;
         }
         if (ans.status != sb::Status::Ok) {
@@ -150,8 +156,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           break;
         }
         if (gold.status != sb::Status::Ok) {
-          g = gold.status == sb::Status::Error ? Grade{false, 0, "bad_task", "task output: " + detail_of(gold)}
-                                               : internal(detail_of(gold));
+          g = gold_failure(gold);
           break;
         }
         if (run->status != sb::Status::Ok) {
@@ -173,7 +178,7 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           const sb::CallResult* run = ran(i, k);
           const sb::CallResult& gold = parsed(i, k);
           Grade pair;
-          if (gold.status != sb::Status::Ok) pair = Grade{false, 0, "bad_task", "task output: " + detail_of(gold)};
+          if (gold.status != sb::Status::Ok) pair = gold_failure(gold);
           else if (!run) pair = internal("no call result");
           else if (run->status != sb::Status::Ok) pair = Grade{false, 0, failure_reason(*run), detail_of(*run)};
           else if (!sb::python_equal(*run->value, *gold.value))

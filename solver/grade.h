@@ -21,7 +21,8 @@
 //   exception          the program raised (abduction: the task program on the answer; induction:
 //                      the answer program) -- detail "Type: message"
 //   timeout, memory, output_too_large, violation, crashed, unrepresentable
-//   bad_task           the task itself is unusable (its output is not a literal, no hidden pairs)
+//   bad_task           the task itself is unusable (its output is not a literal or hits a limit
+//                      when parsed alone, no hidden pairs)
 //   internal_error     the sandbox failed (not the answer's fault; callers may mask it out)
 // Induction: the first failing hidden pair decides the reason; detail starts with "hidden <k>: ".
 // A pair the sandbox failed on (internal_error) is the reason only when no other pair failed.

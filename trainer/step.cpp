@@ -359,7 +359,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
       if (o.valid) o.solve_rate = o.learn_n ? double(o.learn_k) / o.learn_n : 0;
       // No rollout left to estimate it from: the task is kept, its proposer is not rewarded.
       if (o.valid && o.learn_n == 0 && o.learn_lost > 0) o.skipped = true, o.reason = "internal_error";
-      o.reward = rewards::proposer_reward(o.valid, o.valid, o.solve_rate, rs);
+      o.reward = o.skipped ? 0 : rewards::proposer_reward(o.valid, o.valid, o.solve_rate, rs);
     }
   }
   res.proposer = gather(ctx.comm, my_props, proposer_unwire);

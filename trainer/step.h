@@ -37,7 +37,7 @@ struct ProposerOutcome {
   bool valid = false;
   std::string reason;             // "ok" or the parse / validation / "prompt_too_long" reason
   buffer::Task task;              // when valid
-  int learn_n = 0, learn_k = 0;   // learnability rollouts graded and how many solved it
+  int learn_n = 0, learn_k = 0;   // learnability rollouts (less learn_lost) and how many solved it
   int learn_lost = 0;             // rollouts whose grade the sandbox lost: out of the mean
   double solve_rate = 0;
   double reward = 0;

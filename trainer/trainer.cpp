@@ -678,6 +678,10 @@ int train(const TrainOptions& opt) {
       log(write_op_profile(run_dir, s, comm->rank(), device_ops.name, profile->take(), r.times.total));
     profile.reset();
     Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
+    // Masked, so the run goes on; said in the log, since every worker lost would mask a whole step.
+    for (const auto& [name, value] : metrics)
+      if (name == "sandbox/internal_errors" && value > 0)
+        log(fmt::format("step {}: the sandbox lost {} result(s) (internal_error), masked out of the update", s, value));
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
       std::vector<float> copy;

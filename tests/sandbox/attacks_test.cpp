@@ -1533,6 +1533,12 @@ TEST_F(SandboxAttack, OsExit) {
   EXPECT_TRUE(Outcome(run("import os\ndef f():\n    os._exit(0)\n"), Status::Crashed, "NoResult"));
 }
 
+// Exiting with the status a failed lockdown uses (121) is a crash like any other exit: reported
+// as the sandbox's failure, it would be masked in training instead of punished.
+TEST_F(SandboxAttack, ExitWithTheLockdownFailureStatus) {
+  EXPECT_TRUE(Outcome(run("import os\ndef f():\n    os._exit(121)\n"), Status::Crashed, "NoResult"));
+}
+
 // Printing, then exiting with a code: crashed / NoResult; the output is still captured.
 TEST_F(SandboxAttack, PrintThenExitCode) {
   auto r = run("import os\ndef f():\n    print('partial')\n    os._exit(3)\n");

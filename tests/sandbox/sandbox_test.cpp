@@ -1,6 +1,7 @@
 // Functional behaviour of the sandbox through its public API: values, exceptions, the job
 // kinds, limits, batches, and worker replacement. Runs the real zygote (real seccomp).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -497,6 +498,36 @@ TEST(SandboxPoolTest, InjectedFaultCompletesLikeALostJobWithoutRunning) {
   EXPECT_EQ(pool.stats().submitted, 3u);
   EXPECT_EQ(pool.stats().completed, 3u);
   EXPECT_EQ(pool.stats().worker_restarts, 0u);
+}
+
+// A child that cannot lock itself down never runs the program, and its job is the sandbox's
+// failure (internal_error, which training masks). Arranged through RLIMIT_CPU: the workers inherit
+// this process's hard limit, and a job whose CPU budget needs a higher one fails the child's
+// setrlimit (raising a hard limit takes privilege). The process keeps the lowered limit until it
+// ends; ctest runs each test in a process of its own.
+TEST(SandboxPoolTest, ALockdownFailureIsInternalAndRunsNothing) {
+  rlimit cpu{};
+  ASSERT_EQ(getrlimit(RLIMIT_CPU, &cpu), 0);
+  if (cpu.rlim_max == RLIM_INFINITY || cpu.rlim_max > 600) {
+    cpu.rlim_cur = cpu.rlim_max = 600;
+    ASSERT_EQ(setrlimit(RLIMIT_CPU, &cpu), 0);
+  }
+  PoolOptions o;
+  o.workers = 1;
+  o.alternate_workers = 0;
+  Pool pool(o);
+  Job j;
+  j.program = "def f():\n    print('ran')\n    return 1";
+  j.inputs = {""};
+  j.limits = fast_limits();
+  j.limits.cpu_seconds = double(cpu.rlim_max) + 10;
+  const JobResult r = pool.run({j}).at(0);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].status, Status::Internal);
+  EXPECT_EQ(r.calls[0].error_type, "LockdownFailed");
+  EXPECT_EQ(r.output, "");
+  j.limits.cpu_seconds = 1;  // within the limit: the same worker runs it
+  EXPECT_EQ(pool.run({j}).at(0).calls.at(0).repr, "1");
 }
 
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {

@@ -267,6 +267,18 @@ TEST_F(Grading, Induction) {
   EXPECT_EQ(grade(*pool_, {empty}, std::vector<std::string>{programs[0]})[0].reason, "bad_task");
 }
 
+// f(x) = x * x + 1 on 1..10, as validation would record it.
+Task squares_plus_one() {
+  Task t;
+  t.type = TaskType::Induction;
+  t.program = "def f(x):\n    return x * x + 1";
+  for (int i = 1; i <= 10; ++i) {
+    t.inputs.push_back(std::to_string(i));
+    t.outputs.push_back(std::to_string(i * i + 1));
+  }
+  return t;
+}
+
 // A hidden pair the sandbox lost (internal_error, which the trainer masks) is the reason only
 // when no other pair failed: a pair known wrong makes the answer wrong. The pool loses every run
 // of hidden input 8.
@@ -277,13 +289,7 @@ TEST(GradingFaults, AHiddenPairTheSandboxLostDecidesOnlyWhenNoOtherFails) {
     return j.op == sb::protocol::Op::RunProgram && j.inputs.size() == 1 && j.inputs[0] == "8";
   };
   sb::Pool pool(o);
-  Task t;
-  t.type = TaskType::Induction;
-  t.program = "def f(x):\n    return x * x + 1";
-  for (int i = 1; i <= 10; ++i) {
-    t.inputs.push_back(std::to_string(i));
-    t.outputs.push_back(std::to_string(i * i + 1));
-  }
+  const Task t = squares_plus_one();
   // Hidden inputs 6..10: input 8 is hidden pair 2.
   const std::vector<std::string> programs = {
       "def f(x):\n    return x * x + 1",                   // right wherever it ran
@@ -297,6 +303,26 @@ TEST(GradingFaults, AHiddenPairTheSandboxLostDecidesOnlyWhenNoOtherFails) {
   EXPECT_EQ(g[1].reason, "wrong");
   EXPECT_EQ(g[1].detail.rfind("hidden 4: ", 0), 0u) << g[1].detail;
   EXPECT_DOUBLE_EQ(g[1].accuracy, 0.6);
+}
+
+// A hidden output whose parse the sandbox lost is not the task's fault (bad_task, which counts
+// against the solver) but internal_error, masked in training. The pool loses every parse job
+// holding "82", the output of hidden input 9 (pair 3), also when parsed again alone.
+TEST(GradingFaults, AHiddenOutputTheSandboxLostIsNotTheTasksFault) {
+  sb::PoolOptions o;
+  o.workers = 2;
+  o.inject_fault = [](const sb::Job& j) {
+    if (j.op != sb::protocol::Op::ParseLiterals) return false;
+    for (const std::string& in : j.inputs)
+      if (in == "82") return true;
+    return false;
+  };
+  sb::Pool pool(o);
+  const Task t = squares_plus_one();
+  auto g = grade(pool, {t}, std::vector<std::string>{"def f(x):\n    return x * x + 1"});
+  EXPECT_EQ(g[0].reason, "internal_error");
+  EXPECT_EQ(g[0].detail.rfind("hidden 3: ", 0), 0u) << g[0].detail;
+  EXPECT_DOUBLE_EQ(g[0].accuracy, 0.8);
 }
 
 // Shared jobs change how many children grading takes, not a single grade. The job counts follow

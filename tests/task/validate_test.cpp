@@ -282,7 +282,10 @@ TEST_F(Validate, InductionAllInputsMustRun) {
 TEST_F(Validate, AnInputTheSandboxLostDecidesOnlyWhenNoOtherFails) {
   sb::PoolOptions o;
   o.workers = 2;
-  o.inject_fault = [](const sb::Job& j) { return j.inputs.size() == 1 && j.inputs[0] == "3"; };
+  // Every run of input 3; only the primary-seed run of input 4.
+  o.inject_fault = [](const sb::Job& j) {
+    return j.inputs.size() == 1 && (j.inputs[0] == "3" || (j.inputs[0] == "4" && j.seed == sb::SeedClass::Primary));
+  };
   sb::Pool pool(o);
   std::vector<std::string> ins;
   for (int i = 1; i <= 10; ++i) ins.push_back(std::to_string(i));
@@ -295,6 +298,10 @@ TEST_F(Validate, AnInputTheSandboxLostDecidesOnlyWhenNoOtherFails) {
   EXPECT_EQ(bad.check.detail.rfind("input 6: ZeroDivisionError", 0), 0u) << bad.check.detail;
   // Deduction: the lost run is the only one.
   EXPECT_EQ(validate(pool, {dd("def f(x):\n    return x", "3")}, settings()).at(0).check.reason, "internal_error");
+  // The primary run lost, the other hash seed's run raised: that decides.
+  auto other = validate(pool, {dd("def f(x):\n    return 1 // (x - 4)", "4")}, settings()).at(0);
+  EXPECT_EQ(other.check.reason, "exception");
+  EXPECT_EQ(other.check.detail.rfind("(run with another hash seed) ZeroDivisionError", 0), 0u) << other.check.detail;
 }
 
 // The static checker hitting its limit on a program too large to parse in time is the program's

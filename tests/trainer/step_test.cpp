@@ -273,7 +273,7 @@ TEST_F(StepTest, SandboxFailuresAreMaskedNotPunished) {
     return false;
   };
   pool_ = std::make_unique<azr::sandbox::Pool>(azr::sandbox::PoolOptions{
-      .workers = 2, .inject_fault = [&](const azr::sandbox::Job& j) {
+      .workers = 2, .inject_fault = [has_input](const azr::sandbox::Job& j) {
         // The abduction proposal's validation runs; the wrong learnability answer "6" to the new
         // deduction task (its parse job and the retry alone); the solver's abduction answer.
         return has(j.program, "return s * 2") ||
@@ -320,6 +320,40 @@ TEST_F(StepTest, SandboxFailuresAreMaskedNotPunished) {
   for (const auto& [name, value] : step_metrics(r, cfg_, 1e-3))
     if (name == "sandbox/internal_errors") lost = value;
   EXPECT_EQ(lost, 5.0);
+  // The masked answers were not served: the first test's run serves the abduction seed twice.
+  std::optional<Task> seed = buffer_->get(r.solver[2].task_id);
+  ASSERT_TRUE(seed);
+  EXPECT_EQ(seed->times_served, 0);
+  EXPECT_EQ(seed->attempts, 0);
+}
+
+// Every learnability grade of the new deduction task lost: its proposal is masked (no rollout
+// left to estimate a from), the valid task still goes into the buffer, with no learnability.
+TEST_F(StepTest, ATaskWhoseLearnabilityWasAllLostIsKeptUnrewarded) {
+  pool_ = std::make_unique<azr::sandbox::Pool>(azr::sandbox::PoolOptions{
+      .workers = 2, .inject_fault = [](const azr::sandbox::Job& j) {
+        if (j.op != azr::sandbox::protocol::Op::ParseLiterals) return false;
+        for (const std::string& i : j.inputs)
+          if (i == "5" || i == "6") return true;
+        return false;
+      }});
+  const StepResult r = run(1);
+  ASSERT_EQ(r.proposer.size(), 6u);
+  EXPECT_TRUE(r.proposer[0].valid);
+  EXPECT_TRUE(r.proposer[0].skipped);
+  EXPECT_EQ(r.proposer[0].reason, "internal_error");
+  EXPECT_EQ(r.proposer[0].learn_n, 0);
+  EXPECT_EQ(r.proposer[0].learn_lost, 4);
+  EXPECT_EQ(r.proposer_advantages[0], 0.0);
+  EXPECT_DOUBLE_EQ(r.proposer[1].reward, -1);  // the other deduction proposal, alone in its group
+  EXPECT_EQ(r.proposer_advantages[1], 0.0);
+  EXPECT_EQ(r.inserted.inserted, 3);
+  const auto added = buffer_->get(r.inserted.ids[0]);
+  ASSERT_TRUE(added);
+  EXPECT_EQ(added->program, "def f(x):\n    return x + 1");
+  EXPECT_FALSE(added->learnability);
+  EXPECT_EQ(added->attempts, 0);
+  EXPECT_DOUBLE_EQ(r.proposer[2].reward, -0.5);  // the rest as in the first test
 }
 
 }  // namespace
