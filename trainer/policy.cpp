@@ -79,6 +79,9 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
       st.processed_tokens += double(full[b].size());
     }
     const model::TokenScores scores = model_.score(batch, s.temperature, true);
+    if (s.old_logp_from_learner)
+      for (size_t i = 0; i < N; i++)
+        if (mask[i] != 0.f) old_logp[i] = scores.logp[i];
     const model::LossResult r = model::ppo_clip_loss(scores, old_logp, adv, mask, s.ppo, global_tokens);
     model_.backward(r.dlogp, r.dentropy);
     sums[0] += r.loss, sums[1] += r.pg_loss, sums[2] += r.entropy, sums[3] += r.clip_fraction, sums[4] += r.approx_kl;

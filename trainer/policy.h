@@ -2,7 +2,9 @@
 // The policy: one model that generates (both roles) and learns, its tokenizer and its optimizer.
 // Generation and training share the same weights and kernels, so the log-probs the sampler
 // reports are the "old" log-probs of the PPO ratio: no second forward pass before the update,
-// and no sampler/learner mismatch (the reference recomputes them with a second engine).
+// and no sampler/learner mismatch (the reference recomputes them with a second engine). Except
+// with top-p or top-k sampling, whose log-probs are of the truncated distribution
+// (UpdateSettings::old_logp_from_learner).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +33,13 @@ struct UpdateSettings {
   float temperature = 1.f;    // the sampling temperature (log-probs are taken at it, as veRL does)
   int micro_batch_size = 8;   // sequences per forward/backward
   double grad_clip = 1.0;     // 0 = off
+  // The ratio's old log-probs are the learner's own (detached) instead of the sampler's. For a
+  // sampler that drew from a truncated distribution (top_p < 1 or top_k > 0): its log-probs are of
+  // that distribution, not the policy's softmax, and would start every ratio below 1. veRL
+  // recomputes them with the actor; here the update is one optimizer step on the weights that
+  // sampled, so the recomputation is this forward's: the ratio is 1 and the clipped loss is the
+  // plain policy gradient, as the first mini-batch of veRL's is.
+  bool old_logp_from_learner = false;
 };
 
 // Global diagnostics of one update (token means over every rank's response tokens).

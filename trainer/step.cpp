@@ -529,6 +529,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   us.temperature = float(alg.temperature);
   us.micro_batch_size = alg.micro_batch_size;
   us.grad_clip = alg.grad_clip;
+  us.old_logp_from_learner = sampling.top_p < 1.f || sampling.top_k > 0;  // policy.h: truncated log-probs
   if (ctx.before_update) ctx.before_update(train);
   t0 = now_s();
   res.update = ctx.policy.update(train, global_tokens, ctx.comm, us);

@@ -10,3 +10,6 @@ azr_cli_test(bootstrap_cli_test trainer/bootstrap_cli_test.cpp)
 # Checkpoint files: a failed sync is an error, a failed write leaves nothing, pruning is whole.
 azr_test(trainer_checkpoint_test trainer/checkpoint_test.cpp)
 target_link_libraries(trainer_checkpoint_test PRIVATE azr_trainer)
+# Policy::update: the PPO ratio's old log-probs, the sampler's or the learner's own.
+azr_test(trainer_policy_test trainer/policy_test.cpp)
+target_link_libraries(trainer_policy_test PRIVATE azr_trainer)

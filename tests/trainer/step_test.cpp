@@ -262,6 +262,20 @@ TEST_F(StepTest, SamplingSeedsDependOnTheItemNotTheCall) {
   for (uint64_t i = 0; i < 6; i++) EXPECT_EQ(solve[i], derive_seed(cfg_.run.seed, {1, uint64_t(SeedPhase::Solve), i}));
 }
 
+// The scripted sampler reports -5.5 for every token, not the model's log-prob: as it is with
+// top-p = 1, where the sampler's log-probs are the policy's; replaced by the learner's own under
+// top-p or top-k, whose sampler reports the truncated distribution's (trainer/policy.h).
+TEST_F(StepTest, TruncatedSamplingTrainsAgainstTheLearnersOwnLogProbs) {
+  EXPECT_NE(run(1).update.approx_kl, 0.0);
+  cfg_.algorithm.top_p = 0.9;
+  const StepResult r = run(2);
+  EXPECT_EQ(r.update.approx_kl, 0.0);
+  EXPECT_EQ(r.update.clip_fraction, 0.0);
+  cfg_.algorithm.top_p = 1.0;
+  cfg_.algorithm.top_k = 20;
+  EXPECT_EQ(run(3).update.approx_kl, 0.0);
+}
+
 // A result the sandbox lost (internal_error: a worker died, not the program's doing) is masked,
 // as the reference drops such results from its learnability mean, never punished. The pool's
 // fault injection (sandbox/pool.h) loses three chosen kinds of job; each expectation below is

@@ -1,0 +1,93 @@
+// Policy::update (trainer/policy.h) on a tiny random model, CPU backend: where the PPO ratio's
+// old log-probs come from.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "model/byte_tokenizer.h"
+#include "model/presets.h"
+#include "trainer/dist.h"
+#include "trainer/policy.h"
+
+namespace azr::trainer {
+namespace {
+
+Policy tiny_policy() {
+  return Policy(model::Transformer::random(model::preset_config("azr-tiny"), 3),
+                std::make_unique<model::ByteTokenizer>(), model::AdamWSettings{.lr = 1e-3});
+}
+
+// Three sequences of random bytes with advantages of both signs, and old log-probs that are not
+// the model's (-5.5 on every token, as a sampler of a truncated distribution might report).
+std::vector<TrainSequence> sequences() {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> byte(0, 255);
+  std::vector<TrainSequence> seqs;
+  const int lengths[3][2] = {{5, 9}, {12, 4}, {3, 15}};
+  const float advantages[3] = {1.25f, -0.75f, 0.5f};
+  for (int i = 0; i < 3; i++) {
+    TrainSequence s;
+    for (int k = 0; k < lengths[i][0]; k++) s.prompt.push_back(byte(rng));
+    for (int k = 0; k < lengths[i][1]; k++) s.response.push_back(byte(rng));
+    s.old_logp.assign(s.response.size(), -5.5f);
+    s.advantage = advantages[i];
+    seqs.push_back(std::move(s));
+  }
+  return seqs;
+}
+
+double response_tokens(const std::vector<TrainSequence>& seqs) {
+  double n = 0;
+  for (const TrainSequence& s : seqs) n += double(s.response.size());
+  return n;
+}
+
+std::vector<float> weights(Policy& p) {
+  const std::span<const float> w = p.model().parameters();
+  return {w.begin(), w.end()};
+}
+
+// With old_logp_from_learner (training's setting under top-p or top-k sampling) the update is, bit
+// for bit, the one whose sequences carry the log-probs the model itself gives them (scored here
+// on the same batch before the update): ratio 1, whatever the sampler reported.
+TEST(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
+  dist::SingleCommunicator comm;
+  UpdateSettings us;
+  us.old_logp_from_learner = true;
+  Policy learner = tiny_policy();
+  std::vector<TrainSequence> seqs = sequences();
+  const UpdateStats a = learner.update(seqs, response_tokens(seqs), comm, us);
+  EXPECT_EQ(a.approx_kl, 0.0);
+  EXPECT_EQ(a.clip_fraction, 0.0);
+
+  Policy own = tiny_policy();
+  std::vector<std::vector<int32_t>> full;
+  for (const TrainSequence& s : seqs) {
+    full.push_back(s.prompt);
+    full.back().insert(full.back().end(), s.response.begin(), s.response.end());
+  }
+  const model::SequenceBatch batch = model::SequenceBatch::from(full);
+  const model::TokenScores scores = own.model().score(batch, us.temperature);
+  for (size_t i = 0; i < seqs.size(); i++)
+    for (size_t r = 0; r < seqs[i].response.size(); r++)
+      seqs[i].old_logp[r] = scores.logp[i * size_t(batch.T) + seqs[i].prompt.size() + r];
+  UpdateSettings plain = us;
+  plain.old_logp_from_learner = false;
+  const UpdateStats b = own.update(seqs, response_tokens(seqs), comm, plain);
+  EXPECT_EQ(b.approx_kl, 0.0);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.grad_norm, b.grad_norm);
+  EXPECT_EQ(weights(learner), weights(own));
+
+  // The sampler's log-probs used as they are: another update.
+  Policy sampler = tiny_policy();
+  const std::vector<TrainSequence> reported = sequences();
+  const UpdateStats c = sampler.update(reported, response_tokens(reported), comm, plain);
+  EXPECT_NE(c.approx_kl, 0.0);
+  EXPECT_NE(weights(sampler), weights(learner));
+}
+
+}  // namespace
+}  // namespace azr::trainer
