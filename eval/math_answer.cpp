@@ -18,6 +18,31 @@ namespace {
 
 bool starts_with_at(std::string_view s, size_t i, std::string_view p) { return s.substr(i, p.size()) == p; }
 
+bool is_letter(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+
+// Greek letters that name a variable (`\omega t`, `2\pi/\omega`), as sympy's LaTeX parser reads
+// them for Qwen2.5-Math's grader; `\pi` is the constant, `\Pi` a product.
+constexpr std::array<std::string_view, 35> kGreek = {
+    "alpha", "beta",  "gamma", "delta", "epsilon", "varepsilon", "zeta",  "eta",     "theta",
+    "vartheta", "iota", "kappa", "lambda", "mu",   "nu",         "xi",    "rho",     "sigma",
+    "tau",   "upsilon", "phi", "varphi", "chi",    "psi",        "omega", "Gamma",   "Delta",
+    "Theta", "Lambda", "Xi",   "Sigma",  "Upsilon", "Phi",       "Psi",   "Omega"};
+
+// The Greek letter the command at s[k] names (its index in kGreek, the command's length in *len),
+// or -1. The name is every letter after the backslash: `\omegat` is no Greek letter.
+int greek_at(std::string_view s, size_t k, size_t* len) {
+  if (k >= s.size() || s[k] != '\\') return -1;
+  size_t e = k + 1;
+  while (e < s.size() && is_letter(s[e])) ++e;
+  const std::string_view name = s.substr(k + 1, e - k - 1);
+  for (size_t g = 0; g < kGreek.size(); ++g)
+    if (kGreek[g] == name) {
+      *len = e - k;
+      return static_cast<int>(g);
+    }
+  return -1;
+}
+
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -170,6 +195,14 @@ std::string strip_spacing(std::string s) {
       if (next > after && next < s.size() && std::isalpha(static_cast<unsigned char>(s[next]))) s.insert(after, "*");
     }
   }
+  // The same for a Greek letter: `\omega t` is `\omega*t`, not the command `\omegat`.
+  for (size_t pos = s.find('\\'); pos != std::string::npos; pos = s.find('\\', pos + 1)) {
+    size_t len = 0;
+    if (greek_at(s, pos, &len) < 0) continue;
+    size_t next = pos + len;
+    while (next < s.size() && s[next] == ' ') ++next;
+    if (next > pos + len && next < s.size() && is_letter(s[next])) s.insert(pos + len, "*");
+  }
   replace_all(s, "\\dfrac", "\\frac");
   replace_all(s, "\\tfrac", "\\frac");
   replace_all(s, "\\le ", "\\leq ");
@@ -284,8 +317,9 @@ std::string unwrap_choice_letter(std::string s) {
 // ---------------------------------------------------------------------------------------------
 // Numeric evaluation: a recursive-descent parser over the normalised (space-free) LaTeX.
 
-// Values of single-letter variables ('a'-'z', 'A'-'Z'), for symbolic comparison.
-using Assignment = std::array<double, 128>;
+// Values of the variables, for symbolic comparison: single letters ('a'-'z', 'A'-'Z') by their
+// code, Greek letters at 128 + their index in kGreek.
+using Assignment = std::array<double, 128 + kGreek.size()>;
 
 class Evaluator {
  public:
@@ -316,6 +350,25 @@ class Evaluator {
       return false;
     }
     return true;
+  }
+
+  // A Greek letter's command (`\omega`): a variable under the rule for letters above. Returns its
+  // slot in the assignment and its length, or -1.
+  int at_greek(size_t* len) const {
+    if (!vars_) return -1;
+    const int g = greek_at(s_, i_, len);
+    if (g < 0) return -1;
+    const size_t after = i_ + *len;
+    if (after < s_.size() && s_[after] == '(') {
+      for (size_t k = after + 1; k < s_.size() && s_[k] != ')'; ++k)
+        if (is_letter(s_[k])) return 128 + g;
+      return -1;
+    }
+    return 128 + g;
+  }
+  bool at_greek() const {
+    size_t len = 0;
+    return at_greek(&len) >= 0;
   }
 
   bool eat(std::string_view p) {
@@ -359,7 +412,7 @@ class Evaluator {
     if (i_ >= s_.size()) return false;
     char c = s_[i_];
     return std::isdigit(static_cast<unsigned char>(c)) || c == '(' || c == '{' || c == '.' || peek_cmd("\\frac") ||
-           peek_cmd("\\sqrt") || peek_cmd("\\pi") || at_variable();
+           peek_cmd("\\sqrt") || peek_cmd("\\pi") || at_variable() || at_greek();
   }
 
   std::optional<double> term() {
@@ -398,7 +451,7 @@ class Evaluator {
         e = s_[i_++] - '0';  // x^23 in LaTeX is x^2 3
       } else if (i_ < s_.size() && s_[i_] == '-') {
         e = unary();
-      } else if (at_variable()) {  // 2^n
+      } else if (at_variable() || at_greek()) {  // 2^n
         e = primary();
       } else {
         return std::nullopt;
@@ -520,6 +573,11 @@ class Evaluator {
       return std::numbers::pi;
     }
     if (at_variable()) return (*vars_)[static_cast<unsigned char>(s_[i_++])];
+    size_t len = 0;
+    if (const int slot = at_greek(&len); slot >= 0) {
+      i_ += len;
+      return (*vars_)[static_cast<size_t>(slot)];
+    }
     return std::nullopt;
   }
 };
@@ -623,10 +681,13 @@ std::string expand_pm(const std::string& s) {
   return a + "+" + b + "," + a + "-" + b;
 }
 
-// Whether a normalised answer holds a letter outside a command's name (`2n`, `x`; not `\frac12`).
+// Whether a normalised answer holds a letter outside a command's name (`2n`, `x`; not `\frac12`)
+// or a Greek letter (`\omega`).
 bool has_variable(std::string_view x) {
   for (size_t k = 0; k < x.size(); ++k) {
-    if (x[k] == '\\') {  // a command's name is not a variable
+    size_t len = 0;
+    if (greek_at(x, k, &len) >= 0) return true;
+    if (x[k] == '\\') {  // another command's name is not a variable
       while (k + 1 < x.size() && std::isalpha(static_cast<unsigned char>(x[k + 1]))) ++k;
     } else if (std::isalpha(static_cast<unsigned char>(x[k]))) {
       return true;

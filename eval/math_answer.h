@@ -23,8 +23,9 @@
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers
 //    1\frac{4}{5}); two integer values compare exactly, others with relative tolerance 1e-6
 //    (so `\frac{1}{3}` != `0.33`, `\pi/2` != `1.57`, `2\sqrt3` != `\sqrt6`, `0.5` = `\frac12`).
-//  * Expressions in single-letter variables compare as functions (`p-q` = `-q+p`, `2(n-1)` =
-//    `2n-2`, `\frac{x}{2}` = `0.5x`), as Qwen2.5-Math's math_equal asks sympy: both sides are
+//  * Expressions in single-letter variables and Greek letters (`\omega`; `\pi` is the constant)
+//    compare as functions (`p-q` = `-q+p`, `2(n-1)` = `2n-2`, `\frac{x}{2}` = `0.5x`,
+//    `2\pi/\omega` = `\frac{2\pi}{\omega}`), as Qwen2.5-Math's math_equal asks sympy: both sides are
 //    evaluated at 8 fixed pseudo-random points, variables in [1.1, 3.1], and must agree at every
 //    point where both have a value (4 at least). A run of letters is a word, not a product
 //    (`odd`), and functions (\sin, \log) are not parsed.

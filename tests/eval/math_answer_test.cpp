@@ -88,6 +88,18 @@ TEST(MathEquivalent, LoneTrailingLetters) {
   EXPECT_FALSE(math_equivalent("2", "2 n"));
 }
 
+// Greek letters are variables, as sympy reads them for Qwen2.5-Math's grader (Minerva's golds:
+// `2 \pi / \omega`, `2.2 \tau`); `\pi` stays the constant. One by one, as above.
+TEST(MathEquivalent, GreekLettersAreVariables) {
+  EXPECT_TRUE(math_equivalent("\\frac{2\\pi}{\\omega}", "2 \\pi / \\omega"));
+  EXPECT_FALSE(math_equivalent("\\frac{\\pi}{\\omega}", "2 \\pi / \\omega"));
+  EXPECT_TRUE(math_equivalent("\\frac{11\\tau}{5}", "2.2 \\tau"));
+  EXPECT_FALSE(math_equivalent("2\\tau", "2.2 \\tau"));
+  EXPECT_TRUE(math_equivalent("\\omega t", "t\\omega"));  // not the command \omegat
+  EXPECT_FALSE(math_equivalent("\\alpha", "\\beta"));
+  EXPECT_FALSE(math_equivalent("\\pi", "\\omega"));
+}
+
 // A systematically wrong answer: the first digit changed (d -> d+1 mod 10).
 std::optional<std::string> change_first_digit(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i)
