@@ -38,7 +38,7 @@ void lock_down_child(const ChildPipes& pipes, const Limits& limits, int zygote_p
   // 3 goes, but the lockdown pipe, held at fd 4 until the filter is in (install_child_filter).
   // It is first moved above the fds 0-3 are filled from, so no dup2 below replaces it.
   g_lockdown_fd = pipes.lockdown_w;
-  const int high = fcntl(pipes.lockdown_w, F_DUPFD, 16);
+  const int high = fcntl(pipes.lockdown_w, F_DUPFD, kLockdownFd + 1);
   if (high < 0) fail();
   g_lockdown_fd = high;
   if (dup2(pipes.devnull, 0) < 0 || dup2(pipes.output_w, 1) < 0 || dup2(pipes.output_w, 2) < 0 ||

@@ -132,9 +132,10 @@ class Zygote {
       return spawn_failed(resp, fork_errno);
     }
     watch(pid, res[0], out[0], req.limits, start, resp);
-    // The child is reaped: its byte, if it wrote one, is in the pipe.
+    // The child is reaped: its byte, if it wrote one, is in the pipe. Only lockdown code can have
+    // written it, so it decides whatever else ended the child (a deadline that came first).
     char byte = 0;
-    if (resp.end == protocol::End::Exited && read(lockdown[0], &byte, 1) == 1) resp.end = protocol::End::LockdownFailed;
+    if (read(lockdown[0], &byte, 1) == 1) resp.end = protocol::End::LockdownFailed;
     for (int fd : {res[0], out[0], lockdown[0]}) close(fd);
     return resp;
   }
@@ -193,14 +194,24 @@ class Zygote {
       double left = deadline - now_seconds();
       int timeout_ms = kill_reason != protocol::End::Exited ? 1000 : std::max(0, static_cast<int>(left * 1000) + 1);
       int rc = poll(fds, static_cast<nfds_t>(nfds), pidfd >= 0 ? timeout_ms : std::min(timeout_ms, 5));
-      if (rc < 0 && errno != EINTR) break;
+      if (rc < 0 && errno != EINTR) {  // the zygote cannot watch (ENOMEM): the sandbox's failure
+        const int err = errno;
+        kill_child(pid, pidfd);
+        wait4(pid, nullptr, 0, nullptr);
+        if (pidfd >= 0) close(pidfd);
+        resp.end = protocol::End::SpawnFailed;
+        resp.code = err;
+        return;
+      }
       if (res_i >= 0 && fds[res_i].revents) drain(res_fd, resp.records, result_cap, protocol::End::KilledResult, res_open);
       if (out_i >= 0 && fds[out_i].revents) drain(out_fd, resp.output, output_cap, protocol::End::KilledOutput, out_open);
       bool gone = pidfd >= 0 ? (pid_i >= 0 && fds[pid_i].revents) : false;
       if (pidfd < 0) {  // kernels without pidfd: poll the zombie
         int st;
         gone = waitpid(pid, &st, WNOHANG | __WNOTHREAD) == pid;
-        if (gone) {
+        if (gone) {  // what it wrote after the last poll is still in the pipes
+          if (res_open) drain(res_fd, resp.records, result_cap, protocol::End::KilledResult, res_open);
+          if (out_open) drain(out_fd, resp.output, output_cap, protocol::End::KilledOutput, out_open);
           finish(resp, st, start);
           exited = true;
           break;

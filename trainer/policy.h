@@ -2,9 +2,10 @@
 // The policy: one model that generates (both roles) and learns, its tokenizer and its optimizer.
 // Generation and training share the same weights and kernels, so the log-probs the sampler
 // reports are the "old" log-probs of the PPO ratio: no second forward pass before the update,
-// and no sampler/learner mismatch (the reference recomputes them with a second engine). Except
-// with top-p or top-k sampling, whose log-probs are of the truncated distribution
-// (UpdateSettings::old_logp_from_learner).
+// and no sampler/learner mismatch (the reference recomputes them with a second engine) but the
+// padded LM-head rows' mass, which the sampler (vocab_limit: the tokenizer's ids) leaves out and
+// the learner's softmax holds. With top-p or top-k sampling the sampler's log-probs are of the
+// truncated distribution, and the learner's own replace them (UpdateSettings::old_logp_from_learner).
 #include <cstdint>
 #include <memory>
 #include <string>

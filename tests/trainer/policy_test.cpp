@@ -2,6 +2,7 @@
 // old log-probs come from.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -20,7 +21,7 @@ Policy tiny_policy() {
 }
 
 // Three sequences of random bytes with advantages of both signs, and old log-probs that are not
-// the model's (-5.5 on every token, as a sampler of a truncated distribution might report).
+// the model's (-1 on every token, where the random model gives about -ln 260 = -5.6).
 std::vector<TrainSequence> sequences() {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> byte(0, 255);
@@ -31,7 +32,7 @@ std::vector<TrainSequence> sequences() {
     TrainSequence s;
     for (int k = 0; k < lengths[i][0]; k++) s.prompt.push_back(byte(rng));
     for (int k = 0; k < lengths[i][1]; k++) s.response.push_back(byte(rng));
-    s.old_logp.assign(s.response.size(), -5.5f);
+    s.old_logp.assign(s.response.size(), -1.f);
     s.advantage = advantages[i];
     seqs.push_back(std::move(s));
   }
@@ -51,10 +52,14 @@ std::vector<float> weights(Policy& p) {
 
 // With old_logp_from_learner (training's setting under top-p or top-k sampling) the update is, bit
 // for bit, the one whose sequences carry the log-probs the model itself gives them (scored here
-// on the same batch before the update): ratio 1, whatever the sampler reported.
-TEST(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
+// on the same batch before the update): ratio 1, whatever the sampler reported. In micro-batches
+// of one sequence too: the weights change once, after every micro-batch's backward.
+class PolicyUpdate : public ::testing::TestWithParam<int> {};
+
+TEST_P(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
   dist::SingleCommunicator comm;
   UpdateSettings us;
+  us.micro_batch_size = GetParam();
   us.old_logp_from_learner = true;
   Policy learner = tiny_policy();
   std::vector<TrainSequence> seqs = sequences();
@@ -68,11 +73,18 @@ TEST(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
     full.push_back(s.prompt);
     full.back().insert(full.back().end(), s.response.begin(), s.response.end());
   }
-  const model::SequenceBatch batch = model::SequenceBatch::from(full);
-  const model::TokenScores scores = own.model().score(batch, us.temperature);
-  for (size_t i = 0; i < seqs.size(); i++)
-    for (size_t r = 0; r < seqs[i].response.size(); r++)
-      seqs[i].old_logp[r] = scores.logp[i * size_t(batch.T) + seqs[i].prompt.size() + r];
+  // Scored in the micro-batches the update runs, so each sequence's log-probs come out of the
+  // same batch shape.
+  const size_t mb = size_t(us.micro_batch_size);
+  for (size_t begin = 0; begin < full.size(); begin += mb) {
+    const size_t end = std::min(full.size(), begin + mb);
+    const model::SequenceBatch batch =
+        model::SequenceBatch::from({full.begin() + std::ptrdiff_t(begin), full.begin() + std::ptrdiff_t(end)});
+    const model::TokenScores scores = own.model().score(batch, us.temperature);
+    for (size_t i = begin; i < end; i++)
+      for (size_t r = 0; r < seqs[i].response.size(); r++)
+        seqs[i].old_logp[r] = scores.logp[(i - begin) * size_t(batch.T) + seqs[i].prompt.size() + r];
+  }
   UpdateSettings plain = us;
   plain.old_logp_from_learner = false;
   const UpdateStats b = own.update(seqs, response_tokens(seqs), comm, plain);
@@ -86,8 +98,11 @@ TEST(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
   const std::vector<TrainSequence> reported = sequences();
   const UpdateStats c = sampler.update(reported, response_tokens(reported), comm, plain);
   EXPECT_NE(c.approx_kl, 0.0);
+  EXPECT_GT(c.clip_fraction, 0.0);
   EXPECT_NE(weights(sampler), weights(learner));
 }
+
+INSTANTIATE_TEST_SUITE_P(MicroBatches, PolicyUpdate, ::testing::Values(8, 1));
 
 }  // namespace
 }  // namespace azr::trainer

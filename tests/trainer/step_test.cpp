@@ -269,11 +269,14 @@ TEST_F(StepTest, TruncatedSamplingTrainsAgainstTheLearnersOwnLogProbs) {
   EXPECT_NE(run(1).update.approx_kl, 0.0);
   cfg_.algorithm.top_p = 0.9;
   const StepResult r = run(2);
+  EXPECT_GT(r.update.tokens, 0.0);
   EXPECT_EQ(r.update.approx_kl, 0.0);
   EXPECT_EQ(r.update.clip_fraction, 0.0);
   cfg_.algorithm.top_p = 1.0;
   cfg_.algorithm.top_k = 20;
-  EXPECT_EQ(run(3).update.approx_kl, 0.0);
+  const StepResult k = run(3);
+  EXPECT_GT(k.update.tokens, 0.0);
+  EXPECT_EQ(k.update.approx_kl, 0.0);
 }
 
 // A result the sandbox lost (internal_error: a worker died, not the program's doing) is masked,
