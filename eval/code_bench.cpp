@@ -448,6 +448,11 @@ bool same_problem(const CodeProblem& a, const CodeProblem& b) {
          a.canonical_solution == b.canonical_solution && a.atol == b.atol && a.oracle == b.oracle;
 }
 
+// EvalPlus's time limit on one input: max(1 s, 4x the reference's time on it) (its
+// min_time_limit and gt_time_limit_factor). Here both times are the calls' CPU seconds in the
+// sandbox, which load on the machine does not stretch as it does EvalPlus's wall clock.
+constexpr double kPlusMinSeconds = 1.0, kPlusTimeFactor = 4.0;
+
 // The verdict on a run of plus_inputs[from, to) (r) against the canonical run of them all (c).
 CodeVerdict judge_plus_inputs(const CodeProblem& p, const sandbox::JobResult& r, const sandbox::JobResult& c,
                               size_t from, size_t to) {
@@ -458,6 +463,14 @@ CodeVerdict judge_plus_inputs(const CodeProblem& p, const sandbox::JobResult& r,
     const std::string where = "plus input " + std::to_string(k);
     if (!exp || exp->status == Status::Internal || !got || got->status == Status::Internal)
       return {false, "internal_error", where + ": sandbox failure"};
+    // The job's own limit is the whole run's (plus_limits); each input has EvalPlus's, whatever
+    // the call returned.
+    const double limit = std::max(kPlusMinSeconds, kPlusTimeFactor * exp->cpu_seconds);
+    if (got->cpu_seconds > limit)
+      return {false, "timeout",
+              where + " (" + clip(p.plus_inputs[k], 200) + "): " + std::to_string(got->cpu_seconds) +
+                  " CPU-seconds, over its limit of " + std::to_string(limit) + " (max(1 s, 4x the reference's " +
+                  std::to_string(exp->cpu_seconds) + " s))"};
     if (exp->status != Status::Ok) {
       // The canonical solution itself fails here: the candidate must fail the same way.
       if (got->status == exp->status && got->error_type == exp->error_type) continue;

@@ -137,7 +137,9 @@ JobResult interpret(const Job& job, const protocol::Response& resp, const uint64
       if (kind == protocol::kRecordResult) {
         uint32_t index = rd.u32();
         if (index != out.calls.size() || index >= n) throw wire::Error("record out of order");
+        const uint32_t micros = rd.u32();
         out.calls.push_back(from_record(rd, job.limits));
+        out.calls.back().cpu_seconds = double(micros) * 1e-6;
       } else {
         if (rd.u32() != n || out.calls.size() != n) throw wire::Error("done-record does not match the job");
         done = true;

@@ -73,7 +73,8 @@ struct Response {
 // Every record carries the job's nonce, which lives only in the harness's C++ memory: a program
 // can write bytes to fd 3, but not a record the supervisor accepts, even if it then exits or
 // gets itself killed before the harness would write the real one.
-//   'R' u64 nonce0 u64 nonce1 u32 index u8 status (RecordStatus below) ...
+//   'R' u64 nonce0 u64 nonce1 u32 index u32 cpu_micros u8 status (RecordStatus below) ...
+//        cpu_micros: the call's CPU time (0 where nothing was called)
 //        ok:          u32 n, value wire bytes (sandbox/value.h)
 //        otherwise:   str error_type, str message
 //   'D' u64 nonce0 u64 nonce1 u32 count

@@ -53,6 +53,9 @@ struct CallResult {
   std::string repr;            // when ok: exactly Python's repr(value)
   std::string error_type;      // when not ok: exception type or a reason code
   std::string message;
+  // The call's CPU time in the child (its input's evaluation and the call, not the encoding of
+  // the result), from the harness's record; 0 where there is no record or nothing was called.
+  double cpu_seconds = 0;
 };
 
 struct JobResult {

@@ -6,6 +6,7 @@
 
 #include "sandbox/zygote_python.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -388,11 +389,26 @@ void record_header(wire::Writer& w, uint8_t kind) {
   w.u64(g_nonce[1]);
 }
 
+// A call's CPU time in microseconds, for its record (EvalPlus limits each input's time).
+uint32_t call_micros(const timespec& from) {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  const double us = double(now.tv_sec - from.tv_sec) * 1e6 + double(now.tv_nsec - from.tv_nsec) * 1e-3;
+  return us <= 0 ? 0u : us >= 4e9 ? 4000000000u : static_cast<uint32_t>(us);
+}
+
+timespec cpu_clock() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t;
+}
+
 void record_error(std::string& rec, uint32_t index, protocol::RecordStatus st, const std::string& type,
-                  const std::string& message) {
+                  const std::string& message, uint32_t micros = 0) {
   wire::Writer w(rec);
   record_header(w, protocol::kRecordResult);
   w.u32(index);
+  w.u32(micros);
   w.u8(static_cast<uint8_t>(st));
   w.str(type);
   w.str(message);
@@ -401,13 +417,14 @@ void record_error(std::string& rec, uint32_t index, protocol::RecordStatus st, c
 // Encodes `obj` (a borrowed reference) as the record for input `index`.
 // Writes the record of call `index`: for a value, the header from `rec` and then the encoded
 // bytes as they are (a value of many megabytes is not copied into the record first).
-void write_value_record(int fd, std::string& rec, uint32_t index, PyObject* obj, size_t budget) {
+void write_value_record(int fd, std::string& rec, uint32_t index, PyObject* obj, size_t budget, uint32_t micros = 0) {
   Encoder enc(budget);
   switch (enc.encode(obj)) {
     case Encoder::Outcome::Ok: {
       wire::Writer w(rec);
       record_header(w, protocol::kRecordResult);
       w.u32(index);
+      w.u32(micros);
       w.u8(static_cast<uint8_t>(protocol::RecordStatus::Ok));
       w.u32(static_cast<uint32_t>(enc.bytes().size()));  // then the bytes: wire::Writer::str's layout
       write_all(fd, rec);
@@ -415,10 +432,10 @@ void write_value_record(int fd, std::string& rec, uint32_t index, PyObject* obj,
       return;
     }
     case Encoder::Outcome::Unrepresentable:
-      record_error(rec, index, protocol::RecordStatus::Unrepresentable, "", enc.why());
+      record_error(rec, index, protocol::RecordStatus::Unrepresentable, "", enc.why(), micros);
       break;
     case Encoder::Outcome::TooLarge:
-      record_error(rec, index, protocol::RecordStatus::ResultTooLarge, "", enc.why());
+      record_error(rec, index, protocol::RecordStatus::ResultTooLarge, "", enc.why(), micros);
       break;
   }
   write_all(fd, rec);
@@ -594,6 +611,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
     } else if (!program_ok) {
       record_error(rec, i, protocol::RecordStatus::Exception, program_error.first, program_error.second);
     } else {
+      const timespec started = cpu_clock();
       if (calls[i]) {  // expression input: evaluate it now, in the program's namespace
         PyObject* ev = PyObject_CallFunctionObjArgs(g_eval_args, calls[i], globals, nullptr);
         if (ev && PyTuple_Check(ev) && PyTuple_GET_SIZE(ev) == 2) {
@@ -609,12 +627,13 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
         PyErr_SetString(PyExc_TypeError, "input did not evaluate to arguments");
       }
       // Results are never released: a user __del__ must not run after the record is made.
+      const uint32_t micros = call_micros(started);
       if (v) {
-        write_value_record(result_fd, rec, i, v, budget);
+        write_value_record(result_fd, rec, i, v, budget, micros);
         continue;
       }
       auto [type, msg] = take_exception();
-      record_error(rec, i, protocol::RecordStatus::Exception, type, msg);
+      record_error(rec, i, protocol::RecordStatus::Exception, type, msg, micros);
     }
     write_all(result_fd, rec);
   }

@@ -440,6 +440,33 @@ TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
     EXPECT_EQ(v[i].passed, passes[i]) << programs[i] << v[i].reason << " " << v[i].detail;
 }
 
+// EvalPlus limits each input to max(1 s, 4x the reference's time on it), not the whole run: a
+// right answer that takes 1.3 s of CPU on one input fails; one that takes 0.7 s on each of two
+// passes, though it takes longer in all. The candidates spend their CPU time exactly, on the
+// process clock (time.process_time), so the verdicts do not depend on the machine's speed.
+TEST(EvalPlusGrading, EachInputHasItsOwnTimeLimit) {
+  CodeProblem p;
+  p.id = "Mbpp/9101";
+  p.entry_point = "f";
+  p.canonical_solution = "def f(n):\n    return n + 1\n";
+  p.plus_inputs = {"1", "2"};
+  auto burning = [](const std::string& seconds_on_1, const std::string& seconds_on_2) {
+    return "import time\n"
+           "def f(n):\n"
+           "    start = time.process_time()\n"
+           "    while time.process_time() - start < (" + seconds_on_1 + " if n == 1 else " + seconds_on_2 + "):\n"
+           "        pass\n"
+           "    return n + 1\n";
+  };
+  const std::vector<CodeVerdict> v =
+      grade_code(pool(), {p, p, p}, {burning("0.0", "1.3"), burning("0.7", "0.7"), burning("0.0", "0.0")});
+  EXPECT_FALSE(v[0].passed);
+  EXPECT_EQ(v[0].reason, "timeout");
+  EXPECT_EQ(v[0].detail.rfind("plus input 1 (2): ", 0), 0u) << v[0].detail;
+  EXPECT_TRUE(v[1].passed) << v[1].reason << " " << v[1].detail;
+  EXPECT_TRUE(v[2].passed) << v[2].reason << " " << v[2].detail;
+}
+
 TEST(LoadCodeBenchmark, Errors) {
   EXPECT_THROW(load_code_benchmark("nope", data_dir()), std::runtime_error);
   auto dir = std::filesystem::temp_directory_path() / "azr_code_bench_test";

@@ -298,6 +298,28 @@ TEST_F(SandboxTest, RunOnInputsKeepsOrderAndPerInputOutcomes) {
   EXPECT_EQ(calls[4].error_type, "sandbox.InputError");
 }
 
+// Each call's record carries its CPU time: a call that spends 0.3 s on the process clock reports
+// at least that, one that returns at once far less, and the calls together no more than the job.
+TEST_F(SandboxTest, EachCallReportsItsCpuTime) {
+  Job j;
+  j.program =
+      "import time\n"
+      "def f(s):\n"
+      "    start = time.process_time()\n"
+      "    while time.process_time() - start < s:\n"
+      "        pass\n"
+      "    return s\n";
+  j.inputs = {"0.0", "0.3", "0.0"};
+  j.limits = fast_limits();
+  const JobResult r = pool().run({j}).at(0);
+  ASSERT_EQ(r.calls.size(), 3u);
+  for (const CallResult& c : r.calls) ASSERT_EQ(c.status, Status::Ok) << c.error_type << ": " << c.message;
+  EXPECT_GE(r.calls[1].cpu_seconds, 0.3);
+  EXPECT_LT(r.calls[0].cpu_seconds, 0.1);
+  EXPECT_LT(r.calls[2].cpu_seconds, 0.1);
+  EXPECT_LE(r.calls[0].cpu_seconds + r.calls[1].cpu_seconds + r.calls[2].cpu_seconds, r.cpu_seconds + 1e-3);
+}
+
 TEST_F(SandboxTest, TimeoutMidBatchKeepsEarlierResults) {
   Limits l = fast_limits();
   l.cpu_seconds = 0.3;
