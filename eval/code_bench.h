@@ -89,8 +89,11 @@ class CanonicalResults {
 };
 
 // completions[i] is a full program for problems[i]. `limits` applies to the base-test job; each
-// input job of a candidate gets limits.cpu_seconds + 4x the canonical solution's CPU time on all
-// inputs (EvalPlus limits each input to max(1 s, 4x the reference's time on it): not done here).
+// input of a candidate has EvalPlus's limit, max(1 s, 4x the canonical solution's CPU time on it),
+// judged from the call's CPU time after the job; and each input job, base or plus, gets
+// limits.cpu_seconds + 4x the canonical solution's CPU time on all inputs, which kills a loop
+// that never returns (EvalPlus's cap on the whole set is looser: min(60 s, the inputs' limits
+// summed) + 1 s, so a candidate a little slow on many inputs can fail here and pass there).
 // The canonical results come from `canonical` where it has them, and what is computed goes into
 // it; without one, they are computed for this call alone.
 // share_identical: candidates that are the same program for the same problem (the same id and

@@ -458,11 +458,16 @@ TEST(EvalPlusGrading, EachInputHasItsOwnTimeLimit) {
            "        pass\n"
            "    return n + 1\n";
   };
+  // The job's own limits far above the calls' (10 CPU-s, 20 s of wall clock): a loaded machine
+  // must not end a job on its wall clock, which would fail it for another reason.
+  sandbox::Limits limits;
+  limits.cpu_seconds = 10;
   const std::vector<CodeVerdict> v =
-      grade_code(pool(), {p, p, p}, {burning("0.0", "1.3"), burning("0.7", "0.7"), burning("0.0", "0.0")});
+      grade_code(pool(), {p, p, p}, {burning("0.0", "1.3"), burning("0.7", "0.7"), burning("0.0", "0.0")}, limits);
   EXPECT_FALSE(v[0].passed);
   EXPECT_EQ(v[0].reason, "timeout");
   EXPECT_EQ(v[0].detail.rfind("plus input 1 (2): ", 0), 0u) << v[0].detail;
+  EXPECT_NE(v[0].detail.find("over its limit of 1.0"), std::string::npos) << v[0].detail;
   EXPECT_TRUE(v[1].passed) << v[1].reason << " " << v[1].detail;
   EXPECT_TRUE(v[2].passed) << v[2].reason << " " << v[2].detail;
 }

@@ -1177,8 +1177,10 @@ TEST_F(SandboxAttack, StopSelf) {
 // =============================================================================================
 // The result channel (fd 3) and the other fds
 
-// Forged records, in both layouts the harness has used: 'R' u32 index u8 status ... (no
-// nonce) and 'R' u64 nonce0 u64 nonce1 u32 index u8 status ... (nonce guessed as zero).
+// Forged records, in two layouts the harness has used: 'R' u32 index u8 status ... (no nonce)
+// and 'R' u64 nonce0 u64 nonce1 u32 index u8 status ... (nonce guessed as zero). The layout of
+// today adds a u32 of the call's CPU time after the index; a record without the job's nonce is
+// refused before its layout matters.
 constexpr const char* kForgeHelpers = R"PY(
 import os, struct
 def legacy_record(status, payload):
