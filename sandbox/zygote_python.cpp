@@ -389,18 +389,18 @@ void record_header(wire::Writer& w, uint8_t kind) {
   w.u64(g_nonce[1]);
 }
 
-// A call's CPU time in microseconds, for its record (EvalPlus limits each input's time).
-uint32_t call_micros(const timespec& from) {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  const double us = double(now.tv_sec - from.tv_sec) * 1e6 + double(now.tv_nsec - from.tv_nsec) * 1e-3;
-  return us <= 0 ? 0u : us >= 4e9 ? 4000000000u : static_cast<uint32_t>(us);
-}
-
 timespec cpu_clock() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return t;
+}
+
+// A call's CPU time in microseconds since `from` (cpu_clock()), for its record (EvalPlus limits
+// each input's time).
+uint32_t call_micros(const timespec& from) {
+  const timespec now = cpu_clock();
+  const double us = double(now.tv_sec - from.tv_sec) * 1e6 + double(now.tv_nsec - from.tv_nsec) * 1e-3;
+  return us <= 0 ? 0u : us >= 4e9 ? 4000000000u : static_cast<uint32_t>(us);
 }
 
 void record_error(std::string& rec, uint32_t index, protocol::RecordStatus st, const std::string& type,
