@@ -21,6 +21,8 @@ std::vector<std::string> get_list(wire::Reader& rd) {
 std::string encode(const Hello& h) {
   std::string out;
   wire::Writer w(out);
+  w.u32(kHelloMagic);
+  w.u32(h.version);
   w.str(h.fatal);
   w.str(h.python_version);
   w.u32(h.preimports);
@@ -35,6 +37,15 @@ std::string encode(const Hello& h) {
 Hello decode_hello(std::string_view payload) {
   wire::Reader rd(payload);
   Hello h;
+  // A zygote from before versions opens with its `fatal` string, whose length (0 when it
+  // started) is no magic; a short payload cannot be a hello of any version.
+  if (payload.size() < 8 || rd.u32() != kHelloMagic)
+    throw ProtocolMismatch("it speaks no versioned protocol (an azr-zygote from an older build?), this azr speaks " +
+                           std::to_string(kProtocolVersion));
+  h.version = rd.u32();
+  if (h.version != kProtocolVersion)
+    throw ProtocolMismatch("it speaks protocol " + std::to_string(h.version) + ", this azr speaks " +
+                           std::to_string(kProtocolVersion));
   h.fatal = rd.str();
   h.python_version = rd.str();
   h.preimports = rd.u32();

@@ -8,6 +8,7 @@
 // (if) it killed the child. The supervisor alone decides what a job's outcome is (outcome.h).
 // On the stream socket every message is framed as u32 length + payload.
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,9 +92,24 @@ enum class RecordStatus : uint8_t {
 constexpr uint8_t kRecordResult = 'R';
 constexpr uint8_t kRecordDone = 'D';
 
-// The zygote's first message: what it managed to set up. `fatal` non-empty means it could not
-// start and will exit; warnings are things it could not do but can run without.
+// The zygote's first message opens with kHelloMagic and the zygote's kProtocolVersion. Bump the
+// version with any change to a message or record layout in this file: a supervisor and a zygote
+// from different builds (an old azr-zygote left beside a new azr, AZR_ZYGOTE pointing at another
+// build) then refuse each other at start-up, where they would otherwise misread every record
+// (each job a "ForgedResult" violation, each proposal punished for it).
+constexpr uint32_t kHelloMagic = 0x5a525a41;  // "AZRZ" as little-endian bytes
+// 1: the first versioned layout (result records carry cpu_micros; End::LockdownFailed).
+constexpr uint32_t kProtocolVersion = 1;
+
+// decode_hello's error when the zygote speaks another protocol, or predates versions.
+struct ProtocolMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What the zygote managed to set up. `fatal` non-empty means it could not start and will exit;
+// warnings are things it could not do but can run without.
 struct Hello {
+  uint32_t version = kProtocolVersion;  // encode writes this (tests forge other versions)
   std::string fatal;
   std::string python_version;
   uint32_t preimports = 0;
@@ -105,6 +121,8 @@ struct Hello {
 };
 
 std::string encode(const Hello& h);
+// Throws ProtocolMismatch (which names both versions) before reading anything else when the
+// payload is not this protocol's, wire::Error when it is malformed.
 Hello decode_hello(std::string_view payload);
 std::string encode(const Request& r);
 Request decode_request(std::string_view payload);

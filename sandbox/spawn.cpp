@@ -197,6 +197,9 @@ SpawnedZygote spawn_zygote(const ZygoteSpec& spec, double hello_timeout_seconds)
     throw fail("sandbox worker exited during start-up (" + spec.path + "); see its message above");
   try {
     z.hello = protocol::decode_hello(payload);
+  } catch (const protocol::ProtocolMismatch& e) {
+    throw fail("sandbox worker " + spec.path + " is from another build of azr: " + e.what() +
+               "; rebuild it with azr (the azr-zygote target) or point AZR_ZYGOTE at the one built with this azr");
   } catch (const std::exception& e) {
     throw fail(std::string("sandbox worker sent a bad hello: ") + e.what());
   }

@@ -130,5 +130,62 @@ TEST(Framing, OversizeFrameIsAnError) {
   EXPECT_THROW(buf.front(m), std::runtime_error);
 }
 
+
+// --- the hello: a zygote from another build is refused before anything is misread -------------
+
+TEST(Hello, ItsFieldsSurviveTheWire) {
+  protocol::Hello h;
+  h.python_version = "3.11.2";
+  h.preimports = 7;
+  h.missing_preimports = {"numpy"};
+  h.warnings = {"filesystem not hidden: x", "y"};
+  h.filesystem_hidden = true;
+  h.bpf_instructions = 321;
+  h.pid_in_namespace = 1;
+  const protocol::Hello got = protocol::decode_hello(protocol::encode(h));
+  EXPECT_EQ(got.version, protocol::kProtocolVersion);
+  EXPECT_EQ(got.python_version, "3.11.2");
+  EXPECT_EQ(got.preimports, 7u);
+  EXPECT_EQ(got.missing_preimports, h.missing_preimports);
+  EXPECT_EQ(got.warnings, h.warnings);
+  EXPECT_TRUE(got.filesystem_hidden);
+  EXPECT_EQ(got.bpf_instructions, 321u);
+  EXPECT_EQ(got.pid_in_namespace, 1);
+}
+
+std::string mismatch_of(const std::string& payload) {
+  try {
+    protocol::decode_hello(payload);
+  } catch (const protocol::ProtocolMismatch& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Hello, AnotherVersionIsRefusedWithBothVersionsNamed) {
+  protocol::Hello h;
+  h.version = protocol::kProtocolVersion + 1;
+  const std::string why = mismatch_of(protocol::encode(h));
+  EXPECT_NE(why.find("protocol " + std::to_string(protocol::kProtocolVersion + 1)), std::string::npos) << why;
+  EXPECT_NE(why.find("speaks " + std::to_string(protocol::kProtocolVersion)), std::string::npos) << why;
+}
+
+TEST(Hello, OneFromBeforeVersionsIsRefused) {
+  // The hello's layout before it carried a version, written field by field: a zygote that
+  // started (fatal empty) with Python 3.11.2, 5 pre-imports, nothing missing, no warnings.
+  std::string old;
+  wire::Writer w(old);
+  w.str("");
+  w.str("3.11.2");
+  w.u32(5);
+  w.u32(0);
+  w.u32(0);
+  w.u8(1);
+  w.u32(120);
+  w.u32(1);
+  EXPECT_NE(mismatch_of(old).find("no versioned protocol"), std::string::npos) << mismatch_of(old);
+  EXPECT_NE(mismatch_of("AZ").find("no versioned protocol"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace azr::sandbox

@@ -12,6 +12,7 @@
 
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
+#include "sandbox/protocol.h"
 #include "tests/test_support.h"
 
 namespace azr::sandbox {
@@ -561,6 +562,23 @@ TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/azr-zygote"), std::string::npos) << e.what();
+  }
+}
+
+
+TEST(SandboxPoolTest, AWorkerFromAnotherBuildIsRefusedAtStart) {
+  // tests/sandbox/other_build_zygote.cpp says hello in the next protocol version.
+  PoolOptions o;
+  o.workers = 1;
+  o.zygote_path = AZR_OTHER_BUILD_ZYGOTE;
+  try {
+    Pool pool(o);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find(AZR_OTHER_BUILD_ZYGOTE), std::string::npos) << why;
+    EXPECT_NE(why.find("another build"), std::string::npos) << why;
+    EXPECT_NE(why.find("protocol " + std::to_string(protocol::kProtocolVersion + 1)), std::string::npos) << why;
   }
 }
 
