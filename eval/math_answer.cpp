@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <regex>
 #include <vector>
@@ -41,6 +42,41 @@ int greek_at(std::string_view s, size_t k, size_t* len) {
       return static_cast<int>(g);
     }
   return -1;
+}
+
+// Functions the evaluator applies, as sympy's LaTeX parser reads them: `\ln` is the natural
+// logarithm, `\log` the decimal one unless a base follows (`\log_{2} n`); `\sin^{-1}` is arcsin
+// and `\sinh^{-1}` arsinh. `e` stays a variable, as sympy reads it, so `e^{t}` is not `\exp(t)`.
+enum class Fn {
+  Sin, Cos, Tan, Sec, Csc, Cot, Sinh, Cosh, Tanh,  // first: `^{-1}` makes these their inverses
+  Arcsin, Arccos, Arctan, Coth, Sech, Csch, Ln, Log, Exp
+};
+struct FnName {
+  std::string_view name;
+  Fn fn;
+};
+constexpr std::array<FnName, 18> kFunctions = {{
+    {"sin", Fn::Sin},       {"cos", Fn::Cos},       {"tan", Fn::Tan},       {"sec", Fn::Sec},   {"csc", Fn::Csc},
+    {"cot", Fn::Cot},       {"arcsin", Fn::Arcsin}, {"arccos", Fn::Arccos}, {"arctan", Fn::Arctan},
+    {"sinh", Fn::Sinh},     {"cosh", Fn::Cosh},     {"tanh", Fn::Tanh},     {"coth", Fn::Coth}, {"sech", Fn::Sech},
+    {"csch", Fn::Csch},     {"ln", Fn::Ln},         {"log", Fn::Log},       {"exp", Fn::Exp},
+}};
+
+// The function the command at s[k] names, its length (backslash and name) in *len. Spacing is gone
+// by the time anything is evaluated, so `\sin x` arrives as `\sinx`: a function's name and one more
+// letter is the function applied to that letter (`\sinh` is sinh itself, `\sinhx` sinh of x).
+std::optional<Fn> function_at(std::string_view s, size_t k, size_t* len) {
+  if (k >= s.size() || s[k] != '\\') return std::nullopt;
+  size_t e = k + 1;
+  while (e < s.size() && is_letter(s[e])) ++e;
+  const std::string_view letters = s.substr(k + 1, e - k - 1);
+  for (size_t extra : {0, 1})
+    for (const FnName& f : kFunctions)
+      if (letters.size() == f.name.size() + extra && letters.substr(0, f.name.size()) == f.name) {
+        *len = 1 + f.name.size();
+        return f.fn;
+      }
+  return std::nullopt;
 }
 
 std::string trim(std::string_view s) {
@@ -203,6 +239,18 @@ std::string strip_spacing(std::string s) {
     while (next < s.size() && s[next] == ' ') ++next;
     if (next > pos + len && next < s.size() && is_letter(s[next])) s.insert(pos + len, "*");
   }
+  // And a function's name: `\sin x` would be `\sinx`, and `\sin h` the command `\sinh`; the letter
+  // goes in braces, which the argument reads as it reads the letter (`\sin{x}^2` is sin(x^2)).
+  for (size_t pos = s.find('\\'); pos != std::string::npos; pos = s.find('\\', pos + 1)) {
+    size_t len = 0;
+    if (!function_at(s, pos, &len) || (pos + len < s.size() && is_letter(s[pos + len]))) continue;
+    size_t next = pos + len;
+    while (next < s.size() && s[next] == ' ') ++next;
+    if (next > pos + len && next < s.size() && is_letter(s[next])) {
+      s.insert(next + 1, "}");
+      s.insert(next, "{");
+    }
+  }
   replace_all(s, "\\dfrac", "\\frac");
   replace_all(s, "\\tfrac", "\\frac");
   replace_all(s, "\\le ", "\\leq ");
@@ -318,8 +366,25 @@ std::string unwrap_choice_letter(std::string s) {
 // Numeric evaluation: a recursive-descent parser over the normalised (space-free) LaTeX.
 
 // Values of the variables, for symbolic comparison: single letters ('a'-'z', 'A'-'Z') by their
-// code, Greek letters at 128 + their index in kGreek.
-using Assignment = std::array<double, 128 + kGreek.size()>;
+// code, Greek letters at 128 + their index in kGreek. A subscripted variable (`x_0`, `\omega_{n}`,
+// `E_{12}`) is a variable of its own, named by its whole text, whose value is drawn from the
+// name's hash: the same name has the same value on both sides, whatever the subscript.
+struct Assignment {
+  std::array<double, 128 + kGreek.size()> slots{};
+  uint64_t salt = 0;
+  double low = 1.1, width = 2.0;  // the range every value is drawn from
+
+  double subscripted(std::string_view name) const {
+    // splitmix64 of the name's FNV-1a hash and the point's salt, into the range of the rest.
+    uint64_t h = 1469598103934665603ull ^ salt;
+    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    h += 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return low + width * double(h >> 11) * 0x1.0p-53;
+  }
+};
 
 class Evaluator {
  public:
@@ -412,7 +477,7 @@ class Evaluator {
     if (i_ >= s_.size()) return false;
     char c = s_[i_];
     return std::isdigit(static_cast<unsigned char>(c)) || c == '(' || c == '{' || c == '.' || peek_cmd("\\frac") ||
-           peek_cmd("\\sqrt") || peek_cmd("\\pi") || at_variable() || at_greek();
+           peek_cmd("\\sqrt") || peek_cmd("\\pi") || at_variable() || at_greek() || peek_function();
   }
 
   std::optional<double> term() {
@@ -444,22 +509,20 @@ class Evaluator {
     auto base = unary();
     if (!base) return std::nullopt;
     if (eat("^")) {
-      std::optional<double> e;
-      if (i_ < s_.size() && s_[i_] == '{') {
-        e = group();
-      } else if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) {
-        e = s_[i_++] - '0';  // x^23 in LaTeX is x^2 3
-      } else if (i_ < s_.size() && s_[i_] == '-') {
-        e = unary();
-      } else if (at_variable() || at_greek()) {  // 2^n
-        e = primary();
-      } else {
-        return std::nullopt;
-      }
+      auto e = exponent();
       if (!e) return std::nullopt;
       return std::pow(*base, *e);
     }
     return base;
+  }
+
+  // What follows `^`.
+  std::optional<double> exponent() {
+    if (i_ < s_.size() && s_[i_] == '{') return group();
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) return s_[i_++] - '0';  // x^23 is x^2 3
+    if (i_ < s_.size() && s_[i_] == '-') return unary();
+    if (at_variable() || at_greek()) return primary();  // 2^n
+    return std::nullopt;
   }
 
   std::optional<double> unary() {
@@ -522,6 +585,134 @@ class Evaluator {
     return *n / *d;
   }
 
+  // The text of a subscript at i_ (`_0`, `_{n}`, `_{12}`; braces balanced), consumed, or nullopt.
+  std::optional<std::string_view> subscript() {
+    if (!eat("_")) return std::nullopt;
+    if (i_ < s_.size() && s_[i_] == '{') {
+      int depth = 0;
+      for (size_t k = i_; k < s_.size(); ++k) {
+        depth += s_[k] == '{' ? 1 : s_[k] == '}' ? -1 : 0;
+        if (depth == 0) {
+          std::string_view text = s_.substr(i_ + 1, k - i_ - 1);
+          i_ = k + 1;
+          return text;
+        }
+      }
+      return std::nullopt;
+    }
+    if (i_ < s_.size() && std::isalnum(static_cast<unsigned char>(s_[i_]))) return s_.substr(i_++, 1);
+    return std::nullopt;
+  }
+
+  // The variable whose name starts at `name` (its letter or Greek command just read): itself
+  // (`plain`), or with a subscript a variable of its own.
+  std::optional<double> variable(size_t name, double plain) {
+    if (i_ >= s_.size() || s_[i_] != '_') return plain;
+    auto sub = subscript();
+    if (!sub) return std::nullopt;
+    // A number in a base above ten (`1A_{16}`): its last digit a letter right after digits, its
+    // subscript the base. Text, as `52_8` is.
+    const bool digits = !sub->empty() && std::all_of(sub->begin(), sub->end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && std::stoi(std::string(*sub)) > 10 && name > 0 && std::isdigit(static_cast<unsigned char>(s_[name - 1])) &&
+        std::isupper(static_cast<unsigned char>(s_[name])))
+      return std::nullopt;
+    return vars_->subscripted(s_.substr(name, i_ - name));
+  }
+
+  bool peek_function() const {
+    size_t len = 0;
+    return function_at(s_, i_, &len).has_value();
+  }
+
+  // `\sin(x)`, `\sin 2x` and `\sin{2}x` (the implicit product after the name, up to the next
+  // operator or function: `\sin x\cos x` is two factors), `\sin^2 x` (a power of the value; `^{-1}` the
+  // inverse), `\log_{2} 8` (a base).
+  std::optional<double> function() {
+    if (++depth_ > kMaxDepth) return std::nullopt;  // `\sin\sin\sin...` recurses without expr()
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
+    size_t len = 0;
+    Fn fn = *function_at(s_, i_, &len);
+    i_ += len;
+    std::optional<double> base;
+    double power_of_value = 1;
+    if ((fn == Fn::Log) && i_ < s_.size() && s_[i_] == '_') {
+      ++i_;  // one character or a group, as LaTeX reads a subscript: `\log_28` is log base 2 of 8
+      if (i_ < s_.size() && s_[i_] == '{') base = group();
+      else if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) base = s_[i_++] - '0';
+      else if (vars_ && i_ < s_.size() && is_letter(s_[i_])) base = vars_->slots[static_cast<unsigned char>(s_[i_++])];
+      if (!base || *base <= 0 || *base == 1) return std::nullopt;
+    }
+    if (eat("^")) {
+      auto e = exponent();
+      if (!e) return std::nullopt;
+      power_of_value = *e;
+    }
+    const bool inverse = power_of_value == -1 && fn <= Fn::Tanh;
+    if (inverse) power_of_value = 1;
+    std::optional<double> x;
+    if (i_ < s_.size() && s_[i_] == '(') {
+      ++i_;
+      x = expr();
+      if (!x || !eat(")")) return std::nullopt;
+    } else {
+      x = bare_argument();
+    }
+    if (!x) return std::nullopt;
+    double v = apply(fn, *x, inverse);
+    if (base) v = std::log(*x) / std::log(*base);
+    if (power_of_value != 1) v = std::pow(v, power_of_value);
+    if (!std::isfinite(v)) return std::nullopt;  // outside its domain: no value at this point
+    return v;
+  }
+
+  // A function's argument without parentheses, as sympy's grammar reads it (mp_nofunc): factors
+  // joined by products and quotients, written or implicit, up to a `+`, a `-`, another function or
+  // a `\sqrt`: `\sin 2x` is sin(2x), `\sin x/2` sin(x/2), `\sin \omega \cdot t` sin(omega t), and
+  // `\sin x\cos x` two factors. A braced letter (`\sin{x}y`) is a factor like any other.
+  std::optional<double> bare_argument() {
+    auto x = power();
+    while (x && i_ < s_.size()) {
+      const size_t save = i_;
+      const bool times = eat("*") || (peek_cmd("\\cdot") && eat("\\cdot")) || (peek_cmd("\\times") && eat("\\times"));
+      const bool over = !times && (eat("/") || (peek_cmd("\\div") && eat("\\div")));
+      if (peek_function() || peek_cmd("\\sqrt") || (!times && !over && !starts_primary())) {
+        i_ = save;  // the operator, if any, joins what follows to the function's value instead
+        break;
+      }
+      auto r = power();
+      if (!r || (over && *r == 0)) return std::nullopt;
+      *x = over ? *x / *r : *x * *r;
+    }
+    return x;
+  }
+
+  static double apply(Fn fn, double x, bool inverse) {
+    switch (fn) {
+      case Fn::Sin: return inverse ? std::asin(x) : std::sin(x);
+      case Fn::Cos: return inverse ? std::acos(x) : std::cos(x);
+      case Fn::Tan: return inverse ? std::atan(x) : std::tan(x);
+      case Fn::Sec: return inverse ? std::acos(1 / x) : 1 / std::cos(x);
+      case Fn::Csc: return inverse ? std::asin(1 / x) : 1 / std::sin(x);
+      case Fn::Cot: return inverse ? std::atan(1 / x) : 1 / std::tan(x);
+      case Fn::Arcsin: return std::asin(x);
+      case Fn::Arccos: return std::acos(x);
+      case Fn::Arctan: return std::atan(x);
+      case Fn::Sinh: return inverse ? std::asinh(x) : std::sinh(x);
+      case Fn::Cosh: return inverse ? std::acosh(x) : std::cosh(x);
+      case Fn::Tanh: return inverse ? std::atanh(x) : std::tanh(x);
+      case Fn::Coth: return 1 / std::tanh(x);
+      case Fn::Sech: return 1 / std::cosh(x);
+      case Fn::Csch: return 1 / std::sinh(x);
+      case Fn::Ln: return x > 0 ? std::log(x) : std::nan("");
+      case Fn::Log: return x > 0 ? std::log10(x) : std::nan("");  // a base divides the natural one
+      case Fn::Exp: return std::exp(x);
+    }
+    return std::nan("");
+  }
+
   std::optional<double> primary() {
     if (i_ >= s_.size()) return std::nullopt;
     char c = s_[i_];
@@ -572,12 +763,17 @@ class Evaluator {
       i_ += 3;
       return std::numbers::pi;
     }
-    if (at_variable()) return (*vars_)[static_cast<unsigned char>(s_[i_++])];
+    if (at_variable()) {
+      const size_t name = i_++;
+      return variable(name, vars_->slots[static_cast<unsigned char>(s_[name])]);
+    }
     size_t len = 0;
     if (const int slot = at_greek(&len); slot >= 0) {
+      const size_t name = i_;
       i_ += len;
-      return (*vars_)[static_cast<size_t>(slot)];
+      return variable(name, vars_->slots[static_cast<size_t>(slot)]);
     }
+    if (peek_function()) return function();
     return std::nullopt;
   }
 };
@@ -687,7 +883,9 @@ bool has_variable(std::string_view x) {
   for (size_t k = 0; k < x.size(); ++k) {
     size_t len = 0;
     if (greek_at(x, k, &len) >= 0) return true;
-    if (x[k] == '\\') {  // another command's name is not a variable
+    if (function_at(x, k, &len)) {  // `\sinx`: the letter after the name is the argument
+      k += len - 1;
+    } else if (x[k] == '\\') {  // another command's name is not a variable
       while (k + 1 < x.size() && std::isalpha(static_cast<unsigned char>(x[k + 1]))) ++k;
     } else if (std::isalpha(static_cast<unsigned char>(x[k]))) {
       return true;
@@ -696,26 +894,35 @@ bool has_variable(std::string_view x) {
   return false;
 }
 
-// Whether two expressions in single-letter variables are the same function (`p-q` and `-q+p`,
-// `2(n-1)` and `2n-2`, `\frac{x}{2}` and `0.5x`), as Qwen2.5-Math's math_equal asks sympy: both
-// are evaluated at 8 points, each variable drawn from [1.1, 3.1] (positive, so `\sqrt{x}` has a
-// value, and not whole, so no value is an integer by chance). Two different rational functions
-// agree at 8 random points with probability zero. Points where either side has no value (a
-// square root of a negative) are skipped; at least 4 must be left, all equal.
+// Whether two expressions in variables are the same function (`p-q` and `-q+p`, `2(n-1)` and
+// `2n-2`, `\frac{x}{2}` and `0.5x`, `2\sin x\cos x` and `\sin 2x`), as Qwen2.5-Math's math_equal
+// asks sympy: both are evaluated at 8 points, each variable drawn from [1.1, 3.1] (positive, so
+// `\sqrt{x}` has a value, and not whole, so no value is an integer by chance). Two different
+// rational functions agree at 8 random points with probability zero. Points where either side has
+// no value (a square root of a negative) are skipped; at least 4 must be left, all equal. Where
+// fewer were (`\sqrt{1-\zeta^2}`, a damping ratio below 1), 8 more points are drawn from
+// [-0.95, 0.95] (both signs: `\arccos x` is not `\arcsin\sqrt{1-x^2}`), and the points of both
+// rounds count.
 bool same_function(const std::string& c, const std::string& g) {
   if (!has_variable(c) && !has_variable(g)) return false;
   std::mt19937_64 rng(20261129);  // fixed: a verdict is the same in every run
-  std::uniform_real_distribution<double> value(1.1, 3.1);
   int compared = 0;
-  for (int point = 0; point < 8; ++point) {
-    Assignment vars;
-    for (double& v : vars) v = value(rng);
-    auto cv = Evaluator(c, &vars).run(), gv = Evaluator(g, &vars).run();
-    if (!cv || !gv) continue;
-    if (!numbers_equal(*cv, *gv)) return false;
-    ++compared;
+  for (const auto& [low, high] : {std::pair{1.1, 3.1}, std::pair{-0.95, 0.95}}) {
+    std::uniform_real_distribution<double> value(low, high);
+    for (int point = 0; point < 8; ++point) {
+      Assignment vars;
+      for (double& v : vars.slots) v = value(rng);
+      vars.salt = rng();
+      vars.low = low;
+      vars.width = high - low;
+      auto cv = Evaluator(c, &vars).run(), gv = Evaluator(g, &vars).run();
+      if (!cv || !gv) continue;
+      if (!numbers_equal(*cv, *gv)) return false;
+      ++compared;
+    }
+    if (compared >= 4) return true;
   }
-  return compared >= 4;
+  return false;
 }
 
 bool scalar_equivalent(const std::string& c, const std::string& g) {

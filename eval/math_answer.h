@@ -23,14 +23,24 @@
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers
 //    1\frac{4}{5}); two integer values compare exactly, others with relative tolerance 1e-6
 //    (so `\frac{1}{3}` != `0.33`, `\pi/2` != `1.57`, `2\sqrt3` != `\sqrt6`, `0.5` = `\frac12`).
-//  * Expressions in single-letter variables and Greek letters (`\omega`; `\pi` is the constant)
-//    compare as functions (`p-q` = `-q+p`, `2(n-1)` = `2n-2`, `\frac{x}{2}` = `0.5x`,
-//    `2\pi/\omega` = `\frac{2\pi}{\omega}`), as Qwen2.5-Math's math_equal asks sympy: both sides are
-//    evaluated at 8 fixed pseudo-random points, variables in [1.1, 3.1], and must agree at every
-//    point where both have a value (4 at least). A run of letters is a word, not a product
-//    (`odd`), and functions (\sin, \log) are not parsed.
-//  * Anything the parser cannot evaluate (functions, matrices, unions) falls back to equality of
-//    the normalised strings.
+//  * Expressions in single-letter variables, Greek letters (`\omega`; `\pi` is the constant) and
+//    subscripted variables (`x_0`, `\omega_{n}`, `E_{12}`: each a variable of its own; a number's
+//    subscript, `52_8` or `1A_{16}`, stays text) compare as functions (`p-q` = `-q+p`, `2(n-1)` = `2n-2`,
+//    `\frac{x}{2}` = `0.5x`, `2\pi/\omega` = `\frac{2\pi}{\omega}`), as Qwen2.5-Math's math_equal asks
+//    sympy: both sides are evaluated at 8 fixed pseudo-random points, variables in [1.1, 3.1], and
+//    must agree at every point where both have a value (4 at least; else 8 more points in
+//    [-0.95, 0.95], where `\sqrt{1-\zeta^2}` has one). A run of letters is a word, not a product
+//    (`odd`; so `2RC` is text, where sympy reads R*C).
+//  * Functions, as sympy's LaTeX parser reads them: \sin \cos \tan \sec \csc \cot, \sinh \cosh
+//    \tanh, their inverses (\arcsin, or `\sin^{-1}`, `\sinh^{-1}`), \coth \sech \csch, \exp, \ln
+//    and \log (decimal, as sympy reads it; `\log_{2}` has a base). The argument is parenthesised
+//    (`\sin(2t)/5`) or, as sympy's grammar reads it, the products and quotients after the name up
+//    to a `+`, a `-`, another function or a `\sqrt` (`\sin 2t`, `\sin x/2` = sin(x/2),
+//    `\sin x\cos x` two factors); `\sin^2 x` is a power of the value. `e` is a variable, as sympy
+//    reads it: `e^{t}` is not `\exp(t)`. Values are compared as they come: at a pole (`\tan`) or
+//    where a function flattens out (`\tanh 10`), the 1e-6 tolerance can join different values.
+//  * Anything the parser cannot evaluate (matrices, unions, floors) falls back to equality of the
+//    normalised strings.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>

@@ -100,6 +100,65 @@ TEST(MathEquivalent, GreekLettersAreVariables) {
   EXPECT_FALSE(math_equivalent("\\pi", "\\omega"));
 }
 
+// Each subscripted name is a variable of its own (Minerva's `\omega_{d}`, `E_{1}`, `r_{0}`); a
+// number's subscript is a base (MATH's `52_8`) and stays text.
+TEST(MathEquivalent, SubscriptedVariablesAreTheirOwnVariables) {
+  EXPECT_TRUE(math_equivalent("\\frac{E_1+2E_2}{3}", "\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}"));
+  EXPECT_FALSE(math_equivalent("\\frac{2E_1+E_2}{3}", "\\frac{1}{3} E_{1}+\\frac{2}{3} E_{2}"));
+  EXPECT_TRUE(math_equivalent("2r_0\\sqrt{\\pi G\\rho_0}", "\\sqrt{4 \\pi G \\rho_{0} r_{0}^{2}}"));
+  EXPECT_FALSE(math_equivalent("2r_0\\sqrt{\\pi G\\rho}", "\\sqrt{4 \\pi G \\rho_{0} r_{0}^{2}}"));
+  EXPECT_FALSE(math_equivalent("x_1", "x_0"));
+  EXPECT_FALSE(math_equivalent("x", "x_0"));
+  EXPECT_FALSE(math_equivalent("x_{1}2", "x_{12}"));  // x_1 times 2
+  EXPECT_FALSE(math_equivalent("42_8", "52_8"));
+  EXPECT_TRUE(math_equivalent("52_{8}", "52_8"));
+  EXPECT_FALSE(math_equivalent("1A_{16}", "A_{16}"));  // 26, not 1 times the variable A_16
+  EXPECT_TRUE(math_equivalent("2x_1", "2 x_{1}"));
+}
+
+// Functions evaluate as sympy's LaTeX parser reads them: arguments in parentheses or the products
+// and quotients after the name, powers of the value, `^{-1}` the inverse, `\log` decimal or with a
+// base, `\ln` natural.
+TEST(MathEquivalent, FunctionsAreEvaluated) {
+  EXPECT_TRUE(math_equivalent("\\frac12", "\\sin(\\pi/6)"));
+  EXPECT_TRUE(math_equivalent("\\sin 2x", "2\\sin x\\cos x"));
+  EXPECT_FALSE(math_equivalent("\\sin 2x", "2\\sin x"));
+  EXPECT_TRUE(math_equivalent("1", "\\sin^2 x + \\cos^2 x"));
+  EXPECT_TRUE(math_equivalent("\\arctan x", "\\tan^{-1} x"));
+  EXPECT_TRUE(math_equivalent("\\cos(\\omega t)", "\\cos \\omega t"));  // not cos(omega) t
+  EXPECT_FALSE(math_equivalent("\\cos(\\omega) t", "\\cos \\omega t"));
+  EXPECT_TRUE(math_equivalent("\\frac{\\sin 3t}{5}", "\\sin(3t)/5"));  // not sin(3t/5)
+  EXPECT_TRUE(math_equivalent("\\sin(x/2)", "\\sin x/2"));     // but this is, as sympy reads it
+  EXPECT_TRUE(math_equivalent("\\cos(\\omega t)", "\\cos \\omega \\cdot t"));
+  EXPECT_TRUE(math_equivalent("\\sin(x)\\cos(x)", "\\sin x \\cdot \\cos x"));
+  EXPECT_TRUE(math_equivalent("3", "\\log_{2} 8"));
+  EXPECT_TRUE(math_equivalent("\\frac{\\ln x}{\\ln b}", "\\log_b x"));
+  EXPECT_FALSE(math_equivalent("\\ln 2", "\\log 2"));  // \log alone is decimal
+  EXPECT_TRUE(math_equivalent("2", "\\log 100"));
+  EXPECT_TRUE(math_equivalent("\\ln(x+\\sqrt{x^2+1})", "\\sinh^{-1} x"));  // arsinh, not 1/sinh
+  EXPECT_FALSE(math_equivalent("\\csch x", "\\sinh^{-1} x"));
+  // Equal only where x >= 0: the second round of points has both signs.
+  EXPECT_FALSE(math_equivalent("\\arcsin\\sqrt{1-x^2}", "\\arccos x"));
+  EXPECT_FALSE(math_equivalent("0.69", "\\ln 2"));
+  EXPECT_FALSE(math_equivalent("\\exp(t)", "e^{t}"));  // `e` is a variable, as sympy reads it
+  EXPECT_FALSE(math_equivalent("x", "\\sin x"));
+  // A damped oscillator's answer (Minerva): \sqrt{1-\zeta^2} has a value only for zeta below 1.
+  const char* damped =
+      "\\omega_{n}^{2} e^{-\\zeta \\omega_{n} t} \\cos \\left(\\omega_{n} \\sqrt{1-\\zeta^{2}} t\\right)-"
+      "\\frac{\\zeta \\omega_{n}^{2}}{\\sqrt{1-\\zeta^{2}}} e^{-\\zeta \\omega_{n} t} \\sin \\left(\\omega_{n} "
+      "\\sqrt{1-\\zeta^{2}} t\\right)";
+  EXPECT_TRUE(math_equivalent("\\omega_n^2 e^{-\\zeta\\omega_n t}(\\cos(\\omega_n\\sqrt{1-\\zeta^2}t) - "
+                              "\\frac{\\zeta}{\\sqrt{1-\\zeta^2}}\\sin(\\omega_n\\sqrt{1-\\zeta^2}t))",
+                              damped));
+  EXPECT_FALSE(math_equivalent("\\omega_n^2 e^{-\\zeta\\omega_n t}(\\cos(\\omega_n\\sqrt{1-\\zeta^2}t) + "
+                               "\\frac{\\zeta}{\\sqrt{1-\\zeta^2}}\\sin(\\omega_n\\sqrt{1-\\zeta^2}t))",
+                               damped));
+  // A chain of functions as deep as an answer can be has no value, and no crash.
+  std::string deep;
+  for (int i = 0; i < 1000; ++i) deep += "\\sin";
+  EXPECT_FALSE(math_equivalent(deep + "x", "x"));
+}
+
 // A systematically wrong answer: the first digit changed (d -> d+1 mod 10).
 std::optional<std::string> change_first_digit(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i)
