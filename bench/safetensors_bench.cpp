@@ -6,6 +6,9 @@
 //   mmap full read   open, then every tensor converted bf16 -> f32 and summed (touches every
 //                    byte through the mapping)
 //   read() full      read() of the whole file into one buffer, then the same conversion
+//   checksum         a checkpoint's manifest (trainer/checkpoint.h: XXH3-128 of every file in the
+//                    folder, written by write_checksums, checked by verify_checksums), against
+//                    the read() row: what the hash adds to reading the bytes
 // Each read is measured warm (file in the page cache: best of 3) and cold (pages dropped with
 // posix_fadvise(DONTNEED) first; the file is clean after the fsync, so the drop takes effect).
 // Both paths must produce the same sum. Prints a table and one JSON line; never asserts on time.
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "trainer/checkpoint.h"
 
 namespace {
 
@@ -185,6 +189,33 @@ int main(int argc, char** argv) {
   const double read_cold = plain_read(path, s);
   const bool sums_agree = s_mmap == s_read && s == s_read;
 
+  // The manifest over a folder holding the file alone (a hard link to it: --dir may hold other
+  // files), warm (best of 3) and cold, then its check, cold.
+  const fs::path sums_dir = dir / "azr-checksum-bench";
+  fs::remove_all(sums_dir);
+  fs::create_directory(sums_dir);
+  fs::create_hard_link(path, sums_dir / path.filename());
+  double checksum_warm = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    auto t = Clock::now();
+    azr::trainer::write_checksums(sums_dir);
+    checksum_warm = std::min(checksum_warm, secs_since(t));
+  }
+  drop_cache(path);
+  auto tc = Clock::now();
+  azr::trainer::write_checksums(sums_dir);
+  const double checksum_cold = secs_since(tc);
+  drop_cache(path);
+  tc = Clock::now();
+  bool verified = false;
+  try {
+    verified = azr::trainer::verify_checksums(sums_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "safetensors_bench: %s\n", e.what());
+  }
+  const double verify_cold = secs_since(tc);
+  fs::remove_all(sums_dir);
+
   std::printf("safetensors_bench: %zu BF16 tensors, %.3f GB file (%s)\n", views.size(), file_gb, path.c_str());
   std::printf("%-28s %12s %10s\n", "measure", "time", "GB/s");
   std::printf("%-28s %10.1f ms %10.2f\n", "write (fsync, rename)", write_s * 1e3, file_gb / write_s);
@@ -193,7 +224,11 @@ int main(int argc, char** argv) {
   std::printf("%-28s %10.1f ms %10.2f\n", "read() full read, warm", read_warm * 1e3, file_gb / read_warm);
   std::printf("%-28s %10.1f ms %10.2f\n", "mmap full read, cold", mmap_cold * 1e3, file_gb / mmap_cold);
   std::printf("%-28s %10.1f ms %10.2f\n", "read() full read, cold", read_cold * 1e3, file_gb / read_cold);
-  std::printf("sums agree: %s (%.6g)\n", sums_agree ? "yes" : "NO", s_mmap);
+  std::printf("%-28s %10.1f ms %10.2f\n", "checksum (XXH3-128), warm", checksum_warm * 1e3, file_gb / checksum_warm);
+  std::printf("%-28s %10.1f ms %10.2f\n", "checksum (XXH3-128), cold", checksum_cold * 1e3, file_gb / checksum_cold);
+  std::printf("%-28s %10.1f ms %10.2f\n", "verify checksums, cold", verify_cold * 1e3, file_gb / verify_cold);
+  std::printf("sums agree: %s (%.6g); checksums verify: %s\n", sums_agree ? "yes" : "NO", s_mmap,
+              verified ? "yes" : "NO");
 
   nlohmann::ordered_json j = {{"bench", "safetensors"},
                               {"tensors", views.size()},
@@ -205,11 +240,15 @@ int main(int argc, char** argv) {
                               {"read_warm_gbps", file_gb / read_warm},
                               {"mmap_cold_gbps", file_gb / mmap_cold},
                               {"read_cold_gbps", file_gb / read_cold},
-                              {"sums_agree", sums_agree}};
+                              {"checksum_warm_gbps", file_gb / checksum_warm},
+                              {"checksum_cold_gbps", file_gb / checksum_cold},
+                              {"verify_cold_gbps", file_gb / verify_cold},
+                              {"sums_agree", sums_agree},
+                              {"checksums_verify", verified}};
   std::printf("%s\n", j.dump().c_str());
 
   std::error_code ec;
   if (own_dir) fs::remove_all(dir, ec);
   else fs::remove(path, ec);
-  return sums_agree ? 0 : 1;
+  return sums_agree && verified ? 0 : 1;
 }

@@ -19,6 +19,8 @@ PACKAGES=(
   libtomlplusplus-dev                # trainer: TOML run configs
   libopenmpi-dev openmpi-bin         # trainer: data parallel between CPU processes (mpirun)
   python3-protobuf                   # tests: an independent reader of the TensorBoard event files
+  libxxhash-dev                      # trainer: checkpoint checksums (XXH3-128, header-only)
+  xxhash                             # tests: xxh128sum, an independent check of those checksums
   libboost-context-dev               # tests: the emulated CUDA threads' fibers
 )
 

@@ -2,11 +2,17 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+// Header-only (XXH_INLINE_ALL): no shared library to ship beside azr.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -67,6 +73,94 @@ void write_synced(const fs::path& file, const std::string& text) {
   sync_path(file);
 }
 
+namespace {
+
+// XXH3-128 of a file's bytes, as xxh128sum prints it: the canonical (big-endian) bytes in hex.
+std::string xxh128_hex(const fs::path& file) {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_128bits_reset(state.get());
+  std::vector<char> buf(size_t(4) << 20);  // 4 MiB reads: a checkpoint is gigabytes
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);  // nothing below throws until close
+  if (fd < 0) throw std::runtime_error(file.string() + ": cannot read it: " + std::strerror(errno));
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw std::runtime_error(file.string() + ": read failed: " + std::strerror(err));
+    }
+    if (n == 0) break;
+    XXH3_128bits_update(state.get(), buf.data(), size_t(n));
+  }
+  ::close(fd);
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state.get()));
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : canonical.digest) hex += {kHex[b >> 4], kHex[b & 15]};
+  return hex;
+}
+
+}  // namespace
+
+void write_checksums(const fs::path& dir) {
+  std::map<std::string, std::string> sums;  // by name: the manifest reads the same every time
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == kChecksumsFile || !e.is_regular_file()) continue;
+    sums[name] = xxh128_hex(e.path());
+  }
+  std::string text;
+  for (const auto& [name, hex] : sums) text += hex + "  " + name + "\n";
+  const fs::path manifest = dir / kChecksumsFile;
+  std::ofstream out(manifest, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(manifest.string() + ": write failed");
+}
+
+bool verify_checksums(const fs::path& dir) {
+  const fs::path manifest = dir / kChecksumsFile;
+  if (!fs::exists(manifest)) return false;
+  std::ifstream in(manifest, std::ios::binary);
+  if (!in) throw std::runtime_error(manifest.string() + ": cannot read it");
+  std::string line;
+  int line_no = 0;
+  std::set<std::string> listed;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string where = manifest.string() + ":" + std::to_string(line_no);
+    // `<32 hex>  <name>`, a plain name in this directory.
+    const bool hex_ok = line.size() > 34 && line.compare(32, 2, "  ") == 0 &&
+                        std::all_of(line.begin(), line.begin() + 32, [](char c) {
+                          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                        });
+    const std::string name = hex_ok ? line.substr(34) : "";
+    if (!hex_ok || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw std::runtime_error(where + ": not a checksum line (`<32 hex digits>  <file name>`)");
+    listed.insert(name);
+    const fs::path file = dir / name;
+    if (!fs::is_regular_file(file))
+      throw std::runtime_error(file.string() + ": missing from the checkpoint (" + where + " names it)");
+    if (xxh128_hex(file) != line.substr(0, 32))
+      throw std::runtime_error(file.string() + ": does not match its checksum in " + where +
+                               ": the file changed after the checkpoint was written (a damaged disk or an "
+                               "incomplete copy); resume from an older checkpoint by moving this one away");
+  }
+  // Every file is listed: a manifest cut short (an interrupted copy) checks nothing it lost, and
+  // a file it does not know could be what a loader reads (a model.safetensors beside shards).
+  if (listed.empty()) throw std::runtime_error(manifest.string() + ": empty (an interrupted copy?)");
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name != kChecksumsFile && !listed.count(name))
+      throw std::runtime_error(e.path().string() + ": not in the checkpoint's " + kChecksumsFile +
+                               " (the manifest was cut short, or the file was added after the checkpoint was written)");
+  }
+  return true;
+}
+
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_dir) {
   std::vector<std::pair<int64_t, fs::path>> out;
   const fs::path dir = run_dir / "checkpoints";
@@ -105,6 +199,7 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
       out << trainer_state_json(state);
       if (!out.flush()) throw std::runtime_error((tmp / "trainer_state.json").string() + ": write failed");
     }
+    write_checksums(tmp);  // before the syncs below, which cover the manifest too
     for (const fs::directory_entry& e : fs::directory_iterator(tmp)) sync_path(e.path());
     sync_path(tmp);
   } catch (...) {  // a full disk: the partial checkpoint would hold the space the run needs next

@@ -5,6 +5,9 @@
 //   optimizer.safetensors            AdamW moments and step
 //   buffer.db                        a consistent copy of the task buffer at the end of step N
 //   trainer_state.json               step, run seed, the data RNG's state, world size, buffer counts
+//   checksums.xxh128                 every other file's XXH3-128, in the format of xxh128sum
+//                                    (Debian's xxhash): `xxh128sum -c checksums.xxh128` in the
+//                                    directory checks a copy; a resume checks it first
 // A checkpoint is written into a temporary sibling directory, every file is fsync'ed, and the
 // directory is renamed into place: a crash at any moment leaves either the whole checkpoint or
 // none (a left-over .tmp directory is ignored and cleaned up).
@@ -35,6 +38,21 @@ TrainerState read_trainer_state(const std::filesystem::path& file);
 std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir, const TrainerState& state,
                                        const std::function<void(const std::filesystem::path&)>& write_contents,
                                        int keep_last);
+
+// The name of a checkpoint's checksum manifest.
+inline constexpr const char* kChecksumsFile = "checksums.xxh128";
+
+// Writes dir/checksums.xxh128: one line per regular file in `dir` (but the manifest), by name,
+// `<32 hex digits>  <name>` as xxh128sum prints them. Throws std::runtime_error naming a file it
+// cannot read.
+void write_checksums(const std::filesystem::path& dir);
+
+// Checks every file the manifest names against its checksum, and that every file in `dir` is
+// named. Throws std::runtime_error naming the first file that is missing, differs from its
+// checksum or is not in the manifest, an empty manifest, or a line that is not one of
+// write_checksums'. Returns false, checking nothing, for a checkpoint without a manifest (written
+// before azr wrote them).
+bool verify_checksums(const std::filesystem::path& dir);
 
 // Complete checkpoints (step-N with a trainer_state.json), oldest first.
 std::vector<std::pair<int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& run_dir);

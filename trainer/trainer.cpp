@@ -356,8 +356,18 @@ int train(const TrainOptions& opt) {
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
+  std::string ckpt_checked;  // what the checksum check found, for the log
   auto root_checks = [&] {
     if (!resuming) refuse_a_run_dir_in_use(run_dir);
+    // Before anything reads it: a damaged weight file would otherwise load and train on quietly.
+    // Rank 0 of the launch reads every byte once; the other ranks read the same files after it.
+    if (ckpt) {
+      try {
+        ckpt_checked = verify_checksums(*ckpt) ? ", checksums verified" : ", written without checksums";
+      } catch (const std::runtime_error& e) {
+        throw UserError(std::string("resume: ") + e.what());
+      }
+    }
     if (cfg.eval.every > 0) {
       // No data given and none in the usual places: train without evaluating, and say so (below).
       benches = load_eval_benchmarks(cfg, &eval_off);
@@ -516,7 +526,7 @@ int train(const TrainOptions& opt) {
                   cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
   log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
-                  ckpt ? " from " + ckpt->string() : std::string()));
+                  ckpt ? " from " + ckpt->string() + ckpt_checked : std::string()));
   if (const std::string bits = kernels::reproducibility_note(cfg.model.device); !bits.empty()) log(bits);
   if (comm->size() > 1 && !backend.host_memory)
     log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"

@@ -1,5 +1,6 @@
-// Checkpoint files on disk (trainer/checkpoint.h): what a failure leaves behind, and that a
-// failed sync is an error. The kill -9 and resume paths run end to end in train_cli_test.
+// Checkpoint files on disk (trainer/checkpoint.h): what a failure leaves behind, that a failed sync
+// is an error, and the checksum manifest, held to Debian's xxh128sum. The kill -9 and resume paths
+// run end to end in train_cli_test.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "tests/test_support.h"
 #include "trainer/checkpoint.h"
 
 namespace {
@@ -15,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using azr::trainer::list_checkpoints;
 using azr::trainer::TrainerState;
+using azr::trainer::verify_checksums;
 using azr::trainer::write_checkpoint;
 
 class CheckpointFiles : public ::testing::Test {
@@ -74,6 +77,110 @@ TEST_F(CheckpointFiles, PruningKeepsTheNewestAndLeavesNoPart) {
     EXPECT_TRUE(fs::exists(e.path() / "model.safetensors")) << e.path();
   }
   EXPECT_EQ(entries, 2);
+}
+
+
+// xxh128sum -c on the manifest in `dir`: exit 0 when every file matches. The independent check
+// of our XXH3-128 and of the manifest's format.
+azr::testing::ProcessResult xxh128sum_check(const fs::path& dir) {
+  return azr::testing::run_process(
+      {"/bin/sh", "-c", "cd \"$1\" && xxh128sum --strict -c checksums.xxh128", "sh", dir.string()});
+}
+
+bool have_xxh128sum() { return azr::testing::run_process({"/bin/sh", "-c", "command -v xxh128sum"}).exit_code == 0; }
+
+std::string verify_error(const fs::path& dir) {
+  try {
+    verify_checksums(dir);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Every file but the manifest is in it, by name, with the checksum xxh128sum computes: a file of
+// several of the hash's 4 MiB reads, one of a few bytes and an empty one.
+TEST_F(CheckpointFiles, TheManifestIsXxh128sumsOwn) {
+  const fs::path ck = write_checkpoint(run_, state(1), [](const fs::path& dir) {
+    std::string big(9u << 20, '\0');
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+    std::ofstream(dir / "model.safetensors", std::ios::binary) << big;
+    std::ofstream(dir / "config.json") << "{}";
+    std::ofstream(dir / "empty");
+  }, 0);
+  EXPECT_TRUE(verify_checksums(ck));
+  std::ifstream in(ck / "checksums.xxh128");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) names.push_back(line.substr(34));
+  EXPECT_EQ(names, (std::vector<std::string>{"config.json", "empty", "model.safetensors", "trainer_state.json"}));
+  if (!have_xxh128sum())
+    GTEST_SKIP() << "xxh128sum not installed (Debian package xxhash; scripts/setup.sh installs it)";
+  const auto r = xxh128sum_check(ck);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// One changed byte, a missing file, a line that is not one of ours: each is named. xxh128sum
+// agrees about the changed byte.
+TEST_F(CheckpointFiles, ADamagedCheckpointIsNamedFileByFile) {
+  const fs::path ck = write_checkpoint(run_, state(2), [](const fs::path& dir) {
+    weights(dir);
+    std::ofstream(dir / "optimizer.safetensors") << "moments";
+  }, 0);
+  {
+    std::fstream f(ck / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('X');  // "weights" -> "weiXhts"
+  }
+  std::string why = verify_error(ck);
+  EXPECT_NE(why.find((ck / "model.safetensors").string() + ": does not match its checksum"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("checksums.xxh128:1"), std::string::npos) << why;  // model.safetensors, line 1 by name
+  if (have_xxh128sum()) {
+    EXPECT_NE(xxh128sum_check(ck).exit_code, 0);
+  }
+
+  weights(ck);  // mended
+  EXPECT_TRUE(verify_checksums(ck));
+  fs::remove(ck / "optimizer.safetensors");
+  why = verify_error(ck);
+  EXPECT_NE(why.find((ck / "optimizer.safetensors").string() + ": missing"), std::string::npos) << why;
+
+  std::ofstream(ck / "optimizer.safetensors") << "moments";
+  std::ofstream(ck / "checksums.xxh128", std::ios::app) << "0123  trainer_state.json\n";
+  why = verify_error(ck);
+  EXPECT_NE(why.find("checksums.xxh128:4: not a checksum line"), std::string::npos) << why;
+  std::ofstream(ck / "checksums.xxh128", std::ios::trunc)
+      << "00000000000000000000000000000000  ../step-1/model.safetensors\n";
+  why = verify_error(ck);
+  EXPECT_NE(why.find("checksums.xxh128:1: not a checksum line"), std::string::npos) << why;
+}
+
+// A manifest cut short (an interrupted copy) or a file it does not name is refused: the unnamed
+// file could be what a loader reads.
+TEST_F(CheckpointFiles, AFileTheManifestDoesNotNameIsRefused) {
+  const fs::path ck = write_checkpoint(run_, state(3), weights, 0);
+  std::ofstream(ck / "model-00001-of-00002.safetensors") << "a shard";
+  std::string why = verify_error(ck);
+  EXPECT_NE(why.find((ck / "model-00001-of-00002.safetensors").string() + ": not in the checkpoint's"),
+            std::string::npos)
+      << why;
+  fs::remove(ck / "model-00001-of-00002.safetensors");
+  EXPECT_TRUE(verify_checksums(ck));
+  std::string first;
+  std::getline(std::ifstream(ck / "checksums.xxh128"), first);  // model.safetensors
+  std::ofstream(ck / "checksums.xxh128", std::ios::trunc) << first << "\n";
+  why = verify_error(ck);
+  EXPECT_NE(why.find((ck / "trainer_state.json").string() + ": not in the checkpoint's"), std::string::npos) << why;
+  std::ofstream(ck / "checksums.xxh128", std::ios::trunc);
+  why = verify_error(ck);
+  EXPECT_NE(why.find("checksums.xxh128: empty"), std::string::npos) << why;
+}
+
+// A checkpoint from before the manifests: nothing to check, and no error.
+TEST_F(CheckpointFiles, ACheckpointWithoutAManifestIsNotChecked) {
+  const fs::path ck = write_checkpoint(run_, state(1), weights, 0);
+  fs::remove(ck / "checksums.xxh128");
+  EXPECT_FALSE(verify_checksums(ck));
 }
 
 }  // namespace

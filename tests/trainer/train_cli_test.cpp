@@ -176,6 +176,7 @@ int64_t last_metrics_step(const fs::path& run_dir) {
 
 TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
   const fs::path ref = reference_run();
+  azr::testing::ProcessResult r;
   for (const char* f : {"config.toml", "buffer.db", "metrics.jsonl", "log.txt"}) EXPECT_TRUE(fs::exists(ref / f)) << f;
   bool events = false;
   for (const auto& e : fs::directory_iterator(ref))
@@ -183,8 +184,17 @@ TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
   EXPECT_TRUE(events);
   for (int s = 0; s <= kSteps; s++)
     for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "buffer.db",
-                          "trainer_state.json"})
+                          "trainer_state.json", "checksums.xxh128"})
       EXPECT_TRUE(fs::exists(ref / ("checkpoints/step-" + std::to_string(s)) / f)) << s << " " << f;
+  // Every file of a checkpoint is in its manifest, as Debian's xxh128sum checks it.
+  if (run_process({"/bin/sh", "-c", "command -v xxh128sum"}).exit_code == 0) {
+    r = run_process({"/bin/sh", "-c", "cd \"$1\" && xxh128sum --strict -c checksums.xxh128", "sh",
+                     (ref / "checkpoints/step-3").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "buffer.db",
+                          "trainer_state.json"})
+      EXPECT_NE(r.out.find(std::string(f) + ": OK"), std::string::npos) << f << "\n" << r.out;
+  }
   const std::vector<json> m = metrics(ref);
   ASSERT_EQ(m.size(), size_t(kSteps));
   for (int s = 0; s < kSteps; s++) {
@@ -196,7 +206,7 @@ TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
   }
   EXPECT_TRUE(m[1].contains("eval/cruxeval_o/pass@1"));
   // The buffer is a real azr buffer.
-  auto r = run_process({azr(), "buffer", "stats", (ref / "buffer.db").string(), "--json"});
+  r = run_process({azr(), "buffer", "stats", (ref / "buffer.db").string(), "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // The saved checkpoint is a model other commands load.
   r = run_process({azr(), "generate", "--model", (ref / "checkpoints/step-3").string(), "--prompt", "def f(",
@@ -735,6 +745,9 @@ TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
   const fs::path run = copy_of_reference("bad-snapshot");
   const std::string buffer = slurp(run / "buffer.db"), config = slurp(run / "config.toml");
   ASSERT_FALSE(buffer.empty());
+  // The checkpoint's own check (its checksums) off, to reach the buffer's: a checkpoint from before
+  // the manifests, or one damaged before its manifest was written.
+  fs::remove(run / ("checkpoints/step-" + std::to_string(kSteps)) / "checksums.xxh128");
   // Not SQLite; an empty file (SQLite would take it for a new, empty database).
   for (const std::string& garbage : {std::string("garbage\n"), std::string()}) {
     std::ofstream(run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db", std::ios::trunc) << garbage;
@@ -754,6 +767,7 @@ TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
 TEST(TrainCli, ResumeWithADamagedSnapshotPageKeepsTheLiveBuffer) {
   const fs::path run = copy_of_reference("damaged-snapshot");
   const fs::path snapshot = run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db";
+  fs::remove(snapshot.parent_path() / "checksums.xxh128");  // to reach the buffer's own check
   const std::string buffer = slurp(run / "buffer.db");
   // The page: from sqlite_master, read by CPython's sqlite3 (an independent reader).
   const auto page = azr::testing::run_process(
@@ -779,6 +793,33 @@ TEST(TrainCli, ResumeWithADamagedSnapshotPageKeepsTheLiveBuffer) {
   EXPECT_FALSE(fs::exists(run / ("checkpoints/step-" + std::to_string(kSteps + 1))));
 }
 
+// A weight file changed after it was written (one byte, where the safetensors reader cannot see it:
+// the file still loads) stops the resume before anything reads it, with the file named.
+TEST(TrainCli, ResumeOfADamagedCheckpointStopsAndNamesTheFile) {
+  const fs::path run = copy_of_reference("damaged-weights");
+  const fs::path model = run / ("checkpoints/step-" + std::to_string(kSteps)) / "model.safetensors";
+  const std::string config = slurp(run / "config.toml"), buffer = slurp(run / "buffer.db");
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char last = char(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(char(last ^ 0x01));  // the low bit of the last weight's bf16 mantissa
+    ASSERT_TRUE(f.good());
+  }
+  auto r = run_process(resume_args(run.string(), kSteps + 1));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("resume: " + model.string() + ": does not match its checksum"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run / "config.toml"), config);
+  EXPECT_TRUE(slurp(run / "buffer.db") == buffer) << "the live buffer.db changed";
+  EXPECT_FALSE(fs::exists(run / ("checkpoints/step-" + std::to_string(kSteps + 1))));
+  // A checkpoint from before the manifests resumes, unchecked, and says so.
+  fs::remove(model.parent_path() / "checksums.xxh128");
+  r = run_process(resume_args(run.string(), kSteps + 1));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("written without checksums"), std::string::npos) << r.err;
+}
+
 // Failed resumes leave config.toml as it was (they once rewrote run.steps first): a truncated
 // model, a missing optimizer state, a broken trainer_state.json.
 TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
@@ -791,6 +832,7 @@ TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
   for (const auto& [what, do_break] : breaks) {
     const fs::path run = copy_of_reference("failed-resume");
     const std::string config = slurp(run / "config.toml"), buffer = slurp(run / "buffer.db");
+    fs::remove(run / newest / "checksums.xxh128");  // to reach the loaders' own checks
     do_break(run);
     const auto r = run_process(resume_args(run.string(), kSteps + 5));
     EXPECT_NE(r.exit_code, 0) << what;
