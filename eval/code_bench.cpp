@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -452,20 +453,27 @@ bool same_problem(const CodeProblem& a, const CodeProblem& b) {
 // min_time_limit and gt_time_limit_factor). Here both times are the calls' CPU seconds in the
 // sandbox, which load on the machine does not stretch as it does EvalPlus's wall clock.
 constexpr double kPlusMinSeconds = 1.0, kPlusTimeFactor = 4.0;
+// EvalPlus's cap on a whole input set (untrusted_check): min(60 s, the inputs' limits summed) + 1 s.
+constexpr double kPlusSetCapSeconds = 60.0, kPlusSetCapSlack = 1.0;
+
+// Input k's own limit, from the canonical solution's CPU time on it.
+double plus_input_limit(const sandbox::CallResult& canonical) {
+  return std::max(kPlusMinSeconds, kPlusTimeFactor * canonical.cpu_seconds);
+}
 
 // The verdict on a run of plus_inputs[from, to) (r) against the canonical run of them all (c).
+// atol: the input set's tolerance so far (plus_answer_passes sets it at the first float, for the
+// rest of the set, as EvalPlus's unsafe_execute does; a continued set keeps it).
 CodeVerdict judge_plus_inputs(const CodeProblem& p, const sandbox::JobResult& r, const sandbox::JobResult& c,
-                              size_t from, size_t to) {
-  double atol = p.atol;  // the run's tolerance (plus_answer_passes)
+                              size_t from, size_t to, double& atol) {
   for (size_t k = from; k < to; ++k) {
     const sandbox::CallResult* got = k - from < r.calls.size() ? &r.calls[k - from] : nullptr;
     const sandbox::CallResult* exp = k < c.calls.size() ? &c.calls[k] : nullptr;
     const std::string where = "plus input " + std::to_string(k);
     if (!exp || exp->status == Status::Internal || !got || got->status == Status::Internal)
       return {false, "internal_error", where + ": sandbox failure"};
-    // The job's own limit is the whole run's (plus_limits); each input has EvalPlus's, whatever
-    // the call returned.
-    const double limit = std::max(kPlusMinSeconds, kPlusTimeFactor * exp->cpu_seconds);
+    // Each input has EvalPlus's limit, whatever the call returned.
+    const double limit = plus_input_limit(*exp);
     if (got->cpu_seconds > limit)
       return {false, "timeout",
               where + " (" + clip(p.plus_inputs[k], 200) + "): " + std::to_string(got->cpu_seconds) +
@@ -548,30 +556,92 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     canon_job[pool.submit(std::move(cj))] = i;
     ++outstanding;
   };
-  // A candidate's inputs run in two jobs, as EvalPlus's two verdicts: the base inputs, then, if
+  // A candidate's inputs run as EvalPlus's two input sets, two verdicts: the base inputs, then, if
   // it passed them all, the plus inputs. Most failing candidates fail a base input, and the plus
   // inputs are most of the work (MBPP+: 58 CPU-seconds of canonical runs).
+  //
+  // Each input has its own limit (plus_input_limit), and the set EvalPlus's cap. A job runs the
+  // set's inputs from `from` on, with limits.cpu_seconds (the program's start-up) + the larger of
+  // input `from`'s limit and 4x the canonical solution's time on all of them; a job that runs out
+  // of time in a later input is continued from that input by a new job, until the set's cap. So a
+  // loop that never returns is stopped within two jobs' budgets (the one it started in, then one
+  // of its own: the start-up + its limit), where one job's budget stopped it before; and a
+  // candidate a little slow on many inputs passes, as it does there.
   struct PlusPart {
-    size_t candidate, from, to;  // plus_inputs[from, to)
+    size_t candidate, from, to;  // this job: plus_inputs[from, to)
+    size_t set_from;             // the input set it belongs to: plus_inputs[set_from, to)
+    double spent;                // CPU-seconds of the set's inputs judged so far (earlier jobs)
+    double atol;                 // the set's tolerance so far (judge_plus_inputs)
   };
   std::unordered_map<uint64_t, PlusPart> plus_job;
   std::vector<size_t> waiting_for_canon;
-  auto submit_plus = [&](size_t i, size_t from, size_t to) {
-    const auto& p = problems[i];
-    const sandbox::JobResult& c = *canonical_of(i);
+  auto submit_plus = [&](const PlusPart& part) {
+    const auto& p = problems[part.candidate];
+    const sandbox::JobResult& c = *canonical_of(part.candidate);
     sandbox::Job job;
-    job.program = plus_program(p, completions[i], false);
+    job.program = plus_program(p, completions[part.candidate], false);
     job.entry = plus_entry(p, false);
-    job.inputs.assign(p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(from),
-                      p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(to));
-    job.limits = plus_limits(limits, limits.cpu_seconds + 4 * c.cpu_seconds);
-    plus_job[pool.submit(std::move(job))] = {i, from, to};
+    job.inputs.assign(p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(part.from),
+                      p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(part.to));
+    double canonical_time = 0;
+    for (size_t k = part.from; k < part.to && k < c.calls.size(); ++k) canonical_time += c.calls[k].cpu_seconds;
+    const double first_limit = part.from < c.calls.size() ? plus_input_limit(c.calls[part.from]) : kPlusMinSeconds;
+    job.limits = plus_limits(limits, limits.cpu_seconds + std::max(first_limit, kPlusTimeFactor * canonical_time));
+    plus_job[pool.submit(std::move(job))] = part;
     ++outstanding;
   };
   auto submit_base_inputs = [&](size_t i) {
     const size_t base = std::min(problems[i].base_inputs, problems[i].plus_inputs.size());
-    if (base > 0) submit_plus(i, 0, base);
-    else submit_plus(i, 0, problems[i].plus_inputs.size());
+    const size_t to = base > 0 ? base : problems[i].plus_inputs.size();
+    submit_plus({i, 0, to, 0, 0.0, problems[i].atol});
+  };
+  // The verdict on a job of an input set, or nullopt where a job continuing it was submitted.
+  auto judge_plus_job = [&](const PlusPart& part, const sandbox::JobResult& r) -> std::optional<CodeVerdict> {
+    const auto& p = problems[part.candidate];
+    const sandbox::JobResult& c = *canonical_of(part.candidate);
+    // The inputs the job finished before it ran out of time: a call without a record takes the
+    // child's fate, here a timeout; a recorded call is never one.
+    size_t done = 0;
+    while (done < r.calls.size() && r.calls[done].status != Status::Timeout) ++done;
+    const bool ran_out = done < r.calls.size();
+    const size_t stopped_at = part.from + done;  // the input running when time ran out
+    double atol = part.atol;
+    CodeVerdict v = judge_plus_inputs(p, r, c, part.from, ran_out ? stopped_at : part.to, atol);
+    if (!v.passed) return v;
+    // The set's time as EvalPlus counts it, where it runs the program once: the inputs' calls, and
+    // the start-up and input parsing of the job that finished the set. A job that ran out is
+    // charged its finished calls alone: the input it was in runs again, whole, in the next one.
+    double spent = part.spent;
+    for (size_t k = 0; k < done; ++k) spent += r.calls[k].cpu_seconds;
+    if (!ran_out) spent = part.spent + r.cpu_seconds;
+    double cap = 0;
+    for (size_t k = part.set_from; k < part.to && k < c.calls.size(); ++k) cap += plus_input_limit(c.calls[k]);
+    cap = std::min(kPlusSetCapSeconds, cap) + kPlusSetCapSlack;
+    const std::string input = "plus input " + std::to_string(stopped_at) + " (" +
+                              clip(ran_out ? p.plus_inputs[stopped_at] : std::string(), 200) + "): ";
+    if (ran_out && done == 0) {
+      // It had its whole limit (and the start-up's) to itself, on the CPU clock; a wall-clock kill
+      // (a loaded machine) says so instead.
+      if (r.calls[0].error_type != "CpuTimeout") {
+        CodeVerdict w = verdict_of_failure(r.calls[0], r.output);
+        w.detail = input + w.detail;
+        return w;
+      }
+      const double limit = stopped_at < c.calls.size() ? plus_input_limit(c.calls[stopped_at]) : kPlusMinSeconds;
+      return CodeVerdict{false, "timeout",
+                         input + "over its limit of " + std::to_string(limit) +
+                             " CPU-seconds (stopped, still running)"};
+    }
+    if (spent > cap)
+      return CodeVerdict{false, "timeout",
+                         "plus inputs " + std::to_string(part.set_from) + " to " + std::to_string(part.to - 1) + ": " +
+                             std::to_string(spent) + " CPU-seconds in all, over EvalPlus's cap on the set of " +
+                             std::to_string(cap) + " (min(60 s, their limits summed) + 1 s)"};
+    if (ran_out) {
+      submit_plus({part.candidate, stopped_at, part.to, part.set_from, spent, atol});
+      return std::nullopt;
+    }
+    return v;
   };
   while (outstanding > 0) {
     sandbox::JobResult r = pool.wait_any();
@@ -605,10 +675,13 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
       waiting_for_canon.swap(still);
     } else if (auto pt = plus_job.find(r.id); pt != plus_job.end()) {
       const PlusPart part = pt->second;
-      const auto& p = problems[part.candidate];
-      CodeVerdict v = judge_plus_inputs(p, r, *canonical_of(part.candidate), part.from, part.to);
-      if (v.passed && part.to < p.plus_inputs.size()) submit_plus(part.candidate, part.to, p.plus_inputs.size());
-      else verdicts[part.candidate] = std::move(v);
+      plus_job.erase(pt);
+      std::optional<CodeVerdict> v = judge_plus_job(part, r);
+      if (!v) continue;  // continued by a new job
+      const size_t n_inputs = problems[part.candidate].plus_inputs.size();
+      if (v->passed && part.to < n_inputs)
+        submit_plus({part.candidate, part.to, n_inputs, part.to, 0.0, problems[part.candidate].atol});
+      else verdicts[part.candidate] = std::move(*v);
     }
   }
   for (size_t i = 0; i < n; ++i)

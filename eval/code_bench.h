@@ -88,12 +88,15 @@ class CanonicalResults {
   std::unordered_map<std::string, Entry> by_id_;
 };
 
-// completions[i] is a full program for problems[i]. `limits` applies to the base-test job; each
-// input of a candidate has EvalPlus's limit, max(1 s, 4x the canonical solution's CPU time on it),
-// judged from the call's CPU time after the job; and each input job, base or plus, gets
-// limits.cpu_seconds + 4x the canonical solution's CPU time on all inputs, which kills a loop
-// that never returns (EvalPlus's cap on the whole set is looser: min(60 s, the inputs' limits
-// summed) + 1 s, so a candidate a little slow on many inputs can fail here and pass there).
+// completions[i] is a full program for problems[i]. `limits` applies to the base-test job. On
+// the EvalPlus inputs, as EvalPlus: each input has the limit max(1 s, 4x the canonical solution's
+// CPU time on it), and each input set (base, plus) the cap min(60 s, its inputs' limits summed)
+// + 1 s. A job runs a set's inputs from some input on, with limits.cpu_seconds for the program's
+// start-up and the larger of that input's limit and 4x the canonical's time on the rest; one that
+// runs out of time in a later input is continued by a new job from there (the set is charged the
+// calls it finished, and the start-up once), so a loop that never returns is stopped in the job
+// of its own input, at its limit. Times are the calls' CPU seconds, where EvalPlus counts
+// wall-clock seconds.
 // The canonical results come from `canonical` where it has them, and what is computed goes into
 // it; without one, they are computed for this call alone.
 // share_identical: candidates that are the same program for the same problem (the same id and

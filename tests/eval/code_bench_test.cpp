@@ -472,6 +472,67 @@ TEST(EvalPlusGrading, EachInputHasItsOwnTimeLimit) {
   EXPECT_TRUE(v[2].passed) << v[2].reason << " " << v[2].detail;
 }
 
+// A candidate a little slow on many inputs takes more than one job's limit in all, which failed it
+// here (each job had limits.cpu_seconds + 4x the canonical's time); under EvalPlus it passes, each
+// input within its limit and the set within min(60 s, the limits summed) + 1 s = 7 s. The job that
+// runs out of time is continued from the input it was in. An input that loops for ever is stopped
+// at about its own limit and named.
+TEST(EvalPlusGrading, ASlowCandidateIsContinuedAndALoopStoppedAtItsInput) {
+  CodeProblem p;
+  p.id = "Mbpp/9102";
+  p.entry_point = "f";
+  p.canonical_solution = "def f(n):\n    return n + 1\n";
+  p.plus_inputs = {"1", "2", "3", "4", "5", "6"};
+  const std::string slow =
+      "import time\n"
+      "def f(n):\n"
+      "    start = time.process_time()\n"
+      "    while time.process_time() - start < 0.6:\n"
+      "        pass\n"
+      "    return n + 1\n";
+  const std::string loops_on_3 =
+      "def f(n):\n"
+      "    while n == 3:\n"
+      "        pass\n"
+      "    return n + 1\n";
+  sandbox::Limits limits;
+  limits.cpu_seconds = 1;  // each job: 1 s + max(1 s, ~0): about 3 of the slow inputs
+  const std::vector<CodeVerdict> v = grade_code(pool(), {p, p}, {slow, loops_on_3}, limits);
+  EXPECT_TRUE(v[0].passed) << v[0].reason << " " << v[0].detail;
+  EXPECT_FALSE(v[1].passed);
+  EXPECT_EQ(v[1].reason, "timeout");
+  EXPECT_EQ(v[1].detail.rfind("plus input 2 (3): over its limit of 1.0", 0), 0u) << v[1].detail;
+}
+
+// EvalPlus's cap on an input set counts the program's start-up: 3 inputs (limits 1 s each, a cap
+// of 4 s) at 0.9 s each after 2 s of start-up is 4.7 s, a timeout there; each input alone is
+// within its limit. The job's own limit (5 s + 1 s) is above it, so only the cap can fail it.
+TEST(EvalPlusGrading, AnInputSetHasEvalPlussCap) {
+  CodeProblem p;
+  p.id = "Mbpp/9103";
+  p.entry_point = "f";
+  p.canonical_solution = "def f(n):\n    return n + 1\n";
+  p.plus_inputs = {"1", "2", "3"};
+  auto candidate = [](const std::string& start_up) {
+    return "import time\n"
+           "start = time.process_time()\n"
+           "while time.process_time() - start < " + start_up + ":\n"
+           "    pass\n"
+           "def f(n):\n"
+           "    start = time.process_time()\n"
+           "    while time.process_time() - start < 0.9:\n"
+           "        pass\n"
+           "    return n + 1\n";
+  };
+  sandbox::Limits limits;
+  limits.cpu_seconds = 5;
+  const std::vector<CodeVerdict> v = grade_code(pool(), {p, p}, {candidate("2.0"), candidate("0.0")}, limits);
+  EXPECT_FALSE(v[0].passed);
+  EXPECT_EQ(v[0].reason, "timeout");
+  EXPECT_NE(v[0].detail.find("over EvalPlus's cap on the set of 4.0"), std::string::npos) << v[0].detail;
+  EXPECT_TRUE(v[1].passed) << v[1].reason << " " << v[1].detail;
+}
+
 TEST(LoadCodeBenchmark, Errors) {
   EXPECT_THROW(load_code_benchmark("nope", data_dir()), std::runtime_error);
   auto dir = std::filesystem::temp_directory_path() / "azr_code_bench_test";
