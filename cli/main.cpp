@@ -10,6 +10,7 @@
 #include "azr/build_info.h"
 #include "cli/commands.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/blas_core.h"
 #include "trainer/dist.h"
 #if AZR_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
@@ -20,11 +21,11 @@ namespace {
 std::string version_text() {
   const scmp_version* sv = seccomp_version();
   // The CUDA line names the architectures compiled in, not the device: --version never touches a GPU.
+  const std::string cpu = "cpu (OpenBLAS " + azr::kernels::blas_core_description() + ", OpenMP)";
 #if AZR_HAVE_CUDA
-  const std::string backends = "cpu (OpenBLAS, OpenMP), cuda (" + azr::kernels::cuda_compiled_architectures() +
-                               "; cuBLASLt)";
+  const std::string backends = cpu + ", cuda (" + azr::kernels::cuda_compiled_architectures() + "; cuBLASLt)";
 #else
-  const std::string backends = "cpu (OpenBLAS, OpenMP)";
+  const std::string backends = cpu;
 #endif
   std::string precisions;
   for (const std::string& p : azr::kernels::matmul_precision_names()) precisions += (precisions.empty() ? "" : ", ") + p;

@@ -112,6 +112,41 @@ TEST(ExecCli, VersionListsTheBackendsCompiledIn) {
       << r.out;
 }
 
+// The CPU backend names OpenBLAS's kernel set. Debian 12's OpenBLAS falls back to its SSE3
+// kernels ("Prescott") on CPUs newer than it knows; on a CPU with AVX2 azr runs on a set that uses
+// it (kernels/cpu/blas_core.h), unless the user named one (OPENBLAS_CORETYPE), which it keeps.
+TEST(ExecCli, VersionNamesTheBlasKernelsAndAvx2CpusGetKernelsThatUseIt) {
+  auto core_of = [](const std::string& out) {
+    const std::string open = "backends: cpu (OpenBLAS ";
+    const size_t at = out.find(open);
+    const size_t end = out.find(", OpenMP)", at);
+    return at == std::string::npos || end == std::string::npos ? std::string("(none)")
+                                                                : out.substr(at + open.size(), end - at - open.size());
+  };
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind("OPENBLAS_CORETYPE=", 0) != 0 && std::string(*e).rfind("AZR_OPENBLAS_", 0) != 0)
+      env.emplace_back(*e);
+  auto run = [&](std::vector<std::string> with) {
+    with.insert(with.begin(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& e : with) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    return run_process({azr(), "--version"}, "", envp.data());
+  };
+  auto r = run({});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string core = core_of(r.out);
+  EXPECT_FALSE(core.empty() || core == "(none)") << r.out;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(core.rfind("Prescott", 0), 0u) << core;
+  }
+  r = run({"OPENBLAS_CORETYPE=Prescott"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(core_of(r.out), "Prescott") << r.out;
+}
+
 TEST(ExecCli, UsageConventions) {
   EXPECT_EQ(run_process({azr(), "--version"}).exit_code, 0);
   EXPECT_NE(run_process({azr(), "--version"}).out.find("azr "), std::string::npos);
