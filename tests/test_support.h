@@ -52,6 +52,32 @@ struct ProcessResult {
   std::string err;
 };
 
+// An environment for a child process: this one's, without the variables whose names start with
+// one of `drop` ("OMP_", "OPENBLAS_CORETYPE="), then `add` ("NAME=value" each). envp() is for
+// run_process, valid while this object lives.
+class ChildEnvironment {
+ public:
+  explicit ChildEnvironment(const std::vector<std::string>& add = {},
+                            const std::vector<std::string>& drop = {}) {
+    for (char** e = environ; *e; ++e) {
+      const std::string v = *e;
+      bool dropped = false;
+      for (const std::string& prefix : drop) dropped = dropped || v.rfind(prefix, 0) == 0;
+      if (!dropped) vars_.push_back(v);
+    }
+    vars_.insert(vars_.end(), add.begin(), add.end());
+    for (std::string& v : vars_) pointers_.push_back(v.data());
+    pointers_.push_back(nullptr);
+  }
+  ChildEnvironment(const ChildEnvironment&) = delete;
+  ChildEnvironment& operator=(const ChildEnvironment&) = delete;
+  char* const* envp() const { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> vars_;
+  std::vector<char*> pointers_;
+};
+
 // Runs argv with `input` on stdin; captures stdout and stderr. envp: nullptr = inherit.
 inline ProcessResult run_process(const std::vector<std::string>& args, const std::string& input = "",
                                  char* const* envp = nullptr) {

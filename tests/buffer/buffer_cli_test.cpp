@@ -121,18 +121,12 @@ TEST_F(BufferCli, WrittenFilesAreSyncedBeforeTheirNameAndTheDirectoryAfter) {
   const fs::path real_dir = fs::canonical(dir_);  // the log names files as /proc/self/fd resolves them
   const std::string db = (real_dir / "b.db").string(), out = (real_dir / "out.jsonl").string();
   const std::string log = (real_dir / "sync.log").string();
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.push_back(*e);
-  env.push_back(std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB);
-  env.push_back("AZR_SYNC_LOG=" + log);
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const azr::testing::ChildEnvironment env({std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB, "AZR_SYNC_LOG=" + log});
   const std::string tasks =
       "{\"type\":\"deduction\",\"program\":\"def f(): return 2\",\"input\":\"\",\"output\":\"2\"}\n";
-  auto imp = run_process({azr(), "buffer", "import", db, write("t.jsonl", tasks)}, "", envp.data());
+  auto imp = run_process({azr(), "buffer", "import", db, write("t.jsonl", tasks)}, "", env.envp());
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
-  auto exp = run_process({azr(), "buffer", "export", db, "-o", out}, "", envp.data());
+  auto exp = run_process({azr(), "buffer", "export", db, "-o", out}, "", env.envp());
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
   ASSERT_EQ(json_lines(read(out)).size(), 1u);
 

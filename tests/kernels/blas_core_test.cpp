@@ -14,26 +14,13 @@
 
 namespace {
 
-// This process's environment without any kernel set named, plus `extra`.
-std::vector<std::string> environment(const std::vector<std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string v = *e;
-    if (v.rfind("OPENBLAS_CORETYPE=", 0) != 0 && v.rfind("AZR_OPENBLAS_", 0) != 0 && v.rfind("OMP_", 0) != 0 &&
-        v.rfind("GOMP_", 0) != 0)
-      env.push_back(v);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
-}
-
-azr::testing::ProcessResult probe(const std::vector<std::string>& args, std::vector<std::string> env) {
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+// Runs the probe from this process's environment, without any kernel set or OpenMP setting
+// named, plus `extra`.
+azr::testing::ProcessResult probe(const std::vector<std::string>& args, const std::vector<std::string>& extra) {
+  const azr::testing::ChildEnvironment env(extra, {"OPENBLAS_CORETYPE=", "AZR_OPENBLAS_", "OMP_", "GOMP_"});
   std::vector<std::string> argv = {AZR_BLAS_CORE_PROBE};
   argv.insert(argv.end(), args.begin(), args.end());
-  return azr::testing::run_process(argv, "", envp.data());
+  return azr::testing::run_process(argv, "", env.envp());
 }
 
 std::string line_of(const std::string& out, const std::string& key) {
@@ -51,7 +38,7 @@ int own_cpus() {
 }
 
 TEST(BlasCore, AnAvx2CpuNeverRunsTheSse3Kernels) {
-  const auto r = probe({}, environment({}));
+  const auto r = probe({}, {});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 here";
@@ -62,7 +49,7 @@ TEST(BlasCore, TheRunAgainHasTheFirstRunsArgumentsNameCpusAndFds) {
   const std::vector<std::string> args = {"", "two words", "new\nline", "--flag=x", ""};
   for (const std::vector<std::string>& omp : {std::vector<std::string>{},
                                               std::vector<std::string>{"OMP_PROC_BIND=close", "OMP_PLACES=cores"}}) {
-    const auto r = probe(args, environment(omp));
+    const auto r = probe(args, omp);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string where = omp.empty() ? "plain" : "OMP_PROC_BIND=close";
     std::string want = "arg[" + std::string(AZR_BLAS_CORE_PROBE) + "]\n";
@@ -78,7 +65,7 @@ TEST(BlasCore, TheRunAgainHasTheFirstRunsArgumentsNameCpusAndFds) {
 
 // A kernel set the user names is kept, whatever it is.
 TEST(BlasCore, ASetTheUserNamesIsKept) {
-  const auto r = probe({}, environment({"OPENBLAS_CORETYPE=Prescott"}));
+  const auto r = probe({}, {"OPENBLAS_CORETYPE=Prescott"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(line_of(r.out, "blas"), "Prescott") << r.out;
 }

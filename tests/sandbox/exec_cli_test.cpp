@@ -123,16 +123,9 @@ TEST(ExecCli, VersionNamesTheBlasKernelsAndAvx2CpusGetKernelsThatUseIt) {
     return at == std::string::npos || end == std::string::npos ? std::string("(none)")
                                                                 : out.substr(at + open.size(), end - at - open.size());
   };
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::string(*e).rfind("OPENBLAS_CORETYPE=", 0) != 0 && std::string(*e).rfind("AZR_OPENBLAS_", 0) != 0)
-      env.emplace_back(*e);
-  auto run = [&](std::vector<std::string> with) {
-    with.insert(with.begin(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (std::string& e : with) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    return run_process({azr(), "--version"}, "", envp.data());
+  auto run = [&](const std::vector<std::string>& with) {
+    const azr::testing::ChildEnvironment env(with, {"OPENBLAS_CORETYPE=", "AZR_OPENBLAS_"});
+    return run_process({azr(), "--version"}, "", env.envp());
   };
   auto r = run({});
   ASSERT_EQ(r.exit_code, 0) << r.err;
