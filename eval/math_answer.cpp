@@ -612,10 +612,10 @@ class Evaluator {
     if (!sub) return std::nullopt;
     // A number in a base above ten (`1A_{16}`): its last digit a letter right after digits, its
     // subscript the base. Text, as `52_8` is.
-    const bool digits = !sub->empty() && std::all_of(sub->begin(), sub->end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits && std::stoi(std::string(*sub)) > 10 && name > 0 && std::isdigit(static_cast<unsigned char>(s_[name - 1])) &&
-        std::isupper(static_cast<unsigned char>(s_[name])))
-      return std::nullopt;
+    int base = 0;  // the subscript's value, if all digits, held below 100 (no overflow)
+    for (char c : *sub) base = c >= '0' && c <= '9' && base >= 0 ? std::min(base * 10 + (c - '0'), 100) : -1;
+    const bool after_digits = name > 0 && std::isdigit(static_cast<unsigned char>(s_[name - 1]));
+    if (base > 10 && after_digits && std::isupper(static_cast<unsigned char>(s_[name]))) return std::nullopt;
     return vars_->subscripted(s_.substr(name, i_ - name));
   }
 

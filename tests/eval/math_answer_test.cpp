@@ -114,6 +114,7 @@ TEST(MathEquivalent, SubscriptedVariablesAreTheirOwnVariables) {
   EXPECT_TRUE(math_equivalent("52_{8}", "52_8"));
   EXPECT_FALSE(math_equivalent("1A_{16}", "A_{16}"));  // 26, not 1 times the variable A_16
   EXPECT_TRUE(math_equivalent("2x_1", "2 x_{1}"));
+  EXPECT_TRUE(math_equivalent("x_{99999999999}", "x_{99999999999}+0"));  // no int overflow reading it
 }
 
 // Functions evaluate as sympy's LaTeX parser reads them: arguments in parentheses or the products
