@@ -661,8 +661,7 @@ class Evaluator {
       x = bare_argument();
     }
     if (!x) return std::nullopt;
-    double v = apply(fn, *x, inverse);
-    if (base) v = std::log(*x) / std::log(*base);
+    double v = base ? std::log(*x) / std::log(*base) : apply(fn, *x, inverse);
     if (power_of_value != 1) v = std::pow(v, power_of_value);
     if (!std::isfinite(v)) return std::nullopt;  // outside its domain: no value at this point
     return v;
@@ -707,7 +706,7 @@ class Evaluator {
       case Fn::Sech: return 1 / std::cosh(x);
       case Fn::Csch: return 1 / std::sinh(x);
       case Fn::Ln: return x > 0 ? std::log(x) : std::nan("");
-      case Fn::Log: return x > 0 ? std::log10(x) : std::nan("");  // a base divides the natural one
+      case Fn::Log: return x > 0 ? std::log10(x) : std::nan("");  // with a base: function()
       case Fn::Exp: return std::exp(x);
     }
     return std::nan("");
