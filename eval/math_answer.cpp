@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numbers>
 #include <optional>
 #include <random>
@@ -386,15 +387,84 @@ struct Assignment {
   }
 };
 
+// A value with a bound on its rounding error: |v - exact| <= e, where exact is what real arithmetic
+// makes of the same text (running error analysis, first order). sympy computes `\sin\pi` as exactly
+// 0; doubles give 1.2e-16, bounded by 4e-16, so it equals 0 within its own rounding, where a
+// relative tolerance alone would never call it 0. At a pole (`\tan\frac{\pi}{2}`, 1.6e16) the bound
+// exceeds the value: no value, as sympy's zoo is none.
+struct Num {
+  double v = 0;
+  double e = 0;
+};
+
+constexpr double kUnit = 0x1.0p-53;     // one correctly rounded operation's relative error
+constexpr double kLibmUnits = 8;        // glibc's functions are within a few units in the last place
+constexpr double kUsable = 1e-9;        // a value known worse than this (relative, or absolute below 1)
+                                        // is too ill-conditioned to compare: a pole, sin of 1e10
+
+Num exact(double v) { return {v, 0}; }
+Num pi_constant() { return {std::numbers::pi, std::numbers::pi * kUnit}; }
+
+// A decimal literal: exact if a whole number a double holds, else rounded once.
+Num literal(double v) { return {v, v == std::round(v) && std::fabs(v) < 0x1.0p53 ? 0 : std::fabs(v) * kUnit}; }
+
+Num operator+(Num a, Num b) {
+  const double v = a.v + b.v;
+  return {v, a.e + b.e + std::fabs(v) * kUnit};
+}
+Num operator-(Num a) { return {-a.v, a.e}; }
+Num operator-(Num a, Num b) { return a + -b; }
+Num operator*(Num a, Num b) {
+  const double v = a.v * b.v;
+  return {v, std::fabs(a.v) * b.e + std::fabs(b.v) * a.e + a.e * b.e + std::fabs(v) * kUnit};
+}
+
+// No value where the divisor may be 0 (`\frac{1}{\sin\pi}`).
+std::optional<Num> divide(Num a, Num b) {
+  if (std::fabs(b.v) <= b.e) return std::nullopt;
+  const double v = a.v / b.v;
+  return Num{v, (a.e + std::fabs(v) * b.e) / (std::fabs(b.v) - b.e) + std::fabs(v) * kUnit};
+}
+
+// f applied to x: the bound is how far f moves across x's interval, read at its two ends (first
+// order: f is monotone on an interval this small, unless a pole or a domain's edge is in it, and
+// then an end has no value and neither has the result).
+template <class F>
+Num through(F f, Num x) {
+  const double v = f(x.v);
+  double spread = 0;
+  if (x.e > 0)
+    for (double end : {x.v - x.e, x.v + x.e}) {
+      const double moved = std::fabs(f(end) - v);
+      spread = std::isnan(moved) ? std::numeric_limits<double>::infinity() : std::max(spread, moved);
+    }
+  return {v, spread + std::fabs(v) * kLibmUnits * kUnit};
+}
+
+Num power_of(Num base, Num exponent) {
+  const Num over_base = through([&](double b) { return std::pow(b, exponent.v); }, base);
+  const Num over_exponent = through([&](double x) { return std::pow(base.v, x); }, exponent);
+  return {over_base.v, over_base.e + over_exponent.e};
+}
+
+// A square root's argument may round below 0 (`\sqrt{\sin\pi}`): its value is then that of 0.
+std::optional<Num> square_root(Num x) {
+  if (x.v + x.e < 0) return std::nullopt;
+  const double v = std::sqrt(std::max(x.v, 0.0));
+  const double low = std::sqrt(std::max(x.v - x.e, 0.0)), high = std::sqrt(x.v + x.e);
+  return Num{v, std::max(high - v, v - low) + v * kUnit};
+}
+
 class Evaluator {
  public:
   // vars: the values of single-letter variables; without it, a letter does not evaluate.
   explicit Evaluator(std::string_view s, const Assignment* vars = nullptr) : s_(s), vars_(vars) {}
   static constexpr int kMaxDepth = 200;  // bounds recursion on hostile input like "((((..."
 
-  std::optional<double> run() {
+  std::optional<Num> run() {
     auto v = expr();
-    if (!v || i_ != s_.size() || !std::isfinite(*v)) return std::nullopt;
+    if (!v || i_ != s_.size() || !std::isfinite(v->v)) return std::nullopt;
+    if (!(v->e <= kUsable * std::max(1.0, std::fabs(v->v)))) return std::nullopt;
     return v;
   }
 
@@ -449,7 +519,7 @@ class Evaluator {
     return a >= s_.size() || !std::isalpha(static_cast<unsigned char>(s_[a]));
   }
 
-  std::optional<double> expr() {
+  std::optional<Num> expr() {
     if (++depth_ > kMaxDepth) return std::nullopt;
     struct Leave {
       int& d;
@@ -460,12 +530,12 @@ class Evaluator {
       if (eat("+")) {
         auto r = term();
         if (!r) return std::nullopt;
-        *v += *r;
+        *v = *v + *r;
       } else if (s_[i_] == '-') {
         ++i_;
         auto r = term();
         if (!r) return std::nullopt;
-        *v -= *r;
+        *v = *v - *r;
       } else {
         break;
       }
@@ -480,7 +550,7 @@ class Evaluator {
            peek_cmd("\\sqrt") || peek_cmd("\\pi") || at_variable() || at_greek() || peek_function();
   }
 
-  std::optional<double> term() {
+  std::optional<Num> term() {
     auto v = power();
     while (v && i_ < s_.size()) {
       if (eat("*") || peek_cmd("\\cdot") || peek_cmd("\\times")) {
@@ -488,16 +558,16 @@ class Evaluator {
         }
         auto r = power();
         if (!r) return std::nullopt;
-        *v *= *r;
+        *v = *v * *r;
       } else if (eat("/") || peek_cmd("\\div")) {
         eat("\\div");
         auto r = power();
-        if (!r || *r == 0) return std::nullopt;
-        *v /= *r;
+        if (!r) return std::nullopt;
+        v = divide(*v, *r);
       } else if (starts_primary()) {  // implicit product: 2\sqrt{3}, 3\pi, 2(1+x)
         auto r = power();
         if (!r) return std::nullopt;
-        *v *= *r;
+        *v = *v * *r;
       } else {
         break;
       }
@@ -505,27 +575,28 @@ class Evaluator {
     return v;
   }
 
-  std::optional<double> power() {
+  std::optional<Num> power() {
     auto base = unary();
     if (!base) return std::nullopt;
     if (eat("^")) {
       auto e = exponent();
       if (!e) return std::nullopt;
-      return std::pow(*base, *e);
+      return power_of(*base, *e);
     }
     return base;
   }
 
   // What follows `^`.
-  std::optional<double> exponent() {
+  std::optional<Num> exponent() {
     if (i_ < s_.size() && s_[i_] == '{') return group();
-    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) return s_[i_++] - '0';  // x^23 is x^2 3
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
+      return exact(s_[i_++] - '0');  // x^23 is x^2 3
     if (i_ < s_.size() && s_[i_] == '-') return unary();
     if (at_variable() || at_greek()) return primary();  // 2^n
     return std::nullopt;
   }
 
-  std::optional<double> unary() {
+  std::optional<Num> unary() {
     if (depth_ > kMaxDepth) return std::nullopt;
     if (eat("-")) {
       ++depth_;  // `----...5` recurses through power() without expr()
@@ -534,14 +605,14 @@ class Evaluator {
         ~Leave() { --d; }
       } leave{depth_};
       auto v = power();
-      return v ? std::optional<double>(-*v) : std::nullopt;
+      return v ? std::optional<Num>(-*v) : std::nullopt;
     }
     if (eat("+")) return power();
     return primary();
   }
 
   // `{...}` as a sub-expression.
-  std::optional<double> group() {
+  std::optional<Num> group() {
     if (!eat("{")) return std::nullopt;
     auto v = expr();
     if (!v || !eat("}")) return std::nullopt;
@@ -549,14 +620,14 @@ class Evaluator {
   }
 
   // Argument of \frac / \sqrt: a braced group, or a single digit / \pi (`\frac12`, `\sqrt2`).
-  std::optional<double> arg() {
+  std::optional<Num> arg() {
     if (i_ < s_.size() && s_[i_] == '{') return group();
-    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) return s_[i_++] - '0';
-    if (eat("\\pi")) return std::numbers::pi;
+    if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) return exact(s_[i_++] - '0');
+    if (eat("\\pi")) return pi_constant();
     return std::nullopt;
   }
 
-  std::optional<double> number() {
+  std::optional<Num> number() {
     size_t b = i_;
     while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
     if (i_ < s_.size() && s_[i_] == '.') {
@@ -574,15 +645,15 @@ class Evaluator {
         i_ = j;
       }
     }
-    return std::strtod(std::string(s_.substr(b, i_ - b)).c_str(), nullptr);
+    return literal(std::strtod(std::string(s_.substr(b, i_ - b)).c_str(), nullptr));
   }
 
-  std::optional<double> frac() {
+  std::optional<Num> frac() {
     auto n = arg();
     if (!n) return std::nullopt;
     auto d = arg();
-    if (!d || *d == 0) return std::nullopt;
-    return *n / *d;
+    if (!d) return std::nullopt;
+    return divide(*n, *d);
   }
 
   // The text of a subscript at i_ (`_0`, `_{n}`, `_{12}`; braces balanced), consumed, or nullopt.
@@ -606,8 +677,8 @@ class Evaluator {
 
   // The variable whose name starts at `name` (its letter or Greek command just read): itself
   // (`plain`), or with a subscript a variable of its own.
-  std::optional<double> variable(size_t name, double plain) {
-    if (i_ >= s_.size() || s_[i_] != '_') return plain;
+  std::optional<Num> variable(size_t name, double plain) {
+    if (i_ >= s_.size() || s_[i_] != '_') return exact(plain);
     auto sub = subscript();
     if (!sub) return std::nullopt;
     // A number in a base above ten (`1A_{16}`): its last digit a letter right after digits, its
@@ -616,7 +687,7 @@ class Evaluator {
     for (char c : *sub) base = c >= '0' && c <= '9' && base >= 0 ? std::min(base * 10 + (c - '0'), 100) : -1;
     const bool after_digits = name > 0 && std::isdigit(static_cast<unsigned char>(s_[name - 1]));
     if (base > 10 && after_digits && std::isupper(static_cast<unsigned char>(s_[name]))) return std::nullopt;
-    return vars_->subscripted(s_.substr(name, i_ - name));
+    return exact(vars_->subscripted(s_.substr(name, i_ - name)));
   }
 
   bool peek_function() const {
@@ -627,7 +698,7 @@ class Evaluator {
   // `\sin(x)`, `\sin 2x` and `\sin{2}x` (the implicit product after the name, up to the next
   // operator or function: `\sin x\cos x` is two factors), `\sin^2 x` (a power of the value; `^{-1}` the
   // inverse), `\log_{2} 8` (a base).
-  std::optional<double> function() {
+  std::optional<Num> function() {
     if (++depth_ > kMaxDepth) return std::nullopt;  // `\sin\sin\sin...` recurses without expr()
     struct Leave {
       int& d;
@@ -636,23 +707,24 @@ class Evaluator {
     size_t len = 0;
     Fn fn = *function_at(s_, i_, &len);
     i_ += len;
-    std::optional<double> base;
-    double power_of_value = 1;
+    std::optional<Num> base;
+    Num power_of_value = exact(1);
     if ((fn == Fn::Log) && i_ < s_.size() && s_[i_] == '_') {
       ++i_;  // one character or a group, as LaTeX reads a subscript: `\log_28` is log base 2 of 8
       if (i_ < s_.size() && s_[i_] == '{') base = group();
-      else if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) base = s_[i_++] - '0';
-      else if (vars_ && i_ < s_.size() && is_letter(s_[i_])) base = vars_->slots[static_cast<unsigned char>(s_[i_++])];
-      if (!base || *base <= 0 || *base == 1) return std::nullopt;
+      else if (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) base = exact(s_[i_++] - '0');
+      else if (vars_ && i_ < s_.size() && is_letter(s_[i_]))
+        base = exact(vars_->slots[static_cast<unsigned char>(s_[i_++])]);
+      if (!base || base->v <= 0 || base->v == 1) return std::nullopt;
     }
     if (eat("^")) {
       auto e = exponent();
       if (!e) return std::nullopt;
       power_of_value = *e;
     }
-    const bool inverse = power_of_value == -1 && fn <= Fn::Tanh;
-    if (inverse) power_of_value = 1;
-    std::optional<double> x;
+    const bool inverse = power_of_value.v == -1 && power_of_value.e == 0 && fn <= Fn::Tanh;
+    if (inverse) power_of_value = exact(1);
+    std::optional<Num> x;
     if (i_ < s_.size() && s_[i_] == '(') {
       ++i_;
       x = expr();
@@ -661,9 +733,11 @@ class Evaluator {
       x = bare_argument();
     }
     if (!x) return std::nullopt;
-    double v = base ? std::log(*x) / std::log(*base) : apply(fn, *x, inverse);
-    if (power_of_value != 1) v = std::pow(v, power_of_value);
-    if (!std::isfinite(v)) return std::nullopt;  // outside its domain: no value at this point
+    auto ln = [](double t) { return t > 0 ? std::log(t) : std::nan(""); };
+    std::optional<Num> v = base ? divide(through(ln, *x), through(ln, *base))
+                                : through([&](double t) { return apply(fn, t, inverse); }, *x);
+    if (v && !(power_of_value.v == 1 && power_of_value.e == 0)) v = power_of(*v, power_of_value);
+    if (!v || !std::isfinite(v->v)) return std::nullopt;  // outside its domain: no value at this point
     return v;
   }
 
@@ -671,7 +745,7 @@ class Evaluator {
   // joined by products and quotients, written or implicit, up to a `+`, a `-`, another function or
   // a `\sqrt`: `\sin 2x` is sin(2x), `\sin x/2` sin(x/2), `\sin \omega \cdot t` sin(omega t), and
   // `\sin x\cos x` two factors. A braced letter (`\sin{x}y`) is a factor like any other.
-  std::optional<double> bare_argument() {
+  std::optional<Num> bare_argument() {
     auto x = power();
     while (x && i_ < s_.size()) {
       const size_t save = i_;
@@ -682,8 +756,8 @@ class Evaluator {
         break;
       }
       auto r = power();
-      if (!r || (over && *r == 0)) return std::nullopt;
-      *x = over ? *x / *r : *x * *r;
+      if (!r) return std::nullopt;
+      x = over ? divide(*x, *r) : *x * *r;
     }
     return x;
   }
@@ -712,7 +786,7 @@ class Evaluator {
     return std::nan("");
   }
 
-  std::optional<double> primary() {
+  std::optional<Num> primary() {
     if (i_ >= s_.size()) return std::nullopt;
     char c = s_[i_];
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
@@ -748,19 +822,23 @@ class Evaluator {
     }
     if (peek_cmd("\\sqrt")) {
       i_ += 5;
-      double root = 2;
+      Num root = exact(2);
       if (eat("[")) {
         auto n = expr();
         if (!n || !eat("]")) return std::nullopt;
         root = *n;
       }
       auto a = arg();
-      if (!a || *a < 0 || root == 0) return std::nullopt;
-      return std::pow(*a, 1.0 / root);
+      if (!a || root.v == 0) return std::nullopt;
+      if (root.v == 2 && root.e == 0) return square_root(*a);
+      if (a->v < 0) return std::nullopt;
+      auto reciprocal = divide(exact(1), root);
+      if (!reciprocal) return std::nullopt;
+      return power_of(*a, *reciprocal);
     }
     if (peek_cmd("\\pi")) {
       i_ += 3;
-      return std::numbers::pi;
+      return pi_constant();
     }
     if (at_variable()) {
       const size_t name = i_++;
@@ -777,15 +855,17 @@ class Evaluator {
   }
 };
 
-std::optional<double> evaluate(std::string_view s) { return Evaluator(s).run(); }
+std::optional<Num> evaluate(std::string_view s) { return Evaluator(s).run(); }
 
-bool numbers_equal(double a, double b) {
-  bool ints = std::fabs(a) < 9e15 && std::fabs(b) < 9e15 && a == std::round(a) && b == std::round(b);
-  if (ints) return a == b;
-  // Relative only: Minerva's answers go down to 1e-27 (e-notation), where an absolute 1e-12 of
-  // slack made 8.4e-12 equal to 7.4e-12.
-  double scale = std::max(std::fabs(a), std::fabs(b));
-  return std::fabs(a - b) <= 1e-6 * scale;
+// Equal within the tolerance, or within both sides' rounding (`\sin\pi` and 0; `\sin 2x` and
+// `2\sin x\cos x` at a point where both are near 0).
+bool numbers_equal(Num a, Num b) {
+  bool ints = std::fabs(a.v) < 9e15 && std::fabs(b.v) < 9e15 && a.v == std::round(a.v) && b.v == std::round(b.v);
+  if (ints) return a.v == b.v;
+  // Relative: Minerva's answers go down to 1e-27 (e-notation), where an absolute 1e-12 of slack
+  // made 8.4e-12 equal to 7.4e-12. Their rounding bounds are some 1e-43.
+  const double scale = std::max(std::fabs(a.v), std::fabs(b.v)), apart = std::fabs(a.v - b.v);
+  return apart <= 1e-6 * scale || apart <= a.e + b.e;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -23,6 +23,11 @@
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers
 //    1\frac{4}{5}); two integer values compare exactly, others with relative tolerance 1e-6
 //    (so `\frac{1}{3}` != `0.33`, `\pi/2` != `1.57`, `2\sqrt3` != `\sqrt6`, `0.5` = `\frac12`).
+//    Each value carries a bound on its rounding error, and two values within their bounds of each
+//    other are equal: `\sin\pi` (1.2e-16 in doubles) is 0, as sympy's exact arithmetic has it,
+//    and so is `\sin 2x - 2\sin x\cos x` at every point. A value whose bound exceeds 1e-9 of it
+//    (or 1e-9 below 1) has none: a pole (`\tan\frac{\pi}{2}`), or the arcsine of a sine that
+//    rounded to 1 (`\arcsin(\sin\frac{\pi}{2})`, which sympy evaluates), or `\sqrt{\sin\pi}`.
 //  * Expressions in single-letter variables, Greek letters (`\omega`; `\pi` is the constant) and
 //    subscripted variables (`x_0`, `\omega_{n}`, `E_{12}`: each a variable of its own; a number's
 //    subscript, `52_8` or `1A_{16}`, stays text) compare as functions (`p-q` = `-q+p`, `2(n-1)` = `2n-2`,
@@ -37,8 +42,8 @@
 //    (`\sin(2t)/5`) or, as sympy's grammar reads it, the products and quotients after the name up
 //    to a `+`, a `-`, another function or a `\sqrt` (`\sin 2t`, `\sin x/2` = sin(x/2),
 //    `\sin x\cos x` two factors); `\sin^2 x` is a power of the value. `e` is a variable, as sympy
-//    reads it: `e^{t}` is not `\exp(t)`. Values are compared as they come: at a pole (`\tan`) or
-//    where a function flattens out (`\tanh 10`), the 1e-6 tolerance can join different values.
+//    reads it: `e^{t}` is not `\exp(t)`. Where a function flattens out (`\tanh 10`), the 1e-6
+//    tolerance joins different values (Qwen2.5-Math's relative 1e-4 does too).
 //  * Anything the parser cannot evaluate (matrices, unions, floors) falls back to equality of the
 //    normalised strings.
 #include <nlohmann/json.hpp>

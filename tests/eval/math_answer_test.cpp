@@ -160,6 +160,27 @@ TEST(MathEquivalent, FunctionsAreEvaluated) {
   EXPECT_FALSE(math_equivalent(deep + "x", "x"));
 }
 
+// Values compare as exact arithmetic has them (sympy's, in Qwen2.5-Math's grader): a value within
+// its own rounding error of another equals it, so `\sin\pi` (1.2e-16 in doubles) is 0, and a value
+// whose rounding error is larger than itself, at a pole, has none (sympy's zoo).
+TEST(MathEquivalent, ValuesAreEqualWithinTheirRounding) {
+  EXPECT_TRUE(math_equivalent("\\sin\\pi", "0"));
+  EXPECT_TRUE(math_equivalent("0", "\\cos\\frac{\\pi}{2}"));
+  EXPECT_TRUE(math_equivalent("\\tan\\frac{\\pi}{4}-1", "0"));
+  EXPECT_TRUE(math_equivalent("\\sin 2x-2\\sin x\\cos x", "0"));  // identically 0
+  EXPECT_TRUE(math_equivalent("\\sin^2 x+\\cos^2 x-1", "0"));
+  EXPECT_FALSE(math_equivalent("\\sin 2x-\\sin x\\cos x", "0"));
+  EXPECT_FALSE(math_equivalent("\\sin\\pi", "1"));
+  // Small values are known to their last digits: no absolute slack.
+  EXPECT_FALSE(math_equivalent("3\\times10^{-27}", "0"));
+  EXPECT_FALSE(math_equivalent("8.4\\times10^{-12}", "7.4e-12"));
+  EXPECT_TRUE(math_equivalent("8.4\\times10^{-12}", "8.4e-12"));
+  // At a pole: no value, so equal to nothing but the same text.
+  EXPECT_FALSE(math_equivalent("\\tan\\frac{\\pi}{2}", "1.633123935319537e16"));
+  EXPECT_FALSE(math_equivalent("\\tan\\frac{\\pi}{2}", "\\tan\\frac{\\pi}{2}+1"));
+  EXPECT_FALSE(math_equivalent("\\frac{1}{\\sin\\pi}", "8.165619676597685e15"));
+}
+
 // A systematically wrong answer: the first digit changed (d -> d+1 mod 10).
 std::optional<std::string> change_first_digit(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i)
