@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -32,6 +33,11 @@ using Clock = std::chrono::steady_clock;
 constexpr double kBackstopGraceSeconds = 5.0;
 // A job whose worker died under it twice is reported, not retried again.
 constexpr int kMaxRequeues = 1;
+// A worker that could not be started again is retried after 0.5 s, then twice as long after each
+// failure, up to a minute: a fork refused under memory pressure passes, a missing executable
+// does not, and neither should cost a start-up's work every loop.
+constexpr double kFirstRetrySeconds = 0.5;
+constexpr double kLongestRetrySeconds = 60.0;
 
 struct Entry {
   Job job;
@@ -49,6 +55,8 @@ struct Worker {
   MessageBuffer inbox;
   int restarts = 0;
   bool alive = false;
+  int failed_starts = 0;         // in a row; while > 0 the worker is down and retried at retry_at
+  Clock::time_point retry_at;
 };
 
 // epoll user data: the worker's generation (its restarts) in the high 32 bits, then its index * 2
@@ -168,19 +176,47 @@ struct Pool::Impl {
       ++stats.worker_restarts;
     }
     ++w.restarts;
+    try_start(w);
+  }
+
+  // Starts a worker that is down; on failure schedules the next try and fails the jobs of its
+  // kind if no worker of that kind is left (they would wait for ever).
+  void try_start(Worker& w) {
     try {
       start_worker(w);
+      if (w.failed_starts > 0)
+        spdlog::info("sandbox worker {} started after {} failed start(s)", w.index, w.failed_starts);
+      w.failed_starts = 0;
     } catch (const std::exception& e) {
-      spdlog::error("sandbox worker {} could not be restarted: {}", w.index, e.what());
-      fail_if_no_workers(w.seed);
+      const double wait = std::min(kLongestRetrySeconds, kFirstRetrySeconds * std::pow(2.0, w.failed_starts));
+      ++w.failed_starts;
+      w.retry_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+      spdlog::error("sandbox worker {} could not be started: {}; trying again in {} s", w.index, e.what(), wait);
+      {
+        std::lock_guard lk(mu);
+        ++stats.failed_starts;
+      }
+      fail_if_no_workers(static_cast<int>(w.seed));
     }
   }
 
-  void fail_if_no_workers(SeedClass seed) {
+  void retry_down_workers() {
+    const auto now = Clock::now();
+    for (auto& w : workers)
+      if (!w.alive && w.failed_starts > 0 && now >= w.retry_at) try_start(w);
+  }
+
+  bool has_worker(int cls) const {
     for (const auto& w : workers)
-      if (w.alive && w.seed == seed) return;
+      if (w.alive && static_cast<int>(w.seed) == cls) return true;
+    return false;
+  }
+
+  // Jobs of a kind no running worker has: internal_error now, not queued until one starts.
+  void fail_if_no_workers(int cls) {
+    if (has_worker(cls)) return;
     std::lock_guard lk(mu);
-    auto& q = pending[static_cast<int>(seed)];
+    auto& q = pending[cls];
     while (!q.empty()) {
       uint64_t id = q.front();
       q.pop_front();
@@ -215,6 +251,7 @@ struct Pool::Impl {
   // ---- I/O thread --------------------------------------------------------------------------
 
   void dispatch() {
+    for (int cls = 0; cls < 2; ++cls) fail_if_no_workers(cls);
     std::lock_guard lk(mu);
     for (int cls = 0; cls < 2; ++cls) {
       auto& q = pending[cls];
@@ -353,6 +390,7 @@ struct Pool::Impl {
         }
       }
       check_backstops();
+      retry_down_workers();
       dispatch();
     }
   }

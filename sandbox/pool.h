@@ -6,7 +6,9 @@
 // different seed (and have a different address layout) and exist for the second run of a
 // determinism check. One I/O thread multiplexes all workers with epoll; a worker that dies or
 // stops answering is replaced, the job it was running is reported as internal_error, and jobs
-// queued behind it are re-queued, so no job is ever lost.
+// queued behind it are re-queued, so no job is ever lost. A replacement that cannot start is
+// tried again later (0.5 s, doubling up to a minute); while no worker of a kind runs, that kind's
+// jobs complete at once as internal_error (NoWorkers), so no caller waits for ever.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,6 +54,7 @@ struct PoolStats {
   uint64_t completed = 0;
   uint64_t worker_restarts = 0;
   uint64_t requeued = 0;
+  uint64_t failed_starts = 0;  // replacements that could not start (each retried later)
 };
 
 class Pool {

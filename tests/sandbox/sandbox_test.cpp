@@ -5,18 +5,28 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
 #include "sandbox/protocol.h"
+#include "sandbox/spawn.h"
 #include "tests/test_support.h"
 
 namespace azr::sandbox {
 namespace {
+
+const azr::testing::ProcessScratch& kScratch = azr::testing::register_process_scratch("azr-sandbox-test");
 
 Limits fast_limits() {
   Limits l;
@@ -551,6 +561,55 @@ TEST(SandboxPoolTest, ALockdownFailureIsInternalAndRunsNothing) {
   EXPECT_EQ(r.output, "");
   j.limits.cpu_seconds = 1;  // within the limit: the same worker runs it
   EXPECT_EQ(pool.run({j}).at(0).calls.at(0).repr, "1");
+}
+
+// A worker whose replacement cannot start (here: a stand-in for azr-zygote that refuses while a
+// file exists) leaves no worker of its kind. Jobs of that kind then complete as internal_error
+// (NoWorkers) instead of waiting for ever, and the worker is tried again until it starts.
+TEST(SandboxPoolTest, AWorkerThatCannotStartIsRetriedAndItsJobsDoNotWait) {
+  const std::filesystem::path dir = kScratch.dir() / "refusing-zygote";
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                        std::filesystem::perms::others_exec);
+  const std::filesystem::path refuse = dir / "refuse", script = dir / "azr-zygote";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\n[ -e '" << refuse.string() << "' ] && exit 1\nexec '" << default_zygote_path() << "' \"$@\"\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+  PoolOptions o;
+  o.workers = 1;
+  o.alternate_workers = 0;
+  o.zygote_path = script.string();
+  Pool pool(o);
+  ASSERT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
+  std::ofstream(refuse).put('x');
+  const int pid = pool.workers().at(0).pid;
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  for (int i = 0; i < 3000 && pool.stats().failed_starts == 0; i++) usleep(10 * 1000);
+  ASSERT_GE(pool.stats().failed_starts, 1u);
+  // Collected on a thread of its own: the old pool queued the job for ever, and a test that
+  // hangs says nothing.
+  auto result = std::make_shared<std::promise<CallResult>>();
+  std::future<CallResult> later = result->get_future();
+  std::thread([&pool, result] { result->set_value(evaluate(pool, "def f(): return 7", "")); }).detach();
+  if (later.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "a job submitted while no worker runs was still waiting after 60 s";
+    std::fflush(nullptr);
+    std::_Exit(1);  // the pool cannot be destroyed under a waiting thread
+  }
+  const CallResult r = later.get();
+  EXPECT_EQ(r.status, Status::Internal);
+  EXPECT_EQ(r.error_type, "NoWorkers");
+  std::filesystem::remove(refuse);
+  std::string repr;
+  for (int i = 0; i < 600 && repr != "7"; i++) {  // the next try comes within a minute
+    repr = evaluate(pool, "def f(): return 7", "").repr;
+    if (repr != "7") usleep(100 * 1000);
+  }
+  EXPECT_EQ(repr, "7");
+  EXPECT_NE(pool.workers().at(0).pid, pid);
 }
 
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
