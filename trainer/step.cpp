@@ -84,7 +84,7 @@ json outcome_wire(const ProposerOutcome& o) {
             {"valid", o.valid},     {"reason", o.reason},          {"n", o.learn_n},
             {"k", o.learn_k},       {"a", o.solve_rate},           {"reward", o.reward},
             {"pt", o.prompt_tokens}, {"rt", o.response_tokens},     {"lt", o.learn_tokens},
-            {"ll", o.learn_lost},    {"response", o.response}};
+            {"ll", o.learn_lost},    {"sa", o.sandbox_asked}, {"response", o.response}};
   if (o.valid) j["task"] = task_wire(o.task);
   return j;
 }
@@ -94,7 +94,8 @@ ProposerOutcome proposer_unwire(const json& j) {
   o.index = j.at("i"), o.type = TaskType(j.at("type").get<int>()), o.skipped = j.at("skipped");
   o.valid = j.at("valid"), o.reason = j.at("reason"), o.learn_n = j.at("n"), o.learn_k = j.at("k");
   o.solve_rate = j.at("a"), o.reward = j.at("reward"), o.prompt_tokens = j.at("pt"), o.response_tokens = j.at("rt");
-  o.learn_tokens = j.at("lt"), o.learn_lost = j.at("ll"), o.response = j.at("response");
+  o.learn_tokens = j.at("lt"), o.learn_lost = j.at("ll"), o.sandbox_asked = j.at("sa");
+  o.response = j.at("response");
   if (o.valid) o.task = task_unwire(j.at("task"));
   return o;
 }
@@ -102,7 +103,7 @@ ProposerOutcome proposer_unwire(const json& j) {
 json outcome_wire(const SolverOutcome& o) {
   return {{"i", o.index},           {"type", int(o.type)},   {"task", o.task_id}, {"skipped", o.skipped},
           {"format_ok", o.format_ok}, {"correct", o.correct}, {"reason", o.reason}, {"reward", o.reward},
-          {"pt", o.prompt_tokens},   {"rt", o.response_tokens}, {"response", o.response}};
+          {"pt", o.prompt_tokens},   {"rt", o.response_tokens}, {"sa", o.sandbox_asked}, {"response", o.response}};
 }
 
 SolverOutcome solver_unwire(const json& j) {
@@ -110,7 +111,7 @@ SolverOutcome solver_unwire(const json& j) {
   o.index = j.at("i"), o.type = TaskType(j.at("type").get<int>()), o.task_id = j.at("task");
   o.skipped = j.at("skipped"), o.format_ok = j.at("format_ok"), o.correct = j.at("correct");
   o.reason = j.at("reason"), o.reward = j.at("reward"), o.prompt_tokens = j.at("pt");
-  o.response_tokens = j.at("rt"), o.response = j.at("response");
+  o.response_tokens = j.at("rt"), o.sandbox_asked = j.at("sa"), o.response = j.at("response");
   return o;
 }
 
@@ -292,6 +293,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   for (size_t v = 0; v < validated.size(); v++) {
     ProposerOutcome& o = my_props[parsed_of[v]];
     o.reason = validated[v].check.reason;
+    o.sandbox_asked++;
     // The sandbox failed, not the proposal: masked, as the reference drops such results, rather
     // than punished as invalid (a lost worker would teach the proposer to avoid good programs).
     if (o.reason == "internal_error") o.skipped = true;
@@ -351,6 +353,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     const std::vector<solver::Grade> grades = solver::grade(ctx.pool, tasks, answers, gs);
     for (size_t a = 0; a < grades.size(); a++) {
       ProposerOutcome& o = my_props[answer_of[a]];
+      o.sandbox_asked++;
       if (grades[a].correct) o.learn_k++;
       if (grades[a].reason == "internal_error") o.learn_n--, o.learn_lost++;  // out of the mean, as the reference
     }
@@ -452,6 +455,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     const std::vector<solver::Grade> grades = solver::grade(ctx.pool, tasks, answers, gs);
     for (size_t a = 0; a < grades.size(); a++) {
       SolverOutcome& o = my_solves[answer_of[a]];
+      o.sandbox_asked = true;
       o.correct = grades[a].correct;
       o.reason = grades[a].reason;
       if (o.reason == "internal_error") o.skipped = true;  // masked: not the answer's fault
@@ -564,6 +568,21 @@ struct Moments {
 
 }  // namespace
 
+SandboxLosses sandbox_losses(const StepResult& r) {
+  // Lost (internal_error), masked out of the update and the learnability means: a proposal's
+  // validation, a solver's grade, a learnability rollout's grade.
+  SandboxLosses l;
+  for (const ProposerOutcome& o : r.proposer) {
+    l.asked += o.sandbox_asked;
+    l.lost += o.learn_lost + (o.skipped && !o.valid && o.reason == "internal_error");
+  }
+  for (const SolverOutcome& o : r.solver) {
+    l.asked += o.sandbox_asked;
+    l.lost += o.skipped && o.reason == "internal_error";
+  }
+  return l;
+}
+
 Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   Scalars m;
   auto add = [&](const std::string& k, double v) { m.emplace_back(k, v); };
@@ -617,13 +636,9 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   static const char* kHist[6] = {"0", "0-0.25", "0.25-0.5", "0.5-0.75", "0.75-1", "1"};
   for (int h = 0; h < 6; h++) add(std::string("learnability/hist/") + kHist[h], double(hist[h]));
   for (const auto& [reason, n] : rejected) add("proposer/rejected/" + reason, double(n));
-  // Results the sandbox lost (internal_error), masked out of the update and the learnability
-  // means: a proposal's validation, a solver's grade, a learnability rollout's grade.
-  double lost = 0;
-  for (const ProposerOutcome& o : r.proposer)
-    lost += o.learn_lost + (o.skipped && !o.valid && o.reason == "internal_error");
-  for (const SolverOutcome& o : r.solver) lost += o.skipped && o.reason == "internal_error";
-  add("sandbox/internal_errors", lost);
+  const SandboxLosses losses = sandbox_losses(r);
+  add("sandbox/internal_errors", double(losses.lost));
+  add("sandbox/results", double(losses.asked));
   add("loss/total", r.update.loss);
   add("loss/pg", r.update.pg_loss);
   add("loss/entropy", r.update.entropy);

@@ -39,6 +39,7 @@ struct ProposerOutcome {
   buffer::Task task;              // when valid
   int learn_n = 0, learn_k = 0;   // learnability rollouts (less learn_lost) and how many solved it
   int learn_lost = 0;             // rollouts whose grade the sandbox lost: out of the mean
+  int sandbox_asked = 0;          // results asked of the sandbox: the validation, the grades
   double solve_rate = 0;
   double reward = 0;
   int64_t prompt_tokens = 0, response_tokens = 0, learn_tokens = 0;
@@ -52,6 +53,7 @@ struct SolverOutcome {
   bool skipped = false;           // as ProposerOutcome::skipped (a grade lost: internal_error)
   bool format_ok = false, correct = false;
   std::string reason;             // extraction reason, else the grade's
+  bool sandbox_asked = false;     // the answer went to the sandbox to be graded
   double reward = 0;
   int64_t prompt_tokens = 0, response_tokens = 0;
   std::string response;
@@ -101,5 +103,30 @@ StepResult run_step(StepContext& ctx, int64_t step);
 
 // The step's metrics (rank-independent except the times and perf/ figures, which are rank 0's).
 Scalars step_metrics(const StepResult& r, const TrainConfig& config, double lr);
+
+// Results asked of the sandbox in a step (proposals' validations, learnability and solver grades)
+// and those it lost (internal_error), all ranks'.
+struct SandboxLosses {
+  int64_t asked = 0, lost = 0;
+};
+SandboxLosses sandbox_losses(const StepResult& r);
+
+// A lost result is masked, so a sandbox that lost everything (no worker of a kind can start) would
+// let a run go on for hours training on nothing. This counts steps that lost every result they
+// asked for, in a row; the trainer stops at kStopAfter, the log having named each. Fewer such steps
+// (workers lost at once and replaced) only mask. Rank-independent: the outcomes are all ranks'.
+class LostStepWatch {
+ public:
+  static constexpr int kStopAfter = 3;
+  // Whether the run must stop after this step.
+  bool must_stop(const SandboxLosses& l) {
+    in_a_row_ = l.asked > 0 && l.lost == l.asked ? in_a_row_ + 1 : l.asked > l.lost ? 0 : in_a_row_;
+    return in_a_row_ >= kStopAfter;
+  }
+  int in_a_row() const { return in_a_row_; }
+
+ private:
+  int in_a_row_ = 0;
+};
 
 }  // namespace azr::trainer

@@ -673,6 +673,7 @@ int train(const TrainOptions& opt) {
   int64_t step = first_step - 1;
   const double t_run = unix_now();
   bool stopped = false;
+  LostStepWatch lost_steps;
   if (!state && cfg.eval.at_start && cfg.eval.every > 0) {
     Scalars metrics;
     run_eval(0, metrics);
@@ -688,10 +689,13 @@ int train(const TrainOptions& opt) {
       log(write_op_profile(run_dir, s, comm->rank(), device_ops.name, profile->take(), r.times.total));
     profile.reset();
     Scalars metrics = step_metrics(r, cfg, policy.optimizer().settings().lr);
-    // Masked, so the run goes on; said in the log, since every worker lost would mask a whole step.
-    for (const auto& [name, value] : metrics)
-      if (name == "sandbox/internal_errors" && value > 0)
-        log(fmt::format("step {}: the sandbox lost {} result(s) (internal_error), masked out of the update", s, value));
+    // Masked, so the run goes on; said in the log, and a run whose sandbox lost everything for
+    // LostStepWatch::kStopAfter steps in a row stops after this one's checkpoint.
+    const SandboxLosses losses = sandbox_losses(r);
+    if (losses.lost > 0)
+      log(fmt::format("step {}: the sandbox lost {} of {} result(s) (internal_error), masked out of the update", s,
+                      losses.lost, losses.asked));
+    const bool sandbox_down = lost_steps.must_stop(losses);
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
       std::vector<float> copy;
@@ -723,7 +727,13 @@ int train(const TrainOptions& opt) {
     comm->allreduce_sum(std::span<double>(stop));
     stopped = stop[0] > 0;
     const bool periodic = cfg.checkpoint.every > 0 && s % cfg.checkpoint.every == 0;
-    if (periodic || stopped || s == cfg.run.steps) last_ckpt = write_ckpt(s);
+    if (periodic || stopped || sandbox_down || s == cfg.run.steps) last_ckpt = write_ckpt(s);
+    if (sandbox_down)
+      throw std::runtime_error(fmt::format(
+          "steps {}-{}: the sandbox lost every result it was asked for, {} steps in a row (the log says why: a "
+          "worker that cannot start, say); the run stops rather than train on nothing. Resume it once the sandbox "
+          "runs: azr train --resume {}",
+          s - LostStepWatch::kStopAfter + 1, s, LostStepWatch::kStopAfter, run_dir.string()));
     if (stopped) {
       log(fmt::format("stopped by a signal after step {}; resume with: azr train --resume {}", s, run_dir.string()));
       break;

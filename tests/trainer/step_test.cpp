@@ -332,11 +332,16 @@ TEST_F(StepTest, SandboxFailuresAreMaskedNotPunished) {
     if (i != 2 && i != 3) total += r.solver[i].response_tokens;
   }
   EXPECT_DOUBLE_EQ(r.update.tokens, double(total));
-  // One proposal, two learnability rollouts and two solver answers lost.
-  double lost = -1;
-  for (const auto& [name, value] : step_metrics(r, cfg_, 1e-3))
+  // One proposal, two learnability rollouts and two solver answers lost, of 11 results asked: the
+  // 3 proposals that parse validated, the deduction task's 4 rollouts graded (the abduction task,
+  // lost, has none), the 4 solver answers with an <answer> graded.
+  double lost = -1, asked = -1;
+  for (const auto& [name, value] : step_metrics(r, cfg_, 1e-3)) {
     if (name == "sandbox/internal_errors") lost = value;
+    if (name == "sandbox/results") asked = value;
+  }
   EXPECT_EQ(lost, 5.0);
+  EXPECT_EQ(asked, 11.0);
   // The masked answers were not served: the first test's run serves the abduction seed twice.
   std::optional<Task> seed = buffer_->get(r.solver[2].task_id);
   ASSERT_TRUE(seed);
@@ -371,6 +376,32 @@ TEST_F(StepTest, ATaskWhoseLearnabilityWasAllLostIsKeptUnrewarded) {
   EXPECT_FALSE(added->learnability);
   EXPECT_EQ(added->attempts, 0);
   EXPECT_DOUBLE_EQ(r.proposer[2].reward, -0.5);  // the rest as in the first test
+}
+
+// A sandbox that loses everything (no worker can start): every result of the step is lost, 7
+// asked (the 3 proposals that parse, none valid, so no learnability rollouts; the 4 solver answers
+// with an <answer>). Three such steps in a row stop the run (trainer.cpp); one that gets any
+// result back starts the count again.
+TEST_F(StepTest, ASandboxThatLosesEverythingStopsTheRunAfterThreeSteps) {
+  pool_ = std::make_unique<azr::sandbox::Pool>(
+      azr::sandbox::PoolOptions{.workers = 2, .inject_fault = [](const azr::sandbox::Job&) { return true; }});
+  LostStepWatch watch;
+  for (int64_t step = 1; step <= 3; step++) {
+    const StepResult r = run(step);
+    const SandboxLosses l = sandbox_losses(r);
+    EXPECT_EQ(l.asked, 7) << step;
+    EXPECT_EQ(l.lost, 7) << step;
+    EXPECT_EQ(watch.must_stop(l), step == 3) << step;
+  }
+  LostStepWatch again;
+  EXPECT_FALSE(again.must_stop({7, 7}));
+  EXPECT_FALSE(again.must_stop({7, 7}));
+  EXPECT_FALSE(again.must_stop({0, 0}));  // nothing asked: no evidence either way
+  EXPECT_FALSE(again.must_stop({7, 6}));  // one result came back
+  EXPECT_EQ(again.in_a_row(), 0);
+  EXPECT_FALSE(again.must_stop({7, 7}));
+  EXPECT_FALSE(again.must_stop({7, 7}));
+  EXPECT_TRUE(again.must_stop({7, 7}));
 }
 
 }  // namespace
