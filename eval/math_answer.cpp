@@ -405,43 +405,81 @@ constexpr double kUsable = 1e-9;        // a value known worse than this (relati
 Num exact(double v) { return {v, 0}; }
 Num pi_constant() { return {std::numbers::pi, std::numbers::pi * kUnit}; }
 
-// A decimal literal: exact if a whole number a double holds, else rounded once.
-Num literal(double v) { return {v, v == std::round(v) && std::fabs(v) < 0x1.0p53 ? 0 : std::fabs(v) * kUnit}; }
+// A decimal literal (digits, an optional point and fraction; no exponent): exact where its double
+// is its value (`3`, `1.5`, `0.125`: digits/10^k == v, checked with an exact product), else
+// rounded once (`0.1`, `4.5e33`).
+Num literal(std::string_view text) {
+  const double v = std::strtod(std::string(text).c_str(), nullptr);
+  const Num rounded{v, std::fabs(v) * kUnit};
+  double digits = 0;
+  int fraction = -1;  // digits after the point, once there is one
+  for (char c : text) {
+    if (c == '.') {
+      fraction = 0;
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(c)) || digits >= 0x1.0p53 / 10) return rounded;
+    digits = digits * 10 + (c - '0');
+    if (fraction >= 0) ++fraction;
+  }
+  if (fraction > 22) return rounded;  // 10^k a double holds exactly
+  const double scale = fraction > 0 ? std::pow(10.0, fraction) : 1;
+  const double product = v * scale;
+  return product == digits && std::fma(v, scale, -product) == 0 ? Num{v, 0} : rounded;
+}
 
+bool known(Num x) { return x.e < std::numeric_limits<double>::infinity(); }  // false for NaN too
+
+// Each operation adds its own rounding error, computed exactly (TwoSum; fma for the product and the
+// quotient's remainder), so exact arithmetic stays exact: `(-2)^{1+2}` has an exact exponent, and
+// `1.5\times10^{12}-1.5\times10^{12}` is exactly 0.
 Num operator+(Num a, Num b) {
-  const double v = a.v + b.v;
-  return {v, a.e + b.e + std::fabs(v) * kUnit};
+  const double v = a.v + b.v, bb = v - a.v;
+  const double rounding = (a.v - (v - bb)) + (b.v - bb);
+  return {v, a.e + b.e + std::fabs(rounding)};
 }
 Num operator-(Num a) { return {-a.v, a.e}; }
 Num operator-(Num a, Num b) { return a + -b; }
 Num operator*(Num a, Num b) {
   const double v = a.v * b.v;
-  return {v, std::fabs(a.v) * b.e + std::fabs(b.v) * a.e + a.e * b.e + std::fabs(v) * kUnit};
+  return {v, std::fabs(a.v) * b.e + std::fabs(b.v) * a.e + a.e * b.e + std::fabs(std::fma(a.v, b.v, -v))};
 }
 
 // No value where the divisor may be 0 (`\frac{1}{\sin\pi}`).
 std::optional<Num> divide(Num a, Num b) {
-  if (std::fabs(b.v) <= b.e) return std::nullopt;
+  if (!(std::fabs(b.v) > b.e)) return std::nullopt;
   const double v = a.v / b.v;
-  return Num{v, (a.e + std::fabs(v) * b.e) / (std::fabs(b.v) - b.e) + std::fabs(v) * kUnit};
+  const double rounding = std::fabs(std::fma(-v, b.v, a.v) / b.v) * (1 + 2 * kUnit);
+  return Num{v, (a.e + std::fabs(v) * b.e) / (std::fabs(b.v) - b.e) + rounding};
 }
 
 // f applied to x: the bound is how far f moves across x's interval, read at its two ends (first
 // order: f is monotone on an interval this small, unless a pole or a domain's edge is in it, and
 // then an end has no value and neither has the result).
+// An argument whose bound is unknown (infinite or NaN) gives a result whose bound is unknown: a
+// function equal at both ends of an unbounded interval says nothing about its middle.
 template <class F>
 Num through(F f, Num x) {
   const double v = f(x.v);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (!known(x)) return {v, kInf};
   double spread = 0;
-  if (x.e > 0)
-    for (double end : {x.v - x.e, x.v + x.e}) {
+  if (x.e > 0)  // the ends at least one double away, so a bound below half a unit still moves f
+    for (double end : {std::min(x.v - x.e, std::nextafter(x.v, -kInf)),
+                       std::max(x.v + x.e, std::nextafter(x.v, kInf))}) {
       const double moved = std::fabs(f(end) - v);
-      spread = std::isnan(moved) ? std::numeric_limits<double>::infinity() : std::max(spread, moved);
+      spread = std::isnan(moved) ? kInf : std::max(spread, moved);
     }
   return {v, spread + std::fabs(v) * kLibmUnits * kUnit};
 }
 
 Num power_of(Num base, Num exponent) {
+  // Whole numbers to a whole power, with a result a double holds: exact (glibc's pow is within
+  // 0.52 units in the last place, so it returns a representable result as it is).
+  const double v = std::pow(base.v, exponent.v);
+  if (base.e == 0 && exponent.e == 0 && base.v == std::round(base.v) && exponent.v == std::round(exponent.v) &&
+      exponent.v >= 0 && std::fabs(v) < 0x1.0p53)
+    return {v, 0};
   const Num over_base = through([&](double b) { return std::pow(b, exponent.v); }, base);
   const Num over_exponent = through([&](double x) { return std::pow(base.v, x); }, exponent);
   return {over_base.v, over_base.e + over_exponent.e};
@@ -449,6 +487,7 @@ Num power_of(Num base, Num exponent) {
 
 // A square root's argument may round below 0 (`\sqrt{\sin\pi}`): its value is then that of 0.
 std::optional<Num> square_root(Num x) {
+  if (!known(x)) return Num{std::sqrt(x.v), std::numeric_limits<double>::infinity()};
   if (x.v + x.e < 0) return std::nullopt;
   const double v = std::sqrt(std::max(x.v, 0.0));
   const double low = std::sqrt(std::max(x.v - x.e, 0.0)), high = std::sqrt(x.v + x.e);
@@ -645,7 +684,7 @@ class Evaluator {
         i_ = j;
       }
     }
-    return literal(std::strtod(std::string(s_.substr(b, i_ - b)).c_str(), nullptr));
+    return literal(s_.substr(b, i_ - b));
   }
 
   std::optional<Num> frac() {
@@ -737,7 +776,7 @@ class Evaluator {
     std::optional<Num> v = base ? divide(through(ln, *x), through(ln, *base))
                                 : through([&](double t) { return apply(fn, t, inverse); }, *x);
     if (v && !(power_of_value.v == 1 && power_of_value.e == 0)) v = power_of(*v, power_of_value);
-    if (!v || !std::isfinite(v->v)) return std::nullopt;  // outside its domain: no value at this point
+    if (!v || !std::isfinite(v->v) || !known(*v)) return std::nullopt;  // outside its domain: no value here
     return v;
   }
 
@@ -857,15 +896,16 @@ class Evaluator {
 
 std::optional<Num> evaluate(std::string_view s) { return Evaluator(s).run(); }
 
-// Equal within the tolerance, or within both sides' rounding (`\sin\pi` and 0; `\sin 2x` and
-// `2\sin x\cos x` at a point where both are near 0).
+// Equal within the tolerance, or both 0 within their rounding (`\sin\pi` and 0; `\sin 2x` and
+// `2\sin x\cos x` at a point where both are near 0). Only 0: a tiny value known to its digits
+// (Minerva's 1e-20) is not a rounding residue (`\sin\pi`, 1.2e-16).
 bool numbers_equal(Num a, Num b) {
   bool ints = std::fabs(a.v) < 9e15 && std::fabs(b.v) < 9e15 && a.v == std::round(a.v) && b.v == std::round(b.v);
   if (ints) return a.v == b.v;
   // Relative: Minerva's answers go down to 1e-27 (e-notation), where an absolute 1e-12 of slack
   // made 8.4e-12 equal to 7.4e-12. Their rounding bounds are some 1e-43.
   const double scale = std::max(std::fabs(a.v), std::fabs(b.v)), apart = std::fabs(a.v - b.v);
-  return apart <= 1e-6 * scale || apart <= a.e + b.e;
+  return apart <= 1e-6 * scale || (std::fabs(a.v) <= a.e && std::fabs(b.v) <= b.e);
 }
 
 // ---------------------------------------------------------------------------------------------

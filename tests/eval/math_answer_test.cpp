@@ -175,6 +175,21 @@ TEST(MathEquivalent, ValuesAreEqualWithinTheirRounding) {
   EXPECT_FALSE(math_equivalent("3\\times10^{-27}", "0"));
   EXPECT_FALSE(math_equivalent("8.4\\times10^{-12}", "7.4e-12"));
   EXPECT_TRUE(math_equivalent("8.4\\times10^{-12}", "8.4e-12"));
+  // Only values 0 within their rounding meet that way; a tiny value is known to its digits.
+  EXPECT_FALSE(math_equivalent("\\sin\\pi", "1e-20"));
+  EXPECT_TRUE(math_equivalent("0.1+0.2-0.3", "0"));
+  EXPECT_FALSE(math_equivalent("0.1+0.2-0.3", "6.6e-34"));
+  // Exact arithmetic stays exact: no bound to spoil a negative base or an inverse at its edge.
+  EXPECT_TRUE(math_equivalent("(-2)^{1+2}", "-8"));
+  EXPECT_TRUE(math_equivalent("(-3)^{5-3}", "9"));
+  EXPECT_TRUE(math_equivalent("\\arccos(\\frac{2}{2})", "0"));
+  EXPECT_TRUE(math_equivalent("1.5\\times10^{12}-1.5\\times10^{12}", "0"));
+  EXPECT_TRUE(math_equivalent("\\sin(10^{10})", "\\sin(10000000000)+0"));
+  // A value of unknown bound (the logarithm of a value that may be 0) stays unknown through
+  // whatever follows.
+  EXPECT_FALSE(math_equivalent("\\cos(2\\ln(\\sin\\pi))", "-0.5226951863224885"));
+  EXPECT_FALSE(math_equivalent("\\exp(2\\ln\\sin\\pi)", "1.4997597826618576e-32"));
+  EXPECT_FALSE(math_equivalent("\\sech(\\ln(\\sin\\pi))", "2.4e-16"));
   // At a pole: no value, so equal to nothing but the same text.
   EXPECT_FALSE(math_equivalent("\\tan\\frac{\\pi}{2}", "1.633123935319537e16"));
   EXPECT_FALSE(math_equivalent("\\tan\\frac{\\pi}{2}", "\\tan\\frac{\\pi}{2}+1"));
