@@ -297,7 +297,9 @@ std::string plus_entry(const CodeProblem& p, bool canonical) {
 // same type and np.allclose(out, exp, rtol=1e-7, atol). `atol` is the run's, as EvalPlus's loop
 // variable: once an expected answer is_floats it is 1e-6 (if the problem gives 0) for the rest of
 // the run; base inputs and plus inputs are two runs. An int answer where a float is expected
-// fails unless equal. NaN equals NaN here, where EvalPlus's == holds only for one NaN object.
+// fails unless equal. A NaN is never equal, nor close: EvalPlus compares the candidate's answer
+// with the reference's, made apart, and Python's `nan == nan` is False; a list's `==` is True for
+// one NaN object on both sides, which only `math.nan` in both could be (not modelled here).
 bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp, double& atol) {
   auto pair = [](const Value& v) { return v.kind() == ValueKind::Tuple && v.items().size() == 2; };
   auto is_true = [](const Value& v) { return v.kind() == ValueKind::Bool && v.as_bool(); };
@@ -305,7 +307,7 @@ bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp
   const Value* want = &exp;
   bool exact = false;
   switch (p.oracle) {
-    case PlusOracle::Equal: exact = sandbox::python_equal(got, exp, sandbox::NanRule::Identical); break;
+    case PlusOracle::Equal: exact = sandbox::python_equal(got, exp); break;
     case PlusOracle::SetEqual:  // both returned ({*out}, out or None): an iterator is used up, and
                                 // the tolerance needs a list, a tuple or a float anyway
       if (!pair(got) || !pair(exp)) return false;
@@ -318,7 +320,7 @@ bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp
     case PlusOracle::OrReference:  // the candidate returned (out, whether the second reference takes it)
       if (!pair(got)) return false;
       out = &got.items()[0];
-      exact = is_true(got.items()[1]) || sandbox::python_equal(*out, exp, sandbox::NanRule::Identical);
+      exact = is_true(got.items()[1]) || sandbox::python_equal(*out, exp);
       break;
   }
   if (atol == 0 && is_floats(*want)) atol = 1e-6;

@@ -440,6 +440,40 @@ TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
     EXPECT_EQ(v[i].passed, passes[i]) << programs[i] << v[i].reason << " " << v[i].detail;
 }
 
+// A NaN answer fails, even against a NaN reference: EvalPlus's `out == exp` compares objects made
+// in two processes (Python's `nan == nan` is False, and a list's `==` is True for one NaN object
+// only), and np.allclose never calls NaN close.
+TEST(EvalPlusGrading, ANaNAnswerFailsAsInEvalPlus) {
+  CodeProblem scalar;
+  scalar.id = "Mbpp/9101";
+  scalar.entry_point = "f";
+  scalar.canonical_solution = "def f():\n    return float('nan')\n";
+  scalar.plus_inputs = {""};
+  CodeProblem list = scalar;
+  list.id = "Mbpp/9102";
+  list.canonical_solution = "def f():\n    return [1.0, float('nan')]\n";
+  CodeProblem other = scalar;  // the second reference's path (Mbpp/558's oracle) compares with == too
+  other.id = "Mbpp/558";
+  other.entry_point = "digit_distance_nums";
+  other.canonical_solution = "def digit_distance_nums(a, b):\n    return float('nan')\n";
+  other.plus_inputs = {"1, 2"};
+  other.oracle = PlusOracle::OrReference;
+  const std::vector<std::pair<CodeProblem, std::string>> cases = {
+      {scalar, "def f():\n    return float('nan')\n"},
+      {scalar, "import math\ndef f():\n    return math.nan\n"},
+      {list, "def f():\n    return [1.0, float('nan')]\n"},
+      {other, "def digit_distance_nums(a, b):\n    return float('nan')\n"},
+  };
+  std::vector<CodeProblem> ps;
+  std::vector<std::string> programs;
+  for (const auto& [p, program] : cases) {
+    ps.push_back(p);
+    programs.push_back(program);
+  }
+  std::vector<CodeVerdict> v = grade_code(pool(), ps, programs);
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_FALSE(v[i].passed) << programs[i] << v[i].reason << " " << v[i].detail;
+}
+
 // EvalPlus limits each input to max(1 s, 4x the reference's time on it), not the whole run: a
 // right answer that takes 1.3 s of CPU on one input fails; one that takes 0.7 s on each of two
 // passes, though it takes longer in all. The candidates spend their CPU time exactly, on the
