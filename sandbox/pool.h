@@ -59,7 +59,8 @@ struct PoolStats {
 
 class Pool {
  public:
-  // Starts every worker before returning; throws std::runtime_error if none can start.
+  // Starts every worker before returning; throws std::runtime_error if one cannot start (a wrong
+  // path or build is better said at once than retried).
   explicit Pool(PoolOptions options = {});
   ~Pool();
   Pool(const Pool&) = delete;

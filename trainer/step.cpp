@@ -573,12 +573,12 @@ SandboxLosses sandbox_losses(const StepResult& r) {
   // validation, a solver's grade, a learnability rollout's grade.
   SandboxLosses l;
   for (const ProposerOutcome& o : r.proposer) {
-    l.asked += o.sandbox_asked;
-    l.lost += o.learn_lost + (o.skipped && !o.valid && o.reason == "internal_error");
+    l.proposer.asked += o.sandbox_asked;
+    l.proposer.lost += o.learn_lost + (o.skipped && !o.valid && o.reason == "internal_error");
   }
   for (const SolverOutcome& o : r.solver) {
-    l.asked += o.sandbox_asked;
-    l.lost += o.skipped && o.reason == "internal_error";
+    l.solver.asked += o.sandbox_asked;
+    l.solver.lost += o.skipped && o.reason == "internal_error";
   }
   return l;
 }
@@ -637,8 +637,8 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   for (int h = 0; h < 6; h++) add(std::string("learnability/hist/") + kHist[h], double(hist[h]));
   for (const auto& [reason, n] : rejected) add("proposer/rejected/" + reason, double(n));
   const SandboxLosses losses = sandbox_losses(r);
-  add("sandbox/internal_errors", double(losses.lost));
-  add("sandbox/results", double(losses.asked));
+  add("sandbox/internal_errors", double(losses.lost()));
+  add("sandbox/results", double(losses.asked()));
   add("loss/total", r.update.loss);
   add("loss/pg", r.update.pg_loss);
   add("loss/entropy", r.update.entropy);

@@ -13,6 +13,7 @@
 // Item i of a phase is worked on by rank i % world_size with sampling seed derive(seed, step,
 // phase, i), so outcomes do not depend on the number of ranks. Rank 0 owns the buffer and the
 // data RNG; the other ranks get the plan by broadcast.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -104,29 +105,41 @@ StepResult run_step(StepContext& ctx, int64_t step);
 // The step's metrics (rank-independent except the times and perf/ figures, which are rank 0's).
 Scalars step_metrics(const StepResult& r, const TrainConfig& config, double lr);
 
-// Results asked of the sandbox in a step (proposals' validations, learnability and solver grades)
-// and those it lost (internal_error), all ranks'.
-struct SandboxLosses {
+// Results asked of the sandbox in a step and those it lost (internal_error), all ranks', by role:
+// the proposer's (validations, learnability grades) and the solver's (grades).
+struct LostOfAsked {
   int64_t asked = 0, lost = 0;
+};
+struct SandboxLosses {
+  LostOfAsked proposer, solver;
+  int64_t asked() const { return proposer.asked + solver.asked; }
+  int64_t lost() const { return proposer.lost + solver.lost; }
 };
 SandboxLosses sandbox_losses(const StepResult& r);
 
-// A lost result is masked, so a sandbox that lost everything (no worker of a kind can start) would
-// let a run go on for hours training on nothing. This counts steps that lost every result they
-// asked for, in a row; the trainer stops at kStopAfter, the log having named each. Fewer such steps
-// (workers lost at once and replaced) only mask. Rank-independent: the outcomes are all ranks'.
+// A lost result is masked, so a sandbox that loses everything (no worker of a kind can start)
+// would let a run go on for hours training on nothing. This counts, for each role, the steps that
+// lost every result the role asked for, in a row; the trainer stops at kStopAfter, the log having
+// named each. Per role, since the alternate workers alone failing loses every validation (each
+// input runs under both hash seeds) while the solver's grades still come back. Fewer such steps
+// (workers lost at once and replaced) only mask; a step that asked nothing changes no count.
+// Rank-independent: the outcomes are all ranks'.
 class LostStepWatch {
  public:
   static constexpr int kStopAfter = 3;
   // Whether the run must stop after this step.
   bool must_stop(const SandboxLosses& l) {
-    in_a_row_ = l.asked > 0 && l.lost == l.asked ? in_a_row_ + 1 : l.asked > l.lost ? 0 : in_a_row_;
-    return in_a_row_ >= kStopAfter;
+    count(proposer_, l.proposer);
+    count(solver_, l.solver);
+    return in_a_row() >= kStopAfter;
   }
-  int in_a_row() const { return in_a_row_; }
+  int in_a_row() const { return std::max(proposer_, solver_); }
 
  private:
-  int in_a_row_ = 0;
+  static void count(int& in_a_row, const LostOfAsked& l) {
+    if (l.asked > 0) in_a_row = l.lost == l.asked ? in_a_row + 1 : 0;
+  }
+  int proposer_ = 0, solver_ = 0;
 };
 
 }  // namespace azr::trainer

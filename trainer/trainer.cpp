@@ -692,9 +692,9 @@ int train(const TrainOptions& opt) {
     // Masked, so the run goes on; said in the log, and a run whose sandbox lost everything for
     // LostStepWatch::kStopAfter steps in a row stops after this one's checkpoint.
     const SandboxLosses losses = sandbox_losses(r);
-    if (losses.lost > 0)
+    if (losses.lost() > 0)
       log(fmt::format("step {}: the sandbox lost {} of {} result(s) (internal_error), masked out of the update", s,
-                      losses.lost, losses.asked));
+                      losses.lost(), losses.asked()));
     const bool sandbox_down = lost_steps.must_stop(losses);
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
@@ -730,10 +730,10 @@ int train(const TrainOptions& opt) {
     if (periodic || stopped || sandbox_down || s == cfg.run.steps) last_ckpt = write_ckpt(s);
     if (sandbox_down)
       throw std::runtime_error(fmt::format(
-          "steps {}-{}: the sandbox lost every result it was asked for, {} steps in a row (the log says why: a "
-          "worker that cannot start, say); the run stops rather than train on nothing. Resume it once the sandbox "
-          "runs: azr train --resume {}",
-          s - LostStepWatch::kStopAfter + 1, s, LostStepWatch::kStopAfter, run_dir.string()));
+          "step {}: the sandbox lost every result the proposer or the solver asked for in {} steps in a row (the log "
+          "says why: a worker that cannot start, say); the run stops rather than train on nothing. Resume it once "
+          "the sandbox runs: azr train --resume {}",
+          s, LostStepWatch::kStopAfter, run_dir.string()));
     if (stopped) {
       log(fmt::format("stopped by a signal after step {}; resume with: azr train --resume {}", s, run_dir.string()));
       break;

@@ -389,19 +389,27 @@ TEST_F(StepTest, ASandboxThatLosesEverythingStopsTheRunAfterThreeSteps) {
   for (int64_t step = 1; step <= 3; step++) {
     const StepResult r = run(step);
     const SandboxLosses l = sandbox_losses(r);
-    EXPECT_EQ(l.asked, 7) << step;
-    EXPECT_EQ(l.lost, 7) << step;
+    EXPECT_EQ(l.proposer.asked, 3) << step;
+    EXPECT_EQ(l.proposer.lost, 3) << step;
+    EXPECT_EQ(l.solver.asked, 4) << step;
+    EXPECT_EQ(l.solver.lost, 4) << step;
     EXPECT_EQ(watch.must_stop(l), step == 3) << step;
   }
+  const LostOfAsked all{7, 7}, some{7, 6}, none{};
   LostStepWatch again;
-  EXPECT_FALSE(again.must_stop({7, 7}));
-  EXPECT_FALSE(again.must_stop({7, 7}));
-  EXPECT_FALSE(again.must_stop({0, 0}));  // nothing asked: no evidence either way
-  EXPECT_FALSE(again.must_stop({7, 6}));  // one result came back
+  EXPECT_FALSE(again.must_stop({all, all}));
+  EXPECT_FALSE(again.must_stop({all, all}));
+  EXPECT_FALSE(again.must_stop({none, none}));  // nothing asked: no evidence either way
+  EXPECT_FALSE(again.must_stop({some, some}));  // results came back
   EXPECT_EQ(again.in_a_row(), 0);
-  EXPECT_FALSE(again.must_stop({7, 7}));
-  EXPECT_FALSE(again.must_stop({7, 7}));
-  EXPECT_TRUE(again.must_stop({7, 7}));
+  EXPECT_FALSE(again.must_stop({all, all}));
+  EXPECT_FALSE(again.must_stop({all, all}));
+  EXPECT_TRUE(again.must_stop({all, all}));
+  // Every validation lost (the alternate workers down) while the solver's grades come back.
+  LostStepWatch validations;
+  EXPECT_FALSE(validations.must_stop({all, some}));
+  EXPECT_FALSE(validations.must_stop({all, some}));
+  EXPECT_TRUE(validations.must_stop({all, some}));
 }
 
 }  // namespace
