@@ -28,6 +28,8 @@ struct Row {
 std::vector<Row> read_jsonl(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BenchmarkError(path.string() + ": cannot open the benchmark file");
+  std::error_code ec;  // a directory opens as a stream and reads as empty
+  if (!fs::is_regular_file(path, ec)) throw BenchmarkError(path.string() + ": not a file");
   std::vector<Row> out;
   std::string line;
   for (size_t lineno = 1; std::getline(in, line); ++lineno) {
@@ -163,6 +165,9 @@ Benchmark load_benchmark(std::string_view name, const fs::path& data_dir) {
     case Category::Gsm8k: load_math(b, data_dir / info->folder); break;
     case Category::Code: load_code(b, data_dir); break;
   }
+  // An empty file would score 0 of 0 and pass for a run that evaluated something.
+  if (b.items.empty())
+    throw BenchmarkError(std::string(name) + " (in " + (data_dir / info->folder).string() + "): no items");
   std::unordered_map<std::string, size_t> seen;
   for (size_t i = 0; i < b.items.size(); ++i)
     if (!seen.emplace(b.items[i].id, i).second)

@@ -51,6 +51,9 @@ std::map<std::string, std::string_view> split_object(std::string_view line) {
 }
 
 std::vector<std::string> read_lines(const std::filesystem::path& path) {
+  std::error_code ec;  // a directory opens as a stream and reads as empty
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error(path.string() + ": not a file");
   std::string data;
   if (path.extension() == ".gz") {
     gzFile f = gzopen(path.c_str(), "rb");
