@@ -272,9 +272,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       ->check(positive());
   c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");
   c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()
-      ->check(between(0.001, 3600.0));
+      ->check(between(sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds));
   c->add_option("--memory", o.memory_mib, "address-space limit per sandbox job, MiB")->capture_default_str()
-      ->check(between(16.0, 1048576.0));
+      ->check(between(sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib));
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
   c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
       ->check(non_negative());

@@ -260,8 +260,10 @@ int run_prompt(const TaskOptions& o) {
 }
 
 void add_sandbox_flags(CLI::App* c, TaskOptions& o) {
-  c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()->check(between(0.001, 3600.0));
-  c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()->check(between(16.0, 1048576.0));
+  c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()
+      ->check(between(sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds));
+  c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()
+      ->check(between(sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib));
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
 }
 

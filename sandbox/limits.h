@@ -3,6 +3,12 @@
 
 namespace azr::sandbox {
 
+// The limits a user may set (config keys, CLI flags): below 16 MiB Python cannot start; beyond an
+// hour of CPU or a TiB of address space a limit no longer limits, and the seconds' conversion to
+// RLIMIT_CPU and the MiB's to bytes stay far inside their types.
+constexpr double kMinCpuSeconds = 0.001, kMaxCpuSeconds = 3600;
+constexpr double kMinMemoryMib = 16, kMaxMemoryMib = 1048576;
+
 // Per-job resource limits. The defaults suit AZR tasks (small pure functions); the reference
 // used a 10 s timeout, which lets one bad proposal stall a step, so azr's default is tighter.
 struct Limits {

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "sandbox/limits.h"
+
 namespace azr::trainer {
 namespace {
 
@@ -161,8 +163,10 @@ const std::vector<KeySpec>& schema() {
        {"seed_file", "seed_tasks"}},
       // [sandbox]
       {AZR_KEY(sandbox, workers), int_min(0), "sandbox worker processes per rank; 0 = one per core"},
-      {AZR_KEY(sandbox, cpu_seconds), float_above(0.0), "CPU time limit per job, in seconds", {"timeout"}},
-      {AZR_KEY(sandbox, memory_mib), float_above(0.0), "address-space limit per job, in MiB", {"memory"}},
+      {AZR_KEY(sandbox, cpu_seconds), float_in('[', sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds, ']'),
+       "CPU time limit per job, in seconds", {"timeout"}},
+      {AZR_KEY(sandbox, memory_mib), float_in('[', sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib, ']'),
+       "address-space limit per job, in MiB", {"memory"}},
       {AZR_KEY(sandbox, max_output_chars), int_min(1), "longest repr of a task's output, in characters"},
       // [buffer]
       {AZR_KEY(buffer, capacity_per_type), i64_min(0), "tasks kept per type; 0 = unbounded", {"capacity"}},

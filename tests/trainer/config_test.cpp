@@ -89,7 +89,7 @@ TrainConfig every_field_changed() {
   c.seeding.import_tasks = "/seeds/7b_coder_seed_io.jsonl";
   c.sandbox.workers = 2;
   c.sandbox.cpu_seconds = 0.1;
-  c.sandbox.memory_mib = 1e300;
+  c.sandbox.memory_mib = 1048576;
   c.sandbox.max_output_chars = 100;
   c.buffer.capacity_per_type = 0;
   c.buffer.policy = "keep-oldest";
@@ -205,7 +205,7 @@ import_tasks = "/seeds/7b_coder_seed_io.jsonl"
 [sandbox]
 workers = 2
 cpu_seconds = 0.1
-memory_mib = 1e300
+memory_mib = 1048576
 max_output_chars = 100
 
 [buffer]
@@ -434,7 +434,11 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(bad("run", "steps = -1"), "f.toml:4:9: run.steps: must be >= 0, got -1");
   EXPECT_EQ(bad("run", "threads = 3000000000"), "f.toml:4:11: run.threads: must be <= 2147483647, got 3000000000");
   EXPECT_EQ(bad("run", "name = \"\""), "f.toml:4:8: run.name: must not be empty, got \"\"");
-  EXPECT_EQ(bad("sandbox", "cpu_seconds = 0"), "f.toml:4:15: sandbox.cpu_seconds: must be > 0, got 0.0");
+  EXPECT_EQ(bad("sandbox", "cpu_seconds = 0"), "f.toml:4:15: sandbox.cpu_seconds: must be in [0.001, 3600], got 0.0");
+  // Beyond these a job's limit would be refused by the sandbox itself, every result lost.
+  EXPECT_EQ(bad("sandbox", "cpu_seconds = 1e300"),
+            "f.toml:4:15: sandbox.cpu_seconds: must be in [0.001, 3600], got 1e+300");
+  EXPECT_EQ(bad("sandbox", "memory_mib = 8"), "f.toml:4:14: sandbox.memory_mib: must be in [16, 1048576], got 8.0");
   EXPECT_EQ(bad("sandbox", "workers = -1"), "f.toml:4:11: sandbox.workers: must be >= 0, got -1");
   EXPECT_EQ(bad("seeding", "target = -5"), "f.toml:4:10: seeding.target: must be >= 0, got -5");
   EXPECT_EQ(bad("checkpoint", "keep_last = -1"), "f.toml:4:13: checkpoint.keep_last: must be >= 0, got -1");
