@@ -4,12 +4,21 @@
 
 namespace azr::trainer {
 
-std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::string* off_reason) {
-  // The names first, whatever the data: a typo is a config error even where the data is absent
-  // and evaluation would be off. Each message names the key to fix.
+void check_eval_keys(const TrainConfig& c) {
   for (const std::string& name : c.eval.benchmarks)
     if (!eval::find_benchmark(name))
       throw UserError("eval.benchmarks: unknown benchmark '" + name + "' (known: " + eval::benchmark_names() + ")");
+  if (!c.eval.data_dir.empty()) try {
+      eval::resolve_data_dir(c.eval.data_dir);
+    } catch (const eval::BenchmarkError& e) {
+      throw UserError(std::string("eval.data_dir: ") + e.what());
+    }
+  if (!c.eval.heldout_tasks.empty() && !std::filesystem::is_regular_file(c.eval.heldout_tasks))
+    throw UserError("eval.heldout_tasks: " + c.eval.heldout_tasks + ": no such file (or not a file)");
+}
+
+std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::string* off_reason) {
+  check_eval_keys(c);
   std::filesystem::path data;
   try {
     data = eval::resolve_data_dir(c.eval.data_dir);

@@ -19,6 +19,11 @@ namespace azr::trainer {
 // broken file) throws UserError.
 std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& config, std::string* off_reason);
 
+// The eval keys without loading anything (evaluation may be off): names are known benchmarks, a
+// data_dir given is a directory of them, a heldout_tasks given is a file. Each message names its
+// key; a typo is a config error even where evaluation is off (UserError).
+void check_eval_keys(const TrainConfig& config);
+
 // eval.max_tokens, eval.batch_size, eval.limit, greedy, and the template of the policy's own
 // prompt wording (compact for algorithm.prompt_style = "compact", else r1).
 eval::ModelEvalSettings model_eval_settings(const TrainConfig& config);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -162,6 +163,29 @@ void refuse_a_run_dir_in_use(const fs::path& run_dir) {
   if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
     throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
                     " or choose another --run-dir");
+}
+
+// A run directory that cannot be made (a file in its place or on its path, a parent that cannot be
+// written) is said before the model loads, which for a real model takes minutes, and named, where
+// create_directories' own error came after it and named neither the flag nor the key.
+void refuse_a_run_dir_that_cannot_be_made(const fs::path& run_dir) {
+  const std::string what = "run directory " + run_dir.string() + " (--run-dir, run.run_dir): ";
+  std::error_code ec;
+  fs::path p = fs::absolute(run_dir, ec);
+  if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory itself
+  for (; !ec; p = p.parent_path()) {  // the nearest part of the path that exists decides
+    const fs::file_type type = fs::status(p, ec).type();
+    if (type == fs::file_type::not_found && p.has_relative_path()) {
+      ec.clear();
+      continue;
+    }
+    if (ec) break;
+    if (type != fs::file_type::directory) throw UserError(what + p.string() + " is not a directory");
+    if (access(p.c_str(), W_OK | X_OK) != 0)
+      throw UserError(what + "cannot write in " + p.string() + " (" + std::strerror(errno) + ")");
+    return;
+  }
+  throw UserError(what + "cannot read " + p.string() + " (" + ec.message() + ")");
 }
 
 // A new run's directory until its first checkpoint (step-0): a start that fails before then
@@ -358,7 +382,7 @@ int train(const TrainOptions& opt) {
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
   auto root_checks = [&] {
-    if (!resuming) refuse_a_run_dir_in_use(run_dir);
+    if (!resuming) refuse_a_run_dir_in_use(run_dir), refuse_a_run_dir_that_cannot_be_made(run_dir);
     // Before anything reads it: a damaged weight file would otherwise load and train on quietly.
     // Rank 0 of the launch reads every byte once; the other ranks read the same files after it.
     if (ckpt) {
@@ -368,12 +392,12 @@ int train(const TrainOptions& opt) {
         throw UserError(std::string("resume: ") + e.what());
       }
     }
+    // Evaluation on or off, its keys are checked: a typo is said now, not when it is turned on.
+    check_eval_keys(cfg);
     if (cfg.eval.every > 0) {
       // No data given and none in the usual places: train without evaluating, and say so (below).
       benches = load_eval_benchmarks(cfg, &eval_off);
       if (!cfg.eval.heldout_tasks.empty()) {
-        if (!fs::is_regular_file(cfg.eval.heldout_tasks))
-          throw UserError("eval.heldout_tasks: " + cfg.eval.heldout_tasks + ": no such file (or not a file)");
         try {
           heldout = eval::load_tasks_jsonl(cfg.eval.heldout_tasks);
         } catch (const std::runtime_error& e) {

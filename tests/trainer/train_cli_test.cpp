@@ -692,6 +692,10 @@ TEST(TrainCli, BadFilesInTheConfigStopBeforeTheRunDirExists) {
       {{"eval.heldout_tasks=" + dir.string()}, "eval.heldout_tasks: "},
       {{"seeding.import_tasks=" + (dir / "no-import.jsonl").string()}, "seeding.import_tasks: "},
       {{"seeding.import_tasks=" + dir.string()}, "seeding.import_tasks: "},
+      // Evaluation off: its keys are checked all the same.
+      {{"eval.every=0", "eval.benchmarks=[\"nosuchbench\"]"}, "eval.benchmarks: "},
+      {{"eval.every=0", "eval.data_dir=" + (dir / "no-data").string()}, "eval.data_dir: "},
+      {{"eval.every=0", "eval.heldout_tasks=" + (dir / "no-heldout.jsonl").string()}, "eval.heldout_tasks: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = train_args(run.string(), 1);
@@ -703,6 +707,30 @@ TEST(TrainCli, BadFilesInTheConfigStopBeforeTheRunDirExists) {
     EXPECT_FALSE(fs::exists(run)) << c.sets.back();
     fs::remove_all(run);
   }
+}
+
+// A run directory that cannot be made is said before the model loads, naming the path and the flag,
+// where create_directories' own error came after it ("filesystem error: ... Not a directory").
+TEST(TrainCli, ARunDirectoryThatCannotBeMadeIsNamed) {
+  const fs::path dir = scratch("unmakeable-run-dir");
+  fs::create_directories(dir);
+  std::ofstream(dir / "a-file") << "not a directory\n";
+  std::vector<std::pair<fs::path, std::string>> cases = {
+      {dir / "a-file", (dir / "a-file").string() + " is not a directory"},
+      {dir / "a-file" / "run", (dir / "a-file").string() + " is not a directory"},
+  };
+  if (geteuid() != 0) {  // root writes through permission bits
+    fs::create_directories(dir / "read-only");
+    fs::permissions(dir / "read-only", fs::perms::owner_read | fs::perms::owner_exec);
+    cases.push_back({dir / "read-only" / "run", "cannot write in " + (dir / "read-only").string()});
+  }
+  for (const auto& [run, says] : cases) {
+    const auto r = run_process(train_args(run.string(), 1));
+    EXPECT_EQ(r.exit_code, 2) << run << "\n" << r.err;
+    EXPECT_NE(r.err.find("--run-dir"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  if (fs::exists(dir / "read-only")) fs::permissions(dir / "read-only", fs::perms::owner_all);
 }
 
 // An import file that is there but malformed is found only while seeding, after the run dir is
