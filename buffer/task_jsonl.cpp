@@ -94,7 +94,8 @@ Task task_from_json(const nlohmann::json& j) {
   return t;
 }
 
-ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks) {
+ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks,
+                        std::string_view hint) {
   ImportReport rep;
   std::string line;
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
@@ -115,8 +116,8 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
   // a short one.
   if (in.bad()) throw BufferError(name + ": read error after " + std::to_string(rep.lines) + " line(s)");
   if (!rep.errors.empty() && !skip_invalid) {
-    std::string msg = name + ": " + std::to_string(rep.errors.size()) + " invalid line(s); nothing imported " +
-                      "(use --skip-invalid to import the valid ones):";
+    std::string msg = name + ": " + std::to_string(rep.errors.size()) + " invalid line(s); nothing imported" +
+                      (hint.empty() ? std::string() : " (" + std::string(hint) + ")") + ":";
     for (const auto& e : rep.errors) msg += "\n  " + e;
     throw BufferError(msg);
   }
@@ -124,9 +125,10 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
   return rep;
 }
 
-ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid) {
+ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid,
+                          std::string_view hint) {
   std::vector<Task> tasks;
-  ImportReport rep = read_jsonl(in, name, skip_invalid, tasks);
+  ImportReport rep = read_jsonl(in, name, skip_invalid, tasks, hint);
   rep.inserted = b.insert(tasks);
   return rep;
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "buffer/task_buffer.h"
@@ -31,12 +32,15 @@ struct ImportReport {
 };
 
 // Reads every line first. Without skip_invalid, any bad line means nothing is inserted: throws
-// BufferError listing each bad line. Valid tasks go in as one transaction.
-ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid);
+// BufferError listing each bad line (after `hint`, the caller's way out, if any: the CLI's flag).
+// Valid tasks go in as one transaction.
+ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid,
+                          std::string_view hint = "");
 // The reading half of import_jsonl, with no database: fills `tasks` and the report (but not
 // `inserted`), throwing as import_jsonl does. The CLI checks the whole input before it opens
 // or creates a database.
-ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks);
+ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks,
+                        std::string_view hint = "");
 
 struct ExportFilter {
   std::optional<TaskType> type;

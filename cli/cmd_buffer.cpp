@@ -377,7 +377,8 @@ int run_import(const BufferOptions& o) {
   buffer::ImportReport rep;
   try {
     std::vector<buffer::Task> tasks;
-    rep = buffer::read_jsonl(input.stream(), name, o.skip_invalid, tasks);
+    rep = buffer::read_jsonl(input.stream(), name, o.skip_invalid, tasks,
+                             "use --skip-invalid to import the valid ones");
     rep.inserted = insert_tasks(o.db, tasks, opts);
   } catch (const buffer::BufferError& e) {
     throw UsageError(e.what());

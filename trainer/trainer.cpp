@@ -602,7 +602,7 @@ int train(const TrainOptions& opt) {
         log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", rep.inserted.inserted,
                         cfg.seeding.import_tasks, rep.inserted.duplicates));
       } catch (const buffer::BufferError& e) {
-        throw UserError(e.what());
+        throw UserError(std::string("seeding.import_tasks: ") + e.what());
       }
     }
     if (root) {

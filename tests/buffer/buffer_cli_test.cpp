@@ -173,6 +173,9 @@ TEST_F(BufferCli, MalformedImportNamesEveryLineAndChangesNothing) {
                             "bad.jsonl:6: field 'outputs'[0] must be a string"})
     EXPECT_NE(r.err.find(where), std::string::npos) << where << "\n" << r.err;
   EXPECT_EQ(r.err.find("bad.jsonl:1:"), std::string::npos);
+  EXPECT_NE(r.err.find("4 invalid line(s); nothing imported (use --skip-invalid to import the valid ones):"),
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(run_process({azr(), "buffer", "export", db}).out, before);  // nothing half-imported
 
   auto skip = run_process({azr(), "buffer", "import", db, path("bad.jsonl"), "--skip-invalid", "--json"});
