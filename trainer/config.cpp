@@ -696,6 +696,20 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
   return parse_config(text, path, overrides);
 }
 
+std::string config_key_origin(const std::string& path, const std::vector<std::string>& overrides,
+                              std::string_view key) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+    const auto eq = it->find('=');
+    if (eq != std::string::npos && trim(std::string_view(*it).substr(0, eq)) == key) return "--set " + *it + ": ";
+  }
+  try {
+    const toml::table root = toml::parse_file(path);
+    if (const toml::node* node = root.at_path(key).node()) return at(path, node->source().begin);
+  } catch (const toml::parse_error&) {  // it parsed once already; a file changed since is only named
+  }
+  return path + ": ";
+}
+
 void validate(const TrainConfig& config, const std::string& source_name) {
   // Configs built in code never went through the parser's range checks.
   TrainConfig copy = config;

@@ -168,6 +168,13 @@ TrainConfig parse_config(const std::string& toml_text, const std::string& source
 // an equal config (the run directory's config.toml).
 std::string to_toml(const TrainConfig& config);
 
+// Where a key's value came from, as the prefix of a message about it, for checks made after the
+// config is loaded (a preset name, a value the trainer alone refuses): "--set KEY=VALUE: " when an
+// override set it (the last one), else "FILE:LINE:COL: " where the file sets it, else "FILE: " (the
+// default). `key` is "section.name".
+std::string config_key_origin(const std::string& path, const std::vector<std::string>& overrides,
+                              std::string_view key);
+
 // Cross-field checks that cannot be one key's range (exactly one of model.path / model.preset,
 // known benchmark names are checked by the trainer). Called by parse_config.
 void validate(const TrainConfig& config, const std::string& source_name);

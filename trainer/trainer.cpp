@@ -328,21 +328,28 @@ int train(const TrainOptions& opt) {
   const dist::LaunchInfo launch = dist::detect_launch();
   const bool resuming = !opt.resume_dir.empty();
 
+  const std::string config_path = resuming ? (fs::path(opt.resume_dir) / "config.toml").string() : opt.config_path;
   TrainConfig cfg;
   try {
-    cfg = resuming ? load_config((fs::path(opt.resume_dir) / "config.toml").string(), opt.overrides)
-                   : load_config(opt.config_path, opt.overrides);
+    cfg = load_config(config_path, opt.overrides);
   } catch (const ConfigError& e) {
     throw UserError(e.what());
   }
+  // Checks the config's schema leaves to the trainer, named as the schema's are (file:line:col).
+  auto config_error = [&](std::string_view key, const std::string& message) {
+    return UserError(config_key_origin(config_path, opt.overrides, key) + std::string(key) + ": " + message);
+  };
   if (!cfg.model.preset.empty()) {
     try {
       (void)model::preset_config(cfg.model.preset);  // before anything is written
     } catch (const model::ConfigError& e) {
-      throw UserError("model.preset: " + std::string(e.what()));
+      throw config_error("model.preset", e.what());
     }
   }
-  if (cfg.algorithm.temperature <= 0) throw UserError("algorithm.temperature: training samples, so it must be > 0");
+  // The schema allows 0 (azr bootstrap decodes greedily); training samples.
+  if (cfg.algorithm.temperature <= 0)
+    throw config_error("algorithm.temperature", fmt::format("training samples, so it must be > 0, got {}",
+                                                            cfg.algorithm.temperature));
   if (cfg.run.gradient_allreduce == "nccl" && cfg.model.device != "cuda")
     throw UserError("run.gradient_allreduce = \"nccl\" sums gradients on GPUs: it needs model.device = \"cuda\" (the "
                     "run has \"" + cfg.model.device + "\"); use \"host\"");

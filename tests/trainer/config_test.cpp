@@ -592,6 +592,18 @@ TEST_F(ConfigFiles, MissingOrUnreadable) {
   EXPECT_EQ(error_of([&] { load_config(dir_.string()); }), dir_.string() + ": cannot read config file: Is a directory");
 }
 
+// A check made after loading names where the value came from: the last --set of the key, else the
+// key's place in the file (line and column counted by hand below), else the file (a default).
+TEST_F(ConfigFiles, AKeysOriginIsTheOverrideOrItsPlaceInTheFile) {
+  const std::string path = write("origin.toml", "[run]\nsteps = 2\n\n[algorithm]\n  temperature = 0.0\n");
+  EXPECT_EQ(config_key_origin(path, {}, "algorithm.temperature"), path + ":5:17: ");
+  EXPECT_EQ(config_key_origin(path, {}, "run.steps"), path + ":2:9: ");
+  EXPECT_EQ(config_key_origin(path, {}, "model.preset"), path + ": ");
+  EXPECT_EQ(config_key_origin(path, {"algorithm.temperature=1", "algorithm.temperature = 0", "run.steps=3"},
+                              "algorithm.temperature"),
+            "--set algorithm.temperature = 0: ");
+}
+
 TEST_F(ConfigFiles, ToTomlWrittenToDiskLoadsBack) {
   const TrainConfig c = every_field_changed();
   EXPECT_EQ(load_config(write("resolved.toml", to_toml(c))), c);

@@ -612,9 +612,21 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("algorithm.top_p"), std::string::npos) << r.err;
 
+  // Checks the trainer makes after loading name the value's origin, as the schema's do.
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.preset=azr-huge"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("azr-huge"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--set model.preset=azr-huge: model.preset: unknown model preset 'azr-huge'"), std::string::npos)
+      << r.err;
+  std::string greedy = slurp(fixture());
+  greedy.replace(greedy.find("[algorithm]\n"), 12, "[algorithm]\ntemperature = 0.0\n");  // line 12, its value at 15
+  std::ofstream(dir / "greedy.toml") << greedy;
+  r = run_process({azr(), "train", (dir / "greedy.toml").string(), "--run-dir", (dir / "run").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find((dir / "greedy.toml").string() +
+                       ":12:15: algorithm.temperature: training samples, so it must be > 0, got 0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
 
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set", "model.device=tpu"});
   EXPECT_EQ(r.exit_code, 2);
