@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <functional>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <map>
@@ -173,6 +175,40 @@ std::string hash128(const std::string& text) {
   if (e.code == SQLITE_CORRUPT) throw BufferError(path + ": database file is corrupt (" + e.what() + ")");
   if (e.code == SQLITE_READONLY) throw BufferError(path + ": database is read-only (" + e.what() + ")");
   throw BufferError(path + ": " + e.what());
+}
+
+// A path as a file: URI's path part (RFC 3986: anything but unreserved characters and '/'
+// percent-encoded, so '?', '#' and '%' in a name stay the name's).
+std::string uri_path(const std::string& path) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// What a reader opens. A database in a directory this process cannot write (a read-only share,
+// another user's run) cannot be read as usual: WAL needs PATH-shm beside it, and SQLite cannot
+// make one. Without a PATH-wal (a writer has one while it is open and folds it in when it
+// closes), the file holds every committed transaction and nothing can write it meanwhile (a
+// writer would need that directory too), so it is opened as immutable. With one, its last
+// transactions would be missed: said, with what to do.
+std::string reader_name(const std::string& path, int* flags) {
+  const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+  if (::access(dir.c_str(), W_OK) == 0 || ::access((path + "-shm").c_str(), F_OK) == 0) return path;
+  if (::access((path + "-wal").c_str(), F_OK) == 0)
+    throw BufferError(path + ": cannot be read here: its directory cannot be written, and SQLite needs to make " +
+                      path + "-shm to read its write-ahead log (" + path + "-wal); copy both files somewhere " +
+                      "writable and read the copy");
+  *flags |= SQLITE_OPEN_URI;
+  return "file:" + uri_path(path) + "?immutable=1";
 }
 
 }  // namespace
@@ -354,7 +390,8 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
   int flags = b.read_only_ ? SQLITE_OPEN_READONLY
               : mode == Mode::ReadWrite ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
                                         : SQLITE_OPEN_READWRITE;
-  int rc = sqlite3_open_v2(path.c_str(), &b.db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  const std::string name = b.read_only_ ? reader_name(path, &flags) : path;
+  int rc = sqlite3_open_v2(name.c_str(), &b.db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = b.db_ ? sqlite3_errmsg(b.db_) : sqlite3_errstr(rc);
     throw BufferError(path + ": cannot open (" + msg + ")");

@@ -13,6 +13,7 @@
 // degrees of freedom (the finite-population correction).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <grp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
@@ -483,6 +484,64 @@ TEST_F(BufferTest, ReaderNextToWriterSeesOnlyWholeBatchesAndMonotoneCounts) {
 // ---- 3. de-duplication -------------------------------------------------------------------------
 
 const std::string kProg = "def f(x):\n    y = x * 2\n    return y\n";
+
+// A reader without write access to the buffer's directory (a read-only share): SQLite cannot make
+// the -shm its WAL needs. A cleanly closed buffer (no -wal) is read all the same; one with a -wal
+// beside it is refused with what to do, since reading the file alone would miss its last batches.
+// As a user with no rights but to read: root writes through permission bits, so the child drops
+// to nobody (the test runs as root in CI) or is already someone else.
+TEST_F(BufferTest, AReaderWhoCannotWriteTheDirectoryStillReads) {
+  const fs::path dir = fs::path(dir_) / "share";
+  fs::create_directories(dir);
+  const std::string db = (dir / "buf #1?.db").string();  // characters a URI would misread
+  {
+    TaskBuffer b = TaskBuffer::open(db, TaskBuffer::Mode::ReadWrite);
+    b.insert(numbered_batch(TaskType::Deduction, 0, 5));
+  }  // closed: the WAL folded into the file
+  ASSERT_FALSE(fs::exists(db + "-wal"));
+  fs::permissions(fs::path(dir_), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  // The child's answer: the deduction count, or the error's message.
+  auto read_as_reader = [&]() -> std::string {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return "pipe failed";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipefd[0]);
+      std::string answer;
+      if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
+        answer = "cannot drop to nobody";
+      } else {
+        try {
+          answer = std::to_string(TaskBuffer::open(db, TaskBuffer::Mode::ReadOnly).counts().by_type[0]);
+        } catch (const std::exception& e) {
+          answer = e.what();
+        }
+      }
+      [[maybe_unused]] ssize_t n = write(pipefd[1], answer.data(), answer.size());
+      _exit(0);
+    }
+    close(pipefd[1]);
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) answer.append(buf, size_t(n));
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return answer;
+  };
+  EXPECT_EQ(read_as_reader(), "5");
+  EXPECT_FALSE(fs::exists(db + "-shm"));
+  // A -wal beside it (a writer elsewhere, or one killed before it folded it in): refused, named.
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add);
+  std::ofstream(db + "-wal") << "";
+  fs::permissions(dir, fs::perms::owner_write, fs::perm_options::remove);
+  const std::string refused = read_as_reader();
+  EXPECT_NE(refused.find("cannot be read here"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(db + "-wal"), std::string::npos) << refused;
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add);
+}
 
 TEST_F(BufferTest, LayoutOnlyDifferencesAreDuplicates) {
   auto b = TaskBuffer::open(path(), Mode::ReadWrite);
