@@ -896,16 +896,21 @@ class Evaluator {
 
 std::optional<Num> evaluate(std::string_view s) { return Evaluator(s).run(); }
 
-// Equal within the tolerance, or both 0 within their rounding (`\sin\pi` and 0; `\sin 2x` and
-// `2\sin x\cos x` at a point where both are near 0). Only 0: a tiny value known to its digits
-// (Minerva's 1e-20) is not a rounding residue (`\sin\pi`, 1.2e-16).
+// Equal within the tolerance beyond both sides' rounding, or both 0 within their rounding
+// (`\sin\pi` and 0; `\sin 2x` and `2\sin x\cos x` at a point where both are near 0). A value
+// that may be 0 meets one that may not only within the tolerance: a tiny value known to its digits
+// (Minerva's 1e-20) is not a rounding residue (`\sin\pi`, 1.2e-16); a small one that cancelled
+// (`1-\cos(10^{-6})`, 5.0004e-13 within 8.9e-16) meets its value (5e-13).
 bool numbers_equal(Num a, Num b) {
   bool ints = std::fabs(a.v) < 9e15 && std::fabs(b.v) < 9e15 && a.v == std::round(a.v) && b.v == std::round(b.v);
   if (ints) return a.v == b.v;
   // Relative: Minerva's answers go down to 1e-27 (e-notation), where an absolute 1e-12 of slack
   // made 8.4e-12 equal to 7.4e-12. Their rounding bounds are some 1e-43.
   const double scale = std::max(std::fabs(a.v), std::fabs(b.v)), apart = std::fabs(a.v - b.v);
-  return apart <= 1e-6 * scale || (std::fabs(a.v) <= a.e && std::fabs(b.v) <= b.e);
+  const bool a_may_be_0 = std::fabs(a.v) <= a.e, b_may_be_0 = std::fabs(b.v) <= b.e;
+  if (a_may_be_0 && b_may_be_0) return true;
+  if (a_may_be_0 || b_may_be_0) return apart <= 1e-6 * scale;
+  return apart <= 1e-6 * scale + a.e + b.e;
 }
 
 // ---------------------------------------------------------------------------------------------

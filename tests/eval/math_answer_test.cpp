@@ -179,6 +179,9 @@ TEST(MathEquivalent, ValuesAreEqualWithinTheirRounding) {
   EXPECT_FALSE(math_equivalent("\\sin\\pi", "1e-20"));
   EXPECT_TRUE(math_equivalent("0.1+0.2-0.3", "0"));
   EXPECT_FALSE(math_equivalent("0.1+0.2-0.3", "6.6e-34"));
+  // A small value that cancelled, off by 8e-5 of itself but well within its bound, meets its value.
+  EXPECT_TRUE(math_equivalent("1-\\cos(10^{-6})", "5\\times10^{-13}"));
+  EXPECT_FALSE(math_equivalent("1-\\cos(10^{-6})", "5.1\\times10^{-13}"));
   // Exact arithmetic stays exact: no bound to spoil a negative base or an inverse at its edge.
   EXPECT_TRUE(math_equivalent("(-2)^{1+2}", "-8"));
   EXPECT_TRUE(math_equivalent("(-3)^{5-3}", "9"));
