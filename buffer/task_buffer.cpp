@@ -1,5 +1,6 @@
 #include "buffer/task_buffer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,12 +178,12 @@ std::string hash128(const std::string& text) {
   throw BufferError(path + ": " + e.what());
 }
 
-// A path as a file: URI's path part (RFC 3986: anything but unreserved characters and '/'
-// percent-encoded, so '?', '#' and '%' in a name stay the name's).
-std::string uri_path(const std::string& path) {
+// An absolute path as a file: URI's path part (RFC 3986: anything but unreserved characters and
+// '/' percent-encoded, so '?', '#' and '%' in a name stay the name's).
+std::string uri_path(const std::filesystem::path& absolute) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
-  for (unsigned char c : std::filesystem::absolute(path).string()) {
+  for (unsigned char c : absolute.string()) {
     if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
       out += static_cast<char>(c);
     } else {
@@ -194,21 +195,26 @@ std::string uri_path(const std::string& path) {
   return out;
 }
 
-// What a reader opens. A database in a directory this process cannot write (a read-only share,
-// another user's run) cannot be read as usual: WAL needs PATH-shm beside it, and SQLite cannot
-// make one. Without a PATH-wal (a writer has one while it is open and folds it in when it
-// closes), the file holds every committed transaction and nothing can write it meanwhile (a
-// writer would need that directory too), so it is opened as immutable. With one, its last
-// transactions would be missed: said, with what to do.
+// What a reader opens. A database in a directory this process cannot write (a read-only share)
+// cannot be read as usual: WAL needs a -shm file beside it, and SQLite cannot make one. Without a
+// -wal that holds anything (a writer has one while it is open and folds it into the file when it
+// closes), the file holds every committed transaction, so it is opened as immutable. With one,
+// its last transactions would be missed: said, with what to do. Beside the file SQLite opens: a
+// symlink's target. Immutable takes no locks: should a writer with rights to that directory start
+// meanwhile, a read that spans its checkpoint could see part of it (a read-only share has none).
 std::string reader_name(const std::string& path, int* flags) {
-  const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
-  if (::access(dir.c_str(), W_OK) == 0 || ::access((path + "-shm").c_str(), F_OK) == 0) return path;
-  if (::access((path + "-wal").c_str(), F_OK) == 0)
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::canonical(path, ec);
+  if (ec) return path;  // SQLite's own open says what is wrong
+  const std::string wal = file.string() + "-wal", shm = file.string() + "-shm";
+  if (::faccessat(AT_FDCWD, file.parent_path().c_str(), W_OK, AT_EACCESS) == 0 || ::access(shm.c_str(), F_OK) == 0)
+    return path;
+  if (std::filesystem::file_size(wal, ec) > 0 && !ec)
     throw BufferError(path + ": cannot be read here: its directory cannot be written, and SQLite needs to make " +
-                      path + "-shm to read its write-ahead log (" + path + "-wal); copy both files somewhere " +
-                      "writable and read the copy");
+                      shm + " to read its write-ahead log (" + wal + "); copy both files somewhere writable and " +
+                      "read the copy");
   *flags |= SQLITE_OPEN_URI;
-  return "file:" + uri_path(path) + "?immutable=1";
+  return "file://" + uri_path(file) + "?immutable=1";
 }
 
 }  // namespace
