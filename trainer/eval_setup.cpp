@@ -4,7 +4,10 @@
 
 namespace azr::trainer {
 
-void check_eval_keys(const TrainConfig& c) {
+namespace {
+
+// The keys load_eval_benchmarks reads: the names, and a data_dir given.
+void check_benchmark_keys(const TrainConfig& c) {
   for (const std::string& name : c.eval.benchmarks)
     if (!eval::find_benchmark(name))
       throw UserError("eval.benchmarks: unknown benchmark '" + name + "' (known: " + eval::benchmark_names() + ")");
@@ -13,12 +16,18 @@ void check_eval_keys(const TrainConfig& c) {
     } catch (const eval::BenchmarkError& e) {
       throw UserError(std::string("eval.data_dir: ") + e.what());
     }
+}
+
+}  // namespace
+
+void check_eval_keys(const TrainConfig& c) {
+  check_benchmark_keys(c);
   if (!c.eval.heldout_tasks.empty() && !std::filesystem::is_regular_file(c.eval.heldout_tasks))
     throw UserError("eval.heldout_tasks: " + c.eval.heldout_tasks + ": no such file (or not a file)");
 }
 
 std::vector<eval::Benchmark> load_eval_benchmarks(const TrainConfig& c, std::string* off_reason) {
-  check_eval_keys(c);
+  check_benchmark_keys(c);  // not heldout_tasks: azr bootstrap writes it, azr train reads it
   std::filesystem::path data;
   try {
     data = eval::resolve_data_dir(c.eval.data_dir);

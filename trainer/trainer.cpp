@@ -399,8 +399,9 @@ int train(const TrainOptions& opt) {
         throw UserError(std::string("resume: ") + e.what());
       }
     }
-    // Evaluation on or off, its keys are checked: a typo is said now, not when it is turned on.
-    check_eval_keys(cfg);
+    // A new run checks the eval keys with evaluation off too: a typo is said now, not when it is
+    // turned on. A resume with it off does not need its data where it was.
+    if (!resuming || cfg.eval.every > 0) check_eval_keys(cfg);
     if (cfg.eval.every > 0) {
       // No data given and none in the usual places: train without evaluating, and say so (below).
       benches = load_eval_benchmarks(cfg, &eval_off);
@@ -604,13 +605,15 @@ int train(const TrainOptions& opt) {
     if (root && !cfg.seeding.import_tasks.empty()) {
       std::ifstream in(cfg.seeding.import_tasks);
       if (!in) throw UserError(cfg.seeding.import_tasks + ": cannot read (seeding.import_tasks)");
-      try {
-        const buffer::ImportReport rep = buffer::import_jsonl(*buf, in, cfg.seeding.import_tasks, false);
-        log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", rep.inserted.inserted,
-                        cfg.seeding.import_tasks, rep.inserted.duplicates));
+      std::vector<buffer::Task> tasks;
+      try {  // the file's problems name the key; the buffer's own (a full disk) do not
+        buffer::read_jsonl(in, cfg.seeding.import_tasks, false, tasks);
       } catch (const buffer::BufferError& e) {
         throw UserError(std::string("seeding.import_tasks: ") + e.what());
       }
+      const buffer::InsertResult inserted = buf->insert(tasks);
+      log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", inserted.inserted,
+                      cfg.seeding.import_tasks, inserted.duplicates));
     }
     if (root) {
       if (console) console->phase("seeding the buffer");
