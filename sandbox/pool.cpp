@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -55,8 +56,16 @@ struct Worker {
   MessageBuffer inbox;
   int restarts = 0;
   bool alive = false;
+  bool starting = false;         // a replacement is being started on the spawner thread
   int failed_starts = 0;         // in a row; while > 0 the worker is down and retried at retry_at
   Clock::time_point retry_at;
+};
+
+// What the spawner thread hands the I/O thread: the zygote it started, or why it could not.
+struct Started {
+  int index = 0;
+  std::optional<SpawnedZygote> zygote;
+  std::string error;
 };
 
 // epoll user data: the worker's generation (its restarts) in the high 32 bits, then its index * 2
@@ -91,6 +100,14 @@ struct Pool::Impl {
   std::deque<uint64_t> done_order;
   PoolStats stats;
   std::vector<WorkerInfo> info;  // snapshot for workers(), refreshed whenever one (re)starts
+  // The spawner thread: replacements are started there, in turn. One thread that lives as long
+  // as the pool, because a zygote's PR_SET_PDEATHSIG fires when the thread that started it ends.
+  std::thread spawner;
+  std::mutex started_mu;
+  std::condition_variable spawn_cv;
+  bool spawner_stopping = false;
+  std::deque<std::pair<int, ZygoteSpec>> to_spawn;  // (worker index, its spec)
+  std::vector<Started> started;  // replacements started, not yet taken in by the I/O thread
   std::mt19937_64 rng{std::random_device{}()};
 
   // ---- worker lifecycle (I/O thread, or the constructor before it starts) --------------
@@ -104,8 +121,10 @@ struct Pool::Impl {
     return s;
   }
 
-  void start_worker(Worker& w) {
-    w.z = spawn_zygote(spec_for(w.seed));
+  void start_worker(Worker& w) { install(w, spawn_zygote(spec_for(w.seed))); }
+
+  void install(Worker& w, SpawnedZygote z) {
+    w.z = std::move(z);
     w.alive = true;
     w.inflight.clear();
     w.outbox.clear();
@@ -176,22 +195,65 @@ struct Pool::Impl {
       ++stats.worker_restarts;
     }
     ++w.restarts;
-    try_start(w);
+    begin_start(w);
   }
 
-  // Starts a worker that is down; on failure schedules the next try and fails the jobs of its
-  // kind if no worker of that kind is left (they would wait for ever).
-  void try_start(Worker& w) {
-    try {
-      start_worker(w);
-      if (w.failed_starts > 0)
-        spdlog::info("sandbox worker {} started after {} failed start(s)", w.index, w.failed_starts);
-      w.failed_starts = 0;
-    } catch (const std::exception& e) {
+  // Starts a replacement on the spawner thread: a zygote takes a while to start (Python, the
+  // preimports), and one that hangs takes the hello timeout (30 s), during which the I/O thread
+  // must go on serving the other workers. take_started() takes the result in.
+  void begin_start(Worker& w) {
+    w.starting = true;
+    {
+      std::lock_guard lk(started_mu);
+      to_spawn.emplace_back(w.index, spec_for(w.seed));
+    }
+    spawn_cv.notify_one();
+  }
+
+  void spawn_loop() {
+    std::unique_lock lk(started_mu);
+    for (;;) {
+      spawn_cv.wait(lk, [&] { return spawner_stopping || !to_spawn.empty(); });
+      if (spawner_stopping) return;
+      auto [index, spec] = std::move(to_spawn.front());
+      to_spawn.pop_front();
+      lk.unlock();
+      Started s;
+      s.index = index;
+      try {
+        s.zygote = spawn_zygote(spec);
+      } catch (const std::exception& e) {
+        s.error = e.what();
+      }
+      lk.lock();
+      started.push_back(std::move(s));
+      wake();
+    }
+  }
+
+  // The replacements started since the last call: each installed, or on failure its next try
+  // scheduled and the jobs of its kind failed if no worker of that kind is left (they would wait
+  // for ever).
+  void take_started() {
+    std::vector<Started> done;
+    {
+      std::lock_guard lk(started_mu);
+      done.swap(started);
+    }
+    for (Started& s : done) {
+      Worker& w = workers[static_cast<size_t>(s.index)];
+      w.starting = false;
+      if (s.zygote) {
+        install(w, std::move(*s.zygote));
+        if (w.failed_starts > 0)
+          spdlog::info("sandbox worker {} started after {} failed start(s)", w.index, w.failed_starts);
+        w.failed_starts = 0;
+        continue;
+      }
       const double wait = std::min(kLongestRetrySeconds, kFirstRetrySeconds * std::pow(2.0, w.failed_starts));
       ++w.failed_starts;
       w.retry_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
-      spdlog::error("sandbox worker {} could not be started: {}; trying again in {} s", w.index, e.what(), wait);
+      spdlog::error("sandbox worker {} could not be started: {}; trying again in {} s", w.index, s.error, wait);
       {
         std::lock_guard lk(mu);
         ++stats.failed_starts;
@@ -203,12 +265,14 @@ struct Pool::Impl {
   void retry_down_workers() {
     const auto now = Clock::now();
     for (auto& w : workers)
-      if (!w.alive && w.failed_starts > 0 && now >= w.retry_at) try_start(w);
+      if (!w.alive && !w.starting && w.failed_starts > 0 && now >= w.retry_at) begin_start(w);
   }
 
+  // A worker being started counts: its kind's jobs wait for it, as they waited for a replacement
+  // started in line.
   bool has_worker(int cls) const {
     for (const auto& w : workers)
-      if (w.alive && static_cast<int>(w.seed) == cls) return true;
+      if ((w.alive || w.starting) && static_cast<int>(w.seed) == cls) return true;
     return false;
   }
 
@@ -389,6 +453,7 @@ struct Pool::Impl {
           else if (!open) replace_worker(w, "the worker closed its socket");
         }
       }
+      take_started();
       check_backstops();
       retry_down_workers();
       dispatch();
@@ -429,6 +494,7 @@ Pool::Pool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
     close(m.wakefd);
     throw;
   }
+  m.spawner = std::thread([&m] { m.spawn_loop(); });
   m.io = std::thread([&m] { m.loop(); });
 }
 
@@ -440,6 +506,20 @@ Pool::~Pool() {
   }
   m.wake();
   if (m.io.joinable()) m.io.join();
+  // A replacement still starting finishes first (a hanging one within its hello timeout); those
+  // that started are stopped with the rest.
+  {
+    std::lock_guard lk(m.started_mu);
+    m.spawner_stopping = true;
+  }
+  m.spawn_cv.notify_one();
+  if (m.spawner.joinable()) m.spawner.join();
+  for (Started& s : m.started)
+    if (s.zygote) {
+      Worker& w = m.workers[static_cast<size_t>(s.index)];
+      w.z = std::move(*s.zygote);
+      w.alive = true;
+    }
   for (auto& w : m.workers) m.stop_worker(w);
   close(m.epfd);
   close(m.wakefd);

@@ -495,12 +495,14 @@ TEST(SandboxPoolTest, EachLostWorkerIsReplacedOnce) {
   ASSERT_EQ(kill(a, SIGKILL), 0);
   usleep(5 * 1000);  // the pool wakes and starts a's replacement
   ASSERT_EQ(kill(b, SIGKILL), 0);
-  for (int i = 0; i < 3000 && pool.stats().worker_restarts < 2; i++) usleep(10 * 1000);
+  // Both replacements in (they start on the spawner thread, and workers() shows one once it runs).
+  for (int i = 0; i < 3000 && (pool.workers().at(0).pid == a || pool.workers().at(1).pid == b); i++)
+    usleep(10 * 1000);
+  EXPECT_NE(pool.workers().at(0).pid, a);
+  EXPECT_NE(pool.workers().at(1).pid, b);
   // A job's result comes after the pool has handled the whole batch its worker was lost in.
   for (int i = 0; i < 4; i++) EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
   EXPECT_EQ(pool.stats().worker_restarts, 2u);
-  EXPECT_NE(pool.workers().at(0).pid, a);
-  EXPECT_NE(pool.workers().at(1).pid, b);
 }
 
 // The test seam: a chosen job completes as a job on a lost worker does, and is never run; the
@@ -563,21 +565,31 @@ TEST(SandboxPoolTest, ALockdownFailureIsInternalAndRunsNothing) {
   EXPECT_EQ(pool.run({j}).at(0).calls.at(0).repr, "1");
 }
 
-// A worker whose replacement cannot start (here: a stand-in for azr-zygote that refuses while a
-// file exists) leaves no worker of its kind. Jobs of that kind then complete as internal_error
-// (NoWorkers) instead of waiting for ever, and the worker is tried again until it starts.
-TEST(SandboxPoolTest, AWorkerThatCannotStartIsRetriedAndItsJobsDoNotWait) {
-  const std::filesystem::path dir = kScratch.dir() / "refusing-zygote";
-  std::filesystem::create_directories(dir);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
-                                        std::filesystem::perms::others_exec);
-  const std::filesystem::path refuse = dir / "refuse", script = dir / "azr-zygote";
-  {
-    std::ofstream out(script);
-    out << "#!/bin/sh\n[ -e '" << refuse.string() << "' ] && exit 1\nexec '" << default_zygote_path() << "' \"$@\"\n";
+// A stand-in for azr-zygote: the real one, unless `refuse` exists beside it (it exits at once) or
+// `hang` does (it touches `hanging` and never says hello, exiting after 10 s).
+struct StandInZygote {
+  std::filesystem::path dir, script, refuse, hang, hanging;
+  explicit StandInZygote(const std::string& name) : dir(kScratch.dir() / name) {
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(dir, std::filesystem::perms::all);  // the zygote's user writes `hanging`
+    refuse = dir / "refuse", hang = dir / "hang", hanging = dir / "hanging", script = dir / "azr-zygote";
+    {
+      std::ofstream out(script);
+      out << "#!/bin/sh\n[ -e '" << refuse.string() << "' ] && exit 1\n[ -e '" << hang.string() << "' ] && { : > '"
+          << hanging.string() << "'; exec sleep 10; }\nexec '" << default_zygote_path() << "' \"$@\"\n";
+    }
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                             std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
   }
-  std::filesystem::permissions(script, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
-                                           std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
+};
+
+// A worker whose replacement cannot start (the stand-in refusing) leaves no worker of its kind.
+// Jobs of that kind then complete as internal_error (NoWorkers) instead of waiting for ever, and
+// the worker is tried again until it starts.
+TEST(SandboxPoolTest, AWorkerThatCannotStartIsRetriedAndItsJobsDoNotWait) {
+  const StandInZygote zygote("refusing-zygote");
+  const std::filesystem::path& refuse = zygote.refuse;
+  const std::filesystem::path& script = zygote.script;
   PoolOptions o;
   o.workers = 1;
   o.alternate_workers = 0;
@@ -610,6 +622,26 @@ TEST(SandboxPoolTest, AWorkerThatCannotStartIsRetriedAndItsJobsDoNotWait) {
   }
   EXPECT_EQ(repr, "7");
   EXPECT_NE(pool.workers().at(0).pid, pid);
+}
+
+// A replacement that hangs at start-up (a zygote that never says hello) is waited for on a thread
+// of its own, and the other workers' jobs go on meanwhile: the pool's I/O thread used to wait out
+// the start (to the hello timeout, here the stand-in's 10 s) before it served anyone, so a job
+// came back only once the start had failed.
+TEST(SandboxPoolTest, AReplacementThatHangsAtStartHoldsUpNoOtherWorker) {
+  const StandInZygote zygote("hanging-zygote");
+  PoolOptions o;
+  o.workers = 2;
+  o.alternate_workers = 0;
+  o.zygote_path = zygote.script.string();
+  Pool pool(o);
+  std::ofstream(zygote.hang).put('x');
+  ASSERT_EQ(kill(pool.workers().at(0).pid, SIGKILL), 0);
+  for (int i = 0; i < 3000 && !std::filesystem::exists(zygote.hanging); i++) usleep(10 * 1000);
+  ASSERT_TRUE(std::filesystem::exists(zygote.hanging));
+  EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");  // worker 1's
+  EXPECT_EQ(pool.stats().failed_starts, 0u) << "the job came back only after the hanging start failed";
+  std::filesystem::remove(zygote.hang);
 }
 
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
