@@ -203,11 +203,22 @@ struct Pool::Impl {
   // must go on serving the other workers. take_started() takes the result in.
   void begin_start(Worker& w) {
     w.starting = true;
+    ZygoteSpec spec = spec_for(w.seed);
     {
       std::lock_guard lk(started_mu);
-      to_spawn.emplace_back(w.index, spec_for(w.seed));
+      to_spawn.emplace_back(w.index, std::move(spec));
     }
     spawn_cv.notify_one();
+  }
+
+  // Ends the spawner thread (after the start it is in, if any), or nothing if it never started.
+  void stop_spawner() {
+    {
+      std::lock_guard lk(started_mu);
+      spawner_stopping = true;
+    }
+    spawn_cv.notify_one();
+    if (spawner.joinable()) spawner.join();
   }
 
   void spawn_loop() {
@@ -494,8 +505,16 @@ Pool::Pool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
     close(m.wakefd);
     throw;
   }
-  m.spawner = std::thread([&m] { m.spawn_loop(); });
-  m.io = std::thread([&m] { m.loop(); });
+  try {
+    m.spawner = std::thread([&m] { m.spawn_loop(); });
+    m.io = std::thread([&m] { m.loop(); });
+  } catch (...) {  // no thread to be had (RLIMIT_NPROC): nothing left running or open
+    m.stop_spawner();
+    for (auto& w : m.workers) m.stop_worker(w);
+    close(m.epfd);
+    close(m.wakefd);
+    throw;
+  }
 }
 
 Pool::~Pool() {
@@ -508,12 +527,7 @@ Pool::~Pool() {
   if (m.io.joinable()) m.io.join();
   // A replacement still starting finishes first (a hanging one within its hello timeout); those
   // that started are stopped with the rest.
-  {
-    std::lock_guard lk(m.started_mu);
-    m.spawner_stopping = true;
-  }
-  m.spawn_cv.notify_one();
-  if (m.spawner.joinable()) m.spawner.join();
+  m.stop_spawner();
   for (Started& s : m.started)
     if (s.zygote) {
       Worker& w = m.workers[static_cast<size_t>(s.index)];

@@ -481,11 +481,11 @@ TEST(SandboxPoolTest, LostWorkerIsReplacedAndItsJobReported) {
   EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");
 }
 
-// A dying worker's socket hang-up and its pidfd can reach the pool in one epoll batch. The first
-// replaces the worker; the second must not be read as the replacement's, which would replace a
-// healthy worker too (seen in CI: worker_restarts 2 for one kill). Killing the second worker while
-// the pool is still starting the first one's replacement (tens of ms) puts both of its events in
-// one batch.
+// A dying worker's socket hang-up and its pidfd can reach the pool in one epoll batch, and the
+// second must not be read as the replacement's, which would replace a healthy worker too (seen in
+// CI: worker_restarts 2 for one kill). Since replacements start on the spawner thread, the second
+// event meets a worker that is down; the generation in each event's tag still guards events that
+// arrive after the replacement is in. Here: two workers killed 5 ms apart, each replaced once.
 TEST(SandboxPoolTest, EachLostWorkerIsReplacedOnce) {
   PoolOptions o;
   o.workers = 2;
@@ -566,17 +566,21 @@ TEST(SandboxPoolTest, ALockdownFailureIsInternalAndRunsNothing) {
 }
 
 // A stand-in for azr-zygote: the real one, unless `refuse` exists beside it (it exits at once) or
-// `hang` does (it touches `hanging` and never says hello, exiting after 10 s).
+// `hang` does (it touches marks/hanging and says no hello while `hang` is there, 10 s at most).
 struct StandInZygote {
   std::filesystem::path dir, script, refuse, hang, hanging;
   explicit StandInZygote(const std::string& name) : dir(kScratch.dir() / name) {
-    std::filesystem::create_directories(dir);
-    std::filesystem::permissions(dir, std::filesystem::perms::all);  // the zygote's user writes `hanging`
-    refuse = dir / "refuse", hang = dir / "hang", hanging = dir / "hanging", script = dir / "azr-zygote";
+    namespace fs = std::filesystem;
+    fs::create_directories(dir / "marks");
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(dir / "marks", fs::perms::all | fs::perms::sticky_bit);  // the zygote's user writes here
+    refuse = dir / "refuse", hang = dir / "hang", hanging = dir / "marks" / "hanging", script = dir / "azr-zygote";
     {
       std::ofstream out(script);
       out << "#!/bin/sh\n[ -e '" << refuse.string() << "' ] && exit 1\n[ -e '" << hang.string() << "' ] && { : > '"
-          << hanging.string() << "'; exec sleep 10; }\nexec '" << default_zygote_path() << "' \"$@\"\n";
+          << hanging.string() << "'; i=0; while [ -e '" << hang.string() << "' ] && [ $i -lt 100 ]; do sleep 0.1; "
+          << "i=$((i+1)); done; exit 1; }\nexec '" << default_zygote_path() << "' \"$@\"\n";
     }
     std::filesystem::permissions(script, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
                                              std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
