@@ -8,10 +8,11 @@
 // stops answering is replaced, the job it was running is reported as internal_error, and jobs
 // queued behind it are re-queued, so no job is ever lost. Replacements start on the pool's spawner
 // thread, in turn, so the I/O thread goes on serving the running workers while one starts (or
-// hangs, to its hello timeout; the replacements queued behind it wait). A replacement that cannot start is tried again later (0.5 s, doubling up to a
-// minute); while no worker of a kind runs or starts, that kind's jobs complete at once as
-// internal_error (NoWorkers), so no caller waits for ever. A zygote dies with the thread that
-// started it (PR_SET_PDEATHSIG): construct a pool on a thread that outlives it.
+// hangs, to its hello timeout; the replacements queued behind it wait). A replacement that cannot
+// start is tried again later (0.5 s, doubling up to a minute); while no worker of a kind runs or
+// starts, that kind's jobs complete at once as internal_error (NoWorkers), so no caller waits for
+// ever. A zygote dies with the thread that started it (PR_SET_PDEATHSIG): construct a pool on a
+// thread that outlives it.
 #include <cstdint>
 #include <functional>
 #include <memory>
