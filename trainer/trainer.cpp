@@ -389,7 +389,10 @@ int train(const TrainOptions& opt) {
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
   auto root_checks = [&] {
-    if (!resuming) refuse_a_run_dir_in_use(run_dir), refuse_a_run_dir_that_cannot_be_made(run_dir);
+    if (!resuming) {
+      refuse_a_run_dir_in_use(run_dir);
+      refuse_a_run_dir_that_cannot_be_made(run_dir);
+    }
     // Before anything reads it: a damaged weight file would otherwise load and train on quietly.
     // Rank 0 of the launch reads every byte once; the other ranks read the same files after it.
     if (ckpt) {

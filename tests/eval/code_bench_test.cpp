@@ -374,6 +374,17 @@ TEST(EvalPlusGrading, PassesWhatEvalPlusPassesAndFailsTheRest) {
     EXPECT_EQ(v[i].passed, cases[i].passes) << ps[i].id << " " << cases[i].program << v[i].reason << " " << v[i].detail;
 }
 
+// Each (problem, candidate program) graded, in order.
+std::vector<CodeVerdict> grade_pairs(const std::vector<std::pair<CodeProblem, std::string>>& cases) {
+  std::vector<CodeProblem> ps;
+  std::vector<std::string> programs;
+  for (const auto& [p, program] : cases) {
+    ps.push_back(p);
+    programs.push_back(program);
+  }
+  return grade_code(pool(), ps, programs);
+}
+
 // The oracles and the tolerance rule on hand-made problems, whose answers are worked out by hand.
 TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
   CodeProblem roots;  // x^3 - 6x^2 + 11x - 6 = (x - 1)(x - 2)(x - 3)
@@ -429,15 +440,9 @@ TEST(EvalPlusGrading, AnyRootAndTolerancesOnlyForFloats) {
   };
   const std::vector<bool> passes = {true,  true,  false, false, true, false, true, false,
                                     false, true,  false, false, true, true,  false};
-  std::vector<CodeProblem> ps;
-  std::vector<std::string> programs;
-  for (const auto& [p, program] : cases) {
-    ps.push_back(p);
-    programs.push_back(program);
-  }
-  std::vector<CodeVerdict> v = grade_code(pool(), ps, programs);
-  for (size_t i = 0; i < ps.size(); ++i)
-    EXPECT_EQ(v[i].passed, passes[i]) << programs[i] << v[i].reason << " " << v[i].detail;
+  const std::vector<CodeVerdict> v = grade_pairs(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(v[i].passed, passes[i]) << cases[i].second << v[i].reason << " " << v[i].detail;
 }
 
 // A NaN answer fails, even against a NaN reference: EvalPlus's `out == exp` compares objects made
@@ -464,14 +469,9 @@ TEST(EvalPlusGrading, ANaNAnswerFailsAsInEvalPlus) {
       {list, "def f():\n    return [1.0, float('nan')]\n"},
       {other, "def digit_distance_nums(a, b):\n    return float('nan')\n"},
   };
-  std::vector<CodeProblem> ps;
-  std::vector<std::string> programs;
-  for (const auto& [p, program] : cases) {
-    ps.push_back(p);
-    programs.push_back(program);
-  }
-  std::vector<CodeVerdict> v = grade_code(pool(), ps, programs);
-  for (size_t i = 0; i < ps.size(); ++i) EXPECT_FALSE(v[i].passed) << programs[i] << v[i].reason << " " << v[i].detail;
+  const std::vector<CodeVerdict> v = grade_pairs(cases);
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_FALSE(v[i].passed) << cases[i].second << v[i].reason << " " << v[i].detail;
 }
 
 // EvalPlus limits each input to max(1 s, 4x the reference's time on it), not the whole run: a

@@ -134,19 +134,15 @@ TEST(Loaders, BadFilesAreNamedByFileAndLine) {
   EXPECT_EQ(twice, "cruxeval_o (in " + (dir / "cruxeval").string() + "): duplicate item id 'a' (items 1 and 2)");
   // An empty file, or a directory in the file's place, would score 0 of 0: an error instead.
   EXPECT_EQ(message_for("\n\n"), "cruxeval_o (in " + (dir / "cruxeval").string() + "): no items");
-  std::filesystem::create_directories(dir / "aime24" / "test.jsonl");
-  try {
-    load_benchmark("aime24", dir);
-    ADD_FAILURE() << "a directory in the place of aime24/test.jsonl loaded";
-  } catch (const BenchmarkError& e) {
-    EXPECT_EQ(std::string(e.what()), (dir / "aime24" / "test.jsonl").string() + ": not a file");
-  }
-  std::filesystem::create_directories(dir / "humaneval" / "HumanEval.jsonl.gz");
-  try {
-    load_benchmark("humaneval", dir);
-    ADD_FAILURE() << "a directory in the place of HumanEval.jsonl.gz loaded";
-  } catch (const BenchmarkError& e) {
-    EXPECT_EQ(std::string(e.what()), (dir / "humaneval" / "HumanEval.jsonl.gz").string() + ": not a file");
+  for (const auto& [bench, file] : {std::pair{"aime24", "aime24/test.jsonl"},
+                                     std::pair{"humaneval", "humaneval/HumanEval.jsonl.gz"}}) {
+    std::filesystem::create_directories(dir / file);
+    try {
+      load_benchmark(bench, dir);
+      ADD_FAILURE() << "a directory in the place of " << file << " loaded";
+    } catch (const BenchmarkError& e) {
+      EXPECT_EQ(std::string(e.what()), (dir / file).string() + ": not a file");
+    }
   }
   std::filesystem::remove_all(dir);
 }
