@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -90,6 +91,34 @@ bool executable_by_others(const std::string& path) {
   _exit(127);
 }
 
+enum class HelloRead { Whole, Ended, TimedOut };
+
+// The hello, read against one deadline for the whole message: a zygote that sends part of it and
+// hangs must not hold the spawner past the timeout (a blocking read of the rest would).
+HelloRead read_hello(int fd, double seconds, std::string& payload) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  MessageBuffer in;
+  char buf[4096];
+  for (;;) {
+    std::string_view whole;
+    if (in.front(whole)) {  // throws on an oversize length, which spawn_zygote calls a bad hello
+      payload.assign(whole);
+      return HelloRead::Whole;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return HelloRead::TimedOut;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+    if (rc < 0 && errno != EINTR) return HelloRead::Ended;
+    if (rc <= 0) continue;
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return HelloRead::Ended;
+    in.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 std::string default_zygote_path() {
@@ -153,6 +182,18 @@ SpawnedZygote spawn_zygote(const ZygoteSpec& spec, double hello_timeout_seconds)
   }
   if (pid < 0) throw std::runtime_error(std::string("clone: ") + strerror(errno));
   z.pid = pid;
+  // From here a child exists: whatever throws (a failed start, an allocation, a filesystem call)
+  // kills and reaps it, so no zygote is left running or a zombie.
+  struct KillUnlessStarted {
+    SpawnedZygote& z;
+    bool started = false;
+    ~KillUnlessStarted() {
+      if (started) return;
+      kill(z.pid, SIGKILL);
+      waitpid(z.pid, nullptr, 0);
+      if (z.pidfd >= 0) close(z.pidfd);
+    }
+  } guard{z};
   theirs.reset();
   sync_r.reset();
 
@@ -180,33 +221,29 @@ SpawnedZygote spawn_zygote(const ZygoteSpec& spec, double hello_timeout_seconds)
   sync_w.reset();
   z.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 
-  auto fail = [&](const std::string& why) -> std::runtime_error {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    if (z.pidfd >= 0) close(z.pidfd);
-    return std::runtime_error(why);
-  };
-  pollfd p{mine.fd, POLLIN, 0};
-  int rc;
-  do {
-    rc = poll(&p, 1, static_cast<int>(hello_timeout_seconds * 1000));
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) throw fail("sandbox worker did not start within " + std::to_string(hello_timeout_seconds) + " s");
   std::string payload;
-  if (!read_message(mine.fd, payload))
-    throw fail("sandbox worker exited during start-up (" + spec.path + "); see its message above");
+  HelloRead got;
+  try {
+    got = read_hello(mine.fd, hello_timeout_seconds, payload);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("sandbox worker sent a bad hello: ") + e.what());
+  }
+  if (got == HelloRead::TimedOut)
+    throw std::runtime_error("sandbox worker did not start within " + std::to_string(hello_timeout_seconds) + " s");
+  if (got == HelloRead::Ended)
+    throw std::runtime_error("sandbox worker exited during start-up (" + spec.path + "); see its message above");
   try {
     z.hello = protocol::decode_hello(payload);
   } catch (const protocol::ProtocolMismatch& e) {
-    throw fail("sandbox worker " + spec.path + " is from another build of azr: " + e.what() +
+    throw std::runtime_error("sandbox worker " + spec.path + " is from another build of azr: " + e.what() +
                "; rebuild it with azr (the azr-zygote target) or point AZR_ZYGOTE at the one built with this azr");
   } catch (const std::exception& e) {
-    throw fail(std::string("sandbox worker sent a bad hello: ") + e.what());
+    throw std::runtime_error(std::string("sandbox worker sent a bad hello: ") + e.what());
   }
-  if (!z.hello.fatal.empty()) throw fail("sandbox worker failed to start: " + z.hello.fatal);
+  if (!z.hello.fatal.empty()) throw std::runtime_error("sandbox worker failed to start: " + z.hello.fatal);
   for (const auto& w : z.hello.warnings) z.warnings.push_back(w);
-  fcntl(mine.fd, F_SETFL, O_NONBLOCK);
   z.socket = mine.release();
+  guard.started = true;
   return z;
 }
 

@@ -2,9 +2,11 @@
 // kinds, limits, batches, and worker replacement. Runs the real zygote (real seccomp).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -646,6 +648,42 @@ TEST(SandboxPoolTest, AReplacementThatHangsAtStartHoldsUpNoOtherWorker) {
   EXPECT_EQ(evaluate(pool, "def f(): return 7", "").repr, "7");  // worker 1's
   EXPECT_EQ(pool.stats().failed_starts, 0u) << "the job came back only after the hanging start failed";
   std::filesystem::remove(zygote.hang);
+}
+
+// A zygote that sends the first bytes of its hello and then hangs fails its start at the hello
+// timeout, and is killed and reaped: the rest of the hello used to be read with a blocking read,
+// which held the caller (the pool's spawner) for as long as the zygote lived.
+TEST(SandboxSpawnTest, AHelloCutShortFailsAtTheTimeout) {
+  namespace fs = std::filesystem;
+  const fs::path dir = kScratch.dir() / "half-hello";
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  const fs::path script = dir / "azr-zygote";
+  // A length of 64 bytes ('@'), then 2 of them, then 60 s of silence with the socket open.
+  std::ofstream(script) << "#!/bin/sh\nprintf '\\100\\000\\000\\000ab' >&3\nexec sleep 60\n";
+  fs::permissions(script, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+  ZygoteSpec spec;
+  spec.path = script.string();
+  auto outcome = std::async(std::launch::async, [&spec]() -> std::string {
+    try {
+      SpawnedZygote z = spawn_zygote(spec, 1.0);
+      kill(z.pid, SIGKILL);
+      return "started";
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+  });
+  if (outcome.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "spawn_zygote was still reading a cut-short hello after 30 s, past its 1 s timeout";
+    std::fflush(nullptr);
+    std::_Exit(1);  // the waiting thread cannot be joined
+  }
+  const std::string why = outcome.get();
+  EXPECT_NE(why.find("did not start within"), std::string::npos) << why;
+  // Killed and reaped: no child of ours is left, running or a zombie.
+  errno = 0;
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 TEST(SandboxPoolTest, MissingWorkerExecutableIsAClearError) {
