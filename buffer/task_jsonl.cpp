@@ -6,6 +6,7 @@
 
 #include "buffer/sqlite_util.h"
 #include "buffer/task_row.h"
+#include "model/json_error.h"
 
 namespace azr::buffer {
 namespace {
@@ -107,7 +108,7 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
       tasks.push_back(task_from_json(j));
       ++rep.valid;
     } catch (const nlohmann::json::parse_error& e) {
-      rep.errors.push_back(where + "not valid JSON (" + e.what() + ")");
+      rep.errors.push_back(where + "not valid JSON (" + model::json_error_text(e) + ")");
     } catch (const std::invalid_argument& e) {
       rep.errors.push_back(where + e.what());
     }

@@ -20,6 +20,7 @@
 #include "eval/report.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
+#include "model/json_error.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "sandbox/pool.h"
@@ -51,7 +52,7 @@ std::vector<Line> read_answers(const std::string& path, std::string& name_out) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw UsageError(at + "not valid JSON (" + e.what() + ")");
+      throw UsageError(at + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(at + "expected a JSON object");
     Line l;

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/number_checks.h"
 #include "cli/input.h"
+#include "model/json_error.h"
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
 #include "sandbox/protocol.h"
@@ -49,7 +50,7 @@ std::vector<Item> read_jsonl(const std::string& path) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw UsageError(name + ":" + std::to_string(lineno) + ": not valid JSON (" + e.what() + ")");
+      throw UsageError(name + ":" + std::to_string(lineno) + ": not valid JSON (" + model::json_error_text(e) + ")");
     }
     auto where = [&](const std::string& field) { return name + ":" + std::to_string(lineno) + ": field '" + field + "'"; };
     if (!j.is_object()) throw UsageError(name + ":" + std::to_string(lineno) + ": expected a JSON object");

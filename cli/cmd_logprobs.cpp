@@ -6,6 +6,7 @@
 #include "cli/number_checks.h"
 #include "cli/input.h"
 #include "kernels/ops.h"
+#include "model/json_error.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 
@@ -46,7 +47,7 @@ int run_logprobs(const LogprobsOptions& o) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw UsageError(where + "not valid JSON (" + e.what() + ")");
+      throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(where + "expected an object {\"text\": ...} or {\"ids\": [...]}");
     const bool has_text = j.contains("text"), has_ids = j.contains("ids");

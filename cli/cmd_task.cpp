@@ -11,6 +11,7 @@
 #include "cli/number_checks.h"
 #include "cli/input.h"
 #include "model/chat_format.h"
+#include "model/json_error.h"
 #include "proposer/parse.h"
 #include "proposer/prompts.h"
 #include "proposer/seed.h"
@@ -61,7 +62,7 @@ std::vector<Line> read_lines(const std::string& path, Check check) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw UsageError(where + ": not valid JSON (" + e.what() + ")");
+      throw UsageError(where + ": not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(where + ": expected a JSON object");
     check(j, where);

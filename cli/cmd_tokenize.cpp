@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/input.h"
+#include "model/json_error.h"
 #include "model/tokenizer.h"
 
 namespace azr::cli {
@@ -55,7 +56,7 @@ int run_tokenize(const TokenizeOptions& o) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      throw UsageError(where + "not valid JSON (" + e.what() + ")");
+      throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     try {
       if (o.decode) {

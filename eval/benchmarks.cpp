@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "eval/math_answer.h"
+#include "model/json_error.h"
 
 namespace azr::eval {
 namespace {
@@ -37,7 +38,7 @@ std::vector<Row> read_jsonl(const fs::path& path) {
     try {
       out.push_back({json::parse(line), path.string() + ":" + std::to_string(lineno)});
     } catch (const json::parse_error& e) {
-      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" + e.what() + ")");
+      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!out.back().j.is_object())
       throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": expected a JSON object");

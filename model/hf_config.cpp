@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "model/json_error.h"
+
 namespace azr::model {
 namespace {
 
@@ -151,12 +153,7 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
   try {
     j = json::parse(json_text);
   } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...";
-    // the position is what a user needs, the library's tag is noise.
-    std::string what = e.what();
-    if (auto tag_end = what.find("] "); what.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos)
-      what.erase(0, tag_end + 2);
-    throw ConfigError(source + ": invalid JSON: " + what);
+    throw ConfigError(source + ": invalid JSON: " + json_error_text(e));
   }
   if (!j.is_object()) throw ConfigError(source + ": top level must be a JSON object, got " + describe(j));
   Fields f(j, source);

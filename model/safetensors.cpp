@@ -14,6 +14,8 @@
 #include <system_error>
 #include <utility>
 
+#include "model/json_error.h"
+
 namespace azr::model {
 
 namespace fs = std::filesystem;
@@ -68,7 +70,7 @@ json parse_strict_json(std::string_view text, const std::string& file, const cha
   try {
     return json::parse(text.begin(), text.end(), cb);
   } catch (const json::exception& e) {
-    fail(file, std::string(what) + " is not valid JSON (" + e.what() + ")");
+    fail(file, std::string(what) + " is not valid JSON (" + json_error_text(e) + ")");
   }
 }
 

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "model/json_error.h"
+
 namespace azr::model {
 
 using json = nlohmann::json;
@@ -739,7 +741,7 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : impl_(std::make_unique<Imp
   try {
     j = json::parse(ss.str());
   } catch (const json::exception& e) {
-    throw TokenizerError(path + ": not valid JSON: " + e.what());
+    throw TokenizerError(path + ": not valid JSON: " + json_error_text(e));
   }
   try {
     impl_->load(j);

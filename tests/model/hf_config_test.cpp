@@ -388,6 +388,25 @@ TEST(HfConfigErrors, InvalidJsonGivesLineAndColumn) {
             std::string::npos);
 }
 
+// An unterminated string: the library's message ends with all it read of the string, the rest of
+// the file. The error keeps 60 bytes of it (never half a UTF-8 character) and says how long it was.
+TEST(HfConfigErrors, AnUnterminatedStringIsQuotedShort) {
+  std::string text = "{\"model_type\": \"";
+  for (int i = 0; i < 3000; i++) text += "\xc3\xa9";  // 'é', 2 bytes
+  try {
+    parse_config(text, "config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_LT(m.size(), 300u) << m.substr(0, 400);
+    // Read: the opening quote and 6,000 bytes; kept: the quote and 29 whole characters (59 bytes).
+    const std::string kept = "last read: '\"" + text.substr(16, 58) + "...' (6001 bytes)";
+    EXPECT_NE(m.find(kept), std::string::npos) << m;
+    // The 16 bytes before the string and its 6,000: the library stops at the end, column 6,017.
+    EXPECT_EQ(m.rfind("config.json: invalid JSON: parse error at line 1, column 6017: ", 0), 0u) << m;
+  }
+}
+
 TEST(HfConfigErrors, MissingRequiredField) {
   for (const char* field : {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                             "num_attention_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings"}) {
