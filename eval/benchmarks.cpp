@@ -38,7 +38,8 @@ std::vector<Row> read_jsonl(const fs::path& path) {
     try {
       out.push_back({json::parse(line), path.string() + ":" + std::to_string(lineno)});
     } catch (const json::parse_error& e) {
-      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" + model::json_error_text(e) + ")");
+      throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" +
+                           model::json_error_text(e) + ")");
     }
     if (!out.back().j.is_object())
       throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": expected a JSON object");
