@@ -53,11 +53,16 @@ void Policy::allreduce_gradients(std::span<float> grads, dist::Communicator& com
 UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global_tokens, dist::Communicator& comm,
                            const UpdateSettings& s) {
   UpdateStats st;
+  // A step with nothing to learn from (every result lost, every prompt too long) leaves the
+  // weights as they are: AdamW would still move them, by weight decay and by the momentum of the
+  // steps before, about a whole step in their direction. global_tokens is the same count on every
+  // rank, so all ranks skip together.
+  if (global_tokens <= 0) return st;
   model_.zero_grad();
   // loss, pg_loss, entropy, clip_fraction, approx_kl, tokens: summed over micro-batches and ranks
   std::vector<double> sums(6, 0.0);
   const size_t mb = size_t(std::max(1, s.micro_batch_size));
-  for (size_t begin = 0; begin < seqs.size() && global_tokens > 0; begin += mb) {
+  for (size_t begin = 0; begin < seqs.size(); begin += mb) {
     const size_t end = std::min(seqs.size(), begin + mb);
     std::vector<std::vector<int32_t>> full;
     for (size_t i = begin; i < end; i++) {

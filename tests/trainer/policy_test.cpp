@@ -102,6 +102,23 @@ TEST_P(PolicyUpdate, OldLogProbsFromTheLearnerAreTheModelsOwn) {
   EXPECT_NE(weights(sampler), weights(learner));
 }
 
+// A step whose every sequence was masked (no token to learn from, on any rank) leaves the weights
+// as they are. The optimizer used to step anyway, on a zero gradient: the first step's momentum
+// moved every weight again.
+TEST(PolicyUpdateNothing, AStepWithNoTokensLeavesTheWeights) {
+  dist::SingleCommunicator comm;
+  Policy p = tiny_policy();
+  const std::vector<TrainSequence> seqs = sequences();
+  const std::vector<float> before = weights(p);
+  p.update(seqs, response_tokens(seqs), comm, UpdateSettings{});
+  const std::vector<float> after_one = weights(p);
+  ASSERT_NE(after_one, before);
+  const UpdateStats st = p.update({}, 0.0, comm, UpdateSettings{});
+  EXPECT_EQ(weights(p), after_one);
+  EXPECT_EQ(st.tokens, 0.0);
+  EXPECT_EQ(st.grad_norm, 0.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(MicroBatches, PolicyUpdate, ::testing::Values(8, 1));
 
 }  // namespace
