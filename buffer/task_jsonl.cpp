@@ -6,7 +6,7 @@
 
 #include "buffer/sqlite_util.h"
 #include "buffer/task_row.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 
 namespace azr::buffer {
 namespace {

@@ -20,7 +20,7 @@
 #include "eval/report.h"
 #include "kernels/ops.h"
 #include "model/generate.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "sandbox/pool.h"

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/number_checks.h"
 #include "cli/input.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 #include "sandbox/checks.h"
 #include "sandbox/pool.h"
 #include "sandbox/protocol.h"

@@ -6,7 +6,7 @@
 #include "cli/number_checks.h"
 #include "cli/input.h"
 #include "kernels/ops.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 

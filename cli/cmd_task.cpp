@@ -11,7 +11,7 @@
 #include "cli/number_checks.h"
 #include "cli/input.h"
 #include "model/chat_format.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 #include "proposer/parse.h"
 #include "proposer/prompts.h"
 #include "proposer/seed.h"

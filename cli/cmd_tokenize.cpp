@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/input.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 #include "model/tokenizer.h"
 
 namespace azr::cli {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "eval/math_answer.h"
-#include "model/json_error.h"
+#include "model/json_text.h"
 
 namespace azr::eval {
 namespace {

@@ -129,13 +129,16 @@ void AdamW::load(const std::filesystem::path& file) {
                            " parameters");
   auto it = f.metadata().find("step");
   if (it == f.metadata().end()) throw SafetensorsError(file.string() + ": metadata has no 'step'");
+  // At most 2^53: every step count a run reaches, and one the next step_++ cannot overflow (a
+  // step of INT64_MAX resumed quietly, and its next update made every weight NaN).
+  constexpr int64_t kMaxStep = int64_t(1) << 53;
   int64_t step = 0;
   try {
     size_t used = 0;
     step = std::stoll(it->second, &used);
-    if (used != it->second.size() || step < 0) throw std::invalid_argument("");
+    if (used != it->second.size() || step < 0 || step > kMaxStep) throw std::invalid_argument("");
   } catch (const std::exception&) {
-    throw SafetensorsError(file.string() + ": metadata 'step' is not a non-negative integer: '" + it->second + "'");
+    throw SafetensorsError(file.string() + ": metadata 'step' is not an integer in [0, 2^53]: '" + it->second + "'");
   }
   std::vector<float> host(m_.size());
   for (auto [from, to] : {std::pair{&m, &m_}, std::pair{&v, &v_}}) {

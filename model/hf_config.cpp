@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/json_error.h"
+#include "model/json_text.h"
 
 namespace azr::model {
 namespace {
@@ -151,9 +151,11 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
   const std::string source(source_name);
   json j;
   try {
-    j = json::parse(json_text);
+    j = parse_json_bounded(json_text);
   } catch (const json::parse_error& e) {
     throw ConfigError(source + ": invalid JSON: " + json_error_text(e));
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError(source + ": " + e.what());
   }
   if (!j.is_object()) throw ConfigError(source + ": top level must be a JSON object, got " + describe(j));
   Fields f(j, source);
@@ -273,12 +275,11 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
 }
 
 ModelConfig load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open config file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": read error");
-  return parse_config(text.str(), path);
+  constexpr size_t kMaxConfigBytes = size_t(16) << 20;  // Qwen2.5's are under 1 KB
+  std::string text;
+  if (const std::string why = read_file_at_most(path, kMaxConfigBytes, text); !why.empty())
+    throw ConfigError(path + ": " + (why == "cannot open" ? "cannot open config file" : why));
+  return parse_config(text, path);
 }
 
 std::string config_to_json(const ModelConfig& c) {

@@ -14,7 +14,7 @@
 #include <system_error>
 #include <utility>
 
-#include "model/json_error.h"
+#include "model/json_text.h"
 
 namespace azr::model {
 
@@ -25,8 +25,6 @@ namespace {
 
 // The Rust crate's MAX_HEADER_SIZE: a larger length is corruption or an attack, not a model.
 constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
-// Nesting deeper than this has no place in a header; the cap keeps hostile input cheap.
-constexpr int kMaxJsonDepth = 64;
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
@@ -53,12 +51,12 @@ bool parse_dtype(std::string_view s, DType& out) {
   return true;
 }
 
-// Parses JSON rejecting duplicate keys (nlohmann would keep the last one silently) and absurd
-// nesting. Errors carry `file`.
+// Parses JSON rejecting duplicate keys (nlohmann would keep the last one silently) and nesting
+// past kMaxJsonNesting (json_text.h), which has no place in a header. Errors carry `file`.
 json parse_strict_json(std::string_view text, const std::string& file, const char* what) {
   std::vector<std::set<std::string>> keys;  // one set per open object
   auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (depth > kMaxJsonDepth) fail(file, std::string(what) + " nests deeper than 64 levels");
+    if (depth > kMaxJsonNesting) fail(file, std::string(what) + " " + JsonTooDeep().what());
     if (ev == json::parse_event_t::object_start) keys.emplace_back();
     else if (ev == json::parse_event_t::object_end) keys.pop_back();
     else if (ev == json::parse_event_t::key && !keys.empty()) {

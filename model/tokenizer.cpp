@@ -13,10 +13,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
 
-#include "model/json_error.h"
+#include "model/json_text.h"
 
 namespace azr::model {
 
@@ -733,15 +732,17 @@ void BpeTokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t
 
 BpeTokenizer::BpeTokenizer(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError(path + ": cannot open tokenizer file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;  // Qwen2.5's is 7 MB
+  std::string text;
+  if (const std::string why = read_file_at_most(path, kMaxTokenizerBytes, text); !why.empty())
+    throw TokenizerError(path + ": " + (why == "cannot open" ? "cannot open tokenizer file" : why));
   json j;
   try {
-    j = json::parse(ss.str());
+    j = parse_json_bounded(text);
   } catch (const json::exception& e) {
     throw TokenizerError(path + ": not valid JSON: " + json_error_text(e));
+  } catch (const JsonTooDeep& e) {
+    throw TokenizerError(path + ": " + e.what());
   }
   try {
     impl_->load(j);

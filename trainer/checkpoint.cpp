@@ -8,13 +8,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
+#include <vector>
+
+#include "model/json_text.h"
 
 namespace azr::trainer {
 
@@ -31,12 +36,44 @@ std::string trainer_state_json(const TrainerState& s) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// std::mt19937_64's text state, as operator<< writes it: its 312 words and its position (0 to
+// 312). operator>> checks neither the count nor the position, and a state of all zeros gives 0
+// for ever: a damaged state would resume quietly on another stream than the run's.
+std::string mt19937_64_state_error(const std::string& text) {
+  constexpr size_t kWords = std::mt19937_64::state_size;
+  std::vector<uint64_t> v;
+  for (const char *p = text.data(), *end = p + text.size(); p < end;) {
+    if (*p == ' ') {
+      ++p;
+      continue;
+    }
+    uint64_t x = 0;
+    const auto [next, ec] = std::from_chars(p, end, x);
+    if (ec != std::errc() || (next != end && *next != ' ')) return "is not a list of 64-bit words";
+    v.push_back(x);
+    p = next;
+  }
+  if (v.size() != kWords + 1)
+    return "holds " + std::to_string(v.size()) + " numbers, not " + std::to_string(kWords + 1);
+  if (v.back() > kWords) return "has a position past " + std::to_string(kWords);
+  if (std::all_of(v.begin(), v.end() - 1, [](uint64_t w) { return w == 0; })) return "is all zeros";
+  return "";
+}
+
+}  // namespace
+
 TrainerState read_trainer_state(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error(file.string() + ": cannot read the trainer state");
+  std::string text;
+  if (const std::string why = model::read_file_at_most(file.string(), size_t(1) << 20, text); !why.empty())
+    throw std::runtime_error(file.string() + ": cannot read the trainer state (" + why + ")");
   TrainerState s;
+  const auto bad = [&](const std::string& why) {
+    return std::runtime_error(file.string() + ": not a valid trainer state: " + why);
+  };
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = model::parse_json_bounded(text);
     s.step = j.at("step").get<int64_t>();
     s.seed = j.at("seed").get<uint64_t>();
     s.data_rng = j.at("data_rng").get<std::string>();
@@ -46,8 +83,21 @@ TrainerState read_trainer_state(const fs::path& file) {
     s.buffer_tasks[1] = b.at("abduction").get<int64_t>();
     s.buffer_tasks[2] = b.at("induction").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(file.string() + ": not a valid trainer state: " + e.what());
+    throw bad(model::json_error_text(e));
+  } catch (const model::JsonTooDeep& e) {
+    throw bad(e.what());
   }
+  // The step names the checkpoint's directory: a step that is not its N (negative, or one that
+  // overflows when the run goes on) would write checkpoints that no listing finds and no pruning
+  // removes.
+  const std::string dir = file.parent_path().filename().string();
+  if (s.step < 0) throw bad("step " + std::to_string(s.step) + " is negative");
+  if (dir.rfind("step-", 0) == 0 && dir != "step-" + std::to_string(s.step))
+    throw bad("step " + std::to_string(s.step) + " is not the " + dir + " it is in");
+  if (s.world_size < 1) throw bad("world_size " + std::to_string(s.world_size) + " is not positive");
+  for (const int64_t n : s.buffer_tasks)
+    if (n < 0) throw bad("buffer_tasks holds a negative count, " + std::to_string(n));
+  if (const std::string why = mt19937_64_state_error(s.data_rng); !why.empty()) throw bad("data_rng " + why);
   return s;
 }
 
@@ -169,10 +219,16 @@ std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_d
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("step-", 0) != 0 || !e.is_directory()) continue;
+    // Only step-N with N a whole number that fits: a stray step-99999999999999999999 is not a
+    // checkpoint (std::stoll threw on it, which ended the run at its next pruning).
     const std::string digits = name.substr(5);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    const bool digits_only = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](unsigned char c) {
+      return c >= '0' && c <= '9';
+    });
+    int64_t n = 0;
+    if (!digits_only || std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc()) continue;
     if (!fs::exists(e.path() / "trainer_state.json")) continue;
-    out.emplace_back(std::stoll(digits), e.path());
+    out.emplace_back(n, e.path());
   }
   std::sort(out.begin(), out.end());
   return out;

@@ -27,6 +27,7 @@
 #include "kernels/ops.h"
 #include "model/hf_config.h"
 #include "model/presets.h"
+#include "model/safetensors.h"
 #include "proposer/seeding.h"
 #include "sandbox/pool.h"
 #include "trainer/checkpoint.h"
@@ -481,7 +482,13 @@ int train(const TrainOptions& opt) {
 
   // ---- model, tokenizer, optimizer ---------------------------------------------------------
   std::optional<TrainerState> state;
-  if (ckpt) state = read_trainer_state(*ckpt / "trainer_state.json");
+  if (ckpt) {
+    try {
+      state = read_trainer_state(*ckpt / "trainer_state.json");
+    } catch (const std::runtime_error& e) {
+      throw UserError(e.what());
+    }
+  }
   if (state && state->seed != cfg.run.seed)
     throw UserError(ckpt->string() + ": written with run.seed " + std::to_string(state->seed) + ", config says " +
                     std::to_string(cfg.run.seed));
@@ -499,7 +506,11 @@ int train(const TrainOptions& opt) {
   if (nccl_gradients)
     policy.set_device_reducer(dist::make_nccl_reducer(*comm, kernels::device_stream(cfg.model.device)));
   if (ckpt) {
-    policy.optimizer().load(*ckpt / "optimizer.safetensors");
+    try {
+      policy.optimizer().load(*ckpt / "optimizer.safetensors");
+    } catch (const model::SafetensorsError& e) {
+      throw UserError(e.what());
+    }
     policy.optimizer().set_lr(cfg.algorithm.lr);
   }
 

@@ -407,6 +407,24 @@ TEST(HfConfigErrors, AnUnterminatedStringIsQuotedShort) {
   }
 }
 
+// A field 200,000 levels deep: describing it in the error recursed once per level and overflowed
+// the stack. Refused at 64 levels; and /dev/zero as the file is refused at 16 MiB.
+TEST(HfConfigErrors, DeepNestingAndEndlessFilesAreRefused) {
+  const std::string text = "{\"vocab_size\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  try {
+    parse_config(text, "config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "config.json: nests deeper than 64 levels");
+  }
+  try {
+    load_config("/dev/zero");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "/dev/zero: is larger than 16 MiB");
+  }
+}
+
 TEST(HfConfigErrors, MissingRequiredField) {
   for (const char* field : {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                             "num_attention_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings"}) {

@@ -347,6 +347,20 @@ TEST_F(BadTokenizerFile, NotJson) {
   EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
 }
 
+// A normalizer 200,000 levels deep: copying it recursed once per level and overflowed the stack.
+// Refused at 64 levels, naming the file; and a path that names an endless file (/dev/zero) is
+// refused at 256 MiB instead of filling memory.
+TEST_F(BadTokenizerFile, DeepNestingAndEndlessFilesAreRefused) {
+  json j = tiny_tokenizer();
+  std::string text = j.dump();
+  text.insert(1, "\"normalizer\": " + std::string(200000, '[') + std::string(200000, ']') + ", ");
+  const auto path = write("deep.json", text);
+  std::string err = load_error(path);
+  EXPECT_NE(err.find(path + ": nests deeper than 64 levels"), std::string::npos) << err;
+  err = load_error("/dev/zero");
+  EXPECT_NE(err.find("/dev/zero: is larger than 256 MiB"), std::string::npos) << err;
+}
+
 TEST_F(BadTokenizerFile, MissingModel) {
   json j = tiny_tokenizer();
   j.erase("model");

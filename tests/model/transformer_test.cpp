@@ -643,6 +643,32 @@ TEST(TransformerTest, AdamWStateSavedAndRestoredContinuesExactly) {
   } catch (const SafetensorsError& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer.safetensors"), std::string::npos) << e.what();
   }
+
+  // A step count that is not one a run reaches is refused: INT64_MAX resumed, and the next
+  // step's count overflowed to INT64_MIN, its bias correction made every weight NaN.
+  {
+    SafetensorsFile f = SafetensorsFile::open(dir / "optimizer.safetensors");
+    std::vector<float> mv[2];
+    std::vector<TensorView> views;
+    for (int t = 0; t < 2; t++) {
+      const TensorView& src = f.at(t == 0 ? "exp_avg" : "exp_avg_sq");
+      mv[t].resize(size_t(src.numel()));
+      std::memcpy(mv[t].data(), src.data, src.nbytes);
+      views.push_back({src.name, DType::F32, src.shape, reinterpret_cast<const std::byte*>(mv[t].data()), src.nbytes});
+    }
+    for (const char* step : {"9223372036854775807", "9007199254740993", "-1", "2x"}) {
+      Metadata meta = f.metadata();
+      meta["step"] = step;
+      write_safetensors(dir / "bad_step.safetensors", views, meta);
+      AdamW od(resumed.ops(), resumed.parameters().size(), set);
+      try {
+        od.load(dir / "bad_step.safetensors");
+        ADD_FAILURE() << "step " << step << " was taken";
+      } catch (const SafetensorsError& e) {
+        EXPECT_NE(std::string(e.what()).find("metadata 'step'"), std::string::npos) << e.what();
+      }
+    }
+  }
   fs::remove_all(dir);
 }
 

@@ -3,11 +3,16 @@
 // run end to end in train_cli_test.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
 #include "trainer/checkpoint.h"
@@ -181,6 +186,70 @@ TEST_F(CheckpointFiles, ACheckpointWithoutAManifestIsNotChecked) {
   const fs::path ck = write_checkpoint(run_, state(1), weights, 0);
   fs::remove(ck / "checksums.xxh128");
   EXPECT_FALSE(verify_checksums(ck));
+}
+
+// The trainer state a resume starts from: each field a run could not have written is refused,
+// naming the file, where a resume went on quietly from it.
+TEST_F(CheckpointFiles, AStateNoRunWritesIsRefused) {
+  std::mt19937_64 rng(5);
+  rng.discard(1000);  // a position inside the state, not 312
+  std::ostringstream rng_text;
+  rng_text << rng;
+  TrainerState good = state(3);
+  good.data_rng = rng_text.str();
+  const fs::path ck = write_checkpoint(run_, good, weights, 0);
+  const fs::path file = ck / "trainer_state.json";
+  const nlohmann::json written = nlohmann::json::parse(std::ifstream(file));
+  const TrainerState back = azr::trainer::read_trainer_state(file);
+  EXPECT_EQ(back.step, 3);
+  EXPECT_EQ(back.data_rng, good.data_rng);
+  std::mt19937_64 restored;
+  std::istringstream(back.data_rng) >> restored;
+  EXPECT_EQ(restored(), rng());
+
+  std::string zeros;
+  for (int i = 0; i < 312; i++) zeros += "0 ";
+  const std::string words = good.data_rng.substr(0, good.data_rng.rfind(' '));  // without the position
+  const std::pair<const char*, nlohmann::json> cases[] = {
+      {"is negative", {{"step", -7}}},
+      {"is not the step-3", {{"step", 4}}},
+      {"is not the step-3", {{"step", INT64_MAX}}},
+      {"world_size 0", {{"world_size", 0}}},
+      {"negative count", {{"buffer_tasks", {{"deduction", -1}, {"abduction", 0}, {"induction", 0}}}}},
+      {"data_rng is not a list", {{"data_rng", "garbage"}}},
+      {"data_rng holds 312 numbers", {{"data_rng", words}}},
+      {"data_rng has a position past 312", {{"data_rng", words + " 999"}}},
+      {"data_rng is all zeros", {{"data_rng", zeros + "312"}}},
+  };
+  for (const auto& [want, change] : cases) {
+    nlohmann::json j = written;
+    j.update(change);
+    std::ofstream(file, std::ios::trunc) << j.dump();
+    try {
+      azr::trainer::read_trainer_state(file);
+      ADD_FAILURE() << "taken: " << change.dump();
+    } catch (const std::runtime_error& e) {
+      const std::string why = e.what();
+      EXPECT_EQ(why.rfind(file.string() + ": not a valid trainer state: ", 0), 0u) << why;
+      EXPECT_NE(why.find(want), std::string::npos) << why;
+    }
+  }
+  // 100,000 nested arrays: an error, not a stack overflow.
+  std::ofstream(file, std::ios::trunc) << "{\"step\": " << std::string(100000, '[') << std::string(100000, ']') << "}";
+  EXPECT_THROW(azr::trainer::read_trainer_state(file), std::runtime_error);
+}
+
+// A directory named step-N whose N does not fit 64 bits is not a checkpoint, and listing skips it:
+// std::stoll threw on it, and listing runs at every checkpoint's pruning, so the run ended.
+TEST_F(CheckpointFiles, AStepNumberPast64BitsIsNotACheckpoint) {
+  write_checkpoint(run_, state(2), weights, 0);
+  for (const char* name : {"step-99999999999999999999", "step-\xc3\xa9", "step--1", "step-+1"}) {
+    fs::create_directories(run_ / "checkpoints" / name);
+    std::ofstream(run_ / "checkpoints" / name / "trainer_state.json") << "{}";
+  }
+  const auto all = list_checkpoints(run_);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].first, 2);
 }
 
 }  // namespace
