@@ -457,7 +457,11 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   db(imp);
   imp->add_option("file", o.file, "JSONL file, or - for stdin")->required();
   imp->add_flag("--skip-invalid", o.skip_invalid, "import the valid lines even if some are invalid");
-  imp->add_option("--capacity", o.capacity, "tasks kept per type (0 = unbounded)")->capture_default_str()->check(non_negative());
+  imp->add_option("--capacity", o.capacity,
+                  "tasks kept per type, the oldest (or, with --policy keep-oldest, the new) past it left out; "
+                  "it applies to the tasks already there too (0 = unbounded)")
+      ->capture_default_str()
+      ->check(non_negative());
   imp->add_option("--policy", o.policy, "when full: evict-oldest or keep-oldest")
       ->check(CLI::IsMember({"evict-oldest", "keep-oldest"}))
       ->capture_default_str();

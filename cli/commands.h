@@ -48,7 +48,7 @@ struct BufferOptions {
   // import
   std::string file;
   bool skip_invalid = false;
-  int64_t capacity = 16384;
+  int64_t capacity = 0;  // an import evicts nothing already there unless asked (--capacity)
   std::string policy = "evict-oldest";
   double wait_seconds = 5;  // for another writer's lock
 };

@@ -102,6 +102,37 @@ TEST_F(BufferCli, CruxEvalRoundTripsExactly) {
   EXPECT_EQ(again["duplicates"], 800);
 }
 
+// An import evicts nothing already in the buffer unless asked: the flag's default was 16,384 per
+// type, so importing one task into a run's unbounded buffer of 16,390 deductions deleted the 7
+// oldest. With --capacity given, it holds for the tasks already there too.
+TEST_F(BufferCli, AnImportEvictsOnlyWhenAskedTo) {
+  std::string lines;
+  for (int i = 0; i < 16390; i++)
+    lines += R"({"type": "deduction", "program": "def f(x):\n    return x + )" + std::to_string(i) +
+             R"(", "input": "1", "output": ")" + std::to_string(i + 1) + "\"}\n";
+  const std::string db = path("big.db");
+  auto first = run_process({azr(), "buffer", "import", db, write("many.jsonl", lines), "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(json::parse(first.out)["evicted"], 0);
+  const std::string one = R"({"type": "deduction", "program": "def f(x):\n    return x * 3", "input": "2", "output": "6"})";
+  auto plain = run_process({azr(), "buffer", "import", db, write("one.jsonl", one + "\n"), "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(json::parse(plain.out)["evicted"], 0);
+  EXPECT_EQ(total(db), 16391);
+
+  // Asked: 16,391 down to 16,000, the oldest first; the new task is among the kept.
+  const std::string two = R"({"type": "deduction", "program": "def f(x):\n    return x * 4", "input": "2", "output": "8"})";
+  auto capped = run_process({azr(), "buffer", "import", db, write("two.jsonl", two + "\n"), "--capacity", "16000",
+                             "--json"});
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  EXPECT_EQ(json::parse(capped.out)["evicted"], 392);
+  EXPECT_EQ(total(db), 16000);
+  const auto kept = json_lines(run_process({azr(), "buffer", "export", db, "--core"}).out);
+  ASSERT_EQ(kept.size(), 16000u);
+  EXPECT_EQ(kept.front()["output"], "393");  // tasks 0 to 391 went, oldest first
+  EXPECT_EQ(kept.back()["output"], "8");
+}
+
 TEST_F(BufferCli, ExportToFileIsAtomicAndComplete) {
   std::string db = path("b.db"), out = path("out.jsonl");
   ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
