@@ -114,14 +114,16 @@ TEST_F(BufferCli, AnImportEvictsOnlyWhenAskedTo) {
   auto first = run_process({azr(), "buffer", "import", db, write("many.jsonl", lines), "--json"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(json::parse(first.out)["evicted"], 0);
-  const std::string one = R"({"type": "deduction", "program": "def f(x):\n    return x * 3", "input": "2", "output": "6"})";
+  const std::string one =
+      R"({"type": "deduction", "program": "def f(x):\n    return x * 3", "input": "2", "output": "6"})";
   auto plain = run_process({azr(), "buffer", "import", db, write("one.jsonl", one + "\n"), "--json"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(json::parse(plain.out)["evicted"], 0);
   EXPECT_EQ(total(db), 16391);
 
   // Asked: 16,391 down to 16,000, the oldest first; the new task is among the kept.
-  const std::string two = R"({"type": "deduction", "program": "def f(x):\n    return x * 4", "input": "2", "output": "8"})";
+  const std::string two =
+      R"({"type": "deduction", "program": "def f(x):\n    return x * 4", "input": "2", "output": "8"})";
   auto capped = run_process({azr(), "buffer", "import", db, write("two.jsonl", two + "\n"), "--capacity", "16000",
                              "--json"});
   ASSERT_EQ(capped.exit_code, 0) << capped.err;
