@@ -53,22 +53,24 @@ std::string code_proposer_prompt(buffer::TaskType type, const std::vector<buffer
   // What the solver of this task will have to predict (the fixed "Difficulty" criterion).
   const std::string predicted = deduction ? "its output from the code and your input"
                                           : "your input from the code and its output";
+  // The reference's prompt allows custom classes and nested functions, and its validation
+  // refuses any second `def` (azr-reference §4.1): a method or a nested function got -1. This one
+  // asks for what validation takes.
   std::string p;
-  p += "## Task: Create a Python Code Snippet (custom classes are allowed; they must be defined at "
-       "the top of the snippet) with one Matching Input\n\n";
+  p += "## Task: Create a Python Code Snippet with one Matching Input\n\n";
   p += std::string("Write a new Python code snippet and one input for it. A solver will be shown ") +
        (deduction ? "the code and your input and must deduce the output"
                   : "the code and the output it returns on your input and must deduce an input") +
        ", so make the snippet challenging to reason about.\n\n";
   p += "### Code Requirements:\n"
-       "- Name the entry function `f` (nested functions are allowed, e.g. `def f(...): ...`)\n"
+       "- Write exactly one function definition, `f`: no helper functions, methods or nested functions\n"
        "- `f` must return a value\n"
        "- `f` must take at least one parameter\n"
        "- The snippet must be deterministic: the same input always gives the same output\n"
        "- It should require state tracking across multiple data transformations\n"
        "- No randomness, date or time, file or network I/O, printing, or external state\n"
        "- It must finish in under " + shortest(time_limit_seconds) + " seconds\n"
-       "- Put imports and class definitions at the top of the snippet\n"
+       "- Put imports at the top of the snippet\n"
        "- The snippet ends with `f` returning a value\n\n";
   p += "### Input Requirements:\n"
        "- Give exactly one input\n"

@@ -45,7 +45,10 @@ std::string abduction_solver_prompt(const buffer::Task& t, model::PromptStyle st
   p += "### Input Requirements:\n"
        "- Give the arguments of `f` as they would appear in the call `f(<input>)`, on one line\n"
        "- Several arguments are separated by commas\n"
-       "- Put quotes around strings\n\n";
+       "- Put quotes around strings\n"
+       // Graded in the literal mode (grade.h): `'a' * 3` is not_a_literal, a -0.5.
+       "- Write each argument as a Python literal (numbers, strings, bytes, None, True, False, and "
+       "tuples, lists, dicts and sets of them), not a name, call or expression such as `'a' * 3`\n\n";
   p += "### Formatting:\nPut the input in a block, for example:\n" +
        block("input", "'John', {'age': 20, 'city': 'New York'}");
   return model::render_r1(p);

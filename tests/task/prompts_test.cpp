@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/chat_format.h"
+#include "proposer/parse.h"
 #include "proposer/prompts.h"
 #include "solver/prompts.h"
 
@@ -97,6 +98,23 @@ TEST(ProposerPrompt, StatesTheSandboxLimitAndLiteralInputs) {
     EXPECT_TRUE(contains(p, "Use Python literals only")) << p;
 }
 
+// Validation refuses a second `def` anywhere (multiple_defs, -1): a helper, a method, a nested
+// function. The reference's wording invited nested functions and classes; this one asks for one
+// function definition.
+TEST(ProposerPrompt, AsksForTheOneDefinitionValidationTakes) {
+  const std::string nested =
+      "```python\ndef f(xs):\n    def sq(v):\n        return v * v\n    return [sq(x) for x in xs]\n"
+      "```\n```input\n[1, 2]\n```";
+  const std::string generation = "<think>.</think><answer>" + nested + "</answer>";
+  ASSERT_EQ(azr::proposer::parse_code_proposal(TaskType::Deduction, generation).check.reason, "multiple_defs");
+  for (TaskType type : {TaskType::Deduction, TaskType::Abduction}) {
+    const std::string p = azr::proposer::code_proposer_prompt(type, references(type));
+    EXPECT_TRUE(contains(p, "exactly one function definition")) << p;
+    EXPECT_FALSE(contains(p, "nested functions are allowed")) << p;
+    EXPECT_FALSE(contains(p, "classes are allowed")) << p;
+  }
+}
+
 TEST(ProposerPrompt, CustomBannedWordsAreListed) {
   const std::string p =
       azr::proposer::code_proposer_prompt(TaskType::Deduction, references(TaskType::Deduction), {"socket", "ctypes"});
@@ -177,6 +195,8 @@ TEST(SolverPrompt, AbductionShowsProgramAndOutputAndAsksForInput) {
   EXPECT_TRUE(contains(p, "```input"));
   EXPECT_FALSE(contains(p, "6, 7"));
   }
+  // Graded in the literal mode, so the paper-style prompt says so, as the proposer's does.
+  EXPECT_TRUE(contains(azr::solver::solver_prompt(t, PromptStyle::Paper), "as a Python literal"));
 }
 
 TEST(SolverPrompt, InductionShowsExactlyTheFirstHalfAndNeverTheProgram) {
