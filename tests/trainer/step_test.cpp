@@ -4,6 +4,7 @@
 // rewards, TRR++, the solve-order switch) only run when some are. Every expected number below
 // is derived by hand from the scripted responses and METHOD.md's rules.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cmath>
 #include <filesystem>
@@ -193,6 +194,29 @@ TEST_F(StepTest, ValidatesEstimatesLearnabilityRewardsAndInserts) {
   EXPECT_TRUE(r.solver[0].correct);
   EXPECT_EQ(r.solver[2].reason, "wrong");
   EXPECT_FALSE(r.solver[4].format_ok);
+}
+
+// A kept proposer rollout's format_ok is the R1 structure itself. It was "not the reason
+// 'format'", and the parse stops at its first failure before the format check, so a response with
+// no <answer> at all was kept as well formatted.
+TEST_F(StepTest, KeptProposerRolloutsSayWhetherTheFormatHeld) {
+  cfg_.buffer.rollout_retention_steps = 1;
+  azr::buffer::Options keep;
+  keep.rollout_retention_steps = 1;
+  buffer_.reset();
+  buffer_.emplace(azr::buffer::TaskBuffer::open((dir_ / "buffer.db").string(),
+                                                azr::buffer::TaskBuffer::Mode::ReadWrite, keep));
+  run(1);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(buffer_->handle(), "SELECT format_ok FROM rollouts WHERE role = 'proposer' ORDER BY id",
+                               -1, &q, nullptr),
+            SQLITE_OK);
+  std::vector<int> format_ok;
+  while (sqlite3_step(q) == SQLITE_ROW) format_ok.push_back(sqlite3_column_int(q, 0));
+  sqlite3_finalize(q);
+  // Deduction: valid, then "I have no idea." (no_answer); abduction: valid, then banned_import in
+  // good form; induction: valid, then too_few_inputs in good form.
+  EXPECT_EQ(format_ok, (std::vector<int>{1, 0, 1, 1, 1, 1}));
 }
 
 TEST_F(StepTest, AdvantagesAreWhitenedPerTaskAndRole) {
