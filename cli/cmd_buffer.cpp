@@ -441,7 +441,7 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
 
   CLI::App* show = c->add_subcommand("show", "One task: program, inputs/outputs, message, statistics, rollouts");
   db(show);
-  show->add_option("id", o.id, "task id")->required();
+  show->add_option("id", o.id, "task id")->required()->check(positive());
   json(show);
   show->callback([&] { o.action = "show"; });
 

@@ -262,13 +262,17 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
       ->capture_default_str()->check(non_negative());
   c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)")
-      ->check(non_negative());
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str()->check(unit_mass());
+      ->check(non_negative())
+      ->check(in_float_range());
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")
+      ->capture_default_str()
+      ->check(unit_mass())
+      ->check(in_float_range());
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
       ->check(between(1, kMaxNewTokens));
   c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
       ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
-  c->add_option("--seed", o.seed, "sampling seed")->capture_default_str()->check(non_negative());
+  c->add_option("--seed", o.seed, "sampling seed")->capture_default_str()->check(seed());
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
       ->check(positive());
   c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");

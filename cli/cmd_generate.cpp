@@ -104,14 +104,18 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
       ->check(between(0, kMaxNewTokens));
   c->add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str()
-      ->check(non_negative());
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str()->check(unit_mass());
+      ->check(non_negative())
+      ->check(in_float_range());
+  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")
+      ->capture_default_str()
+      ->check(unit_mass())
+      ->check(in_float_range());
   c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")
       ->capture_default_str()
       ->check(non_negative());
   c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")
       ->capture_default_str()
-      ->check(non_negative());
+      ->check(seed());
   c->add_option("--stop", o.stop, "stop at this string (repeatable)");
   c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
   c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");

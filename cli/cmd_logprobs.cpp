@@ -65,13 +65,7 @@ int run_logprobs(const LogprobsOptions& o) {
       check_ids_fit_model(ids, V, where);
     } else {
       if (!j["ids"].is_array()) throw UsageError(where + "field 'ids' must be an array of token ids");
-      for (const json& v : j["ids"]) {
-        if (!v.is_number_integer()) throw UsageError(where + "field 'ids' must hold integers");
-        const int64_t id = v.get<int64_t>();
-        if (id < 0 || id >= V)
-          throw UsageError(where + "token id " + std::to_string(id) + " is outside [0, " + std::to_string(V) + ")");
-        ids.push_back(int32_t(id));
-      }
+      for (const json& v : j["ids"]) ids.push_back(token_id_in_line(v, V, where));
       if (ids.empty()) throw UsageError(where + "field 'ids' is empty");
     }
     seqs.push_back(std::move(ids));

@@ -298,10 +298,10 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
   p->add_option("--type", o.type, "task type")->required()->check(types);
   p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)");
   p->add_option("--k", o.k, "proposer references (deduction/abduction)")->capture_default_str()->check(between(1, 1000));
-  p->add_option("--seed", o.seed, "sampling seed (default: random)")->check(non_negative());
+  p->add_option("--seed", o.seed, "sampling seed (default: random)")->check(seed());
   p->add_option("--prompt-style", o.prompt_style, "paper (R1-wrapped, the reference's) or compact (algorithm.prompt_style)")
       ->capture_default_str()->check(CLI::IsMember({"paper", "compact"}));
-  p->add_option("--task-id", o.task_id, "solver: this task of --db instead of a sampled one");
+  p->add_option("--task-id", o.task_id, "solver: this task of --db instead of a sampled one")->check(positive());
   p->add_flag("--json", o.json, "print {\"prompt\", \"task_ids\"}");
   p->callback([&] { o.action = "prompt"; });
   return c;

@@ -64,10 +64,7 @@ int run_tokenize(const TokenizeOptions& o) {
         if (!j.contains("ids")) throw UsageError(where + "field 'ids' is missing");
         if (!j["ids"].is_array()) throw UsageError(where + "field 'ids' must be an array of token ids");
         std::vector<int32_t> ids;
-        for (const auto& v : j["ids"]) {
-          if (!v.is_number_integer()) throw UsageError(where + "field 'ids' must hold integers");
-          ids.push_back(v.get<int32_t>());
-        }
+        for (const auto& v : j["ids"]) ids.push_back(token_id_in_line(v, int64_t(tok->vocab_size()), where));
         // Decoded bytes may not be valid UTF-8 (ids can split a character): JSON shows them lossily.
         out.push_back(json{{"text", model::utf8_lossy(tok->decode(ids))}}.dump());
       } else {

@@ -305,7 +305,13 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(generate({"--temperature", "-1"}), "--temperature: -1 is too small: it must be 0 or more");
   expect_usage(generate({"--temperature", "inf"}), "--temperature: expected a finite number, got 'inf'");
   // CLI11 read -1 for an unsigned flag as 2**64 - 1 (a fixed seed where -1 often means "random").
-  expect_usage(generate({"--seed", "-1"}), "--seed: -1 is too small: it must be 0 or more");
+  expect_usage(generate({"--seed", "-1"}), "--seed: expected a whole number from 0 to 18446744073709551615, got '-1'");
+  // Past 64 bits, CLI11 held the seed at 2^64 - 1, silently; a float flag past a float's range
+  // became inf ("must be 0 or more") or 0 (greedy).
+  expect_usage(generate({"--seed", "99999999999999999999999"}), "--seed: expected a whole number from 0 to");
+  expect_usage(generate({"--temperature", "1e39"}), "--temperature: 1e39 is too large for a float");
+  expect_usage(generate({"--temperature", "1e-50"}), "--temperature: 1e-50 is too small for a float: it would be 0");
+  expect_usage(generate({"--top-k", "99999999999999999999"}), "--top-k: 99999999999999999999 is too large: it must fit");
   // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
   expect_usage(generate({"--max-tokens", "100000000"}), "--max-tokens: 100000000 is too large: it must be between 0");
   expect_usage(run_process({azr(), "generate", "--model", dir_ + "/config.json", "--prompt", "x"}),
@@ -328,6 +334,9 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "[1, 2]\n"), "<stdin>:1: expected an object");
   expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"text\": \"\"}\n"), "<stdin>:1: field 'text' is empty");
   expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"ids\": [1, \"a\"]}\n"), "<stdin>:1: field 'ids'");
+  // Past INT64_MAX nlohmann holds the number unsigned; it was reported as token id -1.
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"ids\": [18446744073709551615]}\n"),
+               "<stdin>:1: token id 18446744073709551615 is outside");
 }
 
 }  // namespace

@@ -78,6 +78,14 @@ TEST(TokenizeCli, BadInputIsNamedAndPrintsNothing) {
   auto unknown_id = run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir(), "--jsonl", "-", "--decode"},
                                 "{\"ids\":[999999999]}\n");
   EXPECT_EQ(unknown_id.exit_code, 2);
+  // Ids past 32 bits, and past 63: read as written. 2^32 + 100 decoded as id 100 ("d"), exit 0.
+  for (const std::string id : {"4294967396", "18446744073709551615", "-1"}) {
+    auto past = run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir(), "--jsonl", "-", "--decode"},
+                            "{\"ids\":[" + id + "]}\n");
+    EXPECT_EQ(past.exit_code, 2) << id;
+    EXPECT_NE(past.err.find("<stdin>:1: token id " + id + " is outside [0, "), std::string::npos) << past.err;
+    EXPECT_EQ(past.out, "");
+  }
   EXPECT_EQ(run_process({azr(), "tokenize", "--tokenizer", tokenizer_dir()}).exit_code, 2);  // no input
   // A directory without tokenizer.json was read as the file: "not valid JSON".
   const std::string empty_dir = ::testing::TempDir();
