@@ -109,7 +109,8 @@ inline CLI::Validator in_float_range() {
         double v = 0;
         if (!number_checks_detail::finite_number(text, v)) return "expected a finite number, got '" + text + "'";
         const float f = static_cast<float>(v);
-        if (std::isinf(f)) return text + " is too large for a float (at most " + number_checks_detail::shown(FLT_MAX) + ")";
+        if (std::isinf(f))
+          return text + " is too large for a float (at most " + number_checks_detail::shown(FLT_MAX) + ")";
         if (f == 0.f && v != 0) return text + " is too small for a float: it would be 0";
         return "";
       },

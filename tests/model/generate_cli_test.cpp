@@ -311,7 +311,8 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(generate({"--seed", "99999999999999999999999"}), "--seed: expected a whole number from 0 to");
   expect_usage(generate({"--temperature", "1e39"}), "--temperature: 1e39 is too large for a float");
   expect_usage(generate({"--temperature", "1e-50"}), "--temperature: 1e-50 is too small for a float: it would be 0");
-  expect_usage(generate({"--top-k", "99999999999999999999"}), "--top-k: 99999999999999999999 is too large: it must fit");
+  expect_usage(generate({"--top-k", "99999999999999999999"}),
+               "--top-k: 99999999999999999999 is too large: it must fit");
   // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
   expect_usage(generate({"--max-tokens", "100000000"}), "--max-tokens: 100000000 is too large: it must be between 0");
   expect_usage(run_process({azr(), "generate", "--model", dir_ + "/config.json", "--prompt", "x"}),
