@@ -136,6 +136,9 @@ int bootstrap(const BootstrapOptions& opt) {
   for (const std::string& marker : kWeightMarkers)
     if (fs::exists(out / marker))
       throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+  // Its files are written last: a path that cannot be a directory failed there, after every
+  // minute of generation, evaluation and warm start.
+  refuse_a_directory_that_cannot_be_made(out, "bootstrap output " + out.string() + " (--output, bootstrap.output): ");
   // The model and tokenizer first: a bad model.path fails before minutes of task generation.
   model::Transformer m = initial_model(cfg, model_backend(cfg));
   const MicroBatchChoice micro = resolve_micro_batch(cfg);  // 0 = the largest that fits

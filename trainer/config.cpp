@@ -193,8 +193,11 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(eval, at_start), Any{}, "also evaluate before step 1 (a metrics line for step 0)"},
       // [bootstrap]
       {AZR_KEY(bootstrap, output), NonEmpty{}, "the model directory `azr bootstrap` writes (HF format, heldout.jsonl, bootstrap.json)"},
-      {AZR_KEY(bootstrap, tasks_per_type), i64_min(1), "generated training tasks per type"},
-      {AZR_KEY(bootstrap, heldout_per_type), i64_min(0), "generated held-out tasks per type (another seed; never trained on)"},
+      // At most 10^7: the generator counts in int (2^31 + 1 made 1 task, silently), and ten
+      // million a type is hours of sandbox time already.
+      {AZR_KEY(bootstrap, tasks_per_type), IntRange{1, 10'000'000}, "generated training tasks per type"},
+      {AZR_KEY(bootstrap, heldout_per_type), IntRange{0, 10'000'000},
+       "generated held-out tasks per type (another seed; never trained on)"},
       {AZR_KEY(bootstrap, difficulty), one_of({"easy", "medium", "hard"}), "program size, nesting and constructs"},
       {AZR_KEY(bootstrap, steps), int_min(0), "warm-start optimizer steps"},
       {AZR_KEY(bootstrap, batch_size), int_min(1), "transcripts per warm-start step"},

@@ -1,8 +1,11 @@
 #include "trainer/model_setup.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -146,6 +149,26 @@ void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs
     return;
   }
   fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+}
+
+void refuse_a_directory_that_cannot_be_made(const std::filesystem::path& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory itself
+  for (; !ec; p = p.parent_path()) {  // the nearest part of the path that exists decides
+    const fs::file_type type = fs::status(p, ec).type();
+    if (type == fs::file_type::not_found && p.has_relative_path()) {
+      ec.clear();
+      continue;
+    }
+    if (ec) break;
+    if (type != fs::file_type::directory) throw UserError(what + p.string() + " is not a directory");
+    if (access(p.c_str(), W_OK | X_OK) != 0)
+      throw UserError(what + "cannot write in " + p.string() + " (" + std::strerror(errno) + ")");
+    return;
+  }
+  throw UserError(what + "cannot read " + p.string() + " (" + ec.message() + ")");
 }
 
 model::PromptStyle prompt_style(const TrainConfig& c) { return model::parse_prompt_style(c.algorithm.prompt_style); }

@@ -20,6 +20,13 @@ struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A directory a command will make (a run directory, a bootstrap's output) that cannot be made: a
+// file in its place or on its path, a parent that cannot be written. Said before the model loads,
+// which for a real model takes minutes, where create_directories' own error came after it (for
+// `azr bootstrap`, after all its work) and named neither the flag nor the key. Throws UserError,
+// `what` + the reason; `what` names the directory and where it was set.
+void refuse_a_directory_that_cannot_be_made(const std::filesystem::path& dir, const std::string& what);
+
 // model.device's op table; a rank passes its local rank (its GPU with "cuda"). UserError when the
 // device cannot be used here (no CUDA in this build, no GPU), saying why.
 const kernels::Ops& model_backend(const TrainConfig& config, int local_rank = 0);

@@ -166,29 +166,6 @@ void refuse_a_run_dir_in_use(const fs::path& run_dir) {
                     " or choose another --run-dir");
 }
 
-// A run directory that cannot be made (a file in its place or on its path, a parent that cannot be
-// written) is said before the model loads, which for a real model takes minutes, and named, where
-// create_directories' own error came after it and named neither the flag nor the key.
-void refuse_a_run_dir_that_cannot_be_made(const fs::path& run_dir) {
-  const std::string what = "run directory " + run_dir.string() + " (--run-dir, run.run_dir): ";
-  std::error_code ec;
-  fs::path p = fs::absolute(run_dir, ec);
-  if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory itself
-  for (; !ec; p = p.parent_path()) {  // the nearest part of the path that exists decides
-    const fs::file_type type = fs::status(p, ec).type();
-    if (type == fs::file_type::not_found && p.has_relative_path()) {
-      ec.clear();
-      continue;
-    }
-    if (ec) break;
-    if (type != fs::file_type::directory) throw UserError(what + p.string() + " is not a directory");
-    if (access(p.c_str(), W_OK | X_OK) != 0)
-      throw UserError(what + "cannot write in " + p.string() + " (" + std::strerror(errno) + ")");
-    return;
-  }
-  throw UserError(what + "cannot read " + p.string() + " (" + ec.message() + ")");
-}
-
 // A new run's directory until its first checkpoint (step-0): a start that fails before then
 // (a bad import file, a seeding error) takes away what it made, so the rerun is not refused as
 // "already holds a run" and --resume has nothing half-made to continue. Only the run's own files
@@ -392,7 +369,8 @@ int train(const TrainOptions& opt) {
   auto root_checks = [&] {
     if (!resuming) {
       refuse_a_run_dir_in_use(run_dir);
-      refuse_a_run_dir_that_cannot_be_made(run_dir);
+      refuse_a_directory_that_cannot_be_made(run_dir,
+                                             "run directory " + run_dir.string() + " (--run-dir, run.run_dir): ");
     }
     // Before anything reads it: a damaged weight file would otherwise load and train on quietly.
     // Rank 0 of the launch reads every byte once; the other ranks read the same files after it.

@@ -178,6 +178,25 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   r = run_process(small(out));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
+
+  // An output path that is a file: said before any work, where it failed at the end, after
+  // generation, both evaluations and the warm start, with create_directories' own error, exit 1.
+  const fs::path file = scratch("a-file");
+  std::ofstream(file) << "x";
+  r = run_process(small(file));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("bootstrap output " + file.string() + " (--output, bootstrap.output): " + file.string() +
+                       " is not a directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("heldout"), std::string::npos) << "work ran first: " << r.err;
+  EXPECT_EQ(slurp(file), "x");
+  // More tasks than the generator counts (int): refused by the config, where 2^31 made none.
+  args = small(scratch("many"));
+  args.insert(args.end(), {"--set", "bootstrap.tasks_per_type=2147483648"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("bootstrap.tasks_per_type=2147483648: must be in [1, 10000000]"), std::string::npos) << r.err;
 }
 
 }  // namespace
