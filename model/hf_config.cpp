@@ -377,6 +377,15 @@ bool ignorable(const std::string& name) {
 std::string check_checkpoint(const ModelConfig& c, const std::map<std::string, std::vector<int64_t>>& tensors,
                              std::string_view source_name) {
   constexpr size_t kShown = 5;  // enough to see a pattern, short enough to read
+  // Each layer has at least 9 tensors (2 norms, 7 projections): a config that says more layers
+  // than the file can hold is refused before its tensor list is built, which for a lying
+  // num_hidden_layers of 2^31 took 24 GB and the OOM killer.
+  constexpr int64_t kTensorsPerLayer = 9;
+  if (c.num_hidden_layers > (int64_t(tensors.size()) - 2) / kTensorsPerLayer)
+    throw ConfigError(std::string(source_name) + ": does not match the config: num_hidden_layers (" +
+                      std::to_string(c.num_hidden_layers) + ") needs at least " +
+                      std::to_string(kTensorsPerLayer * c.num_hidden_layers + 2) + " tensors, the checkpoint has " +
+                      std::to_string(tensors.size()));
   std::vector<std::string> problems;
   std::set<std::string> known;
   for (const TensorSpec& t : expected_tensors(c)) {

@@ -566,24 +566,38 @@ void BpeTokenizer::Impl::load(const json& j) {
 
   if (!m.contains("vocab") || !m["vocab"].is_object()) fail("missing field model.vocab");
   vocab.reserve(m["vocab"].size() * 2);
+  // Ids are read as written and held below twice the number of entries (a real tokenizer's are
+  // dense): get<int32_t> wrapped 4294967393 to 97, and a 5 KB file with one id of 3*10^8 made a
+  // 10 GB table.
+  const json added_tokens = j.value("added_tokens", json::array());
+  const int64_t id_bound = 2 * int64_t(m["vocab"].size() + added_tokens.size()) + 256;
+  const auto read_id = [&](const json& v, const std::string& field) {
+    const bool whole = v.is_number_integer();
+    if (!whole || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(id_bound)
+                                          : v.get<int64_t>() < 0 || v.get<int64_t>() >= id_bound))
+      fail("id " + v.dump() + " of " + field + " is not a whole number in [0, " + std::to_string(id_bound) +
+           "), twice the number of tokens");
+    return int32_t(v.get<int64_t>());
+  };
   int32_t max_id = -1;
+  std::vector<const std::string*> vocab_token_of_id(size_t(id_bound), nullptr);
   for (const auto& [tok, idj] : m["vocab"].items()) {
-    const auto id = idj.get<int32_t>();
-    if (id < 0) fail("negative id for '" + tok + "' (field model.vocab)");
-    vocab.emplace(tok, id);
+    const int32_t id = read_id(idj, "'" + tok + "' (field model.vocab)");
+    if (const std::string* other = vocab_token_of_id[size_t(id)])
+      fail("'" + *other + "' and '" + tok + "' have the same id " + std::to_string(id) + " (field model.vocab)");
+    vocab_token_of_id[size_t(id)] = &vocab.emplace(tok, id).first->first;
     max_id = std::max(max_id, id);
   }
   added.clear();
-  for (const auto& a : j.value("added_tokens", json::array())) {
+  for (const auto& a : added_tokens) {
     AddedToken t;
-    t.id = a.at("id").get<int32_t>();
+    t.id = read_id(a.at("id"), "field added_tokens");
     t.content = a.at("content").get<std::string>();
     t.special = a.value("special", false);
     t.lstrip = a.value("lstrip", false);
     t.rstrip = a.value("rstrip", false);
     t.normalized = a.value("normalized", false);
     t.single_word = a.value("single_word", false);
-    if (t.id < 0) fail("negative id in field added_tokens");
     max_id = std::max(max_id, t.id);
     added.push_back(t);
   }

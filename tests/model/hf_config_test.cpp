@@ -645,6 +645,18 @@ TEST(CheckCheckpoint, ExtraTensor) {
             "'model.layers.0.self_attn.o_proj.bias' [8]");
 }
 
+// A config that says more layers than the file could hold (9 tensors a layer at least) is refused
+// before its tensor list is built: 2^31 - 1 layers built strings until the OOM killer came.
+TEST(CheckCheckpoint, MoreLayersThanTheFileHoldsIsRefusedAtOnce) {
+  json j = tiny_json(false);
+  j["num_hidden_layers"] = 2147483647;
+  EXPECT_EQ(check_error(parse(j), tiny_tensors(true)),
+            "checkpoint: does not match the config: num_hidden_layers (2147483647) needs at least 19327352825 "
+            "tensors, the checkpoint has 27");
+  j["num_hidden_layers"] = 3;  // 29 tensors needed, 27 there: the same
+  EXPECT_NE(check_error(parse(j), tiny_tensors(true)).find("needs at least 29 tensors"), std::string::npos);
+}
+
 TEST(CheckCheckpoint, ReportsFirstFewProblems) {
   // A checkpoint for a model with hidden 16 against the hidden-8 config: almost everything is off.
   Shapes s;

@@ -361,6 +361,33 @@ TEST_F(BadTokenizerFile, DeepNestingAndEndlessFilesAreRefused) {
   EXPECT_NE(err.find("/dev/zero: is larger than 256 MiB"), std::string::npos) << err;
 }
 
+// Ids are whole numbers below twice the number of tokens (258 here: bound 2 * 259 + 256 = 774)
+// and no two vocabulary entries share one. 4294967393 was read as 97 ('a'), aliasing an added
+// token with a byte; 300000000 made a table of 300 million entries from a 5 KB file.
+TEST_F(BadTokenizerFile, IdsAreBoundedAndDistinct) {
+  const auto error_with = [&](const std::function<void(json&)>& change) {
+    json j = tiny_tokenizer();
+    change(j);
+    return load_error(write("ids.json", j.dump()));
+  };
+  const auto added = [](json id) {
+    return [id](json& j) {
+      j["added_tokens"] = json::array({{{"id", id}, {"content", "<x>"}, {"special", true}}});
+    };
+  };
+  for (const json& id : {json(4294967393u), json(300000000), json(-1), json(774), json(1.5)}) {
+    const std::string err = error_with(added(id));
+    EXPECT_NE(err.find("id " + id.dump() + " of field added_tokens is not a whole number in [0, 774)"),
+              std::string::npos)
+        << err;
+  }
+  EXPECT_EQ(error_with(added(773)), "");  // the last id below the bound
+  std::string err = error_with([](json& j) { j["model"]["vocab"]["ab"] = 3000000000u; });
+  EXPECT_NE(err.find("id 3000000000 of 'ab' (field model.vocab)"), std::string::npos) << err;
+  err = error_with([](json& j) { j["model"]["vocab"]["ab"] = j["model"]["vocab"]["Ġab"]; });
+  EXPECT_NE(err.find("have the same id 257 (field model.vocab)"), std::string::npos) << err;
+}
+
 TEST_F(BadTokenizerFile, MissingModel) {
   json j = tiny_tokenizer();
   j.erase("model");
@@ -384,7 +411,8 @@ TEST_F(BadTokenizerFile, UnsupportedPieces) {
       {"badregex", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(["; },
        "does not compile"},
       {"decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "decoder"},
-      {"wrongtype", [](json& j) { j["model"]["vocab"]["ab"] = "x"; }, "malformed field"},
+      {"wrongtype", [](json& j) { j["model"]["vocab"]["ab"] = "x"; },
+       "id \"x\" of 'ab' (field model.vocab) is not a whole number"},
   };
   for (const auto& c : cases) {
     json j = tiny_tokenizer();
