@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "model/byte_tokenizer.h"
 #include "model/hf_config.h"
+#include "model/json_text.h"
 #include "model/memory_plan.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
@@ -151,8 +152,25 @@ void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs
   fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
 }
 
+void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& c, const fs::path& checkpoint) {
+  if (!c.model.preset.empty() && c.model.tokenizer.empty()) return;  // the byte tokenizer, built in
+  const fs::path saved = checkpoint / "tokenizer.json";
+  if (!fs::exists(saved)) return;
+  const std::string path = tokenizer_path(c);
+  constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;
+  std::string now, then;
+  const std::string why = model::read_file_at_most(path, kMaxTokenizerBytes, now);
+  const std::string why_saved = model::read_file_at_most(saved.string(), kMaxTokenizerBytes, then);
+  if (!why.empty()) throw UserError(path + ": " + why);
+  if (!why_saved.empty()) throw UserError(saved.string() + ": " + why_saved);
+  if (now != then)
+    throw UserError(std::string(c.model.tokenizer.empty() ? "model.path: " : "model.tokenizer: ") + path +
+                    " is not the tokenizer the run trained with (" + saved.string() +
+                    "): it changed since, and the checkpoint's weights would read other token ids; copy that file "
+                    "back to resume");
+}
+
 void refuse_a_directory_that_cannot_be_made(const std::filesystem::path& dir, const std::string& what) {
-  namespace fs = std::filesystem;
   std::error_code ec;
   fs::path p = fs::absolute(dir, ec);
   if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory itself

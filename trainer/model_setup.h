@@ -53,6 +53,12 @@ model::ModelConfig model_config(const TrainConfig& config);
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);
 // dir/tokenizer.json: the byte tokenizer written out, or a copy of the file make_tokenizer read.
 void write_tokenizer(const TrainConfig& config, const model::Tokenizer& tokenizer, const std::filesystem::path& dir);
+// A resume trains the checkpoint's weights with the tokenizer they were trained with: the file
+// make_tokenizer reads (model.tokenizer, else model.path/tokenizer.json) must hold the bytes the
+// run copied into the checkpoint (dir/tokenizer.json; an older checkpoint without one is not
+// checked). One that changed since re-maps token ids under the weights, silently. Throws
+// UserError naming both files. Nothing to check for a preset's byte tokenizer.
+void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& config, const std::filesystem::path& checkpoint);
 // algorithm.prompt_style as the task engine's enum (the config has already checked the name).
 model::PromptStyle prompt_style(const TrainConfig& config);
 // A model made by `azr bootstrap` records the prompt wording it learned ("prompt_style" in

@@ -362,6 +362,7 @@ int train(const TrainOptions& opt) {
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
+  if (ckpt) refuse_a_tokenizer_unlike_the_checkpoints(cfg, *ckpt);
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;

@@ -103,6 +103,18 @@ TEST(BootstrapCli, WritesAModelItsHeldOutSetAndAReport) {
                    "eval.heldout_tasks=" + (out / "heldout.jsonl").string(), "--set", "eval.max_tokens=16"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(slurp(run / "metrics.jsonl").find("heldout/accuracy/deduction"), std::string::npos);
+  // A tokenizer changed under model.path since the checkpoint: the resume is refused, where it
+  // trained the weights on other token ids and copied the new file into the next checkpoint.
+  const std::string tokenizer = slurp(out / "tokenizer.json");
+  std::ofstream(out / "tokenizer.json", std::ios::trunc) << tokenizer << " ";
+  auto resumed = run_process({azr(), "train", "--resume", run.string(), "--set", "run.steps=2"});
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.err;
+  EXPECT_NE(resumed.err.find("model.path: " + (out / "tokenizer.json").string() +
+                             " is not the tokenizer the run trained with"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-2"));
+  std::ofstream(out / "tokenizer.json", std::ios::trunc) << tokenizer;
   // The fixture keeps the paper wording, which this model never saw: the log says so.
   EXPECT_NE(slurp(run / "log.txt").find("learned prompt_style \"compact\", but algorithm.prompt_style is \"paper\""),
             std::string::npos)
