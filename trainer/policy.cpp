@@ -1,6 +1,7 @@
 #include "trainer/policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace azr::trainer {
@@ -102,7 +103,10 @@ UpdateStats Policy::update(const std::vector<TrainSequence>& seqs, double global
   // An infinite bound only measures; the clip's coefficient goes into the update, not the gradients.
   const model::GradClip clip = model::measure_grad_clip(model_.ops(), grads, s.grad_clip > 0 ? s.grad_clip : 1e300);
   st.grad_norm = clip.norm;
-  optimizer_.step(model_, grads, clip.scale);
+  // The norm is the all-reduced gradient's, the same on every rank, so all skip together. A step
+  // on it would write NaN into every weight and every moment, for good.
+  st.skipped_not_finite = !std::isfinite(clip.norm);
+  if (!st.skipped_not_finite) optimizer_.step(model_, grads, clip.scale);
   model_.release_training_buffers();  // before the next generation's KV cache (memory_plan.h)
   return st;
 }

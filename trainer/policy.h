@@ -47,6 +47,9 @@ struct UpdateSettings {
 struct UpdateStats {
   double loss = 0, pg_loss = 0, entropy = 0, clip_fraction = 0, approx_kl = 0;
   double grad_norm = 0;       // before clipping
+  // The gradient held a NaN or an infinity (an overflow in the loss, weights already broken): the
+  // optimizer did not step, so the weights and its state are as they were.
+  bool skipped_not_finite = false;
   double tokens = 0;          // response tokens, all ranks
   double processed_tokens = 0;  // prompt + response tokens run through forward/backward, this rank
 };

@@ -649,6 +649,7 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   add("loss/clip_fraction", r.update.clip_fraction);
   add("loss/approx_kl", r.update.approx_kl);
   add("optim/grad_norm", r.update.grad_norm);
+  add("optim/skipped_not_finite", r.update.skipped_not_finite ? 1.0 : 0.0);
   add("optim/lr", lr);
   add("tokens/trained", r.update.tokens);
   add("tokens/generated", double(r.generated_tokens));

@@ -701,6 +701,7 @@ int train(const TrainOptions& opt) {
   const double t_run = unix_now();
   bool stopped = false;
   LostStepWatch lost_steps;
+  int not_finite_in_a_row = 0;
   if (!state && cfg.eval.at_start && cfg.eval.every > 0) {
     Scalars metrics;
     run_eval(0, metrics);
@@ -723,6 +724,14 @@ int train(const TrainOptions& opt) {
       log(fmt::format("step {}: the sandbox lost {} of {} result(s) (internal_error), masked out of the update", s,
                       losses.lost(), losses.asked()));
     const bool sandbox_down = lost_steps.must_stop(losses);
+    // A gradient that is not finite skips its update (Policy::update); one such step is an
+    // overflow to live with, kStopAfter in a row mean the run cannot learn (the weights hold NaN,
+    // say) and it stops, the weights as the last finite update left them.
+    not_finite_in_a_row = r.update.skipped_not_finite ? not_finite_in_a_row + 1 : 0;
+    if (r.update.skipped_not_finite)
+      log(fmt::format("step {}: the gradient is not finite (norm {}): the update was skipped, the weights are as they "
+                      "were", s, r.update.grad_norm));
+    const bool not_learning = not_finite_in_a_row >= LostStepWatch::kStopAfter;
     if (check_replicas) {
       // Every rank's weights, bit for bit (the MPI equality test turns this on).
       std::vector<float> copy;
@@ -754,7 +763,12 @@ int train(const TrainOptions& opt) {
     comm->allreduce_sum(std::span<double>(stop));
     stopped = stop[0] > 0;
     const bool periodic = cfg.checkpoint.every > 0 && s % cfg.checkpoint.every == 0;
-    if (periodic || stopped || sandbox_down || s == cfg.run.steps) last_ckpt = write_ckpt(s);
+    if (periodic || stopped || sandbox_down || not_learning || s == cfg.run.steps) last_ckpt = write_ckpt(s);
+    if (not_learning)
+      throw std::runtime_error(fmt::format(
+          "step {}: the gradient was not finite in {} steps in a row, so no update was made; the run stops. Look "
+          "for NaN or infinite weights in the model it started from, or a learning rate that overflowed them",
+          s, LostStepWatch::kStopAfter));
     if (sandbox_down)
       throw std::runtime_error(fmt::format(
           "step {}: the sandbox lost every result the proposer or the solver asked for in {} steps in a row (the log "

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
@@ -117,6 +118,27 @@ TEST(PolicyUpdateNothing, AStepWithNoTokensLeavesTheWeights) {
   EXPECT_EQ(weights(p), after_one);
   EXPECT_EQ(st.tokens, 0.0);
   EXPECT_EQ(st.grad_norm, 0.0);
+}
+
+// A gradient that is not finite (here a NaN advantage) skips the optimizer: the weights stay as
+// they were, where a step wrote NaN into every weight and both moments, for good.
+TEST(PolicyUpdateNothing, AGradientThatIsNotFiniteSkipsTheStep) {
+  dist::SingleCommunicator comm;
+  Policy p = tiny_policy();
+  std::vector<TrainSequence> seqs = sequences();
+  p.update(seqs, response_tokens(seqs), comm, UpdateSettings{});  // momentum to move with
+  const std::vector<float> before = weights(p);
+  seqs[1].advantage = std::nanf("");
+  const UpdateStats st = p.update(seqs, response_tokens(seqs), comm, UpdateSettings{});
+  EXPECT_TRUE(st.skipped_not_finite);
+  EXPECT_TRUE(std::isnan(st.grad_norm));
+  EXPECT_EQ(weights(p), before);
+  seqs[1].advantage = -0.75f;  // finite again: the next update steps, from finite state
+  const UpdateStats next = p.update(seqs, response_tokens(seqs), comm, UpdateSettings{});
+  EXPECT_FALSE(next.skipped_not_finite);
+  const std::vector<float> after = weights(p);
+  EXPECT_NE(after, before);
+  EXPECT_TRUE(std::all_of(after.begin(), after.end(), [](float w) { return std::isfinite(w); }));
 }
 
 INSTANTIATE_TEST_SUITE_P(MicroBatches, PolicyUpdate, ::testing::Values(8, 1));
