@@ -132,7 +132,8 @@ int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
       spdlog::warn("eval: {}: answers for {} of its {} items; its pass@1 is over those {} alone", s.name, s.items,
                    s.benchmark_items, s.items);
   }
-  eval::Summary summary = eval::summarize(std::move(scores), o.k);
+  // pass@1 is always reported: --k 1 would add it again, a second column of the same numbers.
+  eval::Summary summary = eval::summarize(std::move(scores), o.k == 1 ? 0 : o.k);
   if (o.json)
     std::cout << dump(eval::summary_json(summary)) << '\n';
   else
@@ -148,6 +149,7 @@ int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
 int run_answers(const EvalOptions& o, const fs::path& data) {
   std::string name;
   std::vector<Line> lines = read_answers(o.answers, name);
+  if (lines.empty()) throw UsageError(name + ": no answers (one JSON object a line: bench, id, response)");
   // Load each benchmark named, in registry order, then check every id before grading.
   std::map<std::string, size_t> job_of;
   std::vector<Job> jobs;
@@ -250,7 +252,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       "../shared/benchmarks. --out FILE writes one JSON line per response: bench, id, sample, response, "
       "extracted, correct, reason[, detail].\n"
       "Exit status: 0 graded; 1 the sandbox failed; 2 bad usage or input (FILE:LINE: ...).");
-  c->add_option("--answers", o.answers, "JSONL of {bench, id, response} to grade (- for stdin)");
+  CLI::Option* answers = c->add_option("--answers", o.answers, "JSONL of {bench, id, response} to grade (- for stdin)");
   c->add_option("--model", o.model, "model directory to generate answers with");
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
   c->add_option("--bench", o.bench, "benchmarks to generate for (--model)")->delimiter(',');
@@ -258,7 +260,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--out", o.out, "per-response results JSONL");
   c->add_option("--k", o.k, "also report pass@k (unbiased estimator; needs n >= k samples per item)")
       ->check(non_negative());
-  c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(positive());
+  c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(between(1, kMaxSamples));
   c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
       ->capture_default_str()->check(non_negative());
   c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)")
@@ -284,6 +286,12 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
       ->check(non_negative());
   add_device_option(c, o.device);
+  // The flags of generation mean nothing to answers made elsewhere: refused with them, where they
+  // were ignored (--n 8 --answers F graded F's one sample an item, and said nothing).
+  for (const char* model_only : {"--model", "--tokenizer", "--bench", "--n", "--limit", "--temperature", "--top-p",
+                                 "--max-tokens", "--template", "--seed", "--batch-size", "--threads", "--device",
+                                 "--matmul-precision"})
+    if (CLI::Option* opt = c->get_option_no_throw(model_only)) answers->excludes(opt);
   return c;
 }
 
@@ -312,7 +320,6 @@ void check_out_target(const EvalOptions& o) {
 
 int run_eval(const EvalOptions& o) {
   if (o.answers.empty() == o.model.empty()) throw UsageError("eval: give either --answers FILE or --model DIR");
-  if (!o.answers.empty() && !o.bench.empty()) throw UsageError("eval: --bench goes with --model (--answers names its benchmarks)");
   check_out_target(o);
   fs::path data;
   try {

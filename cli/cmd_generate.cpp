@@ -121,7 +121,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");
   c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
       ->capture_default_str()
-      ->check(positive());
+      ->check(between(1, kMaxSamples));
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
   c->add_flag("--json", o.json, "one JSON object per sample");

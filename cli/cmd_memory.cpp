@@ -50,7 +50,11 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
       ->check(between(0, kMaxSequences));
   c->add_option("--kv-capacity", o.kv_capacity, "KV-cache positions per sequence (default: --seq-len)")
       ->check(between(0, kMaxTokens));
-  c->add_option("--budget-gib", o.budget_gib, "device memory, GiB")->capture_default_str()->check(positive());
+  // At most a PiB: 1e308 planned against an infinite budget and "fit" a micro-batch of 2^30.
+  c->add_option("--budget-gib", o.budget_gib, "device memory, GiB")
+      ->capture_default_str()
+      ->check(positive())
+      ->check(between(0, 1 << 20));
   c->add_flag("--json", o.json, "one JSON object instead of the table");
   return c;
 }

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "azr/build_info.h"
@@ -123,6 +124,10 @@ int main(int argc, char** argv) {
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "azr: error: out of memory: the command asked for more memory than this machine gave it (sizes "
+                 "such as --batch-size, --max-tokens or --num-samples multiply)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "azr: error: " << e.what() << '\n';
     return 1;

@@ -178,6 +178,12 @@ TEST_F(EvalCli, TableAndPassAtK) {
   EXPECT_EQ(m["cruxeval_o"]["benchmark_items"], 800);
   EXPECT_NE(t.out.find("2/800"), std::string::npos) << t.out;
   EXPECT_NE(t.err.find("cruxeval_o: answers for 2 of its 800 items"), std::string::npos) << t.err;
+  // pass@1 is always there: --k 1 printed a second pass@1 column of the same numbers.
+  auto k1 = run_process({bin_, "eval", "--answers", f, "--data", data_, "--k", "1"});
+  ASSERT_EQ(k1.exit_code, 0) << k1.err;
+  const size_t first = k1.out.find("pass@1");
+  ASSERT_NE(first, std::string::npos) << k1.out;
+  EXPECT_EQ(k1.out.find("pass@1", first + 1), std::string::npos) << k1.out;
 }
 
 TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
@@ -207,6 +213,21 @@ TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
   EXPECT_EQ(missing.exit_code, 2);
   auto nodata = run_process({bin_, "eval", "--answers", write("g.jsonl", ok + "\n"), "--data", (dir_ / "nodir").string()});
   EXPECT_EQ(nodata.exit_code, 2);
+  // No answers at all: an empty table and exit 0 before.
+  const std::string empty = write("empty.jsonl", "\n");
+  auto no_answers = run_process({bin_, "eval", "--answers", empty, "--data", data_});
+  EXPECT_EQ(no_answers.exit_code, 2);
+  EXPECT_NE(no_answers.err.find(empty + ": no answers"), std::string::npos) << no_answers.err;
+  // Generation's flags with answers made elsewhere: refused, where they were ignored.
+  for (const std::vector<std::string>& flag : {std::vector<std::string>{"--n", "8"}, {"--temperature", "0.7"},
+                                              {"--max-tokens", "64"}, {"--bench", "gsm8k"}}) {
+    std::vector<std::string> args = {bin_, "eval", "--answers", write("g.jsonl", ok + "\n"), "--data", data_};
+    args.insert(args.end(), flag.begin(), flag.end());
+    auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << flag[0];
+    EXPECT_NE(r.err.find("--answers excludes " + flag[0]), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
 }
 
 // --out naming the --answers file truncated the answers before they were read, and a directory

@@ -104,6 +104,11 @@ TEST(MemoryCli, BadInputIsAUsageError) {
   EXPECT_NE(missing.err.find("/nonexistent/config.json: no such model directory or config.json (the presets: azr-tiny"),
             std::string::npos)
       << missing.err;
+  // 1e308 GiB planned against an infinite budget: "fits", a micro-batch of 2^30.
+  const auto huge = run_process({azr(), "memory", "azr-tiny", "--budget-gib", "1e308"});
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("--budget-gib: 1e308 is too large: it must be between 0 and 1048576"), std::string::npos)
+      << huge.err;
 }
 
 }  // namespace
