@@ -312,7 +312,8 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(generate({"--temperature", "1e39"}), "--temperature: 1e39 is too large for a float");
   expect_usage(generate({"--temperature", "1e-50"}), "--temperature: 1e-50 is too small for a float: it would be 0");
   // 2^31 - 1 samples ended in a bare std::bad_alloc, exit 1.
-  expect_usage(generate({"--num-samples", "2147483647"}), "--num-samples: 2147483647 is too large: it must be between 1");
+  expect_usage(generate({"--num-samples", "2147483647"}),
+               "--num-samples: 2147483647 is too large: it must be between 1");
   expect_usage(generate({"--top-k", "99999999999999999999"}),
                "--top-k: 99999999999999999999 is too large: it must fit");
   // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
