@@ -100,6 +100,10 @@ const char* dtype_name(DType d) {
 std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
 
 std::int64_t TensorView::numel() const {
+  // A file may hold an empty tensor whose other dimensions multiply past 64 bits ([2^62, 4, 0]:
+  // parse_header takes it, 0 bytes); its product in order overflowed, undefined behaviour.
+  for (auto s : shape)
+    if (s == 0) return 0;
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
   return n;
