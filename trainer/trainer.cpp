@@ -358,8 +358,17 @@ int train(const TrainOptions& opt) {
   // evaluation data and the import file may exist on its node only. It also refuses a directory
   // that holds a run before anything is loaded, which takes minutes for a large model.
   const bool launch_root = launch.rank == 0;
-  if (cfg.model.preset.empty()) (void)model_config(cfg);  // model.path's config.json, before its tokenizer
+  const model::ModelConfig model_cfg = model_config(cfg);  // model.path's config.json, before its tokenizer
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
+  // Every id the tokenizer gives needs an embedding row: another model's tokenizer failed at the
+  // first prompt of step 1 with "token id N is outside the vocabulary", naming no file, exit 1.
+  if (int64_t(tok->vocab_size()) > model_cfg.vocab_size)
+    throw UserError(fmt::format("the tokenizer ({}) has {} token ids, past the model's {} embedding rows: it is not "
+                                "this model's tokenizer (model.tokenizer, model.path)",
+                                cfg.model.tokenizer.empty() && cfg.model.path.empty() ? "the byte tokenizer"
+                                : cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json"
+                                                              : cfg.model.tokenizer,
+                                tok->vocab_size(), model_cfg.vocab_size));
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
   if (ckpt) refuse_a_tokenizer_unlike_the_checkpoints(cfg, *ckpt);

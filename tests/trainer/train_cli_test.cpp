@@ -708,6 +708,10 @@ TEST(TrainCli, BadFilesInTheConfigStopBeforeTheRunDirExists) {
       {{"eval.every=0", "eval.benchmarks=[\"nosuchbench\"]"}, "eval.benchmarks: "},
       {{"eval.every=0", "eval.data_dir=" + (dir / "no-data").string()}, "eval.data_dir: "},
       {{"eval.every=0", "eval.heldout_tasks=" + (dir / "no-heldout.jsonl").string()}, "eval.heldout_tasks: "},
+      // Qwen's tokenizer (151,665 ids) on azr-tiny (263 rows): it failed at step 1's first prompt,
+      // naming no file, exit 1.
+      {{"model.tokenizer=" + env_or_fail("AZR_SHARED_DIR") + "/models/qwen-tokenizer"},
+       "has 151665 token ids, past the model's 263 embedding rows"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = train_args(run.string(), 1);
