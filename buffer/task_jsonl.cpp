@@ -103,12 +103,16 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++rep.lines;
     std::string where = name + ":" + std::to_string(lineno) + ": ";
+    nlohmann::json j;
     try {
-      auto j = nlohmann::json::parse(line);
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double
+      rep.errors.push_back(where + "not valid JSON (" + model::json_error_text(e) + ")");
+      continue;
+    }
+    try {
       tasks.push_back(task_from_json(j));
       ++rep.valid;
-    } catch (const nlohmann::json::parse_error& e) {
-      rep.errors.push_back(where + "not valid JSON (" + model::json_error_text(e) + ")");
     } catch (const std::invalid_argument& e) {
       rep.errors.push_back(where + e.what());
     }

@@ -51,7 +51,7 @@ std::vector<Line> read_answers(const std::string& path, std::string& name_out) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw UsageError(at + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(at + "expected a JSON object");
@@ -288,10 +288,11 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   add_device_option(c, o.device);
   // The flags of generation mean nothing to answers made elsewhere: refused with them, where they
   // were ignored (--n 8 --answers F graded F's one sample an item, and said nothing).
+  // get_option throws on a name not defined: a flag renamed must be renamed here too.
   for (const char* model_only : {"--model", "--tokenizer", "--bench", "--n", "--limit", "--temperature", "--top-p",
                                  "--max-tokens", "--template", "--seed", "--batch-size", "--threads", "--device",
-                                 "--matmul-precision"})
-    if (CLI::Option* opt = c->get_option_no_throw(model_only)) answers->excludes(opt);
+                                 "--matmul-precision", "--decode-graphs"})
+    answers->excludes(c->get_option(model_only));
   return c;
 }
 

@@ -49,7 +49,7 @@ std::vector<Item> read_jsonl(const std::string& path) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw UsageError(name + ":" + std::to_string(lineno) + ": not valid JSON (" + model::json_error_text(e) + ")");
     }
     auto where = [&](const std::string& field) { return name + ":" + std::to_string(lineno) + ": field '" + field + "'"; };

@@ -46,7 +46,7 @@ int run_logprobs(const LogprobsOptions& o) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(where + "expected an object {\"text\": ...} or {\"ids\": [...]}");

@@ -61,7 +61,7 @@ std::vector<Line> read_lines(const std::string& path, Check check) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw UsageError(where + ": not valid JSON (" + model::json_error_text(e) + ")");
     }
     if (!j.is_object()) throw UsageError(where + ": expected a JSON object");

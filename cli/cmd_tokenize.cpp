@@ -55,7 +55,7 @@ int run_tokenize(const TokenizeOptions& o) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
     }
     try {

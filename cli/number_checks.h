@@ -57,10 +57,10 @@ inline CLI::Validator number_check(double lo, bool lo_included, double hi, std::
       [=](std::string& text) -> std::string {
         double v = 0;
         if (!finite_number(text, v)) return "expected a finite number, got '" + text + "'";
-        if (std::string why = whole_number_fits<int64_t>(text); !why.empty()) return why;
         if (lo_included ? v < lo : v <= lo) return text + " is too small: it must be " + description;
         if (v > hi) return text + " is too large: it must be " + description;
-        return "";
+        // Within the range but past 64 bits: only an unbounded integer flag gets here with it.
+        return whole_number_fits<int64_t>(text);
       },
       description);
 }

@@ -37,7 +37,7 @@ std::vector<Row> read_jsonl(const fs::path& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       out.push_back({json::parse(line), path.string() + ":" + std::to_string(lineno)});
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       throw BenchmarkError(path.string() + ":" + std::to_string(lineno) + ": not valid JSON (" +
                            model::json_error_text(e) + ")");
     }

@@ -10,7 +10,8 @@
 
 namespace azr::model {
 
-// The text of a JSON error, for a user: where it is and what is wrong. nlohmann's message starts
+// The text of a JSON error (a syntax error, or a number past a double's range, which nlohmann
+// throws as out_of_range), for a user: where it is and what is wrong. nlohmann's message starts
 // with its own tag ("[json.exception.parse_error.101] ") and ends with all it read of the bad
 // token, which for an unterminated string is the rest of the line: kilobytes of a benchmark item
 // repeated in one error. The tag goes, and the excerpt keeps its first 60 bytes and its length.
@@ -21,13 +22,17 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
   constexpr std::string_view kRead = "; last read: '";
   constexpr size_t kKeep = 60;
   const size_t at = what.find(kRead);
-  if (at == std::string::npos || what.back() != '\'') return what;
+  if (at == std::string::npos) return what;
   const size_t from = at + kRead.size();
-  const size_t read = what.size() - 1 - from;
+  // The excerpt ends at the last quote: at the end, or before "; expected string literal" and
+  // the like, which the parser adds where it wanted a particular token.
+  const size_t to = what.rfind('\'');
+  if (to == std::string::npos || to < from) return what;
+  const size_t read = to - from;
   if (read <= kKeep + 20) return what;  // short enough to show whole
   size_t cut = from + kKeep;
   while (cut > from && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;  // not mid-character
-  return what.substr(0, cut) + "...' (" + std::to_string(read) + " bytes)";
+  return what.substr(0, cut) + "...' (" + std::to_string(read) + " bytes)" + what.substr(to + 1);
 }
 
 // Reads all of `path` into `out`, refusing more than max_bytes: a config path that names

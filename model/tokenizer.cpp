@@ -566,7 +566,7 @@ void BpeTokenizer::Impl::load(const json& j) {
 
   if (!m.contains("vocab") || !m["vocab"].is_object()) fail("missing field model.vocab");
   vocab.reserve(m["vocab"].size() * 2);
-  // Ids are read as written and held below twice the number of entries (a real tokenizer's are
+  // Ids are read as written and held below 2n + 256 for n entries (a real tokenizer's are
   // dense): get<int32_t> wrapped 4294967393 to 97, and a 5 KB file with one id of 3*10^8 made a
   // 10 GB table.
   const json added_tokens = j.value("added_tokens", json::array());
@@ -576,7 +576,7 @@ void BpeTokenizer::Impl::load(const json& j) {
     if (!whole || (v.is_number_unsigned() ? v.get<uint64_t>() >= uint64_t(id_bound)
                                           : v.get<int64_t>() < 0 || v.get<int64_t>() >= id_bound))
       fail("id " + v.dump() + " of " + field + " is not a whole number in [0, " + std::to_string(id_bound) +
-           "), twice the number of tokens");
+           "), the bound for " + std::to_string(m["vocab"].size() + added_tokens.size()) + " tokens");
     return int32_t(v.get<int64_t>());
   };
   int32_t max_id = -1;

@@ -38,9 +38,10 @@ std::string trainer_state_json(const TrainerState& s) {
 
 namespace {
 
-// std::mt19937_64's text state, as operator<< writes it: its 312 words and its position (0 to
-// 312). operator>> checks neither the count nor the position, and a state of all zeros gives 0
-// for ever: a damaged state would resume quietly on another stream than the run's.
+// std::mt19937_64's text state, as operator<< writes it: its 312 words, and with libstdc++ its
+// position (0 to 312; libc++ writes the words alone). operator>> checks neither the count nor the
+// position, and a state of all zeros gives 0 for ever: a damaged state would resume quietly on
+// another stream than the run's.
 std::string mt19937_64_state_error(const std::string& text) {
   constexpr size_t kWords = std::mt19937_64::state_size;
   std::vector<uint64_t> v;
@@ -55,10 +56,11 @@ std::string mt19937_64_state_error(const std::string& text) {
     v.push_back(x);
     p = next;
   }
-  if (v.size() != kWords + 1)
-    return "holds " + std::to_string(v.size()) + " numbers, not " + std::to_string(kWords + 1);
-  if (v.back() > kWords) return "has a position past " + std::to_string(kWords);
-  if (std::all_of(v.begin(), v.end() - 1, [](uint64_t w) { return w == 0; })) return "is all zeros";
+  if (v.size() != kWords && v.size() != kWords + 1)
+    return "holds " + std::to_string(v.size()) + " numbers, not " + std::to_string(kWords) + " or " +
+           std::to_string(kWords + 1);
+  if (v.size() == kWords + 1 && v.back() > kWords) return "has a position past " + std::to_string(kWords);
+  if (std::all_of(v.begin(), v.begin() + kWords, [](uint64_t w) { return w == 0; })) return "is all zeros";
   return "";
 }
 
@@ -227,6 +229,7 @@ std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_d
     });
     int64_t n = 0;
     if (!digits_only || std::from_chars(digits.data(), digits.data() + digits.size(), n).ec != std::errc()) continue;
+    if (name != "step-" + std::to_string(n)) continue;  // step-0012: not a name write_checkpoint gives
     if (!fs::exists(e.path() / "trainer_state.json")) continue;
     out.emplace_back(n, e.path());
   }

@@ -165,9 +165,9 @@ void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& c, const fs::p
   if (!why_saved.empty()) throw UserError(saved.string() + ": " + why_saved);
   if (now != then)
     throw UserError(std::string(c.model.tokenizer.empty() ? "model.path: " : "model.tokenizer: ") + path +
-                    " is not the tokenizer the run trained with (" + saved.string() +
-                    "): it changed since, and the checkpoint's weights would read other token ids; copy that file "
-                    "back to resume");
+                    " differs from the checkpoint's copy, " + saved.string() +
+                    ", the tokenizer the run trained with: the checkpoint's weights would read other token ids; "
+                    "restore the file the run used to resume");
 }
 
 void refuse_a_directory_that_cannot_be_made(const std::filesystem::path& dir, const std::string& what) {

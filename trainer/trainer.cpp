@@ -371,7 +371,6 @@ int train(const TrainOptions& opt) {
                                 tok->vocab_size(), model_cfg.vocab_size));
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
-  if (ckpt) refuse_a_tokenizer_unlike_the_checkpoints(cfg, *ckpt);
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
@@ -390,6 +389,8 @@ int train(const TrainOptions& opt) {
       } catch (const std::runtime_error& e) {
         throw UserError(std::string("resume: ") + e.what());
       }
+      // After the checksums: a checkpoint copy damaged on disk is named as such, not as a change.
+      refuse_a_tokenizer_unlike_the_checkpoints(cfg, *ckpt);
     }
     // A new run checks the eval keys with evaluation off too: a typo is said now, not when it is
     // turned on. A resume with it off does not need its data where it was.

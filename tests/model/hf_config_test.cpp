@@ -405,6 +405,23 @@ TEST(HfConfigErrors, AnUnterminatedStringIsQuotedShort) {
     // The 16 bytes before the string and its 6,000: the library stops at the end, column 6,017.
     EXPECT_EQ(m.rfind("config.json: invalid JSON: parse error at line 1, column 6017: ", 0), 0u) << m;
   }
+  // The same as a key: the parser adds what it expected after the excerpt, which is kept.
+  try {
+    parse_config("{\"" + std::string(6000, 'x'), "config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_LT(m.size(), 300u) << m.substr(0, 400);
+    EXPECT_NE(m.find("...' (6001 bytes); expected string literal"), std::string::npos) << m;
+  }
+  // A number past a double's range is nlohmann's out_of_range, not a parse_error: it escaped as
+  // "azr: error: [json.exception.out_of_range.406] ...", exit 1.
+  try {
+    parse_config("{\"vocab_size\": 1e400}", "config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("config.json: invalid JSON: number overflow", 0), 0u) << e.what();
+  }
 }
 
 // A field 200,000 levels deep: describing it in the error recursed once per level and overflowed
@@ -645,16 +662,17 @@ TEST(CheckCheckpoint, ExtraTensor) {
             "'model.layers.0.self_attn.o_proj.bias' [8]");
 }
 
-// A config that says more layers than the file could hold (9 tensors a layer at least) is refused
-// before its tensor list is built: 2^31 - 1 layers built strings until the OOM killer came.
+// A config that says more layers than the file has tensors is refused before its tensor list is
+// built: 2^31 - 1 layers built strings until the OOM killer came. A near miss lists what is missing.
 TEST(CheckCheckpoint, MoreLayersThanTheFileHoldsIsRefusedAtOnce) {
   json j = tiny_json(false);
   j["num_hidden_layers"] = 2147483647;
   EXPECT_EQ(check_error(parse(j), tiny_tensors(true)),
-            "checkpoint: does not match the config: num_hidden_layers (2147483647) needs at least 19327352825 "
-            "tensors, the checkpoint has 27");
-  j["num_hidden_layers"] = 3;  // 29 tensors needed, 27 there: the same
-  EXPECT_NE(check_error(parse(j), tiny_tensors(true)).find("needs at least 29 tensors"), std::string::npos);
+            "checkpoint: does not match the config: num_hidden_layers (2147483647) is more than the checkpoint's 27 "
+            "tensors");
+  j["num_hidden_layers"] = 3;
+  EXPECT_NE(check_error(parse(j), tiny_tensors(true)).find("missing tensor 'model.layers.2.input_layernorm.weight'"),
+            std::string::npos);
 }
 
 TEST(CheckCheckpoint, ReportsFirstFewProblems) {

@@ -361,7 +361,8 @@ TEST_F(BadTokenizerFile, DeepNestingAndEndlessFilesAreRefused) {
   EXPECT_NE(err.find("/dev/zero: is larger than 256 MiB"), std::string::npos) << err;
 }
 
-// Ids are whole numbers below twice the number of tokens (258 here: bound 2 * 259 + 256 = 774)
+// Ids are whole numbers below 2n + 256 for n tokens (n = 259 here, 258 in the vocabulary and the
+// added one: 774)
 // and no two vocabulary entries share one. 4294967393 was read as 97 ('a'), aliasing an added
 // token with a byte; 300000000 made a table of 300 million entries from a 5 KB file.
 TEST_F(BadTokenizerFile, IdsAreBoundedAndDistinct) {

@@ -217,7 +217,7 @@ TEST_F(CheckpointFiles, AStateNoRunWritesIsRefused) {
       {"world_size 0", {{"world_size", 0}}},
       {"negative count", {{"buffer_tasks", {{"deduction", -1}, {"abduction", 0}, {"induction", 0}}}}},
       {"data_rng is not a list", {{"data_rng", "garbage"}}},
-      {"data_rng holds 312 numbers", {{"data_rng", words}}},
+      {"data_rng holds 311 numbers", {{"data_rng", words.substr(0, words.rfind(' '))}}},
       {"data_rng has a position past 312", {{"data_rng", words + " 999"}}},
       {"data_rng is all zeros", {{"data_rng", zeros + "312"}}},
   };
@@ -243,7 +243,7 @@ TEST_F(CheckpointFiles, AStateNoRunWritesIsRefused) {
 // std::stoll threw on it, and listing runs at every checkpoint's pruning, so the run ended.
 TEST_F(CheckpointFiles, AStepNumberPast64BitsIsNotACheckpoint) {
   write_checkpoint(run_, state(2), weights, 0);
-  for (const char* name : {"step-99999999999999999999", "step-\xc3\xa9", "step--1", "step-+1"}) {
+  for (const char* name : {"step-99999999999999999999", "step-\xc3\xa9", "step--1", "step-+1", "step-0012"}) {
     fs::create_directories(run_ / "checkpoints" / name);
     std::ofstream(run_ / "checkpoints" / name / "trainer_state.json") << "{}";
   }
