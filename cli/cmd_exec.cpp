@@ -96,7 +96,7 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
   c->add_option("--entry", o.entry, "name of the function to call")->capture_default_str();
   c->add_option("--timeout", o.timeout, "CPU seconds per job")->capture_default_str()
       ->check(between(sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds));
-  c->add_option("--wall-timeout", o.wall_timeout, "wall-clock seconds per job (default: max(2*timeout, timeout+1))")
+  c->add_option("--wall-timeout", o.wall_timeout, "wall-clock seconds per job (0, the default: max(2*timeout, timeout+1))")
       ->check(between(0.0, 7200.0));
   c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()
       ->check(between(sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib));

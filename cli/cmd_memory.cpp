@@ -29,7 +29,8 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
   c->footer(
       "MODEL is a model directory (its config.json), a config.json, or a preset (azr-tiny, azr-25m). "
       "bf16-mixed is the GPU plan (bf16 weights, activations and KV cache; fp32 master weights, gradients and "
-      "AdamW state: 18 bytes per parameter); fp32 is the CPU backend's (with --device cpu). "
+      "AdamW state: 18 bytes per parameter), the default for either --device; fp32 is what the CPU backend "
+      "holds (give --precision fp32 with --device cpu). "
       "--micro-batch 0 picks the largest that "
       "fits --budget-gib. Example, Qwen2.5-1.5B RL on one 80 GB GPU: azr memory MODEL_DIR --seq-len 4096 "
       "--kv-slots 256 --kv-capacity 4096");

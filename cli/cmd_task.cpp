@@ -287,7 +287,7 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
 
   CLI::App* g = c->add_subcommand("grade", "Extract and grade solver responses as training does");
   g->footer("Input lines: {\"task\": TASK (import format), \"response\": RAW}. Output lines: {\"correct\", \"reward\", "
-            "\"reason\"}; an input \"id\" is copied.");
+            "\"reason\"[, \"detail\"]}; an input \"id\" is copied.");
   g->add_option("--type", o.type, "task type")->required()->check(types);
   g->add_option("--jsonl", o.jsonl, "JSONL file, or - for stdin")->required();
   add_sandbox_flags(g, o);
