@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -138,6 +139,20 @@ inline std::string reference_repr(const std::string& program, const std::string&
 }
 
 // One JSON value per non-empty line (the output of --json and --jsonl commands).
+// Makes a checkpoint directory as azr wrote them before the checksum manifests: no
+// checksums.xxh128, and no "checksums" key in trainer_state.json naming it. The suites use it to
+// reach the loaders' own checks, which the manifest would otherwise stop first.
+inline void as_written_before_manifests(const std::filesystem::path& checkpoint) {
+  std::filesystem::remove(checkpoint / "checksums.xxh128");
+  const std::filesystem::path state = checkpoint / "trainer_state.json";
+  std::ifstream in(state);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  in.close();
+  if (!j.is_object()) return;  // a test that broke the state on purpose keeps it broken
+  j.erase("checksums");
+  std::ofstream(state, std::ios::trunc) << j.dump(2) << "\n";
+}
+
 inline std::vector<nlohmann::json> json_lines(const std::string& out) {
   std::vector<nlohmann::json> v;
   std::istringstream in(out);

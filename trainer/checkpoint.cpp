@@ -33,6 +33,9 @@ std::string trainer_state_json(const TrainerState& s) {
   j["world_size"] = s.world_size;
   j["buffer_tasks"] = {{"deduction", s.buffer_tasks[0]}, {"abduction", s.buffer_tasks[1]},
                        {"induction", s.buffer_tasks[2]}};
+  // write_checkpoint adds the manifest beside this file: a checkpoint that says so and lacks it
+  // lost it (verify_checksums), where a missing manifest alone passed as an older checkpoint's.
+  j["checksums"] = kChecksumsFile;
   return j.dump(2) + "\n";
 }
 
@@ -175,7 +178,16 @@ void write_checksums(const fs::path& dir) {
 
 bool verify_checksums(const fs::path& dir) {
   const fs::path manifest = dir / kChecksumsFile;
-  if (!fs::exists(manifest)) return false;
+  if (!fs::exists(manifest)) {
+    // Checkpoints from before the manifests have none; one whose state names its manifest lost it.
+    std::string state;
+    const fs::path state_file = dir / "trainer_state.json";
+    if (model::read_file_at_most(state_file.string(), size_t(1) << 20, state).empty() &&
+        state.find("\"checksums\"") != std::string::npos)
+      throw std::runtime_error(manifest.string() + ": missing, though " + state_file.string() +
+                               " says the checkpoint was written with it; nothing in it can be checked");
+    return false;
+  }
   std::ifstream in(manifest, std::ios::binary);
   if (!in) throw std::runtime_error(manifest.string() + ": cannot read it");
   std::string line;

@@ -50,8 +50,9 @@ void write_checksums(const std::filesystem::path& dir);
 // Checks every file the manifest names against its checksum, and that every file in `dir` is
 // named. Throws std::runtime_error naming the first file that is missing, differs from its
 // checksum or is not in the manifest, an empty manifest, or a line that is not one of
-// write_checksums'. Returns false, checking nothing, for a checkpoint without a manifest (written
-// before azr wrote them).
+// write_checksums'. Returns false, checking nothing, for a checkpoint without a manifest written
+// before azr wrote them; a later one's trainer_state.json names its manifest ("checksums"), and
+// without it the checkpoint is refused.
 bool verify_checksums(const std::filesystem::path& dir);
 
 // Complete checkpoints (step-N with a trainer_state.json), oldest first.

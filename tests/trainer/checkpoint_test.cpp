@@ -181,10 +181,17 @@ TEST_F(CheckpointFiles, AFileTheManifestDoesNotNameIsRefused) {
   EXPECT_NE(why.find("checksums.xxh128: empty"), std::string::npos) << why;
 }
 
-// A checkpoint from before the manifests: nothing to check, and no error.
+// A checkpoint from before the manifests: nothing to check, and no error. One written since,
+// whose trainer_state.json names its manifest, lost it: refused, where it passed unchecked.
 TEST_F(CheckpointFiles, ACheckpointWithoutAManifestIsNotChecked) {
   const fs::path ck = write_checkpoint(run_, state(1), weights, 0);
   fs::remove(ck / "checksums.xxh128");
+  const std::string why = verify_error(ck);
+  EXPECT_NE(why.find((ck / "checksums.xxh128").string() + ": missing, though " + (ck / "trainer_state.json").string() +
+                     " says the checkpoint was written with it"),
+            std::string::npos)
+      << why;
+  azr::testing::as_written_before_manifests(ck);
   EXPECT_FALSE(verify_checksums(ck));
 }
 

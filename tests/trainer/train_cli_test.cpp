@@ -794,7 +794,7 @@ TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
   ASSERT_FALSE(buffer.empty());
   // The checkpoint's own check (its checksums) off, to reach the buffer's: a checkpoint from before
   // the manifests, or one damaged before its manifest was written.
-  fs::remove(run / ("checkpoints/step-" + std::to_string(kSteps)) / "checksums.xxh128");
+  azr::testing::as_written_before_manifests(run / ("checkpoints/step-" + std::to_string(kSteps)));
   // Not SQLite; an empty file (SQLite would take it for a new, empty database).
   for (const std::string& garbage : {std::string("garbage\n"), std::string()}) {
     std::ofstream(run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db", std::ios::trunc) << garbage;
@@ -814,7 +814,7 @@ TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
 TEST(TrainCli, ResumeWithADamagedSnapshotPageKeepsTheLiveBuffer) {
   const fs::path run = copy_of_reference("damaged-snapshot");
   const fs::path snapshot = run / ("checkpoints/step-" + std::to_string(kSteps)) / "buffer.db";
-  fs::remove(snapshot.parent_path() / "checksums.xxh128");  // to reach the buffer's own check
+  azr::testing::as_written_before_manifests(snapshot.parent_path());  // to reach the buffer's own check
   const std::string buffer = slurp(run / "buffer.db");
   // The page: from sqlite_master, read by CPython's sqlite3 (an independent reader).
   const auto page = azr::testing::run_process(
@@ -860,8 +860,14 @@ TEST(TrainCli, ResumeOfADamagedCheckpointStopsAndNamesTheFile) {
   EXPECT_EQ(slurp(run / "config.toml"), config);
   EXPECT_TRUE(slurp(run / "buffer.db") == buffer) << "the live buffer.db changed";
   EXPECT_FALSE(fs::exists(run / ("checkpoints/step-" + std::to_string(kSteps + 1))));
-  // A checkpoint from before the manifests resumes, unchecked, and says so.
+  // Its manifest deleted: refused, where it resumed unchecked and wrote the damage into the next
+  // checkpoint under a new manifest.
   fs::remove(model.parent_path() / "checksums.xxh128");
+  r = run_process(resume_args(run.string(), kSteps + 1));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("checksums.xxh128: missing, though"), std::string::npos) << r.err;
+  // A checkpoint from before the manifests resumes, unchecked, and says so.
+  azr::testing::as_written_before_manifests(model.parent_path());
   r = run_process(resume_args(run.string(), kSteps + 1));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("written without checksums"), std::string::npos) << r.err;
@@ -879,7 +885,7 @@ TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
   for (const auto& [what, do_break] : breaks) {
     const fs::path run = copy_of_reference("failed-resume");
     const std::string config = slurp(run / "config.toml"), buffer = slurp(run / "buffer.db");
-    fs::remove(run / newest / "checksums.xxh128");  // to reach the loaders' own checks
+    azr::testing::as_written_before_manifests(run / newest);  // to reach the loaders' own checks
     do_break(run);
     const auto r = run_process(resume_args(run.string(), kSteps + 5));
     EXPECT_NE(r.exit_code, 0) << what;
