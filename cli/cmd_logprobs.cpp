@@ -1,6 +1,8 @@
 // azr logprobs: score texts (or token ids) under a model, one log-prob per token.
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "cli/number_checks.h"
@@ -70,6 +72,14 @@ int run_logprobs(const LogprobsOptions& o) {
     }
     seqs.push_back(std::move(ids));
   }
+  // As generate says it (and HF): RoPE runs past the trained context, on positions the model was
+  // never trained on.
+  size_t longest = 0;
+  for (const std::vector<int32_t>& ids : seqs) longest = std::max(longest, ids.size());
+  if (const int64_t context = m.config().max_position_embeddings; context > 0 && int64_t(longest) > context)
+    spdlog::warn("logprobs: a sequence of {} tokens passes the model's max_position_embeddings ({}): positions past "
+                 "it are outside what the model was trained on",
+                 longest, context);
 
   // Consecutive chunks keep the output in input order; score()'s logp[b*T + t] is logprobs[t].
   for (size_t start = 0; start < seqs.size(); start += size_t(o.batch_size)) {

@@ -289,6 +289,14 @@ TEST_F(GenerateCli, PastTheTrainedContextWarns) {
                           std::to_string(context) + ")"),
             std::string::npos)
       << past.err;
+  // logprobs says the same of a sequence longer than the context (it said nothing).
+  const std::string ids = json{{"ids", std::vector<int>(size_t(context) + 1, 65)}}.dump() + "\n";
+  const auto scored = run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, ids);
+  ASSERT_EQ(scored.exit_code, 0) << scored.err;
+  EXPECT_NE(scored.err.find("a sequence of " + std::to_string(context + 1) +
+                            " tokens passes the model's max_position_embeddings (" + std::to_string(context) + ")"),
+            std::string::npos)
+      << scored.err;
 }
 
 TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
