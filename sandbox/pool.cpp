@@ -170,6 +170,8 @@ struct Pool::Impl {
     int status = 0;
     waitpid(w.z.pid, &status, 0);
     if (w.z.pidfd >= 0) close(w.z.pidfd);
+    std::lock_guard lk(mu);  // workers() says it is gone: the pid may be another process's soon
+    if (static_cast<size_t>(w.index) < info.size()) info[static_cast<size_t>(w.index)].pid = -1;
   }
 
   // The zygote died or hung: report the job it was running, re-queue the ones behind it,

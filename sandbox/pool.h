@@ -42,7 +42,7 @@ struct PoolOptions {
 struct WorkerInfo {
   int index = 0;
   SeedClass seed = SeedClass::Primary;
-  int pid = -1;
+  int pid = -1;  // -1 while the worker is down or its replacement starting
   std::string namespaces;
   std::vector<std::string> warnings;
   std::string python_version;

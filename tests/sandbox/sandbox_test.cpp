@@ -607,6 +607,7 @@ TEST(SandboxPoolTest, AWorkerThatCannotStartIsRetriedAndItsJobsDoNotWait) {
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   for (int i = 0; i < 3000 && pool.stats().failed_starts == 0; i++) usleep(10 * 1000);
   ASSERT_GE(pool.stats().failed_starts, 1u);
+  EXPECT_EQ(pool.workers().at(0).pid, -1);  // down: it named the killed zygote's pid
   // Collected on a thread of its own: the old pool queued the job for ever, and a test that
   // hangs says nothing.
   auto result = std::make_shared<std::promise<CallResult>>();
