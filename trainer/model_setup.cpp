@@ -176,6 +176,10 @@ void refuse_a_directory_that_cannot_be_made(const std::filesystem::path& dir, co
   if (!p.has_filename()) p = p.parent_path();  // "runs/a/": the directory itself
   for (; !ec; p = p.parent_path()) {  // the nearest part of the path that exists decides
     const fs::file_type type = fs::status(p, ec).type();
+    // A symlink to nothing reads as not there, but mkdir cannot make a directory in its place.
+    if (type == fs::file_type::not_found && fs::is_symlink(fs::symlink_status(p)))
+      throw UserError(what + p.string() + " is a symlink to " + fs::read_symlink(p).string() +
+                      ", which does not exist");
     if (type == fs::file_type::not_found && p.has_relative_path()) {
       ec.clear();
       continue;

@@ -731,9 +731,13 @@ TEST(TrainCli, ARunDirectoryThatCannotBeMadeIsNamed) {
   const fs::path dir = scratch("unmakeable-run-dir");
   fs::create_directories(dir);
   std::ofstream(dir / "a-file") << "not a directory\n";
+  // A symlink to nothing passed as a path to make, and failed after the model loaded.
+  fs::create_symlink(dir / "gone", dir / "dangling");
   std::vector<std::pair<fs::path, std::string>> cases = {
       {dir / "a-file", (dir / "a-file").string() + " is not a directory"},
       {dir / "a-file" / "run", (dir / "a-file").string() + " is not a directory"},
+      {dir / "dangling", (dir / "dangling").string() + " is a symlink to " + (dir / "gone").string() +
+                             ", which does not exist"},
   };
   if (geteuid() != 0) {  // root writes through permission bits
     fs::create_directories(dir / "read-only");
