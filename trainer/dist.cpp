@@ -7,6 +7,7 @@
 #include "trainer/dist_nccl.h"
 #endif
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <stdexcept>
@@ -219,6 +220,10 @@ std::unique_ptr<Communicator> make_communicator(const LaunchInfo& launch, const 
   }
   TcpOptions options;
   options.io_timeout = io_timeout;
+  // The rendezvous waits as long as a collective would: rank 0 verifies a checkpoint's checksums
+  // (every byte, tens of GB at 3B) before it makes its communicator, and the peers gave up at the
+  // fixed 60 s while --dist-timeout said 30 minutes (from an audit).
+  options.connect_timeout = std::max(options.connect_timeout, io_timeout);
   return std::make_unique<TcpCommunicator>(launch, options);
 }
 

@@ -269,9 +269,12 @@ void TcpCommunicator::Impl::listen_and_accept(int port) {
     Hello hello{};
     bool ok = true;
     fds[0] = fd;
+    // A hello is 16 bytes sent at connect: a few seconds for it, not the whole rendezvous, so a
+    // stranger that connects and says nothing (a port scan, a health check) does not hold the
+    // peers queued behind it until the deadline.
     const auto saved = options.io_timeout;
-    options.io_timeout = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
-                                                       deadline - Clock::now()));
+    options.io_timeout = std::clamp(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()),
+                                    milliseconds(1), milliseconds(5'000));
     try {
       recv_all(0, &hello, sizeof hello, "handshake");
     } catch (const std::runtime_error&) {
@@ -427,6 +430,18 @@ void TcpCommunicator::allreduce_impl(std::span<T> data, std::uint32_t dtype) {
 void TcpCommunicator::allreduce_sum(std::span<float> data) { allreduce_impl(data, kFloat); }
 void TcpCommunicator::allreduce_sum(std::span<double> data) { allreduce_impl(data, kDouble); }
 
+// A buffer sized to what a peer announced: an allocation that fails says which rank announced how
+// many bytes in which collective, where a bare std::bad_alloc was taken for the command's own flags.
+template <class Bytes>
+static void resize_for_peer(const std::string& who, Bytes& b, std::uint64_t count, int peer, const std::string& what) {
+  try {
+    b.resize(count);
+  } catch (const std::exception&) {  // std::bad_alloc, or std::length_error past max_size()
+    throw std::runtime_error(who + ": rank " + std::to_string(peer) + " announced " + std::to_string(count) +
+                             " bytes in " + what + ", more than this process can hold");
+  }
+}
+
 void TcpCommunicator::broadcast(std::string& bytes, int root) {
   if (root < 0 || root >= size_)
     throw std::invalid_argument("tcp: broadcast root " + std::to_string(root) + " is outside [0, " +
@@ -440,7 +455,7 @@ void TcpCommunicator::broadcast(std::string& bytes, int root) {
     if (rank_ == 0) {
       const auto headers = d.gather_headers(mine);
       if (root != 0) {
-        bytes.resize(headers[static_cast<std::size_t>(root)].count);
+        resize_for_peer(d.who(), bytes, headers[static_cast<std::size_t>(root)].count, root, what);
         d.recv_all(root, bytes.data(), bytes.size(), what);
       }
       const Header out{kBroadcast, static_cast<std::uint32_t>(root), bytes.size()};
@@ -459,7 +474,7 @@ void TcpCommunicator::broadcast(std::string& bytes, int root) {
       d.recv_all(0, &in, sizeof in, what);
       if (in.op != kBroadcast || in.arg != mine.arg)
         throw std::runtime_error(d.who() + ": protocol error in " + what + ": got " + describe(in));
-      bytes.resize(in.count);
+      resize_for_peer(d.who(), bytes, in.count, 0, what);
       d.recv_all(0, bytes.data(), bytes.size(), what);
     }
   });
@@ -479,7 +494,7 @@ std::vector<std::string> TcpCommunicator::allgather(const std::string& bytes) {
       const auto headers = d.gather_headers(mine);
       for (int r = 1; r < size_; ++r) {
         auto& s = out[static_cast<std::size_t>(r)];
-        s.resize(headers[static_cast<std::size_t>(r)].count);
+        resize_for_peer(d.who(), s, headers[static_cast<std::size_t>(r)].count, r, what);
         lens[static_cast<std::size_t>(r)] = s.size();
         d.recv_all(r, s.data(), s.size(), what);
       }
@@ -493,7 +508,7 @@ std::vector<std::string> TcpCommunicator::allgather(const std::string& bytes) {
       d.recv_all(0, lens.data(), lens.size() * sizeof(std::uint64_t), what);
       for (int r = 0; r < size_; ++r) {
         auto& s = out[static_cast<std::size_t>(r)];
-        s.resize(lens[static_cast<std::size_t>(r)]);
+        resize_for_peer(d.who(), s, lens[static_cast<std::size_t>(r)], 0, what);
         d.recv_all(0, s.data(), s.size(), what);
       }
     }

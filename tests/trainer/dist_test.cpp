@@ -603,6 +603,48 @@ TEST(DistTcp, RanksThatDisagreeStopAlikeNamingTheRank) {
   expect_all_zero(codes);
 }
 
+// A stranger that connects to the rendezvous port and says nothing (a port scan, a health check)
+// is dropped after a few seconds (5). Its hello was read with the whole rendezvous budget (10 s
+// here), so the real peer queued behind it waited past its own 7 s for the reply and failed.
+TEST(DistTcp, AStrangerThatSaysNothingHoldsNoPeerUp) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto codes = run_ranks(3, [port](int r) {
+    d::TcpOptions opts;
+    opts.connect_timeout = 10s;
+    if (r == 1) {  // the stranger: connects first, then silence past the rendezvous deadline
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const auto until = std::chrono::steady_clock::now() + 10s;
+      while (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        if (std::chrono::steady_clock::now() > until) return 6;
+        std::this_thread::sleep_for(20ms);
+      }
+      std::this_thread::sleep_for(12s);
+      ::close(fd);
+      return 0;
+    }
+    if (r == 2) {  // the real rank 1, behind the stranger, waiting 7 s for rank 0's reply
+      std::this_thread::sleep_for(1s);
+      opts.io_timeout = 7s;
+    }
+    try {
+      d::TcpCommunicator c(tcp_launch(r == 0 ? 0 : 1, 2, port), opts);
+      std::vector<double> v{1.0};
+      c.allreduce_sum(std::span<double>(v));
+      return v[0] == 2.0 ? 0 : 7;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+      return 8;
+    }
+  }, 40s);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[2], 0);
+}
+
 TEST(DistTcp, DuplicateRankIsRefused) {
   const int port = free_port();
   ASSERT_GT(port, 0);
