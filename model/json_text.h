@@ -24,10 +24,14 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
   const size_t at = what.find(kRead);
   if (at == std::string::npos) return what;
   const size_t from = at + kRead.size();
-  // The excerpt ends at the last quote: at the end, or before "; expected string literal" and
-  // the like, which the parser adds where it wanted a particular token.
-  const size_t to = what.rfind('\'');
-  if (to == std::string::npos || to < from) return what;
+  // The excerpt ends at the closing quote: before "; expected string literal" and the like, which
+  // the parser adds where it wanted a particular token (and which may hold quotes: "expected '['"),
+  // else at the end.
+  size_t to = what.find("'; expected ", from);
+  if (to == std::string::npos) {
+    if (what.back() != '\'') return what;
+    to = what.size() - 1;
+  }
   const size_t read = to - from;
   if (read <= kKeep + 20) return what;  // short enough to show whole
   size_t cut = from + kKeep;
