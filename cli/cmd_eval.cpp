@@ -263,13 +263,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(between(1, kMaxSamples));
   c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
       ->capture_default_str()->check(non_negative());
-  c->add_option("--temperature", o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)")
-      ->check(non_negative())
-      ->check(in_float_range());
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")
-      ->capture_default_str()
-      ->check(unit_mass())
-      ->check(in_float_range());
+  add_sampling_options(c, o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)", o.top_p);
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
       ->check(between(1, kMaxNewTokens));
   c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")

@@ -102,14 +102,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")
       ->capture_default_str()
       ->check(between(0, kMaxNewTokens));
-  c->add_option("--temperature", o.temperature, "sampling temperature; 0 = greedy")
-      ->capture_default_str()
-      ->check(non_negative())
-      ->check(in_float_range());
-  c->add_option("--top-p", o.top_p, "nucleus sampling mass, in (0, 1]")
-      ->capture_default_str()
-      ->check(unit_mass())
-      ->check(in_float_range());
+  add_sampling_options(c, o.temperature, "sampling temperature; 0 = greedy", o.top_p)->capture_default_str();
   c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")
       ->capture_default_str()
       ->check(non_negative());

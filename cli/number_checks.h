@@ -117,4 +117,19 @@ inline CLI::Validator in_float_range() {
       "");
 }
 
+// --temperature and --top-p, as every command that samples takes them: temperature 0 or more,
+// top-p in (0, 1], both within a float's range. Returns the temperature's option (a command that
+// shows its default adds capture_default_str). `Temperature` is float or std::optional<float>.
+template <class Temperature>
+CLI::Option* add_sampling_options(CLI::App* c, Temperature& temperature, const std::string& temperature_help,
+                                  float& top_p) {
+  CLI::Option* t = c->add_option("--temperature", temperature, temperature_help);
+  t->check(non_negative())->check(in_float_range());
+  c->add_option("--top-p", top_p, "nucleus sampling mass, in (0, 1]")
+      ->capture_default_str()
+      ->check(unit_mass())
+      ->check(in_float_range());
+  return t;
+}
+
 }  // namespace azr::cli
