@@ -75,19 +75,32 @@ void JsonlSink::sync() {
   if (::fsync(fd_) != 0) throw io_error("cannot sync", path_);
 }
 
-void truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
+MetricsTruncation truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
+  MetricsTruncation report;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec) return;
+  if (!std::filesystem::exists(path, ec) && !ec) return report;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw io_error("cannot read metrics file", path);
   std::string kept;
   std::string line;
+  int64_t line_number = 0;
   while (std::getline(in, line)) {
+    ++line_number;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) continue;
-    auto it = j.find("step");
-    if (it == j.end() || !it->is_number_integer()) continue;
-    if (it->get<int64_t>() > max_step) continue;
+    auto it = j.is_object() ? j.find("step") : j.end();
+    if (!j.is_object() || it == j.end() || !it->is_number_integer()) {
+      // getline sets eof only for a last line without its newline: the one a crash can tear.
+      if (in.eof()) {
+        report.torn_tail = true;
+      } else if (!line.empty()) {
+        if (report.unreadable++ == 0) report.first_unreadable_line = line_number;
+      }
+      continue;
+    }
+    if (it->get<int64_t>() > max_step) {
+      ++report.steps_after;
+      continue;
+    }
     kept += line;
     kept += '\n';
   }
@@ -118,6 +131,7 @@ void truncate_metrics_jsonl(const std::string& path, int64_t max_step) {
     ::unlink(tmp.c_str());
     throw err;
   }
+  return report;
 }
 
 }  // namespace azr::trainer

@@ -47,12 +47,23 @@ class JsonlSink : public MetricsSink {
 // The line JsonlSink writes for one step, without the newline.
 std::string metrics_json_line(int64_t step, double wall_time, const Scalars& scalars);
 
+// What truncate_metrics_jsonl dropped: the steps past the checkpoint, and the lines that are not
+// a metrics line at all. A torn last line (a crash in mid-write) counts as neither: it is the
+// expected debris. Anything else unreadable means the file was edited or damaged, which the
+// trainer reports (first_unreadable_line, 1-based) rather than dropping it unsaid.
+struct MetricsTruncation {
+  int64_t steps_after = 0;
+  int64_t unreadable = 0;
+  int64_t first_unreadable_line = 0;
+  bool torn_tail = false;
+};
+
 // For a run resuming from checkpoint max_step: keeps only the lines that parse as a JSON object
 // with an integer "step" <= max_step (a torn line from a crash parses as nothing and goes).
 // Replaces the file atomically (temp file in the same directory + rename), so a crash here
 // leaves either the old file or the new one. A missing file is nothing to do. Throws
 // std::runtime_error on I/O errors.
-void truncate_metrics_jsonl(const std::string& path, int64_t max_step);
+MetricsTruncation truncate_metrics_jsonl(const std::string& path, int64_t max_step);
 
 // CRC-32C (Castagnoli), as TFRecord framing uses it.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);

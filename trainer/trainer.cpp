@@ -540,10 +540,11 @@ int train(const TrainOptions& opt) {
   const int64_t first_step = state ? state->step + 1 : 1;
   std::vector<std::unique_ptr<MetricsSink>> sinks;
   std::unique_ptr<ConsoleView> console;
+  MetricsTruncation metrics_cut;
   if (root) {
     const std::string metrics = (run_dir / "metrics.jsonl").string();
     if (state)
-      truncate_metrics_jsonl(metrics, state->step);
+      metrics_cut = truncate_metrics_jsonl(metrics, state->step);
     else
       fs::remove(metrics);
     sinks.push_back(std::make_unique<JsonlSink>(metrics));
@@ -563,6 +564,9 @@ int train(const TrainOptions& opt) {
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() + ckpt_checked : std::string()));
   if (const std::string bits = kernels::reproducibility_note(cfg.model.device); !bits.empty()) log(bits);
+  if (metrics_cut.unreadable > 0)
+    log(fmt::format("warning: metrics.jsonl had {} line(s) that are not metrics (the first at line {}); "
+                    "the resume dropped them", metrics_cut.unreadable, metrics_cut.first_unreadable_line));
   if (comm->size() > 1 && !backend.host_memory)
     log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));

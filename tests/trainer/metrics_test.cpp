@@ -404,16 +404,24 @@ TEST(MetricsJsonlTruncate, KeepsStepsUpToMaxAndDropsTornAndGarbageLines) {
              "{\"step\": 3, \"time\": 3.0}\n"
              "{\"step\": 4, \"time\": 4.0}\n"
              "{\"step\": 5, \"time\": 5.0, \"a\": 0.");
-  azr::trainer::truncate_metrics_jsonl(p.string(), 10);
+  auto cut = azr::trainer::truncate_metrics_jsonl(p.string(), 10);
   EXPECT_EQ(read_file(p),
             "{\"step\": 1, \"time\": 1.0, \"a\": 0.5}\n"
             "{\"step\": 2, \"time\": 2.0, \"a\": null}\n"
             "{\"step\": 3, \"time\": 3.0}\n"
             "{\"step\": 4, \"time\": 4.0}\n");
-  azr::trainer::truncate_metrics_jsonl(p.string(), 2);
+  // Lines 2, 4 and 5 are not metrics; the empty line 6 is nothing; the last is a torn tail.
+  EXPECT_EQ(cut.unreadable, 3);
+  EXPECT_EQ(cut.first_unreadable_line, 2);
+  EXPECT_TRUE(cut.torn_tail);
+  EXPECT_EQ(cut.steps_after, 0);
+  cut = azr::trainer::truncate_metrics_jsonl(p.string(), 2);
   EXPECT_EQ(read_file(p),
             "{\"step\": 1, \"time\": 1.0, \"a\": 0.5}\n"
             "{\"step\": 2, \"time\": 2.0, \"a\": null}\n");
+  EXPECT_EQ(cut.unreadable, 0);
+  EXPECT_FALSE(cut.torn_tail);
+  EXPECT_EQ(cut.steps_after, 2);
   azr::trainer::truncate_metrics_jsonl(p.string(), 0);
   EXPECT_EQ(read_file(p), "");
 }
@@ -429,7 +437,11 @@ TEST(MetricsJsonlTruncate, ResumeThenAppendGivesOneLinePerStep) {
     std::ofstream torn(p, std::ios::app);
     torn << "{\"step\": 6, \"time\"";
   }
-  azr::trainer::truncate_metrics_jsonl(p.string(), 3);  // resume from checkpoint 3
+  auto cut = azr::trainer::truncate_metrics_jsonl(p.string(), 3);  // resume from checkpoint 3
+  // A crash's torn last line is expected debris, not an unreadable line to warn of.
+  EXPECT_TRUE(cut.torn_tail);
+  EXPECT_EQ(cut.unreadable, 0);
+  EXPECT_EQ(cut.steps_after, 2);
   {
     azr::trainer::JsonlSink sink(p.string());
     for (int64_t s = 4; s <= 6; ++s) sink.write(s, static_cast<double>(s), {{"x", s * 10.0}});

@@ -224,8 +224,13 @@ TEST(TrainCli, ResumeContinuesBitIdentically) {
   auto r = run_process(train_args(run.string(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(last_metrics_step(run), 1);
+  // A line that is not metrics (an edit, a damaged disk) goes on resume, and the log says so.
+  const std::string before = slurp(run / "metrics.jsonl");
+  std::ofstream(run / "metrics.jsonl", std::ios::trunc) << "an edited line\n" << before;
   r = run_process(resume_args(run.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("metrics.jsonl had 1 line(s) that are not metrics (the first at line 1)"), std::string::npos)
+      << r.err;
   expect_same_run(run, ref);
 }
 
