@@ -103,6 +103,7 @@ MetricsTruncation truncate_metrics_jsonl(const std::string& path, int64_t max_st
     }
     kept += line;
     kept += '\n';
+    ++report.lines_kept;
   }
   in.close();
 

@@ -52,6 +52,7 @@ std::string metrics_json_line(int64_t step, double wall_time, const Scalars& sca
 // expected debris. Anything else unreadable means the file was edited or damaged, which the
 // trainer reports (first_unreadable_line, 1-based) rather than dropping it unsaid.
 struct MetricsTruncation {
+  int64_t lines_kept = 0;
   int64_t steps_after = 0;
   int64_t unreadable = 0;
   int64_t first_unreadable_line = 0;

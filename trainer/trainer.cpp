@@ -716,7 +716,10 @@ int train(const TrainOptions& opt) {
   bool stopped = false;
   LostStepWatch lost_steps;
   int not_finite_in_a_row = 0;
-  if (!state && cfg.eval.at_start && cfg.eval.every > 0) {
+  // The step-0 row is written after checkpoint 0, so a run killed during that first evaluation
+  // resumes from step 0 with no line at all: the resume evaluates again (same weights, same seeds).
+  const bool step0_row_missing = !state || (state->step == 0 && metrics_cut.lines_kept == 0);
+  if (step0_row_missing && cfg.eval.at_start && cfg.eval.every > 0) {
     Scalars metrics;
     run_eval(0, metrics);
     if (root && !metrics.empty())

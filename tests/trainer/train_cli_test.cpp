@@ -234,6 +234,31 @@ TEST(TrainCli, ResumeContinuesBitIdentically) {
   expect_same_run(run, ref);
 }
 
+// eval.at_start writes its step-0 row after checkpoint 0: a run killed during that evaluation
+// resumes from step 0 with no row, and the resume evaluates again; a resume that has the row
+// does not write a second one.
+TEST(TrainCli, ResumeFromStepZeroWritesTheStartEvaluationItLacks) {
+  const fs::path run = scratch("resume-step-0");
+  std::vector<std::string> args = train_args(run.string(), 0);
+  args.insert(args.end(), {"--set", "eval.at_start=true"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> first = metrics(run);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["step"], 0);
+  EXPECT_TRUE(first[0].contains("eval/cruxeval_o/pass@1")) << first[0];
+  ASSERT_TRUE(fs::exists(run / "checkpoints/step-0"));
+
+  r = run_process(resume_args(run.string(), 0));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(metrics(run), first);
+
+  std::ofstream(run / "metrics.jsonl", std::ios::trunc).flush();  // killed during the evaluation
+  r = run_process(resume_args(run.string(), 0));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(metrics(run), first);
+}
+
 // The whole run on cpu-guarded (backend memory the host cannot touch: kernels/guarded) with
 // activation recomputation, resumed half way: generation, learning, evaluation, checkpoints and
 // resume must reach the model through the op table alone (else the run stops with a message),
