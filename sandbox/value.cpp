@@ -345,7 +345,7 @@ uint64_t hash_double(double v) {
 
 // Order-dependent combination (CPython's xxHash-based tuplehash).
 template <class ItemHash>
-uint64_t hash_sequence(const Value::Items& items, ItemHash item_hash) {
+uint64_t hash_sequence(const Value::Items& items, ItemHash& item_hash) {
   constexpr uint64_t kPrime1 = 11400714785074694791ULL;
   constexpr uint64_t kPrime2 = 14029467366897019727ULL;
   constexpr uint64_t kPrime5 = 2870177450012600261ULL;
@@ -437,9 +437,8 @@ uint64_t match_number_hash(const Value& v) {
 // A hash of any hashable value with the given hash of numbers: Python's hash() (value_hash) or
 // the collision-resistant one (match_hash). Containers combine their items' hashes as CPython's
 // tuple and frozenset hashes do.
-template <class NumberHash>
-uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
-  const auto item_hash = [&](const Value& item) { return hash_value_with(item, number_hash); };
+template <class NumberHash, class ItemHash>
+uint64_t hash_node(const Value& v, NumberHash number_hash, ItemHash& item_hash) {
   switch (v.kind()) {
     case ValueKind::Bool:
     case ValueKind::Int:
@@ -470,6 +469,38 @@ uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
   }
   return 0;
 }
+
+template <class NumberHash>
+uint64_t hash_value_with(const Value& v, NumberHash number_hash) {
+  const auto item_hash = [&](const Value& item) { return hash_value_with(item, number_hash); };
+  return hash_node(v, number_hash, item_hash);
+}
+
+// match_hash of the containers met in one comparison, each computed once. python_equal hashes a
+// set's items to pair them, then compares each pair, which hashes the items' items again: without
+// the memo a set nested d deep costs size x depth, about a second of the supervisor's CPU for one
+// result under the 1 MiB cap (200,000 nodes 870 deep). Keyed by address: the values outlive the
+// comparison and do not move during it.
+class MatchHashes {
+ public:
+  MatchHashes() = default;
+  MatchHashes(const MatchHashes&) = delete;  // a copy would copy the memo: passed by reference only
+  MatchHashes& operator=(const MatchHashes&) = delete;
+
+  uint64_t operator()(const Value& v) {
+    const ValueKind k = v.kind();
+    const bool container = k == ValueKind::Tuple || k == ValueKind::List || k == ValueKind::Set ||
+                           k == ValueKind::FrozenSet || k == ValueKind::Dict;
+    if (!container) return hash_node(v, match_number_hash, *this);
+    if (const auto it = memo_.find(&v); it != memo_.end()) return it->second;
+    const uint64_t h = hash_node(v, match_number_hash, *this);  // may insert: no iterator held across
+    memo_.emplace(&v, h);
+    return h;
+  }
+
+ private:
+  std::unordered_map<const Value*, uint64_t> memo_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Equality
@@ -531,7 +562,7 @@ bool number_equal(const Value& a, const Value& b, NanRule nan) {
 // collision) are adjacent in the multimap; each lookup starts at the first still unpaired (find),
 // not at equal_range, which walks to the run's end: n NaNs cost O(n), not O(n^2).
 template <class Entry, class HashOf, class Matches>
-bool unordered_equal(const std::vector<Entry>& a, const std::vector<Entry>& b, HashOf hash_of,
+bool unordered_equal(const std::vector<Entry>& a, const std::vector<Entry>& b, HashOf&& hash_of,
                      Matches matches) {
   if (a.size() != b.size()) return false;
   std::unordered_multimap<uint64_t, size_t> unpaired;
@@ -547,10 +578,12 @@ bool unordered_equal(const std::vector<Entry>& a, const std::vector<Entry>& b, H
   return true;
 }
 
-bool sequence_equal(const Value::Items& a, const Value::Items& b, NanRule nan) {
+bool equal_with(const Value& a, const Value& b, NanRule nan, MatchHashes& hashes);
+
+bool sequence_equal(const Value::Items& a, const Value::Items& b, NanRule nan, MatchHashes& hashes) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k) {
-    if (!python_equal(a[k], b[k], nan)) return false;
+    if (!equal_with(a[k], b[k], nan, hashes)) return false;
   }
   return true;
 }
@@ -858,7 +891,9 @@ void encode_value(const Value& v, std::string& out) {
 // ---------------------------------------------------------------------------------------------
 // Equality and hashing
 
-bool python_equal(const Value& a, const Value& b, NanRule nan) {
+namespace {
+
+bool equal_with(const Value& a, const Value& b, NanRule nan, MatchHashes& hashes) {
   const ValueKind ka = a.kind(), kb = b.kind();
   if (is_number(ka) || is_number(kb)) {
     return is_number(ka) && is_number(kb) && number_equal(a, b, nan);
@@ -869,25 +904,32 @@ bool python_equal(const Value& a, const Value& b, NanRule nan) {
   if (is_set_like(ka) || is_set_like(kb)) {
     if (!is_set_like(ka) || !is_set_like(kb)) return false;
     return unordered_equal(
-        a.items(), b.items(), [](const Value& x) { return match_hash(x); },
-        [nan](const Value& x, const Value& y) { return python_equal(x, y, nan); });
+        a.items(), b.items(), hashes,
+        [nan, &hashes](const Value& x, const Value& y) { return equal_with(x, y, nan, hashes); });
   }
   if (ka != kb) return false;
   switch (ka) {
     case ValueKind::Str: return a.as_bytes() == b.as_bytes();
     case ValueKind::Tuple:
-    case ValueKind::List: return sequence_equal(a.items(), b.items(), nan);
+    case ValueKind::List: return sequence_equal(a.items(), b.items(), nan, hashes);
     case ValueKind::Dict:
       // Python looks each key of a up in b (by hash, then ==) and compares the values. The pair's
       // hash, not the key's: under NanRule::Identical a dict's NaN keys all hash alike.
       return unordered_equal(
           a.pairs(), b.pairs(),
-          [](const auto& entry) { return match_hash(entry.first) * 31 + match_hash(entry.second); },
-          [nan](const auto& x, const auto& y) {
-            return python_equal(x.first, y.first, nan) && python_equal(x.second, y.second, nan);
+          [&hashes](const auto& entry) { return hashes(entry.first) * 31 + hashes(entry.second); },
+          [nan, &hashes](const auto& x, const auto& y) {
+            return equal_with(x.first, y.first, nan, hashes) && equal_with(x.second, y.second, nan, hashes);
           });
     default: return true;  // None and Ellipsis are singletons
   }
+}
+
+}  // namespace
+
+bool python_equal(const Value& a, const Value& b, NanRule nan) {
+  MatchHashes hashes;
+  return equal_with(a, b, nan, hashes);
 }
 
 uint64_t value_hash(const Value& v) { return hash_value_with(v, python_number_hash); }

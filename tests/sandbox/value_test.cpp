@@ -526,5 +526,32 @@ TEST(ValueModel, LargeSetsOfNaNsAndCollidingValuesCompareAsPython) {
   EXPECT_FALSE(python_equal(Value::dict(pairs), Value::dict(shuffled), NanRule::Identical));
 }
 
+// Sets and dicts nested deep: python_equal hashes each node's subtree once (a memo), where it
+// hashed it again at every level above (size x depth); the answers must stay Python's. A
+// difference at the bottom, under a NaN, or between a set and a frozenset level by level.
+TEST(ValueModel, DeeplyNestedSetsAndDictsCompareAsPython) {
+  const double nan = std::nan("");
+  constexpr int kDepth = 900;  // about CPython's recursion limit
+  auto nest = [&](int depth, const Value& bottom, bool reversed, bool frozen) {
+    Value v = bottom;
+    for (int level = 0; level < depth; ++level) {
+      Value::Items items{Value::str("a"), Value::integer(level), Value::floating(nan), v};
+      if (reversed) std::reverse(items.begin(), items.end());
+      v = frozen ? Value::frozenset(items) : Value::set(items);
+      v = Value::dict({{Value::integer(level), v}, {Value::str("k"), Value::tuple({Value::str("t")})}});
+    }
+    return v;
+  };
+  const Value a = nest(kDepth, Value::integer(1), false, true);
+  EXPECT_TRUE(python_equal(a, nest(kDepth, Value::integer(1), true, false), NanRule::Identical));
+  EXPECT_TRUE(python_equal(a, nest(kDepth, Value::floating(1.0), true, true), NanRule::Identical));
+  EXPECT_FALSE(python_equal(a, nest(kDepth, Value::integer(2), true, true), NanRule::Identical));
+  EXPECT_FALSE(python_equal(a, nest(kDepth - 1, Value::integer(1), false, true), NanRule::Identical));
+  EXPECT_FALSE(python_equal(a, a, NanRule::Python));  // every level holds a NaN
+  // The same subtree met twice in one comparison (a value and its reversal, each twice).
+  const Value twice = Value::tuple({a, a});
+  EXPECT_TRUE(python_equal(twice, Value::tuple({nest(kDepth, Value::integer(1), true, false), a}), NanRule::Identical));
+}
+
 }  // namespace
 }  // namespace azr::sandbox
