@@ -459,7 +459,8 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   imp->add_flag("--skip-invalid", o.skip_invalid, "import the valid lines even if some are invalid");
   imp->add_option("--capacity", o.capacity,
                   "tasks kept per type, the oldest (or, with --policy keep-oldest, the new) past it left out; "
-                  "it applies to the tasks already there too (0 = unbounded)")
+                  "a type this import adds a task to is cut back to it, the tasks already there included, and "
+                  "the other types are left as they are (0 = unbounded)")
       ->capture_default_str()
       ->check(non_negative());
   imp->add_option("--policy", o.policy, "when full: evict-oldest or keep-oldest")

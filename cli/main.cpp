@@ -110,17 +110,28 @@ int main(int argc, char** argv) {
     int code = app.exit(e);  // prints help/version (code 0) or the usage error
     return code == 0 ? 0 : 2;
   }
+  // What a command printed reaches stdout only when it is flushed, and a write that failed (a
+  // full disk under `azr buffer export db > tasks.jsonl`) only shows in the stream's state:
+  // checked once, here, so no command exits 0 with its output lost.
+  const auto with_output_checked = [](int rc) {
+    std::cout.flush();
+    if (std::cout) return rc;
+    // No errno: the stream's failure may lie several system calls back (closing the database).
+    std::cerr << "azr: error: cannot write to standard output (a full disk, a closed file?): the output is "
+                 "incomplete\n";
+    return rc != 0 ? rc : 1;
+  };
   try {
-    if (exec->parsed()) return azr::cli::run_exec(exec_opts);
-    if (buffer->parsed()) return azr::cli::run_buffer(buffer_opts);
-    if (tokenize->parsed()) return azr::cli::run_tokenize(tokenize_opts);
-    if (generate->parsed()) return azr::cli::run_generate(generate_opts);
-    if (logprobs->parsed()) return azr::cli::run_logprobs(logprobs_opts);
-    if (task->parsed()) return azr::cli::run_task(task_opts);
-    if (eval->parsed()) return azr::cli::run_eval(eval_opts);
-    if (train->parsed()) return azr::cli::run_train(train_opts);
-    if (bootstrap->parsed()) return azr::cli::run_bootstrap(bootstrap_opts);
-    if (memory->parsed()) return azr::cli::run_memory(memory_opts);
+    if (exec->parsed()) return with_output_checked(azr::cli::run_exec(exec_opts));
+    if (buffer->parsed()) return with_output_checked(azr::cli::run_buffer(buffer_opts));
+    if (tokenize->parsed()) return with_output_checked(azr::cli::run_tokenize(tokenize_opts));
+    if (generate->parsed()) return with_output_checked(azr::cli::run_generate(generate_opts));
+    if (logprobs->parsed()) return with_output_checked(azr::cli::run_logprobs(logprobs_opts));
+    if (task->parsed()) return with_output_checked(azr::cli::run_task(task_opts));
+    if (eval->parsed()) return with_output_checked(azr::cli::run_eval(eval_opts));
+    if (train->parsed()) return with_output_checked(azr::cli::run_train(train_opts));
+    if (bootstrap->parsed()) return with_output_checked(azr::cli::run_bootstrap(bootstrap_opts));
+    if (memory->parsed()) return with_output_checked(azr::cli::run_memory(memory_opts));
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;

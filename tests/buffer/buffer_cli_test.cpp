@@ -147,6 +147,22 @@ TEST_F(BufferCli, ExportToFileIsAtomicAndComplete) {
   for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos);
 }
 
+// An export, a listing or stats to a standard output that cannot take them (a full disk) is an
+// error: the output was lost and exit 0 said it was whole.
+TEST_F(BufferCli, AnOutputThatCannotBeWrittenIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  const std::string db = path("b.db");
+  ASSERT_EQ(run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())}).exit_code, 0);
+  for (const std::string args : {"export", "list --json", "stats"}) {
+    auto r = run_process({"/bin/sh", "-c", "\"$0\" buffer " + args + " \"$1\" > /dev/full", azr(), db});
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write to standard output"), std::string::npos)
+        << args << ": " << r.err;
+  }
+  auto ok = run_process({"/bin/sh", "-c", "\"$0\" buffer stats \"$1\" > /dev/null", azr(), db});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 // An import that creates the database and an export to a file publish a synced temporary under
 // the final name (link, rename) and then sync the directory: a power cut leaves the old state or
 // the whole new file. tests/sync_log.cpp, preloaded, logs the calls in order.
