@@ -213,7 +213,11 @@ std::string strip_spacing(std::string s) {
         pos = after;
     }
   }
-  replace_all(s, "\\!", "");  // negative space: `10,\\!080` is the number 10080
+  // Negative space: `10,\\!080` is the number 10080. A comma and `\\!` separate thousands, also
+  // with a space after them (MATH-500's `11,\\! 111,\\! 111,\\! 100`), which `1, 000` alone is not.
+  static const std::regex comma_negative_space(R"(,\s*\\!\s*)");
+  s = std::regex_replace(s, comma_negative_space, ",");
+  replace_all(s, "\\!", "");
   for (std::string_view sp : {"\\displaystyle", "\\,", "\\;", "\\:", "\\quad", "\\qquad", "\\ "})
     replace_all(s, sp, " ");
   replace_all(s, "~", " ");
@@ -958,6 +962,30 @@ bool wraps_whole(std::string_view s, size_t open_len, size_t close_len) {
   return depth == 0;
 }
 
+// `a\pm b` -> `a+b,a-b` (only one \pm, at top level, outside brackets).
+std::string expand_pm(const std::string& s) {
+  size_t p = s.find("\\pm");
+  if (p == std::string::npos || s.find("\\pm", p + 3) != std::string::npos) return s;
+  if (s.find(',') != std::string::npos) return s;
+  std::string a = s.substr(0, p), b = s.substr(p + 3);
+  if (a.empty()) return "+" + b + ",-" + b;  // \pm 3
+  return a + "+" + b + "," + a + "-" + b;
+}
+
+// The elements of a list or set with each `a\\pm b` made two (`\\{1\\pm\\sqrt{5},-2\\}` holds three).
+std::vector<std::string> with_pm_expanded(const std::vector<std::string>& elems) {
+  std::vector<std::string> out;
+  for (const std::string& e : elems) {
+    const std::string x = expand_pm(e);
+    if (x == e) {
+      out.push_back(e);
+    } else {
+      for (auto& part : split_top_commas(x)) out.push_back(std::move(part));
+    }
+  }
+  return out;
+}
+
 struct Structure {
   enum Kind { kScalar, kOrdered, kUnordered } kind = kScalar;
   std::string open, close;  // bracket kinds of ordered groups
@@ -969,7 +997,8 @@ Structure structure_of(const std::string& s) {
   // \{a, b\}: a set.
   if (s.size() >= 4 && s.rfind("\\{", 0) == 0 && s.compare(s.size() - 2, 2, "\\}") == 0 && wraps_whole(s, 2, 2)) {
     st.kind = Structure::kUnordered;
-    st.elems = split_top_commas(std::string_view(s).substr(2, s.size() - 4));
+    st.open = "\\{";
+    st.elems = with_pm_expanded(split_top_commas(std::string_view(s).substr(2, s.size() - 4)));
     return st;
   }
   // (a, b), [a, b], (a, b]: ordered, bracket kinds matter. Needs a top-level comma inside.
@@ -986,20 +1015,11 @@ Structure structure_of(const std::string& s) {
   auto parts = split_top_commas(s);
   if (parts.size() >= 2) {
     st.kind = Structure::kUnordered;
-    st.elems = parts;
+    st.elems = with_pm_expanded(parts);
   }
   return st;
 }
 
-// `a\pm b` -> `a+b,a-b` (only one \pm, at top level, outside brackets).
-std::string expand_pm(const std::string& s) {
-  size_t p = s.find("\\pm");
-  if (p == std::string::npos || s.find("\\pm", p + 3) != std::string::npos) return s;
-  if (s.find(',') != std::string::npos) return s;
-  std::string a = s.substr(0, p), b = s.substr(p + 3);
-  if (a.empty()) return "+" + b + ",-" + b;  // \pm 3
-  return a + "+" + b + "," + a + "-" + b;
-}
 
 // Whether a normalised answer holds a letter outside a command's name (`2n`, `x`; not `\frac12`)
 // or a Greek letter (`\omega`).
@@ -1049,8 +1069,17 @@ bool same_function(const std::string& c, const std::string& g) {
   return false;
 }
 
+// Text with no command in it, the same but for case (`\\text{East}` for `east`; Qwen2.5-Math's
+// grader compares lowercased first). A command's case matters: `\\Delta` is not `\\delta`.
+bool same_text_but_case(const std::string& c, const std::string& g) {
+  if (c.size() != g.size() || c.find('\\') != std::string::npos || g.find('\\') != std::string::npos) return false;
+  for (size_t k = 0; k < c.size(); ++k)
+    if (std::tolower(static_cast<unsigned char>(c[k])) != std::tolower(static_cast<unsigned char>(g[k]))) return false;
+  return true;
+}
+
 bool scalar_equivalent(const std::string& c, const std::string& g) {
-  if (c == g) return true;
+  if (c == g || same_text_but_case(c, g)) return true;
   if (c.size() == 1 && g.size() == 1 && std::isalpha(static_cast<unsigned char>(c[0])) &&
       std::isalpha(static_cast<unsigned char>(g[0])))
     return std::tolower(static_cast<unsigned char>(c[0])) == std::tolower(static_cast<unsigned char>(g[0]));
@@ -1086,6 +1115,17 @@ bool equivalent_normalised(const std::string& c0, const std::string& g0, int dep
   c = expand_pm(c);
   g = expand_pm(g);
   Structure cs = structure_of(c), gs = structure_of(g);
+  // A tuple and the same elements bare, in order, are one answer (`(1,-2)` for `1,-2`; polar
+  // coordinates written without their parentheses), as Qwen2.5-Math's grader strips the brackets.
+  const auto tuple_and_bare = [](const Structure& a, const Structure& b) {
+    return a.kind == Structure::kOrdered && a.open == "(" && a.close == ")" && b.kind == Structure::kUnordered &&
+           b.open.empty() && a.elems.size() == b.elems.size();
+  };
+  if (tuple_and_bare(cs, gs) || tuple_and_bare(gs, cs)) {
+    for (size_t k = 0; k < gs.elems.size(); ++k)
+      if (!equivalent_normalised(cs.elems[k], gs.elems[k], depth + 1)) return false;
+    return true;
+  }
   if (cs.kind != gs.kind) return false;
   switch (gs.kind) {
     case Structure::kScalar:

@@ -10,14 +10,17 @@
 //    after a number: "5 cm"), so `50\%` = `50`. DECISION: `0.5` != `50\%` (the percent sign is
 //    dropped, not divided by 100), since MATH-style golds write percentages as the number.
 //  * \text{X} / \mbox{X} / \mathrm{X} / \textbf{X} standing alone are unwrapped: `\text{(B)}` = `B`;
-//    single letters (multiple choice) compare case-insensitively; `(B)` = `B`.
+//    single letters (multiple choice) and text without a command compare case-insensitively
+//    (`\text{East}` = `east`, as Qwen2.5-Math's grader lowercases); `(B)` = `B`.
 //  * `v = rhs` with a single variable on the left compares as `rhs` (`x = 5` = `5`).
 //  * A number written with thousands separators (`1,000`, `10,\!080`: groups of exactly three
-//    digits, no space after the comma) is one number; `1, 000` or `(1, 0)` are lists.
+//    digits, no space after the comma unless `\!` marks it: `11,\! 111`) is one number;
+//    `1, 000` or `(1, 0)` are lists.
 //  * Brackets: `(a, b)`, `[a, b]`, `(a, b]` compare element-wise and the bracket kinds must match
 //    (so intervals and tuples keep their meaning); `\{a, b\}` sets and bare comma lists `a, b`
-//    (lists of solutions) compare as unordered multisets; a set and a bare list may match.
-//  * `a \pm b` is the list `a+b, a-b`.
+//    (lists of solutions) compare as unordered multisets; a set and a bare list may match; a
+//    tuple `(a, b)` and the bare `a, b` match in order (Qwen2.5-Math's grader strips brackets).
+//  * `a \pm b` is the list `a+b, a-b`, and an element `a \pm b` of a set or list is two.
 //  * Scalars are evaluated by a small recursive-descent parser (numbers, e-notation `4.5e33`,
 //    + - * / ^, \frac, \sqrt,
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers

@@ -78,6 +78,31 @@ TEST(MathEquivalent, HandLabelledPairs) {
   EXPECT_GE(agree * 100, total * 99);
 }
 
+// From an audit against Qwen2.5-Math's grader (evaluation/grader.py), on MATH-500's own golds:
+// each pair below it calls equal, and so does the mathematics. One by one, as below.
+TEST(MathEquivalent, PairsQwensGraderAcceptsOnMath500Golds) {
+  // number_theory/417: a comma and \! separate thousands, with a space after them.
+  EXPECT_TRUE(math_equivalent("11111111100", "11,\\! 111,\\! 111,\\! 100"));
+  EXPECT_TRUE(math_equivalent("11,111,111,100", "11,\\! 111,\\! 111,\\! 100"));
+  EXPECT_FALSE(math_equivalent("11111111101", "11,\\! 111,\\! 111,\\! 100"));
+  EXPECT_FALSE(math_equivalent("1000", "1, 000"));  // a bare comma and a space: still a list
+  // prealgebra/105, algebra/1349: text answers whatever their case; a command's case matters.
+  EXPECT_TRUE(math_equivalent("\\text{East}", "\\text{east}"));
+  EXPECT_TRUE(math_equivalent("evelyn", "\\text{Evelyn}"));
+  EXPECT_FALSE(math_equivalent("\\text{West}", "\\text{east}"));
+  EXPECT_FALSE(math_equivalent("\\Delta", "\\delta"));
+  // precalculus/807: polar coordinates with and without their parentheses, in order only.
+  EXPECT_TRUE(math_equivalent("3, \\frac{\\pi}{2}", "\\left( 3, \\frac{\\pi}{2} \\right)"));
+  EXPECT_TRUE(math_equivalent("(1,-2)", "1,-2"));
+  EXPECT_FALSE(math_equivalent("\\frac{\\pi}{2}, 3", "\\left( 3, \\frac{\\pi}{2} \\right)"));
+  EXPECT_FALSE(math_equivalent("[1,-2]", "1,-2"));  // an interval is not the list
+  EXPECT_FALSE(math_equivalent("(1,-2)", "\\{1,-2\\}"));  // nor is a tuple the set
+  // intermediate_algebra/2015: a \pm inside a set stands for two of its elements.
+  EXPECT_TRUE(math_equivalent("-2, 1+\\sqrt{5}, 1-\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
+  EXPECT_TRUE(math_equivalent("\\{1+\\sqrt5,1-\\sqrt5,-2\\}", "\\{1\\pm\\sqrt{5},-2\\}"));
+  EXPECT_FALSE(math_equivalent("-2, 1+\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
+}
+
 // A lone letter after a number: a variable in a gold, a unit in a candidate where the gold has no
 // variable (a command's name such as \frac is none). Asserted one by one: the pairs file allows
 // one disagreement in a hundred.
