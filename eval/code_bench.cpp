@@ -333,6 +333,11 @@ bool plus_answer_passes(const CodeProblem& p, const Value& got, const Value& exp
 
 constexpr const char* kCheckEntry = "__azr_check__";
 
+// What `__name__` reads as in a candidate under EvalPlus and human-eval, which exec(code, {}):
+// the name falls through to the builtins module's. A `__main__` block (a demo, doctest.testmod(),
+// input()) stays off, where a script's name ran it and failed correct solutions.
+constexpr const char* kEvalPlusModuleName = "builtins";
+
 std::string base_test_program(const std::string& candidate, const CodeProblem& p) {
   // The test source runs inside the checker so a failing assert is reported as the call's
   // exception; it sees the candidate's module namespace (exec with globals()).
@@ -369,7 +374,7 @@ std::vector<std::string> code_bench_preimports() {
   // cost is in every fork of the self-play step); a benchmark pool pays it once per evaluation.
   std::vector<std::string> mods = sandbox::default_preimports();
   for (const char* m : {"hashlib", "statistics", "datetime", "calendar", "json", "textwrap", "dataclasses", "pprint",
-                        "difflib", "base64", "string", "itertools"})
+                        "difflib", "base64", "string", "itertools", "queue", "doctest", "unittest"})
     if (std::find(mods.begin(), mods.end(), m) == mods.end()) mods.push_back(m);
   return mods;
 }
@@ -543,6 +548,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     sandbox::Job job;
     job.program = base_test_program(completions[i], problems[i]);
     job.entry = kCheckEntry;
+    job.module_name = kEvalPlusModuleName;
     job.inputs = {""};
     job.limits = limits;
     base_job[pool.submit(std::move(job))] = i;
@@ -556,6 +562,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     sandbox::Job cj;
     cj.program = plus_program(p, p.canonical_solution, true);
     cj.entry = plus_entry(p, true);
+    cj.module_name = kEvalPlusModuleName;
     cj.inputs = p.plus_inputs;
     cj.limits = canonical_limits;
     canon_job[pool.submit(std::move(cj))] = i;
@@ -586,6 +593,7 @@ std::vector<CodeVerdict> grade_code(sandbox::Pool& pool, const std::vector<CodeP
     sandbox::Job job;
     job.program = plus_program(p, completions[part.candidate], false);
     job.entry = plus_entry(p, false);
+    job.module_name = kEvalPlusModuleName;
     job.inputs.assign(p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(part.from),
                       p.plus_inputs.begin() + static_cast<std::ptrdiff_t>(part.to));
     double canonical_time = 0;

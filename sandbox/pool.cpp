@@ -349,6 +349,7 @@ struct Pool::Impl {
         req.input_mode = it->second.job.input_mode;
         req.program = it->second.job.program;
         req.entry = it->second.job.entry;
+        req.module_name = it->second.job.module_name;
         req.inputs = it->second.job.inputs;
         req.limits = it->second.job.limits;
         req.nonce[0] = it->second.nonce[0];

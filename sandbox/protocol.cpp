@@ -66,6 +66,7 @@ std::string encode(const Request& r) {
   w.u8(static_cast<uint8_t>(r.input_mode));
   w.str(r.program);
   w.str(r.entry);
+  w.str(r.module_name);
   w.u32(static_cast<uint32_t>(r.inputs.size()));
   for (const auto& in : r.inputs) w.str(in);
   w.f64(r.limits.cpu_seconds);
@@ -91,6 +92,7 @@ Request decode_request(std::string_view payload) {
   r.input_mode = static_cast<InputMode>(mode);
   r.program = rd.str();
   r.entry = rd.str();
+  r.module_name = rd.str();
   uint32_t n = rd.u32();
   if (n > rd.remaining() / 4) throw wire::Error("input count exceeds message");
   r.inputs.reserve(n);

@@ -44,6 +44,7 @@ struct Request {
   InputMode input_mode = InputMode::Literal;
   std::string program;
   std::string entry = "f";
+  std::string module_name = "__main__";  // the program's __name__ (Job::module_name)
   std::vector<std::string> inputs;
   Limits limits;
   uint64_t nonce[2] = {0, 0};  // proves the done-record came from the harness, not user code

@@ -35,6 +35,10 @@ struct Job {
   protocol::Op op = protocol::Op::RunProgram;
   std::string program;             // source defining `entry` (RunProgram)
   std::string entry = "f";
+  // The program's `__name__`. A script's ("__main__") for the tasks, as the reference runs them;
+  // code benchmarks give "builtins", which is what `__name__` reads as under EvalPlus's
+  // exec(code, {}), so a candidate's `if __name__ == "__main__":` block stays off there too.
+  std::string module_name = "__main__";
   std::vector<std::string> inputs; // argument lists (RunProgram) or literals (ParseLiterals)
   protocol::InputMode input_mode = protocol::InputMode::Literal;
   Limits limits;

@@ -578,7 +578,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
   // 2. Execute the program in a fresh module namespace.
   PyObject* globals = PyDict_New();
   PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
-  PyObject* name = PyUnicode_FromString("__main__");
+  PyObject* name = PyUnicode_FromString(req.module_name.c_str());
   PyDict_SetItemString(globals, "__name__", name);
   std::pair<std::string, std::string> program_error;
   bool program_ok = false;

@@ -609,7 +609,7 @@ TEST(GradeCode, StandardLibraryImportsAreAvailable) {
   std::vector<CodeProblem> ps;
   std::vector<std::string> cs;
   for (const char* m : {"statistics", "datetime", "calendar", "json", "textwrap", "dataclasses", "pprint", "difflib",
-                        "base64", "hashlib", "collections", "heapq", "math", "re"}) {
+                        "base64", "hashlib", "collections", "heapq", "math", "re", "queue", "doctest", "unittest"}) {
     ps.push_back(p);
     cs.push_back(std::string("import ") + m + "\ndef add(a, b):\n    return a + b\n");
   }
@@ -617,13 +617,38 @@ TEST(GradeCode, StandardLibraryImportsAreAvailable) {
   for (size_t i = 0; i < vs.size(); ++i) EXPECT_TRUE(vs[i].passed) << cs[i] << vs[i].reason << " " << vs[i].detail;
 }
 
-TEST(GradeCode, PlusInputsAndTolerance) {
+// A correct solution with a `__main__` block passes, as under EvalPlus's exec(code, {}), where
+// `__name__` reads "builtins" and the block never runs: a doctest run, a demo reading input() (an
+// EOFError here), a demo that raises. The base tests and the plus inputs alike.
+CodeProblem plus_problem(const std::string& id, const std::string& entry_point, const std::string& canonical,
+                         const std::string& test, std::vector<std::string> plus_inputs) {
   CodeProblem p;
-  p.id = "Mbpp/900";
-  p.entry_point = "half";
-  p.canonical_solution = "def half(x):\n    return x / 2\n";
-  p.test = "assert abs(half(2) - 1) < 0.01\n";
-  p.plus_inputs = {"3", "1e999", "7"};
+  p.id = id;
+  p.entry_point = entry_point;
+  p.canonical_solution = canonical;
+  p.test = test;
+  p.plus_inputs = std::move(plus_inputs);
+  return p;
+}
+
+TEST(GradeCode, AMainBlockDoesNotRunAsUnderEvalPlus) {
+  const CodeProblem p = plus_problem("Mbpp/901", "add", "def add(a, b):\n    return a + b\n",
+                                     "assert add(1, 2) == 3\n", {"4, 5", "-1, 1"});
+  const std::string add = p.canonical_solution;
+  std::vector<std::string> cs = {
+      add + "if __name__ == '__main__':\n    import doctest\n    doctest.testmod()\n",
+      add + "if __name__ == \"__main__\":\n    print(add(*map(int, input().split())))\n",
+      add + "if __name__ == '__main__':\n    raise SystemExit(1)\n",
+      "def add(a, b):\n    return a - b\nif __name__ == '__main__':\n    print(add(1, 2))\n"};
+  std::vector<CodeProblem> ps(cs.size(), p);
+  auto vs = grade_code(pool(), ps, cs);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(vs[i].passed) << cs[i] << vs[i].reason << " " << vs[i].detail;
+  EXPECT_FALSE(vs[3].passed);
+}
+
+TEST(GradeCode, PlusInputsAndTolerance) {
+  CodeProblem p = plus_problem("Mbpp/900", "half", "def half(x):\n    return x / 2\n",
+                               "assert abs(half(2) - 1) < 0.01\n", {"3", "1e999", "7"});
   p.atol = 1e-3;
   std::vector<CodeProblem> ps(3, p);
   std::vector<std::string> cs = {p.canonical_solution, "def half(x):\n    return x / 2 + 1e-4\n",

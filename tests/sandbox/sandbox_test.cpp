@@ -299,6 +299,19 @@ TEST_F(SandboxTest, StdoutIsCapturedNotReturned) {
   EXPECT_EQ(r.output, "hi\n");
 }
 
+// A program runs as a script, `__name__ == "__main__"` (as the reference runs the tasks), unless
+// the job names its module otherwise (code benchmarks: what exec(code, {}) reads).
+TEST_F(SandboxTest, TheProgramsNameIsTheJobsModuleName) {
+  const std::string program =
+      "ran = []\nif __name__ == '__main__':\n    ran.append(1)\ndef f():\n    return (__name__, ran)";
+  std::vector<Job> jobs(2);
+  for (Job& j : jobs) j.program = program, j.inputs = {""};
+  jobs[1].module_name = "builtins";
+  const std::vector<JobResult> r = pool().run(std::move(jobs));
+  EXPECT_EQ(r.at(0).calls.at(0).repr, "('__main__', [1])");
+  EXPECT_EQ(r.at(1).calls.at(0).repr, "('builtins', [])");
+}
+
 // --- the job kinds ----------------------------------------------------------------------------
 
 TEST_F(SandboxTest, RunOnInputsKeepsOrderAndPerInputOutcomes) {
