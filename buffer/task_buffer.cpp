@@ -430,8 +430,13 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
       return h;
     };
     auto refuse = [&](const Header& h) {
-      if (!h.empty && h.app != kApplicationId)
+      // Another program's mark is refused even on a file without tables yet: an application id
+      // or schema version is its claim on the file (only 0, SQLite's default, is no claim).
+      if ((!h.empty || h.app != 0) && h.app != kApplicationId)
         throw BufferError(path + ": an SQLite database, but not an azr task buffer");
+      if (h.empty && h.app == 0 && h.version != 0)
+        throw BufferError(path + ": an SQLite database with user_version " + std::to_string(h.version) +
+                          " and no tables, not an azr task buffer");
       if (h.version > kLatestSchemaVersion)
         throw BufferError(path + ": written by a newer azr (buffer schema " + std::to_string(h.version) +
                           "; this build reads up to " + std::to_string(kLatestSchemaVersion) + ")");

@@ -100,9 +100,11 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
       ->check(between(0.0, 7200.0));
   c->add_option("--memory", o.memory_mib, "address-space limit per job, MiB")->capture_default_str()
       ->check(between(sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib));
-  c->add_option("--output-limit", o.output_limit, "stdout+stderr bytes per job")
+  // At most 128 MiB: the output travels back in one message with the results, and a message
+  // stops at 256 MiB (framing.h), past which the worker is lost and the job an internal_error.
+  c->add_option("--output-limit", o.output_limit, "stdout+stderr bytes per job (at most 128 MiB)")
       ->capture_default_str()
-      ->check(between(0, 1 << 30));
+      ->check(between(0, 128 << 20));
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
   c->add_option("--input-mode", o.input_mode,
                  "literal: every argument must be a Python literal (the safe default; what graders use for "

@@ -458,6 +458,7 @@ struct BpeTokenizer::Impl {
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache;
   static constexpr size_t kCacheCapacity = 100000;
+  static constexpr size_t kCacheMaxWordBytes = 256;
 
   ~Impl() { pcre2_code_free(regex); }
 
@@ -708,7 +709,10 @@ void BpeTokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& out) c
   }
   out.insert(out.end(), result.begin(), result.end());
   std::lock_guard lock(cache_mutex);
-  if (cache.size() < kCacheCapacity) cache.emplace(std::string(word), std::move(result));
+  // Words of 256 bytes and more stay out, as in HF tokenizers: a long run of indentation or '='
+  // is rare, and kept it would hold its whole text for the rest of the run.
+  if (word.size() < kCacheMaxWordBytes && cache.size() < kCacheCapacity)
+    cache.emplace(std::string(word), std::move(result));
 }
 
 // Pre-tokenizes one stretch of normalized text with the regex and BPEs each piece. With the

@@ -182,7 +182,11 @@ SeccompProgram SeccompProgram::zygote_policy() {
             "clone");
 
   // fstat as glibc >= 2.33 issues it: newfstatat(fd, "", buf, AT_EMPTY_PATH) on fds 0..3.
-  // Any path-based form is refused, so a program cannot probe which files exist.
+  // The path is a pointer a filter cannot read, so native code passing an absolute path with
+  // these arguments does stat that path: forms without AT_EMPTY_PATH are refused, but this one
+  // is a way to learn whether a file exists. Python never makes that call (os.stat uses no
+  // AT_EMPTY_PATH), and inside the namespaces the root is an empty tmpfs, so there is nothing
+  // to find; without them (spawn.cpp's last attempt, "none") the host's paths answer.
   for (int fd = 0; fd <= 3; ++fd)
     check(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(newfstatat), 2, SCMP_A0_32(SCMP_CMP_EQ, fd),
                            SCMP_A3_32(SCMP_CMP_EQ, AT_EMPTY_PATH)),

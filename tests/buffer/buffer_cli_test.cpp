@@ -256,6 +256,19 @@ TEST_F(BufferCli, BadDatabasesGetOneClearMessage) {
   EXPECT_EQ(imp.exit_code, 2);
   EXPECT_NE(imp.err.find("not an azr task buffer"), std::string::npos) << imp.err;
   EXPECT_EQ(read(other), other_bytes);
+  // Marked as another program's (an application id, a schema version), even before it has tables.
+  for (const char* mark : {"PRAGMA application_id = 1234", "PRAGMA user_version = 7"}) {
+    const std::string marked = path("marked.db");
+    fs::remove(marked);
+    ASSERT_EQ(sqlite3_open(marked.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, mark, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(h);
+    const std::string marked_bytes = read(marked);
+    auto r = run_process({azr(), "buffer", "import", marked, path("t.jsonl")});
+    EXPECT_EQ(r.exit_code, 2) << mark;
+    EXPECT_NE(r.err.find("not an azr task buffer"), std::string::npos) << mark << ": " << r.err;
+    EXPECT_EQ(read(marked), marked_bytes) << mark;
+  }
 
   // A buffer from a newer azr: refused, not "migrated" backwards.
   std::string newer = path("newer.db");

@@ -192,8 +192,16 @@ TEST(ExecCli, NumericFlagsRefuseNaNAndInfinityAndNameTheirBounds) {
   const auto budget = run_process({azr(), "memory", "azr-tiny", "--budget-gib", "nan"});
   EXPECT_EQ(budget.exit_code, 2);
   EXPECT_NE(budget.err.find("--budget-gib: expected a finite number"), std::string::npos) << budget.err;
+  // An output limit past 128 MiB: the output and the results travel in one message of at most
+  // 256 MiB, past which the worker was lost and the program's flood reported as internal_error.
+  const auto flood = run_process({azr(), "exec", program, "--input", "3", "--output-limit", "134217729"});
+  EXPECT_EQ(flood.exit_code, 2);
+  EXPECT_NE(flood.err.find("--output-limit: 134217729 is too large: it must be between 0 and 134217728"),
+            std::string::npos)
+      << flood.err;
   // The bounds themselves are accepted.
   EXPECT_EQ(run_process({azr(), "exec", program, "--input", "3", "--memory", "16"}).exit_code, 0);
+  EXPECT_EQ(run_process({azr(), "exec", program, "--input", "3", "--output-limit", "134217728"}).exit_code, 0);
   std::remove(program.c_str());
 }
 
