@@ -613,13 +613,18 @@ class Generator {
       std::string bound;
       auto smalls = vars(Ty::Int, false, true);
       int k = r_.range(0, 3);
+      // The bound's variable is frozen for the body, as an iterated list is: `for i in range(b):
+      // b += i * 2` inside another loop squares b at each outer pass (8 became 2**48 in four),
+      // and the program's run time, hence whether it validates, hung on the machine's load.
       if (k == 0 && !smalls.empty()) {
         bound = r_.pick(smalls)->name;
+        frozen = bound;
       } else if (k == 1 && (!lists.empty() || !strs.empty())) {
         std::vector<std::string> c;
         for (auto* v : lists) c.push_back(v->name);
         for (auto* v : strs) c.push_back(v->name);
-        bound = "len(" + r_.pick(c) + ")";
+        frozen = r_.pick(c);
+        bound = "len(" + frozen + ")";
       } else {
         bound = std::to_string(r_.range(2, 5));
       }

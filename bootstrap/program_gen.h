@@ -13,8 +13,9 @@
 // Type tracking: every variable in scope has a type (int, str, list of int, dict str->int) and,
 // for lists/dicts, whether it is known to be non-empty; `xs[0]`, `max(xs)` and `xs[i % len(xs)]`
 // are only generated on lists known to be non-empty (list and dict inputs always are). Divisors
-// are nonzero literals; `range(...)` only takes literals, lengths or unmodified int parameters;
-// a list or dict is never mutated while it is iterated, and list variables are never aliased.
+// are nonzero literals; `range(...)` only takes literals, lengths or unmodified int parameters,
+// and the variable behind its bound is not modified in the loop's body; a list or dict is never
+// mutated while it is iterated, and list variables are never aliased.
 #include <cstdint>
 #include <map>
 #include <string>
