@@ -3,7 +3,7 @@
 // large differential (generated strings and the benchmark text) that counts mismatches.
 //   corpora (tests/tokdiff/gen_corpus.py bench): crux_programs (every CruxEval program as its own
 //   string), crux_concat (all of them as one string), bench_text (every string field of every
-//   benchmark file, >= 6 MB).
+//   benchmark file, >= 6 MB), combining_marks (three long runs of marks that NFC reorders).
 //   azr:  BpeTokenizer::encode per string, one thread; warm-up pass, then passes until
 //         --min-seconds have passed.
 //   rust: tests/tokdiff/bench.mjs times only the encode calls inside node (start-up, file
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   std::printf("%-14s %7s %8s %9s | %8s %11s | %8s %8s %8s | %6s %6s\n", "corpus", "strings", "MB", "tokens",
               "azr MB/s", "azr tok/s", "rs 1call", "rs bat1", "rs batN", "x 1cal", "x bat1");
   json corpora = json::array();
-  for (const char* name : {"crux_programs", "crux_concat", "bench_text"}) {
+  for (const char* name : {"crux_programs", "crux_concat", "bench_text", "combining_marks"}) {
     const fs::path corpus = tmp.path / (std::string(name) + ".jsonl");
     const auto texts = read_texts(corpus);
     const AzrTiming a = time_azr(tok, texts, min_s);

@@ -7,10 +7,12 @@ Every output line is JSON `{"text": ...}` (ASCII-escaped, so only '\\n' ends a l
   gen_corpus.py diff  --shared DIR --n N [--seed S] --out FILE
       N mixed strings: benchmark code (whole programs, single lines, random slices), random
       Unicode across planes, whitespace runs (U+00A0 U+3000 U+2028 U+0085 U+FEFF U+200B ...),
-      contractions, digit runs, embedded special tokens, emoji, combining marks, NFC/NFD forms.
+      contractions, digit runs, embedded special tokens, emoji, combining marks (and three long
+      runs of them), NFC/NFD forms.
   gen_corpus.py bench --shared DIR --outdir DIR [--min-bytes B]
       crux_programs.jsonl  every CruxEval program as its own string
       crux_concat.jsonl    all CruxEval programs joined by a blank line, one string
+      combining_marks.jsonl  three runs of 2,000 to 32,000 combining marks NFC reorders
       bench_text.jsonl     every string field of every benchmark file, repeated until >= B bytes
 """
 import argparse
@@ -124,8 +126,12 @@ def synthetic(rng):
 def cmd_diff(args):
     rng = random.Random(args.seed)
     code, prose = shared_texts(args.shared)
+    # Long runs of combining marks, which NFC puts in order by combining class (azr with a stable
+    # sort, where utf8proc's bubble sort was quadratic in the run): three of the n strings.
+    long_runs = ["a" + "\u0301\u0323" * 3000, "e" + "\u0301" * 2000 + "\u0323" * 2000,
+                 "o" + "".join(rng.choice(COMBINING) for _ in range(3000)) + " x\u0308"]
     out = []
-    for _ in range(args.n):
+    for _ in range(max(args.n - len(long_runs), 0)):
         r = rng.random()
         if r < 0.12 and code:
             out.append(rng.choice(code))                      # whole program / field
@@ -141,6 +147,7 @@ def cmd_diff(args):
             out.append(s[:i] + rng.choice(SPECIALS + ["\u00a0", "\u3000", "\u2028", "\x85"]) + s[i:])
         else:
             out.append(synthetic(rng))
+    out += long_runs[:args.n - len(out)]
     with open(args.out, "w", encoding="utf-8") as f:
         for s in out:
             f.write(json.dumps({"text": s}) + "\n")
@@ -175,6 +182,9 @@ def cmd_bench(args):
             if nbytes >= args.min_bytes:
                 break
     write("bench_text.jsonl", texts)
+    # Runs of combining marks that NFC must reorder (U+0301 has class 230, U+0323 class 220): the
+    # case where the canonical ordering's cost shows (utf8proc's bubble sort was quadratic in it).
+    write("combining_marks.jsonl", ["a" + "\u0301\u0323" * n for n in (1000, 4000, 16000)])
 
 
 def main():
