@@ -5,6 +5,7 @@
 #include <cctype>
 #include <random>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "proposer/validate.h"
@@ -943,6 +944,18 @@ std::vector<buffer::Task> generate_tasks(sandbox::Pool& pool, buffer::TaskType t
     }
   }
   return tasks;
+}
+
+std::vector<buffer::Task> without_programs_of(std::vector<buffer::Task> tasks, const std::vector<buffer::Task>& others,
+                                              int64_t limit) {
+  std::set<std::string_view> programs;
+  for (const buffer::Task& t : others) programs.insert(t.program);
+  std::vector<buffer::Task> kept;
+  for (buffer::Task& t : tasks) {
+    if (limit >= 0 && static_cast<int64_t>(kept.size()) >= limit) break;
+    if (!programs.count(t.program)) kept.push_back(std::move(t));
+  }
+  return kept;
 }
 
 }  // namespace azr::bootstrap

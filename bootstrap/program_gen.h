@@ -76,4 +76,11 @@ std::vector<buffer::Task> generate_tasks(sandbox::Pool& pool, buffer::TaskType t
                                          const GenSettings& s, TaskGenReport* report = nullptr,
                                          int induction_inputs = 10, int max_attempts = 0);
 
+// The tasks of `tasks` whose program is no program of `others`, in order, at most `limit` of them
+// (-1: all). A held-out set and the training set share no program, not only no task (a task's
+// fingerprint is its program with its inputs): an induction task's answer is its program, so a
+// held-out induction task on a program trained with other inputs is a task seen in training.
+std::vector<buffer::Task> without_programs_of(std::vector<buffer::Task> tasks, const std::vector<buffer::Task>& others,
+                                              int64_t limit = -1);
+
 }  // namespace azr::bootstrap

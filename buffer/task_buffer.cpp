@@ -378,11 +378,6 @@ void TaskBuffer::snapshot_to(const std::string& dest) const {
   sqlite3_close(out);
 }
 
-int TaskBuffer::checkpoint() {
-  if (read_only_) return 0;
-  return checkpointer_ ? checkpointer_->checkpoint_now() : 0;
-}
-
 // ---- lifetime ----------------------------------------------------------------------------
 
 TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options) {

@@ -142,10 +142,6 @@ class TaskBuffer {
 
   sqlite3* handle() const { return db_; }  // for the query layer (buffer/queries.h)
 
-  // Copies the write-ahead log into the database file now (normally the background
-  // checkpointer does this). Returns the WAL frames still not checkpointed.
-  int checkpoint();
-
   // Writes a consistent copy of the whole database to `dest` (a new file; the trainer's
   // checkpoints hold one, so a resumed run samples from exactly the buffer it had). Throws
   // BufferError naming `dest`.

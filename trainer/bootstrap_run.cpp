@@ -16,7 +16,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "bootstrap/program_gen.h"
@@ -175,26 +174,23 @@ int bootstrap(const BootstrapOptions& opt) {
   for (TaskType type : kTypes) {
     const std::string tn = buffer::type_name(type);
     bootstrap::TaskGenReport tr, hr;
-    std::set<std::string> held;
-    for (const Task& t : heldout[size_t(type)]) held.insert(buffer::fingerprint(t));
     // Offset 0 is the run seed's own set; a control run asks for other tasks of the same kind.
     const uint64_t data_seed = cfg.bootstrap.data_offset == 0
                                    ? derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type)})
                                    : derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), uint64_t(type),
                                                                 uint64_t(cfg.bootstrap.data_offset)});
-    for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.tasks_per_type), data_seed, gs, &tr,
-                                             cfg.algorithm.induction_inputs))
-      if (!held.count(buffer::fingerprint(t))) train[size_t(type)].push_back(std::move(t));
-    // Held out (unless given): another seed, and nothing that is also a training task.
-    if (cfg.bootstrap.heldout_from.empty()) {
-      std::set<std::string> seen;
-      for (const Task& t : train[size_t(type)]) seen.insert(buffer::fingerprint(t));
-      for (Task& t : bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.heldout_per_type) * 2,
-                                               derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Heldout), uint64_t(type)}),
-                                               gs, &hr, cfg.algorithm.induction_inputs))
-        if (int64_t(heldout[size_t(type)].size()) < cfg.bootstrap.heldout_per_type && !seen.count(buffer::fingerprint(t)))
-          heldout[size_t(type)].push_back(std::move(t));
-    }
+    // Training shares no program with a given held-out set, nor a generated one with training.
+    train[size_t(type)] = bootstrap::without_programs_of(
+        bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.tasks_per_type), data_seed, gs, &tr,
+                                  cfg.algorithm.induction_inputs),
+        heldout[size_t(type)]);
+    // Held out (unless given): another seed, and no program that is also a training task's.
+    if (cfg.bootstrap.heldout_from.empty())
+      heldout[size_t(type)] = bootstrap::without_programs_of(
+          bootstrap::generate_tasks(pool, type, int(cfg.bootstrap.heldout_per_type) * 2,
+                                    derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Heldout), uint64_t(type)}), gs, &hr,
+                                    cfg.algorithm.induction_inputs),
+          train[size_t(type)], cfg.bootstrap.heldout_per_type);
     gen_report[tn] = {{"train", train[size_t(type)].size()},
                       {"heldout", heldout[size_t(type)].size()},
                       {"attempted", tr.attempted + hr.attempted},

@@ -269,6 +269,32 @@ TEST(ProgramGen, NoLoopChangesTheVariableOfItsRange) {
   }
 }
 
+// A held-out set shares no program with training: the same program with other inputs is another
+// task (another fingerprint), but for induction the program is the answer. Hand-made tasks: the
+// program `a` is in both sets with different inputs and goes; order and the limit are kept.
+TEST(ProgramGen, HeldOutTasksShareNoProgramWithTraining) {
+  auto task = [](const std::string& program, const std::string& input) {
+    buffer::Task t;
+    t.type = TaskType::Induction;
+    t.program = program;
+    t.inputs = {input};
+    return t;
+  };
+  const std::string plus_one = "def f(x):\n    return x + 1", same = "def f(x):\n    return x";
+  const std::vector<buffer::Task> train = {task(plus_one, "1"), task(same, "2")};
+  const std::vector<buffer::Task> candidates = {task(plus_one, "5"), task("def f(x):\n    return 2", "1"),
+                                                task(same, "9"), task("def f(x):\n    return 3", "1"),
+                                                task("def f(x):\n    return 4", "1")};
+  ASSERT_NE(buffer::fingerprint(candidates[0]), buffer::fingerprint(train[0]));  // other tasks, one program
+  auto kept = without_programs_of(candidates, train);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].program, candidates[1].program);
+  EXPECT_EQ(kept[1].program, candidates[3].program);
+  EXPECT_EQ(kept[2].program, candidates[4].program);
+  EXPECT_EQ(without_programs_of(candidates, train, 2).size(), 2u);
+  EXPECT_EQ(without_programs_of(candidates, {}, -1).size(), candidates.size());
+}
+
 TEST(ProgramGen, DifficultyControls) {
   struct Case {
     std::string name;
