@@ -1155,6 +1155,15 @@ std::optional<std::string> extract_math_answer(std::string_view response) {
     std::string_view inner = response.substr(b, close == std::string_view::npos ? std::string_view::npos : close - b);
     if (auto boxed = last_boxed(inner)) return boxed;
     std::string t = trim(inner);
+    // Prose in the tags (`The answer is 5.`): what follows the last "he answer is", its closing
+    // period dropped, as Qwen2.5-Math's extractor takes it after \boxed. Only inside the tags:
+    // elsewhere the last number serves, where the words after it ("18 dollars a day") would not.
+    if (const size_t at = t.rfind("he answer is"); at != std::string::npos) {
+      std::string after = trim(std::string_view(t).substr(at + std::string_view("he answer is").size()));
+      while (!after.empty() && after.back() == '.') after.pop_back();
+      after = trim(after);
+      if (!after.empty()) return after;
+    }
     if (!t.empty()) return t;
   }
   return last_number(response);

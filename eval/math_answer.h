@@ -58,7 +58,8 @@ namespace azr::eval {
 
 // The final answer a response gives: the content of the LAST \boxed{...} (or \fbox{...}) with
 // balanced braces; else the text inside the last <answer>...</answer> (and, inside it, a \boxed if
-// present); else the last number in the text. nullopt if none.
+// present, else what follows the last "he answer is", as Qwen2.5-Math's extractor reads it); else
+// the last number in the text. nullopt if none.
 std::optional<std::string> extract_math_answer(std::string_view response);
 
 // Whether two final answers are mathematically the same (candidate vs gold), after normalisation.

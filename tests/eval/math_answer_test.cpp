@@ -38,6 +38,11 @@ TEST(ExtractMathAnswer, AnswerTags) {
   EXPECT_EQ(extract_math_answer(R"(<answer>the value is \boxed{17}</answer>)"), "17");
   // A \boxed anywhere wins over the tags.
   EXPECT_EQ(extract_math_answer(R"(\boxed{5} <answer>6</answer>)"), "5");
+  // Prose in the tags: what follows "the answer is", as Qwen2.5-Math's extractor reads it.
+  EXPECT_EQ(extract_math_answer("<answer>The answer is 5.</answer>"), "5");
+  EXPECT_EQ(extract_math_answer("<answer>I think the answer is \\frac{1}{2}</answer>"), "\\frac{1}{2}");
+  EXPECT_EQ(extract_math_answer("<answer>The answer is</answer>"), "The answer is");
+  EXPECT_TRUE(math_equivalent(*extract_math_answer("<answer>The answer is 5</answer>"), "5"));
 }
 
 TEST(ExtractMathAnswer, LastNumberFallback) {
