@@ -1078,8 +1078,24 @@ bool same_text_but_case(const std::string& c, const std::string& g) {
   return true;
 }
 
+// The two sides of an equation `lhs=rhs` (one `=`, no `<=`, `>=`, `==`, `!=`); nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> equation_sides(const std::string& s) {
+  const size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size() || s.find('=', eq + 1) != std::string::npos) return {};
+  if (std::string_view("<>!").find(s[eq - 1]) != std::string_view::npos) return {};
+  return std::pair{s.substr(0, eq), s.substr(eq + 1)};
+}
+
 bool scalar_equivalent(const std::string& c, const std::string& g) {
   if (c == g || same_text_but_case(c, g)) return true;
+  // Two equations are one when lhs - rhs is the same function on both sides, or its negation
+  // (`5x+11z-7y+4=0` for `5x - 7y + 11z + 4 = 0`), as Qwen2.5-Math's grader asks sympy. Not a
+  // multiple: `10x-14y+22z+8=0` stays another answer, as there.
+  if (const auto ce = equation_sides(c), ge = equation_sides(g); ce && ge) {
+    const std::string dc = "(" + ce->first + ")-(" + ce->second + ")";
+    const std::string dg = "(" + ge->first + ")-(" + ge->second + ")";
+    return same_function(dc, dg) || same_function(dc, "-(" + dg + ")");
+  }
   if (c.size() == 1 && g.size() == 1 && std::isalpha(static_cast<unsigned char>(c[0])) &&
       std::isalpha(static_cast<unsigned char>(g[0])))
     return std::tolower(static_cast<unsigned char>(c[0])) == std::tolower(static_cast<unsigned char>(g[0]));

@@ -12,7 +12,9 @@
 //  * \text{X} / \mbox{X} / \mathrm{X} / \textbf{X} standing alone are unwrapped: `\text{(B)}` = `B`;
 //    single letters (multiple choice) and text without a command compare case-insensitively
 //    (`\text{East}` = `east`, as Qwen2.5-Math's grader lowercases); `(B)` = `B`.
-//  * `v = rhs` with a single variable on the left compares as `rhs` (`x = 5` = `5`).
+//  * `v = rhs` with a single variable on the left compares as `rhs` (`x = 5` = `5`). Other
+//    equations are equal when lhs - rhs is the same function, or its negation (Qwen2.5-Math's
+//    grader): `5x+11z-7y=-4` = `5x - 7y + 11z + 4 = 0`; a multiple of it is not.
 //  * A number written with thousands separators (`1,000`, `10,\!080`: groups of exactly three
 //    digits, no space after the comma unless `\!` marks it: `11,\! 111`) is one number;
 //    `1, 000` or `(1, 0)` are lists.

@@ -106,6 +106,14 @@ TEST(MathEquivalent, PairsQwensGraderAcceptsOnMath500Golds) {
   EXPECT_TRUE(math_equivalent("-2, 1+\\sqrt{5}, 1-\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
   EXPECT_TRUE(math_equivalent("\\{1+\\sqrt5,1-\\sqrt5,-2\\}", "\\{1\\pm\\sqrt{5},-2\\}"));
   EXPECT_FALSE(math_equivalent("-2, 1+\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
+  // precalculus/659: a plane's equation, its terms reordered, moved across, or negated.
+  const std::string plane = "5x - 7y + 11z + 4 = 0";
+  EXPECT_TRUE(math_equivalent("5x+11z-7y+4=0", plane));
+  EXPECT_TRUE(math_equivalent("5x+11z-7y=-4", plane));
+  EXPECT_TRUE(math_equivalent("-5x+7y-11z-4=0", plane));
+  EXPECT_FALSE(math_equivalent("5x-7y+11z+5=0", plane));
+  EXPECT_FALSE(math_equivalent("5x-7y+11z+4", plane));  // an expression is not the equation
+  EXPECT_FALSE(math_equivalent("10x-14y+22z+8=0", plane));  // a multiple: another answer, as in Qwen's grader
 }
 
 // A lone letter after a number: a variable in a gold, a unit in a candidate where the gold has no
