@@ -41,8 +41,10 @@ struct GenSettings {
   size_t max_output_chars = 100;   // generate_tasks: repr longer than this -> output_too_large
 };
 
-// Difficulty presets: 0 = easy (1-2 statements, depth 1, ints and strings), 1 = medium (the
-// defaults), 2 = hard (2-5 statements, depth 2, dicts on, larger values). Other levels clamp.
+// Difficulty presets: 0 = easy (1-2 statements, depth 1, up to 2 parameters: ints, strings and
+// lists, no comprehensions), 1 = medium (the defaults), 2 = hard (2-5 statements, depth 2, dicts
+// on, larger values). Other levels clamp. No preset returns a bool or None: outputs are ints,
+// strings, lists, tuples and (hard) dicts.
 GenSettings preset(int level);
 
 struct GeneratedProgram {

@@ -1,7 +1,9 @@
 // azr buffer: inspect and move tasks. Reads open the database read-only, so every command but
 // `import` and `migrate` works on a buffer a running trainer is writing.
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -262,7 +264,29 @@ class RemoveOnExit {
   std::string path_;
 };
 
-std::string temp_beside(const std::string& path) { return path + ".tmp-" + std::to_string(getpid()); }
+// `path.tmp-PID`: the name an import or an export writes under before publishing. A process
+// killed with -9 leaves it (and SQLite's -wal and -shm of it); the next command writing `path`
+// removes those whose PID no longer runs, and leaves a live process's alone.
+std::string temp_beside(const std::string& path) {
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t digits = rest.find_first_not_of("0123456789");
+    const std::string pid_text = rest.substr(0, digits);
+    const std::string side = digits == std::string::npos ? "" : rest.substr(digits);
+    if (pid_text.empty() || pid_text.size() > 9 || std::stoll(pid_text) <= 0 ||
+        std::find_if(std::begin(kDatabaseFiles), std::end(kDatabaseFiles),
+                     [&](const char* s) { return side == s; }) == std::end(kDatabaseFiles))
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stoll(pid_text));
+    if (pid != getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
+  }
+  return path + ".tmp-" + std::to_string(getpid());
+}
 
 fs::path parent_dir(const std::string& path) {
   const fs::path p = fs::path(path).parent_path();

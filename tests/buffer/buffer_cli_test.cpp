@@ -163,6 +163,26 @@ TEST_F(BufferCli, AnOutputThatCannotBeWrittenIsAnError) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// What an import killed with -9 left (`new.db.tmp-PID` and its -wal and -shm) goes at the next
+// import of that name when PID no longer runs; a live process's temporaries stay.
+TEST_F(BufferCli, TemporariesOfADeadImportAreRemoved) {
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(dead, &status, 0), dead);  // reaped: no process has this pid now
+  const std::string db = path("new.db"), dead_tmp = db + ".tmp-" + std::to_string(dead);
+  const std::string live_tmp = db + ".tmp-" + std::to_string(getpid());
+  for (const std::string& f : {dead_tmp, dead_tmp + "-wal", dead_tmp + "-shm", live_tmp, db + ".tmp-notapid"})
+    std::ofstream(f) << "left behind";
+  auto r = run_process({azr(), "buffer", "import", db, write("t.jsonl", cruxeval_tasks())});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(total(db), 800);
+  for (const std::string& f : {dead_tmp, dead_tmp + "-wal", dead_tmp + "-shm"}) EXPECT_FALSE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::exists(live_tmp));
+  EXPECT_TRUE(fs::exists(db + ".tmp-notapid"));  // not a name azr writes
+}
+
 // An import that creates the database and an export to a file publish a synced temporary under
 // the final name (link, rename) and then sync the directory: a power cut leaves the old state or
 // the whole new file. tests/sync_log.cpp, preloaded, logs the calls in order.
