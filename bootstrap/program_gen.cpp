@@ -639,6 +639,7 @@ class Generator {
     } else if (kind == 2) {
       const Var* s = r_.pick(strs);
       lv = {fresh({"ch", "c2"}), Ty::Str, false, false, true, true};
+      frozen = s->name;  // `t = 'c' + t` in the body doubled t at each pass of an outer loop
       header = "for " + lv.name + " in " + s->name + ":";
     } else {
       const Var* dv = r_.pick(dicts);

@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
     std::cout.flush();
     if (std::cout) return rc;
     // No errno: the stream's failure may lie several system calls back (closing the database).
-    std::cerr << "azr: error: cannot write to standard output (a full disk, a closed file?): the output is "
-                 "incomplete\n";
+    std::cerr << "azr: error: cannot write to standard output (a full disk, a closed pipe or file?): the output "
+                 "is incomplete\n";
     return rc != 0 ? rc : 1;
   };
   try {

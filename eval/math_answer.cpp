@@ -967,6 +967,11 @@ std::string expand_pm(const std::string& s) {
   size_t p = s.find("\\pm");
   if (p == std::string::npos || s.find("\\pm", p + 3) != std::string::npos) return s;
   if (s.find(',') != std::string::npos) return s;
+  if (p + 3 < s.size() && std::isalpha(static_cast<unsigned char>(s[p + 3]))) return s;  // \pmod
+  int depth = 0;  // outside brackets only: `\{1\pm\sqrt5\}` is a set, expanded element by element
+  for (size_t k = 0; k < p; ++k)
+    depth += (s[k] == '(' || s[k] == '[' || s[k] == '{') - (s[k] == ')' || s[k] == ']' || s[k] == '}');
+  if (depth != 0) return s;
   std::string a = s.substr(0, p), b = s.substr(p + 3);
   if (a.empty()) return "+" + b + ",-" + b;  // \pm 3
   return a + "+" + b + "," + a + "-" + b;
@@ -1069,10 +1074,15 @@ bool same_function(const std::string& c, const std::string& g) {
   return false;
 }
 
-// Text with no command in it, the same but for case (`\\text{East}` for `east`; Qwen2.5-Math's
-// grader compares lowercased first). A command's case matters: `\\Delta` is not `\\delta`.
+// Words, the same but for case (`\\text{East}` for `east`; Qwen2.5-Math's grader compares
+// lowercased first). Only letters: a command's case matters (`\\Delta` is not `\\delta`), and
+// so does an expression's (`q-Q`). Two letters or more (one letter: the choice rule below).
 bool same_text_but_case(const std::string& c, const std::string& g) {
-  if (c.size() != g.size() || c.find('\\') != std::string::npos || g.find('\\') != std::string::npos) return false;
+  // Letters only (words; whitespace is gone by now): `q-Q` and `2N` are expressions, not text.
+  const auto letters = [](const std::string& x) {
+    return x.size() >= 2 && std::all_of(x.begin(), x.end(), [](unsigned char ch) { return std::isalpha(ch); });
+  };
+  if (c.size() != g.size() || !letters(c) || !letters(g)) return false;
   for (size_t k = 0; k < c.size(); ++k)
     if (std::tolower(static_cast<unsigned char>(c[k])) != std::tolower(static_cast<unsigned char>(g[k]))) return false;
   return true;
@@ -1104,7 +1114,7 @@ bool scalar_equivalent(const std::string& c, const std::string& g) {
   return same_function(c, g);
 }
 
-bool equivalent_normalised(const std::string& c, const std::string& g, int depth);
+bool equivalent_normalised(const std::string& c, const std::string& g, int depth, bool intervals_named = false);
 
 bool unordered_match(const std::vector<std::string>& c, const std::vector<std::string>& g, int depth) {
   if (c.size() != g.size()) return false;
@@ -1124,20 +1134,27 @@ std::string normalise_element(const std::string& e) {
   return unwrap_choice_letter(strip_whitespace(strip_variable_assignment(e)));
 }
 
-bool equivalent_normalised(const std::string& c0, const std::string& g0, int depth) {
+// intervals_named: an answer said `x \in ...` (normalisation has taken it away): its `(a, b)` is
+// an interval, never a tuple to match a bare list.
+bool equivalent_normalised(const std::string& c0, const std::string& g0, int depth, bool intervals_named) {
   if (depth > 8) return c0 == g0;
   std::string c = normalise_element(c0), g = normalise_element(g0);
   if (c == g) return true;
+  const std::string c_written = c, g_written = g;
   c = expand_pm(c);
   g = expand_pm(g);
   Structure cs = structure_of(c), gs = structure_of(g);
   // A tuple and the same elements bare, in order, are one answer (`(1,-2)` for `1,-2`; polar
   // coordinates written without their parentheses), as Qwen2.5-Math's grader strips the brackets.
-  const auto tuple_and_bare = [](const Structure& a, const Structure& b) {
-    return a.kind == Structure::kOrdered && a.open == "(" && a.close == ")" && b.kind == Structure::kUnordered &&
-           b.open.empty() && a.elems.size() == b.elems.size();
+  // `(a, b)` may be an open interval too, which this cannot tell; not where it says so: an
+  // infinite end, `x \in (1, 2)`, or a bare list that is a `\pm` expanded (`\pm 2`, two roots).
+  const bool no_interval_marks =
+      !intervals_named && c.find("\\infty") == std::string::npos && g.find("\\infty") == std::string::npos;
+  const auto tuple_and_bare = [&](const Structure& a, const Structure& b, bool b_expanded) {
+    return no_interval_marks && !b_expanded && a.kind == Structure::kOrdered && a.open == "(" && a.close == ")" &&
+           b.kind == Structure::kUnordered && b.open.empty() && a.elems.size() == b.elems.size();
   };
-  if (tuple_and_bare(cs, gs) || tuple_and_bare(gs, cs)) {
+  if (tuple_and_bare(cs, gs, g != g_written) || tuple_and_bare(gs, cs, c != c_written)) {
     for (size_t k = 0; k < gs.elems.size(); ++k)
       if (!equivalent_normalised(cs.elems[k], gs.elems[k], depth + 1)) return false;
     return true;
@@ -1176,6 +1193,7 @@ std::optional<std::string> extract_math_answer(std::string_view response) {
     // elsewhere the last number serves, where the words after it ("18 dollars a day") would not.
     if (const size_t at = t.rfind("he answer is"); at != std::string::npos) {
       std::string after = trim(std::string_view(t).substr(at + std::string_view("he answer is").size()));
+      if (!after.empty() && after.front() == ':') after = trim(std::string_view(after).substr(1));
       while (!after.empty() && after.back() == '.') after.pop_back();
       after = trim(after);
       if (!after.empty()) return after;
@@ -1218,7 +1236,12 @@ bool math_equivalent(std::string_view candidate, std::string_view gold) {
   std::string g = normalize(gold, false);
   std::string c = normalize(candidate, !has_variable(g));
   if (c.empty() || g.empty()) return false;
-  return equivalent_normalised(c, g, 0);
+  const auto says_in = [](std::string_view x) {
+    for (size_t at = x.find("\\in"); at != std::string_view::npos; at = x.find("\\in", at + 1))
+      if (at + 3 == x.size() || !std::isalpha(static_cast<unsigned char>(x[at + 3]))) return true;  // not \infty
+    return false;
+  };
+  return equivalent_normalised(c, g, 0, says_in(candidate) || says_in(gold));
 }
 
 std::optional<std::string> gold_math_answer(std::string_view benchmark, const nlohmann::json& item) {

@@ -10,8 +10,8 @@
 //    after a number: "5 cm"), so `50\%` = `50`. DECISION: `0.5` != `50\%` (the percent sign is
 //    dropped, not divided by 100), since MATH-style golds write percentages as the number.
 //  * \text{X} / \mbox{X} / \mathrm{X} / \textbf{X} standing alone are unwrapped: `\text{(B)}` = `B`;
-//    single letters (multiple choice) and text without a command compare case-insensitively
-//    (`\text{East}` = `east`, as Qwen2.5-Math's grader lowercases); `(B)` = `B`.
+//    single letters (multiple choice) and words (letters only) compare case-insensitively
+//    (`\text{East}` = `east`, as Qwen2.5-Math's grader lowercases; `q-Q` != `Q-q`); `(B)` = `B`.
 //  * `v = rhs` with a single variable on the left compares as `rhs` (`x = 5` = `5`). Other
 //    equations are equal when lhs - rhs is the same function, or its negation (Qwen2.5-Math's
 //    grader): `5x+11z-7y=-4` = `5x - 7y + 11z + 4 = 0`; a multiple of it is not.
@@ -22,7 +22,10 @@
 //    (so intervals and tuples keep their meaning); `\{a, b\}` sets and bare comma lists `a, b`
 //    (lists of solutions) compare as unordered multisets; a set and a bare list may match; a
 //    tuple `(a, b)` and the bare `a, b` match in order (Qwen2.5-Math's grader strips brackets).
-//  * `a \pm b` is the list `a+b, a-b`, and an element `a \pm b` of a set or list is two.
+//    DECISION: an open interval `(a, b)` looks the same and matches the bare list too, as there,
+//    unless the answer says it is one (an `\infty` end, `x \in`) or the list is a `\pm` expanded.
+//  * `a \pm b` outside brackets is the list `a+b, a-b`, and an element `a \pm b` of a set or list
+//    is two (`\pmod` is no `\pm`).
 //  * Scalars are evaluated by a small recursive-descent parser (numbers, e-notation `4.5e33`,
 //    + - * / ^, \frac, \sqrt,
 //    \sqrt[n], \pi, \cdot, \times, implicit products like 2\sqrt{3} or 3\pi, mixed numbers

@@ -1,5 +1,7 @@
 #include "sandbox/protocol.h"
 
+#include <algorithm>
+
 #include "sandbox/wire.h"
 
 namespace azr::sandbox::protocol {
@@ -93,6 +95,10 @@ Request decode_request(std::string_view payload) {
   r.program = rd.str();
   r.entry = rd.str();
   r.module_name = rd.str();
+  // It becomes the program's __name__ through PyUnicode_FromString: printable ASCII only.
+  if (r.module_name.empty() || r.module_name.size() > 64 ||
+      !std::all_of(r.module_name.begin(), r.module_name.end(), [](char c) { return c > ' ' && c < 0x7f; }))
+    throw wire::Error("bad module name");
   uint32_t n = rd.u32();
   if (n > rd.remaining() / 4) throw wire::Error("input count exceeds message");
   r.inputs.reserve(n);

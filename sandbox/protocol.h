@@ -100,7 +100,8 @@ constexpr uint8_t kRecordDone = 'D';
 // (each job a "ForgedResult" violation, each proposal punished for it).
 constexpr uint32_t kHelloMagic = 0x5a525a41;  // "AZRZ" as little-endian bytes
 // 1: the first versioned layout (result records carry cpu_micros; End::LockdownFailed).
-constexpr uint32_t kProtocolVersion = 1;
+// 2: a request carries the program's module name after its entry (Job::module_name).
+constexpr uint32_t kProtocolVersion = 2;
 
 // decode_hello's error when the zygote speaks another protocol, or predates versions.
 struct ProtocolMismatch : std::runtime_error {

@@ -40,6 +40,7 @@ TEST(ExtractMathAnswer, AnswerTags) {
   EXPECT_EQ(extract_math_answer(R"(\boxed{5} <answer>6</answer>)"), "5");
   // Prose in the tags: what follows "the answer is", as Qwen2.5-Math's extractor reads it.
   EXPECT_EQ(extract_math_answer("<answer>The answer is 5.</answer>"), "5");
+  EXPECT_EQ(extract_math_answer("<answer>So the answer is: 7.</answer>"), "7");
   EXPECT_EQ(extract_math_answer("<answer>I think the answer is \\frac{1}{2}</answer>"), "\\frac{1}{2}");
   EXPECT_EQ(extract_math_answer("<answer>The answer is</answer>"), "The answer is");
   EXPECT_TRUE(math_equivalent(*extract_math_answer("<answer>The answer is 5</answer>"), "5"));
@@ -94,6 +95,9 @@ TEST(MathEquivalent, PairsQwensGraderAcceptsOnMath500Golds) {
   // prealgebra/105, algebra/1349: text answers whatever their case; a command's case matters.
   EXPECT_TRUE(math_equivalent("\\text{East}", "\\text{east}"));
   EXPECT_TRUE(math_equivalent("evelyn", "\\text{Evelyn}"));
+  EXPECT_TRUE(math_equivalent("No solution", "\\text{no solution}"));
+  EXPECT_FALSE(math_equivalent("Q-q", "q-Q"));  // expressions keep their case
+  EXPECT_FALSE(math_equivalent("2N", "2n"));
   EXPECT_FALSE(math_equivalent("\\text{West}", "\\text{east}"));
   EXPECT_FALSE(math_equivalent("\\Delta", "\\delta"));
   // precalculus/807: polar coordinates with and without their parentheses, in order only.
@@ -102,10 +106,17 @@ TEST(MathEquivalent, PairsQwensGraderAcceptsOnMath500Golds) {
   EXPECT_FALSE(math_equivalent("\\frac{\\pi}{2}, 3", "\\left( 3, \\frac{\\pi}{2} \\right)"));
   EXPECT_FALSE(math_equivalent("[1,-2]", "1,-2"));  // an interval is not the list
   EXPECT_FALSE(math_equivalent("(1,-2)", "\\{1,-2\\}"));  // nor is a tuple the set
+  // Where `(a, b)` says it is an interval, the bare list is not it; nor is a \pm's pair of roots a point.
+  EXPECT_FALSE(math_equivalent("-\\infty, 3", "(-\\infty, 3)"));
+  EXPECT_FALSE(math_equivalent("1,2", "x \\in (1,2)"));
+  EXPECT_FALSE(math_equivalent("\\pm 2", "(2,-2)"));
+  EXPECT_FALSE(math_equivalent("(1\\pm 2)", "(3,-1)"));
   // intermediate_algebra/2015: a \pm inside a set stands for two of its elements.
   EXPECT_TRUE(math_equivalent("-2, 1+\\sqrt{5}, 1-\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
   EXPECT_TRUE(math_equivalent("\\{1+\\sqrt5,1-\\sqrt5,-2\\}", "\\{1\\pm\\sqrt{5},-2\\}"));
   EXPECT_FALSE(math_equivalent("-2, 1+\\sqrt{5}", "\\{1\\pm\\sqrt{5},-2\\}"));
+  EXPECT_TRUE(math_equivalent("\\{1+\\sqrt5,1-\\sqrt5\\}", "\\{1\\pm\\sqrt{5}\\}"));  // the \pm its only element
+  EXPECT_FALSE(math_equivalent("\\{a+od5,a-od5,2\\}", "a \\pmod 5, 2"));  // \pmod is no \pm
   // precalculus/659: a plane's equation, its terms reordered, moved across, or negated.
   const std::string plane = "5x - 7y + 11z + 4 = 0";
   EXPECT_TRUE(math_equivalent("5x+11z-7y+4=0", plane));

@@ -133,6 +133,33 @@ TEST(Framing, OversizeFrameIsAnError) {
 
 // --- the hello: a zygote from another build is refused before anything is misread -------------
 
+// A request's fields survive the wire, the module name among them; a module name that is not
+// printable ASCII (it becomes the program's __name__ through PyUnicode_FromString) is refused.
+TEST(Request, ItsFieldsSurviveTheWireAndABadModuleNameIsRefused) {
+  protocol::Request r;
+  r.job_id = 42;
+  r.program = "def f(x):\n    return x";
+  r.entry = "f";
+  r.module_name = "builtins";
+  r.inputs = {"1", "'a'"};
+  r.limits.cpu_seconds = 1.5;
+  r.nonce[0] = 7;
+  r.nonce[1] = 9;
+  const protocol::Request got = protocol::decode_request(protocol::encode(r));
+  EXPECT_EQ(got.job_id, 42u);
+  EXPECT_EQ(got.program, r.program);
+  EXPECT_EQ(got.entry, "f");
+  EXPECT_EQ(got.module_name, "builtins");
+  EXPECT_EQ(got.inputs, r.inputs);
+  EXPECT_EQ(got.limits.cpu_seconds, 1.5);
+  EXPECT_EQ(got.nonce[1], 9u);
+  const std::vector<std::string> bad_names = {"", "a b", std::string("x\0y", 3), "\xc3\xa9", std::string(65, 'm')};
+  for (const std::string& bad : bad_names) {
+    r.module_name = bad;
+    EXPECT_THROW(protocol::decode_request(protocol::encode(r)), wire::Error) << bad;
+  }
+}
+
 TEST(Hello, ItsFieldsSurviveTheWire) {
   protocol::Hello h;
   h.python_version = "3.11.2";
