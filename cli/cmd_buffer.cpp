@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -274,15 +275,14 @@ std::string temp_beside(const std::string& path) {
   for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
-    const std::string rest = name.substr(prefix.size());
-    const size_t digits = rest.find_first_not_of("0123456789");
-    const std::string pid_text = rest.substr(0, digits);
-    const std::string side = digits == std::string::npos ? "" : rest.substr(digits);
-    if (pid_text.empty() || pid_text.size() > 9 || std::stoll(pid_text) <= 0 ||
+    const char* first = name.data() + prefix.size();
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(first, name.data() + name.size(), pid);
+    const std::string side(end, name.data() + name.size());  // "", "-wal", "-shm" or "-journal"
+    if (err != std::errc() || end == first || pid <= 0 ||
         std::find_if(std::begin(kDatabaseFiles), std::end(kDatabaseFiles),
                      [&](const char* s) { return side == s; }) == std::end(kDatabaseFiles))
       continue;
-    const pid_t pid = static_cast<pid_t>(std::stoll(pid_text));
     if (pid != getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
   }
   return path + ".tmp-" + std::to_string(getpid());

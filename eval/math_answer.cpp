@@ -1025,7 +1025,6 @@ Structure structure_of(const std::string& s) {
   return st;
 }
 
-
 // Whether a normalised answer holds a letter outside a command's name (`2n`, `x`; not `\frac12`)
 // or a Greek letter (`\omega`).
 bool has_variable(std::string_view x) {
@@ -1074,13 +1073,13 @@ bool same_function(const std::string& c, const std::string& g) {
   return false;
 }
 
-// Words, the same but for case (`\\text{East}` for `east`; Qwen2.5-Math's grader compares
-// lowercased first). Only letters: a command's case matters (`\\Delta` is not `\\delta`), and
-// so does an expression's (`q-Q`). Two letters or more (one letter: the choice rule below).
+// Letters, the same but for case: a multiple-choice letter (`b` for `B`), a word (`\\text{East}`
+// for `east`; Qwen2.5-Math's grader compares lowercased first). Only letters (whitespace is gone
+// by now): a command's case matters (`\\Delta` is not `\\delta`), and so does an expression's
+// (`q-Q`, `2N`).
 bool same_text_but_case(const std::string& c, const std::string& g) {
-  // Letters only (words; whitespace is gone by now): `q-Q` and `2N` are expressions, not text.
   const auto letters = [](const std::string& x) {
-    return x.size() >= 2 && std::all_of(x.begin(), x.end(), [](unsigned char ch) { return std::isalpha(ch); });
+    return !x.empty() && std::all_of(x.begin(), x.end(), [](unsigned char ch) { return std::isalpha(ch); });
   };
   if (c.size() != g.size() || !letters(c) || !letters(g)) return false;
   for (size_t k = 0; k < c.size(); ++k)
@@ -1106,9 +1105,6 @@ bool scalar_equivalent(const std::string& c, const std::string& g) {
     const std::string dg = "(" + ge->first + ")-(" + ge->second + ")";
     return same_function(dc, dg) || same_function(dc, "-(" + dg + ")");
   }
-  if (c.size() == 1 && g.size() == 1 && std::isalpha(static_cast<unsigned char>(c[0])) &&
-      std::isalpha(static_cast<unsigned char>(g[0])))
-    return std::tolower(static_cast<unsigned char>(c[0])) == std::tolower(static_cast<unsigned char>(g[0]));
   auto cv = evaluate(c), gv = evaluate(g);
   if (cv && gv) return numbers_equal(*cv, *gv);
   return same_function(c, g);
