@@ -85,6 +85,10 @@ void load_math(Benchmark& b, const fs::path& dir) {
       throw BenchmarkError(rows[i].where + ": no 'problem' or 'question' text");
     std::optional<std::string> gold = gold_math_answer(b.info.folder, r);
     if (!gold) throw BenchmarkError(rows[i].where + ": no gold answer");
+    // An empty gold ("answer": "", a solution whose last \boxed{} is empty) would grade every
+    // answer wrong without a word; a data file like that is broken, not hard.
+    if (gold->find_first_not_of(" \t\r\n") == std::string::npos)
+      throw BenchmarkError(rows[i].where + ": the gold answer is empty");
     it.gold = *gold;
     b.items.push_back(std::move(it));
   }

@@ -134,6 +134,21 @@ TEST(Loaders, BadFilesAreNamedByFileAndLine) {
   EXPECT_EQ(twice, "cruxeval_o (in " + (dir / "cruxeval").string() + "): duplicate item id 'a' (items 1 and 2)");
   // An empty file, or a directory in the file's place, would score 0 of 0: an error instead.
   EXPECT_EQ(message_for("\n\n"), "cruxeval_o (in " + (dir / "cruxeval").string() + "): no items");
+  // An empty gold would grade every answer wrong without a word.
+  std::filesystem::create_directories(dir / "aime25");
+  std::ofstream(dir / "aime25" / "test.jsonl") << R"({"id": 1, "problem": "p", "answer": "4"})" << "\n"
+                                                << R"({"id": 2, "problem": "q", "answer": " "})" << "\n";
+  std::filesystem::create_directories(dir / "minerva_math");
+  std::ofstream(dir / "minerva_math" / "test.jsonl") << R"({"problem": "p", "solution": "so \\boxed{}"})" << "\n";
+  for (const auto& [bench, file] : {std::pair{"aime25", "aime25/test.jsonl:2"},
+                                     std::pair{"minerva_math", "minerva_math/test.jsonl:1"}}) {
+    try {
+      load_benchmark(bench, dir);
+      ADD_FAILURE() << bench << " loaded an empty gold";
+    } catch (const BenchmarkError& e) {
+      EXPECT_EQ(std::string(e.what()), (dir / file).string() + ": the gold answer is empty");
+    }
+  }
   for (const auto& [bench, file] : {std::pair{"aime24", "aime24/test.jsonl"},
                                      std::pair{"humaneval", "humaneval/HumanEval.jsonl.gz"}}) {
     std::filesystem::create_directories(dir / file);
