@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "buffer/seeded_random.h"
 #include "model/adamw.h"
 #include "model/losses.h"
 
@@ -78,7 +79,7 @@ WarmStartStats warm_start(model::Transformer& m, const model::Tokenizer& tok, co
     batch.reserve(static_cast<size_t>(s.batch_size));
     for (int i = 0; i < s.batch_size; i++) {
       if (cursor == order.size()) {
-        std::shuffle(order.begin(), order.end(), rng);
+        buffer::seeded_shuffle(order.begin(), order.end(), rng);
         cursor = 0;
       }
       batch.push_back(order[cursor++]);

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "buffer/schema.h"
+#include "buffer/seeded_random.h"
 #include "buffer/sqlite_util.h"
 #include "buffer/task_row.h"
 
@@ -38,16 +39,6 @@ std::vector<std::string> json_strings(const std::string& text) {
     for (const auto& v : j)
       if (v.is_string()) out.push_back(v.get<std::string>());
   return out;
-}
-
-// Uniform integer in [0, n) from 64 random bits, by rejection: exact, and the same on every
-// standard library (std::uniform_int_distribution is not), so a seed reproduces a run anywhere.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t x;
-  do x = rng();
-  while (x >= limit);
-  return x % n;
 }
 
 // k distinct values from [0, n), in random order (Floyd's algorithm, then a shuffle).
@@ -74,7 +65,7 @@ std::vector<int64_t> distinct_below(std::mt19937_64& rng, int64_t n, int64_t k, 
     out.assign(chosen.begin(), chosen.end());
     std::sort(out.begin(), out.end());
   }
-  for (size_t i = out.size(); i > 1; --i) std::swap(out[i - 1], out[uniform_below(rng, i)]);
+  seeded_shuffle(out.begin(), out.end(), rng);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "buffer/seeded_random.h"
 #include "buffer/task_buffer.h"
 #include "buffer/task_jsonl.h"
 #include "cli/commands.h"
@@ -221,7 +222,7 @@ int run_prompt(const TaskOptions& o) {
         buffer::Counts c = db->counts();
         int64_t nd = c.by_type[0], na = c.by_type[1];
         if (nd + na > 0) {
-          int64_t pick = std::uniform_int_distribution<int64_t>(0, nd + na - 1)(rng);
+          auto pick = static_cast<int64_t>(buffer::uniform_below(rng, uint64_t(nd + na)));
           auto v = db->sample_references(pick < nd ? TaskType::Deduction : TaskType::Abduction, 1, rng);
           if (!v.empty()) ref = v[0];
         }

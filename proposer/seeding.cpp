@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "buffer/seeded_random.h"
 #include "proposer/prompts.h"
 #include "proposer/seed.h"
 
@@ -18,7 +19,7 @@ int64_t count_of(const buffer::TaskBuffer& b, TaskType t) { return b.counts().by
 buffer::Task induction_source(const buffer::TaskBuffer& b, std::mt19937_64& rng) {
   const int64_t ded = count_of(b, TaskType::Deduction), abd = count_of(b, TaskType::Abduction);
   const TaskType from =
-      std::uniform_int_distribution<int64_t>(0, ded + abd - 1)(rng) < ded ? TaskType::Deduction : TaskType::Abduction;
+      buffer::uniform_below(rng, uint64_t(ded + abd)) < uint64_t(ded) ? TaskType::Deduction : TaskType::Abduction;
   return b.sample_references(from, 1, rng).at(0);
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "buffer/seeded_random.h"
 #include "buffer/task_jsonl.h"
 #include "model/generate.h"
 #include "proposer/parse.h"
@@ -136,7 +137,7 @@ std::vector<Task> solver_tasks(const buffer::TaskBuffer& b, TaskType type, int b
   std::vector<Task> tasks = b.sample_solver_batch(type, batch, newest_since, rng);
   const size_t distinct = tasks.size();
   for (size_t i = 0; distinct > 0 && tasks.size() < size_t(batch); i++)
-    tasks.push_back(tasks[std::uniform_int_distribution<size_t>(0, distinct - 1)(rng)]);
+    tasks.push_back(tasks[buffer::uniform_below(rng, distinct)]);
   return tasks;
 }
 
