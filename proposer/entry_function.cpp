@@ -16,10 +16,11 @@ std::vector<std::string> def_names(std::string_view program) {
 std::string rename_to_f(std::string_view program, std::string_view name) {
   if (name == "f" || name.empty()) return std::string(program);
   const std::string n = regex_escape(name);
-  // `def name(` first, then every `name(` call (the reference's two steps). The call pattern's
-  // (?<!\w) is the word boundary that keeps `xname(` (Unicode-aware: UCP).
+  // `def name(` first, then every `name (` call, space or not (the reference's two steps, its
+  // \bname\s*\(). The call pattern's (?<!\w) is the word boundary that keeps `xname(`
+  // (Unicode-aware: UCP).
   std::string out = Regex(R"(\bdef\s+)" + n + R"(\s*\()").replace_all(program, "def f(");
-  out = Regex(R"((?<!\w))" + n + R"(\()").replace_all(out, "f(");
+  out = Regex(R"((?<!\w))" + n + R"(\s*\()").replace_all(out, "f(");
   return out;
 }
 

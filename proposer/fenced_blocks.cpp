@@ -2,18 +2,35 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
+
 #include "proposer/r1_answer.h"
 #include "proposer/regex.h"
 
 namespace azr::proposer {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+}  // namespace
 
 std::vector<FencedBlock> fenced_blocks(std::string_view text) {
   // The opening fence's info string runs to the end of its line; the content is lazy up to the
   // next fence, with the newline before the closing fence dropped (the reference's `\n?```).
-  static const Regex block(R"(```([^\n`]*)\n(.*?)\n?```)", PCRE2_DOTALL);
+  // Failing that, a block on one line: its first word is the info, the rest the content.
+  static const Regex block(R"(```([^\n`]*)\n(.*?)\n?```|```(\w*)[ \t]*([^\n`]*?)[ \t]*```)", PCRE2_DOTALL);
   std::vector<FencedBlock> out;
-  for (const auto& m : block.find_all(text))
-    out.push_back({strip(m.group(text, 1)), std::string(m.group(text, 2))});
+  for (const auto& m : block.find_all(text)) {
+    const bool one_line = m.groups[0].first == std::string_view::npos;
+    std::string info = lower(strip(m.group(text, one_line ? 3 : 1)));
+    std::string content(m.group(text, one_line ? 4 : 2));
+    if (one_line && info.empty() && content.empty()) continue;  // ``````: no block
+    out.push_back({std::move(info), std::move(content)});
+  }
   return out;
 }
 
@@ -26,6 +43,43 @@ std::vector<std::string> blocks_tagged(std::string_view text, std::string_view t
 
 bool is_code_info(std::string_view info) {
   return info.empty() || info == "python" || info == "py" || info == "python3";
+}
+
+std::string program_text(std::string_view code) {
+  size_t b = 0;  // the start of the first line that is not blank
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '\n') b = i + 1;
+    else if (code[i] != ' ' && code[i] != '\t' && code[i] != '\r') break;
+  }
+  size_t e = code.find_last_not_of(" \t\r\n");
+  if (e == std::string_view::npos || e < b) return {};
+  code = code.substr(b, e - b + 1);
+  // The indentation every non-blank line starts with (spaces and tabs as written, as dedent).
+  std::optional<std::string_view> shared;
+  for (size_t at = 0; at <= code.size();) {
+    size_t end = std::min(code.find('\n', at), code.size());
+    std::string_view line = code.substr(at, end - at);
+    size_t text = line.find_first_not_of(" \t\r");
+    if (text != std::string_view::npos) {
+      std::string_view indent = line.substr(0, text);
+      if (!shared) shared = indent;
+      size_t n = 0;
+      while (n < shared->size() && n < indent.size() && (*shared)[n] == indent[n]) ++n;
+      shared = shared->substr(0, n);
+    }
+    at = end + 1;
+  }
+  if (!shared || shared->empty()) return std::string(code);
+  std::string out;
+  for (size_t at = 0; at <= code.size();) {
+    size_t end = std::min(code.find('\n', at), code.size());
+    std::string_view line = code.substr(at, end - at);
+    if (line.starts_with(*shared)) line.remove_prefix(shared->size());
+    out.append(line);
+    if (end < code.size()) out += '\n';
+    at = end + 1;
+  }
+  return out;
 }
 
 std::optional<std::string> reference_first_code_block(std::string_view text) {

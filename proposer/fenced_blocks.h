@@ -1,7 +1,9 @@
 #pragma once
 // Markdown fenced blocks in a response: ```python, ```input, ```output, ```message, ```input_3 …
 // Blocks are scanned left to right as "```INFO\n CONTENT ```" pairs, so one block's closing fence
-// is never read as the next block's opening one.
+// is never read as the next block's opening one. A fence closed on its own line is a block too,
+// "```output 5```" (info "output", content "5"), as the reference's ```output\s*\n?(.*?)``` reads
+// it; so an inline span in prose (```f```) pairs its own fences and leaves the next block whole.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,17 +12,23 @@
 namespace azr::proposer {
 
 struct FencedBlock {
-  std::string info;     // the info string after the opening fence, trimmed ("python", "input", "")
+  std::string info;     // the info string after the opening fence, trimmed, lower case ("python", "")
   std::string content;  // between the fences, one trailing newline removed
 };
 
 std::vector<FencedBlock> fenced_blocks(std::string_view text);
 
-// The contents of every block whose info string is exactly `tag`, in order.
+// The contents of every block whose info string is `tag` (lower case; the reference's tags are
+// re.IGNORECASE, so ```Output is an output block), in order.
 std::vector<std::string> blocks_tagged(std::string_view text, std::string_view tag);
 
 // Whether `info` marks a code block: "python", "py", "python3" or nothing.
 bool is_code_info(std::string_view info);
+
+// A code block's program: leading blank lines and trailing whitespace go, and the indentation
+// every line shares (textwrap.dedent), so a block indented under a list item runs; the reference
+// strips the text, which dedents a one-function block the same way.
+std::string program_text(std::string_view code);
 
 // azr-reference §3.4.5: the reference's proposer code regex ```(?:python\s*)?\n?(.*?)\n?```,
 // first match. It also matches an ```input block (capturing "input\n…"), the pitfall.

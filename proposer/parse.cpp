@@ -1,11 +1,14 @@
 #include "proposer/parse.h"
 
+#include <pcre2.h>
+
 #include <optional>
 
 #include "proposer/entry_function.h"
 #include "proposer/fenced_blocks.h"
 #include "proposer/import_scan.h"
 #include "proposer/r1_answer.h"
+#include "proposer/regex.h"
 
 namespace azr::proposer {
 namespace {
@@ -23,17 +26,24 @@ std::optional<std::string> code_block(std::string_view answer, const ParseOption
   return std::nullopt;
 }
 
-// A program's leading blank lines and trailing whitespace go; indentation of its first line
-// stays (stripping it would change the program).
-std::string trim_program(std::string_view code) {
-  size_t b = 0;
-  for (size_t i = 0; i < code.size(); ++i) {
-    if (code[i] == '\n') b = i + 1;
-    else if (code[i] != ' ' && code[i] != '\t' && code[i] != '\r') break;
-  }
-  size_t e = code.find_last_not_of(" \t\r\n");
-  if (e == std::string_view::npos || e < b) return {};
-  return std::string(code.substr(b, e - b + 1));
+// The reference's fallbacks for a field written without its block (code_reward.py): the first
+// `# Input:` / `# Message:` line (the value may start on the next line), and <message> tags.
+std::optional<std::string> first_nonempty(const Regex& re, std::string_view answer) {
+  for (const auto& m : re.find_all(answer))
+    if (std::string s = strip(m.group(answer, 1)); !s.empty()) return s;
+  return std::nullopt;
+}
+
+std::optional<std::string> input_without_block(std::string_view answer) {
+  static const Regex comment(R"(^[ \t]*#[ \t]*input[ \t]*:\s*(\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS);
+  return first_nonempty(comment, answer);
+}
+
+std::optional<std::string> message_without_block(std::string_view answer) {
+  static const Regex tag(R"(<message>(.*?)</message>)", PCRE2_DOTALL | PCRE2_CASELESS);
+  static const Regex comment(R"(^[ \t]*#[ \t]*message[ \t]*:\s*(\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS);
+  if (auto s = first_nonempty(tag, answer)) return s;
+  return first_nonempty(comment, answer);
 }
 
 // The final check shared by both kinds: the R1 format (§3.4.3).
@@ -48,16 +58,21 @@ ParseResult finish(ParseResult r, const std::string& text) {
 ParseResult parse_code_proposal(buffer::TaskType type, std::string_view generation, const ParseOptions& o) {
   ParseResult r;
   r.proposal.type = type;
-  const std::string text = with_think_prefix(generation);
+  const std::string text = judged_text(generation);
   std::optional<std::string> answer = last_answer(text);
   if (!answer) return fail(std::move(r), "no_answer");
 
   std::optional<std::string> code = code_block(*answer, o);
   if (!code) return fail(std::move(r), "no_code_block");
   std::vector<std::string> inputs = blocks_tagged(*answer, "input");
-  if (inputs.empty()) return fail(std::move(r), "no_input_block");
-  r.proposal.input = strip(inputs.front());  // §3.4.5: the FIRST ```input block
-  std::string program = trim_program(*code);
+  if (!inputs.empty()) {
+    r.proposal.input = strip(inputs.front());  // §3.4.5: the FIRST ```input block
+  } else if (auto line = input_without_block(*answer)) {
+    r.proposal.input = *line;
+  } else {
+    return fail(std::move(r), "no_input_block");
+  }
+  std::string program = program_text(*code);
 
   std::vector<std::string> defs = def_names(program);
   if (defs.empty()) return fail(std::move(r), "no_def");
@@ -76,7 +91,7 @@ ParseResult parse_induction_proposal(std::string_view generation, std::string_vi
   ParseResult r;
   r.proposal.type = buffer::TaskType::Induction;
   r.proposal.program = std::string(program);
-  const std::string text = with_think_prefix(generation);
+  const std::string text = judged_text(generation);
   std::optional<std::string> answer = last_answer(text);
   if (!answer) return fail(std::move(r), "no_answer");
 
@@ -88,8 +103,13 @@ ParseResult parse_induction_proposal(std::string_view generation, std::string_vi
   for (size_t i = inputs.size() - n; i < inputs.size(); ++i) r.proposal.inputs.push_back(strip(inputs[i]));
 
   std::vector<std::string> messages = blocks_tagged(*answer, "message");
-  if (messages.empty()) return fail(std::move(r), "no_message");
-  r.proposal.message = strip(messages.front());
+  if (!messages.empty()) {
+    r.proposal.message = strip(messages.front());
+  } else if (auto other = message_without_block(*answer)) {
+    r.proposal.message = *other;
+  } else {
+    return fail(std::move(r), "no_message");
+  }
   return finish(std::move(r), text);
 }
 

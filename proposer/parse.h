@@ -6,14 +6,14 @@
 //   "no_answer"       no <answer>…</answer> (§3.4.2)
 //   deduction/abduction:
 //   "no_code_block"   no ```python (or bare ```) block in the answer (§3.4.5)
-//   "no_input_block"  no ```input block in the answer (§3.4.5)
+//   "no_input_block"  no ```input block in the answer, nor a `# Input:` line (§3.4.5)
 //   "no_def"          the program has no `def` (§4.1)
 //   "multiple_defs"   more than one `def`, nested ones and methods included (§4.1)
 //   "input_call"      the substring `input(` anywhere in the program (§4.3)
 //   "banned_import"   an import of a banned module; detail = the module (§4.2)
 //   induction:
 //   "too_few_inputs"  fewer than n ```input blocks (§2.3)
-//   "no_message"      no ```message block (§2.3)
+//   "no_message"      no ```message block, <message> tags or `# Message:` line (§2.3)
 //   both:
 //   "format"          everything parsed, but the <think>…</think><answer>…</answer> regex failed
 //                     (§3.4.3). The proposal is filled in: the reference still adds such a

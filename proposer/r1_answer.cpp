@@ -6,8 +6,8 @@
 
 namespace azr::proposer {
 
-std::string with_think_prefix(std::string_view generation) {
-  return "<think>" + std::string(generation);
+std::string judged_text(std::string_view generation) {
+  return "<think>" + std::string(generation.substr(0, generation.find("Assistant:")));
 }
 
 bool r1_format_ok(std::string_view text) {
@@ -20,9 +20,7 @@ std::optional<std::string> last_answer(std::string_view text) {
   size_t start = text.rfind(open);
   if (start == std::string_view::npos) return std::nullopt;
   start += open.size();
-  size_t end = text.find(close, start);
-  if (end == std::string_view::npos) return std::nullopt;
-  return std::string(text.substr(start, end - start));
+  return std::string(text.substr(start, text.find(close, start) - start));
 }
 
 std::string strip(std::string_view s) {

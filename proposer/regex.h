@@ -2,7 +2,8 @@
 // A small RAII wrapper over PCRE2 for the response parsers. PCRE2 rather than std::regex: the
 // parsers run lazy `(.*?)` patterns over whole model generations, which libstdc++'s recursive
 // matcher can overflow the stack on. Subjects are model text, so invalid UTF-8 must not be an
-// error (PCRE2_MATCH_INVALID_UTF); \w is Unicode-aware (PCRE2_UCP) as in Python's `re`.
+// error (PCRE2_MATCH_INVALID_UTF); \w is Unicode-aware (PCRE2_UCP) as in Python's `re`. Patterns
+// are JIT-compiled: build a Regex once (a function-local static), not per subject.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -32,6 +33,10 @@ class Regex {
   std::vector<Match> find_all(std::string_view subject) const;
   // Replaces every match with `replacement` taken literally.
   std::string replace_all(std::string_view subject, std::string_view replacement) const;
+
+  // Every match in this process through PCRE2's interpreter, not the JIT: the baseline of
+  // bench/response_parse_bench.cpp (the results are the same either way).
+  static void interpret_only(bool on);
 
  private:
   void* code_ = nullptr;  // pcre2_code_8*

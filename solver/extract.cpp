@@ -18,12 +18,25 @@ struct Found {
   std::string text, source;
 };
 
-// The last match's first group, stripped.
+// The last match's first group that is not empty, stripped (an empty one, `# Output:` with
+// nothing after it, leaves the fallbacks after it their turn).
 std::optional<std::string> last_group(const Regex& re, std::string_view text) {
   auto all = re.find_all(text);
-  if (all.empty()) return std::nullopt;
-  return strip(all.back().group(text, 1));
+  for (auto m = all.rbegin(); m != all.rend(); ++m)
+    if (std::string s = strip(m->group(text, 1)); !s.empty()) return s;
+  return std::nullopt;
 }
+
+// The fallbacks of one field, compiled once. A value may start on the line after its marker
+// (`# Output:\n5`, "The input is:\n'abc', 3"), as the reference's `\s*` lets it.
+struct FieldFallbacks {
+  explicit FieldFallbacks(const std::string& field)
+      : comment("^[ \\t]*#[ \\t]*" + field + "[ \\t]*:\\s*(\\S.*)$", PCRE2_MULTILINE | PCRE2_CASELESS),
+        call("(?<![\\w.])" + field + "\\((.*)\\)", 0),
+        tag("<" + field + ">(.*?)</" + field + ">", PCRE2_DOTALL | PCRE2_CASELESS),
+        phrase("\\bthe " + field + " is:?\\s*(\\S.*?)\\.?[ \\t]*$", PCRE2_MULTILINE | PCRE2_CASELESS) {}
+  Regex comment, call, tag, phrase;
+};
 
 // §3.4.4 for `field` = "input" or "output": the last ```field block, then `# Field:` lines,
 // then a `field(...)` call, then <field> tags, then "the field is …", then the whole answer.
@@ -31,39 +44,43 @@ std::optional<std::string> last_group(const Regex& re, std::string_view text) {
 Found field_answer(std::string_view answer, const std::string& field) {
   auto blocks = proposer::blocks_tagged(answer, field);
   if (!blocks.empty()) return {strip(blocks.back()), "block"};
-  const Regex comment("^[ \\t]*#[ \\t]*" + field + "[ \\t]*:(.*)$", PCRE2_MULTILINE | PCRE2_CASELESS);
-  if (auto s = last_group(comment, answer)) return {*s, "comment"};
-  const Regex call("(?<![\\w.])" + field + "\\((.*)\\)", 0);
-  if (auto s = last_group(call, answer)) return {*s, "call"};
-  const Regex tag("<" + field + ">(.*?)</" + field + ">", PCRE2_DOTALL | PCRE2_CASELESS);
-  if (auto s = last_group(tag, answer)) return {*s, "tag"};
-  const Regex phrase("\\bthe " + field + " is:?[ \\t]*(.*?)\\.?[ \\t]*$", PCRE2_MULTILINE | PCRE2_CASELESS);
-  if (auto s = last_group(phrase, answer)) return {*s, "phrase"};
+  static const FieldFallbacks input("input"), output("output");
+  const FieldFallbacks& f = field == "input" ? input : output;
+  if (auto s = last_group(f.comment, answer)) return {*s, "comment"};
+  if (auto s = last_group(f.call, answer)) return {*s, "call"};
+  if (auto s = last_group(f.tag, answer)) return {*s, "tag"};
+  if (auto s = last_group(f.phrase, answer)) return {*s, "phrase"};
   return {strip(answer), "whole"};
 }
 
-// Induction (§2.3): the last code block; none → empty answer (graded wrong, format unaffected).
-Found program_answer(std::string_view answer) {
+// Induction (§2.3): the last code block, dedented; none → nullopt (the reference's
+// parse_code_function fails, and so does the format: reward -1).
+std::optional<Found> program_answer(std::string_view answer) {
   std::optional<std::string> last;
   for (auto& b : proposer::fenced_blocks(answer))
     if (proposer::is_code_info(b.info)) last = std::move(b.content);
-  if (!last) return {"", ""};
-  return {*last, "block"};
+  if (!last) return std::nullopt;
+  return Found{proposer::program_text(*last), "block"};
 }
 
 }  // namespace
 
 Extraction extract_answer(buffer::TaskType type, std::string_view generation) {
   Extraction e;
-  const std::string text = proposer::with_think_prefix(generation);
+  const std::string text = proposer::judged_text(generation);
   std::optional<std::string> answer = proposer::last_answer(text);
   if (!answer) {
     e.reason = "no_answer";
     return e;
   }
+  std::optional<Found> program;
+  if (type == buffer::TaskType::Induction && !(program = program_answer(*answer))) {
+    e.reason = "no_code_block";
+    return e;
+  }
   Found f = type == buffer::TaskType::Deduction   ? field_answer(*answer, "output")
             : type == buffer::TaskType::Abduction ? field_answer(*answer, "input")
-                                                  : program_answer(*answer);
+                                                  : std::move(*program);
   e.answer = std::move(f.text);
   e.source = std::move(f.source);
   e.format_ok = proposer::r1_format_ok(text);

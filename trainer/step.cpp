@@ -483,7 +483,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
           // The R1 structure itself: the parse stops at its first failure (no_answer,
           // no_code_block, ...) before the format check, so its reason does not say.
           rolls.push_back({step, "proposer", o.type, std::nullopt, o.response, o.reward, o.valid,
-                           proposer::r1_format_ok(proposer::with_think_prefix(o.response))});
+                           proposer::r1_format_ok(proposer::judged_text(o.response))});
       for (const SolverOutcome& o : res.solver)
         if (!o.skipped)
           rolls.push_back({step, "solver", o.type, o.task_id > 0 ? std::optional<int64_t>(o.task_id) : std::nullopt,
