@@ -118,7 +118,9 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
 }
 
 int run_exec(const ExecOptions& o) {
-  if (o.file.empty() == o.jsonl.empty()) throw UsageError("exec: give either FILE.py or --jsonl FILE (not both)");
+  if (o.file.empty() == o.jsonl.empty())
+    throw UsageError(o.file.empty() ? "exec: give a FILE.py or --jsonl FILE"
+                                    : "exec: give either FILE.py or --jsonl FILE, not both");
   if (!o.jsonl.empty() && !o.input.empty()) throw UsageError("exec: --input goes with FILE.py, not --jsonl");
 
   std::vector<Item> items;

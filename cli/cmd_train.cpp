@@ -15,7 +15,9 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
       "MASTER_ADDR/MASTER_PORT variables; every rank runs the same command.\n"
       "Exit status: 0 done, 1 failed, 2 bad config or usage, 130 stopped by a signal.");
   c->add_option("config", o.config, "the run config (TOML), e.g. configs/quickstart.toml");
-  c->add_option("--set", o.overrides, "override a config key: --set algorithm.lr=1e-5 (repeatable)");
+  // One value per --set, so a CONFIG.toml after it is the positional, not another override.
+  c->add_option("--set", o.overrides, "override a config key: --set algorithm.lr=1e-5 (repeatable)")
+      ->allow_extra_args(false);
   c->add_option("--run-dir", o.run_dir, "the run directory (default: run.run_dir, else runs/<run.name>)");
   c->add_option("--resume", o.resume, "continue the run in this directory from its newest checkpoint");
   c->add_option("--dist", o.dist, "communication backend: auto, single, mpi or tcp")
@@ -63,7 +65,7 @@ CLI::App* add_bootstrap_command(CLI::App& app, BootstrapCommandOptions& o) {
       "Exit status: 0 done, 1 failed, 2 bad config or usage.");
   c->add_option("config", o.config, "the config (TOML) with a [bootstrap] section, e.g. configs/bootstrap.toml")
       ->required();
-  c->add_option("--set", o.overrides, "override a config key (repeatable)");
+  c->add_option("--set", o.overrides, "override a config key (repeatable)")->allow_extra_args(false);
   c->add_option("--output", o.output, "the model directory to write (default: bootstrap.output)");
   return c;
 }

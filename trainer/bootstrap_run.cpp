@@ -90,7 +90,7 @@ std::array<double, 3> proposal_validity(model::Transformer& m, const model::Toke
       if (r.check.ok) parsed.push_back(std::move(r.proposal));
     }
     proposer::ValidateSettings vs;
-    vs.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
+    vs.limits = sandbox_limits(cfg);
     vs.max_output_chars = size_t(cfg.sandbox.max_output_chars);
     vs.induction_inputs = size_t(cfg.algorithm.induction_inputs);
     int valid = 0;
@@ -112,7 +112,7 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
   ordered_json out = ordered_json::object();
   if (benches.empty()) return out;
   for (const eval::BenchScore& b :
-       eval::evaluate_model(m, tok, benches, pool, eval_limits(cfg), model_eval_settings(cfg)).benches)
+       eval::evaluate_model(m, tok, benches, pool, sandbox_limits(cfg), model_eval_settings(cfg)).benches)
     out[b.name] = b.pass1;
   return out;
 }

@@ -55,9 +55,10 @@ eval::ModelEvalSettings model_eval_settings(const TrainConfig& c) {
   return es;
 }
 
-sandbox::Limits eval_limits(const TrainConfig& c) {
+sandbox::Limits sandbox_limits(const TrainConfig& c) {
   sandbox::Limits lim;
   lim.cpu_seconds = c.sandbox.cpu_seconds;
+  lim.memory_bytes = uint64_t(c.sandbox.memory_mib * 1024 * 1024);
   return lim;
 }
 
@@ -65,7 +66,7 @@ eval::TaskEvalSettings task_eval_settings(const TrainConfig& c) {
   eval::TaskEvalSettings ts;
   ts.max_tokens = c.eval.max_tokens;
   ts.batch_size = c.eval.batch_size;
-  ts.limits = eval_limits(c);
+  ts.limits = sandbox_limits(c);
   ts.prompt_style = prompt_style(c);
   return ts;
 }

@@ -29,11 +29,13 @@ void check_eval_keys(const TrainConfig& config);
 eval::ModelEvalSettings model_eval_settings(const TrainConfig& config);
 
 // The held-out solver evaluation (eval.heldout_tasks in azr train, heldout.jsonl in azr
-// bootstrap): eval.max_tokens, eval.batch_size, sandbox.cpu_seconds and the policy's prompt
+// bootstrap): eval.max_tokens, eval.batch_size, the sandbox limits and the policy's prompt
 // wording. One definition, so a bootstrap's "after" and a run's step-0 figure are comparable.
 eval::TaskEvalSettings task_eval_settings(const TrainConfig& config);
 
-// The sandbox limits of grading in both evaluations: sandbox.cpu_seconds.
-sandbox::Limits eval_limits(const TrainConfig& config);
+// The sandbox limits of every program a run executes (validation, grading, both evaluations,
+// the bootstrap's validity figure): sandbox.cpu_seconds and sandbox.memory_mib, so a task
+// judged in training is judged the same in evaluation.
+sandbox::Limits sandbox_limits(const TrainConfig& config);
 
 }  // namespace azr::trainer

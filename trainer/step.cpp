@@ -18,6 +18,7 @@
 #include "solver/extract.h"
 #include "solver/grade.h"
 #include "solver/prompts.h"
+#include "trainer/eval_setup.h"
 #include "trainer/model_setup.h"
 #include "trainer/seeds.h"
 
@@ -148,13 +149,6 @@ std::string proposer_prompt(const ProposerItem& it, const TrainConfig& cfg) {
                                         cfg.sandbox.cpu_seconds);
 }
 
-sandbox::Limits limits_of(const TrainConfig& cfg) {
-  sandbox::Limits l;
-  l.cpu_seconds = cfg.sandbox.cpu_seconds;
-  l.memory_bytes = uint64_t(cfg.sandbox.memory_mib * 1024 * 1024);
-  return l;
-}
-
 model::SamplingParams sampling_of(const StepContext& ctx) {
   model::SamplingParams p = model::sampling_defaults(ctx.policy.model(), ctx.policy.tokenizer(), true);
   p.temperature = float(ctx.config.algorithm.temperature);
@@ -197,7 +191,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
   const uint64_t jobs_before = ctx.pool.stats().completed;
   const model::SamplingParams sampling = sampling_of(ctx);
   const model::PrefillStats prefill_before = ctx.policy.prefill_totals();
-  const sandbox::Limits limits = limits_of(cfg);
+  const sandbox::Limits limits = sandbox_limits(cfg);
   const rewards::RewardSettings rs = reward_settings(cfg);
 
   // ---- plan (rank 0) ---------------------------------------------------------------------
@@ -588,6 +582,13 @@ SandboxLosses sandbox_losses(const StepResult& r) {
   return l;
 }
 
+PromptsTooLong prompts_too_long(const StepResult& r) {
+  PromptsTooLong n;
+  for (const ProposerOutcome& o : r.proposer) n.proposer += o.skipped && o.reason == "prompt_too_long";
+  for (const SolverOutcome& o : r.solver) n.solver += o.skipped && o.reason == "prompt_too_long";
+  return n;
+}
+
 Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   Scalars m;
   auto add = [&](const std::string& k, double v) { m.emplace_back(k, v); };
@@ -643,6 +644,9 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   for (const auto& [reason, n] : rejected) add("proposer/rejected/" + reason, double(n));
   const SandboxLosses losses = sandbox_losses(r);
   add("sandbox/internal_errors", double(losses.lost()));
+  const PromptsTooLong too_long = prompts_too_long(r);
+  add("skipped/prompt_too_long/proposer", double(too_long.proposer));
+  add("skipped/prompt_too_long/solver", double(too_long.solver));
   add("sandbox/results", double(losses.asked()));
   add("loss/total", r.update.loss);
   add("loss/pg", r.update.pg_loss);

@@ -117,6 +117,13 @@ struct SandboxLosses {
 };
 SandboxLosses sandbox_losses(const StepResult& r);
 
+// The step's prompts longer than algorithm.max_prompt_tokens, per role: left out of generation
+// and the update (metrics skipped/prompt_too_long/<role>; the trainer's log names them).
+struct PromptsTooLong {
+  int64_t proposer = 0, solver = 0;
+};
+PromptsTooLong prompts_too_long(const StepResult& r);
+
 // A lost result is masked, so a sandbox that loses everything (no worker of a kind can start)
 // would let a run go on for hours training on nothing. This counts, for each role, the steps that
 // lost every result the role asked for, in a row; the trainer stops at kStopAfter, the log having

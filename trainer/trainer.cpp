@@ -345,6 +345,14 @@ int train(const TrainOptions& opt) {
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
                                                        : fs::path("runs") / cfg.run.name;
+  // A benchmark folder found by the fallbacks ($AZR_BENCHMARKS, ../shared/benchmarks from the
+  // working directory) goes into the resolved config too: a resume from elsewhere would find
+  // none and turn the evaluation off. Found nowhere, it stays "" (evaluation off, and the log
+  // says why).
+  if (!resuming && cfg.eval.data_dir.empty() && !cfg.eval.benchmarks.empty()) try {
+      cfg.eval.data_dir = eval::resolve_data_dir("").string();
+    } catch (const eval::BenchmarkError&) {
+    }
   // Paths are relative to the working directory (as in most trainers' configs); the resolved
   // config holds them absolute, so --resume works from anywhere.
   for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir,
@@ -572,6 +580,12 @@ int train(const TrainOptions& opt) {
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));
   if (!micro.note.empty()) log(micro.note);
   if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
+  // RoPE runs past the trained context, but the model never learned there (as azr generate says).
+  if (const int64_t context = policy.model().config().max_position_embeddings;
+      context > 0 && cfg.algorithm.max_prompt_tokens + cfg.algorithm.max_response_tokens > context)
+    log(fmt::format("warning: algorithm.max_prompt_tokens {} + algorithm.max_response_tokens {} pass the model's "
+                    "max_position_embeddings ({}): positions past it are outside what the model was trained on",
+                    cfg.algorithm.max_prompt_tokens, cfg.algorithm.max_response_tokens, context));
 
   auto write_ckpt = [&](int64_t step) -> std::string {
     std::string path;
@@ -618,6 +632,11 @@ int train(const TrainOptions& opt) {
       } catch (const buffer::BufferError& e) {
         throw UserError(std::string("seeding.import_tasks: ") + e.what());
       }
+      // An export keeps each task's step in its source run; here the tasks are seeds (step 0),
+      // or tasks exported at step 40 would count as this run's newest for 40 steps and take
+      // every solver slot from its own proposals (the reference drops a loaded task whose
+      // step is past the run's).
+      for (buffer::Task& t : tasks) t.step = 0;
       const buffer::InsertResult inserted = buf->insert(tasks);
       log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", inserted.inserted,
                       cfg.seeding.import_tasks, inserted.duplicates));
@@ -632,11 +651,11 @@ int train(const TrainOptions& opt) {
       ss.max_rounds = cfg.seeding.max_rounds;
       ss.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Seeding)});
       ss.parse.num_inputs = cfg.algorithm.induction_inputs;
-      ss.validate.limits.cpu_seconds = cfg.sandbox.cpu_seconds;
-      ss.validate.limits.memory_bytes = uint64_t(cfg.sandbox.memory_mib * 1024 * 1024);
+      ss.validate.limits = sandbox_limits(cfg);
       ss.validate.max_output_chars = size_t(cfg.sandbox.max_output_chars);
       ss.validate.induction_inputs = size_t(cfg.algorithm.induction_inputs);
       uint64_t call = 0;
+      int64_t too_long = 0;  // prompts past algorithm.max_prompt_tokens: "" is rejected as no_answer
       auto generate = [&](const std::vector<std::string>& prompts) {
         std::vector<std::string> out(prompts.size());
         std::vector<std::vector<int32_t>> ids;
@@ -644,7 +663,10 @@ int train(const TrainOptions& opt) {
         std::vector<size_t> at;
         for (size_t i = 0; i < prompts.size(); i++) {
           std::vector<int32_t> p = policy.encode(prompts[i]);
-          if (int64_t(p.size()) > cfg.algorithm.max_prompt_tokens) continue;  // "" is rejected as no_answer
+          if (int64_t(p.size()) > cfg.algorithm.max_prompt_tokens) {
+            too_long++;
+            continue;
+          }
           ids.push_back(std::move(p));
           seeds.push_back(derive_seed(cfg.run.seed, {0, uint64_t(SeedPhase::Seeding), call, i}));
           at.push_back(i);
@@ -662,6 +684,10 @@ int train(const TrainOptions& opt) {
                       rep.rounds, rep.proposals, rep.inserted[0], rep.inserted[1], rep.inserted[2], rep.duplicates,
                       unix_now() - t0, rep.reached_target ? "" : " (target not reached)",
                       rejected.empty() ? "" : " | rejected:" + rejected));
+      if (too_long > 0)
+        log(fmt::format("seeding: warning: {} of {} prompts passed algorithm.max_prompt_tokens ({}) and were not "
+                        "generated for (counted as no_answer above)", too_long, rep.proposals,
+                        cfg.algorithm.max_prompt_tokens));
     }
     write_ckpt(0);
   }
@@ -674,7 +700,7 @@ int train(const TrainOptions& opt) {
     if (!root || (benches.empty() && heldout.empty())) return;
     if (console) console->phase("evaluating");
     const eval::ModelEvalSettings es = model_eval_settings(cfg);
-    const sandbox::Limits lim = eval_limits(cfg);
+    const sandbox::Limits lim = sandbox_limits(cfg);
     const double t0 = unix_now();
     eval_lines.clear();
     std::string line = fmt::format("eval at step {}:", step);
@@ -741,6 +767,9 @@ int train(const TrainOptions& opt) {
       log(fmt::format("step {}: the sandbox lost {} of {} result(s) (internal_error), masked out of the update", s,
                       losses.lost(), losses.asked()));
     const bool sandbox_down = lost_steps.must_stop(losses);
+    if (const PromptsTooLong n = prompts_too_long(r); n.proposer + n.solver > 0)
+      log(fmt::format("step {}: {} proposer and {} solver prompt(s) passed algorithm.max_prompt_tokens ({}): not "
+                      "generated for, left out of the update", s, n.proposer, n.solver, cfg.algorithm.max_prompt_tokens));
     // A gradient that is not finite skips its update (Policy::update); one such step is an
     // overflow to live with, kStopAfter in a row mean the run cannot learn (the weights hold NaN,
     // say) and it stops, the weights as the last finite update left them.

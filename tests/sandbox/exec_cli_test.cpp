@@ -95,6 +95,16 @@ TEST(ExecCli, MissingFileIsAUsageError) {
   EXPECT_NE(r.err.find("/nonexistent/jobs.jsonl"), std::string::npos) << r.err;
 }
 
+// Neither a file nor --jsonl says what is missing (it said "(not both)"); both say not both.
+TEST(ExecCli, NoProgramAndTwoProgramsAreToldApart) {
+  auto none = run_process({azr(), "exec"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("azr: exec: give a FILE.py or --jsonl FILE\n"), std::string::npos) << none.err;
+  auto both = run_process({azr(), "exec", "/dev/null", "--jsonl", "-"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+}
+
 // The backends line says what this build can run on: the CPU always; CUDA, with the GPU
 // architectures compiled in, exactly when CMake found nvcc (AZR_EXPECT_CUDA, from CMake).
 TEST(ExecCli, VersionListsTheBackendsCompiledIn) {

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -818,6 +819,86 @@ TEST(TrainCli, AStartThatFailsBeforeItsFirstCheckpointLeavesNothingBehind) {
   for (const auto& e : fs::directory_iterator(mine)) left.push_back(e.path().filename().string());
   EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
   EXPECT_EQ(slurp(mine / "notes.txt"), "the user's own file\n");
+}
+
+// An export keeps each task's step in its source run; imported into a new run the tasks are its
+// seeds (step 0), or tasks exported at step 40 would be this run's "newest" for 40 steps.
+TEST(TrainCli, ImportedTasksEnterAsSeedsWhateverStepTheyWereExportedAt) {
+  const fs::path dir = scratch("import-steps");
+  fs::create_directories(dir);
+  std::ifstream in(env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/seed_tasks.jsonl");
+  std::ofstream out(dir / "late.jsonl");
+  std::set<std::string> programs;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    j["step"] = 40;
+    programs.insert(j.at("program").get<std::string>());
+    out << j.dump() << "\n";
+  }
+  out.close();
+  ASSERT_FALSE(programs.empty());
+  auto args = train_args((dir / "run").string(), 0);
+  args.insert(args.end(), {"--set", "seeding.import_tasks=" + (dir / "late.jsonl").string()});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t imported = 0;
+  std::istringstream tasks(buffer_tasks(dir / "run"));
+  for (std::string line; std::getline(tasks, line);) {
+    const json t = json::parse(line);
+    if (!programs.count(t.at("program").get<std::string>())) continue;
+    ++imported;
+    EXPECT_EQ(t.at("step"), 0) << line;
+  }
+  EXPECT_GT(imported, 0u);
+}
+
+// Every prompt is longer than 20 tokens: nothing is generated or trained, and the run says so
+// (in the log, for seeding and each step, and in the metrics) rather than finish quietly.
+TEST(TrainCli, PromptsPastTheLimitAreCountedAndLogged) {
+  const fs::path run = scratch("too-long") / "run";
+  auto args = train_args(run.string(), 1);
+  args.insert(args.end(), {"--set", "algorithm.max_prompt_tokens=20", "--set", "eval.every=0"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = slurp(run / "log.txt");
+  EXPECT_NE(log.find("prompts passed algorithm.max_prompt_tokens (20) and were not generated for"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("step 1: "), std::string::npos) << log;
+  EXPECT_NE(log.find("prompt(s) passed algorithm.max_prompt_tokens (20): not generated for, left out of the update"),
+            std::string::npos)
+      << log;
+  const std::vector<json> m = metrics(run);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_GT(m[0].at("skipped/prompt_too_long/proposer").get<double>(), 0) << m[0].dump();
+  EXPECT_GT(m[0].at("skipped/prompt_too_long/solver").get<double>(), 0) << m[0].dump();
+  EXPECT_EQ(m[0].at("tokens/trained").get<double>(), 0) << m[0].dump();
+}
+
+// --set takes one value, so a config named after it is the config, not a second override (it
+// was: "give a CONFIG.toml"), and a --set after the config still applies.
+TEST(TrainCli, AConfigAfterSetIsTheConfig) {
+  const fs::path run = scratch("set-order") / "run";
+  auto r = run_process({azr(), "train", "--set", "run.steps=0", fixture(), "--set", "eval.every=0", "--run-dir",
+                        run.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = slurp(run / "config.toml");
+  EXPECT_NE(config.find("\nsteps = 0\n"), std::string::npos) << config;
+  EXPECT_NE(config.find("\nevery = 0\n"), std::string::npos) << config;
+}
+
+// The benchmark folder found through $AZR_BENCHMARKS (eval.data_dir unset) is written into the
+// resolved config, absolute, so a resume from another directory evaluates the same data.
+TEST(TrainCli, TheBenchmarkFolderFoundIsWrittenIntoTheResolvedConfig) {
+  const fs::path run = scratch("data-dir") / "run";
+  const std::string data = env_or_fail("AZR_SHARED_DIR") + "/benchmarks";
+  ASSERT_EQ(setenv("AZR_BENCHMARKS", data.c_str(), 1), 0);
+  auto r = run_process({azr(), "train", fixture(), "--set", "run.steps=0", "--run-dir", run.string()});
+  unsetenv("AZR_BENCHMARKS");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = slurp(run / "config.toml");
+  const std::string want = "data_dir = \"" + fs::absolute(data).lexically_normal().string() + "\"\n";
+  EXPECT_NE(config.find(want), std::string::npos) << want << config;
 }
 
 // A bad newest buffer snapshot stops the resume before it replaces the live buffer.db (it once
