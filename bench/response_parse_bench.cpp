@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
     azr::proposer::Regex::interpret_only(false);
     std::printf("| %s | %d | %zu | %.3f | %.3f | %.0fx |\n", c.shape.c_str(), c.n, c.text.size(), jit, interp,
                 interp / jit);
-    rows.push_back({{"shape", c.shape}, {"n", c.n}, {"bytes", c.text.size()}, {"jit_ms", jit}, {"interpreter_ms", interp}});
+    rows.push_back(
+        {{"shape", c.shape}, {"n", c.n}, {"bytes", c.text.size()}, {"jit_ms", jit}, {"interpreter_ms", interp}});
   }
   std::printf("%s\n", nlohmann::json{{"bench", "response_parse"}, {"reps", reps}, {"rows", rows}}.dump().c_str());
   return 0;

@@ -729,7 +729,8 @@ void validate(const TrainConfig& config, const std::string& source_name) {
   if (config.buffer.capacity_per_type != 0 && config.buffer.capacity_per_type < config.seeding.target)
     throw ConfigError(source_name + ": buffer.capacity_per_type (" + std::to_string(config.buffer.capacity_per_type) +
                       ") is below seeding.target (" + std::to_string(config.seeding.target) +
-                      "): seeding could never reach its target; raise the capacity (0 = unbounded) or lower the target");
+                      "): seeding could never reach its target; raise the capacity (0 = unbounded) or lower the "
+                      "target");
 }
 
 std::string to_toml(const TrainConfig& config) {

@@ -769,7 +769,8 @@ int train(const TrainOptions& opt) {
     const bool sandbox_down = lost_steps.must_stop(losses);
     if (const PromptsTooLong n = prompts_too_long(r); n.proposer + n.solver > 0)
       log(fmt::format("step {}: {} proposer and {} solver prompt(s) passed algorithm.max_prompt_tokens ({}): not "
-                      "generated for, left out of the update", s, n.proposer, n.solver, cfg.algorithm.max_prompt_tokens));
+                      "generated for, left out of the update",
+                      s, n.proposer, n.solver, cfg.algorithm.max_prompt_tokens));
     // A gradient that is not finite skips its update (Policy::update); one such step is an
     // overflow to live with, kStopAfter in a row mean the run cannot learn (the weights hold NaN,
     // say) and it stops, the weights as the last finite update left them.
