@@ -12,6 +12,13 @@
 namespace azr::model {
 namespace {
 
+// splitmix64's finaliser: a seed mixed by it starts a stream unrelated to the next seed's.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // splitmix64: tiny, seedable, the same everywhere.
 struct Rng {
   uint64_t state;
@@ -94,10 +101,13 @@ std::vector<Completion> generate(Transformer& model, const std::vector<std::vect
   if (!params.sequence_seeds.empty() && int64_t(params.sequence_seeds.size()) != B)
     throw std::invalid_argument("sequence_seeds has " + std::to_string(params.sequence_seeds.size()) +
                                 " entries for " + std::to_string(B) + " prompts");
+  // Each stream's state is a mixed seed: a state of seed * gamma, as it was, made seed s + 1 the
+  // stream of seed s one draw later (the state advances by gamma a draw), so `azr generate
+  // --seed 1` replayed --seed 0 shifted, and an evaluation's sample 16 (seed + 16) its sample 0.
   for (int64_t b = 0; b < B; b++)
     rng.push_back({params.sequence_seeds.empty()
-                       ? params.seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xD1B54A32D192ED03ull
-                       : params.sequence_seeds[size_t(b)] * 0x9E3779B97F4A7C15ull + 0xD1B54A32D192ED03ull});
+                       ? mix64(mix64(params.seed) ^ mix64(uint64_t(b) + 0xD1B54A32D192ED03ull))
+                       : mix64(params.sequence_seeds[size_t(b)] ^ 0xD1B54A32D192ED03ull)});
 
   // Sampling runs where the logits are (the op table's sample_rows): only each live row's uniform
   // draw goes over, and its token and log-prob come back, side by side (4 bytes each) so that one

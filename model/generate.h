@@ -9,7 +9,10 @@
 // returned for each token is under that distribution, which is what the sampler actually drew
 // from; with top_k = 0 and top_p = 1 it equals Transformer::score() at the same temperature, so
 // the trainer's old log-probs and the sampler's agree. Greedy decoding (temperature 0) reports
-// log-probs at temperature 1.
+// log-probs at temperature 1. One difference: top-k keeps exactly k tokens, ties at the k-th
+// probability broken by the lower id, where transformers and vLLM keep every token tied with the
+// k-th (so they may keep more than k). Exact ties are rare in a real model's logits, and the CPU
+// and CUDA samplers agree on this rule.
 //
 // Randomness is per sequence (seed, sequence index), so a sequence's sample does not depend on
 // which other sequences share its batch. The host draws each row's uniform; the op table's

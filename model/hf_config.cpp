@@ -199,6 +199,19 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
     f.fail(f.find("head_dim") ? "head_dim" : "num_attention_heads",
            "gives head_dim " + std::to_string(c.head_dim) + ", which must be even for RoPE");
 
+  // Every size is below 2^31, but their products are not bounded by that: 2^31 layers built a
+  // list of 9 tensors a layer before anything refused them, and hidden = intermediate = 2^30
+  // overflowed int64 in the count. 1e13 parameters (20 TB in bf16) is past any model azr runs.
+  {
+    const double hidden = double(c.hidden_size), q = double(c.num_attention_heads) * double(c.head_dim),
+                 kv = double(c.num_key_value_heads) * double(c.head_dim);
+    const double per_layer = hidden * (2 * q + 2 * kv) + 3 * hidden * double(c.intermediate_size) + 2 * hidden;
+    const double total = double(c.num_hidden_layers) * per_layer + 2 * double(c.vocab_size) * hidden;
+    if (!(total <= 1e13))
+      f.fail("num_hidden_layers", "with these sizes gives about " + num_to_string(total) +
+                                      " parameters, past the 1e13 azr can hold (a damaged config.json?)");
+  }
+
   // Required although HF has class defaults: its defaults (eps 1e-6, theta 10000, 2048/32768
   // positions) are wrong for some of the models we load, and every real config states them, so a
   // missing one means a damaged file rather than an intent.

@@ -313,6 +313,18 @@ int train(const TrainOptions& opt) {
   } catch (const ConfigError& e) {
     throw UserError(e.what());
   }
+  // A checkpoint is a whole Hugging Face model (config.json, tokenizer.json, weights), so a resume
+  // whose model.path is gone (a run directory copied to another machine, a base model deleted)
+  // reads the model's config and tokenizer from the newest checkpoint. The saved config keeps
+  // naming model.path.
+  ModelSection configured_model;
+  std::optional<fs::path> model_from_checkpoint;
+  if (resuming && !cfg.model.path.empty() && !fs::exists(fs::path(cfg.model.path) / "config.json"))
+    if ((model_from_checkpoint = latest_checkpoint(opt.resume_dir))) {
+      configured_model = cfg.model;
+      cfg.model.path = model_from_checkpoint->string();
+      if (!cfg.model.tokenizer.empty() && !fs::exists(cfg.model.tokenizer)) cfg.model.tokenizer.clear();
+    }
   // Checks the config's schema leaves to the trainer, named as the schema's are (file:line:col).
   auto config_error = [&](std::string_view key, const std::string& message) {
     return UserError(config_key_origin(config_path, opt.overrides, key) + std::string(key) + ": " + message);
@@ -540,6 +552,10 @@ int train(const TrainOptions& opt) {
     if (resuming) {
       TrainConfig saved = cfg;
       saved.algorithm.micro_batch_size = configured_micro_batch;  // a later resume plans again
+      if (model_from_checkpoint) {
+        saved.model.path = configured_model.path;
+        saved.model.tokenizer = configured_model.tokenizer;
+      }
       write_run_config(run_dir, saved);
     }
   }
@@ -579,6 +595,9 @@ int train(const TrainOptions& opt) {
     log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));
   if (!micro.note.empty()) log(micro.note);
+  if (model_from_checkpoint)
+    log(fmt::format("model.path {} is gone: the model's config and tokenizer are the checkpoint's ({})",
+                    configured_model.path, model_from_checkpoint->string()));
   if (const std::string w = prompt_style_warning(cfg); !w.empty()) log(w);
   // RoPE runs past the trained context, but the model never learned there (as azr generate says).
   if (const int64_t context = policy.model().config().max_position_embeddings;

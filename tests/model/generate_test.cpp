@@ -163,6 +163,28 @@ TEST(GenerateTest, SeedsAreReproducibleAndPerSequence) {
   EXPECT_NE(generate(m, kPrompts, p)[0].tokens, all[0].tokens);
 }
 
+// With the final norm's weight 0 every logit is 0, so each token is the uniform draw alone: seed
+// s + 1 must not replay seed s's draws one token later (it did: the streams were seed * gamma
+// apart, and a draw advances a stream by gamma), for the batch seed and per-sequence seeds.
+TEST(GenerateTest, NextSeedsAreNotTheSameStreamShifted) {
+  Transformer m = make_model();
+  for (float& w : m.param("model.norm.weight")) w = 0;
+  SamplingParams p;
+  p.max_new_tokens = 16;
+  auto tokens = [&](uint64_t seed, bool per_sequence) {
+    p.seed = per_sequence ? 0 : seed;
+    p.sequence_seeds = per_sequence ? std::vector<uint64_t>{seed} : std::vector<uint64_t>{};
+    return generate(m, {{40}}, p)[0].tokens;
+  };
+  for (bool per_sequence : {false, true})
+    for (uint64_t s : {0u, 1u, 7u}) {
+      const std::vector<int32_t> a = tokens(s, per_sequence), b = tokens(s + 1, per_sequence);
+      ASSERT_EQ(a.size(), 16u);
+      EXPECT_NE(std::vector<int32_t>(a.begin() + 1, a.end()), std::vector<int32_t>(b.begin(), b.end() - 1))
+          << "seed " << s << (per_sequence ? " (per sequence)" : "");
+    }
+}
+
 TEST(GenerateTest, StopTokenEndsOnlyItsSequenceAndIsKept) {
   Transformer m = make_model();
   SamplingParams p;

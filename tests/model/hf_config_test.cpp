@@ -497,6 +497,12 @@ TEST(HfConfigErrors, InconsistentValues) {
       {{{"head_dim", 63}}, "config.json: field 'head_dim' gives head_dim 63, which must be even for RoPE"},
       {{{"max_position_embeddings", 0}}, "config.json: field 'max_position_embeddings' (0) must be positive"},
       {{{"hidden_size", 1ll << 40}}, "config.json: field 'hidden_size' (1099511627776) is implausibly large"},
+      // 0.5B's layer holds 896 * (2 * 896 + 2 * 128) + 3 * 896 * 4864 + 2 * 896 = 14,911,232
+      // parameters, so 2^31 - 1 layers are about 3.2e16.
+      {{{"num_hidden_layers", 2147483647}},
+       "config.json: field 'num_hidden_layers' with these sizes gives about 3.20216e+16 parameters, past the 1e13"},
+      {{{"hidden_size", 1 << 30}, {"intermediate_size", 1 << 30}, {"num_attention_heads", 1 << 20}},
+       "config.json: field 'num_hidden_layers' with these sizes gives about"},
       {{{"rms_norm_eps", 0}}, "config.json: field 'rms_norm_eps' (0) must be positive"},
       {{{"rms_norm_eps", -1e-6}}, "config.json: field 'rms_norm_eps' (-1e-06) must be positive"},
       {{{"rope_theta", 0.0}}, "config.json: field 'rope_theta' (0) must be positive"},

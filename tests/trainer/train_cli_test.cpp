@@ -901,6 +901,31 @@ TEST(TrainCli, TheBenchmarkFolderFoundIsWrittenIntoTheResolvedConfig) {
   EXPECT_NE(config.find(want), std::string::npos) << want << config;
 }
 
+// A checkpoint is a whole model: a resume whose model.path is gone reads the model's config and
+// tokenizer from it (it stopped with "model.path: ...: cannot open config file"), and the saved
+// config still names model.path.
+TEST(TrainCli, AResumeWhoseModelPathIsGoneUsesTheCheckpoint) {
+  const fs::path dir = scratch("model-gone");
+  const fs::path model = dir / "model";
+  fs::create_directories(model);
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"})
+    fs::copy_file(reference_run() / "checkpoints" / "step-1" / f, model / f);
+  const fs::path run = dir / "run";
+  auto args = train_args(run.string(), 1);
+  args.insert(args.end(), {"--set", "model.preset=", "--set", "model.path=" + model.string(), "--set", "eval.every=0"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::remove_all(model);
+  r = run_process(resume_args(run.string(), 2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("model.path " + model.string() + " is gone: the model's config and tokenizer "
+                                        "are the checkpoint's (" + (run / "checkpoints" / "step-1").string() + ")"),
+            std::string::npos)
+      << slurp(run / "log.txt");
+  EXPECT_EQ(metrics(run).size(), 2u);
+  EXPECT_NE(slurp(run / "config.toml").find("path = \"" + model.string() + "\"\n"), std::string::npos);
+}
+
 // A bad newest buffer snapshot stops the resume before it replaces the live buffer.db (it once
 // deleted it and copied the garbage in), and config.toml is not rewritten.
 TEST(TrainCli, ResumeWithABadBufferSnapshotKeepsTheLiveBuffer) {
