@@ -28,7 +28,9 @@ std::vector<FencedBlock> fenced_blocks(std::string_view text) {
     const bool one_line = m.groups[0].first == std::string_view::npos;
     std::string info = lower(strip(m.group(text, one_line ? 3 : 1)));
     std::string content(m.group(text, one_line ? 4 : 2));
-    if (one_line && info.empty() && content.empty()) continue;  // ``````: no block
+    // A one-line block needs both its word and its content: ```output``` in prose, or ``` f(3) ```,
+    // is an inline span, which must not become the last (or first) block of its kind.
+    if (one_line && (info.empty() || content.empty())) continue;
     out.push_back({std::move(info), std::move(content)});
   }
   return out;

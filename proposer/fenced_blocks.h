@@ -4,6 +4,7 @@
 // is never read as the next block's opening one. A fence closed on its own line is a block too,
 // "```output 5```" (info "output", content "5"), as the reference's ```output\s*\n?(.*?)``` reads
 // it; so an inline span in prose (```f```) pairs its own fences and leaves the next block whole.
+// A one-line span without both a word and content (```output```, ``` f(3) ```) is no block.
 #include <optional>
 #include <string>
 #include <string_view>

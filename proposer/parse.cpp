@@ -35,13 +35,13 @@ std::optional<std::string> first_nonempty(const Regex& re, std::string_view answ
 }
 
 std::optional<std::string> input_without_block(std::string_view answer) {
-  static const Regex comment(R"(^[ \t]*#[ \t]*input[ \t]*:\s*(\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS);
+  static const Regex comment(R"(^[ \t]*#[ \t]*input[ \t]*:(?=\s*(\S.*)$))", PCRE2_MULTILINE | PCRE2_CASELESS);
   return first_nonempty(comment, answer);
 }
 
 std::optional<std::string> message_without_block(std::string_view answer) {
   static const Regex tag(R"(<message>(.*?)</message>)", PCRE2_DOTALL | PCRE2_CASELESS);
-  static const Regex comment(R"(^[ \t]*#[ \t]*message[ \t]*:\s*(\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS);
+  static const Regex comment(R"(^[ \t]*#[ \t]*message[ \t]*:(?=\s*(\S.*)$))", PCRE2_MULTILINE | PCRE2_CASELESS);
   if (auto s = first_nonempty(tag, answer)) return s;
   return first_nonempty(comment, answer);
 }

@@ -3,7 +3,7 @@
 // sandbox sees it (proposer/validate.h does that).
 //
 // Reason codes (Check::reason), in the order they are tested:
-//   "no_answer"       no <answer>…</answer> (§3.4.2)
+//   "no_answer"       no <answer> (§3.4.2; one never closed is read to the end)
 //   deduction/abduction:
 //   "no_code_block"   no ```python (or bare ```) block in the answer (§3.4.5)
 //   "no_input_block"  no ```input block in the answer, nor a `# Input:` line (§3.4.5)

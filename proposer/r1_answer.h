@@ -1,7 +1,8 @@
 #pragma once
 // The R1 response format shared by proposer and solver responses (azr-reference §3.4): a
 // <think>…</think> block followed by an <answer>…</answer> block. The prompt ends with
-// "Assistant: <think>", so a generation is judged as "<think>" + generation (§3.4.1).
+// "Assistant: <think>", so a generation is judged as "<think>" + generation, up to an
+// "Assistant:" the model writes itself (§3.4.1; judged_text).
 #include <optional>
 #include <string>
 #include <string_view>

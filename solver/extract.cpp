@@ -28,13 +28,14 @@ std::optional<std::string> last_group(const Regex& re, std::string_view text) {
 }
 
 // The fallbacks of one field, compiled once. A value may start on the line after its marker
-// (`# Output:\n5`, "The input is:\n'abc', 3"), as the reference's `\s*` lets it.
+// (`# Output:\n5`, "The input is:\n'abc', 3"), as the reference's `\s*` lets it; the value is
+// captured in a lookahead, so a marker on that next line still starts a match of its own.
 struct FieldFallbacks {
   explicit FieldFallbacks(const std::string& field)
-      : comment("^[ \\t]*#[ \\t]*" + field + "[ \\t]*:\\s*(\\S.*)$", PCRE2_MULTILINE | PCRE2_CASELESS),
+      : comment("^[ \\t]*#[ \\t]*" + field + "[ \\t]*:(?=\\s*(\\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS),
         call("(?<![\\w.])" + field + "\\((.*)\\)", 0),
         tag("<" + field + ">(.*?)</" + field + ">", PCRE2_DOTALL | PCRE2_CASELESS),
-        phrase("\\bthe " + field + " is:?\\s*(\\S.*?)\\.?[ \\t]*$", PCRE2_MULTILINE | PCRE2_CASELESS) {}
+        phrase("\\bthe " + field + " is:?(?=\\s*(\\S.*?)\\.?[ \\t]*$)", PCRE2_MULTILINE | PCRE2_CASELESS) {}
   Regex comment, call, tag, phrase;
 };
 

@@ -262,7 +262,7 @@ int bootstrap(const BootstrapOptions& opt) {
   const fs::path staging = out / ".model.tmp";
   fs::remove_all(staging);
   m.save_pretrained(staging);
-  write_tokenizer(cfg, *tok, out);
+  write_synced(out / "tokenizer.json", tokenizer_json(cfg, *tok));
   std::string heldout_lines;
   for (const Task& t : heldout_all) heldout_lines += buffer::task_to_json(t, /*core_only=*/true).dump() + "\n";
   write_synced(out / "heldout.jsonl", heldout_lines);

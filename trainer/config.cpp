@@ -724,13 +724,6 @@ void validate(const TrainConfig& config, const std::string& source_name) {
   if (has_path == has_preset)
     throw ConfigError(source_name + ": exactly one of model.path and model.preset must be set, got " +
                       (has_path ? "both" : "neither"));
-  // Seeding stops when every type holds seeding.target tasks; a buffer capped below that never
-  // does, and seeding would burn all of seeding.max_rounds evicting what it had grown.
-  if (config.buffer.capacity_per_type != 0 && config.buffer.capacity_per_type < config.seeding.target)
-    throw ConfigError(source_name + ": buffer.capacity_per_type (" + std::to_string(config.buffer.capacity_per_type) +
-                      ") is below seeding.target (" + std::to_string(config.seeding.target) +
-                      "): seeding could never reach its target; raise the capacity (0 = unbounded) or lower the "
-                      "target");
 }
 
 std::string to_toml(const TrainConfig& config) {

@@ -144,12 +144,13 @@ std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c) {
   }
 }
 
-void write_tokenizer(const TrainConfig& c, const model::Tokenizer& tok, const fs::path& dir) {
-  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) {
-    bt->save_tokenizer_json((dir / "tokenizer.json").string(), /*use_regex=*/true);
-    return;
-  }
-  fs::copy_file(tokenizer_path(c), dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+std::string tokenizer_json(const TrainConfig& c, const model::Tokenizer& tok) {
+  if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) return bt->tokenizer_json(/*use_regex=*/true);
+  std::string bytes;
+  const std::string path = tokenizer_path(c);
+  if (const std::string why = model::read_file_at_most(path, size_t(256) << 20, bytes); !why.empty())
+    throw UserError(path + ": " + why);
+  return bytes;
 }
 
 void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& c, const fs::path& checkpoint) {

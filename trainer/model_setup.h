@@ -51,8 +51,10 @@ model::ModelConfig model_config(const TrainConfig& config);
 // The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its
 // directory) or model.path/tokenizer.json. Throws UserError.
 std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& config);
-// dir/tokenizer.json: the byte tokenizer written out, or a copy of the file make_tokenizer read.
-void write_tokenizer(const TrainConfig& config, const model::Tokenizer& tokenizer, const std::filesystem::path& dir);
+// The tokenizer.json a model directory carries: the byte tokenizer rendered, or the bytes of the
+// file make_tokenizer read. A run reads it once at start, so every checkpoint holds what the run
+// loaded, even when that file changes or goes away (a resume from a pruned checkpoint's copy).
+std::string tokenizer_json(const TrainConfig& config, const model::Tokenizer& tokenizer);
 // A resume trains the checkpoint's weights with the tokenizer they were trained with: the file
 // make_tokenizer reads (model.tokenizer, else model.path/tokenizer.json) must hold the bytes the
 // run copied into the checkpoint (dir/tokenizer.json; an older checkpoint without one is not

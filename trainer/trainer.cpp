@@ -336,6 +336,14 @@ int train(const TrainOptions& opt) {
       throw config_error("model.preset", e.what());
     }
   }
+  // Seeding stops when every type holds seeding.target tasks; a buffer capped below that never
+  // does, and seeding would burn all of seeding.max_rounds evicting what it had grown. A resume
+  // does not seed.
+  if (!resuming && cfg.buffer.capacity_per_type != 0 && cfg.buffer.capacity_per_type < cfg.seeding.target)
+    throw config_error("buffer.capacity_per_type",
+                       fmt::format("({}) is below seeding.target ({}): seeding could never reach its target; raise "
+                                   "the capacity (0 = unbounded) or lower the target",
+                                   cfg.buffer.capacity_per_type, cfg.seeding.target));
   // The schema allows 0 (azr bootstrap decodes greedily); training samples.
   if (cfg.algorithm.temperature <= 0)
     throw config_error("algorithm.temperature", fmt::format("training samples, so it must be > 0, got {}",
@@ -365,6 +373,15 @@ int train(const TrainOptions& opt) {
       cfg.eval.data_dir = eval::resolve_data_dir("").string();
     } catch (const eval::BenchmarkError&) {
     }
+  // A resume on another machine, where the saved folder is not: the same fallbacks, said in the log.
+  std::string data_dir_note;
+  if (resuming && !cfg.eval.data_dir.empty() && !fs::is_directory(cfg.eval.data_dir)) try {
+      const std::string found = fs::absolute(eval::resolve_data_dir("")).lexically_normal().string();
+      data_dir_note = fmt::format("eval.data_dir {} is gone: the benchmarks are read from {} (found through "
+                                  "$AZR_BENCHMARKS or ../shared/benchmarks)", cfg.eval.data_dir, found);
+      cfg.eval.data_dir = found;
+    } catch (const eval::BenchmarkError&) {
+    }
   // Paths are relative to the working directory (as in most trainers' configs); the resolved
   // config holds them absolute, so --resume works from anywhere.
   for (std::string* p : {&cfg.model.path, &cfg.model.tokenizer, &cfg.seeding.import_tasks, &cfg.eval.data_dir,
@@ -380,6 +397,7 @@ int train(const TrainOptions& opt) {
   const bool launch_root = launch.rank == 0;
   const model::ModelConfig model_cfg = model_config(cfg);  // model.path's config.json, before its tokenizer
   std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
+  const std::string tokenizer_file = tokenizer_json(cfg, *tok);  // what every checkpoint carries
   // Every id the tokenizer gives needs an embedding row: another model's tokenizer failed at the
   // first prompt of step 1 with "token id N is outside the vocabulary", naming no file, exit 1.
   if (int64_t(tok->vocab_size()) > model_cfg.vocab_size)
@@ -595,6 +613,7 @@ int train(const TrainOptions& opt) {
     log(nccl_gradients ? "gradients: summed by NCCL on the GPUs (run.gradient_allreduce = \"nccl\")"
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));
   if (!micro.note.empty()) log(micro.note);
+  if (!data_dir_note.empty()) log(data_dir_note);
   if (model_from_checkpoint)
     log(fmt::format("model.path {} is gone: the model's config and tokenizer are the checkpoint's ({})",
                     configured_model.path, model_from_checkpoint->string()));
@@ -623,7 +642,7 @@ int train(const TrainOptions& opt) {
                  run_dir, st,
                  [&](const fs::path& dir) {
                    policy.model().save_pretrained(dir);
-                   write_tokenizer(cfg, policy.tokenizer(), dir);
+                   write_synced(dir / "tokenizer.json", tokenizer_file);
                    policy.optimizer().save(dir / "optimizer.safetensors");
                    buf->snapshot_to((dir / "buffer.db").string());
                  },

@@ -480,21 +480,6 @@ TEST(ConfigValidate, ChecksRangesOfConfigsBuiltInCode) {
             "code: run.seed: must be >= 0, got 9223372036854775808");
 }
 
-// A buffer capped below the seeding target would keep seeding for all of its rounds; 0 is no cap.
-TEST(ConfigValidate, CapacityBelowTheSeedingTargetIsRefused) {
-  EXPECT_EQ(parse_error("[model]\npreset = \"azr-tiny\"\n[seeding]\ntarget = 16\n[buffer]\ncapacity_per_type = 10\n"),
-            "f.toml: buffer.capacity_per_type (10) is below seeding.target (16): seeding could never reach its "
-            "target; raise the capacity (0 = unbounded) or lower the target");
-  EXPECT_EQ(parse_config("[model]\npreset = \"azr-tiny\"\n[seeding]\ntarget = 16\n[buffer]\ncapacity_per_type = 0\n",
-                         "f.toml")
-                .buffer.capacity_per_type,
-            0);
-  EXPECT_EQ(parse_config("[model]\npreset = \"azr-tiny\"\n[seeding]\ntarget = 16\n[buffer]\ncapacity_per_type = 16\n",
-                         "f.toml")
-                .seeding.target,
-            16);
-}
-
 // ----- --set -------------------------------------------------------------------------------------
 
 TEST(ConfigSet, Numbers) {

@@ -888,7 +888,8 @@ TEST(TrainCli, AConfigAfterSetIsTheConfig) {
 }
 
 // The benchmark folder found through $AZR_BENCHMARKS (eval.data_dir unset) is written into the
-// resolved config, absolute, so a resume from another directory evaluates the same data.
+// resolved config, absolute, so a resume from another directory evaluates the same data; a
+// resume where that folder is gone (another machine) looks through the fallbacks again.
 TEST(TrainCli, TheBenchmarkFolderFoundIsWrittenIntoTheResolvedConfig) {
   const fs::path run = scratch("data-dir") / "run";
   const std::string data = env_or_fail("AZR_SHARED_DIR") + "/benchmarks";
@@ -899,11 +900,29 @@ TEST(TrainCli, TheBenchmarkFolderFoundIsWrittenIntoTheResolvedConfig) {
   const std::string config = slurp(run / "config.toml");
   const std::string want = "data_dir = \"" + fs::absolute(data).lexically_normal().string() + "\"\n";
   EXPECT_NE(config.find(want), std::string::npos) << want << config;
+
+  const fs::path elsewhere = scratch("data-dir-link") / "benchmarks";
+  fs::create_directories(elsewhere.parent_path());
+  fs::create_directory_symlink(data, elsewhere);
+  const fs::path run2 = scratch("data-dir-2") / "run";
+  ASSERT_EQ(setenv("AZR_BENCHMARKS", elsewhere.c_str(), 1), 0);
+  r = run_process({azr(), "train", fixture(), "--set", "run.steps=0", "--run-dir", run2.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::remove(elsewhere);
+  ASSERT_EQ(setenv("AZR_BENCHMARKS", data.c_str(), 1), 0);
+  r = run_process(resume_args(run2.string(), 0));
+  unsetenv("AZR_BENCHMARKS");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run2 / "log.txt").find("eval.data_dir " + elsewhere.string() + " is gone: the benchmarks are read "
+                                         "from " + fs::absolute(data).lexically_normal().string()),
+            std::string::npos)
+      << slurp(run2 / "log.txt");
 }
 
 // A checkpoint is a whole model: a resume whose model.path is gone reads the model's config and
 // tokenizer from it (it stopped with "model.path: ...: cannot open config file"), and the saved
-// config still names model.path.
+// config still names model.path. With keep_last = 1 the checkpoint it read from is pruned at the
+// next one; the checkpoints after it still get the tokenizer (the run holds its bytes).
 TEST(TrainCli, AResumeWhoseModelPathIsGoneUsesTheCheckpoint) {
   const fs::path dir = scratch("model-gone");
   const fs::path model = dir / "model";
@@ -912,18 +931,35 @@ TEST(TrainCli, AResumeWhoseModelPathIsGoneUsesTheCheckpoint) {
     fs::copy_file(reference_run() / "checkpoints" / "step-1" / f, model / f);
   const fs::path run = dir / "run";
   auto args = train_args(run.string(), 1);
-  args.insert(args.end(), {"--set", "model.preset=", "--set", "model.path=" + model.string(), "--set", "eval.every=0"});
+  args.insert(args.end(), {"--set", "model.preset=", "--set", "model.path=" + model.string(), "--set", "eval.every=0",
+                           "--set", "checkpoint.keep_last=1"});
   auto r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::remove_all(model);
-  r = run_process(resume_args(run.string(), 2));
+  r = run_process(resume_args(run.string(), 3));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(slurp(run / "log.txt").find("model.path " + model.string() + " is gone: the model's config and tokenizer "
                                         "are the checkpoint's (" + (run / "checkpoints" / "step-1").string() + ")"),
             std::string::npos)
       << slurp(run / "log.txt");
-  EXPECT_EQ(metrics(run).size(), 2u);
+  EXPECT_EQ(metrics(run).size(), 3u);
   EXPECT_NE(slurp(run / "config.toml").find("path = \"" + model.string() + "\"\n"), std::string::npos);
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-1"));
+  EXPECT_EQ(slurp(run / "checkpoints" / "step-3" / "tokenizer.json"),
+            slurp(reference_run() / "checkpoints" / "step-1" / "tokenizer.json"));
+}
+
+// A buffer capped below the seeding target would seed for all of seeding.max_rounds: refused,
+// naming the key where it was set, before anything is written; 0 is no cap.
+TEST(TrainCli, ACapacityBelowTheSeedingTargetIsRefused) {
+  const fs::path run = scratch("capacity") / "run";
+  auto r = run_process({azr(), "train", fixture(), "--run-dir", run.string(), "--set", "buffer.capacity_per_type=3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("buffer.capacity_per_type: (3) is below seeding.target (4): seeding could never reach its "
+                       "target"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(run));
 }
 
 // A bad newest buffer snapshot stops the resume before it replaces the live buffer.db (it once
