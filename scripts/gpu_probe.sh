@@ -2,7 +2,7 @@
 # Whether the GPU tests of a build run on a device here, rather than skip: exit 0, printing
 # nothing, when CudaDevice.CountAndDescriptionAgree (which skips without a device) passed; else
 # exit 3 with the test's output. scripts/gpu_check.sh asks before spending a lent machine's
-# minutes; tests/scripts/gpu_probe_test.py checks the reading of gtest's summary both ways.
+# minutes; tests/kernels/gpu_probe_test.py checks the reading of gtest's summary both ways.
 #
 #   scripts/gpu_probe.sh BUILD_DIR
 #
