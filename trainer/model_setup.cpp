@@ -144,27 +144,27 @@ std::unique_ptr<model::Tokenizer> make_tokenizer(const TrainConfig& c) {
   }
 }
 
+constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;
+
 std::string tokenizer_json(const TrainConfig& c, const model::Tokenizer& tok) {
   if (auto* bt = dynamic_cast<const model::ByteTokenizer*>(&tok)) return bt->tokenizer_json(/*use_regex=*/true);
   std::string bytes;
   const std::string path = tokenizer_path(c);
-  if (const std::string why = model::read_file_at_most(path, size_t(256) << 20, bytes); !why.empty())
+  if (const std::string why = model::read_file_at_most(path, kMaxTokenizerBytes, bytes); !why.empty())
     throw UserError(path + ": " + why);
   return bytes;
 }
 
-void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& c, const fs::path& checkpoint) {
+void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& c, const std::string& loaded,
+                                               const fs::path& checkpoint) {
   if (!c.model.preset.empty() && c.model.tokenizer.empty()) return;  // the byte tokenizer, built in
   const fs::path saved = checkpoint / "tokenizer.json";
   if (!fs::exists(saved)) return;
   const std::string path = tokenizer_path(c);
-  constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;
-  std::string now, then;
-  const std::string why = model::read_file_at_most(path, kMaxTokenizerBytes, now);
+  std::string then;
   const std::string why_saved = model::read_file_at_most(saved.string(), kMaxTokenizerBytes, then);
-  if (!why.empty()) throw UserError(path + ": " + why);
   if (!why_saved.empty()) throw UserError(saved.string() + ": " + why_saved);
-  if (now != then)
+  if (loaded != then)
     throw UserError(std::string(c.model.tokenizer.empty() ? "model.path: " : "model.tokenizer: ") + path +
                     " differs from the checkpoint's copy, " + saved.string() +
                     ", the tokenizer the run trained with: the checkpoint's weights would read other token ids; "

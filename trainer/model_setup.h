@@ -60,7 +60,9 @@ std::string tokenizer_json(const TrainConfig& config, const model::Tokenizer& to
 // run copied into the checkpoint (dir/tokenizer.json; an older checkpoint without one is not
 // checked). One that changed since re-maps token ids under the weights, silently. Throws
 // UserError naming both files. Nothing to check for a preset's byte tokenizer.
-void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& config, const std::filesystem::path& checkpoint);
+// `loaded` is the file's bytes as the run read them (tokenizer_json).
+void refuse_a_tokenizer_unlike_the_checkpoints(const TrainConfig& config, const std::string& loaded,
+                                               const std::filesystem::path& checkpoint);
 // algorithm.prompt_style as the task engine's enum (the config has already checked the name).
 model::PromptStyle prompt_style(const TrainConfig& config);
 // A model made by `azr bootstrap` records the prompt wording it learned ("prompt_style" in

@@ -428,7 +428,7 @@ int train(const TrainOptions& opt) {
         throw UserError(std::string("resume: ") + e.what());
       }
       // After the checksums: a checkpoint copy damaged on disk is named as such, not as a change.
-      refuse_a_tokenizer_unlike_the_checkpoints(cfg, *ckpt);
+      refuse_a_tokenizer_unlike_the_checkpoints(cfg, tokenizer_file, *ckpt);
     }
     // A new run checks the eval keys with evaluation off too: a typo is said now, not when it is
     // turned on. A resume with it off does not need its data where it was.
