@@ -3,6 +3,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "proposer/r1_answer.h"
 #include "proposer/regex.h"
@@ -16,7 +17,34 @@ std::string lower(std::string s) {
   return s;
 }
 
+// One pattern per field, compiled once; `source` makes its text from the field's name.
+template <class Source>
+const Regex& field_pattern(std::string_view field, Source source, uint32_t flags) {
+  static const Regex input(source("input"), flags), output(source("output"), flags), message(source("message"), flags);
+  if (field == "input") return input;
+  if (field == "output") return output;
+  if (field == "message") return message;
+  throw std::invalid_argument("no fallback pattern for the field '" + std::string(field) + "'");
+}
+
+std::vector<std::string> nonempty_groups(const Regex& re, std::string_view text) {
+  std::vector<std::string> out;
+  for (const auto& m : re.find_all(text))
+    if (std::string s = strip(m.group(text, 1)); !s.empty()) out.push_back(std::move(s));
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> comment_values(std::string_view text, std::string_view field) {
+  auto source = [](const std::string& f) { return "^[ \\t]*#[ \\t]*" + f + "[ \\t]*:(?=\\s*(\\S.*)$)"; };
+  return nonempty_groups(field_pattern(field, source, PCRE2_MULTILINE | PCRE2_CASELESS), text);
+}
+
+std::vector<std::string> tag_values(std::string_view text, std::string_view field) {
+  auto source = [](const std::string& f) { return "<" + f + ">(.*?)</" + f + ">"; };
+  return nonempty_groups(field_pattern(field, source, PCRE2_DOTALL | PCRE2_CASELESS), text);
+}
 
 std::vector<FencedBlock> fenced_blocks(std::string_view text) {
   // The opening fence's info string runs to the end of its line; the content is lazy up to the

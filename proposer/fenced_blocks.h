@@ -26,6 +26,13 @@ std::vector<std::string> blocks_tagged(std::string_view text, std::string_view t
 // Whether `info` marks a code block: "python", "py", "python3" or nothing.
 bool is_code_info(std::string_view info);
 
+// A field written without its block, as the reference's fallbacks read it: the values of
+// `# Field: value` lines (the value may start on the next line, where a marker starts a match of
+// its own) and of <field>…</field> tags, case-insensitive, stripped, empty ones skipped, in
+// order. `field` is "input", "output" or "message" (std::invalid_argument otherwise).
+std::vector<std::string> comment_values(std::string_view text, std::string_view field);
+std::vector<std::string> tag_values(std::string_view text, std::string_view field);
+
 // A code block's program: leading blank lines and trailing whitespace go, and the indentation
 // every line shares (textwrap.dedent), so a block indented under a list item runs; the reference
 // strips the text, which dedents a one-function block the same way.

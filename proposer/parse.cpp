@@ -1,14 +1,11 @@
 #include "proposer/parse.h"
 
-#include <pcre2.h>
-
 #include <optional>
 
 #include "proposer/entry_function.h"
 #include "proposer/fenced_blocks.h"
 #include "proposer/import_scan.h"
 #include "proposer/r1_answer.h"
-#include "proposer/regex.h"
 
 namespace azr::proposer {
 namespace {
@@ -27,23 +24,16 @@ std::optional<std::string> code_block(std::string_view answer, const ParseOption
 }
 
 // The reference's fallbacks for a field written without its block (code_reward.py): the first
-// `# Input:` / `# Message:` line (the value may start on the next line), and <message> tags.
-std::optional<std::string> first_nonempty(const Regex& re, std::string_view answer) {
-  for (const auto& m : re.find_all(answer))
-    if (std::string s = strip(m.group(answer, 1)); !s.empty()) return s;
-  return std::nullopt;
-}
-
+// `# Input:` line; the first <message> tags, else `# Message:` line.
 std::optional<std::string> input_without_block(std::string_view answer) {
-  static const Regex comment(R"(^[ \t]*#[ \t]*input[ \t]*:(?=\s*(\S.*)$))", PCRE2_MULTILINE | PCRE2_CASELESS);
-  return first_nonempty(comment, answer);
+  std::vector<std::string> v = comment_values(answer, "input");
+  return v.empty() ? std::nullopt : std::optional<std::string>(v.front());
 }
 
 std::optional<std::string> message_without_block(std::string_view answer) {
-  static const Regex tag(R"(<message>(.*?)</message>)", PCRE2_DOTALL | PCRE2_CASELESS);
-  static const Regex comment(R"(^[ \t]*#[ \t]*message[ \t]*:(?=\s*(\S.*)$))", PCRE2_MULTILINE | PCRE2_CASELESS);
-  if (auto s = first_nonempty(tag, answer)) return s;
-  return first_nonempty(comment, answer);
+  std::vector<std::string> v = tag_values(answer, "message");
+  if (v.empty()) v = comment_values(answer, "message");
+  return v.empty() ? std::nullopt : std::optional<std::string>(v.front());
 }
 
 // The final check shared by both kinds: the R1 format (§3.4.3).

@@ -27,16 +27,15 @@ std::optional<std::string> last_group(const Regex& re, std::string_view text) {
   return std::nullopt;
 }
 
-// The fallbacks of one field, compiled once. A value may start on the line after its marker
-// (`# Output:\n5`, "The input is:\n'abc', 3"), as the reference's `\s*` lets it; the value is
-// captured in a lookahead, so a marker on that next line still starts a match of its own.
+// The solver's own fallbacks of one field, compiled once (the `# Field:` lines and tags are the
+// proposer's too: proposer::comment_values, tag_values). A value may start on the line after
+// "the input is:", as the reference's `\s*` lets it; it is captured in a lookahead, so a marker
+// on that next line still starts a match of its own.
 struct FieldFallbacks {
   explicit FieldFallbacks(const std::string& field)
-      : comment("^[ \\t]*#[ \\t]*" + field + "[ \\t]*:(?=\\s*(\\S.*)$)", PCRE2_MULTILINE | PCRE2_CASELESS),
-        call("(?<![\\w.])" + field + "\\((.*)\\)", 0),
-        tag("<" + field + ">(.*?)</" + field + ">", PCRE2_DOTALL | PCRE2_CASELESS),
+      : call("(?<![\\w.])" + field + "\\((.*)\\)", 0),
         phrase("\\bthe " + field + " is:?(?=\\s*(\\S.*?)\\.?[ \\t]*$)", PCRE2_MULTILINE | PCRE2_CASELESS) {}
-  Regex comment, call, tag, phrase;
+  Regex call, phrase;
 };
 
 // §3.4.4 for `field` = "input" or "output": the last ```field block, then `# Field:` lines,
@@ -47,9 +46,9 @@ Found field_answer(std::string_view answer, const std::string& field) {
   if (!blocks.empty()) return {strip(blocks.back()), "block"};
   static const FieldFallbacks input("input"), output("output");
   const FieldFallbacks& f = field == "input" ? input : output;
-  if (auto s = last_group(f.comment, answer)) return {*s, "comment"};
+  if (auto v = proposer::comment_values(answer, field); !v.empty()) return {v.back(), "comment"};
   if (auto s = last_group(f.call, answer)) return {*s, "call"};
-  if (auto s = last_group(f.tag, answer)) return {*s, "tag"};
+  if (auto v = proposer::tag_values(answer, field); !v.empty()) return {v.back(), "tag"};
   if (auto s = last_group(f.phrase, answer)) return {*s, "phrase"};
   return {strip(answer), "whole"};
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "proposer/fenced_blocks.h"
 #include "proposer/import_scan.h"
 #include "proposer/parse.h"
 #include "solver/extract.h"
@@ -94,6 +95,19 @@ INSTANTIATE_TEST_SUITE_P(Corpus, ParseFixture, ::testing::ValuesIn(case_names())
                          [](const auto& info) { return info.param; });
 
 TEST(ParseCorpus, HasAtLeastFortyCases) { EXPECT_GE(case_names().size(), 40u); }
+
+// The fallback fields both parsers share: values in order, empty ones skipped, a marker on the
+// next line starting its own match, tags in any case; a field with no pattern is refused.
+TEST(FieldFallbacks, CommentAndTagValuesInOrder) {
+  using azr::proposer::comment_values;
+  using azr::proposer::tag_values;
+  EXPECT_EQ(comment_values("# Output:\n# output: 5\n  #OUTPUT : [1]\n", "output"),
+            (std::vector<std::string>{"# output: 5", "5", "[1]"}));
+  EXPECT_EQ(comment_values("# Input:\n\n", "input"), std::vector<std::string>{});
+  EXPECT_EQ(tag_values("<MESSAGE> a </message> <message></message> <message>b\nc</message>", "message"),
+            (std::vector<std::string>{"a", "b\nc"}));
+  EXPECT_THROW(comment_values("# Program: x", "program"), std::invalid_argument);
+}
 
 // Direct checks of the import pre-filter on forms that need no whole response around them.
 TEST(ImportScan, IgnoresStringsAndComments) {
