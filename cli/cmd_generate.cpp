@@ -95,7 +95,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
       "Prints the completion text and a newline (with --num-samples N > 1, each after a line '--- sample i ---'), "
       "and a one-line summary on stderr. --json prints one object per sample instead: {\"text\", \"ids\", "
       "\"logprobs\", \"finish_reason\", \"prompt_tokens\", \"new_tokens\"}. The prompt is encoded as is (no "
-      "chat template, no BOS). Generation stops at the config's eos_token_id (unless --ignore-eos), any --stop-id "
+      "chat template, no BOS). Generation stops at the eos_token_id of config.json and generation_config.json "
+      "(unless --ignore-eos), any --stop-id "
       "(kept as the last token), or any --stop string (the text is cut before it).");
   c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
   c->add_option("--prompt", o.prompt, "the prompt text")->required();
@@ -111,7 +112,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
       ->check(seed());
   c->add_option("--stop", o.stop, "stop at this string (repeatable)");
   c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
-  c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the config's eos_token_id");
+  c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the eos_token_id of config.json or generation_config.json");
   c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
       ->capture_default_str()
       ->check(between(1, kMaxSamples));

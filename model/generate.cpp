@@ -63,8 +63,15 @@ struct StartedDownloads {
 SamplingParams sampling_defaults(const Transformer& model, const Tokenizer& tokenizer, bool stop_at_eos) {
   SamplingParams p;
   p.vocab_limit = std::min<int64_t>(int64_t(tokenizer.vocab_size()), model.config().vocab_size);
-  if (stop_at_eos)
-    for (int64_t id : model.config().eos_token_ids) p.stop_token_ids.push_back(int32_t(id));
+  if (stop_at_eos) {
+    // Both files' ids: generate() in transformers stops at generation_config.json's, and a model
+    // saved without one stops at config.json's.
+    const ModelConfig& c = model.config();
+    for (const std::vector<int64_t>* ids : {&c.eos_token_ids, &c.generation_eos_token_ids})
+      for (int64_t id : *ids)
+        if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), int32_t(id)) == p.stop_token_ids.end())
+          p.stop_token_ids.push_back(int32_t(id));
+  }
   return p;
 }
 

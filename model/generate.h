@@ -57,7 +57,7 @@ struct Completion {
 
 // The settings every caller needs for a given model and tokenizer: sample only ids the tokenizer
 // has (embedding rows past it are padding) and, with stop_at_eos, stop at the config's
-// eos_token_ids. The rest stays at SamplingParams' defaults.
+// eos_token_ids and generation_config.json's. The rest stays at SamplingParams' defaults.
 SamplingParams sampling_defaults(const Transformer& model, const Tokenizer& tokenizer, bool stop_at_eos = true);
 
 // Throws std::invalid_argument on bad parameters, an empty prompt, or stop strings without a

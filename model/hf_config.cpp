@@ -1,6 +1,7 @@
 #include "model/hf_config.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -139,6 +140,44 @@ std::optional<RopeScaling> parse_rope_scaling(const Fields& top, const char* fie
   return r;
 }
 
+void write_atomically(const std::string& path, const std::string& text, const char* what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ConfigError(path + ": cannot write " + what);
+    out << text;
+    if (!out.flush()) throw ConfigError(path + ": write error");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError(path + ": cannot rename " + tmp + " into place");
+}
+
+json parse_object(std::string_view json_text, const std::string& source) {
+  json j;
+  try {
+    j = parse_json_bounded(json_text);
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
+    throw ConfigError(source + ": invalid JSON: " + json_error_text(e));
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError(source + ": " + e.what());
+  }
+  if (!j.is_object()) throw ConfigError(source + ": top level must be a JSON object, got " + describe(j));
+  return j;
+}
+
+// `eos_token_id`: one id or a list of ids, each a row of the embedding.
+std::vector<int64_t> eos_ids(const Fields& f, int64_t vocab_size) {
+  std::vector<int64_t> ids;
+  if (const json* eos = f.find("eos_token_id")) {
+    if (eos->is_array()) {
+      for (const json& e : *eos) ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", e), vocab_size));
+    } else {
+      ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", *eos), vocab_size));
+    }
+  }
+  return ids;
+}
+
+
 }  // namespace
 
 std::string shape_to_string(const std::vector<int64_t>& shape) {
@@ -149,15 +188,7 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
 
 ModelConfig parse_config(std::string_view json_text, std::string_view source_name) {
   const std::string source(source_name);
-  json j;
-  try {
-    j = parse_json_bounded(json_text);
-  } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-    throw ConfigError(source + ": invalid JSON: " + json_error_text(e));
-  } catch (const JsonTooDeep& e) {
-    throw ConfigError(source + ": " + e.what());
-  }
-  if (!j.is_object()) throw ConfigError(source + ": top level must be a JSON object, got " + describe(j));
+  const json j = parse_object(json_text, source);
   Fields f(j, source);
   ModelConfig c;
 
@@ -268,13 +299,7 @@ ModelConfig parse_config(std::string_view json_text, std::string_view source_nam
     c.rope_scaling = parse_rope_scaling(f, "rope_parameters", rope_params, source, c);
 
   if (auto bos = f.opt_int("bos_token_id")) c.bos_token_id = f.token_id("bos_token_id", *bos, c.vocab_size);
-  if (const json* eos = f.find("eos_token_id")) {
-    if (eos->is_array()) {
-      for (const json& e : *eos) c.eos_token_ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", e), c.vocab_size));
-    } else {
-      c.eos_token_ids.push_back(f.token_id("eos_token_id", f.as_int("eos_token_id", *eos), c.vocab_size));
-    }
-  }
+  c.eos_token_ids = eos_ids(f, c.vocab_size);
 
   // transformers >= 4.56 writes "dtype"; older files "torch_dtype".
   c.torch_dtype = f.opt_string("torch_dtype").value_or(f.opt_string("dtype").value_or(""));
@@ -338,14 +363,35 @@ std::string config_to_json(const ModelConfig& c) {
 }
 
 void write_config(const ModelConfig& c, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ConfigError(path + ": cannot write config file");
-    out << config_to_json(c);
-    if (!out.flush()) throw ConfigError(path + ": write error");
+  write_atomically(path, config_to_json(c), "config file");
+}
+
+void parse_generation_config(std::string_view json_text, std::string_view source_name, ModelConfig& c) {
+  const std::string source(source_name);
+  const json j = parse_object(json_text, source);
+  c.generation_eos_token_ids = eos_ids(Fields(j, source), c.vocab_size);
+}
+
+void load_generation_config_if_present(const std::string& path, ModelConfig& c) {
+  constexpr size_t kMaxBytes = size_t(16) << 20;  // Qwen2.5's are under 1 KB
+  std::string text;
+  if (const std::string why = read_file_at_most(path, kMaxBytes, text); !why.empty()) {
+    if (why == "cannot open" && !std::filesystem::exists(path)) return;
+    throw ConfigError(path + ": " + why);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw ConfigError(path + ": cannot rename " + tmp + " into place");
+  parse_generation_config(text, path, c);
+}
+
+void write_generation_config(const ModelConfig& c, const std::string& path) {
+  if (c.generation_eos_token_ids.empty()) {
+    std::filesystem::remove(path);
+    return;
+  }
+  json j = json::object();
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.generation_eos_token_ids.size() == 1) j["eos_token_id"] = c.generation_eos_token_ids[0];
+  else j["eos_token_id"] = c.generation_eos_token_ids;
+  write_atomically(path, j.dump(2) + "\n", "generation config");
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {

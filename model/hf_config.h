@@ -55,7 +55,11 @@ struct ModelConfig {
   std::optional<RopeScaling> rope_scaling;  // nullopt = plain RoPE
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;  // `eos_token_id` may be one id or a list
-  std::string torch_dtype;             // "" when absent
+  // generation_config.json's `eos_token_id`, which transformers' generate() stops at instead of
+  // config.json's (Qwen2.5-Instruct: config 151645, generation config [151645, 151643]). Empty
+  // when the file is absent or has none; never written into config.json.
+  std::vector<int64_t> generation_eos_token_ids;
+  std::string torch_dtype;  // "" when absent
   // Read so they round-trip and are visible; only `use_sliding_window: false` is accepted.
   bool use_sliding_window = false;
   std::optional<int64_t> sliding_window;
@@ -73,6 +77,15 @@ ModelConfig load_config(const std::string& path);
 // transformers and back here unchanged. write_config writes it atomically (temp + rename).
 std::string config_to_json(const ModelConfig& c);
 void write_config(const ModelConfig& c, const std::string& path);
+
+// generation_config.json: only `eos_token_id` is read (into c.generation_eos_token_ids, checked
+// against c.vocab_size); the sampling fields in it (temperature, top_p, ...) are not, since a run's
+// sampling comes from its own config. A missing file leaves `c` as it is.
+void parse_generation_config(std::string_view json_text, std::string_view source_name, ModelConfig& c);
+void load_generation_config_if_present(const std::string& path, ModelConfig& c);
+// Writes {"bos_token_id", "eos_token_id"} when c.generation_eos_token_ids is non-empty, so a saved
+// model stops where the loaded one did; otherwise removes a stale file at `path`.
+void write_generation_config(const ModelConfig& c, const std::string& path);
 
 struct TensorSpec {
   std::string name;

@@ -623,6 +623,7 @@ Transformer Transformer::random(const ModelConfig& config, uint64_t seed, float 
 
 Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const kernels::Ops& ops) {
   ModelConfig config = load_config((dir / "config.json").string());
+  load_generation_config_if_present((dir / "generation_config.json").string(), config);
   Checkpoint ckpt = open_checkpoint(dir);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const std::string& name : ckpt.names()) shapes[name] = ckpt.at(name).shape;
@@ -661,6 +662,7 @@ void Transformer::save_pretrained(const std::filesystem::path& dir) const {
                      t.numel * sizeof(float)});
   write_checkpoint(dir, views, uint64_t(4) << 30);
   write_config(c, (dir / "config.json").string());
+  write_generation_config(c, (dir / "generation_config.json").string());
 }
 
 void Transformer::ensure_rope(int64_t positions) {

@@ -185,6 +185,16 @@ TEST(GenerateTest, NextSeedsAreNotTheSameStreamShifted) {
     }
 }
 
+TEST(GenerateTest, DefaultsStopAtBothFilesEosIdsOnce) {
+  ModelConfig c = make_model().config();
+  c.eos_token_ids = {7, 9};
+  c.generation_eos_token_ids = {9, 11};  // as Qwen2.5-Instruct: the generation config adds an id
+  const Transformer m = Transformer::random(c, 21, 0.5f);
+  const ByteTokenizer tok;
+  EXPECT_EQ(sampling_defaults(m, tok, true).stop_token_ids, (std::vector<int32_t>{7, 9, 11}));
+  EXPECT_TRUE(sampling_defaults(m, tok, false).stop_token_ids.empty());
+}
+
 TEST(GenerateTest, StopTokenEndsOnlyItsSequenceAndIsKept) {
   Transformer m = make_model();
   SamplingParams p;

@@ -370,6 +370,59 @@ TEST(HfConfig, LoadFromFile) {
   std::filesystem::remove_all(dir);
 }
 
+// Qwen2.5-1.5B-Instruct's generation_config.json as published (eos 151645 = <|im_end|>, 151643 =
+// <|endoftext|>); its config.json says eos 151645 alone. Only eos_token_id is read.
+constexpr const char* kQwenInstructGenerationConfig = R"({
+  "bos_token_id": 151643, "pad_token_id": 151643, "do_sample": true,
+  "eos_token_id": [151645, 151643], "repetition_penalty": 1.1,
+  "temperature": 0.7, "top_p": 0.8, "top_k": 20, "transformers_version": "4.37.0"
+})";
+
+TEST(HfConfig, GenerationConfigEosIsReadWrittenAndRemoved) {
+  auto dir = std::filesystem::temp_directory_path() / ("azr_gen_config_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "generation_config.json").string();
+  ModelConfig c = parse(json::parse(kQwen05B));
+  load_generation_config_if_present(path, c);  // no file: nothing changes
+  EXPECT_TRUE(c.generation_eos_token_ids.empty());
+
+  std::ofstream(path) << kQwenInstructGenerationConfig;
+  load_generation_config_if_present(path, c);
+  EXPECT_EQ(c.generation_eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+  EXPECT_EQ(json::parse(config_to_json(c))["eos_token_id"], 151643);  // config.json keeps its own
+
+  ModelConfig back = parse(json::parse(kQwen05B));
+  write_generation_config(c, path);
+  load_generation_config_if_present(path, back);
+  EXPECT_EQ(back.generation_eos_token_ids, c.generation_eos_token_ids);
+
+  parse_generation_config(R"({"eos_token_id": 7})", "g.json", back);
+  EXPECT_EQ(back.generation_eos_token_ids, std::vector<int64_t>{7});
+  parse_generation_config(R"({"temperature": 0.7})", "g.json", back);  // no eos: none
+  EXPECT_TRUE(back.generation_eos_token_ids.empty());
+  write_generation_config(back, path);  // nothing to say: a stale file would stop at old ids
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfConfigErrors, BadGenerationConfigNamesTheFileAndField) {
+  ModelConfig c = parse(json::parse(kQwen05B));
+  auto message = [&](const char* text) {
+    try {
+      parse_generation_config(text, "m/generation_config.json", c);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(R"({"eos_token_id": 151936})"),
+            "m/generation_config.json: field 'eos_token_id' (151936) must be in [0, vocab_size) = [0, 151936)");
+  EXPECT_EQ(message(R"({"eos_token_id": [151643, "x"]})"),
+            "m/generation_config.json: field 'eos_token_id' must be an integer, got string \"x\"");
+  EXPECT_EQ(message("[1]"), "m/generation_config.json: top level must be a JSON object, got array [1]");
+  EXPECT_EQ(message("{").rfind("m/generation_config.json: invalid JSON: ", 0), 0u) << message("{");
+}
+
 // ---------------------------------------------------------------- bad input
 
 TEST(HfConfigErrors, InvalidJsonGivesLineAndColumn) {

@@ -608,6 +608,30 @@ TEST(TransformerTest, SaveLoadGivesIdenticalOutputs) {
   }
 }
 
+TEST(TransformerTest, GenerationConfigStopIdsLoadAndSaveWithTheModel) {
+  Transformer m = random_model();
+  const fs::path dir = temp_dir("generation_config");
+  m.save_pretrained(dir);
+  EXPECT_FALSE(fs::exists(dir / "generation_config.json"));  // none to say
+  std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": [3, 5], "temperature": 0.7})";
+  Transformer loaded = Transformer::from_pretrained(dir);
+  EXPECT_EQ(loaded.config().generation_eos_token_ids, (std::vector<int64_t>{3, 5}));
+  const fs::path again = temp_dir("generation_config_again");
+  loaded.save_pretrained(again);
+  EXPECT_EQ(Transformer::from_pretrained(again).config().generation_eos_token_ids, (std::vector<int64_t>{3, 5}));
+
+  std::ofstream(dir / "generation_config.json", std::ios::trunc) << R"({"eos_token_id": 100000})";
+  try {
+    Transformer::from_pretrained(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: field 'eos_token_id' (100000)"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+  fs::remove_all(again);
+}
+
 TEST(TransformerTest, AdamWStateSavedAndRestoredContinuesExactly) {
   Transformer a = random_model(), b = random_model();
   const SequenceBatch batch = SequenceBatch::from(random_seqs({8, 5}, 61, 13));
