@@ -383,10 +383,7 @@ void load_generation_config_if_present(const std::string& path, ModelConfig& c) 
 }
 
 void write_generation_config(const ModelConfig& c, const std::string& path) {
-  if (c.generation_eos_token_ids.empty()) {
-    std::filesystem::remove(path);
-    return;
-  }
+  if (c.generation_eos_token_ids.empty()) return;
   json j = json::object();
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
   if (c.generation_eos_token_ids.size() == 1) j["eos_token_id"] = c.generation_eos_token_ids[0];

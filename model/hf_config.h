@@ -84,7 +84,7 @@ void write_config(const ModelConfig& c, const std::string& path);
 void parse_generation_config(std::string_view json_text, std::string_view source_name, ModelConfig& c);
 void load_generation_config_if_present(const std::string& path, ModelConfig& c);
 // Writes {"bos_token_id", "eos_token_id"} when c.generation_eos_token_ids is non-empty, so a saved
-// model stops where the loaded one did; otherwise removes a stale file at `path`.
+// model stops where the loaded one did; otherwise writes nothing (checkpoints go to new folders).
 void write_generation_config(const ModelConfig& c, const std::string& path);
 
 struct TensorSpec {
