@@ -223,6 +223,11 @@ int64_t last_holding(int64_t first, Holds holds) {
 
 }  // namespace
 
+int64_t micro_batch_limit(int64_t seq_len) {
+  constexpr int64_t kGridRows = 65535;  // a CUDA grid's y and z
+  return std::min(kGridRows, kernels::cuda_detail::ordered_sums::kEmbeddingRowsPerCall / std::max<int64_t>(seq_len, 1));
+}
+
 int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes) {
   // The training peak grows with the micro-batch but for one step down: the LM head keeps the
   // forward's logits for backward while the micro-batch's rows fit kHeadKeepFloats
@@ -231,12 +236,14 @@ int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budge
   // searched on its own, the larger micro-batches first (a test tries every micro-batch against
   // budgets across the drop).
   const int64_t rows_per_sequence = s.seq_len - 1;
+  const int64_t limit = micro_batch_limit(s.seq_len);
   // The bound on mb first: past it no micro-batch keeps, and its rows times V could overflow.
   const int64_t last_keeping = last_holding(1, [&](int64_t mb) {
-    return rows_per_sequence > 0 && mb <= kHeadKeepFloats / c.vocab_size / rows_per_sequence &&
+    return rows_per_sequence > 0 && mb <= limit && mb <= kHeadKeepFloats / c.vocab_size / rows_per_sequence &&
            plan_head_tiles(mb * rows_per_sequence, c.vocab_size, /*for_backward=*/true).keep;
   });
   auto fits = [&](int64_t mb) {
+    if (mb > limit) return false;
     s.micro_batch = mb;
     return plan_memory(c, s).training_peak() <= budget_bytes;
   };

@@ -139,9 +139,16 @@ struct MemoryPlan {
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s);
 
-// The largest micro-batch (settings.micro_batch ignored) whose training peak fits `budget_bytes`;
-// 0 when not even one sequence does. The peak drops where the LM head stops keeping its logits
-// (plan_head_tiles), so a smaller micro-batch may not fit where a larger one does.
+// The most sequences of seq_len tokens one micro-batch holds on any device, from the CUDA kernels'
+// grids: the embedding's ordered gradient sums take 65,535 pieces of 32 rows a call (2,097,120
+// tokens), the attention kernels a sequence a grid row (65,535). Only a small model on a large GPU
+// gets near it (azr-tiny fits about 4 million tokens of activations on an H200).
+int64_t micro_batch_limit(int64_t seq_len);
+
+// The largest micro-batch (settings.micro_batch ignored), up to micro_batch_limit, whose training
+// peak fits `budget_bytes`; 0 when not even one sequence does. The peak drops where the LM head
+// stops keeping its logits (plan_head_tiles), so a smaller micro-batch may not fit where a larger
+// one does.
 int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes);
 
 // A table of the plan in GiB, one category per line, with the phase peaks and the budget verdict.

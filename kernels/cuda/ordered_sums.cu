@@ -135,9 +135,10 @@ void embedding_backward_sorted(float* dwte, const float* dout, const int32_t* id
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
   if (N * C == 0) return;
   if (gradient_sums_ordered()) {
-    if ((N + kEmbeddingPiece - 1) / kEmbeddingPiece > 65535)  // the pieces' grid rows
+    if (N > ordered_sums::kEmbeddingRowsPerCall)  // the pieces' grid rows (model::micro_batch_limit)
       throw std::invalid_argument("embedding_backward: " + std::to_string(N) + " rows, past the " +
-                                  std::to_string(65535 * kEmbeddingPiece) + " its ordered sums take a call");
+                                  std::to_string(ordered_sums::kEmbeddingRowsPerCall) +
+                                  " its ordered sums take a call");
     return embedding_backward_sorted(dwte, dout, ids, N, C);
   }
   embedding_backward_atomic_kernel<<<grid_for(N * C), 256, 0, op_stream()>>>(dwte, dout, ids, N, C);

@@ -13,6 +13,8 @@ constexpr int64_t kNormBackwardBlocks = 512;
 constexpr int64_t kColumnSumBlocks = 1024;
 // Sorted positions a piece of the embedding's gradient (ordered_sums.cuh).
 constexpr int64_t kEmbeddingPiece = 32;
+// Rows one embedding backward takes: its pieces are grid rows, at most 65,535 (a grid's y).
+constexpr int64_t kEmbeddingRowsPerCall = 65535 * kEmbeddingPiece;
 
 // An upper bound of the bytes the scratch reaches in a training step of N rows of width H whose
 // widest bias (q, k and v's together) is W wide: the largest set of partials (RMSNorm's, at most

@@ -160,6 +160,19 @@ TEST(MemoryPlan, OneAndAHalfBFitsEightyGigabytesAndThreeBNeedsRecompute) {
   EXPECT_GE(max_micro_batch(qwen("3b"), s, 80 * kGiB), 1);
 }
 
+// azr-tiny's activations fit millions of tokens in a large budget; the CUDA kernels' grids bound
+// the micro-batch: 2,097,120 tokens / 1,024 = 2,047 sequences, and at 16 tokens (131,070 by
+// tokens) the 65,535 sequences of a grid's rows.
+TEST(MemoryPlan, MaxMicroBatchStaysWithinTheKernelsGrids) {
+  MemoryPlanSettings s;
+  s.seq_len = 1024;
+  EXPECT_EQ(micro_batch_limit(1024), 2047);
+  EXPECT_EQ(max_micro_batch(preset_config("azr-tiny"), s, 1000 * kGiB), 2047);
+  s.seq_len = 16;
+  EXPECT_EQ(micro_batch_limit(16), 65535);
+  EXPECT_EQ(max_micro_batch(preset_config("azr-tiny"), s, 1000 * kGiB), 65535);
+}
+
 TEST(MemoryPlan, NothingFitsWhenThePersistentStateDoesNot) {
   MemoryPlanSettings s;
   EXPECT_EQ(max_micro_batch(qwen("7b"), s, 80 * kGiB), 0);  // 18 x 7.6B = 137 GB: 7B needs ZeRO-1

@@ -393,6 +393,14 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
                 bytes["generation_peak"].get<double>() / double(1ull << 30));
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(gen));
+
+  // Past what the GPU kernels take in one micro-batch: 2,097,120 tokens / 4,120 = 509 sequences.
+  const fs::path big = scratch("micro-past-the-kernels");
+  r = run_process({azr(), "train", fixture(), "--run-dir", big.string(), "--set", "algorithm.micro_batch_size=510"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("algorithm.micro_batch_size = 510: past the 509 sequences of up to 4120 tokens"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(big));
 }
 
 TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
