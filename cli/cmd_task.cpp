@@ -198,10 +198,9 @@ int run_grade(const TaskOptions& o) {
 
 int run_prompt(const TaskOptions& o) {
   const TaskType type = task_type(o.type);
-  if (o.role != "proposer" && o.role != "solver") throw UsageError("task prompt: --role must be proposer or solver");
+  // --role and --k are checked by the parser (add_prompt below).
   if (o.task_id != 0 && o.role != "solver") throw UsageError("task prompt: --task-id goes with --role solver");
   if (o.task_id != 0 && o.db.empty()) throw UsageError("task prompt: --task-id needs --db");
-  if (o.k < 1) throw UsageError("task prompt: --k must be at least 1");
   std::optional<buffer::TaskBuffer> db;
   if (!o.db.empty()) {
     try {

@@ -405,16 +405,28 @@ TEST_F(BufferCli, ListFiltersSortsAndPrintsAlignedTables) {
   EXPECT_EQ(header.rfind("id  type", 0), 0u) << header;
   EXPECT_EQ(header.find("program"), row.find("def f(x):")) << "columns are not aligned:\n" << header << "\n" << row;
 
-  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--steps", "x:3"}).exit_code, 2);
+  // Each bad value: exit 2 and the message that names the flag and the value.
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"list", db, "--steps", "x:3"}, "azr: --steps takes integers A:B, not 'x:3'\n"},
+      {{"list", db, "--steps", "3"}, "azr: --steps takes A:B (either side may be empty), not '3'\n"},
+      {{"list", db, "--type", "sorting"}, "azr: --type must be deduction, abduction or induction, not 'sorting'\n"},
+      {{"list", db, "--sort", "vibes"}, "azr: --sort must be id, step, learnability or solve-rate, not 'vibes'\n"},
+      {{"list", db, "--origin", "bogus"}, "azr: --origin must be seed, proposed or imported, not 'bogus'\n"},
+      {{"show", db, "99"}, "azr: " + db + ": no task with id 99\n"},
+  };
+  for (const auto& [args, message] : bad) {
+    std::vector<std::string> argv = {azr(), "buffer"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_EQ(r.err, message);
+  }
   const auto reversed = run_process({azr(), "buffer", "list", db, "--steps", "4:2"});  // selected nothing, exit 0
   EXPECT_EQ(reversed.exit_code, 2);
   EXPECT_NE(reversed.err.find("--steps 4:2: the first step is after the last"), std::string::npos) << reversed.err;
   const auto limit = run_process({azr(), "buffer", "list", db, "--limit", "-3"});
   EXPECT_EQ(limit.exit_code, 2);
   EXPECT_NE(limit.err.find("--limit: -3 is too small: it must be 0 or more"), std::string::npos) << limit.err;
-  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--type", "sorting"}).exit_code, 2);
-  EXPECT_EQ(run_process({azr(), "buffer", "list", db, "--sort", "vibes"}).exit_code, 2);
-  EXPECT_EQ(run_process({azr(), "buffer", "show", db, "99"}).exit_code, 2);
   EXPECT_EQ(run_process({azr(), "buffer", "show", db, "5"}).exit_code, 0);  // induction: pairs table
 }
 

@@ -12,9 +12,11 @@
 #include <tuple>
 
 #include "eval/benchmarks.h"
+#include "eval/prompts.h"
 #include "model/byte_tokenizer.h"
 #include "model/presets.h"
 #include "model/transformer.h"
+#include "tests/eval/bigram_model.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -272,6 +274,37 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
   auto top_p = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--top-p", "2"});
   EXPECT_EQ(top_p.exit_code, 2);
   EXPECT_NE(top_p.err.find("--top-p: 2 is too large: it must be in (0, 1]"), std::string::npos) << top_p.err;
+  auto no_bench = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--data", data_});
+  EXPECT_EQ(no_bench.exit_code, 2);
+  EXPECT_EQ(no_bench.err, "azr: eval: --model needs --bench NAME[,NAME...]\n");
+}
+
+// Verdicts known by hand through the whole command: a saved model that answers \boxed{18} to every
+// prompt (bigram_model.h) passes GSM8K's first item (gold 18) and fails its second (gold 3).
+TEST_F(EvalCli, ASavedModelThatAlwaysAnswers18ScoresHalfOnTwoItems) {
+  const std::string model = (dir_ / "eighteen").string();
+  const azr::model::ByteTokenizer tok;
+  const int32_t eos = 256;  // <|endoftext|>
+  const Benchmark gsm8k = load_benchmark("gsm8k", data_);
+  const std::string prompt = item_prompt(gsm8k, gsm8k.items.at(0), Template::R1);  // --template r1
+  const std::vector<int32_t> chain = azr::testing::answer_chain(tok, prompt, "\\boxed{18}", eos);
+  azr::testing::bigram_model(chain, int64_t(tok.vocab_size()), eos).save_pretrained(model);
+  tok.save_tokenizer_json(model + "/tokenizer.json", true);
+  const std::string out = (dir_ / "eighteen.jsonl").string();
+  auto r = run_process({bin_, "eval", "--model", model, "--bench", "gsm8k", "--limit", "2", "--max-tokens", "32",
+                        "--data", data_, "--json", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = by_bench(json::parse(r.out));
+  EXPECT_EQ(m["gsm8k"]["items"], 2);
+  EXPECT_EQ(m["gsm8k"]["pass@1"], 50.0) << r.out;
+  std::ifstream in(out);
+  std::vector<bool> correct;
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    EXPECT_EQ(j["response"], "\\boxed{18}") << line;
+    correct.push_back(j["correct"].get<bool>());
+  }
+  EXPECT_EQ(correct, (std::vector<bool>{true, false}));
 }
 
 TEST_F(EvalCli, ModelGeneratesAndGradesEndToEnd) {

@@ -349,6 +349,15 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   // Past INT64_MAX nlohmann holds the number unsigned; it was reported as token id -1.
   expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, "{\"ids\": [18446744073709551615]}\n"),
                "<stdin>:1: token id 18446744073709551615 is outside");
+  const std::pair<const char*, const char*> lines[] = {
+      {"{\"text\": \"a\", \"ids\": [1]}\n", "<stdin>:1: give exactly one of the fields 'text' and 'ids'"},
+      {"{\"id\": 3}\n", "<stdin>:1: give exactly one of the fields 'text' and 'ids'"},
+      {"{\"ids\": 5}\n", "<stdin>:1: field 'ids' must be an array of token ids"},
+      {"{\"ids\": []}\n", "<stdin>:1: field 'ids' is empty"},
+      {"{\"text\": 5}\n", "<stdin>:1: field 'text' must be a string"},
+  };
+  for (const auto& [line, message] : lines)
+    expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-"}, line), message);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -501,6 +502,8 @@ TEST_F(SandboxAttack, ZygoteProcStatus) {
       const std::string& nspid = st["NSpid"];
       EXPECT_EQ(nspid.substr(nspid.find_last_of(" \t") + 1), "1") << "NSpid: " << nspid;
       EXPECT_TRUE(w.pid_namespace_leader);
+    } else {
+      std::cout << "[  NOTE    ] no pid namespace on this host: the worker's pid 1 not checked\n";
     }
     EXPECT_EQ(st["CapEff"], "0000000000000000");
     EXPECT_EQ(st["CapPrm"], "0000000000000000");
@@ -922,6 +925,8 @@ TEST_F(SandboxAttack, HostnameHidden) {
   ASSERT_TRUE(Outcome(r, Status::Ok));
   if (g_pool->workers().at(0).namespaces.find("uts") != std::string::npos) {
     EXPECT_EQ(r.calls[0].repr, "'azr-sandbox'");
+  } else {
+    std::cout << "[  NOTE    ] no uts namespace on this host: the sandbox's own hostname not checked\n";
   }
   if (std::string(host) != "azr-sandbox") {
     EXPECT_NE(r.calls[0].repr, "'" + std::string(host) + "'");

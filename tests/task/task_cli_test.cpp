@@ -296,17 +296,34 @@ TEST(TaskCli, PromptFromABufferShowsItsTasks) {
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_NE(s.out.find("return n + 977"), std::string::npos);
   EXPECT_NE(s.out.find("978"), std::string::npos);  // abduction shows the output
-  // A task id of another type is refused.
-  EXPECT_EQ(run_process({azr(), "task", "prompt", "--role", "solver", "--type", "deduction", "--db", db, "--task-id", "3"})
-                .exit_code,
-            2);
+  // A task id of another type, or not in the database, is refused.
+  auto other =
+      run_process({azr(), "task", "prompt", "--role", "solver", "--type", "deduction", "--db", db, "--task-id", "3"});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_EQ(other.err, "azr: task prompt: task 3 is abduction, not deduction\n");
+  auto absent =
+      run_process({azr(), "task", "prompt", "--role", "solver", "--type", "abduction", "--db", db, "--task-id", "99"});
+  EXPECT_EQ(absent.exit_code, 2);
+  EXPECT_EQ(absent.err, "azr: task prompt: no task 99 in " + db + "\n");
   std::filesystem::remove_all(dir);
 }
 
 TEST(TaskCli, PromptBadUsage) {
-  EXPECT_EQ(run_process({azr(), "task", "prompt", "--role", "judge", "--type", "deduction"}).exit_code, 2);
-  EXPECT_EQ(run_process({azr(), "task", "prompt", "--role", "solver", "--type", "deduction", "--task-id", "3"}).exit_code, 2);
-  EXPECT_EQ(run_process({azr(), "task", "prompt", "--role", "solver", "--type", "deduction", "--db", "/nonexistent/b.db"}).exit_code, 2);
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--role", "judge", "--type", "deduction"}, "azr: --role: judge not in {proposer,solver}\n"},
+      {{"--role", "solver", "--type", "deduction", "--task-id", "3"}, "azr: task prompt: --task-id needs --db\n"},
+      {{"--role", "proposer", "--type", "deduction", "--task-id", "3", "--db", "x.db"},
+       "azr: task prompt: --task-id goes with --role solver\n"},
+      {{"--role", "solver", "--type", "deduction", "--db", "/nonexistent/b.db"},
+       "azr: /nonexistent/b.db: no such file\n"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {azr(), "task", "prompt"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_EQ(r.err.substr(0, r.err.find("Run with --help")), message);
+  }
 }
 
 }  // namespace

@@ -425,9 +425,8 @@ TEST(DistBackend, SingleCommunicator) {
   c->barrier();
 }
 
-#ifdef AZR_HAVE_MPI
-TEST(DistBackend, ThisBuildHasMpi) { EXPECT_TRUE(d::mpi_compiled()); }
-#else
+// The MPI build's backend is checked under a real mpirun (trainer_dist_mpi_np2/np3).
+#ifndef AZR_HAVE_MPI
 // AZR_MPI=OFF (scripts/gpu_prebuild.sh's azr): "mpi", asked for or chosen by "auto" under
 // mpirun, stops with the way out, before any rank waits on a peer.
 TEST(DistBackend, ABuildWithoutMpiSaysSo) {

@@ -220,6 +220,10 @@ TEST_F(StepTest, KeptProposerRolloutsSayWhetherTheFormatHeld) {
 }
 
 TEST_F(StepTest, AdvantagesAreWhitenedPerTaskAndRole) {
+  // Same-step order, so a solver group mixes rewards: the new abduction task (right, 1) beside the
+  // identity seed (wrong, -0.5). Lagged, step 1's solver groups see only seeds, each group's
+  // rewards equal, and the whitening of a solver group would go unchecked.
+  cfg_.algorithm.solve_order = "same-step";
   const StepResult r = run(1);
   // Each group has two sequences; whitening over tokens (token-count-weighted mean, unbiased
   // variance over all response tokens of the group, eps 1e-8), computed here from the lengths.
@@ -234,6 +238,7 @@ TEST_F(StepTest, AdvantagesAreWhitenedPerTaskAndRole) {
     for (size_t i = 0; i < rewards.size(); i++)
       EXPECT_NEAR(got[i], (rewards[i] - mu) / std::sqrt(var + 1e-8), 1e-9) << what << " " << i;
   };
+  int solver_groups_whitened = 0;
   for (int g = 0; g < 3; g++) {
     std::vector<double> rw, adv, srw, sadv;
     std::vector<int64_t> len, slen;
@@ -249,8 +254,10 @@ TEST_F(StepTest, AdvantagesAreWhitenedPerTaskAndRole) {
       EXPECT_EQ(sadv[1], 0.0);
     } else {
       expect_group(srw, slen, sadv, "solver");
+      solver_groups_whitened++;
     }
   }
+  EXPECT_EQ(solver_groups_whitened, 1);  // abduction's
   // Response lengths are the scripted texts' bytes plus the stop token.
   EXPECT_EQ(r.proposer[1].response_tokens, tokens_of("I have no idea."));
   // The update trained on every response token of the step.

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -147,7 +148,7 @@ fs::path reference_run() {
     fs::remove_all(dir);
     auto r = run_process(train_args(dir.string()));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::ofstream(dir / "stamp") << stamp;
+    if (r.exit_code == 0) std::ofstream(dir / "stamp") << stamp;  // a failed run is made again next time
   }
   flock(lock, LOCK_UN);
   close(lock);
@@ -187,8 +188,11 @@ TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
     for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "buffer.db",
                           "trainer_state.json", "checksums.xxh128"})
       EXPECT_TRUE(fs::exists(ref / ("checkpoints/step-" + std::to_string(s)) / f)) << s << " " << f;
-  // Every file of a checkpoint is in its manifest, as Debian's xxh128sum checks it.
-  if (run_process({"/bin/sh", "-c", "command -v xxh128sum"}).exit_code == 0) {
+  // Every file of a checkpoint is in its manifest, as Debian's xxh128sum checks it (the README's
+  // set-up installs it; without it, this part is skipped, and says so).
+  if (run_process({"/bin/sh", "-c", "command -v xxh128sum"}).exit_code != 0) {
+    std::cout << "[  NOTE    ] xxh128sum not installed: the manifest is not checked by an independent tool\n";
+  } else {
     r = run_process({"/bin/sh", "-c", "cd \"$1\" && xxh128sum --strict -c checksums.xxh128", "sh",
                      (ref / "checkpoints/step-3").string()});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -441,17 +445,25 @@ TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   EXPECT_TRUE(hit_tmp) << "never saw checkpoints/.step-1.tmp";
-  if (hit_tmp) wait_exit(pid);
+  if (hit_tmp) {
+    EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  }
   // The killed write left no checkpoint step-1; the buffer opens.
   EXPECT_FALSE(fs::exists(run / "checkpoints/step-1/trainer_state.json"));
   auto r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
   pid = start(resume_args(run.string()), log);
-  for (int i = 0; i < 1200 && last_metrics_step(run) < 2; i++) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // into step 3
+  for (int i = 0; i < 1200 && last_metrics_step(run) < 2; i++) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(last_metrics_step(run), 2) << slurp(log);
+  // A step takes seconds here (generation and the update), so half of one puts the kill inside
+  // step 3 or its checkpoint; the exit status says the run was still going when it came.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(pid, SIGKILL);
-  wait_exit(pid);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << "the run ended before the kill in step 3";
   r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
