@@ -576,8 +576,17 @@ DeviceScratch<> g_k16, g_v16;
 
 }  // namespace
 
-void cuda_set_decode_kernel(CudaDecodeKernel kernel) { g_decode_kernel = kernel; }
-void cuda_set_decode_merge(CudaDecodeMerge merge) { g_decode_merge = merge; }
+// A switch makes recorded decode steps anew (graphs.cu): a replay would run the old kernel.
+void cuda_set_decode_kernel(CudaDecodeKernel kernel) {
+  if (g_decode_kernel == kernel) return;
+  g_decode_kernel = kernel;
+  cuda_detail::scratch_generation()++;
+}
+void cuda_set_decode_merge(CudaDecodeMerge merge) {
+  if (g_decode_merge == merge) return;
+  g_decode_merge = merge;
+  cuda_detail::scratch_generation()++;
+}
 
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* slot,
                       const int32_t* pos, int64_t R, const AttentionShape& shape) {

@@ -113,6 +113,10 @@ void rmsnorm_backward_w16(float* dx, uint16_t* dx16, float* dw, const float* dou
 namespace azr::kernels {
 
 void cuda_set_rmsnorm_backward_loop(bool loop) { cuda_detail::backward_loop_form() = loop; }
-void cuda_set_rmsnorm_forward_loop(bool loop) { cuda_detail::forward_loop_form() = loop; }
+void cuda_set_rmsnorm_forward_loop(bool loop) {
+  if (cuda_detail::forward_loop_form() == loop) return;
+  cuda_detail::forward_loop_form() = loop;
+  cuda_detail::scratch_generation()++;  // recorded decode steps are made anew with the other form
+}
 
 }  // namespace azr::kernels
