@@ -191,15 +191,17 @@ int main(int argc, char** argv) {
     po.workers = workers;
     po.alternate_workers = workers == 1 ? 1 : alternates;
     sb::Pool pool(po);
-    if (items.empty()) {
-      // Untimed: keep programs whose recorded input is a literal argument list (proposals must be).
+    {
+      // Untimed, on each pool alike (its workers' pages faulted in before the timed step): keep
+      // programs whose recorded input is a literal argument list (proposals must be).
       std::vector<sb::EvalRequest> reqs;
       for (const auto& it : all) reqs.push_back({it.code, it.input});
       sb::Limits lim;
       lim.cpu_seconds = 5;
       auto r = sb::evaluate(pool, reqs, lim);
-      for (size_t i = 0; i < all.size(); ++i)
-        if (r[i].status == sb::Status::Ok) items.push_back(all[i]);
+      if (items.empty())
+        for (size_t i = 0; i < all.size(); ++i)
+          if (r[i].status == sb::Status::Ok) items.push_back(all[i]);
       if (items.size() < 3 * batch) {
         std::fprintf(stderr, "task_engine_bench: only %zu usable programs\n", items.size());
         return 2;

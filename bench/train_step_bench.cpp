@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
                       {"update_tokens_per_s", processed / sum.update},
                       {"trained_response_tokens_per_step", trained_tokens / n},
                       {"baseline_old_logp_forward_s", recompute_s / n},
-                      {"saved_fraction_of_step", recompute_s / sum.total}};
+                      // The reference's old-log-prob pass as a fraction of azr's step: what it would add.
+                      {"baseline_added_fraction_of_step", recompute_s / sum.total}};
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }
