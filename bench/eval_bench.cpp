@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-14s %6s %8s %10s %12s %12s %8s %9s %8s\n", "benchmark", "items", "correct", "seconds", "items/s",
-              "1 worker/s", "x 1 worker", "again s", "kept x");
+              "1 worker/s", "x 1 wkr", "again s", "kept x");
   for (const ev::BenchmarkInfo& info : ev::benchmark_registry()) {
     if (!wanted.empty() && !wanted.count(info.name)) continue;
     const ev::Benchmark loaded = ev::load_benchmark(info.name, dir);

@@ -4,7 +4,9 @@
 add_executable(model_speed_bench ${CMAKE_SOURCE_DIR}/bench/model_speed_bench.cpp)
 target_link_libraries(model_speed_bench PRIVATE azr_model azr_backend CLI11::CLI11
                       nlohmann_json::nlohmann_json)
-target_include_directories(model_speed_bench PRIVATE ${CMAKE_SOURCE_DIR})
+# cblas.h for its host read (measured_read_bandwidth), where kernels/ found it: on the GPU machine
+# the carried packages are unpacked without the symlink Debian's install script makes.
+target_include_directories(model_speed_bench PRIVATE ${CMAKE_SOURCE_DIR} ${AZR_OPENBLAS_INCLUDE})
 target_compile_definitions(model_speed_bench PRIVATE AZR_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 
 # The LM head's column-block tiles against the row blocks azr used before, on any device.

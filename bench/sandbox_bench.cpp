@@ -237,7 +237,9 @@ int main(int argc, char** argv) {
   app.add_option("--data", data, "CRUXEval JSONL")->capture_default_str();
   app.add_option("--rounds", rounds, "passes over the programs at each pool size")->capture_default_str();
   app.add_option("--max-workers", max_workers, "pool and baseline sizes run: 1..N")->capture_default_str();
-  app.add_option("--baseline-jobs", baseline_jobs, "jobs of each process-per-job baseline")->capture_default_str();
+  app.add_option("--baseline-jobs", baseline_jobs, "jobs of each process-per-job baseline")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--python", python, "interpreter of the baselines")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   auto tasks = load(data);
@@ -272,7 +274,7 @@ int main(int argc, char** argv) {
   // The grading shape against its own baseline: one fresh interpreter per program, running it on
   // the same 8 inputs (a per-call comparison with one input per process would credit the pool
   // with spreading a child over 8 calls, which a process-per-program grader does too).
-  Run graded_base = run_baseline(tasks, python, true, max_workers, baseline_jobs / 2, 8);
+  Run graded_base = run_baseline(tasks, python, true, max_workers, std::max(1, baseline_jobs / 2), 8);
   row("python3 -I -S, 8 inputs each *", graded_base);
   double speedup = pool_runs.back().jobs_per_s / base_runs.back().jobs_per_s;
   double speedup_tuned = pool_runs.back().jobs_per_s / tuned_runs.back().jobs_per_s;

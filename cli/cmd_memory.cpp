@@ -102,6 +102,9 @@ int run_memory(const MemoryOptions& o) {
       spdlog::warn("memory: {} {} passes the model's max_position_embeddings ({}): positions past it are outside "
                    "what the model was trained on",
                    flag, positions, context);
+  if (const std::string why = model::micro_batch_limit_problem(s.seq_len, o.micro_batch); !why.empty())
+    throw UsageError("memory: --seq-len " + std::to_string(s.seq_len) + ", --micro-batch " +
+                     std::to_string(o.micro_batch) + ": " + why);
   const double budget = o.budget_gib * double(1ull << 30);
   // When even one sequence does not fit, show the plan of one: it says what overflows.
   const bool none_fit = o.micro_batch == 0 && model::max_micro_batch(config, s, budget) == 0;

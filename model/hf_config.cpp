@@ -370,6 +370,7 @@ void parse_generation_config(std::string_view json_text, std::string_view source
   const std::string source(source_name);
   const json j = parse_object(json_text, source);
   c.generation_eos_token_ids = eos_ids(Fields(j, source), c.vocab_size);
+  c.generation_config_json = std::string(json_text);
 }
 
 void load_generation_config_if_present(const std::string& path, ModelConfig& c) {
@@ -383,6 +384,7 @@ void load_generation_config_if_present(const std::string& path, ModelConfig& c) 
 }
 
 void write_generation_config(const ModelConfig& c, const std::string& path) {
+  if (!c.generation_config_json.empty()) return write_atomically(path, c.generation_config_json, "generation config");
   if (c.generation_eos_token_ids.empty()) return;
   json j = json::object();
   if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;

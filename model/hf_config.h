@@ -59,6 +59,9 @@ struct ModelConfig {
   // config.json's (Qwen2.5-Instruct: config 151645, generation config [151645, 151643]). Empty
   // when the file is absent or has none; never written into config.json.
   std::vector<int64_t> generation_eos_token_ids;
+  // That file as read, written back unchanged by save_pretrained (its sampling settings, which
+  // azr does not use, stay for transformers); "" when there was none.
+  std::string generation_config_json;
   std::string torch_dtype;  // "" when absent
   // Read so they round-trip and are visible; only `use_sliding_window: false` is accepted.
   bool use_sliding_window = false;
@@ -83,8 +86,9 @@ void write_config(const ModelConfig& c, const std::string& path);
 // sampling comes from its own config. A missing file leaves `c` as it is.
 void parse_generation_config(std::string_view json_text, std::string_view source_name, ModelConfig& c);
 void load_generation_config_if_present(const std::string& path, ModelConfig& c);
-// Writes {"bos_token_id", "eos_token_id"} when c.generation_eos_token_ids is non-empty, so a saved
-// model stops where the loaded one did; otherwise writes nothing (checkpoints go to new folders).
+// Writes c.generation_config_json as it was read; without one, {"bos_token_id", "eos_token_id"}
+// when c.generation_eos_token_ids is non-empty; otherwise nothing. A saved model stops where the
+// loaded one did.
 void write_generation_config(const ModelConfig& c, const std::string& path);
 
 struct TensorSpec {

@@ -228,6 +228,19 @@ int64_t micro_batch_limit(int64_t seq_len) {
   return std::min(kGridRows, kernels::cuda_detail::ordered_sums::kEmbeddingRowsPerCall / std::max<int64_t>(seq_len, 1));
 }
 
+std::string micro_batch_limit_problem(int64_t seq_len, int64_t micro_batch) {
+  const std::string why =
+      " (2,097,120 tokens: the GPU's embedding backward takes 65,535 pieces of 32 rows a call; 65,535 sequences: its "
+      "attention's grid)";
+  const int64_t limit = micro_batch_limit(seq_len);
+  if (limit == 0)
+    return "a sequence of up to " + std::to_string(seq_len) + " tokens is past what one micro-batch can hold" + why;
+  if (micro_batch > limit)
+    return std::to_string(micro_batch) + " sequences of up to " + std::to_string(seq_len) + " tokens are past the " +
+           std::to_string(limit) + " one micro-batch can hold" + why;
+  return "";
+}
+
 int64_t max_micro_batch(const ModelConfig& c, MemoryPlanSettings s, double budget_bytes) {
   // The training peak grows with the micro-batch but for one step down: the LM head keeps the
   // forward's logits for backward while the micro-batch's rows fit kHeadKeepFloats

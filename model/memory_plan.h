@@ -144,6 +144,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanSettings& s);
 // tokens), the attention kernels a sequence a grid row (65,535). Only a small model on a large GPU
 // gets near it (azr-tiny fits about 4 million tokens of activations on an H200).
 int64_t micro_batch_limit(int64_t seq_len);
+// "" when `micro_batch` sequences of seq_len tokens (0: the automatic choice, at least one) are
+// within micro_batch_limit; otherwise why not, for the caller to prefix with its setting's name.
+std::string micro_batch_limit_problem(int64_t seq_len, int64_t micro_batch);
 
 // The largest micro-batch (settings.micro_batch ignored), up to micro_batch_limit, whose training
 // peak fits `budget_bytes`; 0 when not even one sequence does. The peak drops where the LM head

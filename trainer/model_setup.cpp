@@ -53,12 +53,9 @@ model::ModelConfig model_config(const TrainConfig& c) {
 
 MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int local_ranks) {
   const int64_t seq_len = int64_t(c.algorithm.max_prompt_tokens) + c.algorithm.max_response_tokens;
-  if (const int64_t limit = model::micro_batch_limit(seq_len); c.algorithm.micro_batch_size > limit)
-    throw UserError(fmt::format(
-        "algorithm.micro_batch_size = {}: past the {} sequences of up to {} tokens one micro-batch can hold (the "
-        "GPU's embedding backward takes 2,097,120 tokens a call, its attention 65,535 sequences); lower it, or "
-        "give 0 to choose the largest that fits",
-        c.algorithm.micro_batch_size, limit, seq_len));
+  if (const std::string why = model::micro_batch_limit_problem(seq_len, c.algorithm.micro_batch_size); !why.empty())
+    throw UserError(fmt::format("algorithm.micro_batch_size = {}, max_prompt_tokens + max_response_tokens = {}: {}",
+                                c.algorithm.micro_batch_size, seq_len, why));
   if (c.algorithm.micro_batch_size > 0) return {c.algorithm.micro_batch_size, ""};
   const model::ModelConfig mc = model_config(c);
   model::MemoryPlanSettings s;

@@ -52,9 +52,11 @@ inline cudaStream_t op_stream() {
   return streams[device];
 }
 
-// Counts every reallocation of an op's scratch (DeviceScratch below). A recorded graph holds the
-// scratch pointers of its ops, so one recorded before a reallocation would use freed memory: the
-// model records anew when this has changed (kernels/ops.h, Ops::scratch_generation).
+// Counts every reallocation of an op's scratch (DeviceScratch below), and every switch that changes
+// what a recorded decode step would launch (the decode kernel, merge, layer and launch choices). A
+// recorded graph holds its ops' scratch pointers and kernels, so one recorded before would use freed
+// memory or the old kernel: the model records anew when this has changed (kernels/ops.h,
+// Ops::scratch_generation).
 inline uint64_t& scratch_generation() {
   static uint64_t generation = 0;
   return generation;

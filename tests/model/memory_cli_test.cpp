@@ -109,6 +109,19 @@ TEST(MemoryCli, BadInputIsAUsageError) {
   EXPECT_EQ(huge.exit_code, 2);
   EXPECT_NE(huge.err.find("--budget-gib: 1e308 is too large: it must be between 0 and 1048576"), std::string::npos)
       << huge.err;
+  // Past what the GPU kernels take in one micro-batch (2,097,120 tokens / 4,120 = 509 sequences),
+  // as azr train refuses it.
+  const auto past = run_process({azr(), "memory", "azr-tiny", "--seq-len", "4120", "--micro-batch", "510"});
+  EXPECT_EQ(past.exit_code, 2);
+  EXPECT_NE(past.err.find("memory: --seq-len 4120, --micro-batch 510: 510 sequences of up to 4120 tokens are past "
+                          "the 509 one micro-batch can hold"),
+            std::string::npos)
+      << past.err;
+  const auto longest = run_process({azr(), "memory", "azr-tiny", "--seq-len", "4000000", "--budget-gib", "1000"});
+  EXPECT_EQ(longest.exit_code, 2);
+  EXPECT_NE(longest.err.find("a sequence of up to 4000000 tokens is past what one micro-batch can hold"),
+            std::string::npos)
+      << longest.err;
 }
 
 }  // namespace

@@ -165,6 +165,16 @@ void expect_same_run(const fs::path& got, const fs::path& ref, int step = kSteps
   EXPECT_EQ(buffer_tasks(got), buffer_tasks(ref));
 }
 
+// The `time/step_s` the run's metrics line of `step` recorded (0 when there is none).
+double step_seconds(const fs::path& run_dir, int64_t step) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("step", int64_t(-1)) == step) return j.value("time/step_s", 0.0);
+  }
+  return 0;
+}
+
 int64_t last_metrics_step(const fs::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
   std::string line;
@@ -402,8 +412,16 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
   const fs::path big = scratch("micro-past-the-kernels");
   r = run_process({azr(), "train", fixture(), "--run-dir", big.string(), "--set", "algorithm.micro_batch_size=510"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("algorithm.micro_batch_size = 510: past the 509 sequences of up to 4120 tokens"),
+  EXPECT_NE(r.err.find("algorithm.micro_batch_size = 510, max_prompt_tokens + max_response_tokens = 4120: 510 "
+                       "sequences of up to 4120 tokens are past the 509 one micro-batch can hold"),
             std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(big));
+  // A sequence past 2,097,120 tokens fits no micro-batch, whatever the memory.
+  r = run_process({azr(), "train", fixture(), "--run-dir", big.string(), "--set", "algorithm.max_prompt_tokens=3000000",
+                   "--set", "algorithm.micro_batch_size=0", "--set", "model.memory_gib=1000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("a sequence of up to 3000024 tokens is past what one micro-batch can hold"), std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(big));
 }
 
@@ -454,14 +472,21 @@ TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
   pid = start(resume_args(run.string()), log);
+  bool exited = false;
   for (int i = 0; i < 1200 && last_metrics_step(run) < 2; i++) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) break;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_EQ(last_metrics_step(run), 2) << slurp(log);
-  // A step takes seconds here (generation and the update), so half of one puts the kill inside
-  // step 3 or its checkpoint; the exit status says the run was still going when it came.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  if (exited || last_metrics_step(run) != 2) {
+    if (!exited) kill(pid, SIGKILL), wait_exit(pid);
+    FAIL() << "the resumed run never reached step 2:\n" << slurp(log);
+  }
+  // Half of step 3 as the reference run timed it: the kill lands inside step 3, and the exit
+  // status says the run was still going when it came.
+  std::this_thread::sleep_for(std::chrono::duration<double>(0.5 * step_seconds(ref, 3)));
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << "the run ended before the kill in step 3";
   r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
