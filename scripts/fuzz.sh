@@ -16,11 +16,23 @@ if ! grep -q "AZR_HAVE_LIBFUZZER:INTERNAL=1" build-fuzz/CMakeCache.txt; then
   exit 0
 fi
 cmake --build build-fuzz -j"$(nproc)" --target safetensors_fuzz tokenizer_fuzz
+mkdir -p build-fuzz/artifacts
+corpus=""
+trap 'rm -rf "$corpus"' EXIT
 for target in safetensors tokenizer; do
   corpus=$(mktemp -d)
   cp tests/model/fuzz_seeds/"$target"/* "$corpus"/
   echo "fuzz: ${target}_fuzz, $runs runs, seed 1"
-  build-fuzz/bin/"${target}"_fuzz -seed=1 -runs="$runs" -max_len=4096 "$corpus" 2>&1 | tail -3
+  log="build-fuzz/${target}_fuzz.log"
+  # The whole report on a failure (the sanitizer's error and stack), its last lines otherwise; a
+  # crashing input goes to build-fuzz/artifacts/, not the working tree.
+  if ! build-fuzz/bin/"${target}"_fuzz -seed=1 -runs="$runs" -max_len=4096 -artifact_prefix=build-fuzz/artifacts/ \
+      "$corpus" >"$log" 2>&1; then
+    cat "$log"
+    echo "fuzz: ${target}_fuzz failed (its input is in build-fuzz/artifacts/)" >&2
+    exit 1
+  fi
+  tail -3 "$log"
   rm -rf "$corpus"
 done
 echo "fuzz: both targets ran their $runs runs without a crash or sanitizer report"

@@ -3,7 +3,7 @@
 # attacks, CRUXEval's 800 programs through it, the same tasks in a task buffer, and its throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
+AZR_TARGETS="azr azr-zygote sandbox_bench" ./scripts/build.sh   # not every test and benchmark
 AZR=build/bin/azr
 SHARED="${AZR_SHARED_DIR:-$(cd .. && pwd)/shared}"
 tmp=$(mktemp -d)
@@ -43,4 +43,4 @@ $AZR buffer list "$tmp/buffer.db" --limit 5
 $AZR buffer show "$tmp/buffer.db" 2
 
 echo; echo "== throughput and latency vs a process per job (bench/sandbox_bench)"
-build/bin/sandbox_bench --rounds 2 --baseline-jobs 200
+build/bin/sandbox_bench --rounds 2 --baseline-jobs 200 --data "$SHARED/benchmarks/cruxeval/cruxeval.jsonl"

@@ -22,6 +22,8 @@ PACKAGES=(
   libxxhash-dev                      # trainer: checkpoint checksums (XXH3-128, header-only)
   xxhash                             # tests: xxh128sum, an independent check of those checksums
   libboost-context-dev               # tests: the emulated CUDA threads' fibers
+  clang libclang-rt-14-dev           # tests: scripts/fuzz.sh (libFuzzer is in the runtime package,
+                                     # only a Recommends of clang's, which --no-install-recommends skips)
 )
 
 missing=()
@@ -34,7 +36,8 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Through env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it.
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
 fi

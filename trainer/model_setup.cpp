@@ -56,7 +56,6 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int l
   if (const std::string why = model::micro_batch_limit_problem(seq_len, c.algorithm.micro_batch_size); !why.empty())
     throw UserError(fmt::format("algorithm.micro_batch_size = {}, max_prompt_tokens + max_response_tokens = {}: {}",
                                 c.algorithm.micro_batch_size, seq_len, why));
-  if (c.algorithm.micro_batch_size > 0) return {c.algorithm.micro_batch_size, ""};
   const model::ModelConfig mc = model_config(c);
   model::MemoryPlanSettings s;
   // The CPU's bf16 table keeps fp32 rounding copies instead (a reference, not a memory target):
@@ -83,6 +82,19 @@ MicroBatchChoice resolve_micro_batch(const TrainConfig& c, int local_rank, int l
     }
     where = c.model.device == "cuda" ? "the GPU's memory" : "this machine's memory";
     if (local_ranks > 1) where += ", this rank's share";
+  }
+  if (c.algorithm.micro_batch_size > 0) {
+    // Given, it is taken as is; but a plan past the memory is said at start, not found as an
+    // out-of-memory error minutes later (a 7B recipe on one 80 GB GPU: 143 GiB).
+    s.micro_batch = c.algorithm.micro_batch_size;
+    const model::MemoryPlan plan = model::plan_memory(mc, s);
+    if (plan.peak() <= budget) return {c.algorithm.micro_batch_size, ""};
+    return {c.algorithm.micro_batch_size,
+            fmt::format("warning: algorithm.micro_batch_size = {}: its plan peaks at {:.2f} GiB (training {:.2f}, "
+                        "generation {:.2f}), past the {:.2f} GiB of {}; the run may run out of memory (`azr memory` "
+                        "shows where it goes; 0 chooses the largest micro-batch that fits)",
+                        c.algorithm.micro_batch_size, plan.peak() / kGiB, plan.training_peak() / kGiB,
+                        plan.generation_peak() / kGiB, budget / kGiB, where)};
   }
   const int64_t n = model::max_micro_batch(mc, s, budget);
   s.micro_batch = std::max<int64_t>(n, 1);

@@ -15,7 +15,8 @@ if [[ "$SMOKE" == 1 ]]; then
   EVAL_EVERY=${EVAL_EVERY:-1}
   OUT=${OUT:-runs/experiments/selfplay-vs-warmstart-smoke-$(date +%Y%m%d-%H%M%S)}
   # tiny data, short answers, no CRUXEval, small batches: the whole pipeline in a few minutes
-  BOOT_EXTRA=(--set bootstrap.tasks_per_type=8 --set bootstrap.heldout_per_type=4 --set eval.max_tokens=16)
+  BOOT_EXTRA=(--set bootstrap.tasks_per_type=8 --set bootstrap.heldout_per_type=4 --set eval.max_tokens=16
+              --set eval.benchmarks=[])
   TRAIN_EXTRA=(--set eval.max_tokens=16 --set eval.benchmarks=[] --set algorithm.batch_size=2
                --set seeding.target=4 --set seeding.max_rounds=1)
 else
@@ -23,7 +24,7 @@ else
   WARM_STEPS=${WARM_STEPS:-1600}   # configs/bootstrap.toml's
   SELFPLAY_STEPS=${SELFPLAY_STEPS:-40}
   EVAL_EVERY=${EVAL_EVERY:-5}
-  OUT=${OUT:-runs/experiments/selfplay-vs-warmstart-$(date +%Y%m%d)}
+  OUT=${OUT:-runs/experiments/selfplay-vs-warmstart-$(date +%Y%m%d-%H%M%S)}
   BOOT_EXTRA=()
   TRAIN_EXTRA=()
 fi
@@ -54,6 +55,8 @@ for seed in $SEEDS; do
   if [[ -n "$BOOT" ]]; then
     echo "== seed $seed: shared warm start $BOOT -> $boot"
     ln -sfn "$(cd "$BOOT" && pwd)" "$boot"
+  elif [[ -f "$boot/model.safetensors" ]]; then  # written last: a finished warm start of a rerun
+    echo "== seed $seed: warm start $boot already made, reused"
   else
     echo "== seed $seed: warm start -> $boot"
     "$AZR" bootstrap configs/bootstrap.toml --output "$boot" --set run.seed="$seed" \
@@ -77,6 +80,7 @@ for seed in $SEEDS; do
   ws_s=$(json_get "$boot/bootstrap.json" warm_start.seconds)
   ws_n=$(json_get "$boot/bootstrap.json" warm_start.steps)
   ctl_steps=$(python3 -c "import sys; s,w,n=map(float,sys.argv[1:]); print(max(1, round(s / (w / n))) if n > 0 and w > 0 else 1)" "$sp_s" "$ws_s" "$ws_n")
+  rm -rf "$ctl"   # a rerun's control starts again, as its self-play did
   echo "== seed $seed: control, $ctl_steps warm-start steps (self-play took ${sp_s}s; warm start ${ws_s}s / $ws_n steps) -> $ctl"
   "$AZR" bootstrap configs/bootstrap.toml --output "$ctl" --set run.seed="$seed" \
     --set model.preset= --set model.path="$boot" \

@@ -416,6 +416,17 @@ TEST(TrainCli, MicroBatchZeroTakesTheLargestThatFitsTheMemoryPlan) {
                        "sequences of up to 4120 tokens are past the 509 one micro-batch can hold"),
             std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(big));
+  // A micro-batch given whose plan passes the memory (above: not even one sequence fits 0.5 GiB):
+  // taken, and said at start.
+  const fs::path given = scratch("micro-given-too-big");
+  r = run_process({azr(), "train", fixture(), "--run-dir", given.string(), "--set", "run.steps=0", "--set",
+                   "algorithm.micro_batch_size=4", "--set", "model.memory_gib=0.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string given_log = slurp(given / "log.txt");
+  EXPECT_NE(given_log.find("warning: algorithm.micro_batch_size = 4: its plan peaks at "), std::string::npos)
+      << given_log;
+  EXPECT_NE(given_log.find("past the 0.50 GiB of model.memory_gib; the run may run out of memory"), std::string::npos)
+      << given_log;
   // A sequence past 2,097,120 tokens fits no micro-batch, whatever the memory.
   r = run_process({azr(), "train", fixture(), "--run-dir", big.string(), "--set", "algorithm.max_prompt_tokens=3000000",
                    "--set", "algorithm.micro_batch_size=0", "--set", "model.memory_gib=1000"});
