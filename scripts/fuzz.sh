@@ -17,6 +17,8 @@ if ! grep -q "AZR_HAVE_LIBFUZZER:INTERNAL=1" build-fuzz/CMakeCache.txt; then
 fi
 cmake --build build-fuzz -j"$(nproc)" --target safetensors_fuzz tokenizer_fuzz
 mkdir -p build-fuzz/artifacts
+# Names in a failure's stack (llvm-14, installed by setup.sh when it can be).
+[[ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]] && export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 corpus=""
 trap 'rm -rf "$corpus"' EXIT
 for target in safetensors tokenizer; do

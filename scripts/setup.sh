@@ -22,24 +22,44 @@ PACKAGES=(
   libxxhash-dev                      # trainer: checkpoint checksums (XXH3-128, header-only)
   xxhash                             # tests: xxh128sum, an independent check of those checksums
   libboost-context-dev               # tests: the emulated CUDA threads' fibers
-  clang libclang-rt-14-dev           # tests: scripts/fuzz.sh (libFuzzer is in the runtime package,
-                                     # only a Recommends of clang's, which --no-install-recommends skips)
 )
+# For scripts/fuzz.sh (CI runs it; it skips, saying so, without them), so not required: a machine
+# whose apt sources lack them still builds. libFuzzer and the sanitizer runtimes are in
+# libclang-rt-14-dev, only a Recommends of libclang-common-14-dev, which --no-install-recommends
+# skips; llvm-14 has the symbolizer that names the frames of a failure's stack.
+OPTIONAL=(clang libclang-rt-14-dev llvm-14)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+optional_missing=()
+for p in "${OPTIONAL[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional_missing+=("$p")
+done
+
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+# The optional ones are tried as root or in CI only: a user's every build.sh would ask for sudo.
+if ((${#optional_missing[@]})) && [[ -n "$SUDO" && "${CI:-}" != "true" ]]; then
+  echo "setup: ${optional_missing[*]} not installed: scripts/fuzz.sh will skip (apt-get install them for it)"
+  optional_missing=()
+fi
+if ((${#missing[@]} + ${#optional_missing[@]})); then
+  $SUDO apt-get update -qq || ((${#missing[@]} == 0)) || exit 1  # only the optional ones may do without
+fi
 if ((${#missing[@]})); then
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   echo "setup: installing ${missing[*]}"
-  $SUDO apt-get update -qq
   # Through env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it.
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
+fi
+if ((${#optional_missing[@]})); then
+  echo "setup: installing ${optional_missing[*]} (for scripts/fuzz.sh)"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" ||
+    echo "setup: WARNING: ${optional_missing[*]} not installed: scripts/fuzz.sh will skip" >&2
 fi
 
 # Reference for the tokenizer differential test and benchmark: Hugging Face's Rust tokenizers

@@ -234,7 +234,9 @@ int bootstrap(const BootstrapOptions& opt) {
   ws.steps = cfg.bootstrap.steps;
   ws.batch_size = cfg.bootstrap.batch_size;
   ws.micro_batch_size = micro.size;
-  if (!micro.note.empty()) say(micro.note);
+  // A given size's memory warning plans self-play's sequences and generation, not this warm start's
+  // short transcripts: said only for the size chosen here.
+  if (!micro.note.empty() && cfg.algorithm.micro_batch_size == 0) say(micro.note);
   ws.lr = cfg.bootstrap.lr;
   ws.seed = derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Bootstrap), 7});
   const int32_t eos = int32_t(m.config().eos_token_ids.empty() ? 0 : m.config().eos_token_ids[0]);

@@ -120,8 +120,8 @@ const std::vector<KeySpec>& schema() {
        "and azr logprobs choose). Generation and learning use the same, so the sampler's log-probs stay the "
        "learner's", {"precision", "dtype", "mixed_precision"}},
       {AZR_KEY(model, memory_gib), float_min(0.0),
-       "device memory that algorithm.micro_batch_size = 0 plans for, GiB; 0 = the GPU's memory (model.device = "
-       "\"cuda\"), or this machine's on the CPU", {"memory", "budget_gib", "gpu_memory"}},
+       "device memory that algorithm.micro_batch_size = 0 plans for (and a given micro_batch_size is warned "
+       "against), GiB; 0 = the GPU's memory (model.device = \"cuda\"), or this machine's on the CPU", {"memory", "budget_gib", "gpu_memory"}},
       // [algorithm]
       {AZR_KEY(algorithm, batch_size), int_min(1), "prompts per task x role group and step (B)", {"b", "batch"}},
       {AZR_KEY(algorithm, k_references), int_min(1), "references in a deduction/abduction proposer prompt (K)", {"k", "references"}},

@@ -44,7 +44,7 @@ struct ModelSection {
   // "auto" | "fp32" | "bf16": how the GEMMs multiply (kernels/ops.h); auto: bf16 on a GPU, fp32
   // elsewhere (kernels::resolve_matmul_precision)
   std::string matmul_precision = "auto";
-  double memory_gib = 0;          // algorithm.micro_batch_size = 0 plans for this; 0 = the device's memory
+  double memory_gib = 0;  // micro_batch_size = 0 plans for this (a given one is warned against); 0 = the device's
   bool operator==(const ModelSection&) const = default;
 };
 

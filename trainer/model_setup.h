@@ -39,8 +39,9 @@ model::Transformer initial_model(const TrainConfig& config, const kernels::Ops& 
 // algorithm.micro_batch_size with 0 resolved: the largest micro-batch of max_prompt_tokens +
 // max_response_tokens sequences whose training peak in the memory plan (model/memory_plan.h,
 // `azr memory`) fits model.memory_gib, or the device's memory when that is 0. `note` is the log
-// line saying how it was chosen ("" when the config gave the size). Throws UserError when not
-// even one sequence fits, with the numbers.
+// line saying how it was chosen; for a size the config gave, "" or a warning that its plan passes
+// that memory. Throws UserError when not even one sequence fits, or a micro-batch is past the GPU
+// kernels' limit (model::micro_batch_limit), with the numbers.
 struct MicroBatchChoice {
   int size = 1;
   std::string note;

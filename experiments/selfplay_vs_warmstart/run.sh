@@ -52,11 +52,17 @@ for seed in $SEEDS; do
   boot=$OUT/boot-$seed sp=$OUT/selfplay-$seed ctl=$OUT/control-$seed
 
   t0=$(now)
+  reused=0
   if [[ -n "$BOOT" ]]; then
     echo "== seed $seed: shared warm start $BOOT -> $boot"
+    if [[ -e "$boot" && ! -L "$boot" ]]; then
+      echo "run.sh: $boot is a warm start of an earlier run without BOOT; use another OUT" >&2
+      exit 2
+    fi
     ln -sfn "$(cd "$BOOT" && pwd)" "$boot"
   elif [[ -f "$boot/model.safetensors" ]]; then  # written last: a finished warm start of a rerun
-    echo "== seed $seed: warm start $boot already made, reused"
+    echo "== seed $seed: warm start $boot already made, reused (whatever the settings now; delete it to remake it)"
+    reused=1
   else
     echo "== seed $seed: warm start -> $boot"
     "$AZR" bootstrap configs/bootstrap.toml --output "$boot" --set run.seed="$seed" \
@@ -89,11 +95,11 @@ for seed in $SEEDS; do
     --set bootstrap.steps="$ctl_steps"
   t3=$(now)
 
-  python3 - "$OUT/timing-$seed.json" "$seed" "$t0" "$t1" "$t2" "$t3" "$ctl_steps" <<'PY'
+  python3 - "$OUT/timing-$seed.json" "$seed" "$t0" "$t1" "$t2" "$t3" "$ctl_steps" "$reused" <<'PY'
 import json, sys
-path, seed, t0, t1, t2, t3, steps = sys.argv[1:]
+path, seed, t0, t1, t2, t3, steps, reused = sys.argv[1:]
 t0, t1, t2, t3 = map(float, (t0, t1, t2, t3))
-json.dump({"seed": int(seed), "warm_start_wall_s": t1 - t0, "selfplay_wall_s": t2 - t1,
+json.dump({"seed": int(seed), "warm_start_wall_s": None if reused == "1" else t1 - t0, "selfplay_wall_s": t2 - t1,
            "control_wall_s": t3 - t2, "control_steps": int(steps)}, open(path, "w"), indent=2)
 PY
 done
