@@ -177,7 +177,6 @@ std::vector<int64_t> eos_ids(const Fields& f, int64_t vocab_size) {
   return ids;
 }
 
-
 }  // namespace
 
 std::string shape_to_string(const std::vector<int64_t>& shape) {
@@ -384,13 +383,7 @@ void load_generation_config_if_present(const std::string& path, ModelConfig& c) 
 }
 
 void write_generation_config(const ModelConfig& c, const std::string& path) {
-  if (!c.generation_config_json.empty()) return write_atomically(path, c.generation_config_json, "generation config");
-  if (c.generation_eos_token_ids.empty()) return;
-  json j = json::object();
-  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
-  if (c.generation_eos_token_ids.size() == 1) j["eos_token_id"] = c.generation_eos_token_ids[0];
-  else j["eos_token_id"] = c.generation_eos_token_ids;
-  write_atomically(path, j.dump(2) + "\n", "generation config");
+  if (!c.generation_config_json.empty()) write_atomically(path, c.generation_config_json, "generation config");
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {

@@ -86,9 +86,8 @@ void write_config(const ModelConfig& c, const std::string& path);
 // sampling comes from its own config. A missing file leaves `c` as it is.
 void parse_generation_config(std::string_view json_text, std::string_view source_name, ModelConfig& c);
 void load_generation_config_if_present(const std::string& path, ModelConfig& c);
-// Writes c.generation_config_json as it was read; without one, {"bos_token_id", "eos_token_id"}
-// when c.generation_eos_token_ids is non-empty; otherwise nothing. A saved model stops where the
-// loaded one did.
+// Writes c.generation_config_json as it was read (nothing when none was), so a saved model stops
+// where the loaded one did.
 void write_generation_config(const ModelConfig& c, const std::string& path);
 
 struct TensorSpec {
