@@ -3,8 +3,11 @@
 // the same bits whatever the launch. Its baseline, in the same process on the same buffers:
 // MPI_Allreduce(MPI_SUM), which Open MPI may sum in any order (faster algorithms, results that
 // can differ in the last bits between runs and ranks). The figure is what the determinism costs.
+// With --tcp-port, the same ranks also connect as the TCP backend (TcpCommunicator, what a
+// torchrun launch uses: a star through rank 0 over sockets) and time its all-reduce on the same
+// buffers; its sums must be the rank-order MPI sums bit for bit (both add in rank order).
 //
-//   mpirun -np N allreduce_bench [--mib 16,64] [--reps 5]
+//   mpirun -np N allreduce_bench [--mib 16,64] [--reps 5] [--tcp-port P]
 //
 // Rank 0 prints a table and one JSON line. Never asserts on time.
 #include <CLI/CLI.hpp>
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
   CLI::App app{"The rank-order gradient all-reduce against MPI_Allreduce, under mpirun"};
   app.add_option("--mib", mib, "fp32 gradient sizes, MiB")->check(CLI::Range(1, 65536))->delimiter(',');
   app.add_option("--reps", reps, "timed runs of each (the median is printed)")->check(CLI::Range(1, 1000));
+  int tcp_port = 0;
+  app.add_option("--tcp-port", tcp_port, "also time the TCP backend, rank 0 listening on this port (MASTER_ADDR "
+                 "or 127.0.0.1)")->check(CLI::Range(1, 65535));
   CLI11_PARSE(app, argc, argv);
 
   const d::LaunchInfo launch = d::detect_launch();
@@ -60,10 +67,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   d::MpiCommunicator comm(launch);
+  std::unique_ptr<d::TcpCommunicator> tcp;
+  if (tcp_port) {
+    d::LaunchInfo at = launch;
+    if (at.master_addr.empty()) at.master_addr = "127.0.0.1";
+    at.master_port = tcp_port;
+    tcp = std::make_unique<d::TcpCommunicator>(at);
+  }
   const bool root = comm.rank() == 0;
+  const char* tcp_columns = tcp ? "        TCP s  TCP cost  TCP same bits" : "";
   if (root)
-    std::printf("allreduce_bench: %d ranks, median of %d\n%8s %14s %14s %9s %12s\n", comm.size(), reps, "MiB",
-                "rank order s", "MPI_Allreduce s", "cost", "max |diff|");
+    std::printf("allreduce_bench: %d ranks, median of %d\n%8s %14s %14s %9s %12s%s\n", comm.size(), reps, "MiB",
+                "rank order s", "MPI_Allreduce s", "cost", "max |diff|", tcp_columns);
   nlohmann::json rows = nlohmann::json::array();
   for (const int m : mib) {
     const size_t n = size_t(m) << 18;  // floats
@@ -78,15 +93,30 @@ int main(int argc, char** argv) {
     });
     double diff = 0;
     for (size_t i = 0; i < n; ++i) diff = std::max(diff, double(std::fabs(ordered_sum[i] - baseline[i])));
+    double tcp_s = 0;
+    bool tcp_same = false;
+    if (tcp) {
+      tcp_s = time_collective(comm, reps, reset, [&] { tcp->allreduce_sum(std::span<float>(data)); });
+      tcp_same = std::memcmp(data.data(), ordered_sum.data(), n * sizeof(float)) == 0;
+    }
     if (root) {
-      std::printf("%8d %14.4f %14.4f %8.2fx %12.3g\n", m, ordered, mpi, ordered / mpi, diff);
-      rows.push_back({{"mib", m},
-                      {"rank_order_s", ordered},
-                      {"mpi_allreduce_s", mpi},
-                      {"rank_order_gb_per_s", double(n) * 4 / ordered / 1e9},
-                      {"mpi_allreduce_gb_per_s", double(n) * 4 / mpi / 1e9},
-                      {"cost_vs_mpi_allreduce", ordered / mpi},
-                      {"max_abs_diff", diff}});
+      std::printf("%8d %14.4f %14.4f %8.2fx %12.3g", m, ordered, mpi, ordered / mpi, diff);
+      if (tcp) std::printf(" %12.4f %8.2fx %14s", tcp_s, tcp_s / mpi, tcp_same ? "yes" : "NO");
+      std::printf("\n");
+      nlohmann::json row = {{"mib", m},
+                            {"rank_order_s", ordered},
+                            {"mpi_allreduce_s", mpi},
+                            {"rank_order_gb_per_s", double(n) * 4 / ordered / 1e9},
+                            {"mpi_allreduce_gb_per_s", double(n) * 4 / mpi / 1e9},
+                            {"cost_vs_mpi_allreduce", ordered / mpi},
+                            {"max_abs_diff", diff}};
+      if (tcp) {
+        row["tcp_s"] = tcp_s;
+        row["tcp_gb_per_s"] = double(n) * 4 / tcp_s / 1e9;
+        row["tcp_cost_vs_mpi_allreduce"] = tcp_s / mpi;
+        row["tcp_same_bits_as_rank_order"] = tcp_same;
+      }
+      rows.push_back(row);
     }
   }
   if (root)

@@ -1,4 +1,4 @@
-// Encode throughput of azr's BpeTokenizer against Hugging Face's Rust `tokenizers` (npm
+// Encode and decode throughput of azr's BpeTokenizer against Hugging Face's Rust `tokenizers` (npm
 // tokenizers@0.23.2, N-API addon, run with node) on the same corpora in the same run, plus a
 // large differential (generated strings and the benchmark text) that counts mismatches.
 //   corpora (tests/tokdiff/gen_corpus.py bench): crux_programs (every CruxEval program as its own
@@ -10,6 +10,10 @@
 //         reading and JSON are excluded): `single` = await encode() per string; `batch` =
 //         encodeBatch(all strings) with RAYON_NUM_THREADS=1 (one thread, like azr) and with
 //         rayon's default pool (all CPUs).
+//   decode: the same on the ids of each string (BpeTokenizer::decode per string; Rust decode()
+//         per string and decodeBatch). Sampled tokens become text through decode every step.
+//         azr's decode(encode(s)) is compared with s: only NFC normalisation may change a string
+//         (the combining_marks corpus); the count is reported, not failed on.
 // Prints a table and one JSON line. Never asserts on time. Without node or
 // tests/tokdiff/node_modules/tokenizers (scripts/setup.sh installs it) it prints that, reports
 // azr alone, and exits 0. Exits 1 only on a mismatch or a broken setup.
@@ -76,6 +80,36 @@ struct AzrTiming {
   int passes = 0;
   double seconds_per_pass = 0;
 };
+
+struct AzrDecodeTiming {
+  int passes = 0;
+  double seconds_per_pass = 0;
+  size_t roundtrip_changed = 0;  // strings whose decode(encode(s)) != s
+};
+
+AzrDecodeTiming time_azr_decode(const azr::model::BpeTokenizer& tok, const std::vector<std::string>& texts,
+                                double min_s) {
+  AzrDecodeTiming r;
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& s : texts) ids.push_back(tok.encode(s));
+  size_t bytes = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {  // warm-up pass
+    const std::string back = tok.decode(ids[i]);
+    bytes += back.size();
+    if (back != texts[i]) ++r.roundtrip_changed;
+  }
+  size_t sink = 0;
+  const auto t0 = Clock::now();
+  double sec = 0;
+  do {
+    for (const auto& x : ids) sink += tok.decode(x).size();
+    ++r.passes;
+    sec = secs_since(t0);
+  } while (sec < min_s);
+  if (sink != bytes * static_cast<size_t>(r.passes)) std::fprintf(stderr, "tokenizer_bench: unstable decode\n");
+  r.seconds_per_pass = sec / r.passes;
+  return r;
+}
 
 AzrTiming time_azr(const azr::model::BpeTokenizer& tok, const std::vector<std::string>& texts, double min_s) {
   AzrTiming r;
@@ -198,16 +232,24 @@ int main(int argc, char** argv) {
   std::printf("%-14s %7s %8s %9s | %8s %11s | %8s %8s %8s | %6s %6s\n", "corpus", "strings", "MB", "tokens",
               "azr MB/s", "azr tok/s", "rs 1call", "rs bat1", "rs batN", "x 1cal", "x bat1");
   json corpora = json::array();
+  std::vector<std::string> decode_lines;  // the decode table, printed after the encode table
   for (const char* name : {"crux_programs", "crux_concat", "bench_text", "combining_marks"}) {
     const fs::path corpus = tmp.path / (std::string(name) + ".jsonl");
     const auto texts = read_texts(corpus);
     const AzrTiming a = time_azr(tok, texts, min_s);
     const double azr_mbs = a.bytes / 1e6 / a.seconds_per_pass;
+    const AzrDecodeTiming dec = time_azr_decode(tok, texts, min_s);
+    const double azr_dec_mbs = a.bytes / 1e6 / dec.seconds_per_pass;
     json row = {{"corpus", name},
                 {"strings", a.strings},
                 {"bytes", a.bytes},
                 {"tokens", a.tokens},
-                {"azr", {{"mb_per_s", azr_mbs}, {"tokens_per_s", a.tokens / a.seconds_per_pass}, {"passes", a.passes}}}};
+                {"azr", {{"mb_per_s", azr_mbs}, {"tokens_per_s", a.tokens / a.seconds_per_pass}, {"passes", a.passes}}},
+                {"azr_decode",
+                 {{"mb_per_s", azr_dec_mbs},
+                  {"tokens_per_s", a.tokens / dec.seconds_per_pass},
+                  {"passes", dec.passes},
+                  {"roundtrip_changed", dec.roundtrip_changed}}}};
     json r1, rn;
     if (have_rust) {
       r1 = rust_bench(dir, tokenizer_json, corpus, min_s, true, tmp.path);
@@ -226,6 +268,20 @@ int main(int argc, char** argv) {
       bn_mbs = rn["batch"]["mb_per_s"].get<double>();
       row["rust_batch_all_threads"] = rn["batch"];
     }
+    double ds_mbs = 0, db_mbs = 0;
+    if (r1.is_object() && r1.contains("decode_single")) {
+      ds_mbs = r1["decode_single"]["mb_per_s"].get<double>();
+      db_mbs = r1["decode_batch"]["mb_per_s"].get<double>();
+      row["rust_decode_single"] = r1["decode_single"];
+      row["rust_decode_batch_1thread"] = r1["decode_batch"];
+      row["azr_decode_vs_rust_single"] = azr_dec_mbs / ds_mbs;
+      row["azr_decode_vs_rust_batch_1thread"] = azr_dec_mbs / db_mbs;
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "%-14s %9zu %8.2f %11.0f | %8.2f %8.2f | %6.2f %6.2f | %9zu", name, a.tokens,
+                  azr_dec_mbs, a.tokens / dec.seconds_per_pass, ds_mbs, db_mbs, ds_mbs > 0 ? azr_dec_mbs / ds_mbs : 0.0,
+                  db_mbs > 0 ? azr_dec_mbs / db_mbs : 0.0, dec.roundtrip_changed);
+    decode_lines.push_back(line);
     if (s_mbs > 0) row["azr_vs_rust_single"] = azr_mbs / s_mbs;
     if (b1_mbs > 0) row["azr_vs_rust_batch_1thread"] = azr_mbs / b1_mbs;
     if (bn_mbs > 0) row["azr_vs_rust_batch_all_threads"] = azr_mbs / bn_mbs;
@@ -239,6 +295,12 @@ int main(int argc, char** argv) {
       "string (includes N-API call overhead). rs bat1: encodeBatch, RAYON_NUM_THREADS=1. rs batN: encodeBatch on\n"
       "all %u CPUs. x = azr MB/s / Rust MB/s.\n\n",
       cpus);
+  std::printf("%-14s %9s %8s %11s | %8s %8s | %6s %6s | %9s\n", "decode corpus", "tokens", "azr MB/s", "azr tok/s",
+              "rs 1call", "rs bat1", "x 1cal", "x bat1", "NFC-diff");
+  for (const auto& l : decode_lines) std::printf("%s\n", l.c_str());
+  std::printf(
+      "\nDecode MB/s = corpus bytes given back per second, one thread each. NFC-diff = strings whose azr\n"
+      "decode(encode(s)) is not s (the tokenizer's NFC normaliser changed them).\n\n");
 
   json diffs = json::array();
   size_t total_strings = 0, total_mismatches = 0;

@@ -5,8 +5,11 @@
 //   single: await tok.encode(text, null, {addSpecialTokens: false}) per string, one after another;
 //   batch:  await tok.encodeBatch(texts, {addSpecialTokens: false}), all strings in one call
 //           (Rust runs a batch on its rayon pool: set RAYON_NUM_THREADS=1 for one thread).
-// Each mode runs once to warm up, then repeats until MIN_SECONDS (default 1) of timed encoding.
-// Prints one JSON line: {"strings", "bytes", "tokens", "single": {...}, "batch": {...}}.
+//   decode_single: await tok.decode(ids, false) per string, on the ids encode gave;
+//   decode_batch:  await tok.decodeBatch(all ids, false).
+// Each mode runs once to warm up, then repeats until MIN_SECONDS (default 1) of timed work.
+// Decode's mb_per_s counts the corpus's bytes (what decoding gives back, up to NFC).
+// Prints one JSON line: {"strings", "bytes", "tokens", "single", "batch", "decode_single", "decode_batch"}.
 import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
 
@@ -46,6 +49,25 @@ async function batch() {
   for (const e of encs) n += e.getIds().length
   return [sec, n]
 }
+const ids = []
+for (const s of texts) ids.push((await tok.encode(s, null, opts)).getIds())
+async function decodeSingle() {
+  let n = 0
+  let ns = 0n
+  for (const x of ids) {
+    const t = process.hrtime.bigint()
+    await tok.decode(x, false)
+    ns += process.hrtime.bigint() - t
+    n += x.length
+  }
+  return [Number(ns) / 1e9, n]
+}
+async function decodeBatch() {
+  const t = process.hrtime.bigint()
+  await tok.decodeBatch(ids, false)
+  const sec = Number(process.hrtime.bigint() - t) / 1e9
+  return [sec, ids.reduce((a, x) => a + x.length, 0)]
+}
 async function time(fn) {
   const [, tokens] = await fn() // warm-up
   let reps = 0
@@ -59,7 +81,9 @@ async function time(fn) {
 }
 const s = await time(single)
 const b = await time(batch)
+const ds = await time(decodeSingle)
+const db = await time(decodeBatch)
 console.log(JSON.stringify({
   strings: texts.length, bytes, tokens: s.tokens, rayon_threads: process.env.RAYON_NUM_THREADS ?? 'default',
-  single: s, batch: b,
+  single: s, batch: b, decode_single: ds, decode_batch: db,
 }))
