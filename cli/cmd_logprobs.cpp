@@ -27,7 +27,12 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
   c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->required();
   c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin")->required();
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
-  c->add_option("--batch-size", o.batch_size, "lines per forward pass")->capture_default_str()->check(positive());
+  // A GPU forward runs one attention grid over the batch's sequences, whose z holds 65,535 (as
+  // model::micro_batch_limit for training); the CPU has no such bound, but one limit for both keeps
+  // a command line that works on one device working on the other.
+  c->add_option("--batch-size", o.batch_size, "lines per forward pass (1 to 65,535, the GPU attention's grid)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535));
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
   add_device_option(c, o.device, /*generates=*/false);
   return c;

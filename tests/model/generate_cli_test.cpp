@@ -337,6 +337,15 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
                            "{\"text\": \"Hello world\"}\n"),
                "<stdin>:1: the tokenizer gives token id 9707");
 
+  // One forward's sequences are one GPU attention grid's z (65,535): 70,000 used to reach the
+  // launch and fail there with CUDA's "invalid configuration argument".
+  expect_usage(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", "--batch-size", "70000"},
+                           "{\"ids\": [1, 2]}\n"),
+               "--batch-size: Value 70000 not in range 1 to 65535");
+  EXPECT_EQ(run_process({azr(), "logprobs", "--model", dir_, "--jsonl", "-", "--batch-size", "65535"},
+                        "{\"ids\": [1, 2]}\n")
+                .exit_code,
+            0);
   // logprobs: every line is checked first, so a bad line leaves nothing on stdout.
   const std::string bad = fs::path(dir_).parent_path() / "bad.jsonl";
   std::ofstream(bad) << "{\"text\": \"fine\"}\n{\"text\": \"broken\"\n";
