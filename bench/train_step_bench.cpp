@@ -2,7 +2,11 @@
 //
 // Runs real steps of the trainer (trainer/step.h: the real model generating, the real sandbox,
 // a real SQLite buffer holding the shipped test seed tasks) in process, and reports the phases
-// (plan, generate, sandbox, update) with tokens/s. The baseline, measured in the same process on
+// (plan, generate, sandbox, update) with tokens/s. The model is the config's, as `azr train`
+// makes it (model.path, else a new model.preset): the quickstart's bootstrapped azr-tiny writes
+// valid tasks, so the sandbox validates, rolls out and grades as in a run; a new random model
+// writes none and the sandbox share is 0. Run it from the repository root (model.path is
+// relative to it). The baseline, measured in the same process on
 // the same sequences, is the reference's design: it recomputes the "old" log-probs with a
 // separate forward pass of the actor before every update (its sampler is another engine, so
 // the sampler's log-probs cannot be used). azr takes them from its own sampler; the bench times
@@ -23,8 +27,7 @@
 #include "bench/bench_util.h"
 #include "buffer/task_jsonl.h"
 #include "kernels/ops.h"
-#include "model/byte_tokenizer.h"
-#include "model/presets.h"
+#include "trainer/model_setup.h"
 #include "proposer/seed.h"
 #include "sandbox/pool.h"
 #include "trainer/config.h"
@@ -46,8 +49,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   trainer::TrainConfig cfg = trainer::load_config(config);
-  if (cfg.model.preset.empty()) {
-    std::fprintf(stderr, "train_step_bench: the config must name a model.preset\n");
+  try {  // as azr train: micro_batch_size = 0 is planned from memory
+    cfg.algorithm.micro_batch_size = trainer::resolve_micro_batch(cfg).size;
+  } catch (const trainer::UserError& e) {
+    std::fprintf(stderr, "train_step_bench: %s\n", e.what());
     return 2;
   }
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -64,8 +69,19 @@ int main(int argc, char** argv) {
     buffer::import_jsonl(buf, in, seed_tasks, false);
   }
   sandbox::Pool pool(sandbox::PoolOptions{.workers = cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores});
-  trainer::Policy policy(model::Transformer::random(model::preset_config(cfg.model.preset), cfg.run.seed),
-                         std::make_unique<model::ByteTokenizer>(), model::AdamWSettings{.lr = cfg.algorithm.lr});
+  model::AdamWSettings adamw{.lr = cfg.algorithm.lr,
+                             .beta1 = cfg.algorithm.beta1,
+                             .beta2 = cfg.algorithm.beta2,
+                             .eps = cfg.algorithm.adam_eps,
+                             .weight_decay = cfg.algorithm.weight_decay};
+  std::unique_ptr<trainer::Policy> made;
+  try {
+    made = std::make_unique<trainer::Policy>(trainer::initial_model(cfg), trainer::make_tokenizer(cfg), adamw);
+  } catch (const trainer::UserError& e) {
+    std::fprintf(stderr, "train_step_bench: %s\n", e.what());
+    return 2;
+  }
+  trainer::Policy& policy = *made;
   trainer::dist::SingleCommunicator comm;
   std::mt19937_64 rng(cfg.run.seed);
 
@@ -75,6 +91,7 @@ int main(int argc, char** argv) {
   trainer::StepTimes sum;
   double generated = 0, trained_tokens = 0, processed = 0, sandbox_jobs = 0;
   double recompute_s = 0;
+  int proposals = 0, valid = 0, solves = 0, correct = 0;
   for (int s = 0; s <= steps; s++) {
     trainer::StepResult r = trainer::run_step(ctx, s + 1);
     if (s == 0) continue;  // warm-up: first-touch allocations, worker start-up
@@ -82,6 +99,8 @@ int main(int argc, char** argv) {
     sum.update += r.times.update, sum.total += r.times.total;
     generated += double(r.generated_tokens), trained_tokens += r.update.tokens;
     processed += r.update.processed_tokens, sandbox_jobs += double(r.sandbox_jobs);
+    for (const auto& p : r.proposer) proposals += !p.skipped, valid += p.valid;
+    for (const auto& o : r.solver) solves += !o.skipped, correct += o.correct;
     // The baseline: the reference recomputes the old log-probs of exactly these sequences with
     // a scoring forward pass, in micro-batches of the same size (its compute_log_prob).
     const auto t0 = bench::Clock::now();
@@ -107,6 +126,8 @@ int main(int argc, char** argv) {
   std::printf("  step      %7.2f\n", sum.total / n);
   std::printf("  generate %.0f tok/s, update %.0f tok/s (prompt + response), sandbox %.0f jobs/s\n",
               generated / sum.generate, processed / sum.update, sum.sandbox > 0 ? sandbox_jobs / sum.sandbox : 0.0);
+  std::printf("  valid proposals %d of %d, correct answers %d of %d, sandbox jobs %.0f per step\n", valid, proposals,
+              correct, solves, sandbox_jobs / n);
   std::printf("  baseline (reference design): old-log-prob forward pass %.2f s/step = +%.1f%% step time; azr: 0\n",
               recompute_s / n, 100 * recompute_s / sum.total);
   nlohmann::json j = {{"bench", "train_step"},
@@ -119,6 +140,11 @@ int main(int argc, char** argv) {
                       {"update_s", sum.update / n},
                       {"generate_tokens_per_s", generated / sum.generate},
                       {"update_tokens_per_s", processed / sum.update},
+                      {"sandbox_jobs_per_step", sandbox_jobs / n},
+                      {"valid_proposals", valid},
+                      {"proposals", proposals},
+                      {"correct_answers", correct},
+                      {"solver_answers", solves},
                       {"trained_response_tokens_per_step", trained_tokens / n},
                       {"baseline_old_logp_forward_s", recompute_s / n},
                       // The reference's old-log-prob pass as a fraction of azr's step: what it would add.
