@@ -255,10 +255,27 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   return all.back().second;
 }
 
+namespace {
+
+// The .step-N.tmp and .step-N.old directories a killed write or pruning left (a SIGKILL after a
+// scheduler's SIGTERM lands in the checkpoint that SIGTERM asked for). Removed before a write too:
+// left until a write succeeds, a 7B run's tens of GB could fill the disk that write needs, and
+// every later resume would fail at the same step.
+void remove_leftovers(const fs::path& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 4 && n[0] == '.' && (n.ends_with(".tmp") || n.ends_with(".old"))) fs::remove_all(e.path(), ec);
+  }
+}
+
+}  // namespace
+
 fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
                           const std::function<void(const fs::path&)>& write_contents, int keep_last) {
   const fs::path dir = run_dir / "checkpoints";
   fs::create_directories(dir);
+  remove_leftovers(dir);
   const std::string name = "step-" + std::to_string(state.step);
   const fs::path tmp = dir / ("." + name + ".tmp"), final_path = dir / name;
   fs::remove_all(tmp);
@@ -279,7 +296,8 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
     throw;
   }
   // A checkpoint of the same step from an earlier life of the run (before a resume from an
-  // older one) is replaced: moved aside first, so some complete step-N exists at every moment.
+  // older one) is replaced: moved aside first, so a kill between the renames leaves its files in
+  // .step-N.old rather than a step-N that is part old and part new.
   if (fs::exists(final_path)) {
     const fs::path old = dir / ("." + name + ".old");
     fs::remove_all(old);
@@ -301,12 +319,7 @@ fs::path write_checkpoint(const fs::path& run_dir, const TrainerState& state,
       fs::remove_all(doomed);
     }
   }
-  // Left-overs of a crash in an earlier write.
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() > 4 && n[0] == '.' && (n.ends_with(".tmp") || n.ends_with(".old"))) fs::remove_all(e.path(), ec);
-  }
+  remove_leftovers(dir);
   return final_path;
 }
 

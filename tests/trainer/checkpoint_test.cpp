@@ -68,6 +68,28 @@ TEST_F(CheckpointFiles, AFailedWriteLeavesNothing) {
   for (const auto& e : fs::directory_iterator(run_ / "checkpoints")) ADD_FAILURE() << "left " << e.path();
 }
 
+// A partial checkpoint a kill left under another step's name (.step-23.tmp, the checkpoint a
+// SIGTERM asked for, killed part-way) goes before the next write, not only after one succeeds: a
+// write that then fails for want of space left it to fail every resume at the same step.
+TEST_F(CheckpointFiles, AKilledWritesLeftoversGoBeforeTheNextWrite) {
+  const fs::path stale_tmp = run_ / "checkpoints" / ".step-23.tmp", stale_old = run_ / "checkpoints" / ".step-9.old";
+  for (const fs::path& p : {stale_tmp, stale_old}) {
+    fs::create_directories(p);
+    weights(p);
+  }
+  bool seen_during_write = true;
+  EXPECT_THROW(write_checkpoint(run_, state(30),
+                                [&](const fs::path& dir) {
+                                  seen_during_write = fs::exists(stale_tmp) || fs::exists(stale_old);
+                                  weights(dir);
+                                  throw std::runtime_error("No space left on device");
+                                },
+                                0),
+               std::runtime_error);
+  EXPECT_FALSE(seen_during_write);
+  for (const auto& e : fs::directory_iterator(run_ / "checkpoints")) ADD_FAILURE() << "left " << e.path();
+}
+
 // keep_last prunes to the newest N, whole (each is renamed aside before its files go, so a kill
 // part-way cannot leave a step-K that list_checkpoints takes for complete; not killed here).
 TEST_F(CheckpointFiles, PruningKeepsTheNewestAndLeavesNoPart) {
