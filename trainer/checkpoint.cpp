@@ -33,6 +33,9 @@ std::string trainer_state_json(const TrainerState& s) {
   j["world_size"] = s.world_size;
   j["buffer_tasks"] = {{"deduction", s.buffer_tasks[0]}, {"abduction", s.buffer_tasks[1]},
                        {"induction", s.buffer_tasks[2]}};
+  j["in_a_row"] = {{"not_finite", s.not_finite_in_a_row},
+                   {"proposer_lost", s.proposer_lost_in_a_row},
+                   {"solver_lost", s.solver_lost_in_a_row}};
   // write_checkpoint adds the manifest beside this file: a checkpoint that says so and lacks it
   // lost it (verify_checksums), where a missing manifest alone passed as an older checkpoint's.
   j["checksums"] = kChecksumsFile;
@@ -87,6 +90,12 @@ TrainerState read_trainer_state(const fs::path& file) {
     s.buffer_tasks[0] = b.at("deduction").get<int64_t>();
     s.buffer_tasks[1] = b.at("abduction").get<int64_t>();
     s.buffer_tasks[2] = b.at("induction").get<int64_t>();
+    if (j.contains("in_a_row")) {
+      const auto& r = j.at("in_a_row");
+      s.not_finite_in_a_row = r.at("not_finite").get<int>();
+      s.proposer_lost_in_a_row = r.at("proposer_lost").get<int>();
+      s.solver_lost_in_a_row = r.at("solver_lost").get<int>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw bad(model::json_error_text(e));
   } catch (const model::JsonTooDeep& e) {
@@ -102,6 +111,8 @@ TrainerState read_trainer_state(const fs::path& file) {
   if (s.world_size < 1) throw bad("world_size " + std::to_string(s.world_size) + " is not positive");
   for (const int64_t n : s.buffer_tasks)
     if (n < 0) throw bad("buffer_tasks holds a negative count, " + std::to_string(n));
+  for (const int n : {s.not_finite_in_a_row, s.proposer_lost_in_a_row, s.solver_lost_in_a_row})
+    if (n < 0) throw bad("in_a_row holds a negative count, " + std::to_string(n));
   if (const std::string why = mt19937_64_state_error(s.data_rng); !why.empty()) throw bad("data_rng " + why);
   return s;
 }

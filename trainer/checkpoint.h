@@ -4,7 +4,8 @@
 //   tokenizer.json                   so the directory is a complete model
 //   optimizer.safetensors            AdamW moments and step
 //   buffer.db                        a consistent copy of the task buffer at the end of step N
-//   trainer_state.json               step, run seed, the data RNG's state, world size, buffer counts
+//   trainer_state.json               step, run seed, the data RNG's state, world size, buffer counts,
+//                                    the stop rules' steps in a row
 //   checksums.xxh128                 every other file's XXH3-128, in the format of xxh128sum
 //                                    (Debian's xxhash): `xxh128sum -c checksums.xxh128` in the
 //                                    directory checks a copy; a resume checks it first
@@ -26,6 +27,10 @@ struct TrainerState {
   std::string data_rng;       // std::mt19937_64's text state
   int world_size = 1;
   int64_t buffer_tasks[3] = {0, 0, 0};  // by task type, to check the restored buffer
+  // The stop rules' counts of steps in a row (trainer.cpp: a gradient that is not finite; the
+  // sandbox losing every result of the proposer's or the solver's), so that a resumed run stops
+  // where the run would have. Absent from checkpoints written before them: 0.
+  int not_finite_in_a_row = 0, proposer_lost_in_a_row = 0, solver_lost_in_a_row = 0;
 };
 
 std::string trainer_state_json(const TrainerState& s);

@@ -134,6 +134,9 @@ PromptsTooLong prompts_too_long(const StepResult& r);
 class LostStepWatch {
  public:
   static constexpr int kStopAfter = 3;
+  // A resumed run's counts (TrainerState), so it stops where the run would have.
+  explicit LostStepWatch(int proposer_in_a_row = 0, int solver_in_a_row = 0)
+      : proposer_(proposer_in_a_row), solver_(solver_in_a_row) {}
   // Whether the run must stop after this step.
   bool must_stop(const SandboxLosses& l) {
     count(proposer_, l.proposer);
@@ -141,6 +144,8 @@ class LostStepWatch {
     return in_a_row() >= kStopAfter;
   }
   int in_a_row() const { return std::max(proposer_, solver_); }
+  int proposer_in_a_row() const { return proposer_; }
+  int solver_in_a_row() const { return solver_; }
 
  private:
   static void count(int& in_a_row, const LostOfAsked& l) {

@@ -625,6 +625,10 @@ int train(const TrainOptions& opt) {
                     "max_position_embeddings ({}): positions past it are outside what the model was trained on",
                     cfg.algorithm.max_prompt_tokens, cfg.algorithm.max_response_tokens, context));
 
+  // The stop rules' steps in a row (the loop below), carried by checkpoints across a resume.
+  LostStepWatch lost_steps = state ? LostStepWatch(state->proposer_lost_in_a_row, state->solver_lost_in_a_row)
+                                   : LostStepWatch();
+  int not_finite_in_a_row = state ? state->not_finite_in_a_row : 0;
   auto write_ckpt = [&](int64_t step) -> std::string {
     std::string path;
     if (root) {
@@ -637,6 +641,9 @@ int train(const TrainOptions& opt) {
       st.world_size = comm->size();
       const buffer::Counts c = buf->counts();
       for (int t = 0; t < 3; t++) st.buffer_tasks[t] = c.by_type[t];
+      st.not_finite_in_a_row = not_finite_in_a_row;
+      st.proposer_lost_in_a_row = lost_steps.proposer_in_a_row();
+      st.solver_lost_in_a_row = lost_steps.solver_in_a_row();
       for (const auto& sink : sinks) sink->sync();
       path = write_checkpoint(
                  run_dir, st,
@@ -778,8 +785,6 @@ int train(const TrainOptions& opt) {
   int64_t step = first_step - 1;
   const double t_run = unix_now();
   bool stopped = false;
-  LostStepWatch lost_steps;
-  int not_finite_in_a_row = 0;
   // The step-0 row is written after checkpoint 0, so a run killed during that first evaluation
   // resumes from step 0 with no line at all: the resume evaluates again (same weights, same seeds).
   const bool step0_row_missing = !state || (state->step == 0 && metrics_cut.lines_kept == 0);

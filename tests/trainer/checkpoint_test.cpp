@@ -226,12 +226,23 @@ TEST_F(CheckpointFiles, AStateNoRunWritesIsRefused) {
   rng_text << rng;
   TrainerState good = state(3);
   good.data_rng = rng_text.str();
+  good.not_finite_in_a_row = 2, good.proposer_lost_in_a_row = 1, good.solver_lost_in_a_row = 0;
   const fs::path ck = write_checkpoint(run_, good, weights, 0);
   const fs::path file = ck / "trainer_state.json";
   const nlohmann::json written = nlohmann::json::parse(std::ifstream(file));
   const TrainerState back = azr::trainer::read_trainer_state(file);
   EXPECT_EQ(back.step, 3);
   EXPECT_EQ(back.data_rng, good.data_rng);
+  EXPECT_EQ(back.not_finite_in_a_row, 2);
+  EXPECT_EQ(back.proposer_lost_in_a_row, 1);
+  EXPECT_EQ(back.solver_lost_in_a_row, 0);
+  {  // a checkpoint from before the counts were kept: none in a row
+    nlohmann::json older = written;
+    older.erase("in_a_row");
+    std::ofstream(file, std::ios::trunc) << older.dump();
+    const TrainerState o = azr::trainer::read_trainer_state(file);
+    EXPECT_EQ(o.not_finite_in_a_row + o.proposer_lost_in_a_row + o.solver_lost_in_a_row, 0);
+  }
   std::mt19937_64 restored;
   std::istringstream(back.data_rng) >> restored;
   EXPECT_EQ(restored(), rng());
@@ -245,6 +256,8 @@ TEST_F(CheckpointFiles, AStateNoRunWritesIsRefused) {
       {"is not the step-3", {{"step", INT64_MAX}}},
       {"world_size 0", {{"world_size", 0}}},
       {"negative count", {{"buffer_tasks", {{"deduction", -1}, {"abduction", 0}, {"induction", 0}}}}},
+      {"in_a_row holds a negative count, -1", {{"in_a_row", {{"not_finite", 0}, {"proposer_lost", 0}, {"solver_lost", -1}}}}},
+      {"solver_lost", {{"in_a_row", {{"not_finite", 0}, {"proposer_lost", 0}}}}},
       {"data_rng is not a list", {{"data_rng", "garbage"}}},
       {"data_rng holds 311 numbers", {{"data_rng", words.substr(0, words.rfind(' '))}}},
       {"data_rng has a position past 312", {{"data_rng", words + " 999"}}},

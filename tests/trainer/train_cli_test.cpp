@@ -931,6 +931,32 @@ TEST(TrainCli, PromptsPastTheLimitAreCountedAndLogged) {
   EXPECT_EQ(m[0].at("tokens/trained").get<double>(), 0) << m[0].dump();
 }
 
+// A learning rate that overflows the weights: every gradient after the first update is not finite,
+// so no update is made, and the run stops after the third such step in a row with exit 1. Stopped
+// between those steps and resumed, it stops at the same step (the count reset on resume: 2 steps
+// later, with 2 more checkpoints of weights that could not learn).
+TEST(TrainCli, TheNotFiniteStopCountsAcrossAResume) {
+  auto run_to = [](const fs::path& run, int steps, bool resume) {
+    std::vector<std::string> args = resume ? resume_args(run.string(), steps) : train_args(run.string(), steps);
+    if (!resume) args.insert(args.end(), {"--set", "algorithm.lr=1e30", "--set", "eval.every=0"});
+    return run_process(args);
+  };
+  const fs::path whole = scratch("not-finite") / "whole", parts = scratch("not-finite") / "parts";
+  const auto w = run_to(whole, 8, false);
+  ASSERT_EQ(w.exit_code, 1) << w.err;
+  EXPECT_NE(w.err.find("the gradient was not finite in 3 steps in a row"), std::string::npos) << w.err;
+  const int64_t stop = last_metrics_step(whole);
+  ASSERT_GE(stop, 3);
+  ASSERT_LT(stop, 8);
+  // Stopped one step before the stop, with two steps of the three counted.
+  const auto first = run_to(parts, int(stop) - 1, false);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto rest = run_to(parts, 8, true);
+  EXPECT_EQ(rest.exit_code, 1) << rest.err;
+  EXPECT_NE(rest.err.find("the gradient was not finite in 3 steps in a row"), std::string::npos) << rest.err;
+  EXPECT_EQ(last_metrics_step(parts), stop);
+}
+
 // --set takes one value, so a config named after it is the config, not a second override (it
 // was: "give a CONFIG.toml"), and a --set after the config still applies.
 TEST(TrainCli, AConfigAfterSetIsTheConfig) {
