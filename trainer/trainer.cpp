@@ -250,7 +250,32 @@ void check_start_over_loses_nothing(const fs::path& run_dir) {
 // RUN/buffer.db from a checkpoint's snapshot, checked before it replaces anything: copied to a
 // temporary file beside it, opened and its task counts compared with the checkpoint's, then
 // renamed over the live buffer. A bad snapshot leaves the live buffer as it was.
-void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerState& state) {
+// The first field of the model's shape in which `configured` differs from the checkpoint's
+// config, as "F is A, the checkpoint's B"; "" when the shapes agree.
+std::string architecture_difference(const model::ModelConfig& configured, const model::ModelConfig& checkpoint) {
+  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+      {"vocab_size", {configured.vocab_size, checkpoint.vocab_size}},
+      {"hidden_size", {configured.hidden_size, checkpoint.hidden_size}},
+      {"intermediate_size", {configured.intermediate_size, checkpoint.intermediate_size}},
+      {"num_hidden_layers", {configured.num_hidden_layers, checkpoint.num_hidden_layers}},
+      {"num_attention_heads", {configured.num_attention_heads, checkpoint.num_attention_heads}},
+      {"num_key_value_heads", {configured.num_key_value_heads, checkpoint.num_key_value_heads}},
+      {"head_dim", {configured.head_dim, checkpoint.head_dim}},
+      {"tie_word_embeddings", {configured.tie_word_embeddings, checkpoint.tie_word_embeddings}},
+  };
+  for (const auto& [name, v] : fields)
+    if (v.first != v.second) return fmt::format("{} is {}, the checkpoint's {}", name, v.first, v.second);
+  if (configured.model_type != checkpoint.model_type)
+    return fmt::format("model_type is {}, the checkpoint's {}", configured.model_type, checkpoint.model_type);
+  return "";
+}
+
+// Replaces `db` with the checkpoint's snapshot, once the snapshot is checked. The buffer it
+// replaces is kept as buffer.db.before-resume (with its write-ahead log; an earlier resume's goes):
+// besides the tasks of steps after the checkpoint, which the resumed run makes again, it holds
+// whatever was put into it since (`azr buffer import RUN/buffer.db`), which went without a word.
+// Returns the log's line about it, "" when there was no live buffer.
+std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerState& state) {
   const fs::path tmp = db.parent_path() / ".buffer.db.restore.tmp";
   auto remove_side_files = [](const fs::path& f) {
     for (const char* suffix : {"-wal", "-shm"}) fs::remove(f.string() + suffix);
@@ -286,11 +311,30 @@ void restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerS
     for (const char* suffix : {"-wal", "-shm"}) fs::remove(tmp.string() + suffix, ec);
     throw;
   }
-  // The live buffer's side files go just before it is replaced: a WAL left beside the renamed
-  // file would be replayed into it.
+  std::string note;
+  if (fs::exists(db)) {
+    int64_t live = -1;  // unknown: a damaged live buffer is kept all the same
+    try {
+      const buffer::Counts c = buffer::TaskBuffer::open(db.string(), buffer::TaskBuffer::Mode::ReadOnly).counts();
+      live = c.by_type[0] + c.by_type[1] + c.by_type[2];
+    } catch (const buffer::BufferError&) {
+    }
+    // With its side files: a WAL left beside the snapshot would be replayed into it, and the
+    // kept copy needs it to hold what was last written.
+    const fs::path kept = db.parent_path() / "buffer.db.before-resume";
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      fs::remove(kept.string() + suffix);
+      if (fs::exists(db.string() + suffix)) fs::rename(db.string() + suffix, kept.string() + suffix);
+    }
+    note = fmt::format("buffer.db is checkpoint step-{}'s snapshot ({} tasks); the buffer it replaced ({}) is kept as "
+                       "{} (the tasks of later steps, made again now, and any imported into it since)",
+                       state.step, state.buffer_tasks[0] + state.buffer_tasks[1] + state.buffer_tasks[2],
+                       live < 0 ? std::string("not readable") : std::to_string(live) + " tasks", kept.string());
+  }
   remove_side_files(db);
   fs::rename(tmp, db);
   sync_path(db.parent_path());
+  return note;
 }
 
 }  // namespace
@@ -409,6 +453,23 @@ int train(const TrainOptions& opt) {
                                 tok->vocab_size(), model_cfg.vocab_size));
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
+  // A resume trains the checkpoint's weights, whatever [model] now says; another architecture
+  // there (--set model.preset=..., a model.path of another size that shares the tokenizer) was
+  // taken, logged and saved as the run's model, and planned the micro-batch for it.
+  if (ckpt) {
+    model::ModelConfig saved;
+    try {
+      saved = model::load_config((*ckpt / "config.json").string());
+    } catch (const model::ConfigError& e) {
+      throw UserError(e.what());
+    }
+    if (const std::string diff = architecture_difference(model_cfg, saved); !diff.empty())
+      throw UserError(fmt::format(
+          "{}: {}: the checkpoint {} continues another model; a resume trains the checkpoint's weights, so "
+          "[model] must name the run's model (or start a new run to train another)",
+          cfg.model.preset.empty() ? "model.path " + cfg.model.path : "model.preset " + cfg.model.preset, diff,
+          ckpt->string()));
+  }
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
@@ -553,7 +614,7 @@ int train(const TrainOptions& opt) {
   if (root) {
     if (ckpt) {
       // The buffer as it was at the checkpoint: tasks of later steps are made again, identically.
-      restore_buffer(*ckpt / "buffer.db", db, *state);
+      if (const std::string note = restore_buffer(*ckpt / "buffer.db", db, *state); !note.empty()) log(note);
       std::istringstream(state->data_rng) >> data_rng;
     } else {
       for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);

@@ -1152,6 +1152,45 @@ TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
   }
 }
 
+// A resume trains the checkpoint's weights: [model] naming another architecture is refused (exit
+// 2, naming the key and the field), where it was taken, logged as the run's model (azr-25m with
+// azr-tiny's parameter count) and saved into config.toml.
+TEST(TrainCli, AResumeNamingAnotherModelIsRefused) {
+  const fs::path run = copy_of_reference("other-model");
+  const std::string config = slurp(run / "config.toml");
+  auto args = resume_args(run.string(), kSteps + 1);
+  args.insert(args.end(), {"--set", "model.preset=azr-25m"});
+  const auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("model.preset azr-25m: hidden_size is 512, the checkpoint's 128"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(run / "config.toml"), config);
+  EXPECT_EQ(last_metrics_step(run), kSteps);
+}
+
+// A resume puts the checkpoint's buffer snapshot in place; the buffer it replaces is kept beside
+// it, and the log says so: tasks imported into RUN/buffer.db after the checkpoint (as `azr buffer
+// import` allows) were dropped without a word.
+TEST(TrainCli, AResumeKeepsTheBufferItReplaces) {
+  const fs::path run = copy_of_reference("kept-buffer");
+  const fs::path extra = run.parent_path() / "kept-buffer-extra.jsonl";
+  std::ofstream(extra) << "{\"type\": \"deduction\", \"program\": \"def f(x):\\n    return x * 7 - 5\", "
+                          "\"input\": \"4\", \"output\": \"23\"}\n";
+  auto r = run_process({azr(), "buffer", "import", (run / "buffer.db").string(), extra.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string with_import = buffer_tasks(run);
+  ASSERT_NE(with_import.find("x * 7 - 5"), std::string::npos);
+
+  r = run_process(resume_args(run.string(), kSteps));  // no step to run: the restore alone
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path kept = run / "buffer.db.before-resume";
+  EXPECT_NE(slurp(run / "log.txt").find("buffer.db is checkpoint step-3's snapshot"), std::string::npos);
+  EXPECT_NE(slurp(run / "log.txt").find("is kept as " + kept.string()), std::string::npos);
+  EXPECT_EQ(buffer_tasks(run), buffer_tasks(reference_run()));  // the snapshot: the run's own tasks
+  auto k = run_process({azr(), "buffer", "export", kept.string()});
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  EXPECT_EQ(k.out, with_import);
+}
+
 // --resume on a run whose checkpoints are gone refuses to start it over (it once seeded again,
 // replacing 100+ buffer tasks and every metrics line): exit 2, naming the checkpoints, nothing
 // changed. (A run killed before its first checkpoint still starts over: KillNineAtAnyMoment.)
