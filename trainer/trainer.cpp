@@ -493,7 +493,16 @@ int train(const TrainOptions& opt) {
     }
     // A new run checks the eval keys with evaluation off too: a typo is said now, not when it is
     // turned on. A resume with it off does not need its data where it was.
-    if (!resuming || cfg.eval.every > 0) check_eval_keys(cfg);
+    if (!resuming || cfg.eval.every > 0) try {
+        check_eval_keys(cfg);
+      } catch (const UserError& e) {
+        // A run directory resumed elsewhere (model.path gone, say, with the held-out tasks that
+        // azr bootstrap wrote beside the model): the checkpoint holds no copy of them.
+        if (!resuming || cfg.eval.heldout_tasks.empty() || fs::is_regular_file(cfg.eval.heldout_tasks)) throw;
+        throw UserError(std::string(e.what()) + "; a resume reads it where the run's config says, the checkpoint "
+                        "holds no copy: --set eval.heldout_tasks=FILE names a copy, --set eval.heldout_tasks= turns "
+                        "the held-out evaluation off");
+      }
     if (cfg.eval.every > 0) {
       // No data given and none in the usual places: train without evaluating, and say so (below).
       benches = load_eval_benchmarks(cfg, &eval_off);

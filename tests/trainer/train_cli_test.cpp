@@ -1191,6 +1191,20 @@ TEST(TrainCli, AResumeKeepsTheBufferItReplaces) {
   EXPECT_EQ(k.out, with_import);
 }
 
+// A resume elsewhere whose held-out tasks are not there (azr bootstrap writes them beside the
+// model, and a resume works where model.path is gone) says how to go on: a copy, or none.
+TEST(TrainCli, AResumeWithoutItsHeldOutTasksSaysHowToGoOn) {
+  const fs::path run = copy_of_reference("heldout-gone");
+  auto args = resume_args(run.string(), kSteps);
+  args.insert(args.end(), {"--set", "eval.heldout_tasks=" + (run / "gone" / "heldout.jsonl").string()});
+  const auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("eval.heldout_tasks: " + (run / "gone" / "heldout.jsonl").string() + ": no such file"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--set eval.heldout_tasks= turns the held-out evaluation off"), std::string::npos) << r.err;
+}
+
 // --resume on a run whose checkpoints are gone refuses to start it over (it once seeded again,
 // replacing 100+ buffer tasks and every metrics line): exit 2, naming the checkpoints, nothing
 // changed. (A run killed before its first checkpoint still starts over: KillNineAtAnyMoment.)
