@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
   double generated = 0, trained_tokens = 0, processed = 0, sandbox_jobs = 0;
   double recompute_s = 0;
   int proposals = 0, valid = 0, solves = 0, correct = 0;
+  std::map<std::string, int> reasons;  // the proposals' and answers' verdicts, for where sandbox time goes
   for (int s = 0; s <= steps; s++) {
     trainer::StepResult r = trainer::run_step(ctx, s + 1);
     if (s == 0) continue;  // warm-up: first-touch allocations, worker start-up
@@ -99,8 +101,8 @@ int main(int argc, char** argv) {
     sum.update += r.times.update, sum.total += r.times.total;
     generated += double(r.generated_tokens), trained_tokens += r.update.tokens;
     processed += r.update.processed_tokens, sandbox_jobs += double(r.sandbox_jobs);
-    for (const auto& p : r.proposer) proposals += !p.skipped, valid += p.valid;
-    for (const auto& o : r.solver) solves += !o.skipped, correct += o.correct;
+    for (const auto& p : r.proposer) proposals += !p.skipped, valid += p.valid, ++reasons["proposer " + p.reason];
+    for (const auto& o : r.solver) solves += !o.skipped, correct += o.correct, ++reasons["solver " + o.reason];
     // The baseline: the reference recomputes the old log-probs of exactly these sequences with
     // a scoring forward pass, in micro-batches of the same size (its compute_log_prob).
     const auto t0 = bench::Clock::now();
@@ -128,6 +130,9 @@ int main(int argc, char** argv) {
               generated / sum.generate, processed / sum.update, sum.sandbox > 0 ? sandbox_jobs / sum.sandbox : 0.0);
   std::printf("  valid proposals %d of %d, correct answers %d of %d, sandbox jobs %.0f per step\n", valid, proposals,
               correct, solves, sandbox_jobs / n);
+  std::printf("  verdicts:");
+  for (const auto& [reason, count] : reasons) std::printf(" %s %d;", reason.c_str(), count);
+  std::printf("\n");
   std::printf("  baseline (reference design): old-log-prob forward pass %.2f s/step = +%.1f%% step time; azr: 0\n",
               recompute_s / n, 100 * recompute_s / sum.total);
   nlohmann::json j = {{"bench", "train_step"},
@@ -145,6 +150,7 @@ int main(int argc, char** argv) {
                       {"proposals", proposals},
                       {"correct_answers", correct},
                       {"solver_answers", solves},
+                      {"verdicts", reasons},
                       {"trained_response_tokens_per_step", trained_tokens / n},
                       {"baseline_old_logp_forward_s", recompute_s / n},
                       // The reference's old-log-prob pass as a fraction of azr's step: what it would add.
