@@ -247,9 +247,6 @@ void check_start_over_loses_nothing(const fs::path& run_dir) {
                   "checkpoints, or start a new run in another --run-dir");
 }
 
-// RUN/buffer.db from a checkpoint's snapshot, checked before it replaces anything: copied to a
-// temporary file beside it, opened and its task counts compared with the checkpoint's, then
-// renamed over the live buffer. A bad snapshot leaves the live buffer as it was.
 // The first field of the model's shape in which `configured` differs from the checkpoint's
 // config, as "F is A, the checkpoint's B"; "" when the shapes agree.
 std::string architecture_difference(const model::ModelConfig& configured, const model::ModelConfig& checkpoint) {
@@ -261,20 +258,24 @@ std::string architecture_difference(const model::ModelConfig& configured, const 
       {"num_attention_heads", {configured.num_attention_heads, checkpoint.num_attention_heads}},
       {"num_key_value_heads", {configured.num_key_value_heads, checkpoint.num_key_value_heads}},
       {"head_dim", {configured.head_dim, checkpoint.head_dim}},
-      {"tie_word_embeddings", {configured.tie_word_embeddings, checkpoint.tie_word_embeddings}},
   };
   for (const auto& [name, v] : fields)
     if (v.first != v.second) return fmt::format("{} is {}, the checkpoint's {}", name, v.first, v.second);
+  if (configured.tie_word_embeddings != checkpoint.tie_word_embeddings)
+    return fmt::format("tie_word_embeddings is {}, the checkpoint's {}", configured.tie_word_embeddings,
+                       checkpoint.tie_word_embeddings);
   if (configured.model_type != checkpoint.model_type)
     return fmt::format("model_type is {}, the checkpoint's {}", configured.model_type, checkpoint.model_type);
   return "";
 }
 
-// Replaces `db` with the checkpoint's snapshot, once the snapshot is checked. The buffer it
-// replaces is kept as buffer.db.before-resume (with its write-ahead log; an earlier resume's goes):
-// besides the tasks of steps after the checkpoint, which the resumed run makes again, it holds
-// whatever was put into it since (`azr buffer import RUN/buffer.db`), which went without a word.
-// Returns the log's line about it, "" when there was no live buffer.
+// RUN/buffer.db from a checkpoint's snapshot, checked before it replaces anything: copied to a
+// temporary file beside it, opened and its task counts compared with the checkpoint's, then
+// renamed over the live buffer. A bad snapshot leaves the live buffer as it was. A live buffer
+// whose counts by type and origin differ from the snapshot's is kept as buffer.db.before-resume
+// (with its write-ahead log; an earlier resume's goes): besides the tasks of later steps, which
+// the resumed run makes again, it may hold tasks a user imported into it, which a resume does not
+// carry over and must not destroy. Returns the log's line about it, "" when nothing was kept.
 std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const TrainerState& state) {
   const fs::path tmp = db.parent_path() / ".buffer.db.restore.tmp";
   auto remove_side_files = [](const fs::path& f) {
@@ -282,9 +283,9 @@ std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const T
   };
   fs::remove(tmp);
   remove_side_files(tmp);
+  buffer::Counts c;  // the snapshot's
   try {
     fs::copy_file(snapshot, tmp);  // inside: a copy that fails part-way (a full disk) is removed too
-    buffer::Counts c;
     try {
       // Read-write (on the copy), as the live buffer is opened below: a snapshot of an older schema
       // is migrated, not refused; an empty or missing one is refused, never made a new buffer.
@@ -313,23 +314,29 @@ std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const T
   }
   std::string note;
   if (fs::exists(db)) {
-    int64_t live = -1;  // unknown: a damaged live buffer is kept all the same
+    std::optional<buffer::Counts> live;  // none: a damaged live buffer, kept all the same
     try {
-      const buffer::Counts c = buffer::TaskBuffer::open(db.string(), buffer::TaskBuffer::Mode::ReadOnly).counts();
-      live = c.by_type[0] + c.by_type[1] + c.by_type[2];
+      live = buffer::TaskBuffer::open(db.string(), buffer::TaskBuffer::Mode::ReadOnly).counts();
     } catch (const buffer::BufferError&) {
     }
-    // With its side files: a WAL left beside the snapshot would be replayed into it, and the
-    // kept copy needs it to hold what was last written.
-    const fs::path kept = db.parent_path() / "buffer.db.before-resume";
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-      fs::remove(kept.string() + suffix);
-      if (fs::exists(db.string() + suffix)) fs::rename(db.string() + suffix, kept.string() + suffix);
+    const auto same = [&](const buffer::Counts& a) {
+      return std::equal(&a.by_type_origin[0][0], &a.by_type_origin[0][0] + 9, &c.by_type_origin[0][0]);
+    };
+    if (!live || !same(*live)) {
+      // With its side files: a WAL left beside the snapshot would be replayed into it, and the
+      // kept copy needs it to hold what was last written. The previous copy's go first, all of
+      // them, so a kill part-way cannot pair this copy with that one's WAL.
+      const fs::path kept = db.parent_path() / "buffer.db.before-resume";
+      for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(kept.string() + suffix);
+      for (const char* suffix : {"", "-wal", "-shm"})
+        if (fs::exists(db.string() + suffix)) fs::rename(db.string() + suffix, kept.string() + suffix);
+      const auto total = [](const buffer::Counts& a) { return a.by_type[0] + a.by_type[1] + a.by_type[2]; };
+      note = fmt::format("buffer.db is checkpoint step-{}'s snapshot ({} tasks); the buffer it replaced ({}) is kept "
+                         "as {}: it holds the tasks of later steps, which the run makes again, and any imported into "
+                         "it since the checkpoint, which a resume does not carry over",
+                         state.step, total(c), live ? std::to_string(total(*live)) + " tasks" : "not readable",
+                         kept.string());
     }
-    note = fmt::format("buffer.db is checkpoint step-{}'s snapshot ({} tasks); the buffer it replaced ({}) is kept as "
-                       "{} (the tasks of later steps, made again now, and any imported into it since)",
-                       state.step, state.buffer_tasks[0] + state.buffer_tasks[1] + state.buffer_tasks[2],
-                       live < 0 ? std::string("not readable") : std::to_string(live) + " tasks", kept.string());
   }
   remove_side_files(db);
   fs::rename(tmp, db);
@@ -453,27 +460,29 @@ int train(const TrainOptions& opt) {
                                 tok->vocab_size(), model_cfg.vocab_size));
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
-  // A resume trains the checkpoint's weights, whatever [model] now says; another architecture
-  // there (--set model.preset=..., a model.path of another size that shares the tokenizer) was
-  // taken, logged and saved as the run's model, and planned the micro-batch for it.
-  if (ckpt) {
-    model::ModelConfig saved;
-    try {
-      saved = model::load_config((*ckpt / "config.json").string());
-    } catch (const model::ConfigError& e) {
-      throw UserError(e.what());
-    }
-    if (const std::string diff = architecture_difference(model_cfg, saved); !diff.empty())
-      throw UserError(fmt::format(
-          "{}: {}: the checkpoint {} continues another model; a resume trains the checkpoint's weights, so "
-          "[model] must name the run's model (or start a new run to train another)",
-          cfg.model.preset.empty() ? "model.path " + cfg.model.path : "model.preset " + cfg.model.preset, diff,
-          ckpt->string()));
-  }
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
+  // A resume trains the checkpoint's weights, whatever [model] says; one naming another
+  // architecture (--set model.preset=..., a model.path of another size with the same tokenizer)
+  // would have the log, the saved config and the micro-batch's memory plan describe a model the
+  // run does not train.
+  auto refuse_a_model_unlike_the_checkpoints = [&](const model::ModelConfig& configured, const fs::path& ck) {
+    model::ModelConfig saved;
+    try {
+      saved = model::load_config((ck / "config.json").string());
+    } catch (const model::ConfigError& e) {
+      throw UserError(e.what());
+    }
+    if (const std::string diff = architecture_difference(configured, saved); !diff.empty()) {
+      const bool preset = !cfg.model.preset.empty();
+      throw config_error(preset ? "model.preset" : "model.path",
+                         fmt::format("{}: {} ({}): a resume trains the checkpoint's weights, so [model] must name "
+                                     "the run's model (a new run trains another)",
+                                     preset ? cfg.model.preset : cfg.model.path, diff, (ck / "config.json").string()));
+    }
+  };
   auto root_checks = [&] {
     if (!resuming) {
       refuse_a_run_dir_in_use(run_dir);
@@ -490,6 +499,7 @@ int train(const TrainOptions& opt) {
       }
       // After the checksums: a checkpoint copy damaged on disk is named as such, not as a change.
       refuse_a_tokenizer_unlike_the_checkpoints(cfg, tokenizer_file, *ckpt);
+      refuse_a_model_unlike_the_checkpoints(model_cfg, *ckpt);
     }
     // A new run checks the eval keys with evaluation off too: a typo is said now, not when it is
     // turned on. A resume with it off does not need its data where it was.
@@ -498,7 +508,7 @@ int train(const TrainOptions& opt) {
       } catch (const UserError& e) {
         // A run directory resumed elsewhere (model.path gone, say, with the held-out tasks that
         // azr bootstrap wrote beside the model): the checkpoint holds no copy of them.
-        if (!resuming || cfg.eval.heldout_tasks.empty() || fs::is_regular_file(cfg.eval.heldout_tasks)) throw;
+        if (!resuming || std::string_view(e.what()).rfind("eval.heldout_tasks:", 0) != 0) throw;
         throw UserError(std::string(e.what()) + "; a resume reads it where the run's config says, the checkpoint "
                         "holds no copy: --set eval.heldout_tasks=FILE names a copy, --set eval.heldout_tasks= turns "
                         "the held-out evaluation off");
@@ -618,12 +628,13 @@ int train(const TrainOptions& opt) {
 
   // ---- buffer, data RNG (rank 0) ------------------------------------------------------------
   std::optional<buffer::TaskBuffer> buf;
+  std::string buffer_note;  // what the restore kept, logged after the run's header
   std::mt19937_64 data_rng(derive_seed(cfg.run.seed, {uint64_t(SeedPhase::Data)}));
   const fs::path db = run_dir / "buffer.db";
   if (root) {
     if (ckpt) {
       // The buffer as it was at the checkpoint: tasks of later steps are made again, identically.
-      if (const std::string note = restore_buffer(*ckpt / "buffer.db", db, *state); !note.empty()) log(note);
+      buffer_note = restore_buffer(*ckpt / "buffer.db", db, *state);
       std::istringstream(state->data_rng) >> data_rng;
     } else {
       for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
@@ -684,6 +695,7 @@ int train(const TrainOptions& opt) {
                        : fmt::format("gradients: summed through a host copy by the {} communicator", comm->backend()));
   if (!micro.note.empty()) log(micro.note);
   if (!data_dir_note.empty()) log(data_dir_note);
+  if (!buffer_note.empty()) log(buffer_note);
   if (model_from_checkpoint)
     log(fmt::format("model.path {} is gone: the model's config and tokenizer are the checkpoint's ({})",
                     configured_model.path, model_from_checkpoint->string()));

@@ -441,6 +441,16 @@ TEST_F(StepTest, ASandboxThatLosesEverythingStopsTheRunAfterThreeSteps) {
   EXPECT_FALSE(validations.must_stop({all, some}));
   EXPECT_FALSE(validations.must_stop({all, some}));
   EXPECT_TRUE(validations.must_stop({all, some}));
+  // A resumed run's counts (trainer_state.json), each role's its own: two of the proposer's in a
+  // row stop at the next; the solver's counts go on from theirs.
+  LostStepWatch resumed(2, 1);
+  EXPECT_EQ(resumed.proposer_in_a_row(), 2);
+  EXPECT_EQ(resumed.solver_in_a_row(), 1);
+  EXPECT_TRUE(LostStepWatch(2, 0).must_stop({all, some}));
+  EXPECT_FALSE(LostStepWatch(0, 2).must_stop({all, some}));
+  LostStepWatch solver_side(0, 1);
+  EXPECT_FALSE(solver_side.must_stop({some, all}));
+  EXPECT_TRUE(solver_side.must_stop({some, all}));
 }
 
 }  // namespace

@@ -1162,9 +1162,20 @@ TEST(TrainCli, AResumeNamingAnotherModelIsRefused) {
   args.insert(args.end(), {"--set", "model.preset=azr-25m"});
   const auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("model.preset azr-25m: hidden_size is 512, the checkpoint's 128"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model.preset: azr-25m: hidden_size is 512, the checkpoint's 128"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(run / "config.toml"), config);
   EXPECT_EQ(last_metrics_step(run), kSteps);
+  // A checkpoint's config.json changed on disk is damage, named by the checksums, not a model change.
+  const fs::path saved = run / ("checkpoints/step-" + std::to_string(kSteps)) / "config.json";
+  std::string text = slurp(saved);
+  const size_t at = text.find("\"hidden_size\": 128");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 19, "\"hidden_size\": 256");
+  std::ofstream(saved, std::ios::trunc) << text;
+  const auto damaged = run_process(resume_args(run.string(), kSteps + 1));
+  EXPECT_EQ(damaged.exit_code, 2) << damaged.err;
+  EXPECT_NE(damaged.err.find("config.json"), std::string::npos) << damaged.err;
+  EXPECT_EQ(damaged.err.find("hidden_size is"), std::string::npos) << damaged.err;
 }
 
 // A resume puts the checkpoint's buffer snapshot in place; the buffer it replaces is kept beside
@@ -1172,6 +1183,11 @@ TEST(TrainCli, AResumeNamingAnotherModelIsRefused) {
 // import` allows) were dropped without a word.
 TEST(TrainCli, AResumeKeepsTheBufferItReplaces) {
   const fs::path run = copy_of_reference("kept-buffer");
+  // Nothing changed since the checkpoint: nothing kept, nothing said.
+  auto plain = run_process(resume_args(run.string(), kSteps));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(fs::exists(run / "buffer.db.before-resume"));
+  EXPECT_EQ(slurp(run / "log.txt").find("is kept as"), std::string::npos);
   const fs::path extra = run.parent_path() / "kept-buffer-extra.jsonl";
   std::ofstream(extra) << "{\"type\": \"deduction\", \"program\": \"def f(x):\\n    return x * 7 - 5\", "
                           "\"input\": \"4\", \"output\": \"23\"}\n";
@@ -1203,6 +1219,12 @@ TEST(TrainCli, AResumeWithoutItsHeldOutTasksSaysHowToGoOn) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("--set eval.heldout_tasks= turns the held-out evaluation off"), std::string::npos) << r.err;
+  // Another eval key's error is said without it.
+  args.insert(args.end(), {"--set", "eval.benchmarks=[\"nosuchbench\"]"});
+  const auto other = run_process(args);
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("eval.benchmarks"), std::string::npos) << other.err;
+  EXPECT_EQ(other.err.find("held-out evaluation off"), std::string::npos) << other.err;
 }
 
 // --resume on a run whose checkpoints are gone refuses to start it over (it once seeded again,
