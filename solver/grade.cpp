@@ -68,15 +68,22 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
   // Shared (GradeSettings::share_jobs), a run asked for again (8 rollouts that wrote the same
   // answer) is one job. The literals are parsed in ParseLiterals jobs (LiteralParses), which run
   // no program: a task's output never shares a child with the program whose output it judges.
+  // Job numbers index `res`, the results of every round in order (GradeSettings::
+  // induction_first_pair_first adds a second round); `base` is where this round's start there.
+  constexpr size_t kNotRun = SIZE_MAX;  // an induction pair left out after its first failed
   std::vector<sb::Job> jobs;
+  size_t base = 0;
   std::unordered_map<sb::WorkKey, size_t, sb::WorkKeyHash> job_of_run;  // shared: (program, input, mode) -> job
   std::vector<size_t> runs;  // every answer's runs' jobs, in order
-  auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
-    size_t job = jobs.size();
+  auto job_for = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
+    size_t job = base + jobs.size();
     if (s.share_jobs)
-      job = job_of_run.try_emplace(sb::WorkKey{program, input, static_cast<int>(mode)}, jobs.size()).first->second;
-    if (job == jobs.size()) jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
-    runs.push_back(job);
+      job = job_of_run.try_emplace(sb::WorkKey{program, input, static_cast<int>(mode)}, job).first->second;
+    if (job == base + jobs.size()) jobs.push_back(sb::run_program_job(program, {input}, s.limits, mode));
+    return job;
+  };
+  auto add_run = [&](const std::string& program, const std::string& input, sb::InputMode mode) {
+    runs.push_back(job_for(program, input, mode));
   };
   LiteralParses literals(s.share_jobs, s.limits);
   std::vector<size_t> first(answers.size());    // where its runs start in `runs`
@@ -107,7 +114,9 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
           skip[i] = true;
           break;
         }
-        for (size_t k = h0; k < n; ++k) add_run(a, t.inputs[k], sb::InputMode::Literal);
+        for (size_t k = h0; k < n; ++k)
+          if (k == h0 || !s.induction_first_pair_first) add_run(a, t.inputs[k], sb::InputMode::Literal);
+          else runs.push_back(kNotRun);  // the second round's, if the first pair is reproduced
         literal[i] = slots.size();
         for (size_t k = h0; k < n; ++k) slots.push_back(literals.add(t.outputs[k]));
         break;
@@ -127,6 +136,42 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
     return r.calls.size() == 1 ? &r.calls[0] : nullptr;
   };
   auto parsed = [&](size_t i, size_t k = 0) -> const sb::CallResult& { return literals[slots[literal[i] + k]]; };
+  // An induction pair's grade; "hidden k: " starts the detail of one not reproduced.
+  auto pair_grade = [&](size_t i, size_t k) {
+    const auto& t = tasks[answers[i].task];
+    const size_t h0 = t.inputs.size() / 2;
+    const sb::CallResult* run = ran(i, k);
+    const sb::CallResult& gold = parsed(i, k);
+    Grade pair;
+    if (gold.status != sb::Status::Ok) pair = gold_failure(gold);
+    else if (!run) pair = internal("no call result");
+    else if (run->status != sb::Status::Ok) pair = Grade{false, 0, failure_reason(*run), detail_of(*run)};
+    else if (!sb::python_equal(*run->value, *gold.value))
+      pair = Grade{false, 0, "wrong", "f(" + t.inputs[h0 + k].substr(0, 100) + ") = " + run->repr.substr(0, 100)};
+    else pair = Grade{true, 1, "ok", ""};
+    if (!pair.correct) pair.detail = "hidden " + std::to_string(k) + ": " + pair.detail;
+    return pair;
+  };
+
+  if (s.induction_first_pair_first) {
+    // The second round: the other hidden pairs of each answer whose first one did not decide it
+    // (reproduced, or lost by the sandbox, which decides only where no other pair fails).
+    base = res.size();
+    jobs.clear();  // moved into the first round's run
+    for (size_t i = 0; i < answers.size(); ++i) {
+      const auto& t = tasks[answers[i].task];
+      if (skip[i] || t.type != buffer::TaskType::Induction) continue;
+      const Grade p0 = pair_grade(i, 0);
+      if (!p0.correct && p0.reason != "internal_error") continue;
+      const size_t h0 = t.inputs.size() / 2;
+      for (size_t k = 1; k < t.inputs.size() - h0; ++k)
+        runs[first[i] + k] = job_for(answers[i].text, t.inputs[h0 + k], sb::InputMode::Literal);
+    }
+    if (!jobs.empty()) {
+      std::vector<sb::JobResult> more = pool.run(std::move(jobs));
+      res.insert(res.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+  }
 
   for (size_t i = 0; i < answers.size(); ++i) {
     if (skip[i]) continue;
@@ -175,16 +220,8 @@ std::vector<Grade> grade(sb::Pool& pool, const std::vector<buffer::Task>& tasks,
         // answer wrong (the trainer masks internal_error, so it must not hide a known failure).
         std::optional<Grade> lost;
         for (size_t k = 0; k < h; ++k) {
-          const sb::CallResult* run = ran(i, k);
-          const sb::CallResult& gold = parsed(i, k);
-          Grade pair;
-          if (gold.status != sb::Status::Ok) pair = gold_failure(gold);
-          else if (!run) pair = internal("no call result");
-          else if (run->status != sb::Status::Ok) pair = Grade{false, 0, failure_reason(*run), detail_of(*run)};
-          else if (!sb::python_equal(*run->value, *gold.value))
-            pair = Grade{false, 0, "wrong", "f(" + t.inputs[h0 + k].substr(0, 100) + ") = " + run->repr.substr(0, 100)};
-          else pair = Grade{true, 1, "ok", ""};
-          if (!pair.correct) pair.detail = "hidden " + std::to_string(k) + ": " + pair.detail;
+          if (runs[first[i] + k] == kNotRun) continue;  // the first pair failed: it decides
+          const Grade pair = pair_grade(i, k);
           if (pair.correct) {
             ++right;
           } else if (pair.reason == "internal_error") {

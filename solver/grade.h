@@ -51,6 +51,13 @@ struct GradeSettings {
   // they get one. false: a job per run and a parse job per answer, as grading did before
   // 2026-11-28 (task_engine_bench's baseline).
   bool share_jobs = true;
+  // true: an induction answer runs on its first hidden input first, and on the others only where
+  // that one was reproduced (or lost by the sandbox). correct, reason and detail are what running
+  // every input gives (the first failing pair decides them); accuracy counts the pairs that ran,
+  // so an answer wrong on its first is 0. A program that never ends costs one child at the CPU
+  // limit, not one per hidden input: in the quickstart's steps, 5 such answers took 4 of the 5 s
+  // the sandbox spent (bench/RESULTS.md). One more round trip to the pool where any answer goes on.
+  bool induction_first_pair_first = true;
 };
 
 struct Answer {

@@ -305,6 +305,60 @@ TEST(GradingFaults, AHiddenPairTheSandboxLostDecidesOnlyWhenNoOtherFails) {
   EXPECT_DOUBLE_EQ(g[1].accuracy, 0.6);
 }
 
+// GradeSettings::induction_first_pair_first: the same correct, reason and detail as running every
+// hidden input, in fewer children. The pool loses hidden input 6 (pair 0) of the programs marked
+// "# lose". By hand (hidden inputs 6..10): right; wrong at pair 0 only; wrong from pair 2; never
+// ends; raises; pair 0 lost and pair 3 wrong (wrong: a lost pair decides only alone); pair 0 lost
+// and the rest right (internal_error). All pairs run: 7 programs x 5 inputs. First pair first:
+// the three that fail their first pair run once, the others five times: 12 children fewer.
+TEST(GradingFaults, InductionFirstPairFirstGivesEveryPairsVerdictsInFewerChildren) {
+  sb::PoolOptions o;
+  o.workers = 2;
+  o.inject_fault = [](const sb::Job& j) {
+    return j.op == sb::protocol::Op::RunProgram && j.program.find("# lose") != std::string::npos &&
+           j.inputs.size() == 1 && j.inputs[0] == "6";
+  };
+  sb::Pool pool(o);
+  const Task t = squares_plus_one();
+  const std::vector<std::string> programs = {
+      "def f(x):\n    return x * x + 1",
+      "def f(x):\n    return x * x + 1 if x != 6 else 0",
+      "def f(x):\n    return x * x + 1 if x <= 7 else 0",
+      "def f(x):\n    while True:\n        pass",
+      "def f(x):\n    raise ValueError(x)",
+      "def f(x):  # lose\n    return x * x + 1 if x != 9 else 0",
+      "def f(x):  # lose\n    return x * x + 1",
+  };
+  auto graded = [&](bool first_pair_first, uint64_t& jobs) {
+    solver::GradeSettings s;
+    s.limits.cpu_seconds = 0.3;
+    s.induction_first_pair_first = first_pair_first;
+    const uint64_t before = pool.stats().submitted;
+    auto g = grade(pool, std::vector<Task>(programs.size(), t), programs, s);
+    jobs = pool.stats().submitted - before;
+    return g;
+  };
+  uint64_t jobs_all = 0, jobs_first = 0;
+  const std::vector<Grade> all = graded(false, jobs_all), first = graded(true, jobs_first);
+  const std::vector<std::string> reasons = {"ok", "wrong", "wrong", "timeout", "exception", "wrong", "internal_error"};
+  const std::vector<std::string> details = {"", "hidden 0: ", "hidden 2: ", "hidden 0: ", "hidden 0: ", "hidden 3: ",
+                                            "hidden 0: "};
+  for (size_t i = 0; i < programs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(all[i].reason, reasons[i]) << all[i].detail;
+    EXPECT_EQ(all[i].detail.rfind(details[i], 0), 0u) << all[i].detail;
+    EXPECT_EQ(first[i].correct, all[i].correct);
+    EXPECT_EQ(first[i].reason, all[i].reason);
+    EXPECT_EQ(first[i].detail, all[i].detail);
+  }
+  EXPECT_EQ(jobs_all - jobs_first, 12u);
+  // accuracy counts the pairs that ran: 4 of 5 are right, but the first pair decided.
+  EXPECT_DOUBLE_EQ(all[1].accuracy, 0.8);
+  EXPECT_DOUBLE_EQ(first[1].accuracy, 0.0);
+  EXPECT_DOUBLE_EQ(first[2].accuracy, all[2].accuracy);
+  EXPECT_DOUBLE_EQ(first[5].accuracy, 0.6);  // pairs 1, 2 and 4
+}
+
 // A hidden output whose parse the sandbox lost is not the task's fault (bad_task, which counts
 // against the solver) but internal_error, masked in training. The pool loses every parse job
 // holding "82", the output of hidden input 9 (pair 3), also when parsed again alone.
