@@ -528,7 +528,17 @@ void python_after_fork_child() {
 void run_job_in_child(const protocol::Request& req, int result_fd) {
   const size_t budget = static_cast<size_t>(req.limits.max_result_bytes);
   const uint32_t n = static_cast<uint32_t>(req.inputs.size());
+  // Room for any error record (a type of at most 200 bytes, a message of at most kMaxMessage) and
+  // the done record, taken before any input or program code runs: a MemoryError can come with the
+  // heap spent (a list of small ints grown to the limit, which the exception keeps alive), and a
+  // record that then had to grow threw std::bad_alloc, ending the child as `crashed`.
   std::string rec;
+  rec.reserve(kMaxMessage + 1024);
+  // A record made after the heap ran out: MemoryError, with no text to copy.
+  auto memory_error_record = [&](uint32_t index, uint32_t micros) {
+    rec.clear();
+    record_error(rec, index, protocol::RecordStatus::Exception, "MemoryError", "", micros);
+  };
 
   g_nonce = req.nonce;
   auto done = [&]() {
@@ -547,8 +557,12 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       if (v) {
         write_value_record(result_fd, rec, i, v, budget);
       } else {
-        auto [type, msg] = take_exception();
-        record_error(rec, i, protocol::RecordStatus::InputError, type, msg);
+        try {
+          auto [type, msg] = take_exception();
+          record_error(rec, i, protocol::RecordStatus::InputError, type, msg);
+        } catch (const std::bad_alloc&) {
+          memory_error_record(i, 0);
+        }
         write_all(result_fd, rec);
       }
     }
@@ -632,8 +646,12 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
         write_value_record(result_fd, rec, i, v, budget, micros);
         continue;
       }
-      auto [type, msg] = take_exception();
-      record_error(rec, i, protocol::RecordStatus::Exception, type, msg, micros);
+      try {
+        auto [type, msg] = take_exception();
+        record_error(rec, i, protocol::RecordStatus::Exception, type, msg, micros);
+      } catch (const std::bad_alloc&) {
+        memory_error_record(i, micros);
+      }
     }
     write_all(result_fd, rec);
   }

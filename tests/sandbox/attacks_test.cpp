@@ -655,6 +655,20 @@ TEST_F(SandboxAttack, MemoryBombGrowingList) {
   EXPECT_TRUE(Outcome(r, Status::Memory, "MemoryError"));
 }
 
+// A list of small ints growing to the limit (a model's induction answer): the MemoryError comes
+// with the heap spent, so a record made after it must not need memory. It did (the child's record
+// buffer grew): std::bad_alloc killed the child, which read as `crashed`, at 128-384 MiB, and as
+// `memory` only where the limit happened to fall (512 MiB).
+TEST_F(SandboxAttack, MemoryBombGrowingListOfSmallInts) {
+  const std::string program =
+      "def f(vals):\n    for item in vals:\n        vals.append(len(vals) - 6)\n    return vals\n";
+  for (const size_t mib : {128, 256, 384}) {
+    Limits l = allocation_heavy_limits();
+    l.memory_bytes = mib * kMiB;
+    EXPECT_TRUE(Outcome(run(program, "[1, 2, 3]", l), Status::Memory, "MemoryError")) << mib << " MiB";
+  }
+}
+
 // while True: pass -> killed by the exact CPU timer (SIGKILL) -> timeout / CpuTimeout.
 TEST_F(SandboxAttack, CpuBomb) {
   const JobResult& r = slow_result();
