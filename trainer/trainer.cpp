@@ -687,6 +687,14 @@ int train(const TrainOptions& opt) {
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() + ckpt_checked : std::string()));
   if (const std::string bits = kernels::reproducibility_note(cfg.model.device); !bits.empty()) log(bits);
+  // Resumed on another number of ranks: allowed (a run moved to a larger machine), but each step's
+  // items are dealt to the ranks anew and the gradients summed in another order, so the run goes
+  // on from the checkpoint without repeating, bit for bit, what the run would have done.
+  if (state && state->world_size != comm->size())
+    log(fmt::format("resume: the checkpoint was written by {} rank(s), this run has {}: the run goes on from it, but "
+                    "its losses and weights differ in the last bits from a run that kept {} (the gradient sums' "
+                    "order)",
+                    state->world_size, comm->size(), state->world_size));
   if (metrics_cut.unreadable > 0)
     log(fmt::format("warning: metrics.jsonl had {} line(s) that are not metrics (the first at line {}); "
                     "the resume dropped them", metrics_cut.unreadable, metrics_cut.first_unreadable_line));

@@ -246,6 +246,7 @@ TEST(TrainCli, ResumeContinuesBitIdentically) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("metrics.jsonl had 1 line(s) that are not metrics (the first at line 1)"), std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find("rank(s), this run has"), std::string::npos) << r.err;  // the same one rank
   expect_same_run(run, ref);
 }
 
@@ -609,6 +610,12 @@ TEST(TrainCli, TwoTcpRanksMatchOneProcess) {
   auto r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   expect_two_ranks_match_one_process(run, ref, "torchrun, tcp");
+  // Resumed by one process (no step left to run): taken, and the log says the sums' order changed.
+  r = run_process(resume_args(run.string(), 2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("resume: the checkpoint was written by 2 rank(s), this run has 1"),
+            std::string::npos)
+      << slurp(run / "log.txt");
 }
 
 // A rank of two whose config is bad stops at once with the config's message, before it waits for
