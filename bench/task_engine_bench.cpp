@@ -135,6 +135,7 @@ json run_step(sb::Pool& pool, const std::vector<Item>& items, size_t batch, int 
   if (apart_baseline) {
     sv::GradeSettings apart = gs;
     apart.share_jobs = false;
+    apart.induction_first_pair_first = false;  // grading as before 2026-11-28: every run its own job
     size_t differ = 0;
     auto regrade = [&](const char* name, const std::vector<sv::Answer>& answers, const std::vector<sv::Grade>& want) {
       t = Clock::now();

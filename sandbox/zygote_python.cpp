@@ -189,8 +189,23 @@ std::pair<std::string, std::string> take_exception() {
   return {truncate_utf8(name, 200), truncate_utf8(message, kMaxMessage)};
 }
 
+// take_exception() where the heap may be spent: a MemoryError can leave no room for the copies of
+// a long type name or message (the exception keeps what filled the heap alive), and the
+// std::bad_alloc ended the child as `crashed`. Then it is a MemoryError without its text, which
+// allocates nothing (a short string).
+std::pair<std::string, std::string> take_exception_or_memory() {
+  try {
+    return take_exception();
+  } catch (const std::bad_alloc&) {
+    PyErr_Clear();
+    return {"MemoryError", ""};
+  }
+}
+
 // The strict serializer (value wire format, sandbox/value.h). Only exact built-in types are
 // accepted; a subclass or any other object makes the result unrepresentable.
+const std::string kOutOfMemoryWhy = "out of memory while encoding the result";  // made at start-up
+
 class Encoder {
  public:
   explicit Encoder(size_t budget) : budget_(budget) {}
@@ -202,12 +217,17 @@ class Encoder {
     try {
       put(obj, 0);
     } catch (const std::bad_alloc&) {
-      fail(Outcome::TooLarge, "out of memory while encoding the result");
+      // Nothing here may allocate (a message built now threw again, out of the handler, and the
+      // child died as `crashed`): the partial encoding goes, and the reason is a string made
+      // before any program ran.
+      std::string().swap(out_);
+      outcome_ = Outcome::TooLarge;
+      out_of_memory_ = true;
     }
     return outcome_;
   }
   const std::string& bytes() const { return out_; }
-  const std::string& why() const { return why_; }
+  const std::string& why() const { return out_of_memory_ ? kOutOfMemoryWhy : why_; }
 
  private:
   void fail(Outcome o, std::string why) {
@@ -379,6 +399,7 @@ class Encoder {
   std::string out_;
   Outcome outcome_ = Outcome::Ok;
   std::string why_;
+  bool out_of_memory_ = false;  // why() is kOutOfMemoryWhy
 };
 
 const uint64_t* g_nonce = nullptr;  // the running job's nonce (child only)
@@ -528,17 +549,13 @@ void python_after_fork_child() {
 void run_job_in_child(const protocol::Request& req, int result_fd) {
   const size_t budget = static_cast<size_t>(req.limits.max_result_bytes);
   const uint32_t n = static_cast<uint32_t>(req.inputs.size());
-  // Room for any error record (a type of at most 200 bytes, a message of at most kMaxMessage) and
-  // the done record, taken before any input or program code runs: a MemoryError can come with the
-  // heap spent (a list of small ints grown to the limit, which the exception keeps alive), and a
-  // record that then had to grow threw std::bad_alloc, ending the child as `crashed`.
+  // Room for any error record (a type of at most 200 bytes, a message of at most kMaxMessage, each
+  // with "..." when cut) and the done record, taken before any input or program code runs: a
+  // MemoryError can come with the heap spent (a list of small ints grown to the limit, which the
+  // exception keeps alive), and a record that then had to grow threw std::bad_alloc, ending the
+  // child as `crashed`.
   std::string rec;
   rec.reserve(kMaxMessage + 1024);
-  // A record made after the heap ran out: MemoryError, with no text to copy.
-  auto memory_error_record = [&](uint32_t index, uint32_t micros) {
-    rec.clear();
-    record_error(rec, index, protocol::RecordStatus::Exception, "MemoryError", "", micros);
-  };
 
   g_nonce = req.nonce;
   auto done = [&]() {
@@ -557,12 +574,8 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
       if (v) {
         write_value_record(result_fd, rec, i, v, budget);
       } else {
-        try {
-          auto [type, msg] = take_exception();
-          record_error(rec, i, protocol::RecordStatus::InputError, type, msg);
-        } catch (const std::bad_alloc&) {
-          memory_error_record(i, 0);
-        }
+        auto [type, msg] = take_exception_or_memory();
+        record_error(rec, i, protocol::RecordStatus::InputError, type, msg);
         write_all(result_fd, rec);
       }
     }
@@ -584,7 +597,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
     } else if (parsed && !literal) {
       calls[i] = src;  // structure checked; evaluated from its text after the program ran
     } else {
-      input_errors[i] = take_exception();
+      input_errors[i] = take_exception_or_memory();
       if (input_errors[i].first.empty()) input_errors[i].first = "Exception";
     }
   }
@@ -605,7 +618,7 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
     PyObject* r = PyEval_EvalCode(code, globals, globals);
     if (r) program_ok = true;
   }
-  if (!program_ok) program_error = take_exception();
+  if (!program_ok) program_error = take_exception_or_memory();
 
   PyObject* entry = nullptr;
   if (program_ok) {
@@ -646,12 +659,8 @@ void run_job_in_child(const protocol::Request& req, int result_fd) {
         write_value_record(result_fd, rec, i, v, budget, micros);
         continue;
       }
-      try {
-        auto [type, msg] = take_exception();
-        record_error(rec, i, protocol::RecordStatus::Exception, type, msg, micros);
-      } catch (const std::bad_alloc&) {
-        memory_error_record(i, micros);
-      }
+      auto [type, msg] = take_exception_or_memory();
+      record_error(rec, i, protocol::RecordStatus::Exception, type, msg, micros);
     }
     write_all(result_fd, rec);
   }

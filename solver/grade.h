@@ -1,6 +1,7 @@
 #pragma once
 // Grading of solver answers (already extracted from the response) against buffer tasks, in the
-// sandbox, batched (every job of a batch goes to the pool in one Pool::run). Nothing the solver
+// sandbox, batched (every job of a batch goes to the pool in one Pool::run, and the induction
+// answers' other hidden inputs in a second: GradeSettings::induction_first_pair_first). Nothing the solver
 // wrote is parsed or evaluated in this process (METHOD.md, reference §5):
 //   deduction  the answer and the task's output are parsed as Python literals in the sandbox and
 //              compared by value (sets/dicts unordered, 1 == 1.0, nan never equal). An answer that
@@ -8,7 +9,8 @@
 //   abduction  the task program runs on the answer as its argument list (InputMode::Literal: only
 //              literals), and the result is compared by value with the task's output.
 //   induction  the answer program runs on each hidden input (inputs[n/2:]), each in its own child;
-//              correct iff every hidden output is reproduced (binary, §5.3); accuracy = fraction.
+//              correct iff every hidden output is reproduced (binary, §5.3); accuracy = the pairs
+//              reproduced (of those run) over the hidden pairs.
 // Every program runs in a child of its own, one input each, as validation ran it; the same run
 // asked for by several answers (rollouts that wrote the same answer) runs once. The literals
 // (deduction answers, the tasks' outputs) are parsed in children that run no program, each
@@ -67,7 +69,7 @@ struct Answer {
 
 struct Grade {
   bool correct = false;
-  double accuracy = 0;  // deduction/abduction: 0 or 1; induction: fraction of hidden pairs reproduced
+  double accuracy = 0;  // deduction/abduction: 0 or 1; induction: pairs reproduced (of those run) / hidden pairs
   std::string reason;
   std::string detail;
 };

@@ -687,13 +687,13 @@ int train(const TrainOptions& opt) {
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() + ckpt_checked : std::string()));
   if (const std::string bits = kernels::reproducibility_note(cfg.model.device); !bits.empty()) log(bits);
-  // Resumed on another number of ranks: allowed (a run moved to a larger machine), but each step's
-  // items are dealt to the ranks anew and the gradients summed in another order, so the run goes
-  // on from the checkpoint without repeating, bit for bit, what the run would have done.
+  // Resumed on another number of ranks: allowed (a run moved to a larger machine). A step's samples
+  // do not depend on the ranks (step.h), but its gradients are summed in another order, so the run
+  // does not repeat bit for bit what the run would have done.
   if (state && state->world_size != comm->size())
-    log(fmt::format("resume: the checkpoint was written by {} rank(s), this run has {}: the run goes on from it, but "
-                    "its losses and weights differ in the last bits from a run that kept {} (the gradient sums' "
-                    "order)",
+    log(fmt::format("resume: the checkpoint was written by {} rank(s), this run has {}: it goes on from it, but may "
+                    "differ from a run that kept {}, at first in the last bits (the order of the gradient sums), "
+                    "later more where a sample changes",
                     state->world_size, comm->size(), state->world_size));
   if (metrics_cut.unreadable > 0)
     log(fmt::format("warning: metrics.jsonl had {} line(s) that are not metrics (the first at line {}); "

@@ -666,6 +666,28 @@ TEST_F(SandboxAttack, MemoryBombGrowingListOfSmallInts) {
     Limits l = allocation_heavy_limits();
     l.memory_bytes = mib * kMiB;
     EXPECT_TRUE(Outcome(run(program, "[1, 2, 3]", l), Status::Memory, "MemoryError")) << mib << " MiB";
+    // The same at module level, answered with an exception whose name is too long for a short
+    // string: that exception, or a MemoryError where even its name could not be copied; never
+    // `crashed`.
+    const std::string at_load =
+        "class AnExceptionWhoseNameIsLongerThanAShortString(Exception):\n    pass\n"
+        "vals = [1, 2, 3]\ntry:\n    for item in vals:\n        vals.append(len(vals) - 6)\n"
+        "except MemoryError:\n    raise AnExceptionWhoseNameIsLongerThanAShortString('x' * 100)\n"
+        "def f():\n    return 1\n";
+    const JobResult loaded = run(at_load, "", l);
+    ASSERT_EQ(loaded.calls.size(), 1u) << mib;
+    EXPECT_TRUE(Outcome(loaded, Status::Error, "AnExceptionWhoseNameIsLongerThanAShortString") ||
+                Outcome(loaded, Status::Memory, "MemoryError"))
+        << mib << " MiB, at load: " << describe(loaded.calls[0]);
+    // The MemoryError caught and the whole list returned: its encoding fails for want of memory
+    // (or passes the result's size limit first); never `crashed`.
+    const std::string returned =
+        "def f(vals):\n    try:\n        for item in vals:\n            vals.append(len(vals) - 6)\n"
+        "    except MemoryError:\n        pass\n    return vals\n";
+    const JobResult r = run(returned, "[1, 2, 3]", l);
+    ASSERT_EQ(r.calls.size(), 1u) << mib;
+    EXPECT_TRUE(r.calls[0].status == Status::OutputLimit || r.calls[0].status == Status::Memory)
+        << mib << " MiB, returned: " << describe(r.calls[0]);
   }
 }
 
