@@ -81,6 +81,23 @@ struct AzrTiming {
   double seconds_per_pass = 0;
 };
 
+// Runs `pass` (one pass over a corpus, returning a count) until min_s have gone, after the
+// caller's warm-up; sets `passes` and `seconds_per_pass`. False when a pass counted other than
+// `expected` (the work changed between passes).
+template <typename Timing, typename Pass>
+bool time_passes(Timing& r, double min_s, size_t expected, Pass pass) {
+  size_t sink = 0;
+  const auto t0 = Clock::now();
+  double sec = 0;
+  do {
+    sink += pass();
+    ++r.passes;
+    sec = secs_since(t0);
+  } while (sec < min_s);
+  r.seconds_per_pass = sec / r.passes;
+  return sink == expected * static_cast<size_t>(r.passes);
+}
+
 struct AzrDecodeTiming {
   int passes = 0;
   double seconds_per_pass = 0;
@@ -98,16 +115,12 @@ AzrDecodeTiming time_azr_decode(const azr::model::BpeTokenizer& tok, const std::
     bytes += back.size();
     if (back != texts[i]) ++r.roundtrip_changed;
   }
-  size_t sink = 0;
-  const auto t0 = Clock::now();
-  double sec = 0;
-  do {
-    for (const auto& x : ids) sink += tok.decode(x).size();
-    ++r.passes;
-    sec = secs_since(t0);
-  } while (sec < min_s);
-  if (sink != bytes * static_cast<size_t>(r.passes)) std::fprintf(stderr, "tokenizer_bench: unstable decode\n");
-  r.seconds_per_pass = sec / r.passes;
+  const bool stable = time_passes(r, min_s, bytes, [&] {
+    size_t n = 0;
+    for (const auto& x : ids) n += tok.decode(x).size();
+    return n;
+  });
+  if (!stable) std::fprintf(stderr, "tokenizer_bench: unstable decode\n");
   return r;
 }
 
@@ -118,16 +131,12 @@ AzrTiming time_azr(const azr::model::BpeTokenizer& tok, const std::vector<std::s
     r.bytes += s.size();
     r.tokens += tok.encode(s).size();  // warm-up pass
   }
-  size_t sink = 0;
-  const auto t0 = Clock::now();
-  double sec = 0;
-  do {
-    for (const auto& s : texts) sink += tok.encode(s).size();
-    ++r.passes;
-    sec = secs_since(t0);
-  } while (sec < min_s);
-  if (sink != r.tokens * static_cast<size_t>(r.passes)) std::fprintf(stderr, "tokenizer_bench: unstable token count\n");
-  r.seconds_per_pass = sec / r.passes;
+  const bool stable = time_passes(r, min_s, r.tokens, [&] {
+    size_t n = 0;
+    for (const auto& s : texts) n += tok.encode(s).size();
+    return n;
+  });
+  if (!stable) std::fprintf(stderr, "tokenizer_bench: unstable token count\n");
   return r;
 }
 

@@ -70,14 +70,10 @@ int main(int argc, char** argv) {
     buffer::import_jsonl(buf, in, seed_tasks, false);
   }
   sandbox::Pool pool(sandbox::PoolOptions{.workers = cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores});
-  model::AdamWSettings adamw{.lr = cfg.algorithm.lr,
-                             .beta1 = cfg.algorithm.beta1,
-                             .beta2 = cfg.algorithm.beta2,
-                             .eps = cfg.algorithm.adam_eps,
-                             .weight_decay = cfg.algorithm.weight_decay};
   std::unique_ptr<trainer::Policy> made;
   try {
-    made = std::make_unique<trainer::Policy>(trainer::initial_model(cfg), trainer::make_tokenizer(cfg), adamw);
+    made = std::make_unique<trainer::Policy>(trainer::initial_model(cfg), trainer::make_tokenizer(cfg),
+                                             trainer::adamw_settings(cfg));
   } catch (const trainer::UserError& e) {
     std::fprintf(stderr, "train_step_bench: %s\n", e.what());
     return 2;

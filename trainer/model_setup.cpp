@@ -42,6 +42,14 @@ const kernels::Ops& model_backend(const TrainConfig& c, int local_rank) {
   }
 }
 
+model::AdamWSettings adamw_settings(const TrainConfig& c) {
+  return {.lr = c.algorithm.lr,
+          .beta1 = c.algorithm.beta1,
+          .beta2 = c.algorithm.beta2,
+          .eps = c.algorithm.adam_eps,
+          .weight_decay = c.algorithm.weight_decay};
+}
+
 model::ModelConfig model_config(const TrainConfig& c) {
   try {
     if (!c.model.preset.empty()) return model::preset_config(c.model.preset);

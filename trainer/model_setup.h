@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/adamw.h"
 #include "model/chat_format.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
@@ -47,6 +48,8 @@ struct MicroBatchChoice {
   std::string note;
 };
 MicroBatchChoice resolve_micro_batch(const TrainConfig& config, int local_rank = 0, int local_ranks = 1);
+// The optimizer [algorithm] describes: lr, betas, eps, weight decay.
+model::AdamWSettings adamw_settings(const TrainConfig& config);
 // The ModelConfig of model.preset or model.path/config.json. Throws UserError.
 model::ModelConfig model_config(const TrainConfig& config);
 // The byte tokenizer for a preset without model.tokenizer; else model.tokenizer (a file or its

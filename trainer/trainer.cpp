@@ -603,11 +603,7 @@ int train(const TrainOptions& opt) {
   start_model.reset();
   m.set_recompute(cfg.model.recompute);
   m.set_decode_graphs(cfg.model.decode_graphs);
-  model::AdamWSettings aw;
-  aw.lr = cfg.algorithm.lr;
-  aw.beta1 = cfg.algorithm.beta1, aw.beta2 = cfg.algorithm.beta2, aw.eps = cfg.algorithm.adam_eps;
-  aw.weight_decay = cfg.algorithm.weight_decay;
-  Policy policy(std::move(m), std::move(tok), aw);
+  Policy policy(std::move(m), std::move(tok), adamw_settings(cfg));
   // Collective: every rank makes its NCCL communicator here, on the GPU model_backend selected.
   const bool nccl_gradients = cfg.run.gradient_allreduce == "nccl" && comm->size() > 1;
   if (nccl_gradients)
