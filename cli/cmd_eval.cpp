@@ -243,9 +243,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->footer(
       "Benchmarks: humanevalplus mbppplus humaneval mbpp (code), aime24 aime25 amc23 math500 minerva_math "
       "olympiadbench (math), gsm8k (math-graded, not in the math avg), cruxeval_o cruxeval_i (in-distribution, "
-      "reported apart). code avg = mean pass@1 of humanevalplus and mbppplus (the paper's; humaneval and mbpp are "
-      "reported beside it), math avg = of the six math benchmarks, over those evaluated; overall = "
-      "(code avg + math avg) / 2.\n"
+      "reported apart). code avg = mean pass@1 of humanevalplus and mbppplus (humaneval and mbpp are reported "
+      "beside it; the paper's also has LiveCodeBench, which azr lacks), math avg = of the six math benchmarks, "
+      "over those evaluated (the table names them); overall = (code avg + math avg) / 2.\n"
       "--answers FILE: one {\"bench\", \"id\", \"response\"} object per line (several lines per item = several "
       "samples); graded without a model. --model DIR --bench NAME[,NAME]: generate first (greedy by default; "
       "sampled when --n > 1), then grade. Benchmark data: --data DIR, else $AZR_BENCHMARKS, else "

@@ -59,6 +59,10 @@ BenchScore score_bench(const Benchmark& bench, const std::vector<Sample>& sample
 struct Summary {
   std::vector<BenchScore> benches;
   std::optional<double> code_avg, math_avg, overall, code_avg_k, math_avg_k, overall_k;
+  // The benchmarks each pass@1 average is over, in the report's order. The paper's averages are
+  // over all of them (its code average also over LiveCodeBench, which azr lacks), so the table
+  // names these: an average over fewer is not the paper's figure.
+  std::vector<std::string> code_avg_of, math_avg_of;
   int k = 0;
 };
 

@@ -18,9 +18,11 @@ std::string rename_to_f(std::string_view program, std::string_view name) {
   const std::string n = regex_escape(name);
   // `def name(` first, then every `name (` call, space or not (the reference's two steps, its
   // \bname\s*\(). The call pattern's (?<!\w) is the word boundary that keeps `xname(`
-  // (Unicode-aware: UCP).
+  // (Unicode-aware: UCP). One deliberate change: a method call `.name(` is not the function and
+  // keeps its name. The reference renames it too, so `def count(s): return s.count('a')` fails
+  // there as `s.f('a')` (AttributeError) and a sound proposal is scored -1.
   std::string out = Regex(R"(\bdef\s+)" + n + R"(\s*\()").replace_all(program, "def f(");
-  out = Regex(R"((?<!\w))" + n + R"(\s*\()").replace_all(out, "f(");
+  out = Regex(R"((?<![\w.]))" + n + R"(\s*\()").replace_all(out, "f(");
   return out;
 }
 

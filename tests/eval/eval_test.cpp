@@ -234,6 +234,20 @@ TEST(Report, ScoresAndSummary) {
   EXPECT_NE(table.find("1/378"), std::string::npos) << table;
   EXPECT_EQ(summary_json(sum)["overall"], 50.0);
   EXPECT_EQ(summary_json(sum)["benchmarks"][1]["benchmark_items"], 378);
+  // Which benchmarks the averages are of, and that they are not the paper's: its code average
+  // also has LiveCodeBench, its math average six benchmarks.
+  EXPECT_EQ(sum.code_avg_of, (std::vector<std::string>{"humanevalplus", "mbppplus"}));
+  EXPECT_EQ(sum.math_avg_of, (std::vector<std::string>{"aime24"}));
+  EXPECT_NE(table.find("code avg of humanevalplus, mbppplus (the paper's also has LiveCodeBench"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("math avg of aime24 (1 of the paper's 6)"), std::string::npos) << table;
+  EXPECT_EQ(summary_json(sum)["math_avg_of"], nlohmann::json::array({"aime24"}));
+  std::vector<BenchScore> six;
+  for (const char* m : {"aime24", "aime25", "amc23", "math500", "minerva_math", "olympiadbench"})
+    six.push_back({m, Category::Math, 1, 1, 1, 1, 1.0, std::nullopt});
+  const std::string math_only = format_table(summarize(six, 0));
+  EXPECT_EQ(math_only.find("math avg of"), std::string::npos) << math_only;  // all six: the paper's set
+  EXPECT_EQ(math_only.find("code avg of"), std::string::npos) << math_only;  // no code benchmark
 }
 
 }  // namespace
