@@ -19,6 +19,7 @@
 #include "eval/prompts.h"
 #include "eval/report.h"
 #include "kernels/ops.h"
+#include "model/chat_format.h"
 #include "model/generate.h"
 #include "model/json_text.h"
 #include "model/tokenizer.h"
@@ -171,24 +172,32 @@ int run_answers(const EvalOptions& o, const fs::path& data) {
   return grade_and_report(o, jobs);
 }
 
-// A model `azr bootstrap` made records the prompt wording it learned (bootstrap.json); scored on
-// another template it looks worse than it is. `azr train` warns of the same (prompt_style).
-void warn_on_another_prompt_style(const std::string& model_dir, const std::string& template_name) {
-  std::ifstream in(fs::path(model_dir) / "bootstrap.json");
-  if (!in) return;
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("prompt_style") || !j["prompt_style"].is_string()) return;
-  if (j["prompt_style"] == "compact" && template_name != "compact")
-    spdlog::warn("eval: {}/bootstrap.json says the model learned the compact prompts; --template {} is another "
-                 "wording (--template compact matches it)",
-                 model_dir, template_name);
+// The template a model is scored with. A model `azr bootstrap` made or a checkpoint `azr train`
+// wrote records the prompt wording it learned (model::learned_prompt_style): scored on another
+// template it looks worse than it is (a quickstart checkpoint: CRUXEval-I 0.0 under r1, 12.5
+// under compact). Without --template that wording is the default; a --template that differs is
+// warned of. A model that records nothing gets r1.
+std::string template_for(const std::string& model_dir, const std::string& asked) {
+  const auto learned = model::learned_prompt_style(model_dir);
+  const std::string matching = learned && learned->style == model::PromptStyle::Compact ? "compact" : "r1";
+  if (asked.empty()) {
+    if (learned)
+      spdlog::info("eval: --template {}, the wording {} says the model learned", matching, learned->record.string());
+    return matching;
+  }
+  if (learned && asked != matching)
+    spdlog::warn("eval: {} says the model learned the {} prompts; --template {} is another wording (--template {} "
+                 "matches it)",
+                 learned->record.string(), model::prompt_style_name(learned->style), asked, matching);
+  return asked;
 }
 
 int run_model(const EvalOptions& o, const fs::path& data) {
   if (o.bench.empty()) throw UsageError("eval: --model needs --bench NAME[,NAME...]");
   eval::Template tmpl;
+  const std::string template_name = template_for(o.model, o.template_name);
   try {
-    tmpl = eval::parse_template(o.template_name);
+    tmpl = eval::parse_template(template_name);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--template: ") + e.what());
   }
@@ -202,7 +211,6 @@ int run_model(const EvalOptions& o, const fs::path& data) {
                                   " or more samples per item (--n is " + std::to_string(o.n) + ")");
   std::vector<Job> jobs;
   for (const auto& n : names) jobs.push_back({load_bench(n, data), {}});
-  warn_on_another_prompt_style(o.model, o.template_name);
 
   kernels::set_cpu_threads(o.threads);
   model::Transformer m = load_model(o.model, o.device);
@@ -266,8 +274,11 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   add_sampling_options(c, o.temperature, "sampling temperature (default 0 = greedy when --n 1, else 1.0)", o.top_p);
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")->capture_default_str()
       ->check(between(1, kMaxNewTokens));
-  c->add_option("--template", o.template_name, "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. azr bootstrap's)")
-      ->capture_default_str()->check(CLI::IsMember({"r1", "boxed", "compact"}));
+  c->add_option("--template", o.template_name,
+                "r1 (self-play models), boxed (base models) or compact (models trained on compact prompts, e.g. "
+                "azr bootstrap's); default: the wording the model's bootstrap.json or trainer_state.json records, "
+                "else r1")
+      ->check(CLI::IsMember({"r1", "boxed", "compact"}));
   c->add_option("--seed", o.seed, "sampling seed")->capture_default_str()->check(seed());
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
       ->check(positive());

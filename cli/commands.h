@@ -168,7 +168,7 @@ struct EvalOptions {
   std::optional<float> temperature;  // --model: default 0 (greedy) when n = 1, else 1.0
   float top_p = 1.f;
   int32_t max_tokens = 1024;
-  std::string template_name = "r1";
+  std::string template_name;        // "" = the wording the model records it learned, else r1
   uint64_t seed = 0;
   int32_t batch_size = 16;
   bool json = false;               // print the summary as JSON instead of the table

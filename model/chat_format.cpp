@@ -1,5 +1,8 @@
 #include "model/chat_format.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 namespace azr::model {
 
 namespace {
@@ -52,6 +55,20 @@ PromptStyle parse_prompt_style(std::string_view name) {
   if (name == "paper") return PromptStyle::Paper;
   if (name == "compact") return PromptStyle::Compact;
   throw std::invalid_argument("unknown prompt style '" + std::string(name) + "' (expected paper or compact)");
+}
+
+std::optional<LearnedPromptStyle> learned_prompt_style(const std::filesystem::path& model_dir) {
+  for (const char* name : {"bootstrap.json", "trainer_state.json"}) {
+    const std::filesystem::path record = model_dir / name;
+    std::ifstream in(record);
+    if (!in) continue;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("prompt_style") || !j["prompt_style"].is_string()) continue;
+    const std::string name_in_file = j["prompt_style"].get<std::string>();
+    if (name_in_file == "paper") return LearnedPromptStyle{PromptStyle::Paper, record};
+    if (name_in_file == "compact") return LearnedPromptStyle{PromptStyle::Compact, record};
+  }
+  return std::nullopt;
 }
 
 std::string_view prompt_style_name(PromptStyle style) { return style == PromptStyle::Paper ? "paper" : "compact"; }

@@ -2,6 +2,8 @@
 // Chat formatting: Qwen2.5's ChatML template (instruct models) and the plain R1-style wrapper
 // the Absolute Zero reference uses for base models (../shared/METHOD.md, research/azr-reference.md
 // §3.1). Both return text; encode it with a Tokenizer (special tokens are matched in the text).
+#include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -60,6 +62,15 @@ enum class PromptStyle { Paper, Compact };
 // "paper" | "compact"; anything else is std::invalid_argument.
 PromptStyle parse_prompt_style(std::string_view name);
 std::string_view prompt_style_name(PromptStyle style);
+// The prompt wording a model directory records it learned, and the file that says so: a model
+// `azr bootstrap` made (bootstrap.json) or a checkpoint `azr train` wrote (trainer_state.json,
+// the run's algorithm.prompt_style). nullopt when neither file holds a known "prompt_style"
+// (a Hugging Face model; a checkpoint written before the key).
+struct LearnedPromptStyle {
+  PromptStyle style;
+  std::filesystem::path record;
+};
+std::optional<LearnedPromptStyle> learned_prompt_style(const std::filesystem::path& model_dir);
 // The body wrapped for `style`: render_r1(body) or "User: " + body + kR1Suffix.
 std::string render_task_prompt(PromptStyle style, std::string_view body);
 

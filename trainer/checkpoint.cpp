@@ -36,6 +36,7 @@ std::string trainer_state_json(const TrainerState& s) {
   j["in_a_row"] = {{"not_finite", s.not_finite_in_a_row},
                    {"proposer_lost", s.proposer_lost_in_a_row},
                    {"solver_lost", s.solver_lost_in_a_row}};
+  if (!s.prompt_style.empty()) j["prompt_style"] = s.prompt_style;
   // write_checkpoint adds the manifest beside this file: a checkpoint that says so and lacks it
   // lost it (verify_checksums), where a missing manifest alone passed as an older checkpoint's.
   j["checksums"] = kChecksumsFile;

@@ -31,6 +31,10 @@ struct TrainerState {
   // sandbox losing every result of the proposer's or the solver's), so that a resumed run stops
   // where the run would have. Absent from checkpoints written before them: 0.
   int not_finite_in_a_row = 0, proposer_lost_in_a_row = 0, solver_lost_in_a_row = 0;
+  // The run's algorithm.prompt_style: the wording the checkpoint's model learned, which `azr
+  // eval` takes as its template and `azr train` checks a new run on this model against
+  // (model::learned_prompt_style). Not read back on resume (the config holds it). "" = not written.
+  std::string prompt_style;
 };
 
 std::string trainer_state_json(const TrainerState& s);

@@ -222,16 +222,12 @@ model::PromptStyle prompt_style(const TrainConfig& c) { return model::parse_prom
 
 std::string prompt_style_warning(const TrainConfig& c) {
   if (c.model.path.empty()) return "";
-  const std::filesystem::path record = std::filesystem::path(c.model.path) / "bootstrap.json";
-  std::ifstream in(record);
-  if (!in) return "";
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("prompt_style") || !j["prompt_style"].is_string()) return "";
-  const std::string learned = j["prompt_style"].get<std::string>();
-  if (learned == c.algorithm.prompt_style) return "";
-  return "warning: " + record.string() + " says the model learned prompt_style \"" + learned +
+  const auto learned = model::learned_prompt_style(c.model.path);
+  if (!learned || model::prompt_style_name(learned->style) == c.algorithm.prompt_style) return "";
+  const std::string name(model::prompt_style_name(learned->style));
+  return "warning: " + learned->record.string() + " says the model learned prompt_style \"" + name +
          "\", but algorithm.prompt_style is \"" + c.algorithm.prompt_style + "\" (set algorithm.prompt_style = \"" +
-         learned + "\")";
+         name + "\")";
 }
 
 }  // namespace azr::trainer

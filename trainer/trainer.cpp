@@ -730,6 +730,7 @@ int train(const TrainOptions& opt) {
       st.not_finite_in_a_row = not_finite_in_a_row;
       st.proposer_lost_in_a_row = lost_steps.proposer_in_a_row();
       st.solver_lost_in_a_row = lost_steps.solver_in_a_row();
+      st.prompt_style = cfg.algorithm.prompt_style;
       for (const auto& sink : sinks) sink->sync();
       path = write_checkpoint(
                  run_dir, st,

@@ -261,16 +261,32 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
                         "--n", "2", "--k", "4"});
   EXPECT_EQ(k.exit_code, 2);
   EXPECT_NE(k.err.find("--k 4: pass@k needs --n 4 or more samples per item (--n is 2)"), std::string::npos) << k.err;
-  // A model that learned the compact prompts (its bootstrap.json says so), scored on another
-  // template: warned before anything loads (the weights here are absent, so it stops after).
-  const fs::path styled = dir_ / "compact-model";
-  fs::create_directories(styled);
-  std::ofstream(styled / "bootstrap.json") << R"({"prompt_style": "compact"})";
-  auto style = run_process({bin_, "eval", "--model", styled.string(), "--bench", "gsm8k", "--data", data_});
-  EXPECT_NE(style.err.find("bootstrap.json says the model learned the compact prompts; --template r1 is another "
-                           "wording"),
-            std::string::npos)
-      << style.err;
+  // A model that learned the compact prompts (its bootstrap.json, or a checkpoint's
+  // trainer_state.json, says so): without --template that wording is taken, and another
+  // --template is warned of, before anything loads (the weights here are absent, so it stops
+  // after). A quickstart checkpoint scored CRUXEval-I 0.0 under r1, without a word, against 12.5.
+  for (const char* record : {"bootstrap.json", "trainer_state.json"}) {
+    const fs::path styled = dir_ / (std::string("compact-model-") + record);
+    fs::create_directories(styled);
+    std::ofstream(styled / record) << R"({"step": 12, "prompt_style": "compact"})";
+    const std::string file = (styled / record).string();
+    auto asked = run_process({bin_, "eval", "--model", styled.string(), "--bench", "gsm8k", "--data", data_,
+                              "--template", "r1"});
+    EXPECT_NE(asked.err.find(file + " says the model learned the compact prompts; --template r1 is another wording "
+                                    "(--template compact matches it)"),
+              std::string::npos)
+        << asked.err;
+    auto unasked = run_process({bin_, "eval", "--model", styled.string(), "--bench", "gsm8k", "--data", data_});
+    EXPECT_NE(unasked.err.find("eval: --template compact, the wording " + file + " says the model learned"),
+              std::string::npos)
+        << unasked.err;
+    EXPECT_EQ(unasked.err.find("another wording"), std::string::npos) << unasked.err;
+  }
+  // A model that records nothing gets r1, and nothing is said of it.
+  const fs::path plain = dir_ / "plain-model";
+  fs::create_directories(plain);
+  auto unrecorded = run_process({bin_, "eval", "--model", plain.string(), "--bench", "gsm8k", "--data", data_});
+  EXPECT_EQ(unrecorded.err.find("--template"), std::string::npos) << unrecorded.err;
   auto top_p = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--top-p", "2"});
   EXPECT_EQ(top_p.exit_code, 2);
   EXPECT_NE(top_p.err.find("--top-p: 2 is too large: it must be in (0, 1]"), std::string::npos) << top_p.err;

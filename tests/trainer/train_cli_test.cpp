@@ -210,6 +210,9 @@ TEST(TrainCli, ReferenceRunLeavesACompleteRunDirectory) {
                           "trainer_state.json"})
       EXPECT_NE(r.out.find(std::string(f) + ": OK"), std::string::npos) << f << "\n" << r.out;
   }
+  // The wording the model learned, for azr eval's default template (the fixture leaves the key
+  // at its default, the paper's prompts).
+  EXPECT_EQ(json::parse(slurp(ref / "checkpoints/step-3/trainer_state.json"))["prompt_style"], "paper");
   const std::vector<json> m = metrics(ref);
   ASSERT_EQ(m.size(), size_t(kSteps));
   for (int s = 0; s < kSteps; s++) {
