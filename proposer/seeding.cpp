@@ -35,6 +35,10 @@ SeedingReport grow_seed_buffer(buffer::TaskBuffer& buffer, sandbox::Pool& pool, 
     if (full(TaskType::Deduction) && full(TaskType::Abduction) && full(TaskType::Induction)) break;
     for (TaskType type : {TaskType::Deduction, TaskType::Abduction, TaskType::Induction}) {
       if (full(type)) continue;
+      if (s.stop && s.stop()) {
+        report.stopped = true;
+        return report;
+      }
       std::vector<std::string> prompts, programs;
       for (int i = 0; i < s.batch; i++) {
         if (type == TaskType::Induction) {

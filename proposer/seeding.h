@@ -31,6 +31,9 @@ struct SeedingSettings {
   model::PromptStyle prompt_style = model::PromptStyle::Paper;
   ParseOptions parse;
   ValidateSettings validate;
+  // Asked before each type's batch of a round; true ends seeding there (a signal: azr train
+  // stops). Empty = never.
+  std::function<bool()> stop;
 };
 
 struct SeedingReport {
@@ -40,6 +43,7 @@ struct SeedingReport {
   int64_t duplicates = 0;
   std::map<std::string, int64_t> rejected;  // reason -> count
   bool reached_target = false;
+  bool stopped = false;  // settings.stop said so
 };
 
 // Inserts the identity seeds into an empty buffer, then runs rounds of: per type, `batch`

@@ -48,9 +48,21 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+bool g_say_stopping = false;  // rank 0 says at once that the signal was taken (the others are quiet)
 
 extern "C" void on_stop_signal(int sig) {
-  g_stop_signal.store(sig);
+  // The stop waits for the end of a step (or a seeding round), which can take minutes: said at
+  // once, so the first Ctrl-C is not taken for one that went unheard. write(2) is safe here.
+  if (g_stop_signal.exchange(sig) == 0 && g_say_stopping) {
+    static constexpr char kInt[] =
+        "\nazr: Ctrl-C: stopping after this step (or seeding round); Ctrl-C again stops at once, without a "
+        "checkpoint\n";
+    static constexpr char kTerm[] = "\nazr: SIGTERM: stopping after this step (or seeding round)\n";
+    if (sig == SIGINT)
+      (void)!::write(STDERR_FILENO, kInt, sizeof kInt - 1);
+    else
+      (void)!::write(STDERR_FILENO, kTerm, sizeof kTerm - 1);
+  }
   // A second Ctrl-C ends the process at once (the default action). A second SIGTERM does not:
   // launchers pass SIGTERM on to every rank (scripts/local_ranks.sh, torchrun, srun), and
   // `timeout` or a scheduler may signal the whole process group as well, so one stop can reach a
@@ -568,6 +580,11 @@ int train(const TrainOptions& opt) {
     fs::create_directories(run_dir / "checkpoints");
   }
   comm->barrier();
+  // From here a signal stops the run where it can end cleanly: after seeding's current round
+  // (a new run: its directory is removed, as nothing was saved) or after the current step.
+  g_say_stopping = root;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   // Every rank reads the checkpoint from rank 0's run directory itself: one that saw another
   // newest checkpoint (a filesystem not shared, or behind) would train other weights, or call other
   // collectives than rank 0 and hang. Each rank stops here alike, naming what it found.
@@ -755,6 +772,7 @@ int train(const TrainOptions& opt) {
   sampling.top_k = cfg.algorithm.top_k;
   sampling.max_new_tokens = cfg.algorithm.max_response_tokens;
   if (!state) {
+    bool seeding_stopped = false;
     if (root && !cfg.seeding.import_tasks.empty()) {
       std::ifstream in(cfg.seeding.import_tasks);
       if (!in) throw UserError(cfg.seeding.import_tasks + ": cannot read (seeding.import_tasks)");
@@ -808,8 +826,10 @@ int train(const TrainOptions& opt) {
         for (size_t k = 0; k < c.size(); k++) out[at[k]] = std::move(c[k].text);
         return out;
       };
+      ss.stop = [] { return g_stop_signal.load() != 0; };
       const double t0 = unix_now();
       const proposer::SeedingReport rep = proposer::grow_seed_buffer(*buf, pool, generate, ss);
+      seeding_stopped = rep.stopped;
       std::string rejected;
       for (const auto& [reason, n] : rep.rejected) rejected += fmt::format(" {}={}", reason, n);
       log(fmt::format("seeding: {} rounds, {} proposals, inserted {}/{}/{} (ded/abd/ind), {} duplicates, {:.1f}s{}{}",
@@ -820,6 +840,18 @@ int train(const TrainOptions& opt) {
         log(fmt::format("seeding: warning: {} of {} prompts passed algorithm.max_prompt_tokens ({}) and were not "
                         "generated for (counted as no_answer above)", too_long, rep.proposals,
                         cfg.algorithm.max_prompt_tokens));
+    }
+    // Stopped by a signal in seeding: no checkpoint yet, so the run directory goes (NewRunCleanup)
+    // and the same command starts the run again. Every rank ends here alike.
+    std::vector<double> halt{double(seeding_stopped)};
+    comm->allreduce_sum(std::span<double>(halt));
+    if (halt[0] > 0) {
+      if (console) console->finish("");  // ends the progress line; the log's line follows on stderr
+      log.attach(nullptr);
+      log(fmt::format("stopped by a signal during seeding, before the run's first checkpoint: nothing was saved and "
+                      "{} is removed; run the same command again to start the run",
+                      run_dir.string()));
+      return 130;
     }
     write_ckpt(0);
   }
@@ -862,8 +894,6 @@ int train(const TrainOptions& opt) {
   };
 
   // ---- the loop ----------------------------------------------------------------------------
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   const bool check_replicas = cfg.run.check_replicas;
   StepContext ctx{cfg, policy, pool, *comm, root ? &*buf : nullptr, root ? &data_rng : nullptr, {}};
   if (console) ctx.phase = [&](const std::string& p) { console->phase(p); };
@@ -881,7 +911,16 @@ int train(const TrainOptions& opt) {
     if (root && !metrics.empty())
       for (auto& sink : sinks) sink->write(0, unix_now(), metrics);
   }
-  for (int64_t s = first_step; s <= cfg.run.steps; s++) {
+  // A signal before the first step (while a checkpoint loaded, or in the step-0 evaluation): the
+  // run stops where it is, with the checkpoint it has, rather than after one more step.
+  std::vector<double> early{double(g_stop_signal.load() != 0)};
+  comm->allreduce_sum(std::span<double>(early));
+  if (early[0] > 0) {
+    stopped = true;
+    log(fmt::format("stopped by a signal before step {}; resume with: azr train --resume {}", first_step,
+                    run_dir.string()));
+  }
+  for (int64_t s = first_step; s <= cfg.run.steps && !stopped; s++) {
     std::optional<kernels::OpProfile> profile;
     if (s == cfg.run.profile_step) profile.emplace();
     StepResult r = run_step(ctx, s);
@@ -957,6 +996,12 @@ int train(const TrainOptions& opt) {
       break;
     }
   }
+  // A resume of a finished run restores its checkpoint (and writes a step-0 row it lacks) and
+  // runs no step; it said "12 of 12 steps in 0s" and no more.
+  if (first_step > cfg.run.steps && !stopped)
+    log(fmt::format("the run had finished: its newest checkpoint is step {} and run.steps is {}; to go on, raise "
+                    "run.steps (azr train --resume {} --set run.steps=N)",
+                    first_step - 1, cfg.run.steps, run_dir.string()));
   if (root) console->finish(summary_text(last, step, cfg.run.steps, unix_now() - t_run, run_dir, last_ckpt, eval_lines));
   log.attach(nullptr);
   log.set_quiet(true);  // the summary said it on the console

@@ -538,9 +538,39 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
   EXPECT_TRUE(fs::exists(run / ("checkpoints/step-" + std::to_string(stopped_at)) / "trainer_state.json"))
       << "no checkpoint of the last finished step " << stopped_at;
   EXPECT_NE(slurp(log).find("resume with: azr train --resume"), std::string::npos);
+  // Said when the signal came, not only when the step ended (it can take minutes).
+  EXPECT_NE(slurp(log).find("azr: Ctrl-C: stopping after this step (or seeding round); Ctrl-C again stops at once"),
+            std::string::npos)
+      << slurp(log);
   auto r = run_process(resume_args(run.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_same_run(run, ref);
+}
+
+// Ctrl-C in seeding killed the process there (the handler came after seeding), with no word and
+// the buffer's WAL left behind; the README promises a clean stop. Seeding now ends its round, and
+// as a new run has no checkpoint before seeding ends, its directory goes: the same command starts
+// it again. Seeding here would run for ever (a target of 10^6 tasks), so exit 130 is the stop.
+TEST(TrainCli, CtrlCInSeedingStopsThereAndLeavesNoRun) {
+  const fs::path run = scratch("sigint-seeding");
+  const fs::path log = run.string() + ".log";
+  std::vector<std::string> args = train_args(run.string());
+  for (const char* set : {"seeding.target=1000000", "seeding.max_rounds=1000000", "buffer.capacity_per_type=0"})
+    args.insert(args.end(), {"--set", set});
+  const pid_t pid = start(args, log);
+  ASSERT_GT(pid, 0);
+  // Seeding starts once the imported tasks are in (the log says so).
+  for (int i = 0; i < 1200 && slurp(run / "log.txt").find("seeding: imported") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(slurp(run / "log.txt").find("seeding: imported"), std::string::npos) << slurp(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid), 130) << slurp(log);
+  EXPECT_NE(slurp(log).find("stopped by a signal during seeding, before the run's first checkpoint: nothing was saved "
+                            "and " + run.string() + " is removed; run the same command again to start the run"),
+            std::string::npos)
+      << slurp(log);
+  EXPECT_FALSE(fs::exists(run)) << "the run directory is left";
 }
 
 // Two ranks' run (`run`, 2 steps, run.check_replicas on) against the one-process reference run:
@@ -778,6 +808,28 @@ fs::path copy_of_reference(const std::string& name) {
   const fs::path run = scratch(name);
   fs::copy(ref, run, fs::copy_options::recursive);
   return run;
+}
+
+// A run already at run.steps: a resume restores its checkpoint and runs no step, and said only
+// "3 of 3 steps in 0s". It now says how to go on; its checkpoints and metrics are as they were.
+TEST(TrainCli, ResumingAFinishedRunSaysHowToGoOn) {
+  const fs::path run = copy_of_reference("finished");
+  auto kept = [&] {
+    std::vector<std::pair<std::string, std::string>> files;  // the checkpoints' files and metrics, with their bytes
+    for (const auto& e : fs::recursive_directory_iterator(run / "checkpoints"))
+      if (e.is_regular_file()) files.emplace_back(fs::relative(e.path(), run).string(), slurp(e.path()));
+    files.emplace_back("metrics.jsonl", slurp(run / "metrics.jsonl"));
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  const auto before = kept();
+  auto r = run_process(resume_args(run.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string hint = "the run had finished: its newest checkpoint is step 3 and run.steps is 3; to go on, raise "
+                           "run.steps (azr train --resume " + run.string() + " --set run.steps=N)";
+  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find(hint), std::string::npos);
+  EXPECT_TRUE(kept() == before) << "a finished run's checkpoints or metrics changed";
 }
 
 // Every file the config names is checked before the run dir is made: a start that fails leaves
