@@ -392,6 +392,28 @@ int train(const TrainOptions& opt) {
   auto config_error = [&](std::string_view key, const std::string& message) {
     return UserError(config_key_origin(config_path, opt.overrides, key) + std::string(key) + ": " + message);
   };
+  // A file a key names that is missing or wrong: the messages of the checks below start "KEY: ".
+  // Said with where the key was set (file:line:col, or --set), and for a path written relative,
+  // the directory it was read from (a run started from another directory than the config's).
+  const TrainConfig as_written = cfg;
+  auto with_origin = [&](const UserError& e) -> UserError {
+    const std::string m = e.what();
+    const std::pair<std::string_view, const std::string*> keys[] = {
+        {"model.path", &as_written.model.path},          {"model.tokenizer", &as_written.model.tokenizer},
+        {"model.preset", nullptr},                       {"eval.benchmarks", nullptr},
+        {"eval.data_dir", &as_written.eval.data_dir},    {"eval.heldout_tasks", &as_written.eval.heldout_tasks},
+        {"seeding.import_tasks", &as_written.seeding.import_tasks}};
+    for (const auto& [key, value] : keys) {
+      const std::string prefix = std::string(key) + ": ";
+      if (m.rfind(prefix, 0) != 0) continue;
+      std::string where;
+      if (value && !value->empty() && fs::path(*value).is_relative())
+        where = fmt::format(" ({} is relative: it was read from the working directory, {})", *value,
+                            fs::current_path().string());
+      return config_error(key, m.substr(prefix.size()) + where);
+    }
+    return e;
+  };
   if (!cfg.model.preset.empty()) {
     try {
       (void)model::preset_config(cfg.model.preset);  // before anything is written
@@ -423,7 +445,13 @@ int train(const TrainOptions& opt) {
   const kernels::Ops& device_ops = model_backend(cfg, launch.local_rank);
   const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
-  const MicroBatchChoice micro = resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);
+  const MicroBatchChoice micro = [&] {
+    try {
+      return resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);  // reads model.path's config
+    } catch (const UserError& e) {
+      throw with_origin(e);
+    }
+  }();
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
@@ -458,9 +486,16 @@ int train(const TrainOptions& opt) {
   // evaluation data and the import file may exist on its node only. It also refuses a directory
   // that holds a run before anything is loaded, which takes minutes for a large model.
   const bool launch_root = launch.rank == 0;
-  const model::ModelConfig model_cfg = model_config(cfg);  // model.path's config.json, before its tokenizer
-  std::unique_ptr<model::Tokenizer> tok = make_tokenizer(cfg);
-  const std::string tokenizer_file = tokenizer_json(cfg, *tok);  // what every checkpoint carries
+  model::ModelConfig model_cfg;
+  std::unique_ptr<model::Tokenizer> tok;
+  std::string tokenizer_file;  // what every checkpoint carries
+  try {
+    model_cfg = model_config(cfg);  // model.path's config.json, before its tokenizer
+    tok = make_tokenizer(cfg);
+    tokenizer_file = tokenizer_json(cfg, *tok);
+  } catch (const UserError& e) {
+    throw with_origin(e);
+  }
   // Every id the tokenizer gives needs an embedding row: another model's tokenizer failed at the
   // first prompt of step 1 with "token id N is outside the vocabulary", naming no file, exit 1.
   if (int64_t(tok->vocab_size()) > model_cfg.vocab_size)
@@ -495,7 +530,7 @@ int train(const TrainOptions& opt) {
                                      preset ? cfg.model.preset : cfg.model.path, diff, (ck / "config.json").string()));
     }
   };
-  auto root_checks = [&] {
+  auto checks_of_keys = [&] {
     if (!resuming) {
       refuse_a_run_dir_in_use(run_dir);
       refuse_a_directory_that_cannot_be_made(run_dir,
@@ -541,6 +576,13 @@ int train(const TrainOptions& opt) {
       throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks +
                       ": no such file, not a file or not readable");
   };
+  auto root_checks = [&] {
+    try {
+      checks_of_keys();
+    } catch (const UserError& e) {
+      throw with_origin(e);
+    }
+  };
   // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
   // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
   // (--dist-timeout) for a rank that had left, and report the wait.
@@ -556,7 +598,11 @@ int train(const TrainOptions& opt) {
   // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
   // model directory stops the run before its directory exists.
   std::optional<model::Transformer> start_model;
-  if (!ckpt && root_refusal.empty()) start_model.emplace(initial_model(cfg, backend));
+  if (!ckpt && root_refusal.empty()) try {
+      start_model.emplace(initial_model(cfg, backend));
+    } catch (const UserError& e) {
+      throw with_origin(e);
+    }
 
   std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
       launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));

@@ -874,6 +874,38 @@ TEST(TrainCli, BadFilesInTheConfigStopBeforeTheRunDirExists) {
   }
 }
 
+// A file the config names that is not there is said with where the key was set (FILE:LINE:COL,
+// or the --set), and a relative path with the directory it was read from: "model.path:
+// models/quickstrat/config.json: cannot open config file" named neither (a run started from
+// another directory than the README's).
+TEST(TrainCli, AMissingFileIsNamedWithItsKeysLineAndTheWorkingDirectory) {
+  const fs::path dir = scratch("key-origin");
+  fs::create_directories(dir);
+  std::string text = slurp(fixture());
+  const std::string preset = "preset = \"azr-tiny\"";
+  ASSERT_NE(text.find(preset), std::string::npos);
+  text.replace(text.find(preset), preset.size(), "path = \"no-such-model\"");
+  const int line = 1 + int(std::count(text.begin(), text.begin() + long(text.find("path = ")), '\n'));
+  const fs::path config = dir / "relative.toml";
+  std::ofstream(config) << text;
+  const fs::path run = dir / "run";
+  auto r = run_process({azr(), "train", config.string(), "--run-dir", run.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(config.string() + ":" + std::to_string(line) + ":"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model.path: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(no-such-model is relative: it was read from the working directory, " +
+                       fs::current_path().string() + ")"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(run));
+  // Set on the command line: the --set is named.
+  const std::string set = "seeding.import_tasks=" + (dir / "no-import.jsonl").string();
+  r = run_process({azr(), "train", fixture(), "--run-dir", run.string(), "--set", set});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--set " + set + ": seeding.import_tasks: "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("is relative"), std::string::npos) << r.err;  // an absolute path
+}
+
 // A run directory that cannot be made is said before the model loads, naming the path and the flag,
 // where create_directories' own error came after it ("filesystem error: ... Not a directory").
 TEST(TrainCli, ARunDirectoryThatCannotBeMadeIsNamed) {
