@@ -341,7 +341,7 @@ int run_export(const BufferOptions& o) {
   int64_t n = 0;
   {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw UsageError(o.output + ": cannot write");
+    if (!out) throw UsageError(o.output + ": cannot write (" + std::strerror(errno) + ")");
     n = export_checked(b, out, f);
     out.close();
     if (!out) throw std::runtime_error(o.output + ": write failed");

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -314,12 +316,16 @@ void check_out_target(const EvalOptions& o) {
     throw UsageError("--out " + o.out + ": is the --answers file; write the results to another file");
   // An existing file (/dev/null too) must be writable; a new one needs a writable directory.
   if (fs::exists(o.out, ec)) {
-    if (::access(o.out.c_str(), W_OK) != 0) throw UsageError("--out " + o.out + ": not writable");
+    if (::access(o.out.c_str(), W_OK) != 0)
+      throw UsageError("--out " + o.out + ": not writable (" + std::strerror(errno) + ")");
     return;
   }
   const fs::path parent = fs::absolute(o.out).parent_path();
-  if (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK) != 0)
-    throw UsageError("--out " + o.out + ": cannot write in " + parent.string());
+  if (!fs::is_directory(parent, ec))
+    throw UsageError("--out " + o.out + ": cannot write in " + parent.string() +
+                     (fs::exists(parent, ec) ? " (not a directory)" : " (no such directory)"));
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw UsageError("--out " + o.out + ": cannot write in " + parent.string() + " (" + std::strerror(errno) + ")");
 }
 
 }  // namespace

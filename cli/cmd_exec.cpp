@@ -2,6 +2,8 @@
 // training would record.
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -30,7 +32,7 @@ struct Item {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open file");
+  if (!in) throw UsageError(path + ": cannot open file (" + std::strerror(errno) + ")");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

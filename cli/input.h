@@ -1,7 +1,9 @@
 #pragma once
 // An input file argument where "-" means standard input, with the name messages should use; and
 // the token ids of its JSON lines.
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,7 +23,7 @@ class InputFile {
     std::error_code error;
     if (std::filesystem::is_directory(path, error)) throw UsageError(path + ": is a directory, not a file");
     file_.open(path, std::ios::binary);
-    if (!file_) throw UsageError(path + ": cannot open file");
+    if (!file_) throw UsageError(path + ": cannot open file (" + std::strerror(errno) + ")");
   }
   std::istream& stream() { return file_.is_open() ? file_ : std::cin; }
   const std::string& name() const { return name_; }  // "FILE" or "<stdin>", for FILE:LINE messages

@@ -475,6 +475,16 @@ TEST_F(BufferCli, ExportNeverOverwritesTheDatabaseOrLeavesATempFile) {
   EXPECT_TRUE(temp_files(dir_).empty());
   EXPECT_TRUE(fs::is_empty(dir_ / "sub"));
   EXPECT_EQ(total(db), 800);
+  // A place no file can be made in: the system's reason is said ("cannot write" alone was not).
+  auto under_a_file = run_process({azr(), "buffer", "export", db, "-o", db + "/out.jsonl"});
+  EXPECT_EQ(under_a_file.exit_code, 2);
+  EXPECT_NE(under_a_file.err.find(db + "/out.jsonl: cannot write (Not a directory)"), std::string::npos)
+      << under_a_file.err;
+  auto missing = run_process({azr(), "buffer", "import", db, path("missing.jsonl")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find(path("missing.jsonl") + ": cannot open file (No such file or directory)"),
+            std::string::npos)
+      << missing.err;
 }
 
 TEST_F(BufferCli, RefusedImportCreatesNoDatabase) {

@@ -252,7 +252,8 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
   auto early = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--bench", "gsm8k", "--data", data_,
                             "--out", (dir_ / "no-dir" / "out.jsonl").string()});
   EXPECT_EQ(early.exit_code, 2);
-  EXPECT_NE(early.err.find("--out " + (dir_ / "no-dir" / "out.jsonl").string() + ": cannot write in"),
+  EXPECT_NE(early.err.find("--out " + (dir_ / "no-dir" / "out.jsonl").string() + ": cannot write in " +
+                           (dir_ / "no-dir").string() + " (no such directory)"),
             std::string::npos)
       << early.err;
   // pass@k with fewer samples than k: refused before the model is read (it once generated every
