@@ -55,6 +55,12 @@ model::Transformer load_model(const std::string& dir, const DeviceOptions& devic
   std::error_code error;
   if (std::filesystem::is_regular_file(dir, error))
     throw UsageError("--model " + dir + ": is a file; give the model directory (config.json, model.safetensors)");
+  // A run directory of azr train: its models are its checkpoints.
+  const std::filesystem::path checkpoints = std::filesystem::path(dir) / "checkpoints";
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json", error) &&
+      std::filesystem::is_directory(checkpoints, error))
+    throw UsageError("--model " + dir + ": is a run directory of azr train, not a model; its models are its "
+                     "checkpoints, " + checkpoints.string() + "/step-N");
   // ConfigError / SafetensorsError already name the file and the field or tensor at fault.
   try {
     model::Transformer m = model::Transformer::from_pretrained(dir, *ops);

@@ -200,7 +200,9 @@ fs::path resolve_data_dir(const std::string& flag) {
                          " is not a directory; give the folder of the benchmarks' README.md (azr eval --data DIR, or "
                          "AZR_BENCHMARKS)");
   }
-  if (!fs::is_directory(dir)) throw BenchmarkError(dir.string() + ": not a directory (the benchmark data dir)");
+  if (std::error_code ec; !fs::is_directory(dir, ec))
+    throw BenchmarkError(dir.string() + ": " + (fs::exists(dir, ec) ? "not a directory" : "no such directory") +
+                         " (the benchmark data dir" + (flag.empty() ? ", from $AZR_BENCHMARKS" : "") + ")");
   return dir;
 }
 

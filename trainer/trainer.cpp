@@ -374,7 +374,18 @@ int train(const TrainOptions& opt) {
   try {
     cfg = load_config(config_path, opt.overrides);
   } catch (const ConfigError& e) {
-    throw UserError(e.what());
+    // The wrong one of the two commands: a run directory given as the config, a checkpoint or
+    // another folder as the run directory. Said with the command that was meant.
+    std::error_code ec;
+    std::string hint;
+    if (!resuming && fs::is_directory(config_path, ec) && fs::exists(fs::path(config_path) / "config.toml", ec))
+      hint = "; " + config_path + " holds a run: to continue it, azr train --resume " + config_path;
+    else if (resuming && fs::exists(fs::path(opt.resume_dir) / "trainer_state.json", ec))
+      hint = "; " + opt.resume_dir + " is a checkpoint: --resume takes its run directory (" +
+             fs::absolute(opt.resume_dir, ec).lexically_normal().parent_path().parent_path().string() + ")";
+    else if (resuming)
+      hint = "; --resume takes the directory of a run azr train started (it holds config.toml)";
+    throw UserError(e.what() + hint);
   }
   // A checkpoint is a whole Hugging Face model (config.json, tokenizer.json, weights), so a resume
   // whose model.path is gone (a run directory copied to another machine, a base model deleted)

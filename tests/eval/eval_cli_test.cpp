@@ -215,6 +215,17 @@ TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
   EXPECT_EQ(missing.exit_code, 2);
   auto nodata = run_process({bin_, "eval", "--answers", write("g.jsonl", ok + "\n"), "--data", (dir_ / "nodir").string()});
   EXPECT_EQ(nodata.exit_code, 2);
+  EXPECT_NE(nodata.err.find((dir_ / "nodir").string() + ": no such directory (the benchmark data dir)"),
+            std::string::npos)
+      << nodata.err;
+  // Through $AZR_BENCHMARKS: said, as no flag names it; a file there is not a directory.
+  const azr::testing::ChildEnvironment env({"AZR_BENCHMARKS=" + write("a-file", "x")}, {"AZR_BENCHMARKS="});
+  auto from_env = run_process({bin_, "eval", "--answers", write("g.jsonl", ok + "\n")}, "", env.envp());
+  EXPECT_EQ(from_env.exit_code, 2);
+  EXPECT_NE(from_env.err.find((dir_ / "a-file").string() + ": not a directory (the benchmark data dir, from "
+                              "$AZR_BENCHMARKS)"),
+            std::string::npos)
+      << from_env.err;
   // No answers at all: an empty table and exit 0 before.
   const std::string empty = write("empty.jsonl", "\n");
   auto no_answers = run_process({bin_, "eval", "--answers", empty, "--data", data_});

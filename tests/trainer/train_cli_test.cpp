@@ -810,6 +810,35 @@ fs::path copy_of_reference(const std::string& name) {
   return run;
 }
 
+// The wrong one of the two commands, or the wrong directory, is said with the command that was
+// meant: a run directory as the config ("cannot read config file: Is a directory"), a checkpoint
+// as the run to resume, a run directory as a model.
+TEST(TrainCli, TheWrongDirectoryIsSaidWithTheCommandMeant) {
+  const fs::path ref = reference_run();
+  auto as_config = run_process({azr(), "train", ref.string()});
+  EXPECT_EQ(as_config.exit_code, 2);
+  EXPECT_NE(as_config.err.find(ref.string() + " holds a run: to continue it, azr train --resume " + ref.string()),
+            std::string::npos)
+      << as_config.err;
+  auto checkpoint = run_process({azr(), "train", "--resume", (ref / "checkpoints/step-3").string()});
+  EXPECT_EQ(checkpoint.exit_code, 2);
+  EXPECT_NE(checkpoint.err.find("is a checkpoint: --resume takes its run directory (" +
+                                fs::absolute(ref).lexically_normal().string() + ")"),
+            std::string::npos)
+      << checkpoint.err;
+  auto nothing = run_process({azr(), "train", "--resume", (ref / "no-such-run").string()});
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.err.find("--resume takes the directory of a run azr train started"), std::string::npos)
+      << nothing.err;
+  auto as_model = run_process({azr(), "eval", "--model", ref.string(), "--bench", "gsm8k", "--data",
+                               env_or_fail("AZR_SHARED_DIR") + "/benchmarks"});
+  EXPECT_EQ(as_model.exit_code, 2);
+  EXPECT_NE(as_model.err.find("--model " + ref.string() + ": is a run directory of azr train, not a model; its "
+                              "models are its checkpoints, " + (ref / "checkpoints").string() + "/step-N"),
+            std::string::npos)
+      << as_model.err;
+}
+
 // A run already at run.steps: a resume restores its checkpoint and runs no step, and said only
 // "3 of 3 steps in 0s". It now says how to go on; its checkpoints and metrics are as they were.
 TEST(TrainCli, ResumingAFinishedRunSaysHowToGoOn) {
