@@ -112,6 +112,7 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
     }
     try {
       tasks.push_back(task_from_json(j));
+      rep.task_lines.push_back(lineno);
       ++rep.valid;
     } catch (const std::invalid_argument& e) {
       rep.errors.push_back(where + e.what());

@@ -29,6 +29,7 @@ struct ImportReport {
   int64_t invalid = 0;  // skipped (only with skip_invalid)
   InsertResult inserted;
   std::vector<std::string> errors;  // "FILE:LINE: problem", every bad line
+  std::vector<int64_t> task_lines;  // read_jsonl: the line of each task read, in order
 };
 
 // Reads every line first. Without skip_invalid, any bad line means nothing is inserted: throws

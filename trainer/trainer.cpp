@@ -37,6 +37,7 @@
 #include "trainer/metrics.h"
 #include "trainer/eval_setup.h"
 #include "trainer/model_setup.h"
+#include "trainer/imported_tasks.h"
 #include "trainer/policy.h"
 #include "trainer/seeds.h"
 #include "trainer/step.h"
@@ -834,10 +835,23 @@ int train(const TrainOptions& opt) {
       std::ifstream in(cfg.seeding.import_tasks);
       if (!in) throw UserError(cfg.seeding.import_tasks + ": cannot read (seeding.import_tasks)");
       std::vector<buffer::Task> tasks;
+      buffer::ImportReport read;
       try {  // the file's problems name the key; the buffer's own (a full disk) do not
-        buffer::read_jsonl(in, cfg.seeding.import_tasks, false, tasks);
+        read = buffer::read_jsonl(in, cfg.seeding.import_tasks, false, tasks);
       } catch (const buffer::BufferError& e) {
         throw UserError(std::string("seeding.import_tasks: ") + e.what());
+      }
+      // Checked as the run would use them (trainer/imported_tasks.h): one whose program does not
+      // give its output could never be solved. A new run that stops here leaves nothing behind.
+      const std::vector<std::string> problems =
+          imported_task_problems(pool, tasks, cfg.seeding.import_tasks, read.task_lines, sandbox_limits(cfg),
+                                 proposer::default_banned_words());
+      if (!problems.empty()) {
+        std::string msg = fmt::format("seeding.import_tasks: {} of {} task(s) are not what the run could use; nothing "
+                                      "imported (fix or drop them):",
+                                      problems.size(), tasks.size());
+        for (const std::string& p : problems) msg += "\n  " + p;
+        throw UserError(msg);
       }
       // An export keeps each task's step in its source run; here the tasks are seeds (step 0),
       // or tasks exported at step 40 would count as this run's newest for 40 steps and take

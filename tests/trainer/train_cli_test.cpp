@@ -1032,6 +1032,41 @@ TEST(TrainCli, ImportedTasksEnterAsSeedsWhateverStepTheyWereExportedAt) {
   EXPECT_GT(imported, 0u);
 }
 
+// Imported tasks were taken unchecked: an output the program does not give (no rollout could
+// ever be graded right), a program importing a banned module (random). Each is now run as grading runs
+// it, and a file with such tasks is refused whole, naming each line, before anything is left.
+// The verdicts are known by hand: f(1) is 2, not 5; s[::-1] of 'ab' is 'ba'; n % 4 of 9 is 1,
+// not 2 (the last of the induction pairs).
+TEST(TrainCli, ImportedTasksThatTheirProgramsDoNotGiveAreRefused) {
+  const fs::path dir = scratch("import-checked");
+  fs::create_directories(dir);
+  const fs::path file = dir / "tasks.jsonl";
+  std::ofstream(file)
+      << R"({"type": "deduction", "program": "def f(a):\n    return a + 1", "input": "1", "output": "5"})" << "\n"
+      << R"({"type": "abduction", "program": "def f(s):\n    return s[::-1]", "input": "'ab'", "output": "'ba'"})"
+      << "\n\n"
+      << R"({"type": "deduction", "program": "import random\ndef f(a):\n    return a", "input": "1", "output": "1"})"
+      << "\n"
+      << R"({"type": "induction", "program": "def f(n):\n    return n % 4", "inputs": ["5", "9"], )"
+      << R"("outputs": ["1", "2"], "message": "m"})" << "\n";
+  auto args = train_args((dir / "run").string(), 0);
+  args.insert(args.end(), {"--set", "seeding.import_tasks=" + file.string()});
+  auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("seeding.import_tasks: 3 of 4 task(s) are not what the run could use; nothing imported"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(file.string() + ":1: the program does not give the task's output (wrong"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find(file.string() + ":2:"), std::string::npos) << r.err;  // 'ba' is right
+  EXPECT_NE(r.err.find(file.string() + ":4: the program imports random (banned: random)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(file.string() + ":5: the program does not give the task's outputs (wrong: hidden 1"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
 // Every prompt is longer than 20 tokens: nothing is generated or trained, and the run says so
 // (in the log, for seeding and each step, and in the metrics) rather than finish quietly.
 TEST(TrainCli, PromptsPastTheLimitAreCountedAndLogged) {

@@ -1,0 +1,47 @@
+#include "trainer/imported_tasks.h"
+
+#include <fmt/format.h>
+
+#include "proposer/import_scan.h"
+#include "solver/grade.h"
+
+namespace azr::trainer {
+
+std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::vector<buffer::Task>& tasks,
+                                                const std::string& file, const std::vector<int64_t>& lines,
+                                                const sandbox::Limits& limits,
+                                                const std::vector<std::string>& banned_words) {
+  std::vector<buffer::Task> as_graded;
+  std::vector<solver::Answer> answers;
+  for (const buffer::Task& t : tasks) {
+    buffer::Task g = t;
+    if (t.type == buffer::TaskType::Induction) {
+      g.inputs.insert(g.inputs.end(), t.inputs.begin(), t.inputs.end());
+      g.outputs.insert(g.outputs.end(), t.outputs.begin(), t.outputs.end());
+      answers.push_back({as_graded.size(), t.program});
+    } else {
+      g.type = buffer::TaskType::Abduction;
+      answers.push_back({as_graded.size(), t.input});
+    }
+    as_graded.push_back(std::move(g));
+  }
+  solver::GradeSettings gs;
+  gs.limits = limits;
+  gs.induction_first_pair_first = false;  // every pair's verdict, for the message
+  const std::vector<solver::Grade> grades = solver::grade(pool, as_graded, answers, gs);
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < tasks.size(); i++) {
+    const std::string where = fmt::format("{}:{}: ", file, i < lines.size() ? lines[i] : int64_t(i + 1));
+    if (const auto banned = proposer::find_banned_import(tasks[i].program, banned_words))
+      problems.push_back(where + "the program imports " + banned->module + " (banned: " + banned->word + ")");
+    else if (grades[i].reason == "internal_error")
+      problems.push_back(where + "the sandbox could not run it (" + grades[i].detail + ")");
+    else if (!grades[i].correct)
+      problems.push_back(where + "the program does not give the task's " +
+                         (tasks[i].type == buffer::TaskType::Induction ? "outputs" : "output") + " (" +
+                         grades[i].reason + (grades[i].detail.empty() ? "" : ": " + grades[i].detail) + ")");
+  }
+  return problems;
+}
+
+}  // namespace azr::trainer
