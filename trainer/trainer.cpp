@@ -392,18 +392,27 @@ int train(const TrainOptions& opt) {
   // whose model.path is gone (a run directory copied to another machine, a base model deleted)
   // reads the model's config and tokenizer from the newest checkpoint. The saved config keeps
   // naming model.path.
+  // Checks the config's schema leaves to the trainer, named as the schema's are (file:line:col).
+  auto config_error = [&](std::string_view key, const std::string& message) {
+    return UserError(config_key_origin(config_path, opt.overrides, key) + std::string(key) + ": " + message);
+  };
+  auto set_on_the_command_line = [&](std::string_view key) {
+    return config_key_origin(config_path, opt.overrides, key).rfind("--set ", 0) == 0;
+  };
+  // A resume runs where --resume says; the key was ignored, and saved into config.toml.
+  if (resuming && set_on_the_command_line("run.run_dir"))
+    throw config_error("run.run_dir", "a resume runs in the directory --resume names; drop this --set");
+  // A model.path given now that is not there is a typo, not a model gone since the run began: it
+  // fell back to the checkpoint and was saved into config.toml.
   ModelSection configured_model;
   std::optional<fs::path> model_from_checkpoint;
-  if (resuming && !cfg.model.path.empty() && !fs::exists(fs::path(cfg.model.path) / "config.json"))
+  if (resuming && !cfg.model.path.empty() && !fs::exists(fs::path(cfg.model.path) / "config.json") &&
+      !set_on_the_command_line("model.path"))
     if ((model_from_checkpoint = latest_checkpoint(opt.resume_dir))) {
       configured_model = cfg.model;
       cfg.model.path = model_from_checkpoint->string();
       if (!cfg.model.tokenizer.empty() && !fs::exists(cfg.model.tokenizer)) cfg.model.tokenizer.clear();
     }
-  // Checks the config's schema leaves to the trainer, named as the schema's are (file:line:col).
-  auto config_error = [&](std::string_view key, const std::string& message) {
-    return UserError(config_key_origin(config_path, opt.overrides, key) + std::string(key) + ": " + message);
-  };
   // A file a key names that is missing or wrong: the messages of the checks below start "KEY: ".
   // Said with where the key was set (file:line:col, or --set), and for a path written relative,
   // the directory it was read from (a run started from another directory than the config's).

@@ -1310,6 +1310,32 @@ TEST(TrainCli, FailedResumeLeavesTheConfigUnchanged) {
   }
 }
 
+// Keys a resume cannot take from the command line: run.run_dir (a resume runs where --resume
+// says; the --set was ignored and saved), and a model.path that is not there (a typo: it fell back
+// to the checkpoint, as for a saved model.path gone since the run began, and was saved). Refused,
+// naming the --set, with config.toml as it was.
+TEST(TrainCli, AResumeRefusesARunDirOrAMissingModelPathSetForIt) {
+  const fs::path run = copy_of_reference("resume-sets");
+  const std::string config = slurp(run / "config.toml");
+  std::vector<std::string> args = resume_args(run.string(), kSteps + 1);
+  args.insert(args.end(), {"--set", "run.run_dir=" + (run.parent_path() / "elsewhere").string()});
+  auto dir = run_process(args);
+  EXPECT_EQ(dir.exit_code, 2) << dir.err;
+  EXPECT_NE(dir.err.find("--set run.run_dir=" + (run.parent_path() / "elsewhere").string() +
+                         ": run.run_dir: a resume runs in the directory --resume names; drop this --set"),
+            std::string::npos)
+      << dir.err;
+  args = resume_args(run.string(), kSteps + 1);
+  args.insert(args.end(), {"--set", "model.preset=\"\"", "--set", "model.path=" + (run / "no-such-model").string()});
+  auto model = run_process(args);
+  EXPECT_EQ(model.exit_code, 2) << model.err;
+  EXPECT_NE(model.err.find("--set model.path=" + (run / "no-such-model").string() + ": model.path: "),
+            std::string::npos)
+      << model.err;
+  EXPECT_EQ(slurp(run / "config.toml"), config);
+  EXPECT_FALSE(fs::exists(run / "checkpoints/step-4"));
+}
+
 // A resume trains the checkpoint's weights: [model] naming another architecture is refused (exit
 // 2, naming the key and the field), where it was taken, logged as the run's model (azr-25m with
 // azr-tiny's parameter count) and saved into config.toml.
