@@ -162,6 +162,9 @@ int run_generate(const GenerateOptions& o) {
     p.stop_token_ids.push_back(id);
   }
 
+  if (o.temperature == 0 && o.num_samples > 1)
+    spdlog::warn("generate: --temperature 0 decodes greedily, so the {} samples are the same; sample with a "
+                 "temperature above 0 for different ones", o.num_samples);
   std::vector<std::vector<int32_t>> prompts(size_t(o.num_samples), prompt);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<model::Completion> out;

@@ -167,6 +167,15 @@ TEST_F(GenerateCli, SeedsAndSamples) {
   EXPECT_EQ(plain.out.rfind("--- sample 0 ---\n", 0), 0u) << plain.out;
   EXPECT_NE(plain.out.find("--- sample 1 ---\n"), std::string::npos) << plain.out;
   EXPECT_NE(plain.err.find("tokens/s"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("greedily"), std::string::npos) << plain.err;  // sampled: no word of it
+  // Greedy samples are one sample N times: said, and so they are.
+  auto greedy = generate({"--max-tokens", "6", "--ignore-eos", "--json", "--num-samples", "2", "--temperature", "0"});
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_NE(greedy.err.find("--temperature 0 decodes greedily, so the 2 samples are the same"), std::string::npos)
+      << greedy.err;
+  const auto same = json_lines(greedy.out);
+  ASSERT_EQ(same.size(), 2u);
+  EXPECT_EQ(same[0]["ids"], same[1]["ids"]);
 }
 
 TEST_F(GenerateCli, StopIdAndStopString) {
