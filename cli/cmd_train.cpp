@@ -10,8 +10,9 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
   CLI::App* c = app.add_subcommand("train", "Run self-play training from a TOML config (or resume a run)");
   c->footer(
       "Writes RUN_DIR/{config.toml, buffer.db, metrics.jsonl, events.out.tfevents.*, log.txt, checkpoints/step-N}. "
-      "Ctrl-C finishes the current step, writes a checkpoint and exits with 130; --resume RUN_DIR continues from the "
-      "newest checkpoint exactly. Multi-process: launch with mpirun, srun or torchrun-style RANK/WORLD_SIZE/"
+      "Ctrl-C finishes the current step, writes a checkpoint and exits with 130 (in seeding, before the first "
+      "checkpoint, it stops there and removes the new run); --resume RUN_DIR continues from the newest checkpoint "
+      "exactly. Multi-process: launch with mpirun, srun or torchrun-style RANK/WORLD_SIZE/"
       "MASTER_ADDR/MASTER_PORT variables; every rank runs the same command.\n"
       "Exit status: 0 done, 1 failed, 2 bad config or usage, 130 stopped by a signal.");
   c->add_option("config", o.config, "the run config (TOML), e.g. configs/quickstart.toml");

@@ -2,8 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
+#include "buffer/task_jsonl.h"
+#include "proposer/banned_words.h"
+
 #include "proposer/import_scan.h"
 #include "solver/grade.h"
+#include "trainer/model_setup.h"
 
 namespace azr::trainer {
 
@@ -36,12 +42,42 @@ std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::
       problems.push_back(where + "the program imports " + banned->module + " (banned: " + banned->word + ")");
     else if (grades[i].reason == "internal_error")
       problems.push_back(where + "the sandbox could not run it (" + grades[i].detail + ")");
+    else if (tasks[i].type == buffer::TaskType::Deduction &&
+             (grades[i].reason == "timeout" || grades[i].reason == "memory" || grades[i].reason == "output_too_large"))
+      continue;
+    else if (grades[i].reason == "not_a_literal")
+      problems.push_back(where + "the input is not a literal argument list (" + grades[i].detail + ")");
     else if (!grades[i].correct)
       problems.push_back(where + "the program does not give the task's " +
                          (tasks[i].type == buffer::TaskType::Induction ? "outputs" : "output") + " (" +
                          grades[i].reason + (grades[i].detail.empty() ? "" : ": " + grades[i].detail) + ")");
   }
   return problems;
+}
+
+std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers) {
+  std::ifstream in(file);
+  if (!in) throw UserError("seeding.import_tasks: " + file + ": no such file, not a file or not readable");
+  std::vector<buffer::Task> tasks;
+  buffer::ImportReport read;
+  try {
+    read = buffer::read_jsonl(in, file, false, tasks);
+  } catch (const buffer::BufferError& e) {
+    throw UserError(std::string("seeding.import_tasks: ") + e.what());
+  }
+  sandbox::PoolOptions po;
+  po.workers = workers;
+  sandbox::Pool pool(po);
+  const std::vector<std::string> problems =
+      imported_task_problems(pool, tasks, file, read.task_lines, limits, proposer::default_banned_words());
+  if (!problems.empty()) {
+    std::string msg = fmt::format(
+        "seeding.import_tasks: {} of {} task(s) are not what the run could use; nothing imported (fix or drop them):",
+        problems.size(), tasks.size());
+    for (const std::string& p : problems) msg += "\n  " + p;
+    throw UserError(msg);
+  }
+  return tasks;
 }
 
 }  // namespace azr::trainer

@@ -20,10 +20,17 @@
 
 namespace azr::trainer {
 
-// One "FILE:LINE: why" per task that fails, in file order; `lines[i]` is task i's line.
+// One "FILE:LINE: why" per task that fails, in file order; `lines[i]` is task i's line. A
+// deduction task's program that hits a limit is not a problem: grading never runs it (the
+// solver's answer is compared with the output), and a run with larger limits wrote it.
 std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::vector<buffer::Task>& tasks,
                                                 const std::string& file, const std::vector<int64_t>& lines,
                                                 const sandbox::Limits& limits,
                                                 const std::vector<std::string>& banned_words);
+
+// The tasks of `file` (seeding.import_tasks), read and checked with a pool of its own
+// (`workers`), before the run's directory or model exist. Throws UserError naming the key and
+// every bad line: the format's, then imported_task_problems'.
+std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers);
 
 }  // namespace azr::trainer

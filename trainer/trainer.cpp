@@ -49,7 +49,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_stop_signal{0};
-bool g_say_stopping = false;  // rank 0 says at once that the signal was taken (the others are quiet)
+std::atomic<bool> g_say_stopping{false};  // rank 0 says at once that the signal was taken (the others are quiet)
 
 extern "C" void on_stop_signal(int sig) {
   // The stop waits for the end of a step (or a seeding round), which can take minutes: said at
@@ -381,13 +381,19 @@ int train(const TrainOptions& opt) {
     std::string hint;
     if (!resuming && fs::is_directory(config_path, ec) && fs::exists(fs::path(config_path) / "config.toml", ec))
       hint = "; " + config_path + " holds a run: to continue it, azr train --resume " + config_path;
-    else if (resuming && fs::exists(fs::path(opt.resume_dir) / "trainer_state.json", ec))
+    else if (resuming && fs::exists(config_path, ec)) {
+      // the run's own config.toml, with a bad value or a bad --set: the error says which
+    } else if (resuming && fs::exists(fs::path(opt.resume_dir) / "trainer_state.json", ec)) {
+      fs::path checkpoint = fs::absolute(opt.resume_dir, ec).lexically_normal();
+      if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();  // "step-3/": the directory
       hint = "; " + opt.resume_dir + " is a checkpoint: --resume takes its run directory (" +
-             fs::absolute(opt.resume_dir, ec).lexically_normal().parent_path().parent_path().string() + ")";
-    else if (resuming)
+             checkpoint.parent_path().parent_path().string() + ")";
+    } else if (resuming) {
       hint = "; --resume takes the directory of a run azr train started (it holds config.toml)";
+    }
     throw UserError(e.what() + hint);
   }
+  const TrainConfig as_written = cfg;  // before a resume's fallback to the checkpoint's model (below)
   // A checkpoint is a whole Hugging Face model (config.json, tokenizer.json, weights), so a resume
   // whose model.path is gone (a run directory copied to another machine, a base model deleted)
   // reads the model's config and tokenizer from the newest checkpoint. The saved config keeps
@@ -416,7 +422,6 @@ int train(const TrainOptions& opt) {
   // A file a key names that is missing or wrong: the messages of the checks below start "KEY: ".
   // Said with where the key was set (file:line:col, or --set), and for a path written relative,
   // the directory it was read from (a run started from another directory than the config's).
-  const TrainConfig as_written = cfg;
   auto with_origin = [&](const UserError& e) -> UserError {
     const std::string m = e.what();
     const std::pair<std::string_view, const std::string*> keys[] = {
@@ -532,6 +537,7 @@ int train(const TrainOptions& opt) {
   std::string eval_off;
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
+  std::vector<buffer::Task> imported;  // seeding.import_tasks, checked (rank 0 of a new run)
   // A resume trains the checkpoint's weights, whatever [model] says; one naming another
   // architecture (--set model.preset=..., a model.path of another size with the same tokenizer)
   // would have the log, the saved config and the micro-batch's memory plan describe a model the
@@ -592,10 +598,17 @@ int train(const TrainOptions& opt) {
         }
       }
     }
-    if (!ckpt && !cfg.seeding.import_tasks.empty() &&
-        (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks)))
-      throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks +
-                      ": no such file, not a file or not readable");
+    if (!ckpt && !cfg.seeding.import_tasks.empty()) {
+      if (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks))
+        throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks +
+                        ": no such file, not a file or not readable");
+      // Checked as the run would use them (trainer/imported_tasks.h): one whose program does not
+      // give its output could never be solved. Here, before the ranks meet, the run directory
+      // exists or the model loads, so every rank stops with rank 0's message.
+      const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+      imported = read_checked_imports(cfg.seeding.import_tasks, sandbox_limits(cfg),
+                                      cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores);
+    }
   };
   auto root_checks = [&] {
     try {
@@ -841,27 +854,7 @@ int train(const TrainOptions& opt) {
   if (!state) {
     bool seeding_stopped = false;
     if (root && !cfg.seeding.import_tasks.empty()) {
-      std::ifstream in(cfg.seeding.import_tasks);
-      if (!in) throw UserError(cfg.seeding.import_tasks + ": cannot read (seeding.import_tasks)");
-      std::vector<buffer::Task> tasks;
-      buffer::ImportReport read;
-      try {  // the file's problems name the key; the buffer's own (a full disk) do not
-        read = buffer::read_jsonl(in, cfg.seeding.import_tasks, false, tasks);
-      } catch (const buffer::BufferError& e) {
-        throw UserError(std::string("seeding.import_tasks: ") + e.what());
-      }
-      // Checked as the run would use them (trainer/imported_tasks.h): one whose program does not
-      // give its output could never be solved. A new run that stops here leaves nothing behind.
-      const std::vector<std::string> problems =
-          imported_task_problems(pool, tasks, cfg.seeding.import_tasks, read.task_lines, sandbox_limits(cfg),
-                                 proposer::default_banned_words());
-      if (!problems.empty()) {
-        std::string msg = fmt::format("seeding.import_tasks: {} of {} task(s) are not what the run could use; nothing "
-                                      "imported (fix or drop them):",
-                                      problems.size(), tasks.size());
-        for (const std::string& p : problems) msg += "\n  " + p;
-        throw UserError(msg);
-      }
+      std::vector<buffer::Task> tasks = std::move(imported);  // read and checked before the run began
       // An export keeps each task's step in its source run; here the tasks are seeds (step 0),
       // or tasks exported at step 40 would count as this run's newest for 40 steps and take
       // every solver slot from its own proposals (the reference drops a loaded task whose
@@ -929,7 +922,7 @@ int train(const TrainOptions& opt) {
       if (console) console->finish("");  // ends the progress line; the log's line follows on stderr
       log.attach(nullptr);
       log(fmt::format("stopped by a signal during seeding, before the run's first checkpoint: nothing was saved and "
-                      "{} is removed; run the same command again to start the run",
+                      "what the run wrote in {} is removed; run the same command again to start the run",
                       run_dir.string()));
       return 130;
     }

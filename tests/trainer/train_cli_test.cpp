@@ -565,9 +565,12 @@ TEST(TrainCli, CtrlCInSeedingStopsThereAndLeavesNoRun) {
   ASSERT_NE(slurp(run / "log.txt").find("seeding: imported"), std::string::npos) << slurp(log);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pid, SIGINT);
-  EXPECT_EQ(wait_exit(pid), 130) << slurp(log);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << "ended by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << "\n" << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(st), 130) << slurp(log);
   EXPECT_NE(slurp(log).find("stopped by a signal during seeding, before the run's first checkpoint: nothing was saved "
-                            "and " + run.string() + " is removed; run the same command again to start the run"),
+                            "and what the run wrote in " + run.string() + " is removed; run the same command again"),
             std::string::npos)
       << slurp(log);
   EXPECT_FALSE(fs::exists(run)) << "the run directory is left";
@@ -820,7 +823,7 @@ TEST(TrainCli, TheWrongDirectoryIsSaidWithTheCommandMeant) {
   EXPECT_NE(as_config.err.find(ref.string() + " holds a run: to continue it, azr train --resume " + ref.string()),
             std::string::npos)
       << as_config.err;
-  auto checkpoint = run_process({azr(), "train", "--resume", (ref / "checkpoints/step-3").string()});
+  auto checkpoint = run_process({azr(), "train", "--resume", (ref / "checkpoints/step-3/").string()});  // a tab's /
   EXPECT_EQ(checkpoint.exit_code, 2);
   EXPECT_NE(checkpoint.err.find("is a checkpoint: --resume takes its run directory (" +
                                 fs::absolute(ref).lexically_normal().string() + ")"),
@@ -830,6 +833,11 @@ TEST(TrainCli, TheWrongDirectoryIsSaidWithTheCommandMeant) {
   EXPECT_EQ(nothing.exit_code, 2);
   EXPECT_NE(nothing.err.find("--resume takes the directory of a run azr train started"), std::string::npos)
       << nothing.err;
+  // The right run with a bad --set: the error is the --set's alone.
+  auto bad_set = run_process({azr(), "train", "--resume", ref.string(), "--set", "algorithm.lr=abc"});
+  EXPECT_EQ(bad_set.exit_code, 2);
+  EXPECT_NE(bad_set.err.find("--set algorithm.lr=abc"), std::string::npos) << bad_set.err;
+  EXPECT_EQ(bad_set.err.find("--resume takes"), std::string::npos) << bad_set.err;
   auto as_model = run_process({azr(), "eval", "--model", ref.string(), "--bench", "gsm8k", "--data",
                                env_or_fail("AZR_SHARED_DIR") + "/benchmarks"});
   EXPECT_EQ(as_model.exit_code, 2);
@@ -1048,12 +1056,16 @@ TEST(TrainCli, ImportedTasksThatTheirProgramsDoNotGiveAreRefused) {
       << R"({"type": "deduction", "program": "import random\ndef f(a):\n    return a", "input": "1", "output": "1"})"
       << "\n"
       << R"({"type": "induction", "program": "def f(n):\n    return n % 4", "inputs": ["5", "9"], )"
-      << R"("outputs": ["1", "2"], "message": "m"})" << "\n";
+      << R"("outputs": ["1", "2"], "message": "m"})" << "\n"
+      // Past this run's memory limit: a deduction program grading never runs (a run with larger
+      // limits may have written it), so not a problem.
+      << R"({"type": "deduction", "program": "def f(a):\n    return [0] * 10**10", "input": "1", "output": "1"})"
+      << "\n";
   auto args = train_args((dir / "run").string(), 0);
   args.insert(args.end(), {"--set", "seeding.import_tasks=" + file.string()});
   auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("seeding.import_tasks: 3 of 4 task(s) are not what the run could use; nothing imported"),
+  EXPECT_NE(r.err.find("seeding.import_tasks: 3 of 5 task(s) are not what the run could use; nothing imported"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find(file.string() + ":1: the program does not give the task's output (wrong"), std::string::npos)
@@ -1064,6 +1076,7 @@ TEST(TrainCli, ImportedTasksThatTheirProgramsDoNotGiveAreRefused) {
   EXPECT_NE(r.err.find(file.string() + ":5: the program does not give the task's outputs (wrong: hidden 1"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find(file.string() + ":6:"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
