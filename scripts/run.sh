@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: install what is missing, build, and run the quickstart
-# (configs/quickstart.toml: self-play from the bootstrapped models/quickstart on the CPU, about a minute on 2 idle cores)
+# (configs/quickstart.toml: self-play from the bootstrapped models/quickstart on the CPU, about 1 min on 2 idle cores)
 # into a new run directory under runs/. Extra arguments go to `azr train` (e.g. --set run.steps=4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
