@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "buffer/task_jsonl.h"
@@ -57,7 +58,8 @@ std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::
 
 std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers) {
   std::ifstream in(file);
-  if (!in) throw UserError("seeding.import_tasks: " + file + ": no such file, not a file or not readable");
+  if (!std::filesystem::is_regular_file(file) || !in)
+    throw UserError("seeding.import_tasks: " + file + ": no such file, not a file or not readable");
   std::vector<buffer::Task> tasks;
   buffer::ImportReport read;
   try {

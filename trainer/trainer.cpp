@@ -52,13 +52,13 @@ std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_say_stopping{false};  // rank 0 says at once that the signal was taken (the others are quiet)
 
 extern "C" void on_stop_signal(int sig) {
-  // The stop waits for the end of a step (or a seeding round), which can take minutes: said at
+  // The stop waits for the end of a step (or a seeding batch), which can take minutes: said at
   // once, so the first Ctrl-C is not taken for one that went unheard. write(2) is safe here.
   if (g_stop_signal.exchange(sig) == 0 && g_say_stopping) {
     static constexpr char kInt[] =
-        "\nazr: Ctrl-C: stopping after this step (or seeding round); Ctrl-C again stops at once, without a "
+        "\nazr: Ctrl-C: stopping after this step (or seeding batch); Ctrl-C again stops at once, without a "
         "checkpoint\n";
-    static constexpr char kTerm[] = "\nazr: SIGTERM: stopping after this step (or seeding round)\n";
+    static constexpr char kTerm[] = "\nazr: SIGTERM: stopping after this step (or seeding batch)\n";
     if (sig == SIGINT)
       (void)!::write(STDERR_FILENO, kInt, sizeof kInt - 1);
     else
@@ -440,6 +440,14 @@ int train(const TrainOptions& opt) {
     }
     return e;
   };
+  // `check()`'s result, its UserError said with_origin.
+  auto keyed = [&](auto&& check) {
+    try {
+      return check();
+    } catch (const UserError& e) {
+      throw with_origin(e);
+    }
+  };
   if (!cfg.model.preset.empty()) {
     try {
       (void)model::preset_config(cfg.model.preset);  // before anything is written
@@ -471,13 +479,8 @@ int train(const TrainOptions& opt) {
   const kernels::Ops& device_ops = model_backend(cfg, launch.local_rank);
   const kernels::Ops& backend = cfg.run.profile_step > 0 ? kernels::profiled_ops(device_ops) : device_ops;
   // micro_batch_size = 0 stays 0 in the saved config (a resume plans again) and is resolved here.
-  const MicroBatchChoice micro = [&] {
-    try {
-      return resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size);  // reads model.path's config
-    } catch (const UserError& e) {
-      throw with_origin(e);
-    }
-  }();
+  const MicroBatchChoice micro =  // reads model.path's config
+      keyed([&] { return resolve_micro_batch(cfg, launch.local_rank, launch.local_world_size); });
   const fs::path run_dir = resuming              ? fs::path(opt.resume_dir)
                            : !opt.run_dir.empty() ? fs::path(opt.run_dir)
                            : !cfg.run.run_dir.empty() ? fs::path(cfg.run.run_dir)
@@ -512,16 +515,9 @@ int train(const TrainOptions& opt) {
   // evaluation data and the import file may exist on its node only. It also refuses a directory
   // that holds a run before anything is loaded, which takes minutes for a large model.
   const bool launch_root = launch.rank == 0;
-  model::ModelConfig model_cfg;
-  std::unique_ptr<model::Tokenizer> tok;
-  std::string tokenizer_file;  // what every checkpoint carries
-  try {
-    model_cfg = model_config(cfg);  // model.path's config.json, before its tokenizer
-    tok = make_tokenizer(cfg);
-    tokenizer_file = tokenizer_json(cfg, *tok);
-  } catch (const UserError& e) {
-    throw with_origin(e);
-  }
+  const model::ModelConfig model_cfg = keyed([&] { return model_config(cfg); });  // before its tokenizer
+  std::unique_ptr<model::Tokenizer> tok = keyed([&] { return make_tokenizer(cfg); });
+  const std::string tokenizer_file = keyed([&] { return tokenizer_json(cfg, *tok); });  // what checkpoints carry
   // Every id the tokenizer gives needs an embedding row: another model's tokenizer failed at the
   // first prompt of step 1 with "token id N is outside the vocabulary", naming no file, exit 1.
   if (int64_t(tok->vocab_size()) > model_cfg.vocab_size)
@@ -599,9 +595,6 @@ int train(const TrainOptions& opt) {
       }
     }
     if (!ckpt && !cfg.seeding.import_tasks.empty()) {
-      if (!fs::is_regular_file(cfg.seeding.import_tasks) || !std::ifstream(cfg.seeding.import_tasks))
-        throw UserError("seeding.import_tasks: " + cfg.seeding.import_tasks +
-                        ": no such file, not a file or not readable");
       // Checked as the run would use them (trainer/imported_tasks.h): one whose program does not
       // give its output could never be solved. Here, before the ranks meet, the run directory
       // exists or the model loads, so every rank stops with rank 0's message.
@@ -610,13 +603,7 @@ int train(const TrainOptions& opt) {
                                       cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores);
     }
   };
-  auto root_checks = [&] {
-    try {
-      checks_of_keys();
-    } catch (const UserError& e) {
-      throw with_origin(e);
-    }
-  };
+  auto root_checks = [&] { keyed(checks_of_keys); };
   // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
   // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
   // (--dist-timeout) for a rank that had left, and report the wait.
@@ -632,11 +619,7 @@ int train(const TrainOptions& opt) {
   // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
   // model directory stops the run before its directory exists.
   std::optional<model::Transformer> start_model;
-  if (!ckpt && root_refusal.empty()) try {
-      start_model.emplace(initial_model(cfg, backend));
-    } catch (const UserError& e) {
-      throw with_origin(e);
-    }
+  if (!ckpt && root_refusal.empty()) start_model.emplace(keyed([&] { return initial_model(cfg, backend); }));
 
   std::unique_ptr<dist::Communicator> comm = dist::make_communicator(
       launch, opt.comm_backend, std::chrono::milliseconds(int64_t(opt.dist_timeout_s * 1000.0)));
@@ -660,7 +643,7 @@ int train(const TrainOptions& opt) {
     fs::create_directories(run_dir / "checkpoints");
   }
   comm->barrier();
-  // From here a signal stops the run where it can end cleanly: after seeding's current round
+  // From here a signal stops the run where it can end cleanly: after seeding's current batch
   // (a new run: its directory is removed, as nothing was saved) or after the current step.
   g_say_stopping = root;
   std::signal(SIGINT, on_stop_signal);

@@ -539,7 +539,7 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
       << "no checkpoint of the last finished step " << stopped_at;
   EXPECT_NE(slurp(log).find("resume with: azr train --resume"), std::string::npos);
   // Said when the signal came, not only when the step ended (it can take minutes).
-  EXPECT_NE(slurp(log).find("azr: Ctrl-C: stopping after this step (or seeding round); Ctrl-C again stops at once"),
+  EXPECT_NE(slurp(log).find("azr: Ctrl-C: stopping after this step (or seeding batch); Ctrl-C again stops at once"),
             std::string::npos)
       << slurp(log);
   auto r = run_process(resume_args(run.string()));
