@@ -22,6 +22,7 @@
 #include "cli/input.h"
 #include "cli/table.h"
 #include "trainer/checkpoint.h"
+#include "trainer/run_lock.h"
 
 namespace azr::cli {
 namespace {
@@ -293,6 +294,21 @@ fs::path parent_dir(const std::string& path) {
   return p.empty() ? fs::path(".") : p;
 }
 
+// A database this command must not write: a live run's (the trainer writes it too) and a
+// checkpoint's copy (its checksums cover it: --resume would refuse the checkpoint). Found through
+// symlinks, where the file is. A stopped run's may be written: --resume keeps it as
+// buffer.db.before-resume when it puts the checkpoint's copy in its place, and says so.
+void refuse_a_run_buffer(const std::string& db) {
+  std::error_code ec;
+  const fs::path dir = parent_dir(fs::weakly_canonical(db, ec).string());
+  if (const std::optional<std::string> holder = trainer::run_lock_holder(dir))
+    throw UsageError(db + ": the buffer of a live run (" + *holder + "); writing it now would race the trainer. "
+                     "Stop the run first (Ctrl-C saves a checkpoint)");
+  if (fs::exists(dir / "trainer_state.json", ec))
+    throw UsageError(db + ": a checkpoint's copy of its run's buffer; checksums.xxh128 covers it, so --resume would "
+                     "refuse a changed one. Copy it elsewhere to change it");
+}
+
 // Same file by identity (symlinks, hard links, relative paths) or, where one does not exist yet,
 // by resolved name.
 bool same_file(const std::string& a, const std::string& b) {
@@ -392,6 +408,7 @@ buffer::InsertResult insert_tasks(const std::string& db, const std::vector<buffe
 int run_import(const BufferOptions& o) {
   // The whole input is read and checked before the database is opened, let alone created: a
   // refused import leaves no new file (InputFile refuses a directory, which reads as empty).
+  refuse_a_run_buffer(o.db);
   InputFile input(o.file);
   const std::string& name = input.name();
   buffer::Options opts;
@@ -425,6 +442,7 @@ int run_import(const BufferOptions& o) {
 }
 
 int run_migrate(const BufferOptions& o) {
+  refuse_a_run_buffer(o.db);
   buffer::Options opts;
   opts.quick_check = true;
   try {
@@ -494,7 +512,8 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
       ->capture_default_str()
       ->check(between(0.0, 3600.0));
   json(imp);
-  imp->footer("Writes the database (one transaction; a corrupt file is refused); run it while no trainer writes it.");
+  imp->footer("Writes the database (one transaction; a corrupt file is refused); a live run's buffer and a "
+              "checkpoint's copy are refused.");
   imp->callback([&] { o.action = "import"; });
 
   CLI::App* mig = c->add_subcommand("migrate", "Bring a buffer written by an older azr to this schema");

@@ -10,7 +10,8 @@ target_include_directories(azr_trainer_checkpoint PRIVATE ${XXHASH_INCLUDE_DIRS}
 add_library(azr_trainer STATIC ${CMAKE_CURRENT_SOURCE_DIR}/policy.cpp ${CMAKE_CURRENT_SOURCE_DIR}/step.cpp
                                ${CMAKE_CURRENT_SOURCE_DIR}/trainer.cpp
                                ${CMAKE_CURRENT_SOURCE_DIR}/model_setup.cpp ${CMAKE_CURRENT_SOURCE_DIR}/eval_setup.cpp
-                               ${CMAKE_CURRENT_SOURCE_DIR}/imported_tasks.cpp)
+                               ${CMAKE_CURRENT_SOURCE_DIR}/imported_tasks.cpp
+                               ${CMAKE_CURRENT_SOURCE_DIR}/run_lock.cpp)
 target_include_directories(azr_trainer PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(azr_trainer PUBLIC azr_trainer_checkpoint azr_trainer_config azr_trainer_metrics
                       azr_trainer_dist azr_model azr_tokenizer azr_buffer azr_proposer_text azr_proposer_validate

@@ -39,6 +39,7 @@
 #include "trainer/model_setup.h"
 #include "trainer/imported_tasks.h"
 #include "trainer/policy.h"
+#include "trainer/run_lock.h"
 #include "trainer/seeds.h"
 #include "trainer/step.h"
 
@@ -174,6 +175,8 @@ void write_run_config(const fs::path& run_dir, const TrainConfig& cfg) {
 }
 
 void refuse_a_run_dir_in_use(const fs::path& run_dir) {
+  if (const std::optional<std::string> holder = run_lock_holder(run_dir))
+    throw UserError(run_dir.string() + ": in use by " + *holder + "; choose another --run-dir");
   if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
     throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
                     " or choose another --run-dir");
@@ -227,7 +230,8 @@ class NewRunCleanup {
  private:
   // What train() writes into a run directory.
   static bool is_run_file(const std::string& name) {
-    for (const char* exact : {"config.toml", ".config.toml.tmp", "checkpoints", "log.txt", "metrics.jsonl"})
+    for (const char* exact :
+         {"config.toml", ".config.toml.tmp", "checkpoints", "log.txt", "metrics.jsonl", kRunLockFile})
       if (name == exact) return true;
     return name.rfind("buffer.db", 0) == 0 || name.rfind(".buffer.db", 0) == 0 ||
            name.rfind("events.out.tfevents.", 0) == 0 || name.rfind("op_profile", 0) == 0;
@@ -527,8 +531,24 @@ int train(const TrainOptions& opt) {
                                 : cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json"
                                                               : cfg.model.tokenizer,
                                 tok->vocab_size(), model_cfg.vocab_size));
+  // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
+  // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
+  // (--dist-timeout) for a rank that had left, and report the wait.
+  std::string root_refusal;
+  auto refuse_at_root = [&](auto&& check) {
+    try {
+      check();
+    } catch (const UserError& e) {
+      if (launch.world_size == 1) throw;
+      root_refusal = e.what();
+    }
+  };
+  // A resume takes the run directory before it reads which checkpoint is newest: a live run could
+  // be writing the next one. A new run takes it once the directory exists (below).
+  std::optional<RunDirLock> run_lock;
+  if (resuming && launch_root) refuse_at_root([&] { run_lock.emplace(run_dir); });
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
-  if (resuming && !ckpt) check_start_over_loses_nothing(run_dir);
+  if (resuming && !ckpt && root_refusal.empty()) check_start_over_loses_nothing(run_dir);
   std::vector<eval::Benchmark> benches;
   std::string eval_off;
   std::vector<buffer::Task> heldout;
@@ -603,19 +623,7 @@ int train(const TrainOptions& opt) {
                                       cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores);
     }
   };
-  auto root_checks = [&] { keyed(checks_of_keys); };
-  // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
-  // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
-  // (--dist-timeout) for a rank that had left, and report the wait.
-  std::string root_refusal;
-  if (launch_root) {
-    try {
-      root_checks();
-    } catch (const UserError& e) {
-      if (launch.world_size == 1) throw;
-      root_refusal = e.what();
-    }
-  }
+  if (launch_root && root_refusal.empty()) refuse_at_root([&] { keyed(checks_of_keys); });
   // A run that starts from model.path or a preset (not a checkpoint): its model now, so a bad
   // model directory stops the run before its directory exists.
   std::optional<model::Transformer> start_model;
@@ -635,6 +643,15 @@ int train(const TrainOptions& opt) {
   if (root && !resuming) {
     cleanup.emplace(run_dir);
     fs::create_directories(run_dir);
+    // Another new run given the same directory at the same moment passed the checks above too:
+    // the one that takes the lock goes on, the other leaves everything as it is (its cleanup
+    // would take the winner's files).
+    try {
+      run_lock.emplace(run_dir);
+    } catch (const UserError&) {
+      cleanup->keep();
+      throw;
+    }
     // Before anything else of the run: config.toml is what --resume reads back and what marks the
     // directory as holding a run, so a kill before its rename leaves a directory that a plain
     // rerun accepts, and a kill after it leaves one --resume continues. A resume rewrites it (new

@@ -6,16 +6,21 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
 #include "trainer/checkpoint.h"
+#include "trainer/model_setup.h"
+#include "trainer/run_lock.h"
 
 namespace {
 
@@ -296,3 +301,53 @@ TEST_F(CheckpointFiles, AStepNumberPast64BitsIsNotACheckpoint) {
 }
 
 }  // namespace
+
+// The run directory's lock (trainer/run_lock.h): held by the process that took it and by no child
+// of it, so a sandbox process outliving a killed trainer does not keep its directory locked, and
+// dropped when that process ends, however it ends.
+TEST_F(CheckpointFiles, TheRunLockIsTheTakersAloneAndEndsWithIt) {
+  using azr::trainer::run_lock_holder;
+  using azr::trainer::RunDirLock;
+  EXPECT_FALSE(run_lock_holder(run_)) << "no lock file: no holder";
+  int taken[2], go[2];
+  ASSERT_EQ(pipe(taken), 0);
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t taker = fork();
+  ASSERT_GE(taker, 0);
+  if (taker == 0) {
+    RunDirLock lock(run_);
+    const pid_t child = fork();  // the taker's child: alive past the taker's end, holding its descriptors
+    if (child == 0) {
+      sleep(30);
+      _exit(0);
+    }
+    char c = 0;
+    if (write(taken[1], &child, sizeof child) != sizeof child || read(go[0], &c, 1) != 1) _exit(1);
+    _exit(0);  // no destructor: the lock ends with the process, as at a kill -9
+  }
+  pid_t child = -1;
+  ASSERT_EQ(read(taken[0], &child, sizeof child), ssize_t(sizeof child));
+  struct KillAtEnd {
+    pid_t pid;
+    ~KillAtEnd() { kill(pid, SIGKILL); }
+  } kill_child{child};
+  char c = 0;
+  const std::optional<std::string> holder = run_lock_holder(run_);
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->rfind("azr train, pid " + std::to_string(taker) + " on host ", 0), 0u) << *holder;
+  try {
+    RunDirLock second(run_);
+    ADD_FAILURE() << "a second lock was taken";
+  } catch (const azr::trainer::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(run_.string() + ": in use by another " + *holder), std::string::npos)
+        << e.what();
+  }
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(taker, &status, 0), taker);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(run_lock_holder(run_)) << "held after its taker ended, by the taker's child";
+  EXPECT_EQ(kill(child, 0), 0) << "the taker's child ended too soon to tell";
+  RunDirLock mine(run_);  // taken at once
+  EXPECT_TRUE(fs::exists(run_ / azr::trainer::kRunLockFile));
+}

@@ -547,6 +547,51 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
   expect_same_run(run, ref);
 }
 
+// A second trainer in a live run's directory (a --resume typed twice, a new run given the same
+// --run-dir) wrote the same checkpoints and buffer as the first, and a buffer import raced the
+// trainer's writes. While the run lives both are refused, naming it, and reading is not; a kill -9
+// leaves no lock behind. A checkpoint's copy of the buffer takes no write (its checksums would no
+// longer match).
+TEST(TrainCli, ALiveRunsDirectoryIsRefusedToASecondTrainerAndToBufferWrites) {
+  const fs::path ref = reference_run();
+  const fs::path run = scratch("live");
+  const fs::path log = run.string() + ".log";
+  const fs::path tasks = run.string() + ".tasks.jsonl";
+  std::ofstream(tasks) << buffer_tasks(ref);
+  const pid_t pid = start_past_step_one(run, log);
+  ASSERT_GT(pid, 0);
+  const std::string holder = "azr train, pid " + std::to_string(pid) + " on host ";
+  auto r = run_process(resume_args(run.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(run.string() + ": in use by another " + holder), std::string::npos) << r.err;
+  r = run_process(train_args(run.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(run.string() + ": in use by " + holder), std::string::npos) << r.err;
+  const std::string db = (run / "buffer.db").string();
+  // `azr buffer import|migrate DB` must exit 2 saying `refusal`.
+  auto expect_writes_refused = [&](const std::string& db, const std::string& refusal) {
+    for (const char* action : {"import", "migrate"}) {
+      std::vector<std::string> args = {azr(), "buffer", action, db};
+      if (std::string(action) == "import") args.push_back(tasks.string());
+      const auto w = run_process(args);
+      EXPECT_EQ(w.exit_code, 2) << action << ": " << w.err;
+      EXPECT_NE(w.err.find(db + refusal), std::string::npos) << w.err;
+    }
+  };
+  expect_writes_refused(db, ": the buffer of a live run (" + holder);
+  r = run_process({azr(), "buffer", "stats", db});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << slurp(log);
+
+  const std::string copy = (run / "checkpoints/step-1/buffer.db").string();
+  expect_writes_refused(copy, ": a checkpoint's copy of its run's buffer");
+  // The killed run's lock went with it, and nothing refused above touched the run.
+  r = run_process(resume_args(run.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err << slurp(log);
+  expect_same_run(run, ref);
+}
+
 // Ctrl-C in seeding killed the process there (the handler came after seeding), with no word and
 // the buffer's WAL left behind; the README promises a clean stop. Seeding now ends its round, and
 // as a new run has no checkpoint before seeding ends, its directory goes: the same command starts
