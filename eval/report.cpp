@@ -100,12 +100,20 @@ BenchScore score_bench(const Benchmark& bench, const std::vector<Sample>& sample
 
 namespace {
 
+// Whether a benchmark's score enters its category's average: answered, and not one the registry
+// keeps out of the paper's averages. mean_of and averaged must agree, as the report prints the
+// names beside the number.
+bool in_category_average(const BenchScore& b, Category c) {
+  if (b.category != c || b.items == 0) return false;
+  const BenchmarkInfo* info = find_benchmark(b.name);
+  return !info || info->in_average;
+}
+
 std::optional<double> mean_of(const std::vector<BenchScore>& v, Category c, bool use_k) {
   double sum = 0;
   size_t n = 0;
   for (const auto& b : v) {
-    if (b.category != c || b.items == 0) continue;
-    if (const BenchmarkInfo* info = find_benchmark(b.name); info && !info->in_average) continue;
+    if (!in_category_average(b, c)) continue;
     if (use_k) {
       if (!b.passk) return std::nullopt;
       sum += *b.passk;
@@ -120,11 +128,8 @@ std::optional<double> mean_of(const std::vector<BenchScore>& v, Category c, bool
 
 std::vector<std::string> averaged(const std::vector<BenchScore>& v, Category c) {
   std::vector<std::string> names;
-  for (const auto& b : v) {
-    if (b.category != c || b.items == 0) continue;
-    if (const BenchmarkInfo* info = find_benchmark(b.name); info && !info->in_average) continue;
-    names.push_back(b.name);
-  }
+  for (const auto& b : v)
+    if (in_category_average(b, c)) names.push_back(b.name);
   return names;
 }
 

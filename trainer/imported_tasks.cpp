@@ -34,7 +34,9 @@ std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::
   }
   solver::GradeSettings gs;
   gs.limits = limits;
-  gs.induction_first_pair_first = false;  // every pair's verdict, for the message
+  // One round: imported tasks are meant to pass, and a passing one runs every pair either way;
+  // first-pair-first would only add a second round's wait (the message is the same).
+  gs.induction_first_pair_first = false;
   const std::vector<solver::Grade> grades = solver::grade(pool, as_graded, answers, gs);
   std::vector<std::string> problems;
   for (size_t i = 0; i < tasks.size(); i++) {

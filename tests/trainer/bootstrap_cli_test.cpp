@@ -184,6 +184,16 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(out / "model.safetensors"), "x");
+  EXPECT_EQ(r.err.find("no [bootstrap] section"), std::string::npos) << "its --set bootstrap.* say what runs";
+  // A config without [bootstrap] and no --set of one (a training config given by mistake) runs on
+  // the defaults: said first, with the output and the size of the work they mean.
+  const std::string train_config = env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/tiny_train.toml";
+  r = run_process({azr(), "bootstrap", train_config, "--output", out.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("azr bootstrap: warning: " + train_config + " has no [bootstrap] section; every bootstrap key "
+                       "takes its default (output runs/bootstrap/model, 256 tasks per type, 300 warm-start steps)"),
+            std::string::npos)
+      << r.err;
   // So does one holding a sharded model (save_pretrained shards past 4 GiB): its index marks it.
   fs::remove(out / "model.safetensors");
   std::ofstream(out / "model.safetensors.index.json") << "{}";
