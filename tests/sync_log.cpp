@@ -3,10 +3,13 @@
 // $AZR_SYNC_LOG, in call order, before the real call runs. Whether a write survives a power cut
 // cannot be tested without cutting the power; that the calls which make it survive come in the
 // right order (the file synced before it is renamed into place, the directory after) can.
+// With $AZR_SYNC_FAIL set, an fsync of a path that contains it fails with EIO, as on a disk that
+// failed its write-back: what a run does then can be tested.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,7 +43,12 @@ std::string fd_path(int fd) {
 extern "C" {
 
 int fsync(int fd) {
-  log_line("fsync " + fd_path(fd));
+  const std::string path = fd_path(fd);
+  log_line("fsync " + path);
+  if (const char* fail = std::getenv("AZR_SYNC_FAIL"); fail && *fail && path.find(fail) != std::string::npos) {
+    errno = EIO;
+    return -1;
+  }
   return real<int (*)(int)>("fsync")(fd);
 }
 

@@ -109,16 +109,20 @@ class RunLog {
   void open(const fs::path& file) { out_.open(file, std::ios::app); }
   void attach(ConsoleView* console) { console_ = console; }
   void operator()(const std::string& line) {
-    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
-    if (out_.is_open()) out_ << stamp << "  " << line << std::endl;
+    to_file(line);
     if (console_)
       console_->message(line);
     else if (!quiet_)
       std::fprintf(stderr, "%s\n", line.c_str());
   }
   void set_quiet(bool q) { quiet_ = q; }
+  // To the file alone: what the console has already said (the error that ends the run).
+  void to_file(const std::string& line) {
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+    if (out_.is_open()) out_ << stamp << "  " << line << std::endl;
+  }
 
  private:
   std::ofstream out_;
@@ -361,9 +365,8 @@ std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const T
   return note;
 }
 
-}  // namespace
-
-int train(const TrainOptions& opt) {
+// The run (train() below); `log` is opened once the run directory exists.
+int run_training(const TrainOptions& opt, RunLog& log) {
   // ---- ranks, config, run dir -------------------------------------------------------------
   // The config, the device and the micro-batch first, from the launcher's environment alone: a bad
   // config stops each rank at once, not after the ranks have met (or timed out waiting for one
@@ -675,7 +678,6 @@ int train(const TrainOptions& opt) {
   const auto configured_micro_batch = cfg.algorithm.micro_batch_size;  // 0 (plan it) is saved as 0
   cfg.algorithm.micro_batch_size = micro.size;
 
-  RunLog log;
   log.set_quiet(!root);
   if (root) log.open(run_dir / "log.txt");
 
@@ -1080,6 +1082,20 @@ int train(const TrainOptions& opt) {
   log.set_quiet(true);  // the summary said it on the console
   log(fmt::format("finished at step {}", step));
   return stopped ? 130 : 0;
+}
+
+}  // namespace
+
+int train(const TrainOptions& opt) {
+  // An error that ends the run (a disk that fails a checkpoint's write, a rank lost) was said on
+  // the console alone: a run left in the background had a log.txt that just stopped.
+  RunLog log;
+  try {
+    return run_training(opt, log);
+  } catch (const std::exception& e) {
+    log.to_file(std::string("stopped by an error: ") + e.what());
+    throw;
+  }
 }
 
 }  // namespace azr::trainer

@@ -2,6 +2,9 @@
 azr_cli_test(train_cli_test trainer/train_cli_test.cpp)
 target_link_libraries(train_cli_test PRIVATE azr_model)
 target_compile_definitions(train_cli_test PRIVATE AZR_EXPECT_MPI=$<BOOL:${AZR_MPI}>)
+# A disk that fails a checkpoint's write, through the fsync fault of the durability tests' preload.
+add_dependencies(train_cli_test azr_sync_log)
+target_compile_definitions(train_cli_test PRIVATE AZR_SYNC_LOG_LIB="$<TARGET_FILE:azr_sync_log>")
 # One step in process: real sandbox and buffer, scripted responses (a new model writes no valid task).
 azr_sandbox_test(trainer_step_test trainer/step_test.cpp)
 target_link_libraries(trainer_step_test PRIVATE azr_trainer)

@@ -858,6 +858,26 @@ fs::path copy_of_reference(const std::string& name) {
   return run;
 }
 
+// An error that ends a run (here a disk failing the write-back of a checkpoint's weights) was said
+// on the console alone, and a run left in the background had a log.txt that just stopped. It is
+// the log's last line now, and no checkpoint of that step is left half-written.
+TEST(TrainCli, AnErrorThatEndsTheRunIsTheLastLineOfItsLog) {
+  const fs::path run = copy_of_reference("disk-fails");
+  const azr::testing::ChildEnvironment env({std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB,
+                                            "AZR_SYNC_FAIL=/checkpoints/.step-4.tmp/model.safetensors"});
+  const auto r = run_process(resume_args(run.string(), kSteps + 1), "", env.envp());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string failed = "model.safetensors: fsync failed: Input/output error";
+  EXPECT_NE(r.err.find(failed), std::string::npos) << r.err;
+  const std::string log = slurp(run / "log.txt");
+  const size_t last = log.rfind('\n', log.size() - 2);
+  const std::string last_line = log.substr(last == std::string::npos ? 0 : last + 1);
+  EXPECT_NE(last_line.find("  stopped by an error: "), std::string::npos) << log;
+  EXPECT_NE(last_line.find(failed), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(run / "checkpoints/step-4"));
+  EXPECT_FALSE(fs::exists(run / "checkpoints/.step-4.tmp"));
+}
+
 // The wrong one of the two commands, or the wrong directory, is said with the command that was
 // meant: a run directory as the config ("cannot read config file: Is a directory"), a checkpoint
 // as the run to resume, a run directory as a model.
