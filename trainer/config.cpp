@@ -670,6 +670,45 @@ void apply_override(const std::string& text, TrainConfig& config) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// Where `key` got its value, for a message: "--set KEY=VALUE" (its last override), "FILE:LINE:COL"
+// (where the document sets it), or "" (its default).
+std::string key_origin(const toml::table& root, const std::string& source, const std::vector<std::string>& overrides,
+                       std::string_view key) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+    const auto eq = it->find('=');
+    if (eq != std::string::npos && trim(std::string_view(*it).substr(0, eq)) == key) return "--set " + *it;
+  }
+  if (const toml::node* node = root.at_path(key).node()) {
+    const std::string a = at(source, node->source().begin);
+    return a.substr(0, a.size() - 2);  // without at()'s ": "
+  }
+  return "";
+}
+
+// Exactly one of model.path and model.preset, with where each came from: a --set of one on a
+// config that sets the other was blamed on the file alone.
+void check_one_model_source(const TrainConfig& config, const toml::table& root, const std::string& source,
+                            const std::vector<std::string>& overrides) {
+  const bool has_path = !config.model.path.empty(), has_preset = !config.model.preset.empty();
+  if (has_path != has_preset) return;
+  const std::string path_from = key_origin(root, source, overrides, "model.path");
+  const std::string preset_from = key_origin(root, source, overrides, "model.preset");
+  if (has_path)
+    throw ConfigError(source + ": model.path (" + path_from + ") and model.preset (" + preset_from +
+                      ") are both set; exactly one must be: the model to load, or the preset a new one is made "
+                      "from (an empty --set model.path= or --set model.preset= drops one)");
+  std::string emptied;
+  if (!path_from.empty()) emptied += "; model.path is empty (" + path_from + ")";
+  if (!preset_from.empty()) emptied += "; model.preset is empty (" + preset_from + ")";
+  throw ConfigError(source + ": neither model.path nor model.preset is set" + emptied +
+                    "; exactly one must be: model.path = \"DIR\" (a Hugging Face model) or model.preset = \"NAME\" "
+                    "(a new model)");
+}
+
+}  // namespace
+
 TrainConfig parse_config(const std::string& toml_text, const std::string& source_name,
                          const std::vector<std::string>& overrides) {
   toml::table root;
@@ -681,6 +720,7 @@ TrainConfig parse_config(const std::string& toml_text, const std::string& source
   TrainConfig config;
   read_document(root, source_name, config);
   for (const auto& o : overrides) apply_override(o, config);
+  check_one_model_source(config, root, source_name, overrides);
   validate(config, source_name);
   return config;
 }
@@ -701,16 +741,13 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
 
 std::string config_key_origin(const std::string& path, const std::vector<std::string>& overrides,
                               std::string_view key) {
-  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
-    const auto eq = it->find('=');
-    if (eq != std::string::npos && trim(std::string_view(*it).substr(0, eq)) == key) return "--set " + *it + ": ";
-  }
+  toml::table root;
   try {
-    const toml::table root = toml::parse_file(path);
-    if (const toml::node* node = root.at_path(key).node()) return at(path, node->source().begin);
+    root = toml::parse_file(path);
   } catch (const toml::parse_error&) {  // it parsed once already; a file changed since is only named
   }
-  return path + ": ";
+  const std::string origin = key_origin(root, path, overrides, key);
+  return (origin.empty() ? path : origin) + ": ";
 }
 
 void validate(const TrainConfig& config, const std::string& source_name) {

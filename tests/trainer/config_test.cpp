@@ -149,8 +149,15 @@ TEST(ConfigDefaults, MatchTheMethod) {
   EXPECT_EQ(c.eval.benchmarks, (std::vector<std::string>{"cruxeval_o", "cruxeval_i"}));
 }
 
+// The ends of the two messages of "exactly one of model.path and model.preset".
+const std::string kBothSet =
+    "are both set; exactly one must be: the model to load, or the preset a new one is made from (an empty --set "
+    "model.path= or --set model.preset= drops one)";
+const std::string kNeitherSet =
+    "; exactly one must be: model.path = \"DIR\" (a Hugging Face model) or model.preset = \"NAME\" (a new model)";
+
 TEST(ConfigDefaults, EmptyDocumentNeedsAModel) {
-  EXPECT_EQ(parse_error(""), "f.toml: exactly one of model.path and model.preset must be set, got neither");
+  EXPECT_EQ(parse_error(""), "f.toml: neither model.path nor model.preset is set" + kNeitherSet);
 }
 
 // ----- a file setting every key --------------------------------------------------------------
@@ -460,10 +467,13 @@ TEST(ConfigErrors, RangeBoundariesAccepted) {
 // ----- validate ----------------------------------------------------------------------------------
 
 TEST(ConfigValidate, ExactlyOneOfPathAndPreset) {
+  // Each named where it was set (the value's line and column).
   EXPECT_EQ(parse_error("[model]\npath = \"/m\"\npreset = \"azr-tiny\"\n"),
-            "f.toml: exactly one of model.path and model.preset must be set, got both");
+            "f.toml: model.path (f.toml:2:8) and model.preset (f.toml:3:10) " + kBothSet);
   EXPECT_EQ(parse_error("[model]\ntokenizer = \"t.json\"\n"),
-            "f.toml: exactly one of model.path and model.preset must be set, got neither");
+            "f.toml: neither model.path nor model.preset is set" + kNeitherSet);
+  EXPECT_EQ(parse_error("[model]\npath = \"\"\n"),
+            "f.toml: neither model.path nor model.preset is set; model.path is empty (f.toml:2:8)" + kNeitherSet);
   EXPECT_EQ(parse_config("[model]\npath = \"/m\"\n", "f.toml").model.path, "/m");
   // The preset name itself is the trainer's to check (it knows model::preset_names()).
   EXPECT_EQ(parse_config("[model]\npreset = \"anything\"\n", "f.toml").model.preset, "anything");
@@ -527,8 +537,12 @@ TEST(ConfigSet, BoolsAndLaterWins) {
 
 TEST(ConfigSet, ValidationRunsAfterOverrides) {
   EXPECT_EQ(parse_config("", "f.toml", {"model.preset=azr-tiny"}).model.preset, "azr-tiny");
+  // A --set of one on a file that sets the other: the --set is named, not the file alone.
   EXPECT_EQ(parse_error(kMinimal, {"model.path=/m"}),
-            "f.toml: exactly one of model.path and model.preset must be set, got both");
+            "f.toml: model.path (--set model.path=/m) and model.preset (f.toml:2:10) " + kBothSet);
+  EXPECT_EQ(parse_error(kMinimal, {"model.preset="}),
+            "f.toml: neither model.path nor model.preset is set; model.preset is empty (--set model.preset=)" +
+                kNeitherSet);
 }
 
 TEST(ConfigSet, Errors) {
