@@ -298,7 +298,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   // get_option throws on a name not defined: a flag renamed must be renamed here too.
   for (const char* model_only : {"--model", "--tokenizer", "--bench", "--n", "--limit", "--temperature", "--top-p",
                                  "--max-tokens", "--template", "--seed", "--batch-size", "--threads", "--device",
-                                 "--matmul-precision", "--decode-graphs"})
+                                 "--matmul-precision", "--decode-graphs", "--no-decode-graphs"})
     answers->excludes(c->get_option(model_only));
   return c;
 }

@@ -32,10 +32,16 @@ void add_device_option(CLI::App* c, DeviceOptions& device, bool generates) {
                     " (auto: bf16 on a GPU, fp32 elsewhere; bf16: operands rounded to bfloat16, fp32 sums; "
                     "tensor-core speed on a GPU, a reference on the CPU)")
       ->capture_default_str();
-  if (generates)
-    c->add_flag("--decode-graphs,!--no-decode-graphs", device.decode_graphs,
-                "record each decode step once and replay it (CUDA graphs: one launch per step instead of "
-                "hundreds; the default; no effect on the CPU)");
+  if (generates) {
+    // Two flags, not CLI11's "--a,!--no-a", which --help showed as "--a,--no-a{false}".
+    CLI::Option* on = c->add_flag("--decode-graphs", device.decode_graphs,
+                                  "record each decode step once and replay it (CUDA graphs: one launch per step "
+                                  "instead of hundreds; the default; no effect on the CPU)");
+    c->add_flag_callback(
+         "--no-decode-graphs", [&device] { device.decode_graphs = false; },
+         "launch each decode step's kernels as they come (to compare with the graphs' output or speed)")
+        ->excludes(on);
+  }
 }
 
 model::Transformer load_model(const std::string& dir, const DeviceOptions& device) {

@@ -54,8 +54,7 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
   // At most a PiB: 1e308 planned against an infinite budget and "fit" a micro-batch of 2^30.
   c->add_option("--budget-gib", o.budget_gib, "device memory, GiB")
       ->capture_default_str()
-      ->check(positive())
-      ->check(between(0, 1 << 20));
+      ->check(positive_at_most(1 << 20));
   c->add_flag("--json", o.json, "one JSON object instead of the table");
   return c;
 }

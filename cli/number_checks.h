@@ -78,6 +78,11 @@ inline CLI::Validator positive() {
   return number_checks_detail::number_check(0, false, HUGE_VAL, "greater than 0");
 }
 
+// 0 < value <= hi.
+inline CLI::Validator positive_at_most(double hi) {
+  return number_checks_detail::number_check(0, false, hi, "greater than 0, at most " + number_checks_detail::shown(hi));
+}
+
 // value >= 0.
 inline CLI::Validator non_negative() {
   return number_checks_detail::number_check(0, true, HUGE_VAL, "0 or more");

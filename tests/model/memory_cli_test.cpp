@@ -107,7 +107,7 @@ TEST(MemoryCli, BadInputIsAUsageError) {
   // 1e308 GiB planned against an infinite budget: "fits", a micro-batch of 2^30.
   const auto huge = run_process({azr(), "memory", "azr-tiny", "--budget-gib", "1e308"});
   EXPECT_EQ(huge.exit_code, 2);
-  EXPECT_NE(huge.err.find("--budget-gib: 1e308 is too large: it must be between 0 and 1048576"), std::string::npos)
+  EXPECT_NE(huge.err.find("--budget-gib: 1e308 is too large: it must be greater than 0, at most 1048576"), std::string::npos)
       << huge.err;
   // Past what the GPU kernels take in one micro-batch (2,097,120 tokens / 4,120 = 509 sequences),
   // as azr train refuses it.

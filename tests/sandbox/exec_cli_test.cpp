@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -160,6 +161,27 @@ TEST(ExecCli, UsageConventions) {
   EXPECT_EQ(run_process({azr(), "exec", "--no-such-flag"}).exit_code, 2);
   EXPECT_EQ(run_process({azr(), "exec"}).exit_code, 2);                   // neither FILE nor --jsonl
   EXPECT_EQ(run_process({azr(), "exec", "--jsonl", "-", "--timeout", "-1"}, "").exit_code, 2);
+}
+
+// Every command's --help as a user reads it: CLI11 showed a negatable flag as
+// "--decode-graphs,--no-decode-graphs{false}" and two checks of one flag chained
+// ("FLOAT:greater than 0:between 0 and 1048576=80").
+TEST(ExecCli, EveryCommandsHelpReadsAsText) {
+  const std::regex chained_checks("(INT|UINT|FLOAT|TEXT)(:[^ =:\n]+( [^ =:\n]+)*){2,}");
+  for (const std::string command : {"exec", "tokenize", "generate", "logprobs", "eval", "train", "bootstrap", "memory",
+                                    "buffer stats", "buffer list", "buffer show", "buffer export", "buffer import",
+                                    "buffer migrate", "task validate", "task grade", "task prompt"}) {
+    std::vector<std::string> args = {azr()};
+    std::istringstream words(command);
+    for (std::string w; words >> w;) args.push_back(w);
+    args.push_back("--help");
+    const auto r = run_process(args);
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_EQ(r.out.find("{false}"), std::string::npos) << command << ":\n" << r.out;
+    EXPECT_EQ(r.out.find("{true}"), std::string::npos) << command << ":\n" << r.out;
+    std::smatch m;
+    EXPECT_FALSE(std::regex_search(r.out, m, chained_checks)) << command << ": " << m.str();
+  }
 }
 
 // An unknown word where a command is expected is named, with the commands there are (CLI11 alone
