@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/number_checks.h"
 #include "cli/input.h"
+#include "cli/output_file.h"
 #include "cli/table.h"
 #include "trainer/checkpoint.h"
 #include "trainer/run_lock.h"
@@ -246,54 +247,6 @@ int run_show(const BufferOptions& o) {
   return 0;
 }
 
-// Removes a file this command made (and SQLite's side files beside it) however the command ends:
-// a failed export or import leaves nothing behind. Once renamed or linked into place the
-// temporary name is only a second name (or none), so removing it is always right.
-// A database's own file and the files SQLite keeps beside it.
-constexpr const char* kDatabaseFiles[] = {"", "-wal", "-shm", "-journal"};
-
-class RemoveOnExit {
- public:
-  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
-  ~RemoveOnExit() {
-    std::error_code ec;
-    for (const char* side : kDatabaseFiles) fs::remove(path_ + side, ec);
-  }
-  RemoveOnExit(const RemoveOnExit&) = delete;
-  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
-
- private:
-  std::string path_;
-};
-
-// `path.tmp-PID`: the name an import or an export writes under before publishing. A process
-// killed with -9 leaves it (and SQLite's -wal and -shm of it); the next command writing `path`
-// removes those whose PID no longer runs, and leaves a live process's alone.
-std::string temp_beside(const std::string& path) {
-  const fs::path p(path);
-  const std::string prefix = p.filename().string() + ".tmp-";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const char* first = name.data() + prefix.size();
-    pid_t pid = 0;
-    const auto [end, err] = std::from_chars(first, name.data() + name.size(), pid);
-    const std::string side(end, name.data() + name.size());  // "", "-wal", "-shm" or "-journal"
-    if (err != std::errc() || end == first || pid <= 0 ||
-        std::find_if(std::begin(kDatabaseFiles), std::end(kDatabaseFiles),
-                     [&](const char* s) { return side == s; }) == std::end(kDatabaseFiles))
-      continue;
-    if (pid != getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(e.path(), ec);
-  }
-  return path + ".tmp-" + std::to_string(getpid());
-}
-
-fs::path parent_dir(const std::string& path) {
-  const fs::path p = fs::path(path).parent_path();
-  return p.empty() ? fs::path(".") : p;
-}
-
 // A database this command must not write: a live run's (the trainer writes it too) and a
 // checkpoint's copy (its checksums cover it: --resume would refuse the checkpoint). Found through
 // symlinks, where the file is. A stopped run's may be written: --resume keeps it as
@@ -351,23 +304,10 @@ int run_export(const BufferOptions& o) {
     export_checked(b, std::cout, f);
     return 0;
   }
-  // Write beside the target and rename, so an interrupted export never leaves half a file.
-  std::string tmp = temp_beside(o.output);
-  RemoveOnExit cleanup(tmp);
-  int64_t n = 0;
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw UsageError(o.output + ": cannot write (" + std::strerror(errno) + ")");
-    n = export_checked(b, out, f);
-    out.close();
-    if (!out) throw std::runtime_error(o.output + ": write failed");
-  }
-  // Synced before the rename and the directory after it: a power cut leaves the old file or the
-  // whole new one, never a new name on data not yet written.
-  trainer::sync_path(tmp);
-  if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
-    throw std::runtime_error(o.output + ": cannot rename into place (" + std::strerror(errno) + ")");
-  trainer::sync_path(parent_dir(o.output));
+  // Written beside the target and renamed: an interrupted export never leaves half a file.
+  ReplacedFile out(o.output);
+  const int64_t n = export_checked(b, out.stream(), f);
+  out.commit();
   std::cerr << "exported " << n << " task(s) to " << o.output << '\n';
   return 0;
 }

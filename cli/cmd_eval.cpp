@@ -9,12 +9,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "cli/commands.h"
 #include "cli/number_checks.h"
 #include "cli/input.h"
+#include "cli/output_file.h"
 #include "eval/benchmarks.h"
 #include "eval/model_eval.h"
 #include "eval/code_bench.h"
@@ -47,19 +49,12 @@ std::vector<Line> read_answers(const std::string& path, std::string& name_out) {
   const std::string& name = input.name();
   name_out = name;
   std::vector<Line> lines;
-  std::string line;
-  for (size_t lineno = 1; std::getline(input.stream(), line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string at = name + ":" + std::to_string(lineno) + ": ";
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-      throw UsageError(at + "not valid JSON (" + model::json_error_text(e) + ")");
-    }
+  JsonLines input_lines(input.stream(), name);
+  for (json j; input_lines.next(j);) {
+    const std::string at = input_lines.where();
     if (!j.is_object()) throw UsageError(at + "expected a JSON object");
     Line l;
-    l.lineno = lineno;
+    l.lineno = input_lines.lineno();
     if (!j.contains("bench")) throw UsageError(at + "field 'bench' is missing");
     if (!j["bench"].is_string()) throw UsageError(at + "field 'bench' must be a string");
     l.bench = j["bench"].get<std::string>();
@@ -102,11 +97,10 @@ int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
   limits.cpu_seconds = o.timeout;
   limits.memory_bytes = uint64_t(o.memory_mib * 1024 * 1024);
 
-  std::ofstream out;
-  if (!o.out.empty()) {
-    out.open(o.out, std::ios::binary | std::ios::trunc);
-    if (!out) throw UsageError(o.out + ": cannot write the results file");
-  }
+  // The results replace --out only once all are written: an interrupted or failed grading leaves
+  // the old file whole.
+  std::optional<ReplacedFile> out;
+  if (!o.out.empty()) out.emplace(o.out);
   std::vector<eval::BenchScore> scores;
   bool internal = false;
   for (Job& job : jobs) {
@@ -115,17 +109,18 @@ int grade_and_report(const EvalOptions& o, std::vector<Job>& jobs) {
     std::map<size_t, int> sample_no;
     for (size_t i = 0; i < v.size(); ++i) {
       if (v[i].reason == "internal_error") internal = true;
-      if (out.is_open()) {
+      if (out) {
         const auto& s = job.samples[i];
         json j{{"bench", job.bench.info.name}, {"id", job.bench.items[s.item].id}, {"sample", sample_no[s.item]++},
                {"response", s.response}, {"extracted", v[i].extracted}, {"correct", v[i].correct},
                {"reason", v[i].reason}};
         if (!v[i].detail.empty()) j["detail"] = v[i].detail;
-        out << dump(j) << '\n';
+        out->stream() << dump(j) << '\n';
       }
     }
     scores.push_back(eval::score_bench(job.bench, job.samples, v, o.k));
   }
+  if (out) out->commit();
   for (const auto& s : scores) {
     if (o.k > 0 && !s.passk && s.items > 0)
       spdlog::warn("eval: {}: pass@{} not reported (an item has only {} samples)", s.name, o.k, s.min_n);
@@ -310,6 +305,8 @@ namespace {
 // emptied the answers before they were read. Both are refused up front.
 void check_out_target(const EvalOptions& o) {
   if (o.out.empty()) return;
+  if (o.out == "-")
+    throw UsageError("--out -: the per-response results go to a file; stdout has the table (or --json's summary)");
   std::error_code ec;
   if (fs::is_directory(o.out, ec)) throw UsageError("--out " + o.out + ": is a directory; give a file name");
   if (!o.answers.empty() && o.answers != "-" && fs::equivalent(o.answers, o.out, ec))

@@ -42,20 +42,11 @@ std::string read_file(const std::string& path) {
 // number and nothing is executed.
 std::vector<Item> read_jsonl(const std::string& path) {
   InputFile input(path);
-  std::istream* in = &input.stream();
-  const std::string& name = input.name();
   std::vector<Item> items;
-  std::string line;
-  for (size_t lineno = 1; std::getline(*in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-      throw UsageError(name + ":" + std::to_string(lineno) + ": not valid JSON (" + model::json_error_text(e) + ")");
-    }
-    auto where = [&](const std::string& field) { return name + ":" + std::to_string(lineno) + ": field '" + field + "'"; };
-    if (!j.is_object()) throw UsageError(name + ":" + std::to_string(lineno) + ": expected a JSON object");
+  JsonLines lines(input.stream(), input.name());
+  for (json j; lines.next(j);) {
+    auto where = [&](const std::string& field) { return lines.where() + "field '" + field + "'"; };
+    if (!j.is_object()) throw UsageError(lines.where() + "expected a JSON object");
     if (!j.contains("program")) throw UsageError(where("program") + " is missing");
     if (!j["program"].is_string()) throw UsageError(where("program") + " must be a string");
     if (!j.contains("input")) throw UsageError(where("input") + " is missing (use \"\" for no arguments)");

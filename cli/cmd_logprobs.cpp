@@ -46,16 +46,9 @@ int run_logprobs(const LogprobsOptions& o) {
 
   InputFile input(o.jsonl);
   std::vector<std::vector<int32_t>> seqs;
-  std::string line;
-  for (size_t lineno = 1; std::getline(input.stream(), line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = input.name() + ":" + std::to_string(lineno) + ": ";
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-      throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
-    }
+  JsonLines lines(input.stream(), input.name());
+  for (json j; lines.next(j);) {
+    const std::string where = lines.where();
     if (!j.is_object()) throw UsageError(where + "expected an object {\"text\": ...} or {\"ids\": [...]}");
     const bool has_text = j.contains("text"), has_ids = j.contains("ids");
     if (has_text == has_ids) throw UsageError(where + "give exactly one of the fields 'text' and 'ids'");

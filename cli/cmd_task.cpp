@@ -55,16 +55,10 @@ template <class Check>
 std::vector<Line> read_lines(const std::string& path, Check check) {
   InputFile input(path);
   std::vector<Line> lines;
-  std::string line;
-  for (size_t lineno = 1; std::getline(input.stream(), line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string where = input.name() + ":" + std::to_string(lineno);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-      throw UsageError(where + ": not valid JSON (" + model::json_error_text(e) + ")");
-    }
+  JsonLines input_lines(input.stream(), input.name());
+  for (json j; input_lines.next(j);) {
+    const std::string at = input_lines.where();
+    const std::string where = at.substr(0, at.size() - 2);  // "FILE:LINE", as check() adds its own ": "
     if (!j.is_object()) throw UsageError(where + ": expected a JSON object");
     check(j, where);
     lines.push_back({std::move(j), where});

@@ -44,20 +44,11 @@ int run_tokenize(const TokenizeOptions& o) {
     return 0;
   }
   InputFile input(o.jsonl);
-  std::istream* in = &input.stream();
-  const std::string& name = input.name();
   // Every line is checked before anything is printed, so a bad line never leaves half an output.
   std::vector<std::string> out;
-  std::string line;
-  for (size_t lineno = 1; std::getline(*in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string where = name + ":" + std::to_string(lineno) + ": ";
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
-      throw UsageError(where + "not valid JSON (" + model::json_error_text(e) + ")");
-    }
+  JsonLines lines(input.stream(), input.name());
+  for (json j; lines.next(j);) {
+    const std::string where = lines.where();
     try {
       if (o.decode) {
         if (!j.is_object()) throw UsageError(where + "expected a JSON object {\"ids\": [...]}");

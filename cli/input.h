@@ -3,6 +3,7 @@
 // the token ids of its JSON lines.
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "model/json_text.h"
 
 namespace azr::cli {
 
@@ -31,6 +33,56 @@ class InputFile {
  private:
   std::ifstream file_;
   std::string name_;
+};
+
+// The JSON values of a JSON Lines input, one a line, blank lines skipped. A line that is not JSON
+// is refused with FILE:LINE (a pretty-printed file's first line, "{" or "[", with what the format
+// is); so is one nested deeper than kMaxDepth, which parses but crashed, on the stack, the
+// commands that copy or print a field back (an `id` 100,000 arrays deep). A read that fails
+// part-way (EIO, a line past memory) is an error, where the loop took it for the end of the input.
+class JsonLines {
+ public:
+  static constexpr int kMaxDepth = 512;
+  JsonLines(std::istream& in, std::string name) : in_(in), name_(std::move(name)) {}
+  // The next line's value; false at the end of the input.
+  bool next(nlohmann::json& value) {
+    std::string line;
+    while (true) {
+      if (!std::getline(in_, line)) {
+        // std::cin reads through stdio, whose read errors reach ferror() alone.
+        if (in_.bad() || (&in_ == &std::cin && std::ferror(stdin)))
+          throw UsageError(name_ + ": the read failed after line " + std::to_string(lineno_) + " (" +
+                           std::strerror(errno) + ")");
+        return false;
+      }
+      ++lineno_;
+      if (line.find_first_not_of(" \t\r") != std::string::npos) break;
+    }
+    auto within_depth = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxDepth) throw TooDeep{};
+      return true;
+    };
+    try {
+      value = nlohmann::json::parse(line, within_depth);
+    } catch (const TooDeep&) {
+      throw UsageError(where() + "nested deeper than " + std::to_string(kMaxDepth) + " arrays and objects");
+    } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
+      const size_t first = line.find_first_not_of(" \t\r");
+      const std::string trimmed = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
+      throw UsageError(where() + "not valid JSON (" + model::json_error_text(e) + ")" +
+                       (trimmed == "{" || trimmed == "[" ? "; the input is JSON Lines: one JSON object a line" : ""));
+    }
+    return true;
+  }
+  // "FILE:LINE: " of the line next() gave last, for messages about its fields.
+  std::string where() const { return name_ + ":" + std::to_string(lineno_) + ": "; }
+  size_t lineno() const { return lineno_; }
+
+ private:
+  struct TooDeep {};
+  std::istream& in_;
+  std::string name_;
+  size_t lineno_ = 0;
 };
 
 // One token id of a JSON line's "ids", which must be a whole number in [0, rows). Read as

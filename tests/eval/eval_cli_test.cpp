@@ -200,6 +200,10 @@ TEST_F(EvalCli, BadLinesExit2WithFileAndLine) {
       {R"({"bench": "gsm8k", "id": "0"})", "field 'response' is missing"},
       {R"({"bench": "gsm8k", "id": "0", "response": 3})", "field 'response' must be a string"},
       {R"({"bench": "gsm8k", "id": "99999", "response": "x"})", "gsm8k has no item with id '99999'"},
+      // A pretty-printed file's first line; a line that parses but nests past what is echoed safely.
+      {"{", "not valid JSON (parse error at line 1, column 2"},
+      {"{", "; the input is JSON Lines: one JSON object a line"},
+      {std::string(600, '[') + std::string(600, ']'), "nested deeper than 512 arrays and objects"},
   };
   for (const auto& [bad, msg] : cases) {
     std::string f = write("bad.jsonl", ok + "\n\n" + bad + "\n" + ok + "\n");
@@ -305,6 +309,48 @@ TEST_F(EvalCli, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
   auto no_bench = run_process({bin_, "eval", "--model", (dir_ / "no-model").string(), "--data", data_});
   EXPECT_EQ(no_bench.exit_code, 2);
   EXPECT_EQ(no_bench.err, "azr: eval: --model needs --bench NAME[,NAME...]\n");
+}
+
+// The results replace --out whole or not at all: it was truncated when grading began, so Ctrl-C or
+// a failure part-way lost the old results and left half the new ones, and a full disk gave a short
+// file and exit 0. A symlink keeps pointing where it did; /dev/null and the like are written.
+TEST_F(EvalCli, TheResultsFileIsReplacedWholeOrNotAtAll) {
+  const std::string f = write("answers.jsonl", json{{"bench", "gsm8k"}, {"id", "0"}, {"response", "18"}}.dump());
+  const std::string results = write("results.jsonl", "the old results\n");
+  auto no_temporaries = [&] {
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().filename().string().rfind("results.jsonl.tmp-", 0) == 0) return false;
+    return true;
+  };
+  const azr::testing::ChildEnvironment failing_disk(
+      {std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB, "AZR_SYNC_FAIL=/results.jsonl.tmp-"});
+  auto r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", results}, "", failing_disk.envp());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("fsync failed: Input/output error"), std::string::npos) << r.err;
+  std::ifstream kept(results);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "the old results\n");
+  EXPECT_TRUE(no_temporaries());
+
+  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", "/dev/full"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("/dev/full: write failed (No space left on device)"), std::string::npos) << r.err;
+
+  const fs::path link = dir_ / "link.jsonl";
+  fs::create_symlink(results, link);
+  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", link.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(link));
+  std::ifstream written(results);
+  std::string line;
+  ASSERT_TRUE(std::getline(written, line));
+  EXPECT_EQ(json::parse(line).value("correct", false), true) << line;
+  EXPECT_FALSE(std::getline(written, line)) << "one answer, one line";
+  EXPECT_TRUE(no_temporaries());
+
+  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", "-"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--out -: the per-response results go to a file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists("-"));
 }
 
 // Verdicts known by hand through the whole command: a saved model that answers \boxed{18} to every

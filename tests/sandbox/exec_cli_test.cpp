@@ -163,6 +163,15 @@ TEST(ExecCli, UsageConventions) {
   EXPECT_EQ(run_process({azr(), "exec", "--jsonl", "-", "--timeout", "-1"}, "").exit_code, 2);
 }
 
+// A read that fails part-way was taken for the end of the input: /proc/self/mem fails its first
+// read (EIO), and ran as an empty input, exit 0.
+TEST(ExecCli, AReadThatFailsIsAnErrorNotTheEndOfTheInput) {
+  const auto r = run_process({azr(), "exec", "--jsonl", "/proc/self/mem"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/proc/self/mem: the read failed after line 0 (Input/output error)"), std::string::npos)
+      << r.err;
+}
+
 // Every command's --help as a user reads it: CLI11 showed a negatable flag as
 // "--decode-graphs,--no-decode-graphs{false}" and two checks of one flag chained
 // ("FLOAT:greater than 0:between 0 and 1048576=80").
