@@ -83,8 +83,11 @@ std::unique_ptr<model::BpeTokenizer> load_model_tokenizer(const std::string& mod
                                                           const std::string& tokenizer_arg) {
   namespace fs = std::filesystem;
   std::string path = tokenizer_arg.empty() ? model_dir + "/tokenizer.json" : tokenizer_arg;
-  if (fs::is_directory(path)) path += "/tokenizer.json";
-  if (!fs::exists(path))
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) path += "/tokenizer.json";
+  const bool exists = fs::exists(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) throw UsageError(path + ": " + ec.message());
+  if (!exists)
     throw UsageError(path + ": no tokenizer file" +
                      (tokenizer_arg.empty() ? " in the model directory (give --tokenizer PATH)" : ""));
   try {

@@ -64,8 +64,11 @@ namespace {
 model::ModelConfig resolve_config(const std::string& spec) {
   namespace fs = std::filesystem;
   try {
-    if (fs::is_directory(spec)) return model::load_config((fs::path(spec) / "config.json").string());
-    if (fs::is_regular_file(spec)) return model::load_config(spec);
+    std::error_code ec;
+    const fs::file_status st = fs::status(spec, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) throw UsageError(spec + ": " + ec.message());
+    if (fs::is_directory(st)) return model::load_config((fs::path(spec) / "config.json").string());
+    if (fs::is_regular_file(st)) return model::load_config(spec);
     // A path that names nothing is a missing file, not an unknown preset's name.
     if (spec.find('/') != std::string::npos || spec.ends_with(".json")) {
       std::string presets;

@@ -37,12 +37,11 @@ class InputFile {
 
 // The JSON values of a JSON Lines input, one a line, blank lines skipped. A line that is not JSON
 // is refused with FILE:LINE (a pretty-printed file's first line, "{" or "[", with what the format
-// is); so is one nested deeper than kMaxDepth, which parses but crashed, on the stack, the
+// is); so is one nested past model::kMaxJsonNesting, which parsed but crashed, on the stack, the
 // commands that copy or print a field back (an `id` 100,000 arrays deep). A read that fails
 // part-way (EIO, a line past memory) is an error, where the loop took it for the end of the input.
 class JsonLines {
  public:
-  static constexpr int kMaxDepth = 512;
   JsonLines(std::istream& in, std::string name) : in_(in), name_(std::move(name)) {}
   // The next line's value; false at the end of the input.
   bool next(nlohmann::json& value) {
@@ -58,14 +57,10 @@ class JsonLines {
       ++lineno_;
       if (line.find_first_not_of(" \t\r") != std::string::npos) break;
     }
-    auto within_depth = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxDepth) throw TooDeep{};
-      return true;
-    };
     try {
-      value = nlohmann::json::parse(line, within_depth);
-    } catch (const TooDeep&) {
-      throw UsageError(where() + "nested deeper than " + std::to_string(kMaxDepth) + " arrays and objects");
+      value = model::parse_json_bounded(line);
+    } catch (const model::JsonTooDeep& e) {
+      throw UsageError(where() + e.what());
     } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double (out_of_range)
       const size_t first = line.find_first_not_of(" \t\r");
       const std::string trimmed = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
@@ -79,7 +74,6 @@ class JsonLines {
   size_t lineno() const { return lineno_; }
 
  private:
-  struct TooDeep {};
   std::istream& in_;
   std::string name_;
   size_t lineno_ = 0;

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -135,6 +136,11 @@ int main(int argc, char** argv) {
   } catch (const azr::cli::UsageError& e) {  // the user's input: one plain message, exit 2
     std::cerr << "azr: " << e.what() << '\n';
     return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // "filesystem error: status: Permission denied [locked/qs]": said as the other messages are.
+    std::cerr << "azr: error: " << e.path1().string() << (e.path2().empty() ? "" : " -> " + e.path2().string()) << ": "
+              << e.code().message() << '\n';
+    return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "azr: error: out of memory: the command asked for more memory than this machine gave it (sizes "
                  "such as --batch-size, --max-tokens or --num-samples multiply)\n";

@@ -315,7 +315,7 @@ ModelConfig load_config(const std::string& path) {
   constexpr size_t kMaxConfigBytes = size_t(16) << 20;  // Qwen2.5's are under 1 KB
   std::string text;
   if (const std::string why = read_file_at_most(path, kMaxConfigBytes, text); !why.empty())
-    throw ConfigError(path + ": " + (why == "cannot open" ? "cannot open config file" : why));
+    throw ConfigError(path + ": " + (why.starts_with("cannot open") ? "cannot open config file" + why.substr(11) : why));
   return parse_config(text, path);
 }
 
@@ -376,7 +376,7 @@ void load_generation_config_if_present(const std::string& path, ModelConfig& c) 
   constexpr size_t kMaxBytes = size_t(16) << 20;  // Qwen2.5's are under 1 KB
   std::string text;
   if (const std::string why = read_file_at_most(path, kMaxBytes, text); !why.empty()) {
-    if (why == "cannot open" && !std::filesystem::exists(path)) return;
+    if (why.starts_with("cannot open") && !std::filesystem::exists(path)) return;
     throw ConfigError(path + ": " + why);
   }
   parse_generation_config(text, path, c);

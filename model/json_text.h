@@ -1,6 +1,8 @@
 #pragma once
 // Reading JSON that a user gave us: errors quoted short, nesting bounded.
+#include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -41,10 +43,12 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
 
 // Reads all of `path` into `out`, refusing more than max_bytes: a config path that names
 // /dev/zero, or a multi-gigabyte file by mistake, fails at once instead of filling memory.
-// Returns "" on success, else why not ("cannot open", "is larger than 16 MiB", "read error").
+// Returns "" on success, else why not ("cannot open (Permission denied)", "is larger than 16 MiB",
+// "read error").
 inline std::string read_file_at_most(const std::string& path, size_t max_bytes, std::string& out) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return "cannot open";
+  if (!in) return std::string("cannot open (") + (errno ? std::strerror(errno) : "no reason given") + ")";
   out.clear();
   char buf[1 << 16];
   while (in) {

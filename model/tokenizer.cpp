@@ -788,7 +788,8 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : impl_(std::make_unique<Imp
   constexpr size_t kMaxTokenizerBytes = size_t(256) << 20;  // Qwen2.5's is 7 MB
   std::string text;
   if (const std::string why = read_file_at_most(path, kMaxTokenizerBytes, text); !why.empty())
-    throw TokenizerError(path + ": " + (why == "cannot open" ? "cannot open tokenizer file" : why));
+    throw TokenizerError(path + ": " + (why.starts_with("cannot open") ? "cannot open tokenizer file" + why.substr(11)
+                                                                       : why));
   json j;
   try {
     j = parse_json_bounded(text);

@@ -365,7 +365,7 @@ TEST(HfConfig, LoadFromFile) {
     load_config(missing);
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()), missing + ": cannot open config file");
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open config file (No such file or directory)");
   }
   std::filesystem::remove_all(dir);
 }

@@ -172,6 +172,25 @@ TEST(ExecCli, AReadThatFailsIsAnErrorNotTheEndOfTheInput) {
       << r.err;
 }
 
+// A path the system refuses (here a name past 255 bytes; for a user, a directory not theirs)
+// leaked the library's "filesystem error: status: File name too long [...]" with exit 1, or was
+// called a missing file. It is the path and the system's reason, exit 2.
+TEST(ExecCli, APathTheSystemRefusesIsNamedWithItsReason) {
+  const std::string long_name = "/tmp/" + std::string(300, 'a');
+  const std::string shipped = azr::testing::env_or_fail("AZR_TESTS_DIR") + "/../models/quickstart";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{azr(), "memory", long_name},
+        std::vector<std::string>{azr(), "tokenize", "--tokenizer", long_name, "--text", "x"},
+        std::vector<std::string>{azr(), "generate", "--model", shipped, "--tokenizer", long_name, "--prompt", "x"},
+        std::vector<std::string>{azr(), "generate", "--model", long_name, "--prompt", "x"}}) {
+    const auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(long_name), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("File name too long"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+  }
+}
+
 // Every command's --help as a user reads it: CLI11 showed a negatable flag as
 // "--decode-graphs,--no-decode-graphs{false}" and two checks of one flag chained
 // ("FLOAT:greater than 0:between 0 and 1048576=80").
