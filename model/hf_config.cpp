@@ -315,7 +315,8 @@ ModelConfig load_config(const std::string& path) {
   constexpr size_t kMaxConfigBytes = size_t(16) << 20;  // Qwen2.5's are under 1 KB
   std::string text;
   if (const std::string why = read_file_at_most(path, kMaxConfigBytes, text); !why.empty())
-    throw ConfigError(path + ": " + (why.starts_with("cannot open") ? "cannot open config file" + why.substr(11) : why));
+    throw ConfigError(path + ": " +
+                      (why.starts_with("cannot open") ? "cannot open config file" + why.substr(11) : why));
   return parse_config(text, path);
 }
 
