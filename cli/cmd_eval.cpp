@@ -58,7 +58,8 @@ std::vector<Line> read_answers(const std::string& path, std::string& name_out) {
     if (!j.contains("bench")) throw UsageError(at + "field 'bench' is missing");
     if (!j["bench"].is_string()) throw UsageError(at + "field 'bench' must be a string");
     l.bench = j["bench"].get<std::string>();
-    if (!eval::find_benchmark(l.bench)) throw UsageError(at + "unknown benchmark '" + l.bench + "'");
+    if (!eval::find_benchmark(l.bench))
+      throw UsageError(at + "unknown benchmark '" + l.bench + "' (known: " + eval::benchmark_names() + ")");
     if (!j.contains("id")) throw UsageError(at + "field 'id' is missing");
     if (j["id"].is_string())
       l.id = j["id"].get<std::string>();
@@ -162,8 +163,11 @@ int run_answers(const EvalOptions& o, const fs::path& data) {
   for (const Line& l : lines) {
     size_t j = job_of.at(l.bench);
     auto it = index[j].find(l.id);
-    if (it == index[j].end())
-      throw UsageError(name + ":" + std::to_string(l.lineno) + ": " + l.bench + " has no item with id '" + l.id + "'");
+    if (it == index[j].end()) {  // with the benchmark's first id, for the form (sample_0, HumanEval/0, Mbpp/11)
+      const auto& items = jobs[j].bench.items;
+      throw UsageError(name + ":" + std::to_string(l.lineno) + ": " + l.bench + " has no item with id '" + l.id +
+                       "'" + (items.empty() ? "" : " (its first is '" + items[0].id + "')"));
+    }
     jobs[j].samples.push_back({it->second, l.response});
   }
   return grade_and_report(o, jobs);
@@ -200,7 +204,8 @@ int run_model(const EvalOptions& o, const fs::path& data) {
   }
   std::vector<std::string> names;
   for (const auto& b : o.bench) {
-    if (!eval::find_benchmark(b)) throw UsageError("--bench: unknown benchmark '" + b + "'");
+    if (!eval::find_benchmark(b))
+      throw UsageError("--bench: unknown benchmark '" + b + "' (known: " + eval::benchmark_names() + ")");
     if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
   }
   // pass@k needs k samples of each item: said before generating, not after.
@@ -264,7 +269,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   c->add_option("--data", o.data, "benchmark data dir (default: $AZR_BENCHMARKS, else ../shared/benchmarks)");
   c->add_option("--out", o.out, "per-response results JSONL");
   c->add_option("--k", o.k, "also report pass@k (unbiased estimator; needs n >= k samples per item)")
-      ->check(non_negative());
+      ->check(between(0, kMaxSamples));
   c->add_option("--n", o.n, "samples per item (--model)")->capture_default_str()->check(between(1, kMaxSamples));
   c->add_option("--limit", o.limit, "only the first L items of each benchmark (--model); 0 = all")
       ->capture_default_str()->check(non_negative());
@@ -278,7 +283,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       ->check(CLI::IsMember({"r1", "boxed", "compact"}));
   c->add_option("--seed", o.seed, "sampling seed")->capture_default_str()->check(seed());
   c->add_option("--batch-size", o.batch_size, "sequences generated at once")->capture_default_str()
-      ->check(positive());
+      ->check(between(1, kMaxSamples));
   c->add_flag("--json", o.json, "print the summary as one JSON object (percentages) instead of the table");
   c->add_option("--timeout", o.timeout, "CPU seconds per sandbox job")->capture_default_str()
       ->check(between(sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds));
@@ -286,7 +291,7 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       ->check(between(sandbox::kMinMemoryMib, sandbox::kMaxMemoryMib));
   c->add_option("--workers", o.workers, "sandbox workers (default: one per CPU)")->check(between(0, 1024));
   c->add_option("--threads", o.threads, "CPU threads for generation; 0 = all cores")->capture_default_str()
-      ->check(non_negative());
+      ->check(between(0, kMaxThreads));
   add_device_option(c, o.device);
   // The flags of generation mean nothing to answers made elsewhere: refused with them, where they
   // were ignored (--n 8 --answers F graded F's one sample an item, and said nothing).

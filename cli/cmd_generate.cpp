@@ -121,18 +121,19 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   add_sampling_options(c, o.temperature, "sampling temperature; 0 = greedy", o.top_p)->capture_default_str();
   c->add_option("--top-k", o.top_k, "sample among the K most likely tokens; 0 = off")
       ->capture_default_str()
-      ->check(non_negative());
+      ->check(between(0, INT32_MAX));
   c->add_option("--seed", o.seed, "random seed (each sample has its own stream)")
       ->capture_default_str()
       ->check(seed());
   c->add_option("--stop", o.stop, "stop at this string (repeatable)");
-  c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)");
+  c->add_option("--stop-id", o.stop_ids, "stop after this token id (repeatable)")->check(between(0, INT32_MAX));
   c->add_flag("--ignore-eos", o.ignore_eos, "do not stop at the eos_token_id of config.json or generation_config.json");
   c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
       ->capture_default_str()
       ->check(between(1, kMaxSamples));
   c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)");
-  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()
+      ->check(between(0, kMaxThreads));
   c->add_flag("--json", o.json, "one JSON object per sample");
   add_device_option(c, o.device);
   return c;

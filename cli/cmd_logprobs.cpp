@@ -33,7 +33,8 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
   c->add_option("--batch-size", o.batch_size, "lines per forward pass (1 to 65,535, the GPU attention's grid)")
       ->capture_default_str()
       ->check(CLI::Range(1, 65535));
-  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()->check(non_negative());
+  c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()
+      ->check(between(0, kMaxThreads));
   add_device_option(c, o.device, /*generates=*/false);
   return c;
 }

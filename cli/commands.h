@@ -94,6 +94,9 @@ inline constexpr int32_t kMaxNewTokens = 1 << 20;
 // --num-samples (generate) and --n (eval) past this are refused up front: 2^31 - 1 ended in a bare
 // std::bad_alloc. pass@k estimates use tens to hundreds of samples.
 inline constexpr int32_t kMaxSamples = 1 << 16;
+// CPU threads a command may be given: past any machine's cores, within an int (a larger number
+// failed CLI11's conversion with a bare "Could not convert").
+inline constexpr int32_t kMaxThreads = 1 << 16;
 // Throws UsageError (prefixed by `where`) when an encoded id has no row in the model's embedding:
 // a tokenizer of another model, which the forward would reject with no word of the flag.
 void check_ids_fit_model(const std::vector<int32_t>& ids, int64_t vocab_rows, const std::string& where);

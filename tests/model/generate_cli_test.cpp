@@ -332,7 +332,11 @@ TEST_F(GenerateCli, BadInputsExitTwoWithOneMessage) {
   expect_usage(generate({"--num-samples", "2147483647"}),
                "--num-samples: 2147483647 is too large: it must be between 1");
   expect_usage(generate({"--top-k", "99999999999999999999"}),
-               "--top-k: 99999999999999999999 is too large: it must fit");
+               "--top-k: 99999999999999999999 is too large: it must be between 0 and 2147483647");
+  // Within 64 bits but past an int: CLI11's bare "Could not convert: --top-k = 99999999999".
+  expect_usage(generate({"--top-k", "99999999999"}), "--top-k: 99999999999 is too large: it must be between 0 and");
+  expect_usage(generate({"--stop-id", "99999999999"}), "--stop-id: 99999999999 is too large: it must be between 0");
+  expect_usage(generate({"--threads", "99999999999"}), "--threads: 99999999999 is too large: it must be between 0");
   // 100,000,000 reached the KV cache's allocation: std::bad_alloc, exit 1.
   expect_usage(generate({"--max-tokens", "100000000"}), "--max-tokens: 100000000 is too large: it must be between 0");
   expect_usage(run_process({azr(), "generate", "--model", dir_ + "/config.json", "--prompt", "x"}),
