@@ -469,6 +469,7 @@ std::string StreamDecoder::flush() {
 
 struct BpeTokenizer::Impl {
   std::string path;
+  std::string reading;  // the field load() is in, for the message of a value of the wrong JSON type
   bool nfc = false;
   bool ignore_merges = false;
 
@@ -578,6 +579,7 @@ void BpeTokenizer::Impl::compile(const std::string& pattern) {
 void BpeTokenizer::Impl::load(const json& j) {
   if (!j.is_object()) fail("not a JSON object");
   if (!j.contains("model") || !j["model"].is_object()) fail("missing field model");
+  reading = "model";
   const json& m = j["model"];
   const std::string type = m.value("type", "");
   if (type != "BPE") fail("unsupported model type '" + type + "' (field model.type; only BPE)");
@@ -591,8 +593,11 @@ void BpeTokenizer::Impl::load(const json& j) {
     fail("unsupported model.dropout (BPE dropout is not deterministic)");
   ignore_merges = m.value("ignore_merges", false);
 
+  reading = "normalizer";
   load_normalizer(j.value("normalizer", json()));
+  reading = "pre_tokenizer";
   load_pre_tokenizer(j.value("pre_tokenizer", json()));
+  reading = "decoder";
   const json decoder = j.value("decoder", json());
   if (!decoder.is_null() && decoder.value("type", "") != "ByteLevel")
     fail("unsupported decoder type '" + decoder.value("type", "") + "' (field decoder; only ByteLevel)");
@@ -626,6 +631,7 @@ void BpeTokenizer::Impl::load(const json& j) {
   }
   added.clear();
   for (const auto& a : added_tokens) {
+    reading = "added_tokens[" + std::to_string(added.size()) + "]";
     AddedToken t;
     t.id = read_id(a.at("id"), "field added_tokens");
     t.content = a.at("content").get<std::string>();
@@ -665,6 +671,7 @@ void BpeTokenizer::Impl::load(const json& j) {
   const json& mj = m["merges"];
   merges.reserve(mj.size() * 2);
   for (size_t r = 0; r < mj.size(); ++r) {
+    reading = "model.merges[" + std::to_string(r) + "]";
     std::string left, right;
     if (mj[r].is_string()) {  // "a b" (Qwen2.5); byte-level tokens never contain a real space
       const auto& s = mj[r].get_ref<const std::string&>();
@@ -801,7 +808,7 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : impl_(std::make_unique<Imp
   try {
     impl_->load(j);
   } catch (const json::exception& e) {  // a field of the wrong JSON type
-    throw TokenizerError(path + ": malformed field: " + e.what());
+    throw TokenizerError(path + ": malformed field " + impl_->reading + ": " + json_error_text(e));
   }
 }
 

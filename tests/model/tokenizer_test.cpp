@@ -389,6 +389,24 @@ TEST_F(BadTokenizerFile, IdsAreBoundedAndDistinct) {
   EXPECT_NE(err.find("have the same id 257 (field model.vocab)"), std::string::npos) << err;
 }
 
+// A value of the wrong JSON type is named by its field, without nlohmann's tag: "malformed field:
+// [json.exception.type_error.302] type must be string, but is number" named neither.
+TEST_F(BadTokenizerFile, AValueOfTheWrongTypeIsNamedByItsField) {
+  const auto error_with = [&](const std::function<void(json&)>& change) {
+    json j = tiny_tokenizer();
+    change(j);
+    const std::string path = write("types.json", j.dump());
+    const std::string err = load_error(path);
+    return err.rfind(path + ": ", 0) == 0 ? err.substr(path.size() + 2) : err;
+  };
+  EXPECT_EQ(error_with([](json& j) { j["added_tokens"][0]["content"] = 5; }),
+            "malformed field added_tokens[0]: type must be string, but is number");
+  EXPECT_EQ(error_with([](json& j) { j["model"]["merges"][0] = json::array({"a", 2}); }),
+            "malformed field model.merges[0]: type must be string, but is number");
+  EXPECT_EQ(error_with([](json& j) { j["model"]["end_of_word_suffix"] = 1; }),
+            "malformed field model: type must be string, but is number");
+}
+
 TEST_F(BadTokenizerFile, MissingModel) {
   json j = tiny_tokenizer();
   j.erase("model");
