@@ -435,7 +435,7 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
     refuse(h);  // before anything below could modify another program's file
     // An empty file (0 bytes, or SQLite without tables) holds no buffer to migrate.
     if (h.empty && mode == Mode::ReadWriteExisting) throw BufferError(path + ": empty file, not an azr task buffer");
-    if (options.quick_check && !b.read_only_) {
+    if (options.quick_check) {
       Stmt check(b.db_, "PRAGMA quick_check(1)");  // one row: "ok" or the first problem found
       std::string first = check.step() ? check.text(0) : "no result";
       // "*** in database main ***\nPage 23: ...": keep the problem, on the message's one line.

@@ -69,10 +69,11 @@ struct Options {
   CapacityPolicy policy = CapacityPolicy::EvictOldest;
   int64_t rollout_retention_steps = 0;  // keep rollouts of the last N steps; 0 = keep none
   double busy_timeout_seconds = 5;      // how long to wait for another writer's lock
-  // Read-write opens only: run SQLite's `PRAGMA quick_check` (every page read once, about a
-  // second per GB) before writing anything, migrations included, and refuse a corrupt file.
-  // SQLite itself notices a bad page only when a statement touches it, so without this an
-  // import appends to a damaged file. For hand-run commands; a trainer start skips the cost.
+  // Run SQLite's `PRAGMA quick_check` (every page read once, about a second per GB) on open,
+  // before writing anything, migrations included, and refuse a corrupt file. SQLite itself
+  // notices a bad page only when a statement touches it, so without this an import appends to a
+  // damaged file, and a read that misses the bad page (a prompt's sampled references) answers
+  // from it without a word. For hand-run commands; a trainer start skips the cost.
   bool quick_check = false;
 };
 

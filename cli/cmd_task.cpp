@@ -198,7 +198,9 @@ int run_prompt(const TaskOptions& o) {
   std::optional<buffer::TaskBuffer> db;
   if (!o.db.empty()) {
     try {
-      db.emplace(buffer::TaskBuffer::open(o.db, buffer::TaskBuffer::Mode::ReadOnly));
+      buffer::Options opts;
+      opts.quick_check = true;  // a corrupt file is refused, not sampled from where it still reads
+      db.emplace(buffer::TaskBuffer::open(o.db, buffer::TaskBuffer::Mode::ReadOnly, opts));
     } catch (const buffer::BufferError& e) {
       throw UsageError(e.what());
     }

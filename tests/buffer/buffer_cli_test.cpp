@@ -548,10 +548,18 @@ TEST_F(BufferCli, CorruptDatabaseIsReportedAndNeverWritten) {
     EXPECT_TRUE(read(db) == bytes) << cmd;
     EXPECT_TRUE(!fs::exists(db + "-wal") || fs::file_size(db + "-wal") == 0) << cmd;
   }
-  // Exports fail naming the file; -o writes nothing at all (stdout may hold the lines before).
-  auto out = run_process({azr(), "buffer", "export", db});
-  EXPECT_NE(out.exit_code, 0);
-  EXPECT_NE(out.err.find(db + ": "), std::string::npos) << out.err;
+  // Reads are refused too, naming the file: a prompt sampled its references from the pages that
+  // still read, and said nothing.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{azr(), "buffer", "export", db}, std::vector<std::string>{azr(), "buffer", "stats", db},
+        std::vector<std::string>{azr(), "buffer", "list", db},
+        std::vector<std::string>{azr(), "task", "prompt", "--role", "proposer", "--type", "deduction", "--db", db,
+                                 "--seed", "1"}}) {
+    auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << " " << args[2] << ": " << r.err;
+    EXPECT_NE(r.err.find(db + ": database file is corrupt"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << args[1] << " " << args[2];
+  }
   auto file = run_process({azr(), "buffer", "export", db, "-o", path("out.jsonl")});
   EXPECT_EQ(file.exit_code, 2);
   EXPECT_FALSE(fs::exists(path("out.jsonl")));
