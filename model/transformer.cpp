@@ -635,6 +635,13 @@ Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const
   for (const ParamTensor& t : m.tensors_) {
     host.resize(t.numel);
     to_f32(ckpt.at(t.name), host);
+    // A weight that is not a number (a diverged run's, a bad conversion) made every logit NaN:
+    // generation gave token 0 at every step and an evaluation scored 0, without a word.
+    if (const auto bad = std::find_if_not(host.begin(), host.end(), [](float v) { return std::isfinite(v); });
+        bad != host.end())
+      throw SafetensorsError(dir.string() + ": tensor " + t.name + " holds " +
+                             (std::isnan(*bad) ? "NaN" : *bad > 0 ? "inf" : "-inf") + " (element " +
+                             std::to_string(bad - host.begin()) + "); these weights are not a usable model");
     m.params_.upload(host.data(), t.numel, t.offset);
   }
   return m;

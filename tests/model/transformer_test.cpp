@@ -776,7 +776,8 @@ TEST(TransformerTest, BadCheckpointsGiveClearErrors) {
   Transformer m = random_model(false);
   const fs::path dir = temp_dir("bad");
   m.save_pretrained(dir);
-  auto rewrite = [&](const std::string& drop, const std::string& reshape) {
+  auto rewrite = [&](const std::string& drop, const std::string& reshape, const std::string& poison = "",
+                     float poison_value = 0) {
     std::vector<TensorView> views;
     std::vector<std::vector<float>> keep;
     for (const ParamTensor& t : m.tensors()) {
@@ -785,6 +786,7 @@ TEST(TransformerTest, BadCheckpointsGiveClearErrors) {
       size_t n = t.numel;
       if (t.name == reshape) shape[0] -= 1, n -= t.numel / size_t(t.shape[0]);
       keep.emplace_back(m.param(t.name).begin(), m.param(t.name).begin() + n);
+      if (t.name == poison) keep.back()[3] = poison_value;
       views.push_back({t.name, DType::F32, shape, reinterpret_cast<const std::byte*>(keep.back().data()),
                        n * sizeof(float)});
     }
@@ -804,6 +806,12 @@ TEST(TransformerTest, BadCheckpointsGiveClearErrors) {
   expect_error("model.layers.0.self_attn.k_proj.weight");
   rewrite("lm_head.weight", "");
   expect_error("lm_head.weight");
+  // A weight that is not a number: generation gave token 0 on every step, with null log-probs,
+  // and an evaluation scored the model 0, exit 0 (a diverged run's weights, a bad conversion).
+  rewrite("", "", "model.norm.weight", std::nanf(""));
+  expect_error(dir.string() + ": tensor model.norm.weight holds NaN (element 3)");
+  rewrite("", "", "model.layers.1.self_attn.q_proj.bias", -INFINITY);
+  expect_error(dir.string() + ": tensor model.layers.1.self_attn.q_proj.bias holds -inf (element 3)");
   fs::remove(dir / "model.safetensors");
   expect_error("model.safetensors");
   fs::remove_all(dir);
