@@ -46,7 +46,9 @@ namespace {
 // CLI11 answers `azr frobnicate` and `azr buffer bogus` with "A subcommand is required", naming
 // neither the word nor the commands. Follows the leading words of argv down the command tree;
 // the first that names no command where one is expected gets a message of its own ("" if none).
-std::string unknown_command(CLI::App& app, int argc, char** argv) {
+// `missing_command`: the parse failed for want of a subcommand, which CLI11 said as "A subcommand
+// is required" without naming any.
+std::string unknown_command(CLI::App& app, int argc, char** argv, bool missing_command) {
   CLI::App* at = &app;
   std::string path = "azr";
   for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
@@ -62,7 +64,11 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
     at = next;
     path += " " + next->get_name();
   }
-  return "";
+  const auto commands = at->get_subcommands([](CLI::App*) { return true; });
+  if (!missing_command || commands.empty()) return "";
+  std::string names;
+  for (CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+  return "a command is missing after '" + path + "': " + names + " (" + path + " --help says what each does)";
 }
 
 }  // namespace
@@ -104,7 +110,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (const std::string word = unknown_command(app, argc, argv); !word.empty()) {
+    if (const std::string word = unknown_command(app, argc, argv, dynamic_cast<const CLI::RequiredError*>(&e));
+        !word.empty()) {
       std::cerr << "azr: " << word << '\n';
       return 2;
     }

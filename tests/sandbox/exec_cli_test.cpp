@@ -227,6 +227,17 @@ TEST(ExecCli, UnknownCommandsAreNamedWithTheCommandsThereAre) {
                             "import, migrate"),
             std::string::npos)
       << nested.err;
+  // No command at all: CLI11 said "A subcommand is required", naming none.
+  const auto bare = run_process({azr()});
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_NE(bare.err.find("azr: a command is missing after 'azr': exec, buffer, tokenize, generate, logprobs, task, "
+                          "eval, train, bootstrap, memory"),
+            std::string::npos)
+      << bare.err;
+  const auto task = run_process({azr(), "task"});
+  EXPECT_EQ(task.exit_code, 2);
+  EXPECT_NE(task.err.find("a command is missing after 'azr task': validate, grade, prompt"), std::string::npos)
+      << task.err;
 }
 
 // Numeric flags refuse what is not a finite number: NaN passed CLI11's range checks (every
