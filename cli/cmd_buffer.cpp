@@ -256,7 +256,8 @@ int run_show(const BufferOptions& o) {
 // buffer.db.before-resume when it puts the checkpoint's copy in its place, and says so.
 void refuse_a_run_buffer(const std::string& db) {
   std::error_code ec;
-  const fs::path dir = parent_dir(fs::weakly_canonical(db, ec).string());
+  const fs::path resolved = fs::weakly_canonical(db, ec);
+  const fs::path dir = parent_dir(ec ? db : resolved.string());
   if (const std::optional<std::string> holder = trainer::run_lock_holder(dir))
     throw UsageError(db + ": the buffer of a live run (" + *holder + "); writing it now would race the trainer. "
                      "Stop the run first (Ctrl-C saves a checkpoint)");

@@ -305,9 +305,10 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
 
 namespace {
 
-// --out is opened (and truncated) only when grading starts, after --model has generated every
-// answer: a directory or an unwritable place failed there, and --out naming the --answers file
-// emptied the answers before they were read. Both are refused up front.
+// --out is written only when grading starts, after --model has generated every answer: a
+// directory or an unwritable place failed there, and --out naming the --answers file emptied the
+// answers before they were read. Both are refused up front. The results go to a new file beside
+// the one they replace (ReplacedFile), so that file's directory must take one too.
 void check_out_target(const EvalOptions& o) {
   if (o.out.empty()) return;
   if (o.out == "-")
@@ -316,13 +317,15 @@ void check_out_target(const EvalOptions& o) {
   if (fs::is_directory(o.out, ec)) throw UsageError("--out " + o.out + ": is a directory; give a file name");
   if (!o.answers.empty() && o.answers != "-" && fs::equivalent(o.answers, o.out, ec))
     throw UsageError("--out " + o.out + ": is the --answers file; write the results to another file");
-  // An existing file (/dev/null too) must be writable; a new one needs a writable directory.
+  // An existing file (/dev/null too) must be writable; a replaced one, or a new one, needs a
+  // writable directory.
+  const std::string replaced = ReplacedFile::replaced_path(o.out);
   if (fs::exists(o.out, ec)) {
     if (::access(o.out.c_str(), W_OK) != 0)
       throw UsageError("--out " + o.out + ": not writable (" + std::strerror(errno) + ")");
-    return;
+    if (replaced.empty()) return;
   }
-  const fs::path parent = fs::absolute(o.out).parent_path();
+  const fs::path parent = fs::absolute(replaced).parent_path();
   if (!fs::is_directory(parent, ec))
     throw UsageError("--out " + o.out + ": cannot write in " + parent.string() +
                      (fs::exists(parent, ec) ? " (not a directory)" : " (no such directory)"));

@@ -47,11 +47,12 @@ class JsonLines {
   bool next(nlohmann::json& value) {
     std::string line;
     while (true) {
+      errno = 0;
       if (!std::getline(in_, line)) {
         // std::cin reads through stdio, whose read errors reach ferror() alone.
         if (in_.bad() || (&in_ == &std::cin && std::ferror(stdin)))
           throw UsageError(name_ + ": the read failed after line " + std::to_string(lineno_) + " (" +
-                           std::strerror(errno) + ")");
+                           (errno ? std::strerror(errno) : "no reason given") + ")");
         return false;
       }
       ++lineno_;

@@ -4,8 +4,9 @@
 // leaves the old file as it was (Ctrl-C in `azr eval --out` grading had emptied it, and left half
 // the new one), and a full disk is an error, not a short file and exit 0.
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 namespace azr::cli {
@@ -35,24 +36,38 @@ class RemoveOnExit {
   std::string path_;
 };
 
+class FdWriter;
+
 // A text file that replaces `path` on commit() and leaves it untouched otherwise. A symlink is
-// followed (its target is replaced, the link kept); what is not a regular file (/dev/null, a FIFO)
-// is written in place, as it cannot be replaced.
+// followed (its target is replaced, the link kept, dangling or not); the replacement keeps the old
+// file's permissions (a hard link to the old file keeps the old contents). What is not a regular
+// file (/dev/null, a FIFO) and a file that is this process's stdin, stdout or stderr
+// (`--out /dev/stdout > file`, written through that descriptor) are written in place, as
+// renaming over them would lose them.
 class ReplacedFile {
  public:
   // Opens the temporary file; UsageError (with the OS's reason) when it cannot be made.
   explicit ReplacedFile(std::string path);
+  ~ReplacedFile();
+  ReplacedFile(const ReplacedFile&) = delete;
+  ReplacedFile& operator=(const ReplacedFile&) = delete;
   std::ostream& stream() { return out_; }
   // Flushes, checks every write, syncs, renames into place and syncs the directory: a power cut
-  // leaves the old file or the whole new one. std::runtime_error "PATH: write failed (reason)".
+  // leaves the old file or the whole new one. std::runtime_error "PATH: write failed (reason)",
+  // with the reason of the first write that failed (No space left on device).
   void commit();
+  // The file the rename replaces (a symlink's target), or "" when `path` is written in place: a
+  // command checks before its work that the directory there takes a new file.
+  static std::string replaced_path(const std::string& path);
 
  private:
   std::string path_;    // as given, for messages
   std::string target_;  // what the rename replaces: the path, or the file its symlink names
   std::string tmp_;     // "" when written in place
   std::optional<RemoveOnExit> cleanup_;
-  std::ofstream out_;
+  int fd_ = -1;
+  std::unique_ptr<FdWriter> buf_;
+  std::ostream out_;
 };
 
 }  // namespace azr::cli

@@ -132,19 +132,20 @@ int bootstrap(const BootstrapOptions& opt) {
     throw UserError(e.what());
   }
   if (cfg.model.preset.empty() && cfg.model.path.empty()) throw UserError("bootstrap: set model.preset or model.path");
+  const fs::path out = opt.output.empty() ? fs::path(cfg.bootstrap.output) : fs::path(opt.output);
   // A config with no [bootstrap] and no --set of one (a training config, given by mistake) runs on
   // the defaults, which decide where the model goes and how long it takes: said before anything.
   const bool bootstrap_set = std::any_of(opt.overrides.begin(), opt.overrides.end(), [](std::string_view o) {
     o.remove_prefix(std::min(o.size(), o.find_first_not_of(" \t")));
     return o.starts_with("bootstrap.");
   });
-  if (!bootstrap_set && config_key_origin(opt.config_path, {}, "bootstrap") == opt.config_path + ": ")
+  // (A config read from a pipe cannot be read again: not judged.)
+  if (!bootstrap_set && fs::is_regular_file(opt.config_path) &&
+      config_key_origin(opt.config_path, {}, "bootstrap") == opt.config_path + ": ")
     std::fprintf(stderr,
-                 "azr bootstrap: warning: %s has no [bootstrap] section; every bootstrap key takes its default "
-                 "(output %s, %lld tasks per type, %d warm-start steps)\n",
-                 opt.config_path.c_str(), cfg.bootstrap.output.c_str(), (long long)cfg.bootstrap.tasks_per_type,
-                 cfg.bootstrap.steps);
-  const fs::path out = opt.output.empty() ? fs::path(cfg.bootstrap.output) : fs::path(opt.output);
+                 "azr bootstrap: warning: %s has no [bootstrap] section; its keys take their defaults (%lld "
+                 "tasks per type, %d warm-start steps; the model goes to %s)\n",
+                 opt.config_path.c_str(), (long long)cfg.bootstrap.tasks_per_type, cfg.bootstrap.steps, out.c_str());
   for (const std::string& marker : kWeightMarkers)
     if (fs::exists(out / marker))
       throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");

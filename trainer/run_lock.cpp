@@ -60,7 +60,7 @@ RunDirLock::RunDirLock(const fs::path& run_dir) {
       throw UserError(fmt::format("{}: cannot lock it ({})", file.string(), std::strerror(err)));
     if (const std::optional<std::string> holder = run_lock_holder(run_dir))
       throw UserError(fmt::format("{}: in use by another {} (it holds {}); wait for it to end, or stop it (Ctrl-C "
-                                  "saves a checkpoint) and then continue with --resume",
+                                  "saves a checkpoint)",
                                   run_dir.string(), *holder, file.string()));
   }
   throw UserError(fmt::format("{}: its lock ({}) was taken and let go three times while this run tried to take "

@@ -9,7 +9,7 @@
 // Why fcntl and not flock: a record lock is not inherited by fork(), so the sandbox's processes
 // never keep a dead trainer's directory locked, and it is what NFS implements. Its one trap (closing
 // any descriptor of the file in the holding process drops the lock) is why the file is opened only
-// here, and holder() is never called by the process that holds the lock.
+// here, and run_lock_holder() is never called by the process that holds the lock.
 #include <filesystem>
 #include <optional>
 #include <string>

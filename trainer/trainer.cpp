@@ -116,6 +116,11 @@ class RunLog {
       std::fprintf(stderr, "%s\n", line.c_str());
   }
   void set_quiet(bool q) { quiet_ = q; }
+  // From the run's header line on, an error ends a run that began; before it, one refuses a start
+  // or a resume, and the run directory's log is not the place (a finished run's log ended with a
+  // resume's refusal).
+  void begin_run() { begun_ = true; }
+  bool run_begun() const { return begun_; }
   // To the file alone: what the console has already said (the error that ends the run).
   void to_file(const std::string& line) {
     const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -128,6 +133,7 @@ class RunLog {
   std::ofstream out_;
   ConsoleView* console_ = nullptr;
   bool quiet_ = false;
+  bool begun_ = false;
 };
 
 // A fast fingerprint of the weights, to check that every rank holds the same model.
@@ -365,8 +371,9 @@ std::string restore_buffer(const fs::path& snapshot, const fs::path& db, const T
   return note;
 }
 
-// The run (train() below); `log` is opened once the run directory exists.
-int run_training(const TrainOptions& opt, RunLog& log) {
+// The run (train() below); `log` is opened once the run directory exists, and `run_lock` holds it
+// (trainer/run_lock.h) until train() has written the log's last line.
+int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>& run_lock) {
   // ---- ranks, config, run dir -------------------------------------------------------------
   // The config, the device and the micro-batch first, from the launcher's environment alone: a bad
   // config stops each rank at once, not after the ranks have met (or timed out waiting for one
@@ -548,7 +555,6 @@ int run_training(const TrainOptions& opt, RunLog& log) {
   };
   // A resume takes the run directory before it reads which checkpoint is newest: a live run could
   // be writing the next one. A new run takes it once the directory exists (below).
-  std::optional<RunDirLock> run_lock;
   if (resuming && launch_root) refuse_at_root([&] { run_lock.emplace(run_dir); });
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt && root_refusal.empty()) check_start_over_loses_nothing(run_dir);
@@ -652,7 +658,7 @@ int run_training(const TrainOptions& opt, RunLog& log) {
     try {
       run_lock.emplace(run_dir);
     } catch (const UserError&) {
-      cleanup->keep();
+      if (run_lock_holder(run_dir)) cleanup->keep();  // another run's: nothing here is this one's
       throw;
     }
     // Before anything else of the run: config.toml is what --resume reads back and what marks the
@@ -775,6 +781,7 @@ int run_training(const TrainOptions& opt, RunLog& log) {
                                             ConsoleView::resolve(cfg.logging.console, fileno(stderr)));
     log.attach(console.get());
   }
+  log.begin_run();
   log(fmt::format("azr train: run dir {} | {} rank(s) ({}, {}) | {} threads/rank, {} sandbox workers/rank",
                   run_dir.string(), comm->size(), launch.launcher, comm->backend(),
                   cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
@@ -1090,10 +1097,11 @@ int train(const TrainOptions& opt) {
   // An error that ends the run (a disk that fails a checkpoint's write, a rank lost) was said on
   // the console alone: a run left in the background had a log.txt that just stopped.
   RunLog log;
+  std::optional<RunDirLock> run_lock;
   try {
-    return run_training(opt, log);
+    return run_training(opt, log, run_lock);
   } catch (const std::exception& e) {
-    log.to_file(std::string("stopped by an error: ") + e.what());
+    if (log.run_begun()) log.to_file(std::string("stopped by an error: ") + e.what());
     throw;
   }
 }

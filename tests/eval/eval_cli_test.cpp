@@ -331,9 +331,38 @@ TEST_F(EvalCli, TheResultsFileIsReplacedWholeOrNotAtAll) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "the old results\n");
   EXPECT_TRUE(no_temporaries());
 
-  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", "/dev/full"});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("/dev/full: write failed (No space left on device)"), std::string::npos) << r.err;
+  // The reason is the first failed write's, also when it came before the end (a result past the
+  // 64 KiB buffer): an ofstream's later state said "an I/O error".
+  const std::string long_answer =
+      write("long.jsonl", json{{"bench", "gsm8k"}, {"id", "0"}, {"response", std::string(100000, 'x')}}.dump());
+  for (const std::string& answers : {f, long_answer}) {
+    r = run_process({bin_, "eval", "--answers", answers, "--data", data_, "--out", "/dev/full"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("/dev/full: write failed (No space left on device)"), std::string::npos) << r.err;
+  }
+  // A replaced file keeps its permissions: private results stay private.
+  fs::permissions(results, fs::perms::owner_read | fs::perms::owner_write);
+  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", results});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fs::status(results).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  // A dangling symlink is followed: its target is made, the link kept.
+  const fs::path dangling = dir_ / "dangling.jsonl";
+  fs::create_symlink(dir_ / "made-through-the-link.jsonl", dangling);
+  r = run_process({bin_, "eval", "--answers", f, "--data", data_, "--out", dangling.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dangling));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "made-through-the-link.jsonl"));
+  // --out /dev/stdout with stdout a file: written in place, where a rename replaced the file the
+  // table was then printed to (an unlinked one).
+  const std::string both = (dir_ / "both.txt").string();
+  r = run_process({"/bin/sh", "-c", "\"$0\" eval --answers \"$1\" --data \"$2\" --out /dev/stdout > \"$3\"", bin_, f,
+                   data_, both});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream both_in(both);
+  const std::string both_text(std::istreambuf_iterator<char>(both_in), {});
+  EXPECT_NE(both_text.find("\"correct\":true"), std::string::npos) << both_text;
+  EXPECT_NE(both_text.find("gsm8k"), std::string::npos) << both_text;
+  EXPECT_NE(both_text.find("pass@1"), std::string::npos) << "the table is gone:\n" << both_text;
 
   const fs::path link = dir_ / "link.jsonl";
   fs::create_symlink(results, link);

@@ -190,8 +190,9 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   const std::string train_config = env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/tiny_train.toml";
   r = run_process({azr(), "bootstrap", train_config, "--output", out.string()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("azr bootstrap: warning: " + train_config + " has no [bootstrap] section; every bootstrap key "
-                       "takes its default (output runs/bootstrap/model, 256 tasks per type, 300 warm-start steps)"),
+  EXPECT_NE(r.err.find("azr bootstrap: warning: " + train_config + " has no [bootstrap] section; its keys take "
+                       "their defaults (256 tasks per type, 300 warm-start steps; the model goes to " + out.string() +
+                       ")"),
             std::string::npos)
       << r.err;
   // So does one holding a sharded model (save_pretrained shards past 4 GiB): its index marks it.

@@ -560,6 +560,9 @@ TEST(TrainCli, ALiveRunsDirectoryIsRefusedToASecondTrainerAndToBufferWrites) {
   std::ofstream(tasks) << buffer_tasks(ref);
   const pid_t pid = start_past_step_one(run, log);
   ASSERT_GT(pid, 0);
+  // Stopped, not ended: a stopped process holds its lock, and the run cannot finish (and let go)
+  // while the commands below run, however slow the machine.
+  kill(pid, SIGSTOP);
   const std::string holder = "azr train, pid " + std::to_string(pid) + " on host ";
   auto r = run_process(resume_args(run.string()));
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -584,7 +587,11 @@ TEST(TrainCli, ALiveRunsDirectoryIsRefusedToASecondTrainerAndToBufferWrites) {
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << slurp(log);
 
-  const std::string copy = (run / "checkpoints/step-1/buffer.db").string();
+  // A complete checkpoint's copy (which steps are there depends on when the stop came).
+  std::string copy;
+  for (const auto& e : fs::directory_iterator(run / "checkpoints"))
+    if (fs::exists(e.path() / "trainer_state.json")) copy = (e.path() / "buffer.db").string();
+  ASSERT_FALSE(copy.empty()) << "no complete checkpoint";
   expect_writes_refused(copy, ": a checkpoint's copy of its run's buffer");
   // The killed run's lock went with it, and nothing refused above touched the run.
   r = run_process(resume_args(run.string()));
@@ -863,6 +870,11 @@ fs::path copy_of_reference(const std::string& name) {
 // the log's last line now, and no checkpoint of that step is left half-written.
 TEST(TrainCli, AnErrorThatEndsTheRunIsTheLastLineOfItsLog) {
   const fs::path run = copy_of_reference("disk-fails");
+  // A refused resume is not a run that ended: a finished run's log ended with the refusal.
+  const std::string finished_log = slurp(run / "log.txt");
+  auto refused = run_process({azr(), "train", "--resume", run.string(), "--set", "run.seed=5"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_EQ(slurp(run / "log.txt"), finished_log);
   const azr::testing::ChildEnvironment env({std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB,
                                             "AZR_SYNC_FAIL=/checkpoints/.step-4.tmp/model.safetensors"});
   const auto r = run_process(resume_args(run.string(), kSteps + 1), "", env.envp());
