@@ -151,11 +151,9 @@ void ReplacedFile::commit() {
     (void)!::fchown(fd_, old.st_uid, old.st_gid);
     (void)!::fchmod(fd_, old.st_mode & 07777);
   }
-  // A failed fsync is not retried (trainer::sync_path says why).
-  if (::fsync(fd_) != 0 && errno != EINVAL)
-    throw std::runtime_error(path_ + ": fsync failed: " + std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
+  trainer::sync_path(tmp_);
   if (std::rename(tmp_.c_str(), target_.c_str()) != 0)
     throw std::runtime_error(path_ + ": cannot rename into place (" + std::strerror(errno) + ")");
   trainer::sync_path(parent_dir(target_));
