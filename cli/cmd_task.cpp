@@ -195,6 +195,10 @@ int run_prompt(const TaskOptions& o) {
   // --role and --k are checked by the parser (add_prompt below).
   if (o.task_id != 0 && o.role != "solver") throw UsageError("task prompt: --task-id goes with --role solver");
   if (o.task_id != 0 && o.db.empty()) throw UsageError("task prompt: --task-id needs --db");
+  // It was ignored without a word: a solver's prompt holds its one task, an induction proposer's one program.
+  if (o.k_given && (o.role != "proposer" || o.type == "induction"))
+    throw UsageError("task prompt: --k (references) goes with --role proposer and --type deduction or abduction; "
+                     "an induction proposer's prompt holds one program, a solver's its one task");
   std::optional<buffer::TaskBuffer> db;
   if (!o.db.empty()) {
     try {
@@ -293,7 +297,10 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
   p->add_option("--role", o.role, "proposer or solver")->required()->check(CLI::IsMember({"proposer", "solver"}));
   p->add_option("--type", o.type, "task type")->required()->check(types);
   p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)");
-  p->add_option("--k", o.k, "proposer references (deduction/abduction)")->capture_default_str()->check(between(1, 1000));
+  p->add_option("--k", o.k, "proposer references (deduction/abduction)")
+      ->capture_default_str()
+      ->check(between(1, 1000))
+      ->each([&](const std::string&) { o.k_given = true; });
   p->add_option("--seed", o.seed, "sampling seed (default: random)")->check(seed());
   p->add_option("--prompt-style", o.prompt_style, "paper (R1-wrapped, the reference's) or compact (algorithm.prompt_style)")
       ->capture_default_str()->check(CLI::IsMember({"paper", "compact"}));

@@ -145,6 +145,7 @@ struct TaskOptions {
   std::string prompt_style = "paper";  // paper | compact (model/chat_format.h)
   std::string db;
   int k = 6;
+  bool k_given = false;  // --k on the command line: refused where no prompt takes it
   std::optional<uint64_t> seed;
   int64_t task_id = 0;
   bool json = false;

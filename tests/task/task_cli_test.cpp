@@ -316,6 +316,13 @@ TEST(TaskCli, PromptBadUsage) {
        "azr: task prompt: --task-id goes with --role solver\n"},
       {{"--role", "solver", "--type", "deduction", "--db", "/nonexistent/b.db"},
        "azr: /nonexistent/b.db: no such file\n"},
+      // --k where no prompt takes references: it was ignored without a word.
+      {{"--role", "solver", "--type", "deduction", "--k", "3"},
+       "azr: task prompt: --k (references) goes with --role proposer and --type deduction or abduction; an induction "
+       "proposer's prompt holds one program, a solver's its one task\n"},
+      {{"--role", "proposer", "--type", "induction", "--k", "3"},
+       "azr: task prompt: --k (references) goes with --role proposer and --type deduction or abduction; an induction "
+       "proposer's prompt holds one program, a solver's its one task\n"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv = {azr(), "task", "prompt"};
