@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -51,6 +53,41 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_say_stopping{false};  // rank 0 says at once that the signal was taken (the others are quiet)
+std::atomic<bool> g_had_sigint{false};
+// For the line a second Ctrl-C leaves in log.txt (rank 0): the log's descriptor, the local time's
+// offset from UTC and the line, its first 19 bytes the stamp's place, all set before the handler
+// can read them.
+std::atomic<int> g_log_fd{-1};
+int64_t g_utc_offset_s = 0;
+std::string g_second_ctrl_c_line;
+constexpr size_t kStampBytes = 19;
+
+// "YYYY-mm-dd HH:MM:SS" of local time, as RunLog stamps its lines, without the C library's time
+// functions, which a signal handler may not call: days to a civil date by H. Hinnant's algorithm.
+void stamp_now(char* out) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t t = int64_t(now.tv_sec) + g_utc_offset_s;
+  int64_t days = t / 86400, secs = t % 86400;
+  if (secs < 0) secs += 86400, days -= 1;
+  days += 719468;
+  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const int64_t doe = days - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t day = doy - (153 * mp + 2) / 5 + 1, month = mp < 10 ? mp + 3 : mp - 9;
+  const int64_t year = yoe + era * 400 + (month <= 2);
+  const int64_t fields[] = {year, month, day, secs / 3600, secs / 60 % 60, secs % 60};
+  const int widths[] = {4, 2, 2, 2, 2, 2};
+  const char after[] = "-- ::";
+  char* p = out;
+  for (int f = 0; f < 6; ++f) {
+    for (int w = widths[f] - 1, v = int(fields[f]); w >= 0; --w, v /= 10) p[w] = char('0' + v % 10);
+    p += widths[f];
+    if (f < 5) *p++ = after[f];
+  }
+}
 
 extern "C" void on_stop_signal(int sig) {
   // The stop waits for the end of a step (or a seeding batch), which can take minutes: said at
@@ -65,11 +102,19 @@ extern "C" void on_stop_signal(int sig) {
     else
       (void)!::write(STDERR_FILENO, kTerm, sizeof kTerm - 1);
   }
-  // A second Ctrl-C ends the process at once (the default action). A second SIGTERM does not:
-  // launchers pass SIGTERM on to every rank (scripts/local_ranks.sh, torchrun, srun), and
-  // `timeout` or a scheduler may signal the whole process group as well, so one stop can reach a
-  // rank twice; who means to end it at once follows with SIGKILL.
-  if (sig == SIGINT) std::signal(SIGINT, SIG_DFL);
+  // A second Ctrl-C ends the process at once (the default action), said in log.txt first: a run
+  // left to itself had a log that just stopped. A second SIGTERM does not: launchers pass SIGTERM
+  // on to every rank (scripts/local_ranks.sh, torchrun, srun), and `timeout` or a scheduler may
+  // signal the whole process group as well, so one stop can reach a rank twice; who means to end
+  // it at once follows with SIGKILL.
+  if (sig == SIGINT && g_had_sigint.exchange(true)) {
+    if (const int fd = g_log_fd.load(); fd >= 0) {
+      stamp_now(g_second_ctrl_c_line.data());
+      (void)!::write(fd, g_second_ctrl_c_line.data(), g_second_ctrl_c_line.size());  // O_APPEND: whole
+    }
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
 }
 
 double unix_now() {
@@ -685,7 +730,17 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   cfg.algorithm.micro_batch_size = micro.size;
 
   log.set_quiet(!root);
-  if (root) log.open(run_dir / "log.txt");
+  if (root) {
+    log.open(run_dir / "log.txt");
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    g_utc_offset_s = local.tm_gmtoff;
+    g_second_ctrl_c_line = std::string(kStampBytes, ' ') +
+                           "  stopped at once by a second Ctrl-C, without a checkpoint of the step it was in; resume "
+                           "from the last one with: azr train --resume " + run_dir.string() + "\n";
+    g_log_fd = ::open((run_dir / "log.txt").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  }
 
   // ---- threads: the model's own cores, the sandbox's own workers ---------------------------
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -1098,6 +1153,11 @@ int train(const TrainOptions& opt) {
   // the console alone: a run left in the background had a log.txt that just stopped.
   RunLog log;
   std::optional<RunDirLock> run_lock;
+  struct CloseSignalLog {
+    ~CloseSignalLog() {
+      if (const int fd = g_log_fd.exchange(-1); fd >= 0) ::close(fd);
+    }
+  } close_signal_log;
   try {
     return run_training(opt, log, run_lock);
   } catch (const std::exception& e) {

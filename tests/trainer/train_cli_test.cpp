@@ -29,6 +29,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -545,6 +546,39 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
   auto r = run_process(resume_args(run.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_same_run(run, ref);
+}
+
+// A second Ctrl-C ends the run at once, as the first one says it will; log.txt used to stop
+// without a word of it. Its last line now says so, stamped as the log's other lines are (the
+// handler formats the time itself), and how to resume.
+TEST(TrainCli, ASecondCtrlCStopsAtOnceAndTheLogSaysSo) {
+  const fs::path run = scratch("sigint-twice");
+  const fs::path log = run.string() + ".log";
+  const pid_t pid = start_past_step_one(run, log);
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGINT);
+  // The second only once the first was heard (its message is out): two pending would be one.
+  for (int i = 0; i < 1000 && slurp(log).find("azr: Ctrl-C: stopping") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string text = slurp(run / "log.txt");
+  // Exit status 130 (not a death by SIGINT, which a shell also shows as 130): the clean stop.
+  if (WIFEXITED(status)) GTEST_SKIP() << "the run's step ended before the second Ctrl-C came:\n" << slurp(log);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << slurp(log);
+  const size_t last = text.rfind('\n', text.size() - 2);
+  const std::string last_line = text.substr(last + 1), before = text.substr(0, last);
+  EXPECT_NE(last_line.find("  stopped at once by a second Ctrl-C, without a checkpoint of the step it was in; "
+                           "resume from the last one with: azr train --resume " + run.string() + "\n"),
+            std::string::npos)
+      << text;
+  // The stamp: RunLog's form, and its date and hour those of the line before (same clock, same zone).
+  EXPECT_TRUE(std::regex_search(last_line, std::regex("^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d  stopped")))
+      << last_line;
+  const size_t previous = before.rfind('\n');
+  const std::string previous_line = before.substr(previous == std::string::npos ? 0 : previous + 1);
+  EXPECT_EQ(last_line.substr(0, 13), previous_line.substr(0, 13)) << previous_line << "\n" << last_line;
 }
 
 // A second trainer in a live run's directory (a --resume typed twice, a new run given the same
