@@ -528,6 +528,22 @@ pid_t start_past_step_one(const fs::path& run, const fs::path& log) {
   return -1;
 }
 
+// Sends `sig` to pid twice, the second only once the first was delivered (no longer pending to the
+// process or a thread): two pending signals of one kind would be one.
+void signal_twice(pid_t pid, int sig) {
+  kill(pid, sig);
+  const unsigned long long bit = 1ull << (sig - 1);
+  auto pending = [&] {
+    std::istringstream status(slurp("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("ShdPnd:", 0) == 0 || line.rfind("SigPnd:", 0) == 0)
+        if (std::stoull(line.substr(7), nullptr, 16) & bit) return true;
+    return false;
+  };
+  for (int i = 0; i < 500 && pending(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, sig);
+}
+
 TEST(TrainCli, CtrlCCheckpointsAndStops) {
   const fs::path ref = reference_run();
   const fs::path run = scratch("sigint");
@@ -558,11 +574,7 @@ TEST(TrainCli, ASecondCtrlCStopsAtOnceAndTheLogSaysSo) {
   const fs::path log = run.string() + ".log";
   const pid_t pid = start_past_step_one(run, log);
   ASSERT_GT(pid, 0);
-  kill(pid, SIGINT);
-  // The second only once the first was heard (its message is out): two pending would be one.
-  for (int i = 0; i < 1000 && slurp(log).find("azr: Ctrl-C: stopping") == std::string::npos; i++)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  kill(pid, SIGINT);
+  signal_twice(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
   const std::string text = slurp(run / "log.txt");
@@ -798,19 +810,7 @@ TEST(TrainCli, SigtermTwiceStillCheckpointsAndStops) {
   const fs::path log = run.string() + ".log";
   const pid_t pid = start_past_step_one(run, log);
   ASSERT_GT(pid, 0);
-  kill(pid, SIGTERM);
-  // The second only once the first was delivered (no longer pending to the process or a thread):
-  // two pending SIGTERMs would be one.
-  const unsigned long long term_bit = 1ull << (SIGTERM - 1);
-  auto term_pending = [&] {
-    std::istringstream status(slurp("/proc/" + std::to_string(pid) + "/status"));
-    for (std::string line; std::getline(status, line);)
-      if (line.rfind("ShdPnd:", 0) == 0 || line.rfind("SigPnd:", 0) == 0)
-        if (std::stoull(line.substr(7), nullptr, 16) & term_bit) return true;
-    return false;
-  };
-  for (int i = 0; i < 500 && term_pending(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  kill(pid, SIGTERM);
+  signal_twice(pid, SIGTERM);
   int st = 0;
   waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st)) << "ended by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << "\n" << slurp(log);
