@@ -51,7 +51,14 @@ namespace {
 std::string unknown_command(CLI::App& app, int argc, char** argv, bool missing_command) {
   CLI::App* at = &app;
   std::string path = "azr";
-  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') {
+      // `azr --bogus` failed as "a subcommand is required" too, and was answered as a missing command.
+      const std::string word = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
+      if (missing_command && word != "-" && word != "--" && !at->get_option_no_throw(word))
+        return "unknown option '" + word + "' for " + path + " (" + path + " --help lists its options)";
+      break;
+    }
     const auto commands = at->get_subcommands([](CLI::App*) { return true; });
     if (commands.empty()) return "";
     CLI::App* next = nullptr;

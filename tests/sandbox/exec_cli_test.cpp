@@ -238,6 +238,19 @@ TEST(ExecCli, UnknownCommandsAreNamedWithTheCommandsThereAre) {
   EXPECT_EQ(task.exit_code, 2);
   EXPECT_NE(task.err.find("a command is missing after 'azr task': validate, grade, prompt"), std::string::npos)
       << task.err;
+  // An unknown option where a command is expected is that, not a missing command; a known one
+  // (--help, --version) still does what it says.
+  const auto option = run_process({azr(), "--bogus"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.err.find("azr: unknown option '--bogus' for azr (azr --help lists its options)"), std::string::npos)
+      << option.err;
+  const auto nested_option = run_process({azr(), "buffer", "-q=1"});
+  EXPECT_EQ(nested_option.exit_code, 2);
+  EXPECT_NE(nested_option.err.find("azr: unknown option '-q' for azr buffer (azr buffer --help lists its options)"),
+            std::string::npos)
+      << nested_option.err;
+  EXPECT_EQ(run_process({azr(), "--version"}).exit_code, 0);
+  EXPECT_EQ(run_process({azr(), "buffer", "--help"}).exit_code, 0);
 }
 
 // Numeric flags refuse what is not a finite number: NaN passed CLI11's range checks (every
