@@ -30,6 +30,8 @@ TEST(ModelEval, GeneratesAndGradesEveryRequestedSample) {
   const std::vector<Sample> samples = generate_samples(m, tok, benches[0], s);
   ASSERT_EQ(samples.size(), 4u);  // 2 items x 2 samples, items in order
   EXPECT_EQ(samples[0].item, 0u);
+  EXPECT_EQ(samples[1].item, 0u);
+  EXPECT_EQ(samples[2].item, 1u);  // the batch of 3 spans both items
   EXPECT_EQ(samples[3].item, 1u);
 
   const Summary sum = evaluate_model(m, tok, benches, pool, sandbox::Limits{}, s);
