@@ -822,9 +822,13 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   MetricsTruncation metrics_cut;
   if (root) {
     const std::string metrics = (run_dir / "metrics.jsonl").string();
-    if (state)
+    if (state) {
       metrics_cut = truncate_metrics_jsonl(metrics, state->step);
-    else
+      // The cut is a rename in the run directory, which nothing else syncs before the next
+      // checkpoint: a power cut could bring back the lines past the checkpoint, from a timeline
+      // the resumed run no longer follows, beside that checkpoint's.
+      sync_path(run_dir);
+    } else
       fs::remove(metrics);
     sinks.push_back(std::make_unique<JsonlSink>(metrics));
     if (cfg.logging.tensorboard) {

@@ -931,6 +931,35 @@ TEST(TrainCli, AnErrorThatEndsTheRunIsTheLastLineOfItsLog) {
   EXPECT_FALSE(fs::exists(run / "checkpoints/.step-4.tmp"));
 }
 
+// A resume cuts metrics.jsonl back to its checkpoint by renaming a shorter copy over it; the run
+// directory was not synced after, so a power cut could undo the cut under the next checkpoint.
+// The calls in order (tests/sync_log.cpp): the copy synced, renamed, then the directory synced,
+// before the next checkpoint is published.
+TEST(TrainCli, AResumesCutOfTheMetricsIsOnDiskBeforeItsNextCheckpoint) {
+  const fs::path run = copy_of_reference("metrics-cut-synced");
+  const std::string log = (run.parent_path() / "metrics-cut-synced.calls").string();
+  const azr::testing::ChildEnvironment env({std::string("LD_PRELOAD=") + AZR_SYNC_LOG_LIB, "AZR_SYNC_LOG=" + log});
+  const auto r = run_process(resume_args(run.string(), kSteps + 1), "", env.envp());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> calls;
+  std::istringstream in(slurp(log));
+  for (std::string line; std::getline(in, line);) calls.push_back(line);
+  const std::string metrics = (run / "metrics.jsonl").string();
+  const auto cut = std::find_if(calls.begin(), calls.end(), [&](const std::string& c) {
+    return c.rfind("rename " + metrics + ".tmp.", 0) == 0 && c.size() > metrics.size() &&
+           c.compare(c.size() - metrics.size() - 1, std::string::npos, " " + metrics) == 0;
+  });
+  ASSERT_NE(cut, calls.end()) << "no rename onto " << metrics;
+  EXPECT_NE(std::find(calls.begin(), cut, "fsync " + cut->substr(7, cut->find(' ', 7) - 7)), cut)
+      << "the shorter copy was not synced before its rename";
+  const auto published = std::find_if(cut, calls.end(), [](const std::string& c) {
+    return c.rfind("rename ", 0) == 0 && c.find("/checkpoints/.step-4.tmp ") != std::string::npos;
+  });
+  ASSERT_NE(published, calls.end()) << "step 4's checkpoint was not published";
+  EXPECT_NE(std::find(cut, published, "fsync " + run.string()), published)
+      << "the run directory was not synced between the cut and the next checkpoint";
+}
+
 // The wrong one of the two commands, or the wrong directory, is said with the command that was
 // meant: a run directory as the config ("cannot read config file: Is a directory"), a checkpoint
 // as the run to resume, a run directory as a model.
