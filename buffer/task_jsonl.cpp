@@ -104,8 +104,13 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
     ++rep.lines;
     std::string where = name + ":" + std::to_string(lineno) + ": ";
     nlohmann::json j;
+    // Bounded as the other commands' JSON Lines readers are (cli/input.h): a task holds strings
+    // alone, so a deeper line is no task.
     try {
-      j = nlohmann::json::parse(line);
+      j = model::parse_json_bounded(line);
+    } catch (const model::JsonTooDeep& e) {
+      rep.errors.push_back(where + e.what());
+      continue;
     } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double
       rep.errors.push_back(where + "not valid JSON (" + model::json_error_text(e) + ")");
       continue;
