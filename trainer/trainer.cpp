@@ -235,6 +235,17 @@ void refuse_a_run_dir_in_use(const fs::path& run_dir) {
   if (fs::exists(run_dir / "config.toml") || fs::exists(run_dir / "checkpoints") || fs::exists(run_dir / "buffer.db"))
     throw UserError(run_dir.string() + ": already holds a run; continue it with --resume " + run_dir.string() +
                     " or choose another --run-dir");
+  // The files a new run replaces or adds to without a run's config beside them (a run's copied
+  // metrics, another program's log): a new run removed metrics.jsonl and appended to log.txt,
+  // and TensorBoard would draw an old event file's curves with the new run's.
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "metrics.jsonl" || name == "log.txt" || name.rfind("events.out.tfevents.", 0) == 0)
+      throw UserError(run_dir.string() + ": holds " + name + ", which a new run would " +
+                      (name == "log.txt" ? "add to" : name == "metrics.jsonl" ? "replace" : "be drawn with") +
+                      " (it is not a run: no config.toml); move it or choose another --run-dir");
+  }
 }
 
 // A new run's directory until its first checkpoint (step-0): a start that fails before then

@@ -889,6 +889,19 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("config.toml"), std::string::npos) << r.err;
 
+  // Nor are the files a run writes, found without a run (a copy of a run's metrics, another
+  // program's log): metrics.jsonl was removed and log.txt added to.
+  for (const char* name : {"metrics.jsonl", "log.txt", "events.out.tfevents.1700000000.host.1.0"}) {
+    const fs::path kept = dir / (std::string("kept-") + name);
+    fs::create_directories(kept);
+    std::ofstream(kept / name) << "{\"mine\": 1}\n";
+    r = run_process({azr(), "train", fixture(), "--run-dir", kept.string(), "--set", "run.steps=0"});
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_NE(r.err.find(kept.string() + ": holds " + name + ", which a new run would"), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(kept / name), "{\"mine\": 1}\n");
+    EXPECT_EQ(std::distance(fs::directory_iterator(kept), fs::directory_iterator()), 1) << name;
+  }
+
   // A run directory that already holds a run is never overwritten.
   const fs::path ref = reference_run();
   const std::string before = slurp(ref / "metrics.jsonl");
