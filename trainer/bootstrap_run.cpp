@@ -122,6 +122,29 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
 // (save_pretrained shards past 4 GiB).
 const std::string kWeightMarkers[] = {"model.safetensors", "model.safetensors.index.json"};
 
+// An output directory holding files a bootstrap did not leave (a user's config.json, notes) is
+// refused: the model's files were written over them. One that a bootstrap stopped part-way left
+// is written over, as before: it holds the bootstrap's own names alone, and a config.json there
+// comes after bootstrap.json (or in .model.tmp), which the stopped bootstrap wrote first.
+void refuse_files_no_bootstrap_left(const fs::path& out) {
+  std::error_code ec;
+  bool report = false, config = false;
+  std::string foreign;
+  for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == "bootstrap.json" || n == ".model.tmp")
+      report = true;
+    else if (n == "config.json" || n == "generation_config.json")
+      config = true;
+    else if (n != "tokenizer.json" && n != "heldout.jsonl" && !(n.starts_with("model-") && n.ends_with(".safetensors")))
+      foreign = foreign.empty() ? n : foreign;
+  }
+  if (foreign.empty() && config && !report) foreign = "config.json";
+  if (!foreign.empty())
+    throw UserError(out.string() + ": holds " + foreign + ", which azr bootstrap did not leave (its model's files " +
+                    "would be written over a directory's own); choose a new or empty bootstrap.output (or --output)");
+}
+
 }  // namespace
 
 int bootstrap(const BootstrapOptions& opt) {
@@ -149,6 +172,7 @@ int bootstrap(const BootstrapOptions& opt) {
   for (const std::string& marker : kWeightMarkers)
     if (fs::exists(out / marker))
       throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
+  refuse_files_no_bootstrap_left(out);
   // Its files are written last: a path that cannot be a directory failed there, after every
   // minute of generation, evaluation and warm start.
   refuse_a_directory_that_cannot_be_made(out, "bootstrap output " + out.string() + " (--output, bootstrap.output): ");

@@ -202,6 +202,34 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("already holds a model"), std::string::npos) << r.err;
 
+  // Nor is a directory of files no bootstrap left: a user's config.json was written over.
+  const fs::path theirs = scratch("theirs");
+  fs::create_directories(theirs);
+  std::ofstream(theirs / "config.json") << "mine";
+  r = run_process(small(theirs));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(theirs.string() + ": holds config.json, which azr bootstrap did not leave"), std::string::npos)
+      << r.err;
+  std::ofstream(theirs / "notes.txt") << "mine";
+  std::ofstream(theirs / "bootstrap.json") << "{}";
+  r = run_process(small(theirs));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(theirs.string() + ": holds notes.txt, which azr bootstrap did not leave"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(theirs / "config.json"), "mine");
+  // What a bootstrap stopped part-way left is not refused (the rerun writes over it): here the run
+  // goes on to the next check, a benchmark directory that is not there.
+  fs::remove(theirs / "notes.txt");
+  fs::create_directories(theirs / ".model.tmp");
+  std::ofstream(theirs / "tokenizer.json") << "{}";
+  std::ofstream(theirs / "heldout.jsonl") << "";
+  args = small(theirs);
+  args.insert(args.end(), {"--set", "eval.data_dir=/nonexistent/benchmarks"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("did not leave"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/benchmarks"), std::string::npos) << r.err;
+
   // An output path that is a file: said before any work, where it failed at the end, after
   // generation, both evaluations and the warm start, with create_directories' own error, exit 1.
   const fs::path file = scratch("a-file");
