@@ -406,7 +406,7 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   CLI::App* c = app.add_subcommand("buffer", "Inspect and move the tasks of a task buffer (SQLite)");
   c->require_subcommand(1);
   c->footer("Reads open the database read-only: they work while a trainer is writing it.");
-  auto db = [&](CLI::App* s) { s->add_option("db", o.db, "task buffer database (run_dir/buffer.db)")->required(); };
+  auto db = [&](CLI::App* s) { s->add_option("db", o.db, "task buffer database (run_dir/buffer.db)")->check(non_empty_path())->required(); };
   auto json = [&](CLI::App* s) { s->add_flag("--json", o.json, "machine-readable output"); };
 
   CLI::App* stats = c->add_subcommand("stats", "Counts, growth per step, solve-rate and learnability distributions, "
@@ -437,12 +437,12 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   exp->add_option("--format", o.format, "jsonl")->capture_default_str();
   exp->add_option("--type", o.type, "only this type");
   exp->add_flag("--core", o.core, "only the import fields (type, program, input(s), output(s), message)");
-  exp->add_option("-o,--output", o.output, "file to write (atomically)");
+  exp->add_option("-o,--output", o.output, "file to write (atomically)")->check(non_empty_path());
   exp->callback([&] { o.action = "export"; });
 
   CLI::App* imp = c->add_subcommand("import", "Add tasks from JSON lines (creates the database if missing)");
   db(imp);
-  imp->add_option("file", o.file, "JSONL file, or - for stdin")->required();
+  imp->add_option("file", o.file, "JSONL file, or - for stdin")->check(non_empty_path())->required();
   imp->add_flag("--skip-invalid", o.skip_invalid, "import the valid lines even if some are invalid");
   imp->add_option("--capacity", o.capacity,
                   "tasks kept per type, the oldest (or, with --policy keep-oldest, the new) past it left out; "

@@ -34,7 +34,7 @@ CLI::App* add_memory_command(CLI::App& app, MemoryOptions& o) {
       "--micro-batch 0 picks the largest that "
       "fits --budget-gib. Example, Qwen2.5-1.5B RL on one 80 GB GPU: azr memory MODEL_DIR --seq-len 4096 "
       "--kv-slots 256 --kv-capacity 4096");
-  c->add_option("model", o.model, "model directory, config.json or preset")->required();
+  c->add_option("model", o.model, "model directory, config.json or preset")->check(non_empty_path())->required();
   c->add_option("--precision", o.precision, "bf16-mixed | fp32 | fp32+bf16-gemm (model.matmul_precision = \"bf16\" today)")->capture_default_str();
   c->add_option("--device", o.device, "cuda (2 GiB reserve: context, workspace, fragmentation) or cpu (0.5 GiB)")
       ->capture_default_str()

@@ -281,7 +281,7 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
             "generation after the prompt's <think>. Output lines: {\"valid\", \"reason\", \"detail\", \"task\" (when "
             "valid, in the buffer's import format)}; an input \"id\" is copied.");
   v->add_option("--type", o.type, "task type")->required()->check(types);
-  v->add_option("--jsonl", o.jsonl, "JSONL file, or - for stdin")->required();
+  v->add_option("--jsonl", o.jsonl, "JSONL file, or - for stdin")->check(non_empty_path())->required();
   add_sandbox_flags(v, o);
   v->callback([&] { o.action = "validate"; });
 
@@ -289,14 +289,14 @@ CLI::App* add_task_command(CLI::App& app, TaskOptions& o) {
   g->footer("Input lines: {\"task\": TASK (import format), \"response\": RAW}. Output lines: {\"correct\", \"reward\", "
             "\"reason\"[, \"detail\"]}; an input \"id\" is copied.");
   g->add_option("--type", o.type, "task type")->required()->check(types);
-  g->add_option("--jsonl", o.jsonl, "JSONL file, or - for stdin")->required();
+  g->add_option("--jsonl", o.jsonl, "JSONL file, or - for stdin")->check(non_empty_path())->required();
   add_sandbox_flags(g, o);
   g->callback([&] { o.action = "grade"; });
 
   CLI::App* p = c->add_subcommand("prompt", "Print a proposer or solver prompt (as the trainer shows it)");
   p->add_option("--role", o.role, "proposer or solver")->required()->check(CLI::IsMember({"proposer", "solver"}));
   p->add_option("--type", o.type, "task type")->required()->check(types);
-  p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)");
+  p->add_option("--db", o.db, "task buffer to sample from (default: the identity seed)")->check(non_empty_path());
   p->add_option("--k", o.k, "proposer references (deduction/abduction)")
       ->capture_default_str()
       ->check(between(1, 1000))

@@ -15,6 +15,15 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// For path options and arguments: "" (`--run-dir "$RUN"` with $RUN unset) is refused. It read as
+// the option left out (the default directory, stdout) or, for a buffer, as SQLite's temporary
+// database, so `azr buffer import '' tasks.jsonl` said it imported them and kept none.
+inline CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& text) { return text.empty() ? std::string("an empty path (an unset variable?)") : std::string(); },
+      "");
+}
+
 struct ExecOptions {
   std::string file;       // a program file (FILE.py)
   std::string input;      // its argument list

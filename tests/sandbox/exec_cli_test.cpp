@@ -253,6 +253,29 @@ TEST(ExecCli, UnknownCommandsAreNamedWithTheCommandsThereAre) {
   EXPECT_EQ(run_process({azr(), "buffer", "--help"}).exit_code, 0);
 }
 
+// An empty path ("$RUN" with RUN unset) is refused, naming the option: it read as the option left
+// out (the default run directory, stdout), and `buffer import ''` put the tasks in SQLite's
+// temporary database and said it had imported them.
+TEST(ExecCli, AnEmptyPathIsRefusedNamingItsOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"buffer", "import", "", "tasks.jsonl"}, "db"},
+      {{"buffer", "export", "b.db", "-o", ""}, "--output"},
+      {{"train", "configs/quickstart.toml", "--run-dir", ""}, "--run-dir"},
+      {{"train", "--resume", ""}, "--resume"},
+      {{"bootstrap", "configs/bootstrap.toml", "--output", ""}, "--output"},
+      {{"eval", "--model", "", "--bench", "gsm8k"}, "--model"},
+      {{"tokenize", "--tokenizer", ""}, "--tokenizer"},
+      {{"memory", ""}, "model"},
+  };
+  for (const auto& [args, option] : cases) {
+    std::vector<std::string> argv = {azr()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << option << ": " << r.err;
+    EXPECT_NE(r.err.find("azr: " + option + ": an empty path"), std::string::npos) << r.err;
+  }
+}
+
 // Numeric flags refuse what is not a finite number: NaN passed CLI11's range checks (every
 // comparison with NaN is false), and --memory nan ran a job with no memory limit at all. Bounds
 // are named as written, not as CLI11's 309-digit "0.000000 to 17976931348623157...".
