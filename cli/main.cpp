@@ -11,6 +11,7 @@
 
 #include "azr/build_info.h"
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/blas_core.h"
 #include "trainer/dist.h"
@@ -78,6 +79,28 @@ std::string unknown_command(CLI::App& app, int argc, char** argv, bool missing_c
   return "a command is missing after '" + path + "': " + names + " (" + path + " --help says what each does)";
 }
 
+// CLI11's conversion errors, said as the checked flags' are: "Could not convert: --limit = 1e3"
+// (a number an integer flag cannot take) and "--limit: 1 required INT:0 or more missing" (no
+// value). "" for any other error.
+std::string conversion_message(const CLI::ParseError& e) {
+  const std::string m = e.what();
+  if (dynamic_cast<const CLI::ConversionError*>(&e)) {
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = m.find(" = ");
+    if (!m.starts_with(prefix) || eq == std::string::npos) return "";
+    const std::string name = m.substr(prefix.size(), eq - prefix.size());
+    const std::string value = m.substr(eq + 3);
+    double number = 0;
+    // A float flag's check refused what is no number before conversion: this one takes integers.
+    if (azr::cli::number_checks_detail::finite_number(value, number))
+      return name + ": expected a whole number, got '" + value + "'";
+    return name + ": cannot read '" + value + "'";
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && m.ends_with(" missing") && m.find(": ") != std::string::npos)
+    return m.substr(0, m.find(": ")) + ": its value is missing";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +143,10 @@ int main(int argc, char** argv) {
     if (const std::string word = unknown_command(app, argc, argv, dynamic_cast<const CLI::RequiredError*>(&e));
         !word.empty()) {
       std::cerr << "azr: " << word << '\n';
+      return 2;
+    }
+    if (const std::string said = conversion_message(e); !said.empty()) {
+      std::cerr << "azr: " << said << '\n';
       return 2;
     }
     int code = app.exit(e);  // prints help/version (code 0) or the usage error

@@ -306,6 +306,17 @@ TEST(ExecCli, NumericFlagsRefuseNaNAndInfinityAndNameTheirBounds) {
   EXPECT_NE(flood.err.find("--output-limit: 134217729 is too large: it must be between 0 and 134217728"),
             std::string::npos)
       << flood.err;
+  // An integer flag given a number it cannot hold, or no value: CLI11 said "Could not convert:
+  // --workers = 2.5" and "--workers: 1 required INT:INT in [0 - 1024] missing".
+  const auto fraction = run_process({azr(), "exec", program, "--input", "3", "--workers", "2.5"});
+  EXPECT_EQ(fraction.exit_code, 2);
+  EXPECT_EQ(fraction.err, "azr: --workers: expected a whole number, got '2.5'\n");
+  const auto exponent = run_process({azr(), "memory", "azr-tiny", "--seq-len", "1e3"});
+  EXPECT_EQ(exponent.exit_code, 2);
+  EXPECT_EQ(exponent.err, "azr: --seq-len: expected a whole number, got '1e3'\n");
+  const auto missing = run_process({azr(), "memory", "azr-tiny", "--seq-len"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err, "azr: --seq-len: its value is missing\n");
   // The bounds themselves are accepted.
   EXPECT_EQ(run_process({azr(), "exec", program, "--input", "3", "--memory", "16"}).exit_code, 0);
   EXPECT_EQ(run_process({azr(), "exec", program, "--input", "3", "--output-limit", "134217728"}).exit_code, 0);
