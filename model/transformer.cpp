@@ -17,6 +17,14 @@ namespace azr::model {
 
 namespace {
 
+// "" if every value of the tensor is finite; else "tensor NAME holds NaN (element I)".
+std::string not_finite_in(const std::string& name, std::span<const float> values) {
+  const auto bad = std::find_if_not(values.begin(), values.end(), [](float v) { return std::isfinite(v); });
+  if (bad == values.end()) return "";
+  return "tensor " + name + " holds " + (std::isnan(*bad) ? "NaN" : *bad > 0 ? "inf" : "-inf") + " (element " +
+         std::to_string(bad - values.begin()) + ")";
+}
+
 // splitmix64 + Box-Muller: a normal stream that is the same on every platform and compiler
 // (std::normal_distribution is not), so a seed names one model everywhere.
 struct NormalStream {
@@ -637,11 +645,8 @@ Transformer Transformer::from_pretrained(const std::filesystem::path& dir, const
     to_f32(ckpt.at(t.name), host);
     // A weight that is not a number (a diverged run's, a bad conversion) made every logit NaN:
     // generation gave token 0 at every step and an evaluation scored 0, without a word.
-    if (const auto bad = std::find_if_not(host.begin(), host.end(), [](float v) { return std::isfinite(v); });
-        bad != host.end())
-      throw SafetensorsError(dir.string() + ": tensor " + t.name + " holds " +
-                             (std::isnan(*bad) ? "NaN" : *bad > 0 ? "inf" : "-inf") + " (element " +
-                             std::to_string(bad - host.begin()) + "); these weights are not a usable model");
+    if (const std::string bad = not_finite_in(t.name, host); !bad.empty())
+      throw SafetensorsError(dir.string() + ": " + bad + "; these weights are not a usable model");
     m.params_.upload(host.data(), t.numel, t.offset);
   }
   return m;
@@ -658,11 +663,18 @@ Transformer Transformer::copy_to(const kernels::Ops& ops) const {
 }
 
 void Transformer::save_pretrained(const std::filesystem::path& dir) const {
+  std::vector<float> copy;
+  const float* host = kernels::host_view(*ops_, params_.span(), copy).data();  // the writer reads the host
+  // Weights a diverged update left (azr train at algorithm.lr = 1e300) are not saved: saved, they
+  // were a checkpoint from_pretrained refuses, published with exit 0. Checked before anything is
+  // written.
+  for (const ParamTensor& t : tensors_)
+    if (const std::string bad = not_finite_in(t.name, {host + t.offset, size_t(t.numel)}); !bad.empty())
+      throw NotFiniteWeights("the weights are not all finite numbers: " + bad +
+                             " (an update diverged: a learning rate too large for the model?)");
   std::filesystem::create_directories(dir);
   ModelConfig c = config_;
   c.torch_dtype = "float32";
-  std::vector<float> copy;
-  const float* host = kernels::host_view(*ops_, params_.span(), copy).data();  // the writer reads the host
   std::vector<TensorView> views;
   for (const ParamTensor& t : tensors_)
     views.push_back({t.name, DType::F32, t.shape, reinterpret_cast<const std::byte*>(host + t.offset),

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,6 +95,11 @@ struct PrefillStats {
   }
 };
 
+// save_pretrained's refusal of weights that are not all finite numbers.
+struct NotFiniteWeights : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Transformer {
  public:
   // Loads a Hugging Face checkpoint directory (config.json + model.safetensors or a sharded
@@ -109,6 +115,7 @@ class Transformer {
   // precision), through one host copy; nothing else (gradients, activations) comes along.
   Transformer copy_to(const kernels::Ops& ops) const;
   // Writes config.json and model.safetensors (F32; sharded past 4 GiB) into dir.
+  // Throws NotFiniteWeights, writing nothing, if a weight is NaN or infinite.
   void save_pretrained(const std::filesystem::path& dir) const;
 
   const ModelConfig& config() const { return config_; }

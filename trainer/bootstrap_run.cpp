@@ -301,7 +301,11 @@ int bootstrap(const BootstrapOptions& opt) {
   fs::create_directories(out);
   const fs::path staging = out / ".model.tmp";
   fs::remove_all(staging);
-  m.save_pretrained(staging);
+  try {
+    m.save_pretrained(staging);
+  } catch (const model::NotFiniteWeights& e) {
+    throw std::runtime_error(std::string("bootstrap: the warm-started model is not saved: ") + e.what());
+  }
   write_synced(out / "tokenizer.json", tokenizer_json(cfg, *tok));
   std::string heldout_lines;
   for (const Task& t : heldout_all) heldout_lines += buffer::task_to_json(t, /*core_only=*/true).dump() + "\n";

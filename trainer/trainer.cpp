@@ -537,6 +537,15 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   if (cfg.algorithm.temperature <= 0)
     throw config_error("algorithm.temperature", fmt::format("training samples, so it must be > 0, got {}",
                                                             cfg.algorithm.temperature));
+  // AdamW's decoupled decay multiplies every weight by 1 - lr * weight_decay each step: at 0 or
+  // below, one step zeroes every weight or flips its sign (weight_decay = 1e6 at lr = 1e-6 took
+  // the embedding from 1e-2 to 1e-6 in a step, and the run went on).
+  if (cfg.algorithm.lr * cfg.algorithm.weight_decay >= 1)
+    throw config_error("algorithm.weight_decay",
+                       fmt::format("({}) times algorithm.lr ({}) is {}: each step multiplies every weight by 1 - lr "
+                                   "* weight_decay, which must stay above 0",
+                                   cfg.algorithm.weight_decay, cfg.algorithm.lr,
+                                   cfg.algorithm.lr * cfg.algorithm.weight_decay));
   if (cfg.run.gradient_allreduce == "nccl" && cfg.model.device != "cuda")
     throw UserError("run.gradient_allreduce = \"nccl\" sums gradients on GPUs: it needs model.device = \"cuda\" (the "
                     "run has \"" + cfg.model.device + "\"); use \"host\"");
@@ -911,7 +920,11 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
       path = write_checkpoint(
                  run_dir, st,
                  [&](const fs::path& dir) {
-                   policy.model().save_pretrained(dir);
+                   try {
+                     policy.model().save_pretrained(dir);
+                   } catch (const model::NotFiniteWeights& e) {
+                     throw std::runtime_error(fmt::format("step {}: no checkpoint written: {}", st.step, e.what()));
+                   }
                    write_synced(dir / "tokenizer.json", tokenizer_file);
                    policy.optimizer().save(dir / "optimizer.safetensors");
                    buf->snapshot_to((dir / "buffer.db").string());

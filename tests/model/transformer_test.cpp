@@ -817,6 +817,29 @@ TEST(TransformerTest, BadCheckpointsGiveClearErrors) {
   fs::remove_all(dir);
 }
 
+// Weights that are not all finite are not saved, and nothing is written: a diverged run published
+// them as a checkpoint, exit 0, that from_pretrained (above) refuses.
+TEST(TransformerTest, WeightsThatAreNotFiniteAreNotSaved) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "azr-not-finite-save";
+  fs::remove_all(dir);
+  Transformer m = random_model();
+  const ParamTensor* norm = m.find_tensor("model.norm.weight");
+  ASSERT_NE(norm, nullptr);
+  m.parameters()[size_t(norm->offset) + 5] = INFINITY;
+  try {
+    m.save_pretrained(dir);
+    FAIL() << "weights holding inf were saved";
+  } catch (const NotFiniteWeights& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor model.norm.weight holds inf (element 5)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  m.parameters()[size_t(norm->offset) + 5] = 1.f;  // finite again: saved, and loads
+  m.save_pretrained(dir);
+  EXPECT_NO_THROW(Transformer::from_pretrained(dir));
+  fs::remove_all(dir);
+}
+
 TEST(TransformerTest, BadBatchesAreRefused) {
   Transformer m = random_model();
   EXPECT_THROW(m.logits(SequenceBatch::from({{1, 2, 61}})), std::invalid_argument);  // id >= vocab

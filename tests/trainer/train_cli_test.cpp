@@ -858,6 +858,14 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
                    "model.matmul_precision=fp16"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("model.matmul_precision"), std::string::npos) << r.err;
+  // A decay that zeroes the weights in a step (1 - lr * weight_decay <= 0).
+  r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set",
+                   "algorithm.weight_decay=1e3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("algorithm.weight_decay: (1000) times algorithm.lr (0.001) is 1: each step multiplies every "
+                       "weight by 1 - lr * weight_decay, which must stay above 0"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
   // NCCL sums GPU buffers: asked for on the CPU, the run stops before its directory exists.
   r = run_process({azr(), "train", fixture(), "--run-dir", (dir / "run").string(), "--set",
                    "run.gradient_allreduce=nccl"});
@@ -1286,6 +1294,23 @@ TEST(TrainCli, TheNotFiniteStopCountsAcrossAResume) {
   EXPECT_EQ(rest.exit_code, 1) << rest.err;
   EXPECT_NE(rest.err.find("the gradient was not finite in 3 steps in a row"), std::string::npos) << rest.err;
   EXPECT_EQ(last_metrics_step(parts), stop);
+}
+
+// A learning rate past a float (1e300) makes the weights NaN at the first update. The run went on
+// skipping steps and published checkpoints of those weights with exit 0, which every loader then
+// refused. The first checkpoint after it is not written, and the run stops, saying why.
+TEST(TrainCli, WeightsThatAreNotFiniteAreNeverCheckpointed) {
+  const fs::path run = scratch("nan-weights") / "run";
+  std::vector<std::string> args = train_args(run.string(), 2);
+  args.insert(args.end(), {"--set", "algorithm.lr=1e300", "--set", "eval.every=0"});
+  const auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string said = "step 1: no checkpoint written: the weights are not all finite numbers: tensor ";
+  EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+  EXPECT_NE(slurp(run / "log.txt").find("stopped by an error: " + said), std::string::npos) << slurp(run / "log.txt");
+  EXPECT_TRUE(fs::exists(run / "checkpoints/step-0"));
+  EXPECT_FALSE(fs::exists(run / "checkpoints/step-1"));
+  EXPECT_FALSE(fs::exists(run / "checkpoints/.step-1.tmp"));
 }
 
 // --set takes one value, so a config named after it is the config, not a second override (it
