@@ -1,6 +1,9 @@
 #include "eval/task_eval.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -45,18 +48,22 @@ TaskEvalResult evaluate_solver(model::Transformer& m, const model::Tokenizer& to
 }
 
 std::vector<buffer::Task> load_tasks_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot read the task file");
+  // An ifstream opens a directory, which then reads as no lines: held-out accuracy over no tasks.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error(path + ": " + (std::filesystem::exists(path, ec) ? "not a file" : "no such file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read the task file (" + std::strerror(errno) + ")");
+  // azr buffer import's reader: every bad line named, not the first alone.
   std::vector<buffer::Task> tasks;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); n++) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      tasks.push_back(buffer::task_from_json(nlohmann::json::parse(line)));
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ":" + std::to_string(n) + ": " + e.what());
-    }
+  const buffer::ImportReport read = buffer::read_jsonl(in, path, /*skip_invalid=*/true, tasks);
+  if (!read.errors.empty()) {
+    std::string msg = path + ": " + std::to_string(read.errors.size()) + " invalid line(s):";
+    for (const std::string& e : read.errors) msg += "\n  " + e;
+    throw std::runtime_error(msg);
   }
+  if (tasks.empty())
+    throw std::runtime_error(path + ": holds no tasks (one JSON object a line, as azr buffer export writes them)");
   return tasks;
 }
 

@@ -38,7 +38,7 @@ TaskEvalResult evaluate_solver(model::Transformer& model, const model::Tokenizer
                                const TaskEvalSettings& settings = {});
 
 // Tasks from a JSONL file as `azr buffer export` writes it. Throws std::runtime_error naming the
-// file and line.
+// file and every bad line, or saying it is no file or holds no task.
 std::vector<buffer::Task> load_tasks_jsonl(const std::string& path);
 
 }  // namespace azr::eval
