@@ -1,5 +1,10 @@
 #include "buffer/schema.h"
 
+#include <map>
+#include <vector>
+
+#include "buffer/sqlite_util.h"
+
 namespace azr::buffer {
 
 const Migration kMigrations[] = {
@@ -68,5 +73,60 @@ CREATE TABLE meta (
 };
 
 const int kLatestSchemaVersion = 1;
+
+namespace {
+
+// Each table's and index's name, with its kind and, for a table, its columns as "name TYPE".
+std::map<std::string, std::vector<std::string>> schema_of(sqlite3* db) {
+  std::map<std::string, std::vector<std::string>> out;
+  std::vector<std::pair<std::string, std::string>> objects;  // (kind, name)
+  {
+    sql::Stmt s(db, "SELECT type, name FROM sqlite_schema WHERE type IN ('table', 'index') AND name NOT LIKE "
+                    "'sqlite_%'");
+    while (s.step()) objects.emplace_back(s.text(0), s.text(1));
+  }
+  for (const auto& [kind, name] : objects) {
+    std::vector<std::string>& shape = out[kind + " " + name];
+    if (kind != "table") continue;
+    sql::Stmt c(db, "SELECT name, type FROM pragma_table_info(?1)");
+    c.bind(1, name);
+    while (c.step()) shape.push_back(c.text(0) + " " + c.text(1));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string schema_difference(sqlite3* db) {
+  sqlite3* expected = nullptr;
+  if (sqlite3_open(":memory:", &expected) != SQLITE_OK) {
+    sqlite3_close(expected);
+    throw sql::Error(SQLITE_NOMEM, "cannot open an in-memory database");
+  }
+  std::map<std::string, std::vector<std::string>> want;
+  try {
+    for (int v = 0; v < kLatestSchemaVersion; ++v) sql::exec(expected, kMigrations[v].sql);
+    want = schema_of(expected);
+  } catch (...) {
+    sqlite3_close(expected);
+    throw;
+  }
+  sqlite3_close(expected);
+  const std::map<std::string, std::vector<std::string>> have = schema_of(db);
+  // Tables first: a dropped table takes its indexes with it, and is the one to name.
+  for (const bool tables : {true, false}) {
+    for (const auto& [object, columns] : want) {
+      if (object.starts_with("table ") != tables) continue;
+      const auto it = have.find(object);
+      if (it == have.end()) return object + " is missing";
+      for (size_t i = 0; i < columns.size(); ++i)
+        if (i >= it->second.size() || it->second[i] != columns[i])
+          return object + ": column " + std::to_string(i + 1) + " is " +
+                 (i < it->second.size() ? "'" + it->second[i] + "'" : "missing") + ", where the schema has '" +
+                 columns[i] + "'";
+    }
+  }
+  return "";
+}
 
 }  // namespace azr::buffer

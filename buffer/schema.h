@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <string>
 
 namespace azr::buffer {
 
@@ -20,5 +21,11 @@ struct Migration {
 // Index i migrates from version i to version i + 1.
 extern const Migration kMigrations[];
 extern const int kLatestSchemaVersion;
+
+// "" if `db`, at kLatestSchemaVersion, holds every table and index of that schema, each table
+// with its columns (names and declared types, in order); else the first that is missing or
+// differs. A file whose version says "buffer" but whose tables were dropped or altered by hand
+// failed later, statement by statement ("prepare: no such table: tasks"), or read as empty.
+std::string schema_difference(sqlite3* db);
 
 }  // namespace azr::buffer

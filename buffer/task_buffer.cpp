@@ -32,12 +32,17 @@ using sql::Stmt;
 const char* kTypeNames[] = {"deduction", "abduction", "induction"};
 const char* kOriginNames[] = {"seed", "proposed", "imported"};
 
-std::vector<std::string> json_strings(const std::string& text) {
+// A task's `inputs` or `outputs` column: a JSON array of strings, as insert writes it. Anything
+// else was written outside azr, and is refused: read as [] (export wrote "inputs": [], which
+// import then refused) or with its non-strings dropped, an induction task changed meaning.
+std::vector<std::string> json_strings(const std::string& text, int64_t id, const char* column) {
   std::vector<std::string> out;
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_array())
-    for (const auto& v : j)
-      if (v.is_string()) out.push_back(v.get<std::string>());
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  const bool strings = j.is_array() && std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_string(); });
+  if (!strings)
+    throw BufferError("task " + std::to_string(id) + ": its " + column + " column is not a JSON array of strings (" +
+                      (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "); the buffer was altered outside azr");
+  for (const auto& v : j) out.push_back(v.get<std::string>());
   return out;
 }
 
@@ -170,6 +175,14 @@ std::string hash128(const std::string& text) {
   throw BufferError(path + ": " + e.what());
 }
 
+// A file marked as a buffer of the latest schema whose tables were dropped or altered by hand:
+// refused on open, where each command failed at its first statement on them ("prepare: no such
+// table: tasks", exit 1) or `migrate` said the file was fine.
+void refuse_an_altered_schema(sqlite3* db, const std::string& path) {
+  if (const std::string diff = schema_difference(db); !diff.empty())
+    throw BufferError(path + ": not a whole azr task buffer: its " + diff + " (altered outside azr?)");
+}
+
 // An absolute path as a file: URI's path part (RFC 3986: anything but unreserved characters and
 // '/' percent-encoded, so '?', '#' and '%' in a name stay the name's).
 std::string uri_path(const std::filesystem::path& absolute) {
@@ -219,8 +232,8 @@ Task read_task(const sql::Stmt& s) {
   t.program = s.text(3);
   t.input = s.text(4);
   t.output = s.text(5);
-  t.inputs = json_strings(s.text(6));
-  t.outputs = json_strings(s.text(7));
+  t.inputs = json_strings(s.text(6), t.id, "inputs");
+  t.outputs = json_strings(s.text(7), t.id, "outputs");
   t.message = s.text(8);
   t.step = s.i64(9);
   t.proposer_sample = s.text(10);
@@ -448,6 +461,7 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
       if (h.version < kLatestSchemaVersion)
         throw BufferError(path + ": buffer schema " + std::to_string(h.version) +
                           " needs migrating; open it once read-write (for example `azr buffer migrate`)");
+      refuse_an_altered_schema(b.db_, path);
       sql::exec(b.db_, "PRAGMA query_only = 1");
       return b;
     }
@@ -482,6 +496,7 @@ TaskBuffer TaskBuffer::open(const std::string& path, Mode mode, Options options)
         std::this_thread::sleep_for(std::chrono::microseconds(500 + uniform_below(jitter, 5000u << std::min(attempt, 4))));
       }
     }
+    refuse_an_altered_schema(b.db_, path);
     b.checkpointer_ = std::make_unique<Checkpointer>(path, b.db_);
   } catch (const sql::Error& e) {
     rethrow_as_buffer_error(path, e, options.busy_timeout_seconds);

@@ -32,6 +32,13 @@ namespace fs = std::filesystem;
 using buffer::TaskBuffer;
 using nlohmann::ordered_json;
 
+// A buffer's error as the user's (exit 2), naming the database where the error could not (a
+// row's: "task 3: ...").
+UsageError said_of(const std::string& db, const buffer::BufferError& e) {
+  const std::string what = e.what();
+  return UsageError(what.starts_with(db + ": ") ? what : db + ": " + what);
+}
+
 // Checked whole first (quick_check): a corrupt file is said as such, not answered from.
 TaskBuffer open_read(const std::string& db) {
   buffer::Options opts;
@@ -289,7 +296,7 @@ int64_t export_checked(const TaskBuffer& b, std::ostream& out, const buffer::Exp
   try {
     return buffer::export_jsonl(b, out, f);
   } catch (const buffer::BufferError& e) {  // a corrupt page mid-file: the database is the bad input
-    throw UsageError(e.what());
+    throw said_of(b.path(), e);
   }
 }
 
@@ -469,12 +476,18 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
 }
 
 int run_buffer(const BufferOptions& o) {
-  if (o.action == "stats") return run_stats(o);
-  if (o.action == "list") return run_list(o);
-  if (o.action == "show") return run_show(o);
-  if (o.action == "export") return run_export(o);
-  if (o.action == "import") return run_import(o);
-  if (o.action == "migrate") return run_migrate(o);
+  // What the buffer's reads refuse past the open (a task row written outside azr) is the file's
+  // fault, exit 2 as on open: `show` of such a row said it with exit 1, `export` with 2.
+  try {
+    if (o.action == "stats") return run_stats(o);
+    if (o.action == "list") return run_list(o);
+    if (o.action == "show") return run_show(o);
+    if (o.action == "export") return run_export(o);
+    if (o.action == "import") return run_import(o);
+    if (o.action == "migrate") return run_migrate(o);
+  } catch (const buffer::BufferError& e) {
+    throw said_of(o.db, e);
+  }
   throw UsageError("buffer: unknown subcommand");
 }
 

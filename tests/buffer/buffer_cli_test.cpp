@@ -307,6 +307,54 @@ TEST_F(BufferCli, BadDatabasesGetOneClearMessage) {
   }
   auto show = run_process({azr(), "buffer", "show", path("t.jsonl"), "1"});
   EXPECT_EQ(show.exit_code, 2);
+
+  // A buffer whose tables were altered by hand: each command failed at its first statement on
+  // them ("prepare: no such table: tasks", exit 1 or 2), `migrate` said it was fine, and a
+  // dropped column read as empty. Refused on open, named, and left as it was.
+  const std::vector<std::pair<std::string, std::string>> alterations = {
+      {"DROP TABLE tasks", "its table tasks is missing"},
+      {"ALTER TABLE tasks DROP COLUMN message", "its table tasks: column 10 is 'step INTEGER', where the schema has "
+                                                 "'message TEXT'"},
+      {"DROP INDEX tasks_type_fingerprint", "its index tasks_type_fingerprint is missing"}};
+  for (const auto& [alteration, said] : alterations) {
+    const std::string altered = path("altered.db");
+    std::remove(altered.c_str());
+    ASSERT_EQ(run_process({azr(), "buffer", "import", altered, path("t.jsonl")}).exit_code, 0);
+    ASSERT_EQ(sqlite3_open(altered.c_str(), &h), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(h, alteration.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << alteration;
+    sqlite3_close(h);
+    const std::string bytes = read(altered);
+    for (const std::vector<std::string>& cmd :
+         {std::vector<std::string>{"stats"}, {"list"}, {"export"}, {"migrate"}, {"import", path("t.jsonl")}}) {
+      std::vector<std::string> args = {azr(), "buffer", cmd[0], altered};
+      args.insert(args.end(), cmd.begin() + 1, cmd.end());
+      auto r = run_process(args);
+      EXPECT_EQ(r.exit_code, 2) << alteration << ": " << cmd[0];
+      EXPECT_NE(r.err.find(altered + ": not a whole azr task buffer: " + said), std::string::npos)
+          << cmd[0] << ": " << r.err;
+    }
+    EXPECT_EQ(read(altered), bytes) << alteration;
+  }
+  // A task row written outside azr: an induction task's inputs that are not a JSON array of
+  // strings were exported as [], which import then refused.
+  const std::string rows = path("rows.db");
+  const std::string induction =
+      "{\"type\":\"induction\",\"program\":\"def f(x):\\n    return x\",\"inputs\":[\"1\",\"2\"],"
+      "\"outputs\":[\"1\",\"2\"],\"message\":\"m\"}\n";
+  ASSERT_EQ(run_process({azr(), "buffer", "import", rows, write("induction.jsonl", induction)}).exit_code, 0);
+  ASSERT_EQ(sqlite3_open(rows.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE tasks SET inputs = '[1, 2]'", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  for (const char* cmd : {"export", "show"}) {
+    std::vector<std::string> args = {azr(), "buffer", cmd, rows};
+    if (std::string(cmd) == "show") args.push_back("1");
+    auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_EQ(r.out, "") << cmd;
+    EXPECT_NE(r.err.find(rows + ": task 1: its inputs column is not a JSON array of strings ([1, 2])"),
+              std::string::npos)
+        << cmd << ": " << r.err;
+  }
 }
 
 TEST_F(BufferCli, LockedDatabaseIsReportedAndUnchanged) {
