@@ -95,11 +95,32 @@ Task task_from_json(const nlohmann::json& j) {
   return t;
 }
 
+std::string listed_errors(const ImportReport& rep) {
+  std::string out;
+  for (const std::string& e : rep.errors) out += "\n  " + e;
+  if (rep.invalid > int64_t(rep.errors.size()))
+    out += "\n  ... and " + std::to_string(rep.invalid - int64_t(rep.errors.size())) + " more";
+  return out;
+}
+
 ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_invalid, std::vector<Task>& tasks,
                         std::string_view hint) {
   ImportReport rep;
+  // Every bad line counted, the first kMaxListedErrors kept: a binary file given by mistake (a
+  // database) has millions of "lines", and a message each held 7 GB for a 1 GB file.
+  auto bad_line = [&](std::string message) {
+    if (rep.errors.size() < kMaxListedErrors) rep.errors.push_back(std::move(message));
+    ++rep.invalid;
+  };
   std::string line;
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+    // JSON text holds no raw NUL byte: the file is binary (a database given for its export), and
+    // reading on took minutes (a 1 GB buffer.db: 31 million "lines", 310 s) to say so.
+    if (line.find('\0') != std::string::npos)
+      throw BufferError(name + ":" + std::to_string(lineno) + ": a NUL byte: a binary file, not JSON Lines" +
+                        (line.starts_with("SQLite format 3")
+                             ? " (an SQLite database: `azr buffer export DB` writes a buffer's tasks as JSON Lines)"
+                             : ""));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++rep.lines;
     std::string where = name + ":" + std::to_string(lineno) + ": ";
@@ -109,10 +130,10 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
     try {
       j = model::parse_json_bounded(line);
     } catch (const model::JsonTooDeep& e) {
-      rep.errors.push_back(where + e.what());
+      bad_line(where + e.what());
       continue;
     } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double
-      rep.errors.push_back(where + "not valid JSON (" + model::json_error_text(e) + ")");
+      bad_line(where + "not valid JSON (" + model::json_error_text(e) + ")");
       continue;
     }
     try {
@@ -120,19 +141,15 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
       rep.task_lines.push_back(lineno);
       ++rep.valid;
     } catch (const std::invalid_argument& e) {
-      rep.errors.push_back(where + e.what());
+      bad_line(where + e.what());
     }
   }
   // getline stops quietly on a read error as on end of file; a half-read file must not pass as
   // a short one.
   if (in.bad()) throw BufferError(name + ": read error after " + std::to_string(rep.lines) + " line(s)");
-  if (!rep.errors.empty() && !skip_invalid) {
-    std::string msg = name + ": " + std::to_string(rep.errors.size()) + " invalid line(s); nothing imported" +
-                      (hint.empty() ? std::string() : " (" + std::string(hint) + ")") + ":";
-    for (const auto& e : rep.errors) msg += "\n  " + e;
-    throw BufferError(msg);
-  }
-  rep.invalid = static_cast<int64_t>(rep.errors.size());
+  if (rep.invalid > 0 && !skip_invalid)
+    throw BufferError(name + ": " + std::to_string(rep.invalid) + " invalid line(s); nothing imported" +
+                      (hint.empty() ? std::string() : " (" + std::string(hint) + ")") + ":" + listed_errors(rep));
   return rep;
 }
 

@@ -26,14 +26,21 @@ Task task_from_json(const nlohmann::json& j);
 struct ImportReport {
   int64_t lines = 0;  // non-blank lines read
   int64_t valid = 0;
-  int64_t invalid = 0;  // skipped (only with skip_invalid)
+  int64_t invalid = 0;  // bad lines (skipped, with skip_invalid)
   InsertResult inserted;
-  std::vector<std::string> errors;  // "FILE:LINE: problem", every bad line
+  std::vector<std::string> errors;  // "FILE:LINE: problem", the first kMaxListedErrors bad lines
   std::vector<int64_t> task_lines;  // read_jsonl: the line of each task read, in order
 };
 
+// The bad lines an error message lists; the rest are counted.
+inline constexpr size_t kMaxListedErrors = 20;
+
+// "\n  FILE:LINE: problem" for each listed bad line, then "\n  ... and N more" if there are more.
+std::string listed_errors(const ImportReport& rep);
+
 // Reads every line first. Without skip_invalid, any bad line means nothing is inserted: throws
-// BufferError listing each bad line (after `hint`, the caller's way out, if any: the CLI's flag).
+// BufferError listing the first kMaxListedErrors bad lines and counting the rest (after `hint`,
+// the caller's way out, if any: the CLI's flag).
 // Valid tasks go in as one transaction.
 ImportReport import_jsonl(TaskBuffer& b, std::istream& in, const std::string& name, bool skip_invalid,
                           std::string_view hint = "");

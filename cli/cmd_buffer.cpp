@@ -376,7 +376,9 @@ int run_import(const BufferOptions& o) {
   } catch (const buffer::BufferError& e) {
     throw UsageError(e.what());
   }
-  for (const auto& e : rep.errors) std::cerr << "skipped " << e << '\n';
+  for (const std::string& e : rep.errors) std::cerr << "skipped " << e << '\n';
+  if (rep.invalid > int64_t(rep.errors.size()))
+    std::cerr << "skipped " << rep.invalid - int64_t(rep.errors.size()) << " more invalid line(s)\n";
   if (o.json) {
     ordered_json j = {{"lines", rep.lines},
                       {"imported", rep.inserted.inserted},

@@ -57,11 +57,9 @@ std::vector<buffer::Task> load_tasks_jsonl(const std::string& path) {
   // azr buffer import's reader: every bad line named, not the first alone.
   std::vector<buffer::Task> tasks;
   const buffer::ImportReport read = buffer::read_jsonl(in, path, /*skip_invalid=*/true, tasks);
-  if (!read.errors.empty()) {
-    std::string msg = path + ": " + std::to_string(read.errors.size()) + " invalid line(s):";
-    for (const std::string& e : read.errors) msg += "\n  " + e;
-    throw std::runtime_error(msg);
-  }
+  if (read.invalid > 0)
+    throw std::runtime_error(path + ": " + std::to_string(read.invalid) + " invalid line(s):" +
+                             buffer::listed_errors(read));
   if (tasks.empty())
     throw std::runtime_error(path + ": holds no tasks (one JSON object a line, as azr buffer export writes them)");
   return tasks;

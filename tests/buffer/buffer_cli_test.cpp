@@ -258,6 +258,42 @@ TEST_F(BufferCli, MalformedImportNamesEveryLineAndChangesNothing) {
   EXPECT_EQ(total(db), 801);
 }
 
+// A binary file given by mistake (a database as the JSONL) has thousands of "lines": each was
+// said, with its raw bytes (868 KB of messages for a small database), and each message held in
+// memory (7 GB for a 1 GB file). The first 20 are said, the rest counted.
+TEST_F(BufferCli, ManyBadLinesAreListedTwentyAndCounted) {
+  std::string bad;
+  for (int i = 0; i < 25; ++i) bad += "not json " + std::to_string(i) + "\n";
+  bad += "{\"type\":\"deduction\",\"program\":\"def f(): return 2\",\"input\":\"\",\"output\":\"2\"}\n";
+  const std::string file = write("many-bad.jsonl", bad);
+  auto r = run_process({azr(), "buffer", "import", path("m.db"), file});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(file + ": 25 invalid line(s); nothing imported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(file + ":20: not valid JSON"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(file + ":21:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  ... and 5 more"), std::string::npos) << r.err;
+  auto skip = run_process({azr(), "buffer", "import", path("m.db"), file, "--skip-invalid", "--json"});
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(json::parse(skip.out)["invalid"], 25);
+  EXPECT_EQ(json::parse(skip.out)["imported"], 1);
+  size_t said = 0;
+  for (size_t at = skip.err.find("skipped " + file); at != std::string::npos; at = skip.err.find("skipped " + file, at + 1))
+    ++said;
+  EXPECT_EQ(said, 20u) << skip.err;
+  EXPECT_NE(skip.err.find("skipped 5 more invalid line(s)"), std::string::npos) << skip.err;
+  // A binary file stops at its first NUL byte, --skip-invalid or not: a database is no JSON Lines.
+  const std::string db = path("m.db");
+  for (const bool skip_invalid : {false, true}) {
+    std::vector<std::string> args = {azr(), "buffer", "import", path("n.db"), db};
+    if (skip_invalid) args.push_back("--skip-invalid");
+    auto binary = run_process(args);
+    EXPECT_EQ(binary.exit_code, 2);
+    EXPECT_EQ(binary.err, "azr: " + db + ":1: a NUL byte: a binary file, not JSON Lines (an SQLite database: `azr "
+                          "buffer export DB` writes a buffer's tasks as JSON Lines)\n");
+    EXPECT_FALSE(fs::exists(path("n.db")));
+  }
+}
+
 TEST_F(BufferCli, BadDatabasesGetOneClearMessage) {
   auto missing = run_process({azr(), "buffer", "stats", path("missing.db")});
   EXPECT_EQ(missing.exit_code, 2);
