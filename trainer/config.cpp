@@ -611,14 +611,16 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// The value of an override as TOML, or nothing when the text is not one TOML value.
-std::optional<toml::table> parse_toml_value(std::string_view text) {
+// The value of an override as TOML, or nothing when the text is not one TOML value; `why` then
+// holds TOML's reason, where it had one.
+std::optional<toml::table> parse_toml_value(std::string_view text, std::string& why) {
   try {
     toml::table t = toml::parse("v = " + std::string(text) + "\n", std::string_view("--set"));
     // "1\nother = 2" parses too, but is not one value.
     if (t.size() != 1 || !t.contains("v")) return std::nullopt;
     return t;
-  } catch (const toml::parse_error&) {
+  } catch (const toml::parse_error& e) {
+    why = std::string(e.description());
     return std::nullopt;
   }
 }
@@ -638,8 +640,14 @@ void apply_override(const std::string& text, TrainConfig& config) {
   const FieldRef ref = key->ref(config);
   const bool is_string = std::holds_alternative<std::string*>(ref);
   const bool is_list = std::holds_alternative<std::vector<std::string>*>(ref);
-  const auto parsed = parse_toml_value(value);
+  std::string toml_error;
+  const auto parsed = parse_toml_value(value, toml_error);
   const toml::node* node = parsed ? parsed->get("v") : nullptr;
+  // Text that starts as a TOML string, array or table but does not parse is a mistake in it, not
+  // a bare word: `run.name="x` ran with the name "x (its quote kept), and `algorithm.lr=[1,`
+  // said only "expected a float".
+  if (!node && !value.empty() && std::string_view("\"'[{").find(value.front()) != std::string_view::npos)
+    throw ConfigError(prefix + "not a TOML value" + (toml_error.empty() ? "" : " (" + toml_error + ")"));
 
   // A string key takes the text as written unless it is a TOML string (so paths and names need
   // no quoting, and `run.name=2024` is the name "2024", not an integer).
@@ -662,7 +670,12 @@ void apply_override(const std::string& text, TrainConfig& config) {
     if (auto err = read_value(*key, arr, config)) throw ConfigError(prefix + err->message);
     return;
   }
-  if (!node) throw ConfigError(prefix + "expected " + expected_name(ref));
+  // With TOML's reason where the text starts as a number: 99999999999999999999 is an integer,
+  // past 64 bits, which "expected an integer" alone denied.
+  const bool numeric = !value.empty() && std::string_view("0123456789+-.").find(value.front()) != std::string_view::npos;
+  if (!node)
+    throw ConfigError(prefix + "expected " + expected_name(ref) +
+                      (numeric && !toml_error.empty() ? " (" + toml_error + ")" : ""));
   if (auto err = read_value(*key, *node, config)) throw ConfigError(prefix + err->message);
 }
 

@@ -567,6 +567,21 @@ TEST(ConfigSet, Errors) {
   // One value only: a second line must not smuggle in another key.
   EXPECT_EQ(set_error("algorithm.lr=1\nrun.steps = 3"), "--set algorithm.lr=1\nrun.steps = 3: expected a float");
   EXPECT_EQ(set_error("model.path=\xff"), "--set model.path=\xff: the value is not valid UTF-8");
+  // A value that starts as a TOML string, array or table is TOML or an error, not a bare word: the
+  // name below was the text "x, its quote kept, and the array said "expected a float".
+  EXPECT_EQ(set_error("run.name=\"x"), "--set run.name=\"x: not a TOML value (Error while parsing string: "
+                                       "unescaped control characters other than TAB (U+0009) are explicitly "
+                                       "prohibited)");
+  EXPECT_EQ(set_error("algorithm.lr=[1,"),
+            "--set algorithm.lr=[1,: not a TOML value (Error while parsing array: encountered end-of-file)");
+  EXPECT_EQ(set_error("eval.benchmarks=[humaneval"),
+            "--set eval.benchmarks=[humaneval: not a TOML value (Error while parsing value: could not determine "
+            "value type)");
+  // A number past 64 bits is said as that, not as no integer at all.
+  EXPECT_EQ(set_error("run.steps=99999999999999999999"),
+            "--set run.steps=99999999999999999999: expected an integer (Error while parsing decimal integer: "
+            "'99999999999999999999' is not representable in 64 bits)");
+  EXPECT_EQ(parse_config(kMinimal, "f.toml", {"run.name=x\"y"}).run.name, "x\"y");  // a quote inside: a bare word
 }
 
 TEST(ConfigSet, OverriddenConfigRoundTrips) {
