@@ -16,6 +16,9 @@
 //   solver 64        sample_solver_batch(type, 64, last step): ~21 newest + ~43 uniform
 //   naive 64         the ORDER BY random() baseline
 //   bytes/task       (database + WAL after a TRUNCATE checkpoint) / tasks
+//   open             a read-only open as the reading commands make it: the header, the schema
+//                    checked against the latest (schema_difference), then with quick_check
+//                    (every page read); the baseline is sqlite3_open_v2 and one PRAGMA read
 // Tasks are synthetic but realistically sized (programs 200-400 bytes of varied Python, fixed
 // seed), a third of each type. Prints a table and one JSON line; never asserts on time.
 //
@@ -194,6 +197,7 @@ struct SizeResult {
   double batch_tasks_per_s_at_size = 0;
   double bytes_per_task = 0;
   int64_t db_bytes = 0;
+  Lat open_read, open_quick_check, open_raw;
 };
 
 }  // namespace
@@ -342,6 +346,31 @@ int main(int argc, char** argv) {
         ++step;
         r.single_txn_tasks_per_s = kSingles / (total / 1e6);
       }
+      // Opens, read-only, with the writer's handle open (as while a run trains).
+      {
+        std::vector<double> plain, checked, raw;
+        for (int i = 0; i < 50; ++i) {
+          auto t0 = Clock::now();
+          auto ro = ab::TaskBuffer::open(db_path, ab::TaskBuffer::Mode::ReadOnly, ab::Options{});
+          plain.push_back(us_since(t0));
+          t0 = Clock::now();
+          sqlite3* h = nullptr;
+          if (sqlite3_open_v2(db_path.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return 1;
+          exec(h, "PRAGMA user_version");
+          sqlite3_close(h);
+          raw.push_back(us_since(t0));
+        }
+        ab::Options with_check;
+        with_check.quick_check = true;
+        for (int i = 0; i < 5; ++i) {
+          auto t0 = Clock::now();
+          auto ro = ab::TaskBuffer::open(db_path, ab::TaskBuffer::Mode::ReadOnly, with_check);
+          checked.push_back(us_since(t0));
+        }
+        r.open_read = lat(plain);
+        r.open_quick_check = lat(checked);
+        r.open_raw = lat(raw);
+      }
       results.push_back(r);
       std::fprintf(stderr, "buffer_bench: %lld tasks done\n", static_cast<long long>(n));
     }
@@ -367,6 +396,13 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f (%zu runs) | %.0fx |\n",
                 static_cast<long long>(r.n), r.refs6.p50, r.refs6.p99, r.refs64.p50, r.refs64.p99, r.solver64.p50,
                 r.solver64.p99, r.naive64.p50, r.naive64.p99, r.naive64.n, r.naive64.p50 / r.refs64.p50);
+
+  std::printf("\nRead-only open, microseconds (p50 / p99)\n");
+  std::printf("| tasks | sqlite3_open_v2 + PRAGMA | TaskBuffer::open (schema checked) | + quick_check |\n");
+  std::printf("|---:|---:|---:|---:|\n");
+  for (const auto& r : results)
+    std::printf("| %lld | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", static_cast<long long>(r.n), r.open_raw.p50,
+                r.open_raw.p99, r.open_read.p50, r.open_read.p99, r.open_quick_check.p50, r.open_quick_check.p99);
 
   ordered_json bars;
   const SizeResult* big = nullptr;
@@ -408,6 +444,9 @@ int main(int argc, char** argv) {
     s["naive_order_by_random_64"] = r.naive64.json();
     s["db_bytes"] = r.db_bytes;
     s["bytes_per_task"] = round_to(r.bytes_per_task, 1);
+    s["open_sqlite3_baseline"] = r.open_raw.json();
+    s["open_read_only"] = r.open_read.json();
+    s["open_read_only_quick_check"] = r.open_quick_check.json();
     j["sizes"].push_back(s);
   }
   if (!bars.is_null()) j["bars_at_1e6"] = bars;

@@ -415,7 +415,8 @@ CLI::App* add_buffer_command(CLI::App& app, BufferOptions& o) {
   CLI::App* c = app.add_subcommand("buffer", "Inspect and move the tasks of a task buffer (SQLite)");
   c->require_subcommand(1);
   c->footer("Reads open the database read-only: they work while a trainer is writing it.");
-  auto db = [&](CLI::App* s) { s->add_option("db", o.db, "task buffer database (run_dir/buffer.db)")->check(non_empty_path())->required(); };
+  auto db = [&](CLI::App* s) { s->add_option("db", o.db, "task buffer database (run_dir/buffer.db)")
+      ->check(non_empty_path())->required(); };
   auto json = [&](CLI::App* s) { s->add_flag("--json", o.json, "machine-readable output"); };
 
   CLI::App* stats = c->add_subcommand("stats", "Counts, growth per step, solve-rate and learnability distributions, "

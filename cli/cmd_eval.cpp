@@ -262,11 +262,14 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       "../shared/benchmarks. --out FILE writes one JSON line per response: bench, id, sample, response, "
       "extracted, correct, reason[, detail].\n"
       "Exit status: 0 graded; 1 the sandbox failed; 2 bad usage or input (FILE:LINE: ...).");
-  CLI::Option* answers = c->add_option("--answers", o.answers, "JSONL of {bench, id, response} to grade (- for stdin)")->check(non_empty_path());
+  CLI::Option* answers = c->add_option("--answers", o.answers, "JSONL of {bench, id, response} to grade (- for stdin)")
+      ->check(non_empty_path());
   c->add_option("--model", o.model, "model directory to generate answers with")->check(non_empty_path());
-  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")->check(non_empty_path());
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")
+      ->check(non_empty_path());
   c->add_option("--bench", o.bench, "benchmarks to generate for (--model)")->delimiter(',');
-  c->add_option("--data", o.data, "benchmark data dir (default: $AZR_BENCHMARKS, else ../shared/benchmarks)")->check(non_empty_path());
+  c->add_option("--data", o.data, "benchmark data dir (default: $AZR_BENCHMARKS, else ../shared/benchmarks)")
+      ->check(non_empty_path());
   c->add_option("--out", o.out, "per-response results JSONL")->check(non_empty_path());
   c->add_option("--k", o.k, "also report pass@k (unbiased estimator; needs n >= k samples per item)")
       ->check(between(0, kMaxSamples));

@@ -85,7 +85,8 @@ CLI::App* add_exec_command(CLI::App& app, ExecOptions& o) {
       "Exit status: 0 when every job ran, whatever the jobs' statuses; 1 if the sandbox failed; 2 on bad input.");
   c->add_option("file", o.file, "Python file defining the entry function")->check(CLI::ExistingFile);
   c->add_option("--input,-i", o.input, "argument list for the entry function, as Python source: 1, 'a', [2]");
-  c->add_option("--jsonl", o.jsonl, "JSONL file (or - for stdin) of {\"program\": ..., \"input\": ...} lines")->check(non_empty_path());
+  c->add_option("--jsonl", o.jsonl, "JSONL file (or - for stdin) of {\"program\": ..., \"input\": ...} lines")
+      ->check(non_empty_path());
   c->add_option("--entry", o.entry, "name of the function to call")->capture_default_str();
   c->add_option("--timeout", o.timeout, "CPU seconds per job")->capture_default_str()
       ->check(between(sandbox::kMinCpuSeconds, sandbox::kMaxCpuSeconds));

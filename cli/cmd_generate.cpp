@@ -113,7 +113,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
       "chat template, no BOS). Generation stops at the eos_token_id of config.json and generation_config.json "
       "(unless --ignore-eos), any --stop-id "
       "(kept as the last token), or any --stop string (the text is cut before it).");
-  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->check(non_empty_path())->required();
+  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")
+      ->check(non_empty_path())->required();
   c->add_option("--prompt", o.prompt, "the prompt text")->required();
   c->add_option("--max-tokens", o.max_tokens, "most new tokens per sample")
       ->capture_default_str()
@@ -131,7 +132,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateOptions& o) {
   c->add_option("--num-samples", o.num_samples, "samples of the prompt, run as one batch")
       ->capture_default_str()
       ->check(between(1, kMaxSamples));
-  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")->check(non_empty_path());
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")
+      ->check(non_empty_path());
   c->add_option("--threads", o.threads, "CPU threads; 0 = all cores")->capture_default_str()
       ->check(between(0, kMaxThreads));
   c->add_flag("--json", o.json, "one JSON object per sample");

@@ -24,9 +24,11 @@ CLI::App* add_logprobs_command(CLI::App& app, LogprobsOptions& o) {
       "log p(ids[i] | ids[<i]) at temperature 1 (the first token has no prediction: null). Blank input lines are "
       "skipped (they print nothing, as in `azr tokenize`). Every line is checked before anything is scored or "
       "printed, so a bad line (FILE:LINE: message, exit 2) leaves no partial output.");
-  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")->check(non_empty_path())->required();
+  c->add_option("--model", o.model, "model directory (config.json + model.safetensors)")
+      ->check(non_empty_path())->required();
   c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin")->check(non_empty_path())->required();
-  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")->check(non_empty_path());
+  c->add_option("--tokenizer", o.tokenizer, "tokenizer.json or its directory (default: MODEL/tokenizer.json)")
+      ->check(non_empty_path());
   // A GPU forward runs one attention grid over the batch's sequences, whose z holds 65,535 (as
   // model::micro_batch_limit for training); the CPU has no such bound, but one limit for both keeps
   // a command line that works on one device working on the other.

@@ -22,7 +22,8 @@ CLI::App* add_tokenize_command(CLI::App& app, TokenizeOptions& o) {
   c->footer(
       "Encoding prints one line {\"ids\": [...]} per input: --text S, or --jsonl FILE (- = stdin) of {\"text\": ...} "
       "lines. With --decode, --jsonl lines are {\"ids\": [...]} and each prints {\"text\": ...}. No BOS/EOS is added.");
-  c->add_option("--tokenizer", o.tokenizer, "directory holding tokenizer.json, or the file")->check(non_empty_path())->required();
+  c->add_option("--tokenizer", o.tokenizer, "directory holding tokenizer.json, or the file")
+      ->check(non_empty_path())->required();
   c->add_option("--text", o.text, "one string to encode");
   c->add_option("--jsonl", o.jsonl, "JSONL input, - for stdin")->check(non_empty_path());
   c->add_flag("--decode", o.decode, "decode {\"ids\": [...]} lines instead");

@@ -19,8 +19,10 @@ CLI::App* add_train_command(CLI::App& app, TrainCommandOptions& o) {
   // One value per --set, so a CONFIG.toml after it is the positional, not another override.
   c->add_option("--set", o.overrides, "override a config key: --set algorithm.lr=1e-5 (repeatable)")
       ->allow_extra_args(false);
-  c->add_option("--run-dir", o.run_dir, "the run directory (default: run.run_dir, else runs/<run.name>)")->check(non_empty_path());
-  c->add_option("--resume", o.resume, "continue the run in this directory from its newest checkpoint")->check(non_empty_path());
+  c->add_option("--run-dir", o.run_dir, "the run directory (default: run.run_dir, else runs/<run.name>)")
+      ->check(non_empty_path());
+  c->add_option("--resume", o.resume, "continue the run in this directory from its newest checkpoint")
+      ->check(non_empty_path());
   c->add_option("--dist", o.dist, "communication backend: auto, single, mpi or tcp")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "single", "mpi", "tcp"}));
@@ -64,10 +66,12 @@ CLI::App* add_bootstrap_command(CLI::App& app, BootstrapCommandOptions& o) {
       "format), heldout.jsonl and bootstrap.json (held-out solver accuracy and proposal validity before and after) "
       "into bootstrap.output. Self-play starts from it with model.path.\n"
       "Exit status: 0 done, 1 failed, 2 bad config or usage.");
-  c->add_option("config", o.config, "the config (TOML) with a [bootstrap] section, e.g. configs/bootstrap.toml")->check(non_empty_path())
+  c->add_option("config", o.config, "the config (TOML) with a [bootstrap] section, e.g. configs/bootstrap.toml")
+      ->check(non_empty_path())
       ->required();
   c->add_option("--set", o.overrides, "override a config key (repeatable)")->allow_extra_args(false);
-  c->add_option("--output", o.output, "the model directory to write (default: bootstrap.output)")->check(non_empty_path());
+  c->add_option("--output", o.output, "the model directory to write (default: bootstrap.output)")
+      ->check(non_empty_path());
   return c;
 }
 

@@ -20,7 +20,9 @@ struct UsageError : std::runtime_error {
 // database, so `azr buffer import '' tasks.jsonl` said it imported them and kept none.
 inline CLI::Validator non_empty_path() {
   return CLI::Validator(
-      [](std::string& text) { return text.empty() ? std::string("an empty path (an unset variable?)") : std::string(); },
+      [](std::string& text) {
+        return text.empty() ? std::string("an empty path (an unset variable?)") : std::string();
+      },
       "");
 }
 

@@ -672,7 +672,8 @@ void apply_override(const std::string& text, TrainConfig& config) {
   }
   // With TOML's reason where the text starts as a number: 99999999999999999999 is an integer,
   // past 64 bits, which "expected an integer" alone denied.
-  const bool numeric = !value.empty() && std::string_view("0123456789+-.").find(value.front()) != std::string_view::npos;
+  const bool numeric =
+      !value.empty() && std::string_view("0123456789+-.").find(value.front()) != std::string_view::npos;
   if (!node)
     throw ConfigError(prefix + "expected " + expected_name(ref) +
                       (numeric && !toml_error.empty() ? " (" + toml_error + ")" : ""));

@@ -235,7 +235,8 @@ TEST_F(BufferCli, MalformedImportNamesEveryLineAndChangesNothing) {
       "{\"type\":\"deduction\",\"program\":\"def f(): return 3\",\"input\":\"\"}\n"
       "\n"
       "{\"type\":\"sorting\",\"program\":\"x\",\"input\":\"\",\"output\":\"\"}\n"
-      "{\"type\":\"induction\",\"program\":\"def f(x): return x\",\"inputs\":[\"1\"],\"outputs\":[1],\"message\":\"\"}\n") +
+      "{\"type\":\"induction\",\"program\":\"def f(x): return x\",\"inputs\":[\"1\"],\"outputs\":[1],"
+      "\"message\":\"\"}\n") +
       // A task whose extra field nests past the bound the other JSON Lines readers keep (cli/input.h).
       "{\"type\":\"deduction\",\"program\":\"def f(): return 4\",\"input\":\"\",\"output\":\"4\",\"note\":" +
       std::string(65, '[') + std::string(65, ']') + "}\n";
@@ -277,8 +278,8 @@ TEST_F(BufferCli, ManyBadLinesAreListedTwentyAndCounted) {
   EXPECT_EQ(json::parse(skip.out)["invalid"], 25);
   EXPECT_EQ(json::parse(skip.out)["imported"], 1);
   size_t said = 0;
-  for (size_t at = skip.err.find("skipped " + file); at != std::string::npos; at = skip.err.find("skipped " + file, at + 1))
-    ++said;
+  const std::string skipped = "skipped " + file;
+  for (size_t at = skip.err.find(skipped); at != std::string::npos; at = skip.err.find(skipped, at + 1)) ++said;
   EXPECT_EQ(said, 20u) << skip.err;
   EXPECT_NE(skip.err.find("skipped 5 more invalid line(s)"), std::string::npos) << skip.err;
   // A binary file stops at its first NUL byte, --skip-invalid or not: a database is no JSON Lines.

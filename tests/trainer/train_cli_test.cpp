@@ -1277,7 +1277,10 @@ TEST(TrainCli, PromptsPastTheLimitAreCountedAndLogged) {
 TEST(TrainCli, TheNotFiniteStopCountsAcrossAResume) {
   auto run_to = [](const fs::path& run, int steps, bool resume) {
     std::vector<std::string> args = resume ? resume_args(run.string(), steps) : train_args(run.string(), steps);
-    if (!resume) args.insert(args.end(), {"--set", "algorithm.lr=1e30", "--set", "eval.every=0"});
+    // No decay: lr * weight_decay >= 1 is refused before the run (it zeroes the weights).
+    if (!resume)
+      args.insert(args.end(),
+                  {"--set", "algorithm.lr=1e30", "--set", "algorithm.weight_decay=0", "--set", "eval.every=0"});
     return run_process(args);
   };
   const fs::path whole = scratch("not-finite") / "whole", parts = scratch("not-finite") / "parts";
@@ -1302,7 +1305,8 @@ TEST(TrainCli, TheNotFiniteStopCountsAcrossAResume) {
 TEST(TrainCli, WeightsThatAreNotFiniteAreNeverCheckpointed) {
   const fs::path run = scratch("nan-weights") / "run";
   std::vector<std::string> args = train_args(run.string(), 2);
-  args.insert(args.end(), {"--set", "algorithm.lr=1e300", "--set", "eval.every=0"});
+  args.insert(args.end(),
+              {"--set", "algorithm.lr=1e300", "--set", "algorithm.weight_decay=0", "--set", "eval.every=0"});
   const auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const std::string said = "step 1: no checkpoint written: the weights are not all finite numbers: tensor ";
