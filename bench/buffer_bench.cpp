@@ -18,7 +18,8 @@
 //   bytes/task       (database + WAL after a TRUNCATE checkpoint) / tasks
 //   open             a read-only open as the reading commands make it: the header, the schema
 //                    checked against the latest (schema_difference), then with quick_check
-//                    (every page read); the baseline is sqlite3_open_v2 and one PRAGMA read
+//                    (every page read); the baseline is sqlite3_open_v2 and one PRAGMA read,
+//                    and the schema check is also timed alone on that handle
 // Tasks are synthetic but realistically sized (programs 200-400 bytes of varied Python, fixed
 // seed), a third of each type. Prints a table and one JSON line; never asserts on time.
 //
@@ -44,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "buffer/schema.h"
 #include "buffer/task_buffer.h"
 
 namespace {
@@ -197,7 +199,7 @@ struct SizeResult {
   double batch_tasks_per_s_at_size = 0;
   double bytes_per_task = 0;
   int64_t db_bytes = 0;
-  Lat open_read, open_quick_check, open_raw;
+  Lat open_read, open_quick_check, open_raw, schema_check;
 };
 
 }  // namespace
@@ -348,7 +350,7 @@ int main(int argc, char** argv) {
       }
       // Opens, read-only, with the writer's handle open (as while a run trains).
       {
-        std::vector<double> plain, checked, raw;
+        std::vector<double> plain, checked, raw, schema;
         for (int i = 0; i < 50; ++i) {
           auto t0 = Clock::now();
           auto ro = ab::TaskBuffer::open(db_path, ab::TaskBuffer::Mode::ReadOnly, ab::Options{});
@@ -357,8 +359,11 @@ int main(int argc, char** argv) {
           sqlite3* h = nullptr;
           if (sqlite3_open_v2(db_path.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return 1;
           exec(h, "PRAGMA user_version");
-          sqlite3_close(h);
           raw.push_back(us_since(t0));
+          t0 = Clock::now();
+          if (!ab::schema_difference(h).empty()) return 1;
+          schema.push_back(us_since(t0));
+          sqlite3_close(h);
         }
         ab::Options with_check;
         with_check.quick_check = true;
@@ -370,6 +375,7 @@ int main(int argc, char** argv) {
         r.open_read = lat(plain);
         r.open_quick_check = lat(checked);
         r.open_raw = lat(raw);
+        r.schema_check = lat(schema);
       }
       results.push_back(r);
       std::fprintf(stderr, "buffer_bench: %lld tasks done\n", static_cast<long long>(n));
@@ -398,11 +404,13 @@ int main(int argc, char** argv) {
                 r.solver64.p99, r.naive64.p50, r.naive64.p99, r.naive64.n, r.naive64.p50 / r.refs64.p50);
 
   std::printf("\nRead-only open, microseconds (p50 / p99)\n");
-  std::printf("| tasks | sqlite3_open_v2 + PRAGMA | TaskBuffer::open (schema checked) | + quick_check |\n");
-  std::printf("|---:|---:|---:|---:|\n");
+  std::printf("| tasks | sqlite3_open_v2 + PRAGMA | schema_difference alone | TaskBuffer::open (schema checked) |"
+              " + quick_check |\n");
+  std::printf("|---:|---:|---:|---:|---:|\n");
   for (const auto& r : results)
-    std::printf("| %lld | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", static_cast<long long>(r.n), r.open_raw.p50,
-                r.open_raw.p99, r.open_read.p50, r.open_read.p99, r.open_quick_check.p50, r.open_quick_check.p99);
+    std::printf("| %lld | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", static_cast<long long>(r.n),
+                r.open_raw.p50, r.open_raw.p99, r.schema_check.p50, r.schema_check.p99, r.open_read.p50,
+                r.open_read.p99, r.open_quick_check.p50, r.open_quick_check.p99);
 
   ordered_json bars;
   const SizeResult* big = nullptr;
@@ -445,6 +453,7 @@ int main(int argc, char** argv) {
     s["db_bytes"] = r.db_bytes;
     s["bytes_per_task"] = round_to(r.bytes_per_task, 1);
     s["open_sqlite3_baseline"] = r.open_raw.json();
+    s["schema_difference"] = r.schema_check.json();
     s["open_read_only"] = r.open_read.json();
     s["open_read_only_quick_check"] = r.open_quick_check.json();
     j["sizes"].push_back(s);
