@@ -115,12 +115,19 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
   std::string line;
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
     // JSON text holds no raw NUL byte: the file is binary (a database given for its export), and
-    // reading on took minutes (a 1 GB buffer.db: 31 million "lines", 310 s) to say so.
-    if (line.find('\0') != std::string::npos)
-      throw BufferError(name + ":" + std::to_string(lineno) + ": a NUL byte: a binary file, not JSON Lines" +
-                        (line.starts_with("SQLite format 3")
-                             ? " (an SQLite database: `azr buffer export DB` writes a buffer's tasks as JSON Lines)"
-                             : ""));
+    // reading on took minutes (a 1 GB buffer.db: 31 million "lines", 310 s) to say so. With
+    // skip_invalid such a line is one more bad line: a file with a zero-filled tail (a crash) is
+    // salvaged.
+    if (!skip_invalid && line.find('\0') != std::string::npos) {
+      const bool utf16 = line.starts_with("\xff\xfe") || line.starts_with("\xfe\xff") ||
+                         (line.size() >= 4 && line[0] != '\0' && line[1] == '\0' && line[3] == '\0');
+      throw BufferError(
+          name + ":" + std::to_string(lineno) + ": a NUL byte: a binary file, not JSON Lines" +
+          (line.starts_with("SQLite format 3")
+               ? " (an SQLite database: `azr buffer export DB` writes a buffer's tasks as JSON Lines)"
+           : utf16 ? " (UTF-16 text? JSON Lines is UTF-8)"
+                   : ""));
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++rep.lines;
     std::string where = name + ":" + std::to_string(lineno) + ": ";

@@ -54,9 +54,13 @@ std::string unknown_command(CLI::App& app, int argc, char** argv, bool missing_c
   std::string path = "azr";
   for (int i = 1; i < argc; ++i) {
     if (argv[i][0] == '-') {
-      // `azr --bogus` failed as "a subcommand is required" too, and was answered as a missing command.
-      const std::string word = std::string(argv[i]).substr(0, std::string(argv[i]).find('='));
-      if (missing_command && word != "-" && word != "--" && !at->get_option_no_throw(word))
+      // `azr --bogus` failed as "a subcommand is required" too, and was answered as a missing
+      // command. Only where a command is expected: a leaf's RequiredError is a missing argument.
+      // "--name=value" is --name, "-ovalue" is -o.
+      const std::string arg = argv[i];
+      const std::string word = arg.starts_with("--") ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+      if (missing_command && word != "-" && word != "--" && !at->get_option_no_throw(word) &&
+          !at->get_subcommands([](CLI::App*) { return true; }).empty())
         return "unknown option '" + word + "' for " + path + " (" + path + " --help lists its options)";
       break;
     }

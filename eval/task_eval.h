@@ -37,8 +37,8 @@ TaskEvalResult evaluate_solver(model::Transformer& model, const model::Tokenizer
                                const std::vector<buffer::Task>& tasks, sandbox::Pool& pool,
                                const TaskEvalSettings& settings = {});
 
-// Tasks from a JSONL file as `azr buffer export` writes it. Throws std::runtime_error naming the
-// file and every bad line, or saying it is no file or holds no task.
+// Tasks from a JSONL file as `azr buffer export` writes it (none from an empty one). Throws
+// std::runtime_error naming the file and its bad lines, or saying it is missing or a directory.
 std::vector<buffer::Task> load_tasks_jsonl(const std::string& path);
 
 }  // namespace azr::eval

@@ -122,27 +122,26 @@ ordered_json bench_scores(model::Transformer& m, const model::Tokenizer& tok, co
 // (save_pretrained shards past 4 GiB).
 const std::string kWeightMarkers[] = {"model.safetensors", "model.safetensors.index.json"};
 
-// An output directory holding files a bootstrap did not leave (a user's config.json, notes) is
-// refused: the model's files were written over them. One that a bootstrap stopped part-way left
-// is written over, as before: it holds the bootstrap's own names alone, and a config.json there
-// comes after bootstrap.json (or in .model.tmp), which the stopped bootstrap wrote first.
+// An output directory holding a file the bootstrap writes (config.json, tokenizer.json, ...) that
+// no stopped bootstrap left there is refused: a user's config.json was written over. A stopped
+// bootstrap's files are written over, as before: it made .model.tmp before any of them and wrote
+// bootstrap.json before any config.json reached the directory. Other files (a README, .gitkeep)
+// are left alone and do not matter.
 void refuse_files_no_bootstrap_left(const fs::path& out) {
   std::error_code ec;
-  bool report = false, config = false;
-  std::string foreign;
+  bool stopped_bootstrap = false;
+  std::string written_over;
   for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == "bootstrap.json" || n == ".model.tmp")
-      report = true;
-    else if (n == "config.json" || n == "generation_config.json")
-      config = true;
-    else if (n != "tokenizer.json" && n != "heldout.jsonl" && !(n.starts_with("model-") && n.ends_with(".safetensors")))
-      foreign = foreign.empty() ? n : foreign;
+    if (n == "bootstrap.json" || n == ".model.tmp") stopped_bootstrap = true;
+    const bool ours = n == "config.json" || n == "generation_config.json" || n == "tokenizer.json" ||
+                      n == "heldout.jsonl" || (n.starts_with("model-") && n.ends_with(".safetensors"));
+    if (ours && written_over.empty()) written_over = n;
   }
-  if (foreign.empty() && config && !report) foreign = "config.json";
-  if (!foreign.empty())
-    throw UserError(out.string() + ": holds " + foreign + ", which azr bootstrap did not leave (its model's files " +
-                    "would be written over a directory's own); choose a new or empty bootstrap.output (or --output)");
+  if (!written_over.empty() && !stopped_bootstrap)
+    throw UserError(out.string() + ": holds " + written_over + ", which the bootstrap would write over (no " +
+                    "bootstrap.json or .model.tmp beside it: not what a stopped bootstrap left); move it or choose " +
+                    "another bootstrap.output (or --output)");
 }
 
 }  // namespace
@@ -207,6 +206,9 @@ int bootstrap(const BootstrapOptions& opt) {
     } catch (const std::runtime_error& e) {
       throw UserError(std::string("bootstrap.heldout_from: ") + e.what());
     }
+    if (heldout[0].empty() && heldout[1].empty() && heldout[2].empty())
+      say("bootstrap: bootstrap.heldout_from " + cfg.bootstrap.heldout_from +
+          " holds no tasks: the held-out accuracies are over none (0.000)");
   }
   ordered_json gen_report = ordered_json::object();
   for (TaskType type : kTypes) {

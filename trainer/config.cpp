@@ -643,11 +643,15 @@ void apply_override(const std::string& text, TrainConfig& config) {
   std::string toml_error;
   const auto parsed = parse_toml_value(value, toml_error);
   const toml::node* node = parsed ? parsed->get("v") : nullptr;
-  // Text that starts as a TOML string, array or table but does not parse is a mistake in it, not
-  // a bare word: `run.name="x` ran with the name "x (its quote kept), and `algorithm.lr=[1,`
-  // said only "expected a float".
-  if (!node && !value.empty() && std::string_view("\"'[{").find(value.front()) != std::string_view::npos)
-    throw ConfigError(prefix + "not a TOML value" + (toml_error.empty() ? "" : " (" + toml_error + ")"));
+  // Text that starts as a TOML string (or, for a key that takes no string, an array or table) but
+  // does not parse is a mistake in it, not a bare word: `run.name="x` ran with the name "x (its
+  // quote kept), and `algorithm.lr=[1,` said only "expected a float". A string key keeps a bare
+  // word that starts with a bracket (`run.name=[exp1]`).
+  const std::string_view toml_starts = is_string ? "\"'" : "\"'[{";
+  if (!node && !value.empty() && toml_starts.find(value.front()) != std::string_view::npos)
+    throw ConfigError(prefix + "not a TOML value" + (toml_error.empty() ? "" : " (" + toml_error + ")") +
+                      (is_list && value.front() == '[' ? "; quote the items, [\"a\", \"b\"], or give them bare: a,b"
+                                                       : ""));
 
   // A string key takes the text as written unless it is a TOML string (so paths and names need
   // no quoting, and `run.name=2024` is the name "2024", not an integer).

@@ -244,7 +244,10 @@ void refuse_a_run_dir_in_use(const fs::path& run_dir) {
     if (name == "metrics.jsonl" || name == "log.txt" || name.rfind("events.out.tfevents.", 0) == 0)
       throw UserError(run_dir.string() + ": holds " + name + ", which a new run would " +
                       (name == "log.txt" ? "add to" : name == "metrics.jsonl" ? "replace" : "be drawn with") +
-                      " (it is not a run: no config.toml); move it or choose another --run-dir");
+                      " (it is not a run: no config.toml); move it or choose another --run-dir" +
+                      (name == "log.txt" ? " (a shell's `tee` or a job scheduler's output file? the run writes its "
+                                           "own log.txt: name that one otherwise)"
+                                         : ""));
   }
 }
 
@@ -540,12 +543,17 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   // AdamW's decoupled decay multiplies every weight by 1 - lr * weight_decay each step: at 0 or
   // below, one step zeroes every weight or flips its sign (weight_decay = 1e6 at lr = 1e-6 took
   // the embedding from 1e-2 to 1e-6 in a step, and the run went on).
-  if (cfg.algorithm.lr * cfg.algorithm.weight_decay >= 1)
+  // Both in float, as the optimizer computes them: lr = 1e300 is inf there, and inf * 0 made every
+  // weight NaN at the first step.
+  if (!std::isfinite(float(cfg.algorithm.lr)))
+    throw config_error("algorithm.lr", fmt::format("{} is past a float's range (about 3.4e38), in which the optimizer "
+                                                   "computes", cfg.algorithm.lr));
+  if (!(float(cfg.algorithm.lr) * float(cfg.algorithm.weight_decay) < 1.f))
     throw config_error("algorithm.weight_decay",
                        fmt::format("({}) times algorithm.lr ({}) is {}: each step multiplies every weight by 1 - lr "
                                    "* weight_decay, which must stay above 0",
                                    cfg.algorithm.weight_decay, cfg.algorithm.lr,
-                                   cfg.algorithm.lr * cfg.algorithm.weight_decay));
+                                   float(cfg.algorithm.lr) * float(cfg.algorithm.weight_decay)));
   if (cfg.run.gradient_allreduce == "nccl" && cfg.model.device != "cuda")
     throw UserError("run.gradient_allreduce = \"nccl\" sums gradients on GPUs: it needs model.device = \"cuda\" (the "
                     "run has \"" + cfg.model.device + "\"); use \"host\"");
@@ -624,7 +632,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   std::optional<fs::path> ckpt = resuming ? latest_checkpoint(run_dir) : std::nullopt;
   if (resuming && !ckpt && root_refusal.empty()) check_start_over_loses_nothing(run_dir);
   std::vector<eval::Benchmark> benches;
-  std::string eval_off;
+  std::string eval_off, heldout_off;
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
   std::vector<buffer::Task> imported;  // seeding.import_tasks, checked (rank 0 of a new run)
@@ -686,6 +694,8 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
         } catch (const std::runtime_error& e) {
           throw UserError(std::string("eval.heldout_tasks: ") + e.what());
         }
+        // (azr bootstrap with bootstrap.heldout_per_type = 0 writes an empty file.)
+        if (heldout.empty()) heldout_off = cfg.eval.heldout_tasks + " holds no tasks";
       }
     }
     if (!ckpt && !cfg.seeding.import_tasks.empty()) {
@@ -1024,6 +1034,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
 
   // ---- evaluation (rank 0): benchmarks and held-out tasks loaded before the run dir (above) ----
   if (!eval_off.empty()) log("eval: off (" + eval_off + ")");
+  if (!heldout_off.empty()) log("eval: no held-out accuracy (eval.heldout_tasks: " + heldout_off + ")");
   std::vector<std::string> eval_lines;
   auto run_eval = [&](int64_t step, Scalars& metrics) {
     if (!root || (benches.empty() && heldout.empty())) return;

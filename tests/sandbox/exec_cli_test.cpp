@@ -244,11 +244,16 @@ TEST(ExecCli, UnknownCommandsAreNamedWithTheCommandsThereAre) {
   EXPECT_EQ(option.exit_code, 2);
   EXPECT_NE(option.err.find("azr: unknown option '--bogus' for azr (azr --help lists its options)"), std::string::npos)
       << option.err;
-  const auto nested_option = run_process({azr(), "buffer", "-q=1"});
+  const auto nested_option = run_process({azr(), "buffer", "-q1"});
   EXPECT_EQ(nested_option.exit_code, 2);
   EXPECT_NE(nested_option.err.find("azr: unknown option '-q' for azr buffer (azr buffer --help lists its options)"),
             std::string::npos)
       << nested_option.err;
+  // A command's own option, its value glued on, with an argument missing: the argument is named.
+  const auto glued = run_process({azr(), "buffer", "export", "-otasks.jsonl"});
+  EXPECT_EQ(glued.exit_code, 2);
+  EXPECT_EQ(glued.err.find("unknown option"), std::string::npos) << glued.err;
+  EXPECT_NE(glued.err.find("db"), std::string::npos) << glued.err;
   EXPECT_EQ(run_process({azr(), "--version"}).exit_code, 0);
   EXPECT_EQ(run_process({azr(), "buffer", "--help"}).exit_code, 0);
 }

@@ -574,9 +574,11 @@ TEST(ConfigSet, Errors) {
                                        "prohibited)");
   EXPECT_EQ(set_error("algorithm.lr=[1,"),
             "--set algorithm.lr=[1,: not a TOML value (Error while parsing array: encountered end-of-file)");
-  EXPECT_EQ(set_error("eval.benchmarks=[humaneval"),
-            "--set eval.benchmarks=[humaneval: not a TOML value (Error while parsing value: could not determine "
-            "value type)");
+  EXPECT_EQ(set_error("eval.benchmarks=[humaneval, mbpp]"),
+            "--set eval.benchmarks=[humaneval, mbpp]: not a TOML value (Error while parsing value: could not "
+            "determine value type); quote the items, [\"a\", \"b\"], or give them bare: a,b");
+  // A string key keeps a bare word that starts with a bracket.
+  EXPECT_EQ(parse_config(kMinimal, "f.toml", {"run.name=[exp1]"}).run.name, "[exp1]");
   // A number past 64 bits is said as that, not as no integer at all.
   EXPECT_EQ(set_error("run.steps=99999999999999999999"),
             "--set run.steps=99999999999999999999: expected an integer (Error while parsing decimal integer: "
