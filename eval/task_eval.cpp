@@ -53,7 +53,8 @@ std::vector<buffer::Task> load_tasks_jsonl(const std::string& path) {
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (status.type() == std::filesystem::file_type::not_found) throw std::runtime_error(path + ": no such file");
-  if (status.type() == std::filesystem::file_type::directory) throw std::runtime_error(path + ": a directory, not a file");
+  if (status.type() == std::filesystem::file_type::directory)
+    throw std::runtime_error(path + ": a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot read the task file (" + std::strerror(errno) + ")");
   // azr buffer import's reader: every bad line named, not the first alone.
