@@ -117,7 +117,8 @@ std::map<std::string, std::vector<std::string>> latest_schema() {
 }  // namespace
 
 std::string schema_difference(sqlite3* db) {
-  // Made once a process: building it is ~0.8 ms, reading a file's is ~0.05 (bench/RESULTS.md).
+  // Made once a process: building it was most of the ~0.8 ms the check took on every open; the
+  // check is 0.2-0.3 ms now (buffer_bench, bench/RESULTS.md).
   static const std::map<std::string, std::vector<std::string>> want = latest_schema();
   const std::map<std::string, std::vector<std::string>> have = schema_of(db);
   // Tables first: a dropped table takes its indexes with it, and is the one to name.

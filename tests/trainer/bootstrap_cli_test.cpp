@@ -235,6 +235,16 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.err.find("would write over"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/benchmarks"), std::string::npos) << r.err;
 
+  // A learning rate past a float: the weights were NaN from the first step, found at the save.
+  const fs::path lr_out = scratch("lr-out");
+  args = small(lr_out);
+  args.insert(args.end(), {"--set", "bootstrap.lr=1e300"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--set bootstrap.lr=1e300: bootstrap.lr: 1e+300 is past a float's range (about 3.4e38)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(lr_out));
   // A directory as the held-out task file ran with no held-out tasks, its accuracy 0.000 before
   // and after; bad lines were said one, with nlohmann's tag. (An empty file is read as no tasks,
   // and said: azr bootstrap writes one with bootstrap.heldout_per_type = 0.)
