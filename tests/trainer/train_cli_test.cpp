@@ -1610,6 +1610,18 @@ TEST(TrainCli, AResumeWithoutItsHeldOutTasksSaysHowToGoOn) {
   EXPECT_EQ(other.exit_code, 2) << other.err;
   EXPECT_NE(other.err.find("eval.benchmarks"), std::string::npos) << other.err;
   EXPECT_EQ(other.err.find("held-out evaluation off"), std::string::npos) << other.err;
+  // An empty file (azr bootstrap writes one with bootstrap.heldout_per_type = 0) is no tasks, and
+  // said so; it was refused, so a run given a bootstrap's own file could not start.
+  const fs::path empty = run / "empty-heldout.jsonl";
+  std::ofstream(empty).flush();
+  auto none = resume_args(run.string(), kSteps);
+  none.insert(none.end(), {"--set", "eval.heldout_tasks=" + empty.string()});
+  const auto resumed = run_process(none);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(slurp(run / "log.txt").find("eval: no held-out accuracy (eval.heldout_tasks: " + empty.string() +
+                                        " holds no tasks)"),
+            std::string::npos)
+      << slurp(run / "log.txt");
 }
 
 // --resume on a run whose checkpoints are gone refuses to start it over (it once seeded again,
