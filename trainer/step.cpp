@@ -177,6 +177,25 @@ rewards::RewardSettings reward_settings(const TrainConfig& cfg) {
 
 }  // namespace
 
+// Built as the step builds its prompts (proposer_prompt, solver::solver_prompt), from a task with
+// an empty program and no pairs, and no reference.
+BarePrompt longest_bare_prompt(const model::Tokenizer& tok, const TrainConfig& cfg) {
+  BarePrompt longest;
+  for (TaskType type : kTypes) {
+    Task empty;
+    empty.type = type;
+    ProposerItem it;
+    it.type = type;
+    if (type == TaskType::Induction) it.refs.push_back(empty);  // its prompt shows one program
+    const std::pair<const char*, std::string> prompts[] = {
+        {"proposer", proposer_prompt(it, cfg)}, {"solver", solver::solver_prompt(empty, prompt_style(cfg))}};
+    for (const auto& [role, text] : prompts)
+      if (const int64_t n = int64_t(tok.encode(text).size()); n > longest.tokens)
+        longest = {std::string(buffer::type_name(type)) + " " + role, n};
+  }
+  return longest;
+}
+
 StepResult run_step(StepContext& ctx, int64_t step) {
   const TrainConfig& cfg = ctx.config;
   const AlgorithmSection& alg = cfg.algorithm;

@@ -124,6 +124,16 @@ struct PromptsTooLong {
 };
 PromptsTooLong prompts_too_long(const StepResult& r);
 
+// The longest of the six prompts (proposer and solver of each type) with no reference and an
+// empty program: every prompt of that kind holds its text and more, so an
+// algorithm.max_prompt_tokens below it leaves a kind that is never generated for, nor trained on
+// (the trainer refuses such a limit before any work).
+struct BarePrompt {
+  std::string kind;  // "deduction proposer", "induction solver", ...
+  int64_t tokens = 0;
+};
+BarePrompt longest_bare_prompt(const model::Tokenizer& tok, const TrainConfig& cfg);
+
 // A lost result is masked, so a sandbox that loses everything (no worker of a kind can start)
 // would let a run go on for hours training on nothing. This counts, for each role, the steps that
 // lost every result the role asked for, in a row; the trainer stops at kStopAfter, the log having

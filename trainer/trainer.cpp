@@ -614,6 +614,13 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
                                 : cfg.model.tokenizer.empty() ? cfg.model.path + "/tokenizer.json"
                                                               : cfg.model.tokenizer,
                                 tok->vocab_size(), model_cfg.vocab_size));
+  // A limit below a prompt's fixed text: no prompt of that kind could be generated for, and the
+  // run skipped every one, step after step, and finished with exit 0 having trained on nothing.
+  if (const BarePrompt bare = longest_bare_prompt(*tok, cfg); bare.tokens > cfg.algorithm.max_prompt_tokens)
+    throw config_error("algorithm.max_prompt_tokens",
+                       fmt::format("({}) is below the {} tokens of the {} prompt with no reference and an empty "
+                                   "program, which every such prompt holds and more: none could be generated for",
+                                   cfg.algorithm.max_prompt_tokens, bare.tokens, bare.kind));
   // Rank 0's refusal, alone, stops it at once. With peers it is kept until the ranks meet and then
   // told to every rank, which stops with it: the others would otherwise wait out the rendezvous
   // (--dist-timeout) for a rank that had left, and report the wait.
