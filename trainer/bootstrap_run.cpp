@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -173,12 +172,6 @@ int bootstrap(const BootstrapOptions& opt) {
     if (fs::exists(out / marker))
       throw UserError(out.string() + ": already holds a model; choose another bootstrap.output (or --output)");
   refuse_files_no_bootstrap_left(out);
-  // The optimizer computes in float: a learning rate past it (1e300) is inf there, and made every
-  // weight NaN at the first step, found only when the model was saved, after all the work.
-  if (!std::isfinite(float(cfg.bootstrap.lr)))
-    throw UserError(config_key_origin(opt.config_path, opt.overrides, "bootstrap.lr") + "bootstrap.lr: " +
-                    fmt::format("{}", cfg.bootstrap.lr) + " is past a float's range (about 3.4e38), in which the " +
-                    "optimizer computes");
   // Its files are written last: a path that cannot be a directory failed there, after every
   // minute of generation, evaluation and warm start.
   refuse_a_directory_that_cannot_be_made(out, "bootstrap output " + out.string() + " (--output, bootstrap.output): ");

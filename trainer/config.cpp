@@ -59,6 +59,9 @@ Check float_in(char open, double lo, double hi, char close) {
   return FloatRange{lo, hi, open == '(', close == ')'};
 }
 Check finite() { return FloatRange{-kInf, kInf, true, true}; }
+// A value the optimizer takes: it computes in float, where a double past float's range is inf
+// (a learning rate of 1e300 made every weight NaN at the first step, found only at the save).
+Check positive_float32() { return FloatRange{0.0, std::numeric_limits<float>::max(), true, false}; }
 Check one_of(std::initializer_list<std::string_view> v) { return OneOf{v}; }
 
 struct KeySpec {
@@ -144,7 +147,9 @@ const std::vector<KeySpec>& schema() {
        "proposer reward when the solver solves all or none of the rollouts (the paper's equation: 0)"},
       {AZR_KEY(algorithm, clip_eps), float_above(0.0), "PPO clip range (epsilon)", {"clip", "clip_ratio", "epsilon"}},
       {AZR_KEY(algorithm, entropy_coeff), float_min(0.0), "entropy bonus coefficient", {"entropy", "entropy_coef"}},
-      {AZR_KEY(algorithm, lr), float_above(0.0), "AdamW learning rate (constant)", {"learning_rate"}},
+      {AZR_KEY(algorithm, lr), positive_float32(),
+       "AdamW learning rate (constant); at most a float's largest, as the optimizer computes in float",
+       {"learning_rate"}},
       {AZR_KEY(algorithm, beta1), float_in('[', 0.0, 1.0, ')'), "AdamW first-moment decay"},
       {AZR_KEY(algorithm, beta2), float_in('[', 0.0, 1.0, ')'), "AdamW second-moment decay"},
       {AZR_KEY(algorithm, adam_eps), float_above(0.0), "AdamW denominator epsilon", {"eps"}},
@@ -201,7 +206,8 @@ const std::vector<KeySpec>& schema() {
       {AZR_KEY(bootstrap, difficulty), one_of({"easy", "medium", "hard"}), "program size, nesting and constructs"},
       {AZR_KEY(bootstrap, steps), int_min(0), "warm-start optimizer steps"},
       {AZR_KEY(bootstrap, batch_size), int_min(1), "transcripts per warm-start step"},
-      {AZR_KEY(bootstrap, lr), float_above(0.0), "warm-start peak learning rate"},
+      {AZR_KEY(bootstrap, lr), positive_float32(),
+       "warm-start peak learning rate; at most a float's largest, as the optimizer computes in float"},
       {AZR_KEY(bootstrap, k_references), int_min(1), "references in the rendered proposer prompts"},
       {AZR_KEY(bootstrap, data_offset), i64_min(0),
        "0: the training tasks of run.seed; N > 0: another N-th set of tasks (a control run's extra data)"},

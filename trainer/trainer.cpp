@@ -543,11 +543,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   // AdamW's decoupled decay multiplies every weight by 1 - lr * weight_decay each step: at 0 or
   // below, one step zeroes every weight or flips its sign (weight_decay = 1e6 at lr = 1e-6 took
   // the embedding from 1e-2 to 1e-6 in a step, and the run went on).
-  // Both in float, as the optimizer computes them: lr = 1e300 is inf there, and inf * 0 made every
-  // weight NaN at the first step.
-  if (!std::isfinite(float(cfg.algorithm.lr)))
-    throw config_error("algorithm.lr", fmt::format("{} is past a float's range (about 3.4e38), in which the optimizer "
-                                                   "computes", cfg.algorithm.lr));
+  // In float, as the optimizer computes it (the schema keeps lr within a float's range).
   if (!(float(cfg.algorithm.lr) * float(cfg.algorithm.weight_decay) < 1.f))
     throw config_error("algorithm.weight_decay",
                        fmt::format("({}) times algorithm.lr ({}) is {}: each step multiplies every weight by 1 - lr "
