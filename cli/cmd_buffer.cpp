@@ -194,6 +194,11 @@ int run_list(const BufferOptions& o) {
     } catch (const std::exception&) {
       throw UsageError("--steps takes integers A:B, not '" + o.steps + "'");
     }
+    // Steps count from 0 (the seeds). A negative one read as Python's slice from the end ("-3:",
+    // the last three steps) listed every task, as if that were what was asked.
+    if ((q.step_min && *q.step_min < 0) || (q.step_max && *q.step_max < 0))
+      throw UsageError("--steps " + o.steps + ": steps count from 0 (the seed tasks), not from the end; for the "
+                       "newest steps give the first of them (azr buffer stats shows the newest step)");
     // A reversed range selects nothing; say so rather than list no tasks as if there were none.
     if (q.step_min && q.step_max && *q.step_min > *q.step_max)
       throw UsageError("--steps " + o.steps + ": the first step is after the last (A:B is inclusive, A <= B)");

@@ -515,6 +515,14 @@ TEST_F(BufferCli, ListFiltersSortsAndPrintsAlignedTables) {
   const auto reversed = run_process({azr(), "buffer", "list", db, "--steps", "4:2"});  // selected nothing, exit 0
   EXPECT_EQ(reversed.exit_code, 2);
   EXPECT_NE(reversed.err.find("--steps 4:2: the first step is after the last"), std::string::npos) << reversed.err;
+  // "-3:" read as Python's slice (the last three steps) listed every task: steps count from 0.
+  for (const std::string steps : {"-3:2", "-3:", ":-1"}) {
+    const auto negative = run_process({azr(), "buffer", "list", db, "--steps=" + steps});
+    EXPECT_EQ(negative.exit_code, 2) << steps;
+    EXPECT_EQ(negative.err, "azr: --steps " + steps + ": steps count from 0 (the seed tasks), not from the end; "
+                            "for the newest steps give the first of them (azr buffer stats shows the newest step)\n");
+    EXPECT_EQ(negative.out, "");
+  }
   const auto limit = run_process({azr(), "buffer", "list", db, "--limit", "-3"});
   EXPECT_EQ(limit.exit_code, 2);
   EXPECT_NE(limit.err.find("--limit: -3 is too small: it must be 0 or more"), std::string::npos) << limit.err;
