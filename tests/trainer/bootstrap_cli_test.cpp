@@ -265,6 +265,21 @@ TEST(BootstrapCli, BadInputExitsTwoAndWritesNothing) {
   }
   EXPECT_NE(r.err.find(bad + ":3: field 'type' is missing"), std::string::npos) << r.err;
 
+  // An empty file is no tasks (azr bootstrap writes one with bootstrap.heldout_per_type = 0): the
+  // bootstrap runs, and says its held-out accuracies are over none.
+  const std::string empty = (tasks_dir / "empty.jsonl").string();
+  std::ofstream(empty) << "";
+  const fs::path empty_out = scratch("heldout-empty-out");
+  args = small(empty_out);
+  args.insert(args.end(), {"--set", "bootstrap.heldout_from=" + empty, "--set", "bootstrap.steps=0"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("bootstrap: bootstrap.heldout_from " + empty +
+                       " holds no tasks: the held-out accuracies are over none (0.000)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(empty_out / "bootstrap.json"));
+
   // An output path that is a file: said before any work, where it failed at the end, after
   // generation, both evaluations and the warm start, with create_directories' own error, exit 1.
   const fs::path file = scratch("a-file");

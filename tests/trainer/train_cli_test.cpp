@@ -906,6 +906,10 @@ TEST(TrainCli, BadConfigAndUsageExitTwoWithOneMessage) {
     r = run_process({azr(), "train", fixture(), "--run-dir", kept.string(), "--set", "run.steps=0"});
     EXPECT_EQ(r.exit_code, 2) << name;
     EXPECT_NE(r.err.find(kept.string() + ": holds " + name + ", which a new run would"), std::string::npos) << r.err;
+    // A log.txt is most often `tee`'s or a scheduler's: the message names that cause, for it alone.
+    EXPECT_EQ(r.err.find("a shell's `tee` or a job scheduler's output file?") != std::string::npos,
+              std::string(name) == "log.txt")
+        << r.err;
     EXPECT_EQ(slurp(kept / name), "{\"mine\": 1}\n");
     EXPECT_EQ(std::distance(fs::directory_iterator(kept), fs::directory_iterator()), 1) << name;
   }
