@@ -422,18 +422,6 @@ TEST(ProgramGen, DifficultyControls) {
   }
 }
 
-TEST(ProgramGen, GenerationSpeed) {
-  GenSettings s;
-  auto t0 = std::chrono::steady_clock::now();
-  size_t chars = 0;
-  const int n = 5000;
-  for (int i = 0; i < n; ++i) chars += generate_program(static_cast<uint64_t>(i), s, 10).program.size();
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "generated " << n << " programs (10 inputs each) in " << secs << " s: " << n / secs
-            << " programs/s, mean " << chars / n << " chars\n";
-  EXPECT_GT(n / secs, 1000.0);
-}
-
 class ProgramGenTasks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { pool_ = std::make_unique<sb::Pool>(sb::PoolOptions{}); }

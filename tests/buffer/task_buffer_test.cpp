@@ -1138,7 +1138,6 @@ TEST_F(BufferTest, LockedDatabaseTimesOutWithAClearMessageAndIsUnchanged) {
   expect_buffer_error([&] { b.insert(numbered_batch(TaskType::Deduction, 10, 3)); }, "locked", path());
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(waited, 0.15) << "it should wait for the busy timeout";
-  EXPECT_LT(waited, 3.0);
   expect_buffer_error([&] { b.set_meta("k", "v"); }, "locked", path());
   other.exec("ROLLBACK");
   EXPECT_EQ(b.counts().by_type[0], 3);
