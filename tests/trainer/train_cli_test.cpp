@@ -491,20 +491,22 @@ TEST(TrainCli, KillNineAtAnyMomentResumesFromTheLastCheckpoint) {
 
   pid = start(resume_args(run.string()), log);
   bool exited = false;
-  for (int i = 0; i < 1200 && last_metrics_step(run) < 2; i++) {
+  for (int i = 0; i < 12000 && last_metrics_step(run) < 2; i++) {
     if (waitpid(pid, nullptr, WNOHANG) == pid) {
       exited = true;
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (exited || last_metrics_step(run) != 2) {
     if (!exited) kill(pid, SIGKILL), wait_exit(pid);
     FAIL() << "the resumed run never reached step 2:\n" << slurp(log);
   }
-  // Half of step 3 as the reference run timed it: the kill lands inside step 3, and the exit
+  // Half of step 3 as the reference run timed it, or of step 2 as this run did, the shorter (the
+  // reference may have run on a busier machine): the kill lands inside step 3, and the exit
   // status says the run was still going when it came.
-  std::this_thread::sleep_for(std::chrono::duration<double>(0.5 * step_seconds(ref, 3)));
+  std::this_thread::sleep_for(
+      std::chrono::duration<double>(0.5 * std::min(step_seconds(ref, 3), step_seconds(run, 2))));
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << "the run ended before the kill in step 3";
   r = run_process({azr(), "buffer", "stats", (run / "buffer.db").string()});
@@ -570,17 +572,25 @@ TEST(TrainCli, CtrlCCheckpointsAndStops) {
 // without a word of it. Its last line now says so, stamped as the log's other lines are (the
 // handler formats the time itself), and how to resume.
 TEST(TrainCli, ASecondCtrlCStopsAtOnceAndTheLogSaysSo) {
-  const fs::path run = scratch("sigint-twice");
-  const fs::path log = run.string() + ".log";
-  const pid_t pid = start_past_step_one(run, log);
-  ASSERT_GT(pid, 0);
-  signal_twice(pid, SIGINT);
+  // A step can end, and the run with it (exit 130, the clean stop), in the milliseconds between
+  // the two signals: then another run is tried. A second Ctrl-C that does not stop the run ends
+  // every try that way, and fails; it was once a skip, which ctest counts as passed.
+  fs::path run, log;
   int status = 0;
-  waitpid(pid, &status, 0);
+  for (int attempt = 0; attempt < 3; attempt++) {
+    run = scratch("sigint-twice-" + std::to_string(attempt));
+    log = run.string() + ".log";
+    const pid_t pid = start_past_step_one(run, log);
+    ASSERT_GT(pid, 0);
+    signal_twice(pid, SIGINT);
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status)) break;
+  }
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+      << "three runs each ended by themselves after two Ctrl-Cs (exit " << WEXITSTATUS(status)
+      << "): the second did not stop them at once\n"
+      << slurp(log);
   const std::string text = slurp(run / "log.txt");
-  // Exit status 130 (not a death by SIGINT, which a shell also shows as 130): the clean stop.
-  if (WIFEXITED(status)) GTEST_SKIP() << "the run's step ended before the second Ctrl-C came:\n" << slurp(log);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << slurp(log);
   const size_t last = text.rfind('\n', text.size() - 2);
   const std::string last_line = text.substr(last + 1), before = text.substr(0, last);
   EXPECT_NE(last_line.find("  stopped at once by a second Ctrl-C, without a checkpoint of the step it was in; "
