@@ -2,6 +2,8 @@
 // (0 fits, 1 does not, 2 bad input) and the error messages.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,6 +41,27 @@ TEST(MemoryCli, TableForAPresetAndAModelDirectory) {
   const std::string dir = azr::testing::env_or_fail("AZR_TESTS_DIR") + "/../models/quickstart";
   const auto model_dir = run_process({azr(), "memory", dir, "--seq-len", "512"});
   EXPECT_EQ(model_dir.exit_code, 0) << model_dir.err;
+  EXPECT_NE(model_dir.out.find("peak: training"), std::string::npos) << model_dir.out;
+  // The plan counts the directory's model: its parameters are the tensors' elements, summed here
+  // from the safetensors header itself (8 bytes of length, then JSON), not through azr's reader.
+  std::ifstream weights(dir + "/model.safetensors", std::ios::binary);
+  uint64_t header_bytes = 0;
+  weights.read(reinterpret_cast<char*>(&header_bytes), 8);  // little-endian, as this machine
+  std::string header(header_bytes, '\0');
+  weights.read(header.data(), std::streamsize(header_bytes));
+  ASSERT_TRUE(weights) << dir;
+  int64_t elements = 0;
+  const json tensors = json::parse(header);
+  for (const auto& [name, tensor] : tensors.items()) {
+    if (name == "__metadata__") continue;
+    int64_t n = 1;
+    for (const json& d : tensor.at("shape")) n *= d.get<int64_t>();
+    elements += n;
+  }
+  const auto as_json = run_process({azr(), "memory", dir, "--seq-len", "512", "--json"});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_GT(elements, 0);
+  EXPECT_EQ(json::parse(as_json.out).at("parameters").get<int64_t>(), elements) << as_json.out;
 }
 
 TEST(MemoryCli, TooSmallABudgetExitsOne) {
