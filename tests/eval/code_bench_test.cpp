@@ -7,6 +7,7 @@
 #include <iostream>
 #include <fstream>
 #include <map>
+#include <unistd.h>
 
 #include "eval/code_bench.h"
 #include "eval/evalplus_inputs.h"
@@ -574,7 +575,8 @@ TEST(EvalPlusGrading, AnInputSetHasEvalPlussCap) {
 
 TEST(LoadCodeBenchmark, Errors) {
   EXPECT_THROW(load_code_benchmark("nope", data_dir()), std::runtime_error);
-  auto dir = std::filesystem::temp_directory_path() / "azr_code_bench_test";
+  // Of this process: ctest runs test processes side by side, and a second build tree's too.
+  auto dir = std::filesystem::temp_directory_path() / ("azr_code_bench_test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "mbpp");
   {
     std::ofstream(dir / "mbpp" / "mbpp.jsonl") << "{\"task_id\": 11, \"text\": \"x\"\n";

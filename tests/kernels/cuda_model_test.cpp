@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <unistd.h>
 
 #include "kernels/buffer.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -615,7 +616,8 @@ TEST_P(CudaModel, HeldWeightsAndOneWaveChangeNoBitOfGeneration) {
 TEST_P(CudaModel, SavedOnTheGpuLoadsOnTheCpuBitIdentical) {
   const ModelConfig c = config_named(GetParam());
   Transformer gpu = Transformer::random(c, 13, 0.05f, cuda_ops());
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("azr_cuda_model_" + GetParam());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                     ("azr_cuda_model_" + GetParam() + "-" + std::to_string(getpid()));
   gpu.save_pretrained(dir);
   Transformer cpu = Transformer::from_pretrained(dir);
   Transformer back = Transformer::from_pretrained(dir, cuda_ops());
