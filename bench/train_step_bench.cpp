@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
               threads > 0 ? threads : cores, pool.primary_workers());
   std::printf("  phase      s/step   share\n");
   for (auto [name, v] : {std::pair{"plan", sum.plan}, std::pair{"generate", sum.generate},
-                         std::pair{"sandbox", sum.sandbox}, std::pair{"update", sum.update}})
+                         std::pair{"sandbox", sum.sandbox}, std::pair{"update", sum.update},
+                         std::pair{"other", sum.other()}})
     std::printf("  %-9s %7.2f  %5.1f%%\n", name, v / n, 100 * v / sum.total);
   std::printf("  step      %7.2f\n", sum.total / n);
   std::printf("  generate %.0f tok/s, update %.0f tok/s (prompt + response), sandbox %.0f jobs/s\n",
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
                       {"generate_s", sum.generate / n},
                       {"sandbox_s", sum.sandbox / n},
                       {"update_s", sum.update / n},
+                      {"other_s", sum.other() / n},
                       {"generate_tokens_per_s", generated / sum.generate},
                       {"update_tokens_per_s", processed / sum.update},
                       {"sandbox_jobs_per_step", sandbox_jobs / n},

@@ -687,6 +687,7 @@ Scalars step_metrics(const StepResult& r, const TrainConfig& cfg, double lr) {
   add("time/generate_s", r.times.generate);
   add("time/sandbox_s", r.times.sandbox);
   add("time/update_s", r.times.update);
+  add("time/other_s", r.times.other());
   add("time/step_s", r.times.total);
   add("perf/generate_tokens_per_s", r.times.generate > 0 ? double(r.generated_tokens) / r.times.generate : 0);
   add("perf/train_tokens_per_s", r.times.update > 0 ? r.update.processed_tokens / r.times.update : 0);

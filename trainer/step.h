@@ -62,6 +62,10 @@ struct SolverOutcome {
 
 struct StepTimes {
   double plan = 0, generate = 0, sandbox = 0, update = 0, total = 0;
+  // The step less its timed phases: gathering outcomes across ranks, the buffer's writes (the
+  // proposals' inserts, solve statistics, served marks, rollouts), rewards and TRR++, parsing.
+  // Named so that the phases add up to the step.
+  double other() const { return std::max(0.0, total - plan - generate - sandbox - update); }
 };
 
 struct StepResult {

@@ -367,12 +367,20 @@ TEST_F(StepTest, SandboxFailuresAreMaskedNotPunished) {
   // 3 proposals that parse validated, the deduction task's 4 rollouts graded (the abduction task,
   // lost, has none), the 4 solver answers with an <answer> graded.
   double lost = -1, asked = -1;
+  std::map<std::string, double> times;
   for (const auto& [name, value] : step_metrics(r, cfg_, 1e-3)) {
     if (name == "sandbox/internal_errors") lost = value;
     if (name == "sandbox/results") asked = value;
+    if (name.rfind("time/", 0) == 0) times[name] = value;
   }
   EXPECT_EQ(lost, 5.0);
   EXPECT_EQ(asked, 11.0);
+  // The step's phases and the rest of it add up to the step (time/other_s took the untimed part).
+  ASSERT_EQ(times.size(), 6u);
+  EXPECT_GE(times["time/other_s"], 0.0);
+  EXPECT_NEAR(times["time/plan_s"] + times["time/generate_s"] + times["time/sandbox_s"] + times["time/update_s"] +
+                  times["time/other_s"],
+              times["time/step_s"], 1e-9);
   // The masked answers were not served: the first test's run serves the abduction seed twice.
   std::optional<Task> seed = buffer_->get(r.solver[2].task_id);
   ASSERT_TRUE(seed);
