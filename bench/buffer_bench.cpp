@@ -3,14 +3,16 @@
 //   naive sample     SELECT ... WHERE type = ? ORDER BY random() LIMIT 64 (a scan of the type)
 //   1-row txns       one transaction per task (insert() of a single task), for the insert rate
 //
-//   buffer_bench [--sizes 10000,100000,1000000] [--dir DIR] [--keep] [--defer-checkpoints]
+//   buffer_bench [--sizes 10000,100000,1000000] [--jsonl-tasks 100000] [--dir DIR] [--keep]
+//                [--defer-checkpoints]
 //
 // One database grows through the sizes (ascending); at each size it measures:
 //   build            tasks/s of the batches of 64 that grew it to this size, and the p50/p99
 //                    latency of one 64-task insert over the second half of that growth
 //   insert at cap    p50/p99 of a 64-task insert into a buffer held at this size by
 //                    EvictOldest (capacity n/3 per type: every insert also evicts ~64)
-//   1-row txns       tasks/s inserting 2,000 tasks one transaction each (the baseline)
+//   1-row txns       tasks/s inserting 2,000 tasks one transaction each (the baseline), beside
+//                    2,048 in batches of 64 at the same size (the batch speed-up is theirs)
 //   refs k=6         sample_references(type, 6): what the proposer asks for each prompt
 //   refs k=64        sample_references(type, 64): a uniform batch of 64
 //   solver 64        sample_solver_batch(type, 64, last step): ~21 newest + ~43 uniform
@@ -20,6 +22,14 @@
 //                    checked against the latest (schema_difference), then with quick_check
 //                    (every page read); the baseline is sqlite3_open_v2 and one PRAGMA read,
 //                    and the schema check is also timed alone on that handle
+// Then, on a database of its own (--jsonl-tasks, 0 = skip), the JSON Lines interchange that
+// `azr buffer export` and `import` run:
+//   export           export_jsonl of every task; the baseline dumps the same tasks from memory
+//                    (task_to_json alone: what the database read adds)
+//   read             read_jsonl alone: parsing and checking every line
+//   import           import_jsonl into a fresh database (read, then one transaction); the
+//                    baseline inserts the tasks read one transaction each, as a line-by-line
+//                    importer would
 // Tasks are synthetic but realistically sized (programs 200-400 bytes of varied Python, fixed
 // seed), a third of each type. Prints a table and one JSON line; never asserts on time.
 //
@@ -40,6 +50,8 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -47,6 +59,7 @@
 
 #include "buffer/schema.h"
 #include "buffer/task_buffer.h"
+#include "buffer/task_jsonl.h"
 
 namespace {
 
@@ -196,11 +209,77 @@ struct SizeResult {
   double build_tasks_per_s = 0;
   Lat insert64, insert64_evicting, refs6, refs64, solver64, naive64;
   double single_txn_tasks_per_s = 0;
+  double batch64_tasks_per_s_beside = 0;  // batches of 64 at the same size, beside the 1-row txns
   double batch_tasks_per_s_at_size = 0;
   double bytes_per_task = 0;
   int64_t db_bytes = 0;
   Lat open_read, open_quick_check, open_raw, schema_check;
 };
+
+struct JsonlResult {
+  int64_t tasks = 0, bytes = 0;
+  double export_s = 0, dump_s = 0;  // export_jsonl; the same tasks dumped from memory (baseline)
+  double read_s = 0, import_s = 0;  // read_jsonl alone; import_jsonl into a fresh database
+  int64_t per_line_tasks = 0;
+  double per_line_s = 0;  // baseline: the first per_line_tasks read, one transaction each
+};
+
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The JSON Lines interchange of `azr buffer export` / `import` on n tasks, in databases of its own
+// under `dir` (removed after).
+JsonlResult time_jsonl(const std::string& dir, int64_t n, std::mt19937_64& gen) {
+  JsonlResult r;
+  r.tasks = n;
+  const std::string source = (fs::path(dir) / "jsonl_source.db").string();
+  const std::string target = (fs::path(dir) / "jsonl_target.db").string();
+  const std::string per_line = (fs::path(dir) / "jsonl_per_line.db").string();
+  ab::Options unbounded;
+  unbounded.capacity_per_type = 0;
+  std::vector<ab::Task> made;
+  {
+    auto src = ab::TaskBuffer::open(source, ab::TaskBuffer::Mode::ReadWrite, unbounded);
+    for (int64_t i = 0; i < n; i += 64) {
+      std::vector<ab::Task> batch;
+      for (int64_t k = i; k < std::min(n, i + 64); ++k) batch.push_back(make_task(gen, k, k / 64));
+      src.insert(batch);
+      made.insert(made.end(), batch.begin(), batch.end());
+    }
+    std::ostringstream out;
+    auto t0 = Clock::now();
+    if (ab::export_jsonl(src, out, {}) != n) std::exit(1);
+    r.export_s = secs_since(t0);
+    std::string dumped;
+    t0 = Clock::now();
+    for (const ab::Task& t : made) dumped += ab::task_to_json(t, false).dump() + '\n';
+    r.dump_s = secs_since(t0);
+    const std::string text = out.str();
+    r.bytes = int64_t(text.size());
+
+    std::istringstream read_in(text);
+    std::vector<ab::Task> read;
+    t0 = Clock::now();
+    ab::read_jsonl(read_in, "bench", false, read);
+    r.read_s = secs_since(t0);
+    if (int64_t(read.size()) != n) std::exit(1);
+
+    auto dst = ab::TaskBuffer::open(target, ab::TaskBuffer::Mode::ReadWrite, unbounded);
+    std::istringstream import_in(text);
+    t0 = Clock::now();
+    if (ab::import_jsonl(dst, import_in, "bench", false).inserted.inserted != n) std::exit(1);
+    r.import_s = secs_since(t0);
+
+    // One transaction a line: 2,000 lines (at ~1 ms a commit, the whole file would take minutes).
+    auto one_by_one = ab::TaskBuffer::open(per_line, ab::TaskBuffer::Mode::ReadWrite, unbounded);
+    r.per_line_tasks = std::min<int64_t>(n, 2000);
+    t0 = Clock::now();
+    for (int64_t i = 0; i < r.per_line_tasks; ++i) one_by_one.insert({read[size_t(i)]});
+    r.per_line_s = secs_since(t0);
+  }
+  for (const std::string& db : {source, target, per_line})
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+  return r;
+}
 
 }  // namespace
 
@@ -211,6 +290,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Task buffer throughput and latency against ORDER BY random() and one-row transactions"};
   app.add_option("--sizes", sizes, "comma-separated buffer sizes, measured ascending")
       ->delimiter(',')
+      ->capture_default_str();
+  int64_t jsonl_tasks = 100000;
+  app.add_option("--jsonl-tasks", jsonl_tasks, "tasks exported and imported as JSON Lines; 0 = skip that part")
+      ->check(CLI::Range(int64_t(0), int64_t(10'000'000)))
       ->capture_default_str();
   app.add_option("--dir", dir, "folder for the database (default: a fresh temporary one)");
   app.add_flag("--keep", keep, "keep the database afterwards");
@@ -335,8 +418,16 @@ int main(int argc, char** argv) {
         r.batch_tasks_per_s_at_size = 300.0 * 64 / (total / 1e6);
         count = buf.counts().by_type[0] + buf.counts().by_type[1] + buf.counts().by_type[2];
       }
-      // Baseline: one transaction per task.
+      // Baseline: one transaction per task, beside batches of 64 at the same size.
       {
+        double batched = 0;
+        for (int i = 0; i < 32; ++i) {
+          auto batch = next_batch(64);
+          auto t0 = Clock::now();
+          count += buf.insert(batch).inserted;
+          batched += us_since(t0);
+        }
+        r.batch64_tasks_per_s_beside = 32.0 * 64 / (batched / 1e6);
         const int kSingles = 2000;
         double total = 0;
         for (int i = 0; i < kSingles; ++i) {
@@ -381,6 +472,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "buffer_bench: %lld tasks done\n", static_cast<long long>(n));
     }
   }
+  std::optional<JsonlResult> jsonl;
+  if (jsonl_tasks > 0) jsonl = time_jsonl(dir, jsonl_tasks, gen);
 
   // ---- report ------------------------------------------------------------------------------------
   std::printf("Task buffer (SQLite %s, WAL, synchronous=NORMAL), %u CPUs, programs 200-400 bytes%s\n\n",
@@ -394,7 +487,7 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %.0f | %.2f | %.2f | %.0f | %.2f | %.2f | %.0f | %.1fx | %.0f |\n",
                 static_cast<long long>(r.n), r.build_tasks_per_s, r.insert64.p50 / 1e3, r.insert64.p99 / 1e3,
                 r.batch_tasks_per_s_at_size, r.insert64_evicting.p50 / 1e3, r.insert64_evicting.p99 / 1e3,
-                r.single_txn_tasks_per_s, r.build_tasks_per_s / r.single_txn_tasks_per_s, r.bytes_per_task);
+                r.single_txn_tasks_per_s, r.batch64_tasks_per_s_beside / r.single_txn_tasks_per_s, r.bytes_per_task);
   std::printf("\nSampling latency, microseconds (p50 / p99)\n");
   std::printf("| tasks | refs k=6 | refs k=64 | solver batch 64 | naive ORDER BY random() 64 | naive / refs k=64 |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
@@ -411,6 +504,20 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |\n", static_cast<long long>(r.n),
                 r.open_raw.p50, r.open_raw.p99, r.schema_check.p50, r.schema_check.p99, r.open_read.p50,
                 r.open_read.p99, r.open_quick_check.p50, r.open_quick_check.p99);
+
+  if (jsonl) {
+    const JsonlResult& x = *jsonl;
+    const double mb = double(x.bytes) / 1e6, n = double(x.tasks);
+    std::printf("\nJSON Lines, %lld tasks, %.1f MB (tasks/s; MB/s of the text)\n", static_cast<long long>(x.tasks), mb);
+    std::printf("| export | dump from memory (baseline) | read (parse + checks) | import (one transaction) |"
+                " one transaction a line (baseline, %lld lines) | import speed-up |\n",
+                static_cast<long long>(x.per_line_tasks));
+    std::printf("|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| %.0f (%.0f MB/s) | %.0f (%.0f MB/s) | %.0f (%.0f MB/s) | %.0f (%.0f MB/s) | %.0f | %.1fx |\n",
+                n / x.export_s, mb / x.export_s, n / x.dump_s, mb / x.dump_s, n / x.read_s, mb / x.read_s,
+                n / x.import_s, mb / x.import_s, double(x.per_line_tasks) / x.per_line_s,
+                (n / x.import_s) / (double(x.per_line_tasks) / x.per_line_s));
+  }
 
   ordered_json bars;
   const SizeResult* big = nullptr;
@@ -446,6 +553,7 @@ int main(int argc, char** argv) {
     s["insert64_at_capacity_evicting"] = r.insert64_evicting.json();
     s["at_capacity_tasks_per_s"] = std::round(r.batch_tasks_per_s_at_size);
     s["single_txn_tasks_per_s"] = std::round(r.single_txn_tasks_per_s);
+    s["batch64_tasks_per_s_beside"] = std::round(r.batch64_tasks_per_s_beside);
     s["sample_references_k6"] = r.refs6.json();
     s["sample_references_k64"] = r.refs64.json();
     s["sample_solver_batch_64"] = r.solver64.json();
@@ -459,6 +567,17 @@ int main(int argc, char** argv) {
     j["sizes"].push_back(s);
   }
   if (!bars.is_null()) j["bars_at_1e6"] = bars;
+  if (jsonl) {
+    const JsonlResult& x = *jsonl;
+    j["jsonl"] = {{"tasks", x.tasks},
+                  {"bytes", x.bytes},
+                  {"export_tasks_per_s", std::round(double(x.tasks) / x.export_s)},
+                  {"dump_from_memory_tasks_per_s", std::round(double(x.tasks) / x.dump_s)},
+                  {"read_tasks_per_s", std::round(double(x.tasks) / x.read_s)},
+                  {"import_tasks_per_s", std::round(double(x.tasks) / x.import_s)},
+                  {"one_txn_per_line_tasks_per_s", std::round(double(x.per_line_tasks) / x.per_line_s)},
+                  {"one_txn_per_line_tasks", x.per_line_tasks}};
+  }
   std::printf("\n%s\n", j.dump().c_str());
 
   if (!keep) {
