@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   std::string why;
   if (cuda_device_count(&why) == 0) {
     std::printf("cuda_ops_bench: no CUDA device (%s); nothing measured\n", why.c_str());
-    std::printf("%s\n", nlohmann::json{{"bench", "cuda_ops"}, {"skipped", why}}.dump().c_str());
+    std::printf("%s\n", nlohmann::json{{"bench", "cuda_ops"}, {"device", "cuda"}, {"skipped", why}}.dump().c_str());
     return 0;
   }
   const std::string device = cuda_device_description(0);
@@ -1124,9 +1124,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads\n",
+  std::printf("cuda_ops_bench on %s (peak memory bandwidth %.0f GB/s); baseline: the CPU backend, %d threads, "
+              "unless the shape names another (\"base = ...\")\n",
               device.c_str(), peak_bw / 1e9, cpu_threads());
-  std::printf("%-18s %-36s %10s %10s %9s %8s\n", "op", "shape", "gpu", "cpu", "speedup", "of peak");
+  std::printf("%-18s %-36s %10s %10s %9s %8s\n", "op", "shape", "gpu", "baseline", "speedup", "of peak");
   nlohmann::ordered_json j = {{"bench", "cuda_ops"}, {"device", device}, {"peak_bandwidth_gbs", peak_bw / 1e9},
                               {"cpu_threads", cpu_threads()}, {"ops", nlohmann::json::array()}};
   for (const Row& r : rows) {
@@ -1136,8 +1137,12 @@ int main(int argc, char** argv) {
     std::printf("%-18s %-36s %7.2f %-2s %7.3f %-2s %8.1fx %7s\n", r.op.c_str(), r.shape.c_str(), r.gpu_rate, unit,
                 r.cpu_rate, unit, speedup,
                 r.fraction_of_peak < 0 ? "-" : (std::to_string(int(r.fraction_of_peak * 100 + 0.5)) + "%").c_str());
-    j["ops"].push_back({{"op", r.op}, {"shape", r.shape}, {"unit", r.unit}, {"gpu", r.gpu_rate}, {"cpu", r.cpu_rate},
-                        {"speedup", speedup},
+    // The baseline a row names in its shape ("...; base = atomics"), else the CPU backend's.
+    const size_t base_at = r.shape.find("base = ");
+    const std::string baseline_name =
+        base_at == std::string::npos ? "cpu backend" : r.shape.substr(base_at + std::string("base = ").size());
+    j["ops"].push_back({{"op", r.op}, {"shape", r.shape}, {"unit", r.unit}, {"gpu", r.gpu_rate},
+                        {"baseline", r.cpu_rate}, {"baseline_name", baseline_name}, {"speedup", speedup},
                         {"fraction_of_peak_bandwidth", r.fraction_of_peak < 0 ? nlohmann::json() : nlohmann::json(r.fraction_of_peak)}});
   }
   std::printf("%s\n", j.dump().c_str());
