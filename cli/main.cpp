@@ -116,9 +116,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough(false);
-  // Every usage error starts "azr: ", CLI11's parse errors too, as the command's own ones do.
-  app.failure_message(
-      [](const CLI::App* a, const CLI::Error& e) { return "azr: " + CLI::FailureMessage::simple(a, e); });
+  // Every usage error starts "azr: ", CLI11's parse errors too, as the command's own ones do. A
+  // value's own check names the option and what it takes, in one line, as the conversion errors
+  // below are said: CLI11's "Run with --help for more information." is kept for the others.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    if (dynamic_cast<const CLI::ValidationError*>(&e)) return "azr: " + std::string(e.what()) + "\n";
+    return "azr: " + CLI::FailureMessage::simple(a, e);
+  });
 
   azr::cli::ExecOptions exec_opts;
   CLI::App* exec = azr::cli::add_exec_command(app, exec_opts);

@@ -525,7 +525,14 @@ TEST_F(BufferCli, ListFiltersSortsAndPrintsAlignedTables) {
   }
   const auto limit = run_process({azr(), "buffer", "list", db, "--limit", "-3"});
   EXPECT_EQ(limit.exit_code, 2);
-  EXPECT_NE(limit.err.find("--limit: -3 is too small: it must be 0 or more"), std::string::npos) << limit.err;
+  EXPECT_EQ(limit.err, "azr: --limit: -3 is too small: it must be 0 or more\n");
+  // A value's check is one line, as a conversion's is: CLI11's "Run with --help" line is not added.
+  const auto not_a_number = run_process({azr(), "buffer", "list", db, "--limit", "abc"});
+  EXPECT_EQ(not_a_number.exit_code, 2);
+  EXPECT_EQ(not_a_number.err, "azr: --limit: expected a finite number, got 'abc'\n");
+  const auto fraction = run_process({azr(), "buffer", "list", db, "--limit", "1.5"});
+  EXPECT_EQ(fraction.exit_code, 2);
+  EXPECT_EQ(fraction.err, "azr: --limit: expected a whole number, got '1.5'\n");
   EXPECT_EQ(run_process({azr(), "buffer", "show", db, "5"}).exit_code, 0);  // induction: pairs table
 }
 
