@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -12,11 +13,16 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "buffer/task_buffer.h"
 #include "buffer/task_jsonl.h"
@@ -166,19 +172,58 @@ class RunLog {
   // resume's refusal).
   void begin_run() { begun_ = true; }
   bool run_begun() const { return begun_; }
-  // To the file alone: what the console has already said (the error that ends the run).
+  // To the file alone: what the console has already said (the error that ends the run). Also from
+  // the sandbox pool's thread (LibraryMessagesToRunLog), hence the lock.
   void to_file(const std::string& line) {
     const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+    std::tm local{};
+    localtime_r(&t, &local);
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
+    std::lock_guard lock(file_mu_);
     if (out_.is_open()) out_ << stamp << "  " << line << std::endl;
   }
 
  private:
+  std::mutex file_mu_;
   std::ofstream out_;
   ConsoleView* console_ = nullptr;
   bool quiet_ = false;
   bool begun_ = false;
+};
+
+// The library parts' messages (spdlog: the sandbox pool's worker lost and replaced, a worker that
+// cannot start) into the run's log.txt as well as the console, while the run lasts: a run left in
+// the background kept no record of them. Installed before the pool starts and removed after it
+// stops (declared before it), so no thread logs while the logger's sinks change.
+class LibraryMessagesToRunLog {
+ public:
+  explicit LibraryMessagesToRunLog(RunLog& log) : sink_(std::make_shared<Sink>(log)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LibraryMessagesToRunLog() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  LibraryMessagesToRunLog(const LibraryMessagesToRunLog&) = delete;
+  LibraryMessagesToRunLog& operator=(const LibraryMessagesToRunLog&) = delete;
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    explicit Sink(RunLog& log) : log_(log) {}
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& m) override {
+      const spdlog::string_view_t level = spdlog::level::to_string_view(m.level);
+      log_.to_file(std::string(level.data(), level.size()) + ": " + std::string(m.payload.data(), m.payload.size()));
+    }
+    void flush_() override {}
+
+   private:
+    RunLog& log_;
+  };
+  std::shared_ptr<Sink> sink_;
 };
 
 // A fast fingerprint of the weights, to check that every rank holds the same model.
@@ -763,8 +808,10 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   cfg.algorithm.micro_batch_size = micro.size;
 
   log.set_quiet(!root);
+  std::optional<LibraryMessagesToRunLog> library_messages;  // before the pool: removed after it
   if (root) {
     log.open(run_dir / "log.txt");
+    library_messages.emplace(log);
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);

@@ -610,6 +610,30 @@ TEST(TrainCli, ASecondCtrlCStopsAtOnceAndTheLogSaysSo) {
   EXPECT_LT(std::abs(seconds_of(last_line) - seconds_of(previous_line)), 120) << previous_line << "\n" << last_line;
 }
 
+// The sandbox pool's messages went to stderr alone: a run left in the background kept no record of
+// a worker lost and replaced. They are in its log.txt too, stamped as its lines are.
+TEST(TrainCli, ALostSandboxWorkerIsRecordedInTheRunsLog) {
+  const fs::path run = scratch("worker-lost");
+  const fs::path log = run.string() + ".log";
+  const pid_t pid = start_past_step_one(run, log);
+  ASSERT_GT(pid, 0);
+  // The run's sandbox workers are its children running azr-zygote.
+  pid_t zygote = -1;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::istringstream children(slurp(task.path() / "children"));
+    for (pid_t child; zygote < 0 && children >> child;)
+      if (slurp("/proc/" + std::to_string(child) + "/comm").rfind("azr-zygote", 0) == 0) zygote = child;
+  }
+  if (zygote < 0) kill(pid, SIGKILL), wait_exit(pid);
+  ASSERT_GT(zygote, 0) << "no azr-zygote child of the run";
+  kill(zygote, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 0) << slurp(log);
+  const std::string text = slurp(run / "log.txt");
+  EXPECT_TRUE(std::regex_search(text, std::regex("\\d\\d:\\d\\d:\\d\\d  warning: sandbox worker \\d+ \\(pid " +
+                                                 std::to_string(zygote) + "\\) lost: [^\\n]*; replacing it\\n")))
+      << text;
+}
+
 // A second trainer in a live run's directory (a --resume typed twice, a new run given the same
 // --run-dir) wrote the same checkpoints and buffer as the first, and a buffer import raced the
 // trainer's writes. While the run lives both are refused, naming it, and reading is not; a kill -9
