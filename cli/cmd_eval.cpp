@@ -1,10 +1,13 @@
 // azr eval: benchmark evaluation (pass@1 / pass@k), from answers produced elsewhere
 // (--answers) or by generating them with a model (--model). See eval/report.h for the scores.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -29,6 +32,7 @@
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "sandbox/pool.h"
+#include "trainer/console_view.h"
 
 namespace azr::cli {
 namespace {
@@ -193,6 +197,35 @@ std::string template_for(const std::string& model_dir, const std::string& asked)
   return asked;
 }
 
+// Generation's progress, on stderr (DESIGN: long work shows it): on a terminal one line rewritten
+// after each batch; otherwise a line at each tenth of the responses, so that a log gets ten lines
+// for a benchmark that generates for hours, not one a batch.
+class GenerationProgress {
+ public:
+  GenerationProgress(std::string bench, bool terminal)
+      : bench_(std::move(bench)), terminal_(terminal), start_(std::chrono::steady_clock::now()) {}
+  void operator()(size_t done, size_t total, int64_t tokens) {
+    if (total == 0) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const std::string line = fmt::format(
+        "eval: {}: {}/{} responses, {:.0f} tokens/s, elapsed {}, ETA {}", bench_, done, total,
+        seconds > 0 ? double(tokens) / seconds : 0.0, trainer::format_duration(seconds),
+        trainer::format_duration(done > 0 ? seconds / double(done) * double(total - done) : -1));
+    if (terminal_) {
+      std::fprintf(stderr, "\r%s\033[K%s", line.c_str(), done == total ? "\n" : "");
+    } else if (const size_t tenth = done * 10 / total; tenth > said_tenth_) {
+      said_tenth_ = tenth;
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
+ private:
+  std::string bench_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  size_t said_tenth_ = 0;
+};
+
 int run_model(const EvalOptions& o, const fs::path& data) {
   if (o.bench.empty()) throw UsageError("eval: --model needs --bench NAME[,NAME...]");
   eval::Template tmpl;
@@ -229,6 +262,8 @@ int run_model(const EvalOptions& o, const fs::path& data) {
   s.limit = o.limit > 0 ? size_t(o.limit) : 0;
   for (Job& job : jobs) {
     spdlog::info("eval: generating {} ({} samples per item)", job.bench.info.name, o.n);
+    GenerationProgress progress(job.bench.info.name, isatty(STDERR_FILENO) == 1);
+    s.progress = [&](size_t done, size_t total, int64_t tokens) { progress(done, total, tokens); };
     try {
       job.samples = eval::generate_samples(m, *tok, job.bench, s);
     } catch (const std::invalid_argument& e) {

@@ -27,6 +27,7 @@ std::vector<Sample> generate_samples(model::Transformer& m, const model::Tokeniz
   const size_t n = size_t(std::max(1, s.n));
   const size_t rows = count * n;
   std::vector<Sample> samples;
+  int64_t tokens = 0;
   const size_t batch = size_t(std::max(1, s.batch_size));
   for (size_t start = 0; start < rows; start += batch) {
     const size_t end = std::min(rows, start + batch);
@@ -40,7 +41,9 @@ std::vector<Sample> generate_samples(model::Transformer& m, const model::Tokeniz
       // The stop string is cut off; put the closing tag back so the answer extracts.
       if (c[r - start].finish == model::FinishReason::StopString && s.tmpl == Template::R1) text += "</answer>";
       samples.push_back({r / n, std::move(text), c[r - start].finish == model::FinishReason::Length});
+      tokens += int64_t(c[r - start].tokens.size());
     }
+    if (s.progress) s.progress(end, rows, tokens);
   }
   return samples;
 }

@@ -3,6 +3,7 @@
 // them. `azr eval --model` is a thin CLI over this, and the trainer's periodic evaluation calls
 // evaluate_model() between steps (default subset: CRUXEval-O/I), with the model it is training.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct ModelEvalSettings {
   int batch_size = 16;  // sequences per generate() call
   size_t limit = 0;     // only the first `limit` items; 0 = all
   int k = 0;            // pass@k besides pass@1; 0 = off
+  // Called after each generate() batch with the responses done so far, of all, and the new tokens
+  // generated so far: `azr eval`'s progress line. Unset: nothing is said.
+  std::function<void(size_t done, size_t total, int64_t tokens)> progress;
 };
 
 // n samples for each of the first `limit` items. Throws std::invalid_argument for n > 1 at

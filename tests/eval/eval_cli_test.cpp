@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <tuple>
 
 #include "eval/benchmarks.h"
@@ -425,6 +426,22 @@ TEST_F(EvalCli, ModelGeneratesAndGradesEndToEnd) {
   EXPECT_TRUE(m["gsm8k"]["pass@1"].is_number());
   // A random model does not end its answer within 8 tokens: said, as the answers are cut off.
   EXPECT_NE(r.err.find("cruxeval_o: 2 of 2 responses stopped at --max-tokens 8"), std::string::npos) << r.err;
+  // Generation's progress, a plain line (stderr is no terminal here) once all are done: each
+  // response generated 8 tokens.
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("eval: gsm8k: 2/2 responses, \\d+ tokens/s, elapsed \\d+s, ETA 0s\n")))
+      << r.err;
+  // One response a batch: a line at each tenth passed, here at 1 of 2 and 2 of 2, no more.
+  auto batches = run_process({bin_, "eval", "--model", model, "--bench", "gsm8k", "--limit", "2", "--max-tokens", "8",
+                              "--data", data_, "--batch-size", "1", "--threads", "2"});
+  ASSERT_EQ(batches.exit_code, 0) << batches.err;
+  EXPECT_NE(batches.err.find("eval: gsm8k: 1/2 responses, "), std::string::npos) << batches.err;
+  EXPECT_NE(batches.err.find("eval: gsm8k: 2/2 responses, "), std::string::npos) << batches.err;
+  size_t lines_said = 0;
+  for (size_t at = batches.err.find(" responses, "); at != std::string::npos;
+       at = batches.err.find(" responses, ", at + 1))
+    lines_said++;
+  EXPECT_EQ(lines_said, 2u) << batches.err;
   std::ifstream in(out);
   std::string line;
   size_t lines = 0;
