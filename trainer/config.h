@@ -66,6 +66,7 @@ struct AlgorithmSection {
   double wrong_answer_reward = -0.5;
   double format_error_reward = -1.0;
   double zero_learnability_reward = -0.5;  // the paper's equation: 0
+  double advantage_eps = 1e-8;             // TRR++: A = (R - mean) / sqrt(var + advantage_eps)
   // the update
   double clip_eps = 0.2;
   double entropy_coeff = 0.001;

@@ -511,7 +511,7 @@ StepResult run_step(StepContext& ctx, int64_t step) {
     if (!o.skipped) seqs.push_back({rewards::group_of(int(o.type), false), o.reward, o.response_tokens});
   for (const SolverOutcome& o : res.solver)
     if (!o.skipped) seqs.push_back({rewards::group_of(int(o.type), true), o.reward, o.response_tokens});
-  const std::vector<double> adv = rewards::trr_plus_plus(seqs);
+  const std::vector<double> adv = rewards::trr_plus_plus(seqs, alg.advantage_eps);
   res.proposer_advantages.assign(res.proposer.size(), 0.0);
   res.solver_advantages.assign(res.solver.size(), 0.0);
   {

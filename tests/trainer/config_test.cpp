@@ -73,6 +73,7 @@ TrainConfig every_field_changed() {
   c.algorithm.wrong_answer_reward = -0.25;
   c.algorithm.format_error_reward = -2.0;
   c.algorithm.zero_learnability_reward = 0.0;
+  c.algorithm.advantage_eps = 1e-6;
   c.algorithm.clip_eps = 0.28;
   c.algorithm.entropy_coeff = 0.0;
   c.algorithm.lr = 5e-324;  // the smallest denormal: only exact digits bring it back
@@ -134,6 +135,7 @@ TEST(ConfigDefaults, MatchTheMethod) {
   EXPECT_EQ(c.algorithm.top_p, 1.0);
   EXPECT_EQ(c.algorithm.clip_eps, 0.2);
   EXPECT_EQ(c.algorithm.entropy_coeff, 0.001);
+  EXPECT_EQ(c.algorithm.advantage_eps, 1e-8);  // METHOD.md's TRR++: sqrt(var + 1e-8)
   EXPECT_EQ(c.algorithm.beta1, 0.9);
   EXPECT_EQ(c.algorithm.beta2, 0.999);
   EXPECT_EQ(c.algorithm.weight_decay, 0.01);
@@ -192,6 +194,7 @@ max_response_tokens = 2000
 wrong_answer_reward = -0.25
 format_error_reward = -2
 zero_learnability_reward = 0
+advantage_eps = 1e-6
 clip_eps = 0.28
 entropy_coeff = 0.0
 lr = 5e-324
@@ -320,9 +323,9 @@ TEST(ConfigToToml, EveryKeyDocumentedInSchemaOrder) {
     }
     previous = line;
   }
-  // Fields of config.h, counted by hand: run 8, model 9, algorithm 24, seeding 4, sandbox 4,
+  // Fields of config.h, counted by hand: run 8, model 9, algorithm 25, seeding 4, sandbox 4,
   // buffer 3, logging 3, checkpoint 2, eval 8, bootstrap 10.
-  EXPECT_EQ(keys, 75);
+  EXPECT_EQ(keys, 76);
   EXPECT_EQ(sections, (std::vector<std::string>{"[run]", "[model]", "[algorithm]", "[seeding]", "[sandbox]",
                                                 "[buffer]", "[logging]", "[checkpoint]", "[eval]",
                                                 "[bootstrap]"}));
@@ -421,6 +424,8 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(bad("algorithm", "lr = nan"), "f.toml:4:6: algorithm.lr: must be in (0, 3.4028234663852886e+38], got nan");
   EXPECT_EQ(bad("algorithm", "temperature = -1"), "f.toml:4:15: algorithm.temperature: must be >= 0, got -1.0");
   EXPECT_EQ(bad("algorithm", "clip_eps = 0.0"), "f.toml:4:12: algorithm.clip_eps: must be > 0, got 0.0");
+  // 0 would make a group of equal rewards 0 / 0: NaN advantages.
+  EXPECT_EQ(bad("algorithm", "advantage_eps = 0"), "f.toml:4:17: algorithm.advantage_eps: must be > 0, got 0.0");
   EXPECT_EQ(bad("algorithm", "entropy_coeff = -1e-3"),
             "f.toml:4:17: algorithm.entropy_coeff: must be >= 0, got -0.001");
   EXPECT_EQ(bad("algorithm", "weight_decay = -0.01"), "f.toml:4:16: algorithm.weight_decay: must be >= 0, got -0.01");
