@@ -95,6 +95,28 @@ Task task_from_json(const nlohmann::json& j) {
   return t;
 }
 
+namespace {
+
+// Every field task_to_json writes: a task's, then an export's.
+bool known_field(const std::string& key) {
+  static const char* const kFields[] = {"type",  "program", "input",  "output",          "inputs",
+                                        "outputs", "message", "id",     "origin",          "step",
+                                        "proposer_sample", "attempts", "successes", "learnability",
+                                        "times_referenced", "times_served"};
+  for (const char* f : kFields)
+    if (key == f) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string ignored_fields_text(const ImportReport& rep) {
+  std::string out;
+  for (const auto& [field, lines] : rep.ignored_fields)
+    out += (out.empty() ? "" : ", ") + field + " (" + std::to_string(lines) + (lines == 1 ? " line)" : " lines)");
+  return out;
+}
+
 std::string listed_errors(const ImportReport& rep) {
   std::string out;
   for (const std::string& e : rep.errors) out += "\n  " + e;
@@ -147,6 +169,8 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
       tasks.push_back(task_from_json(j));
       rep.task_lines.push_back(lineno);
       ++rep.valid;
+      for (const auto& [key, value] : j.items())
+        if (!known_field(key)) ++rep.ignored_fields[key];
     } catch (const std::invalid_argument& e) {
       bad_line(where + e.what());
     }

@@ -6,6 +6,7 @@
 // imports accept (and ignore) them, except `step`, which is kept. Imported tasks have origin
 // "imported".
 #include <iosfwd>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,7 +31,13 @@ struct ImportReport {
   InsertResult inserted;
   std::vector<std::string> errors;  // "FILE:LINE: problem", the first kMaxListedErrors bad lines
   std::vector<int64_t> task_lines;  // read_jsonl: the line of each task read, in order
+  // Fields of valid lines that are not in the format (neither a task's nor an export's), by name,
+  // with the lines that had each: ignored, and said, so that a typo ("stpe") is not lost quietly.
+  std::map<std::string, int64_t> ignored_fields;
 };
+
+// "bogus (3 lines), stpe (1 line)"; "" when none.
+std::string ignored_fields_text(const ImportReport& rep);
 
 // The bad lines an error message lists; the rest are counted.
 inline constexpr size_t kMaxListedErrors = 20;

@@ -384,6 +384,10 @@ int run_import(const BufferOptions& o) {
   for (const std::string& e : rep.errors) std::cerr << "skipped " << e << '\n';
   if (rep.invalid > int64_t(rep.errors.size()))
     std::cerr << "skipped " << rep.invalid - int64_t(rep.errors.size()) << " more invalid line(s)\n";
+  // A field the format does not have is ignored (an annotation of the user's), and said: a typo of
+  // an optional one ("stpe") would otherwise be lost without a word.
+  if (!rep.ignored_fields.empty())
+    std::cerr << "ignored field(s) that are not in the task format: " << buffer::ignored_fields_text(rep) << '\n';
   if (o.json) {
     ordered_json j = {{"lines", rep.lines},
                       {"imported", rep.inserted.inserted},

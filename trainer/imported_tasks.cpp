@@ -58,7 +58,8 @@ std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::
   return problems;
 }
 
-std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers) {
+std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers,
+                                               std::string* ignored) {
   std::ifstream in(file);
   if (!std::filesystem::is_regular_file(file) || !in)
     throw UserError("seeding.import_tasks: " + file + ": no such file, not a file or not readable");
@@ -81,6 +82,7 @@ std::vector<buffer::Task> read_checked_imports(const std::string& file, const sa
     for (const std::string& p : problems) msg += "\n  " + p;
     throw UserError(msg);
   }
+  if (ignored) *ignored = buffer::ignored_fields_text(read);
   return tasks;
 }
 

@@ -30,7 +30,9 @@ std::vector<std::string> imported_task_problems(sandbox::Pool& pool, const std::
 
 // The tasks of `file` (seeding.import_tasks), read and checked with a pool of its own
 // (`workers`), before the run's directory or model exist. Throws UserError naming the key and
-// every bad line: the format's, then imported_task_problems'.
-std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers);
+// every bad line: the format's, then imported_task_problems'. `ignored`, if given, gets the fields
+// the lines had that are not in the format (buffer::ignored_fields_text; "" for none).
+std::vector<buffer::Task> read_checked_imports(const std::string& file, const sandbox::Limits& limits, int workers,
+                                               std::string* ignored = nullptr);
 
 }  // namespace azr::trainer

@@ -684,6 +684,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   std::vector<buffer::Task> heldout;
   std::string ckpt_checked;  // what the checksum check found, for the log
   std::vector<buffer::Task> imported;  // seeding.import_tasks, checked (rank 0 of a new run)
+  std::string imported_ignored;        // its fields not in the task format, said at seeding
   // A resume trains the checkpoint's weights, whatever [model] says; one naming another
   // architecture (--set model.preset=..., a model.path of another size with the same tokenizer)
   // would have the log, the saved config and the micro-batch's memory plan describe a model the
@@ -752,7 +753,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
       // exists or the model loads, so every rank stops with rank 0's message.
       const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
       imported = read_checked_imports(cfg.seeding.import_tasks, sandbox_limits(cfg),
-                                      cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores);
+                                      cfg.sandbox.workers > 0 ? cfg.sandbox.workers : cores, &imported_ignored);
     }
   };
   if (launch_root && root_refusal.empty()) refuse_at_root([&] { keyed(checks_of_keys); });
@@ -1015,6 +1016,9 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
       const buffer::InsertResult inserted = buf->insert(tasks);
       log(fmt::format("seeding: imported {} tasks from {} ({} duplicates)", inserted.inserted,
                       cfg.seeding.import_tasks, inserted.duplicates));
+      if (!imported_ignored.empty())
+        log("seeding: ignored field(s) of " + cfg.seeding.import_tasks +
+            " that are not in the task format: " + imported_ignored);
     }
     if (root) {
       if (console) console->phase("seeding the buffer");

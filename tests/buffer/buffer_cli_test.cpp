@@ -102,6 +102,25 @@ TEST_F(BufferCli, CruxEvalRoundTripsExactly) {
   EXPECT_EQ(again["duplicates"], 800);
 }
 
+// Fields the format does not have are ignored (a user's annotations) and said, with the lines that
+// had each: a typo of an optional field ("stpe" for "step") went without a word. A full export,
+// every field of which is the format's, says nothing.
+TEST_F(BufferCli, AnImportSaysWhichFieldsItIgnored) {
+  const std::string task = R"("type": "deduction", "program": "def f(x):\n    return x", "output": "1")";
+  const std::string file = write("annotated.jsonl", "{" + task + R"(, "input": "1", "stpe": 3, "note": "a"})" "\n" +
+                                                         "{" + task + R"(, "input": "2", "note": "b"})" "\n");
+  const std::string db = path("annotated.db");
+  auto imp = run_process({azr(), "buffer", "import", db, file});
+  ASSERT_EQ(imp.exit_code, 0) << imp.err;
+  EXPECT_EQ(imp.err, "ignored field(s) that are not in the task format: note (2 lines), stpe (1 line)\n");
+  EXPECT_NE(imp.out.find("imported 2 task(s)"), std::string::npos) << imp.out;
+
+  const std::string full = write("full.jsonl", run_process({azr(), "buffer", "export", db}).out);
+  auto again = run_process({azr(), "buffer", "import", path("again.db"), full});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err, "");
+}
+
 // An import evicts nothing already in the buffer unless asked: the flag's default was 16,384 per
 // type, so importing one task into a run's unbounded buffer of 16,390 deductions deleted the 7
 // oldest. With --capacity given, it holds for the tasks already there too.

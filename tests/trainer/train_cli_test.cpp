@@ -1222,12 +1222,15 @@ TEST(TrainCli, ImportedTasksEnterAsSeedsWhateverStepTheyWereExportedAt) {
   std::ifstream in(env_or_fail("AZR_TESTS_DIR") + "/trainer/fixtures/seed_tasks.jsonl");
   std::ofstream out(dir / "late.jsonl");
   std::set<std::string> programs;
+  int lines = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     json j = json::parse(line);
     j["step"] = 40;
+    j["note"] = "a field of the user's, not the format's";
     programs.insert(j.at("program").get<std::string>());
     out << j.dump() << "\n";
+    lines++;
   }
   out.close();
   ASSERT_FALSE(programs.empty());
@@ -1235,6 +1238,12 @@ TEST(TrainCli, ImportedTasksEnterAsSeedsWhateverStepTheyWereExportedAt) {
   args.insert(args.end(), {"--set", "seeding.import_tasks=" + (dir / "late.jsonl").string()});
   auto r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The field the format does not have is ignored, and the log says so (step is the format's).
+  EXPECT_NE(slurp(dir / "run" / "log.txt")
+                .find("seeding: ignored field(s) of " + (dir / "late.jsonl").string() +
+                      " that are not in the task format: note (" + std::to_string(lines) + " lines)\n"),
+            std::string::npos)
+      << slurp(dir / "run" / "log.txt");
   size_t imported = 0;
   std::istringstream tasks(buffer_tasks(dir / "run"));
   for (std::string line; std::getline(tasks, line);) {
