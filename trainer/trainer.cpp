@@ -174,14 +174,18 @@ class RunLog {
   bool run_begun() const { return begun_; }
   // To the file alone: what the console has already said (the error that ends the run). Also from
   // the sandbox pool's thread (LibraryMessagesToRunLog), hence the lock.
-  void to_file(const std::string& line) {
+  void to_file(const std::string& line) { write_stamped(stamp_now() + "  " + line); }
+  void write_stamped(const std::string& stamped_line) {
+    std::lock_guard lock(file_mu_);
+    if (out_.is_open()) out_ << stamped_line << std::endl;
+  }
+  static std::string stamp_now() {
     const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char stamp[32];
     std::tm local{};
     localtime_r(&t, &local);
     std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
-    std::lock_guard lock(file_mu_);
-    if (out_.is_open()) out_ << stamp << "  " << line << std::endl;
+    return stamp;
   }
 
  private:
@@ -195,12 +199,17 @@ class RunLog {
 // The library parts' messages (spdlog: the sandbox pool's worker lost and replaced, a worker that
 // cannot start) into the run's log.txt as well as the console, while the run lasts: a run left in
 // the background kept no record of them. Installed before the pool starts and removed after it
-// stops (declared before it), so no thread logs while the logger's sinks change.
+// stops (declared before it), so no thread logs while the logger's sinks change. Until the run
+// begins (RunLog::begin_run) they are held, stamped, and written after its header line: a start
+// or resume refused after the pool started (the workers' start-up warnings) leaves log.txt as it
+// was, as RunLog does.
 class LibraryMessagesToRunLog {
  public:
   explicit LibraryMessagesToRunLog(RunLog& log) : sink_(std::make_shared<Sink>(log)) {
     spdlog::default_logger()->sinks().push_back(sink_);
   }
+  // The run has begun and its header is written: the held messages follow it, the rest go straight.
+  void run_begun() { sink_->begin(); }
   ~LibraryMessagesToRunLog() {
     auto& sinks = spdlog::default_logger()->sinks();
     sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
@@ -212,16 +221,29 @@ class LibraryMessagesToRunLog {
   class Sink final : public spdlog::sinks::base_sink<std::mutex> {
    public:
     explicit Sink(RunLog& log) : log_(log) {}
+    void begin() {
+      std::lock_guard lock(mutex_);
+      begun_ = true;
+      for (const std::string& line : held_) log_.write_stamped(line);
+      held_.clear();
+    }
 
    protected:
-    void sink_it_(const spdlog::details::log_msg& m) override {
+    void sink_it_(const spdlog::details::log_msg& m) override {  // with mutex_ held
       const spdlog::string_view_t level = spdlog::level::to_string_view(m.level);
-      log_.to_file(std::string(level.data(), level.size()) + ": " + std::string(m.payload.data(), m.payload.size()));
+      std::string line = RunLog::stamp_now() + "  " + std::string(level.data(), level.size()) + ": " +
+                         std::string(m.payload.data(), m.payload.size());
+      if (begun_)
+        log_.write_stamped(line);
+      else
+        held_.push_back(std::move(line));
     }
     void flush_() override {}
 
    private:
     RunLog& log_;
+    bool begun_ = false;
+    std::vector<std::string> held_;
   };
   std::shared_ptr<Sink> sink_;
 };
@@ -925,6 +947,7 @@ int run_training(const TrainOptions& opt, RunLog& log, std::optional<RunDirLock>
   log(fmt::format("azr train: run dir {} | {} rank(s) ({}, {}) | {} threads/rank, {} sandbox workers/rank",
                   run_dir.string(), comm->size(), launch.launcher, comm->backend(),
                   cfg.run.threads > 0 ? cfg.run.threads : share, po.workers));
+  if (library_messages) library_messages->run_begun();
   log(fmt::format("model: {} ({} parameters) on {}{}{}", cfg.model.preset.empty() ? cfg.model.path : cfg.model.preset,
                   policy.model().parameters().size(), backend.name, cfg.model.recompute ? ", recomputing activations" : "",
                   ckpt ? " from " + ckpt->string() + ckpt_checked : std::string()));
