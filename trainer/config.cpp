@@ -61,7 +61,9 @@ Check float_in(char open, double lo, double hi, char close) {
 Check finite() { return FloatRange{-kInf, kInf, true, true}; }
 // A value the optimizer takes: it computes in float, where a double past float's range is inf
 // (a learning rate of 1e300 made every weight NaN at the first step, found only at the save).
-Check positive_float32() { return FloatRange{0.0, std::numeric_limits<float>::max(), true, false}; }
+// Below 0x1.ffffffp+127, halfway between float's largest and 2^128, a double rounds to a finite
+// float (float's largest in any spelling, 3.4028235e38 too); from it on, to inf.
+Check positive_float32() { return FloatRange{0.0, 0x1.ffffffp+127, true, true}; }
 Check one_of(std::initializer_list<std::string_view> v) { return OneOf{v}; }
 
 struct KeySpec {

@@ -420,8 +420,8 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(bad("algorithm", "beta1 = 1"), "f.toml:4:9: algorithm.beta1: must be in [0, 1), got 1.0");
   EXPECT_EQ(bad("algorithm", "beta2 = -0.1"), "f.toml:4:9: algorithm.beta2: must be in [0, 1), got -0.1");
   EXPECT_EQ(bad("algorithm", "batch_size = 0"), "f.toml:4:14: algorithm.batch_size: must be >= 1, got 0");
-  EXPECT_EQ(bad("algorithm", "lr = 0"), "f.toml:4:6: algorithm.lr: must be in (0, 3.4028234663852886e+38], got 0.0");
-  EXPECT_EQ(bad("algorithm", "lr = nan"), "f.toml:4:6: algorithm.lr: must be in (0, 3.4028234663852886e+38], got nan");
+  EXPECT_EQ(bad("algorithm", "lr = 0"), "f.toml:4:6: algorithm.lr: must be in (0, 3.4028235677973366e+38), got 0.0");
+  EXPECT_EQ(bad("algorithm", "lr = nan"), "f.toml:4:6: algorithm.lr: must be in (0, 3.4028235677973366e+38), got nan");
   EXPECT_EQ(bad("algorithm", "temperature = -1"), "f.toml:4:15: algorithm.temperature: must be >= 0, got -1.0");
   EXPECT_EQ(bad("algorithm", "clip_eps = 0.0"), "f.toml:4:12: algorithm.clip_eps: must be > 0, got 0.0");
   // 0 would make a group of equal rewards 0 / 0: NaN advantages.
@@ -450,13 +450,17 @@ TEST(ConfigErrors, OutOfRange) {
   // Beyond these a job's limit would be refused by the sandbox itself, every result lost.
   EXPECT_EQ(bad("sandbox", "cpu_seconds = 1e300"),
             "f.toml:4:15: sandbox.cpu_seconds: must be in [0.001, 3600], got 1e+300");
-  // The optimizer computes in float: past float's largest, 3.4028234663852886e38 (2^128 - 2^104,
-  // shortest as a double), a learning rate is inf there; float's largest itself is kept.
+  // The optimizer computes in float: from 0x1.ffffffp+127 (3.4028235677973366e38, halfway between
+  // float's largest, 2^128 - 2^104, and 2^128) on, a double rounds to inf there; below it, to a
+  // finite float. Float's largest is kept in both of its usual spellings.
   EXPECT_EQ(bad("algorithm", "lr = 1e300"),
-            "f.toml:4:6: algorithm.lr: must be in (0, 3.4028234663852886e+38], got 1e+300");
+            "f.toml:4:6: algorithm.lr: must be in (0, 3.4028235677973366e+38), got 1e+300");
   EXPECT_EQ(bad("bootstrap", "lr = 3.5e38"),
-            "f.toml:4:6: bootstrap.lr: must be in (0, 3.4028234663852886e+38], got 3.5e+38");
+            "f.toml:4:6: bootstrap.lr: must be in (0, 3.4028235677973366e+38), got 3.5e+38");
   EXPECT_EQ(bad("algorithm", "lr = 3.4028234663852886e38"), "<no error>");
+  EXPECT_EQ(bad("algorithm", "lr = 3.4028235e38"), "<no error>");
+  EXPECT_EQ(bad("algorithm", "lr = 3.4028235677973366e38"),
+            "f.toml:4:6: algorithm.lr: must be in (0, 3.4028235677973366e+38), got 3.4028235677973366e+38");
   EXPECT_EQ(bad("sandbox", "memory_mib = 8"), "f.toml:4:14: sandbox.memory_mib: must be in [16, 1048576], got 8.0");
   EXPECT_EQ(bad("sandbox", "workers = -1"), "f.toml:4:11: sandbox.workers: must be >= 0, got -1");
   EXPECT_EQ(bad("seeding", "target = -5"), "f.toml:4:10: seeding.target: must be >= 0, got -5");
