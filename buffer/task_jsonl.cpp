@@ -97,23 +97,27 @@ Task task_from_json(const nlohmann::json& j) {
 
 namespace {
 
-// Every field task_to_json writes: a task's, then an export's.
-bool known_field(const std::string& key) {
-  static const char* const kFields[] = {"type",  "program", "input",  "output",          "inputs",
-                                        "outputs", "message", "id",     "origin",          "step",
+// Every field task_to_json writes for a task of `type`: the type's, then an export's.
+bool known_field(TaskType type, const std::string& key) {
+  static const char* const kExport[] = {"type",     "program",   "id",           "origin",           "step",
                                         "proposer_sample", "attempts", "successes", "learnability",
                                         "times_referenced", "times_served"};
-  for (const char* f : kFields)
+  for (const char* f : kExport)
     if (key == f) return true;
-  return false;
+  if (type == TaskType::Induction) return key == "inputs" || key == "outputs" || key == "message";
+  return key == "input" || key == "output";
 }
 
 }  // namespace
 
 std::string ignored_fields_text(const ImportReport& rep) {
   std::string out;
-  for (const auto& [field, lines] : rep.ignored_fields)
-    out += (out.empty() ? "" : ", ") + field + " (" + std::to_string(lines) + (lines == 1 ? " line)" : " lines)");
+  for (const auto& [field, lines] : rep.ignored_fields) {
+    const std::string quoted = nlohmann::json(field).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += (out.empty() ? "" : ", ") + quoted + " (" + std::to_string(lines) + (lines == 1 ? " line)" : " lines)");
+  }
+  if (rep.ignored_other_lines > 0)
+    out += ", and others in " + std::to_string(rep.ignored_other_lines) + " line(s)";
   return out;
 }
 
@@ -169,8 +173,17 @@ ImportReport read_jsonl(std::istream& in, const std::string& name, bool skip_inv
       tasks.push_back(task_from_json(j));
       rep.task_lines.push_back(lineno);
       ++rep.valid;
-      for (const auto& [key, value] : j.items())
-        if (!known_field(key)) ++rep.ignored_fields[key];
+      bool other = false;
+      for (const auto& [key, value] : j.items()) {
+        if (known_field(tasks.back().type, key)) continue;
+        if (auto it = rep.ignored_fields.find(key); it != rep.ignored_fields.end())
+          ++it->second;
+        else if (rep.ignored_fields.size() < kMaxListedErrors)
+          rep.ignored_fields[key] = 1;
+        else
+          other = true;
+      }
+      rep.ignored_other_lines += other;
     } catch (const std::invalid_argument& e) {
       bad_line(where + e.what());
     }

@@ -31,12 +31,16 @@ struct ImportReport {
   InsertResult inserted;
   std::vector<std::string> errors;  // "FILE:LINE: problem", the first kMaxListedErrors bad lines
   std::vector<int64_t> task_lines;  // read_jsonl: the line of each task read, in order
-  // Fields of valid lines that are not in the format (neither a task's nor an export's), by name,
-  // with the lines that had each: ignored, and said, so that a typo ("stpe") is not lost quietly.
+  // Fields of valid lines that are not in the format for their task's type (neither the type's
+  // fields nor an export's), by name, with the lines that had each: ignored, and said, so that a
+  // typo ("stpe") is not lost quietly. The first kMaxListedErrors names are kept; the lines with
+  // any other are counted in ignored_other_lines.
   std::map<std::string, int64_t> ignored_fields;
+  int64_t ignored_other_lines = 0;
 };
 
-// "bogus (3 lines), stpe (1 line)"; "" when none.
+// "\"bogus\" (3 lines), \"stpe\" (1 line)" (each name as a JSON string: a key may hold any
+// character), then ", and others in N line(s)"; "" when none.
 std::string ignored_fields_text(const ImportReport& rep);
 
 // The bad lines an error message lists; the rest are counted.

@@ -112,8 +112,23 @@ TEST_F(BufferCli, AnImportSaysWhichFieldsItIgnored) {
   const std::string db = path("annotated.db");
   auto imp = run_process({azr(), "buffer", "import", db, file});
   ASSERT_EQ(imp.exit_code, 0) << imp.err;
-  EXPECT_EQ(imp.err, "ignored field(s) that are not in the task format: note (2 lines), stpe (1 line)\n");
+  EXPECT_EQ(imp.err, "ignored field(s) that are not in the task format: \"note\" (2 lines), \"stpe\" (1 line)\n");
   EXPECT_NE(imp.out.find("imported 2 task(s)"), std::string::npos) << imp.out;
+
+  // By the line's type: a deduction's "message" is an induction's field, not a deduction's. The
+  // first 20 names are listed, each as a JSON string (a key may hold a newline); the rest counted.
+  std::string many = "{" + task + R"(, "input": "99", "a\nb": 1})" "\n";
+  many += "{" + task + R"(, "input": "3", "message": "m"})" "\n";
+  for (int i = 10; i < 32; ++i)  // k10 to k27 fill the 20 names; k28 to k31 are counted
+    many += "{" + task + R"(, "input": ")" + std::to_string(i) + R"(", "k)" + std::to_string(i) +
+            R"(": 1})" "\n";
+  auto more = run_process({azr(), "buffer", "import", path("many.db"), write("many.jsonl", many)});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(more.err, "ignored field(s) that are not in the task format: \"a\\nb\" (1 line), \"k10\" (1 line), "
+                      "\"k11\" (1 line), \"k12\" (1 line), \"k13\" (1 line), \"k14\" (1 line), \"k15\" (1 line), "
+                      "\"k16\" (1 line), \"k17\" (1 line), \"k18\" (1 line), \"k19\" (1 line), \"k20\" (1 line), "
+                      "\"k21\" (1 line), \"k22\" (1 line), \"k23\" (1 line), \"k24\" (1 line), \"k25\" (1 line), "
+                      "\"k26\" (1 line), \"k27\" (1 line), \"message\" (1 line), and others in 4 line(s)\n");
 
   const std::string full = write("full.jsonl", run_process({azr(), "buffer", "export", db}).out);
   auto again = run_process({azr(), "buffer", "import", path("again.db"), full});
