@@ -20,20 +20,24 @@ ARCHS=("$@")
 SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/azr-cuda-spills-XXXXXX")"
 trap 'rm -rf "$SCRATCH"' EXIT
 
-# One compile per (architecture, file), as many at once as there are cores.
-jobs=()
-for arch in "${ARCHS[@]}"; do
-  for cu in "$ROOT"/kernels/cuda/*.cu; do jobs+=("$arch $cu"); done
-done
-printf '%s\n' "${jobs[@]}" | xargs -P "$(nproc)" -L 1 bash -c '
-  arch=$0; cu=$1; name=$(basename "$cu" .cu)
-  if ! "'"$NVCC"'" -O2 -DNDEBUG -DAZR_HAVE_CUDA_KERNELS=1 -I"'"$ROOT"'" -std=c++17 \
+# One compile per (architecture, file), as many at once as there are cores. The paths travel as
+# arguments (NUL-separated), so spaces or quotes in them change nothing.
+compile_one() {
+  local arch=$1 cu=$2 name
+  name=$(basename "$cu" .cu)
+  if ! "$NVCC" -O2 -DNDEBUG -DAZR_HAVE_CUDA_KERNELS=1 -I"$ROOT" -std=c++17 \
       --generate-code=arch=compute_$arch,code=sm_$arch -Xptxas -warn-spills \
-      -c "$cu" -o "'"$SCRATCH"'/$name.$arch.o" > "'"$SCRATCH"'/$name.$arch.log" 2>&1; then
+      -c "$cu" -o "$SCRATCH/$name.$arch.o" > "$SCRATCH/$name.$arch.log" 2>&1; then
     echo "cuda_spills: $name.cu failed to compile for sm_$arch:" >&2
-    cat "'"$SCRATCH"'/$name.$arch.log" >&2
+    cat "$SCRATCH/$name.$arch.log" >&2
     exit 255
-  fi'
+  fi
+}
+export -f compile_one
+export NVCC ROOT SCRATCH
+for arch in "${ARCHS[@]}"; do
+  for cu in "$ROOT"/kernels/cuda/*.cu; do printf '%s\0%s\0' "$arch" "$cu"; done
+done | xargs -0 -n 2 -P "$(nproc)" bash -c 'compile_one "$0" "$1"'
 
 # ptxas: "Registers are spilled to local memory in function 'MANGLED', N bytes spill stores, M
 # bytes spill loads".
@@ -48,8 +52,9 @@ for arch in "${ARCHS[@]}"; do
       printf 'sm_%s  %-24s stores %4s B, loads %4s B  %s\n' "$arch" "$file" "$stores" "$loads" "$kernel"
       json_rows+=("{\"arch\":\"sm_$arch\",\"file\":\"$file\",\"kernel\":$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$kernel"),\"spill_store_bytes\":$stores,\"spill_load_bytes\":$loads}")
       count=$((count + 1))
-    done < <(sed -nE "s/.*spilled to local memory in function '([^']+)', ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads.*/\1\t\2\t\3/p" "$log")
+    done < <(sed -nE "s/.*spilled to local memory in function '([^']+)', ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads.*/\1|\2|\3/p" "$log" | tr '|' '\t')
   done
 done
-echo "cuda_spills: $count kernel(s) spill, over sm_${ARCHS[*]} ($(ls "$ROOT"/kernels/cuda/*.cu | wc -l) files each)"
-(IFS=,; echo "{\"check\":\"cuda_spills\",\"nvcc\":\"$("$NVCC" --version | sed -nE 's/.*release ([0-9.]+).*/\1/p')\",\"spills\":[${json_rows[*]}]}")
+archs_named=$(printf 'sm_%s ' "${ARCHS[@]}")
+echo "cuda_spills: $count kernel(s) spill, over ${archs_named% } ($(ls "$ROOT"/kernels/cuda/*.cu | wc -l) files each)"
+(IFS=,; echo "{\"check\":\"cuda_spills\",\"nvcc\":\"$("$NVCC" --version | sed -nE 's/.*release ([0-9.]+).*/\1/p')\",\"spills\":[${json_rows[*]-}]}")

@@ -28,9 +28,6 @@ PACKAGES=(
 # libclang-rt-14-dev, only a Recommends of libclang-common-14-dev, which --no-install-recommends
 # skips; llvm-14 has the symbolizer that names the frames of a failure's stack.
 OPTIONAL=(clang libclang-rt-14-dev llvm-14)
-# Node and npm for the tokenizer differential test (below; it skips, saying so, without them).
-# Most machines have a Node.js of their own, not Debian's: asked of apt only when npm is missing.
-command -v npm >/dev/null 2>&1 || OPTIONAL+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -46,7 +43,7 @@ SUDO=""
 [[ $(id -u) -ne 0 ]] && SUDO="sudo"
 # The optional ones are tried as root or in CI only: a user's every build.sh would ask for sudo.
 if ((${#optional_missing[@]})) && [[ -n "$SUDO" && "${CI:-}" != "true" ]]; then
-  echo "setup: ${optional_missing[*]} not installed: scripts/fuzz.sh or tokdiff_test will skip (apt-get install them)"
+  echo "setup: ${optional_missing[*]} not installed: scripts/fuzz.sh will skip (apt-get install them for it)"
   optional_missing=()
 fi
 if ((${#missing[@]} + ${#optional_missing[@]})); then
@@ -60,9 +57,24 @@ else
   echo "setup: all packages present"
 fi
 if ((${#optional_missing[@]})); then
-  echo "setup: installing ${optional_missing[*]} (for scripts/fuzz.sh and the tokenizer differential test)"
+  echo "setup: installing ${optional_missing[*]} (for scripts/fuzz.sh)"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" ||
-    echo "setup: WARNING: ${optional_missing[*]} not installed: scripts/fuzz.sh or tokdiff_test will skip" >&2
+    echo "setup: WARNING: ${optional_missing[*]} not installed: scripts/fuzz.sh will skip" >&2
+fi
+
+# Node and npm for the tokenizer differential test (below; it skips, saying so, without them). Most
+# machines have a Node.js of their own: apt is asked only where npm is missing, as root or in CI,
+# in a transaction of its own, so that a Node.js from elsewhere that conflicts with Debian's npm
+# cannot take the fuzzing packages down with it.
+if ! command -v npm >/dev/null 2>&1; then
+  if [[ -z "$SUDO" || "${CI:-}" == "true" ]]; then
+    echo "setup: installing nodejs npm (for the tokenizer differential test)"
+    { $SUDO apt-get update -qq &&
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; } ||
+      echo "setup: WARNING: nodejs and npm not installed: tokdiff_test will skip" >&2
+  else
+    echo "setup: npm not found: tokdiff_test will skip (apt-get install nodejs npm for it)"
+  fi
 fi
 
 # Reference for the tokenizer differential test and benchmark: Hugging Face's Rust tokenizers
