@@ -1139,8 +1139,9 @@ int main(int argc, char** argv) {
                 r.fraction_of_peak < 0 ? "-" : (std::to_string(int(r.fraction_of_peak * 100 + 0.5)) + "%").c_str());
     // The baseline a row names in its shape ("...; base = atomics"), else the CPU backend's.
     const size_t base_at = r.shape.find("base = ");
+    const size_t name_at = base_at + std::string("base = ").size();
     const std::string baseline_name =
-        base_at == std::string::npos ? "cpu backend" : r.shape.substr(base_at + std::string("base = ").size());
+        base_at == std::string::npos ? "cpu backend" : r.shape.substr(name_at, r.shape.find(';', name_at) - name_at);
     j["ops"].push_back({{"op", r.op}, {"shape", r.shape}, {"unit", r.unit}, {"gpu", r.gpu_rate},
                         {"baseline", r.cpu_rate}, {"baseline_name", baseline_name}, {"speedup", speedup},
                         {"fraction_of_peak_bandwidth", r.fraction_of_peak < 0 ? nlohmann::json() : nlohmann::json(r.fraction_of_peak)}});

@@ -1,7 +1,9 @@
 // Grading throughput of `azr eval` with gold answers, per benchmark: items graded per second on
-// all cores, against one sandbox worker in the same run (the baseline; math needs no sandbox, so
-// its baseline is the same in-process grader). Gold answers must all grade correct: the bench
-// prints the count so a regression in a grader shows here too.
+// all cores, against one sandbox worker in the same run (the baseline: parallel scaling, not
+// another design). Math needs no sandbox and has no baseline, nor HumanEval+ and MBPP+ unless
+// --baseline-all (minutes each); their JSON rows say so (`one_worker_items_per_s` null, and
+// `no_baseline` why). Gold answers must all grade correct: the bench prints the count so a
+// regression in a grader shows here too.
 //
 // HumanEval+ and MBPP+ are graded a second time on the same Benchmark, as a training run's
 // periodic evaluation does: the canonical solutions' plus-input results are then kept ones
@@ -145,6 +147,10 @@ int main(int argc, char** argv) {
       row["speedup_vs_one_worker"] = one->seconds / all.seconds;  // parallel scaling, not another design
       std::snprintf(one_rate, sizeof one_rate, "%.1f", double(b.items.size()) / one->seconds);
       std::snprintf(speedup, sizeof speedup, "%.2fx", one->seconds / all.seconds);
+    } else {
+      row["one_worker_items_per_s"] = nullptr;
+      row["no_baseline"] = sandboxed ? "one worker skipped for a slow benchmark (--baseline-all runs it)"
+                                     : "graded in-process: no sandbox workers to compare";
     }
     if (again) {
       row["again_seconds"] = again->seconds;
