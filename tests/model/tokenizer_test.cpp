@@ -179,9 +179,10 @@ TEST_F(QwenTokenizer, NfcIsApplied) {
   EXPECT_EQ(tok().decode(tok().encode("e\u0301")), "\u00e9");
 }
 
-// Each run is one pre-token of up to a million bytes: a merge loop quadratic in a word's length
-// would take hours here (ctest's timeout, a failure), the linear one a second. Exact: each
-// decodes to itself.
+// The space, letter and newline runs are each one pre-token of up to a million bytes: a merge loop
+// quadratic in a word's length would take hours here (ctest's timeout, a failure), the linear one
+// a second. The digits split one a token: a long input, not a long word. Exact: each decodes to
+// itself.
 TEST_F(QwenTokenizer, LongRunsAreLinearAndExact) {
   for (const std::string& t : {std::string(1000000, ' '), std::string(1000000, 'a'), std::string(500000, '7'),
                                std::string(300000, '\n') + "end"}) {
