@@ -1,7 +1,9 @@
 #include "buffer/task_jsonl.h"
 
+#include <array>
 #include <istream>
 #include <ostream>
+#include <set>
 #include <stdexcept>
 
 #include "buffer/sqlite_util.h"
@@ -97,15 +99,20 @@ Task task_from_json(const nlohmann::json& j) {
 
 namespace {
 
-// Every field task_to_json writes for a task of `type`: the type's, then an export's.
+// Every field task_to_json writes for a task of `type` (the type's, then an export's): read off
+// the writer itself, once, so a field it gains is never reported as ignored.
 bool known_field(TaskType type, const std::string& key) {
-  static const char* const kExport[] = {"type",     "program",   "id",           "origin",           "step",
-                                        "proposer_sample", "attempts", "successes", "learnability",
-                                        "times_referenced", "times_served"};
-  for (const char* f : kExport)
-    if (key == f) return true;
-  if (type == TaskType::Induction) return key == "inputs" || key == "outputs" || key == "message";
-  return key == "input" || key == "output";
+  static const std::array<std::set<std::string, std::less<>>, 3> fields = [] {
+    std::array<std::set<std::string, std::less<>>, 3> f;
+    for (TaskType t : {TaskType::Deduction, TaskType::Abduction, TaskType::Induction}) {
+      Task empty;
+      empty.type = t;
+      const nlohmann::ordered_json written = task_to_json(empty, false);
+      for (auto it = written.begin(); it != written.end(); ++it) f[static_cast<size_t>(t)].insert(it.key());
+    }
+    return f;
+  }();
+  return fields[static_cast<size_t>(type)].count(key) > 0;
 }
 
 }  // namespace
